@@ -1,0 +1,237 @@
+// Package errs is Strand's one error table: Kafka's error names and codes,
+// whether a client may retry each, and which of the four categories an
+// application must treat it as. Domain code returns *Error values (wrapped
+// with %w as it likes); api/ maps them onto the wire, the SDK maps them back.
+package errs
+
+import (
+	"errors"
+	"fmt"
+
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// Category is how an application should react to an error (DESIGN §8).
+type Category int
+
+const (
+	// Retriable errors are retried by the SDK itself.
+	Retriable Category = iota
+	// Abortable errors leave a transaction that must be aborted and begun again.
+	Abortable
+	// ApplicationRecoverable errors need the producer closed and re-created.
+	ApplicationRecoverable
+	// Fatal errors are configuration problems or bugs.
+	Fatal
+)
+
+func (c Category) String() string {
+	switch c {
+	case Retriable:
+		return "retriable"
+	case Abortable:
+		return "abortable"
+	case ApplicationRecoverable:
+		return "application-recoverable"
+	default:
+		return "fatal"
+	}
+}
+
+// Error is a Kafka-named error with a message saying why.
+type Error struct {
+	Code    pb.ErrorCode
+	Message string
+}
+
+// Error prints the Kafka name and the message.
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return e.Code.String()
+	}
+	return e.Code.String() + ": " + e.Message
+}
+
+// Is matches any *Error with the same code, so errors.Is(err, errs.NotCoordinator) works.
+func (e *Error) Is(target error) bool {
+	var t *Error
+	if errors.As(target, &t) {
+		return t.Code == e.Code
+	}
+	return false
+}
+
+// Retriable reports whether a client may simply retry the request.
+func (e *Error) Retriable() bool { return info(e.Code).retriable }
+
+// Category reports how an application should handle the error.
+func (e *Error) Category() Category { return info(e.Code).category }
+
+// New returns an error with the code and a formatted message.
+func New(code pb.ErrorCode, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// FromCode returns nil for NONE and an *Error otherwise.
+func FromCode(code pb.ErrorCode, msg string) error {
+	if code == pb.ErrorCode_NONE {
+		return nil
+	}
+	return &Error{Code: code, Message: msg}
+}
+
+// CodeOf extracts the code of err: NONE for nil, UNKNOWN_SERVER_ERROR when
+// err carries no code.
+func CodeOf(err error) pb.ErrorCode {
+	if err == nil {
+		return pb.ErrorCode_NONE
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return pb.ErrorCode_UNKNOWN_SERVER_ERROR
+}
+
+// Split returns the code and message to put on the wire for err.
+func Split(err error) (pb.ErrorCode, string) {
+	if err == nil {
+		return pb.ErrorCode_NONE, ""
+	}
+	return CodeOf(err), err.Error()
+}
+
+// IsRetriable reports whether err carries a retriable code.
+func IsRetriable(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Retriable()
+}
+
+// CategoryOf reports the category of err (Fatal for errors without a code).
+func CategoryOf(err error) Category {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Category()
+	}
+	return Fatal
+}
+
+type entry struct {
+	retriable bool
+	category  Category
+}
+
+func info(c pb.ErrorCode) entry {
+	if e, ok := table[c]; ok {
+		return e
+	}
+	return entry{false, Fatal}
+}
+
+var (
+	retry = entry{true, Retriable}
+	fatal = entry{false, Fatal}
+)
+
+// table: Kafka's retriable flags (org.apache.kafka.common.protocol.Errors)
+// and the KIP-1050 categories.
+var table = map[pb.ErrorCode]entry{
+	pb.ErrorCode_UNKNOWN_SERVER_ERROR:             fatal,
+	pb.ErrorCode_OFFSET_OUT_OF_RANGE:              fatal,
+	pb.ErrorCode_CORRUPT_MESSAGE:                  retry,
+	pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION:       retry,
+	pb.ErrorCode_INVALID_FETCH_SIZE:               fatal,
+	pb.ErrorCode_LEADER_NOT_AVAILABLE:             retry,
+	pb.ErrorCode_NOT_LEADER_OR_FOLLOWER:           retry,
+	pb.ErrorCode_REQUEST_TIMED_OUT:                retry,
+	pb.ErrorCode_BROKER_NOT_AVAILABLE:             retry,
+	pb.ErrorCode_REPLICA_NOT_AVAILABLE:            retry,
+	pb.ErrorCode_MESSAGE_TOO_LARGE:                fatal,
+	pb.ErrorCode_NETWORK_EXCEPTION:                retry,
+	pb.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS:     retry,
+	pb.ErrorCode_COORDINATOR_NOT_AVAILABLE:        retry,
+	pb.ErrorCode_NOT_COORDINATOR:                  retry,
+	pb.ErrorCode_INVALID_TOPIC_EXCEPTION:          fatal,
+	pb.ErrorCode_RECORD_LIST_TOO_LARGE:            fatal,
+	pb.ErrorCode_NOT_ENOUGH_REPLICAS:              retry,
+	pb.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND: retry,
+	pb.ErrorCode_INVALID_REQUIRED_ACKS:            fatal,
+	pb.ErrorCode_ILLEGAL_GENERATION:               {false, Abortable},
+	pb.ErrorCode_UNKNOWN_MEMBER_ID:                {false, Abortable},
+	pb.ErrorCode_REBALANCE_IN_PROGRESS:            {true, Abortable},
+	pb.ErrorCode_NOT_CONTROLLER:                   retry,
+	pb.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER:     fatal,
+	pb.ErrorCode_DUPLICATE_SEQUENCE_NUMBER:        fatal,
+	pb.ErrorCode_INVALID_PRODUCER_EPOCH:           {false, Abortable},
+	pb.ErrorCode_INVALID_TXN_STATE:                fatal,
+	pb.ErrorCode_INVALID_PRODUCER_ID_MAPPING:      fatal,
+	pb.ErrorCode_INVALID_TRANSACTION_TIMEOUT:      fatal,
+	pb.ErrorCode_CONCURRENT_TRANSACTIONS:          retry,
+	pb.ErrorCode_TRANSACTION_COORDINATOR_FENCED:   fatal,
+	pb.ErrorCode_KAFKA_STORAGE_ERROR:              retry,
+	pb.ErrorCode_UNKNOWN_PRODUCER_ID:              {false, Abortable},
+	pb.ErrorCode_FENCED_LEADER_EPOCH:              retry,
+	pb.ErrorCode_UNKNOWN_LEADER_EPOCH:             retry,
+	pb.ErrorCode_STALE_BROKER_EPOCH:               retry,
+	pb.ErrorCode_OFFSET_NOT_AVAILABLE:             retry,
+	pb.ErrorCode_MEMBER_ID_REQUIRED:               retry,
+	pb.ErrorCode_PREFERRED_LEADER_NOT_AVAILABLE:   retry,
+	pb.ErrorCode_ELIGIBLE_LEADERS_NOT_AVAILABLE:   retry,
+	pb.ErrorCode_UNSTABLE_OFFSET_COMMIT:           retry,
+	pb.ErrorCode_PRODUCER_FENCED:                  {false, ApplicationRecoverable},
+	pb.ErrorCode_TRANSACTIONAL_ID_NOT_FOUND:       fatal,
+	pb.ErrorCode_INELIGIBLE_REPLICA:               retry,
+	pb.ErrorCode_NEW_LEADER_ELECTED:               retry,
+	pb.ErrorCode_TRANSACTION_ABORTABLE:            {false, Abortable},
+	pb.ErrorCode_TRANSACTION_TIMED_OUT:            {false, Abortable},
+}
+
+// Sentinels for errors.Is.
+var (
+	UnknownServerError           = &Error{Code: pb.ErrorCode_UNKNOWN_SERVER_ERROR}
+	OffsetOutOfRange             = &Error{Code: pb.ErrorCode_OFFSET_OUT_OF_RANGE}
+	CorruptMessage               = &Error{Code: pb.ErrorCode_CORRUPT_MESSAGE}
+	UnknownTopicOrPartition      = &Error{Code: pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION}
+	LeaderNotAvailable           = &Error{Code: pb.ErrorCode_LEADER_NOT_AVAILABLE}
+	NotLeaderOrFollower          = &Error{Code: pb.ErrorCode_NOT_LEADER_OR_FOLLOWER}
+	RequestTimedOut              = &Error{Code: pb.ErrorCode_REQUEST_TIMED_OUT}
+	MessageTooLarge              = &Error{Code: pb.ErrorCode_MESSAGE_TOO_LARGE}
+	CoordinatorLoadInProgress    = &Error{Code: pb.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS}
+	CoordinatorNotAvailable      = &Error{Code: pb.ErrorCode_COORDINATOR_NOT_AVAILABLE}
+	NotCoordinator               = &Error{Code: pb.ErrorCode_NOT_COORDINATOR}
+	InvalidTopic                 = &Error{Code: pb.ErrorCode_INVALID_TOPIC_EXCEPTION}
+	NotEnoughReplicas            = &Error{Code: pb.ErrorCode_NOT_ENOUGH_REPLICAS}
+	NotEnoughReplicasAfterAppend = &Error{Code: pb.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND}
+	InvalidRequiredAcks          = &Error{Code: pb.ErrorCode_INVALID_REQUIRED_ACKS}
+	NotController                = &Error{Code: pb.ErrorCode_NOT_CONTROLLER}
+	InvalidRequest               = &Error{Code: pb.ErrorCode_INVALID_REQUEST}
+	OutOfOrderSequenceNumber     = &Error{Code: pb.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER}
+	InvalidProducerEpoch         = &Error{Code: pb.ErrorCode_INVALID_PRODUCER_EPOCH}
+	InvalidTxnState              = &Error{Code: pb.ErrorCode_INVALID_TXN_STATE}
+	InvalidProducerIDMapping     = &Error{Code: pb.ErrorCode_INVALID_PRODUCER_ID_MAPPING}
+	InvalidTransactionTimeout    = &Error{Code: pb.ErrorCode_INVALID_TRANSACTION_TIMEOUT}
+	ConcurrentTransactions       = &Error{Code: pb.ErrorCode_CONCURRENT_TRANSACTIONS}
+	TransactionCoordinatorFenced = &Error{Code: pb.ErrorCode_TRANSACTION_COORDINATOR_FENCED}
+	StorageError                 = &Error{Code: pb.ErrorCode_KAFKA_STORAGE_ERROR}
+	UnknownProducerID            = &Error{Code: pb.ErrorCode_UNKNOWN_PRODUCER_ID}
+	FencedLeaderEpoch            = &Error{Code: pb.ErrorCode_FENCED_LEADER_EPOCH}
+	UnknownLeaderEpoch           = &Error{Code: pb.ErrorCode_UNKNOWN_LEADER_EPOCH}
+	StaleBrokerEpoch             = &Error{Code: pb.ErrorCode_STALE_BROKER_EPOCH}
+	InvalidRecord                = &Error{Code: pb.ErrorCode_INVALID_RECORD}
+	UnstableOffsetCommit         = &Error{Code: pb.ErrorCode_UNSTABLE_OFFSET_COMMIT}
+	ProducerFenced               = &Error{Code: pb.ErrorCode_PRODUCER_FENCED}
+	TopicAlreadyExists           = &Error{Code: pb.ErrorCode_TOPIC_ALREADY_EXISTS}
+	InvalidPartitions            = &Error{Code: pb.ErrorCode_INVALID_PARTITIONS}
+	InvalidReplicationFactor     = &Error{Code: pb.ErrorCode_INVALID_REPLICATION_FACTOR}
+	InvalidConfig                = &Error{Code: pb.ErrorCode_INVALID_CONFIG}
+	TransactionalIDNotFound      = &Error{Code: pb.ErrorCode_TRANSACTIONAL_ID_NOT_FOUND}
+	IneligibleReplica            = &Error{Code: pb.ErrorCode_INELIGIBLE_REPLICA}
+	TransactionAbortable         = &Error{Code: pb.ErrorCode_TRANSACTION_ABORTABLE}
+	TransactionTimedOut          = &Error{Code: pb.ErrorCode_TRANSACTION_TIMED_OUT}
+	InvalidUpdateVersion         = &Error{Code: pb.ErrorCode_INVALID_UPDATE_VERSION}
+	IllegalGeneration            = &Error{Code: pb.ErrorCode_ILLEGAL_GENERATION}
+	UnknownMemberID              = &Error{Code: pb.ErrorCode_UNKNOWN_MEMBER_ID}
+	RebalanceInProgress          = &Error{Code: pb.ErrorCode_REBALANCE_IN_PROGRESS}
+	MemberIDRequired             = &Error{Code: pb.ErrorCode_MEMBER_ID_REQUIRED}
+	UnsupportedCompressionType   = &Error{Code: pb.ErrorCode_UNSUPPORTED_COMPRESSION_TYPE}
+)
