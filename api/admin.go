@@ -1,0 +1,180 @@
+package api
+
+import (
+	"context"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/strand-io/strand/internal/config"
+	"github.com/strand-io/strand/internal/errs"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+type adminService struct {
+	pb.UnimplementedAdminServer
+	d *Deps
+}
+
+// CreateTopics forwards to the active controller, then waits (within the
+// request timeout) until this broker's image has the new topics with
+// leaders, so a Metadata call that follows sees them.
+func (s *adminService) CreateTopics(ctx context.Context, req *pb.CreateTopicsRequest) (*pb.CreateTopicsResponse, error) {
+	var resp *pb.CreateTopicsResponse
+	err := s.d.Remote.Call(ctx, func(ctx context.Context, c pb.ControllerClient) error {
+		var err error
+		resp, err = c.CreateTopics(ctx, req)
+		return err
+	})
+	if err != nil {
+		out := &pb.CreateTopicsResponse{}
+		code, msg := errs.Split(err)
+		if code == pb.ErrorCode_UNKNOWN_SERVER_ERROR {
+			code = pb.ErrorCode_REQUEST_TIMED_OUT
+		}
+		for _, t := range req.Topics {
+			out.Topics = append(out.Topics, &pb.CreatableTopicResult{Name: t.Name, ErrorCode: code, ErrorMessage: msg})
+		}
+		return out, nil
+	}
+	if !req.ValidateOnly {
+		s.waitForTopics(ctx, req.TimeoutMs, resp, true)
+	}
+	return resp, nil
+}
+
+func (s *adminService) waitForTopics(ctx context.Context, timeoutMs int32, resp *pb.CreateTopicsResponse, present bool) {
+	d := time.Duration(timeoutMs) * time.Millisecond
+	if d <= 0 {
+		d = 30 * time.Second
+	}
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		img := s.d.Repl.Image()
+		ready := true
+		for _, t := range resp.Topics {
+			if t.ErrorCode != pb.ErrorCode_NONE {
+				continue
+			}
+			if tt := img.Topic(t.Name); tt == nil || len(tt.Partitions) != int(t.NumPartitions) {
+				ready = false
+			}
+		}
+		if ready {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// DeleteTopics forwards to the active controller.
+func (s *adminService) DeleteTopics(ctx context.Context, req *pb.DeleteTopicsRequest) (*pb.DeleteTopicsResponse, error) {
+	var resp *pb.DeleteTopicsResponse
+	err := s.d.Remote.Call(ctx, func(ctx context.Context, c pb.ControllerClient) error {
+		var err error
+		resp, err = c.DeleteTopics(ctx, req)
+		return err
+	})
+	if err != nil {
+		out := &pb.DeleteTopicsResponse{}
+		code, msg := errs.Split(err)
+		for _, n := range req.Names {
+			out.Topics = append(out.Topics, &pb.DeletableTopicResult{Name: n, ErrorCode: code, ErrorMessage: msg})
+		}
+		return out, nil
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		img := s.d.Repl.Image()
+		gone := true
+		for _, t := range resp.Topics {
+			if t.ErrorCode == pb.ErrorCode_NONE && img.Topic(t.Name) != nil {
+				gone = false
+			}
+		}
+		if gone {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return resp, nil
+}
+
+// IncrementalAlterConfigs forwards to the active controller.
+func (s *adminService) IncrementalAlterConfigs(ctx context.Context, req *pb.IncrementalAlterConfigsRequest) (*pb.IncrementalAlterConfigsResponse, error) {
+	var resp *pb.IncrementalAlterConfigsResponse
+	err := s.d.Remote.Call(ctx, func(ctx context.Context, c pb.ControllerClient) error {
+		var err error
+		resp, err = c.IncrementalAlterConfigs(ctx, req)
+		return err
+	})
+	if err != nil {
+		code, msg := errs.Split(err)
+		return &pb.IncrementalAlterConfigsResponse{ErrorCode: code, ErrorMessage: msg}, nil
+	}
+	return resp, nil
+}
+
+// DescribeCluster reports brokers from the local image and the quorum as
+// the active controller sees it.
+func (s *adminService) DescribeCluster(ctx context.Context, _ *pb.DescribeClusterRequest) (*pb.DescribeClusterResponse, error) {
+	img := s.d.Repl.Image()
+	resp := &pb.DescribeClusterResponse{ClusterId: img.ClusterID, ControllerId: s.d.Remote.LeaderHint(), Brokers: brokerInfos(img), MetadataOffset: img.Offset}
+	qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	var q *pb.DescribeQuorumResponse
+	if err := s.d.Remote.Call(qctx, func(ctx context.Context, c pb.ControllerClient) error {
+		var err error
+		q, err = c.DescribeQuorum(ctx, &pb.DescribeQuorumRequest{})
+		return err
+	}); err == nil {
+		resp.ControllerId = q.LeaderId
+		resp.Controllers = q.Voters
+	} else {
+		resp.ErrorCode, resp.ErrorMessage = pb.ErrorCode_NOT_CONTROLLER, "quorum unreachable: "+err.Error()
+	}
+	return resp, nil
+}
+
+// DescribeConfigs lists a topic's effective configs with their sources.
+func (s *adminService) DescribeConfigs(ctx context.Context, req *pb.DescribeConfigsRequest) (*pb.DescribeConfigsResponse, error) {
+	img := s.d.Repl.Image()
+	resp := &pb.DescribeConfigsResponse{}
+	for _, r := range req.Resources {
+		out := &pb.ConfigResourceResult{Type: r.Type, Name: r.Name}
+		resp.Results = append(resp.Results, out)
+		if r.Type != "topic" {
+			out.ErrorCode, out.ErrorMessage = pb.ErrorCode_INVALID_REQUEST, "only topic configs can be described"
+			continue
+		}
+		t := img.Topic(r.Name)
+		if t == nil {
+			out.ErrorCode, out.ErrorMessage = pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic '"+r.Name+"' does not exist"
+			continue
+		}
+		lc, minISR := s.d.Repl.Partitions().LogConfig(t.Configs)
+		eff := map[string]string{
+			config.SegmentBytes: strconv.FormatInt(lc.SegmentBytes, 10), config.SegmentMs: strconv.FormatInt(lc.SegmentMs, 10),
+			config.RetentionMs: strconv.FormatInt(lc.RetentionMs, 10), config.RetentionBytes: strconv.FormatInt(lc.RetentionBytes, 10),
+			config.FlushMessages: strconv.FormatInt(lc.FlushMessages, 10), config.FlushMs: strconv.FormatInt(lc.FlushMs, 10),
+			config.IndexIntervalBytes: strconv.Itoa(lc.IndexIntervalBytes), config.MinInsyncReplicas: strconv.Itoa(minISR),
+			config.UncleanLeaderElection: strconv.FormatBool(config.Bool(t.Configs, config.UncleanLeaderElection, false)),
+			config.MaxMessageBytes:        strconv.FormatInt(config.Int(t.Configs, config.MaxMessageBytes, int64(s.d.MessageMaxBytes)), 10),
+			config.CleanupPolicy:          "delete", config.MessageTimestampType: "CreateTime",
+			config.ProducerIDExpirationMs: strconv.FormatInt(lc.ProducerIDExpirationMs, 10),
+		}
+		keys := make([]string, 0, len(eff))
+		for k := range eff {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			src := "default"
+			if _, ok := t.Configs[k]; ok {
+				src = "topic"
+			}
+			out.Entries = append(out.Entries, &pb.ConfigEntry{Name: k, Value: eff[k], Source: src})
+		}
+	}
+	return resp, nil
+}

@@ -1,0 +1,102 @@
+package api
+
+import (
+	"context"
+
+	"github.com/strand-io/strand/broker"
+	"github.com/strand-io/strand/internal/errs"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+type consumerService struct {
+	pb.UnimplementedConsumerServer
+	d *Deps
+}
+
+// Fetch validates and hands over to replication (consumers and followers).
+func (s *consumerService) Fetch(ctx context.Context, req *pb.FetchRequest) (*pb.FetchResponse, error) {
+	var bad []*pb.FetchPartitionResponse
+	var good []*pb.FetchPartition
+	for _, fp := range req.Partitions {
+		if fp.FetchOffset < 0 {
+			bad = append(bad, &pb.FetchPartitionResponse{Topic: fp.Topic, Partition: fp.Partition, ErrorCode: pb.ErrorCode_OFFSET_OUT_OF_RANGE,
+				ErrorMessage: errs.New(pb.ErrorCode_OFFSET_OUT_OF_RANGE, "negative fetch offset %d", fp.FetchOffset).Error(), HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1})
+			continue
+		}
+		good = append(good, fp)
+	}
+	if req.MaxWaitMs > 60000 {
+		req.MaxWaitMs = 60000
+	}
+	var resp *pb.FetchResponse
+	if len(good) > 0 {
+		req.Partitions = good
+		resp = s.d.Repl.Fetch(ctx, req)
+	} else {
+		resp = &pb.FetchResponse{}
+	}
+	resp.Partitions = append(resp.Partitions, bad...)
+	return resp, nil
+}
+
+// ListOffsets answers earliest, latest (HW or LSO) or by timestamp, with
+// HW, LSO and whether the last offset is a control record.
+func (s *consumerService) ListOffsets(ctx context.Context, req *pb.ListOffsetsRequest) (*pb.ListOffsetsResponse, error) {
+	resp := &pb.ListOffsetsResponse{}
+	for _, it := range req.Partitions {
+		out := &pb.ListOffsetsPartitionResponse{Topic: it.Topic, Partition: it.Partition, Offset: -1, Timestamp: -1, LeaderEpoch: -1}
+		resp.Partitions = append(resp.Partitions, out)
+		if err := s.listOne(req, it, out); err != nil {
+			out.ErrorCode, out.ErrorMessage = errs.Split(err)
+		}
+	}
+	return resp, nil
+}
+
+func (s *consumerService) listOne(req *pb.ListOffsetsRequest, it *pb.ListOffsetsPartition, out *pb.ListOffsetsPartitionResponse) error {
+	p, err := s.d.Repl.Partition(it.Topic, it.Partition)
+	if err != nil {
+		return err
+	}
+	l := p.Leadership()
+	if l.Role != broker.RoleLeader {
+		return errs.New(pb.ErrorCode_NOT_LEADER_OR_FOLLOWER, "broker %d is not the leader of %s (leader %d)", s.d.NodeID, p.Key, l.Leader)
+	}
+	if err := broker.CheckLeaderEpoch(p.Key, l.LeaderEpoch, it.CurrentLeaderEpoch); err != nil {
+		return err
+	}
+	hw, lso := p.HighWatermark(), p.LastStableOffset()
+	out.HighWatermark, out.LastStableOffset = hw, lso
+	out.LogStartOffset, out.LogEndOffset = p.Log.LogStartOffset(), p.Log.LogEndOffset()
+	out.LastOffsetIsControl = p.Log.LastBatchIsControl(hw)
+	out.LeaderEpoch = l.LeaderEpoch
+	upper := hw
+	if req.IsolationLevel == pb.IsolationLevel_READ_COMMITTED {
+		upper = lso
+	}
+	switch ts := it.Timestamp; {
+	case ts == -2:
+		out.Offset = out.LogStartOffset
+	case ts == -1:
+		out.Offset = upper
+	case ts == -3:
+		return errs.New(pb.ErrorCode_INVALID_REQUEST, "max-timestamp lookup (-3) is not supported")
+	case ts < 0:
+		return errs.New(pb.ErrorCode_INVALID_REQUEST, "timestamp %d is not a valid query", ts)
+	default:
+		off, t, ok, err := p.Log.OffsetForTimestamp(ts, upper)
+		if err != nil {
+			return err
+		}
+		if ok {
+			out.Offset, out.Timestamp = off, t
+		}
+	}
+	return nil
+}
+
+// OffsetForLeaderEpoch serves follower truncation.
+func (s *consumerService) OffsetForLeaderEpoch(ctx context.Context, req *pb.OffsetForLeaderEpochRequest) (*pb.OffsetForLeaderEpochResponse, error) {
+	return s.d.Repl.OffsetForLeaderEpoch(req), nil
+}
+

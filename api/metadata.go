@@ -1,0 +1,88 @@
+package api
+
+import (
+	"context"
+
+	"github.com/strand-io/strand/controller"
+	"github.com/strand-io/strand/internal/errs"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+type metadataService struct {
+	pb.UnimplementedMetadataServer
+	d *Deps
+}
+
+func brokerInfos(img *controller.Image) []*pb.BrokerInfo {
+	var out []*pb.BrokerInfo
+	for _, b := range img.SortedBrokers() {
+		out = append(out, &pb.BrokerInfo{NodeId: b.ID, Address: b.Address, Rack: b.Rack, Fenced: b.Fenced, BrokerEpoch: b.Epoch})
+	}
+	return out
+}
+
+// TopicMetadata renders one topic from an image.
+func TopicMetadata(img *controller.Image, t *controller.Topic) *pb.TopicMetadata {
+	tm := &pb.TopicMetadata{Name: t.Name, IsInternal: t.Internal, TopicId: t.ID, Configs: t.Configs}
+	for _, p := range t.Partitions {
+		pm := &pb.PartitionMetadata{Partition: p.Partition, LeaderId: p.Leader, LeaderEpoch: p.LeaderEpoch,
+			Replicas: p.Replicas, Isr: p.ISR, PartitionEpoch: p.PartitionEpoch}
+		if p.Leader == controller.NoLeader {
+			pm.ErrorCode = pb.ErrorCode_LEADER_NOT_AVAILABLE
+		}
+		for _, r := range p.Replicas {
+			if !img.IsLive(r) {
+				pm.OfflineReplicas = append(pm.OfflineReplicas, r)
+			}
+		}
+		tm.Partitions = append(tm.Partitions, pm)
+	}
+	return tm
+}
+
+// Metadata answers from the local image.
+func (s *metadataService) Metadata(ctx context.Context, req *pb.MetadataRequest) (*pb.MetadataResponse, error) {
+	img := s.d.Repl.Image()
+	resp := &pb.MetadataResponse{ClusterId: img.ClusterID, ControllerId: s.d.Remote.LeaderHint(), Brokers: brokerInfos(img), MetadataOffset: img.Offset}
+	names := req.Topics
+	if len(names) == 0 {
+		for _, n := range img.TopicNames() {
+			if req.IncludeInternal || !controller.IsInternalTopic(n) {
+				names = append(names, n)
+			}
+		}
+	}
+	for _, n := range names {
+		t := img.Topic(n)
+		if t == nil {
+			e := errs.New(pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic %q does not exist", n)
+			resp.Topics = append(resp.Topics, &pb.TopicMetadata{Name: n, ErrorCode: e.Code, ErrorMessage: e.Error()})
+			continue
+		}
+		resp.Topics = append(resp.Topics, TopicMetadata(img, t))
+	}
+	return resp, nil
+}
+
+// DescribeFeatures lists finalized feature levels.
+func (s *metadataService) DescribeFeatures(ctx context.Context, _ *pb.DescribeFeaturesRequest) (*pb.DescribeFeaturesResponse, error) {
+	img := s.d.Repl.Image()
+	return &pb.DescribeFeaturesResponse{Features: []*pb.Feature{{
+		Name: controller.FeatureTransactionVersion, SupportedMinVersion: 0, SupportedMaxVersion: controller.TransactionVersionMax,
+		FinalizedVersionLevel: img.Feature(controller.FeatureTransactionVersion), Epoch: img.Offset,
+	}}}, nil
+}
+
+// FindCoordinator is answered by the coordinators once they exist.
+func (s *metadataService) FindCoordinator(ctx context.Context, req *pb.FindCoordinatorRequest) (*pb.FindCoordinatorResponse, error) {
+	if f, ok := s.d.Txn.(interface {
+		FindCoordinator(context.Context, *pb.FindCoordinatorRequest) (*pb.FindCoordinatorResponse, error)
+	}); ok {
+		return f.FindCoordinator(ctx, req)
+	}
+	resp := &pb.FindCoordinatorResponse{}
+	for _, k := range req.Keys {
+		resp.Coordinators = append(resp.Coordinators, &pb.Coordinator{Key: k, NodeId: -1, ErrorCode: pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, ErrorMessage: "this node runs no coordinator"})
+	}
+	return resp, nil
+}

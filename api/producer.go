@@ -1,0 +1,174 @@
+package api
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/strand-io/strand/internal/config"
+	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/internal/record"
+	"github.com/strand-io/strand/replication"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+type producerService struct {
+	pb.UnimplementedProducerServer
+	d *Deps
+}
+
+// TxnVerifier is implemented by the transaction coordinator client on the
+// produce path: before a transactional batch is appended, the partition
+// must be in the producer's transaction (KIP-890 AddPartitionsToTxn).
+type TxnVerifier interface {
+	VerifyOrAdd(ctx context.Context, transactionalID string, pid int64, epoch int16, topic string, partition int32) error
+}
+
+// Produce appends the requests of one stream in arrival order and answers
+// each when it is complete (see producer.proto).
+func (s *producerService) Produce(stream pb.Producer_ProduceServer) error {
+	ctx := stream.Context()
+	out := make(chan *pb.ProduceResponse, 128)
+	sendErr := make(chan error, 1)
+	go func() {
+		var err error
+		for r := range out {
+			if err == nil {
+				err = stream.Send(r)
+			}
+		}
+		sendErr <- err
+	}()
+	var wg sync.WaitGroup
+	var recvErr error
+	for {
+		req, err := stream.Recv()
+		if err != nil {
+			recvErr = err
+			break
+		}
+		resp, waits := s.handle(ctx, req)
+		if req.Acks == 0 && resp != nil && allOK(resp) {
+			continue
+		}
+		if len(waits) == 0 {
+			out <- resp
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			timeout := time.Duration(req.TimeoutMs) * time.Millisecond
+			if timeout <= 0 {
+				timeout = 30 * time.Second
+			}
+			wctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			for i, a := range waits {
+				if a == nil {
+					continue
+				}
+				if err := a.Wait(wctx); err != nil {
+					r := resp.Partitions[i]
+					r.ErrorCode, r.ErrorMessage = errs.Split(err)
+				}
+			}
+			out <- resp
+		}()
+	}
+	wg.Wait()
+	close(out)
+	_ = recvErr // EOF or cancellation: the client is done with the stream
+	return <-sendErr
+}
+
+func allOK(r *pb.ProduceResponse) bool {
+	for _, p := range r.Partitions {
+		if p.ErrorCode != pb.ErrorCode_NONE {
+			return false
+		}
+	}
+	return true
+}
+
+// handle appends every partition of req (in order) and returns the answer
+// and, for acks=all, what to wait for.
+func (s *producerService) handle(ctx context.Context, req *pb.ProduceRequest) (*pb.ProduceResponse, []*replication.Append) {
+	resp := &pb.ProduceResponse{CorrelationId: req.CorrelationId}
+	var waits []*replication.Append
+	needWait := false
+	for _, pr := range req.Partitions {
+		r := &pb.ProducePartitionResponse{Topic: pr.Topic, Partition: pr.Partition, BaseOffset: -1, LogAppendTimeMs: -1, LogStartOffset: -1, CurrentLeaderId: -1, CurrentLeaderEpoch: -1}
+		resp.Partitions = append(resp.Partitions, r)
+		a, err := s.appendOne(ctx, req, pr)
+		waits = append(waits, a)
+		if err != nil {
+			r.ErrorCode, r.ErrorMessage = errs.Split(err)
+			if p, perr := s.d.Repl.Partition(pr.Topic, pr.Partition); perr == nil {
+				l := p.Leadership()
+				r.CurrentLeaderId, r.CurrentLeaderEpoch = l.Leader, l.LeaderEpoch
+			} else if ip := s.d.Repl.Image().Partition(pr.Topic, pr.Partition); ip != nil {
+				r.CurrentLeaderId, r.CurrentLeaderEpoch = ip.Leader, ip.LeaderEpoch
+			}
+			waits[len(waits)-1] = nil
+			continue
+		}
+		r.BaseOffset = a.Result.FirstOffset
+		if p, perr := s.d.Repl.Partition(pr.Topic, pr.Partition); perr == nil {
+			r.LogStartOffset = p.Log.LogStartOffset()
+		}
+		if req.Acks == -1 {
+			needWait = true
+		} else {
+			waits[len(waits)-1] = nil
+		}
+	}
+	if !needWait {
+		return resp, nil
+	}
+	return resp, waits
+}
+
+func (s *producerService) appendOne(ctx context.Context, req *pb.ProduceRequest, pr *pb.PartitionRecords) (*replication.Append, error) {
+	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
+		return nil, errs.New(pb.ErrorCode_INVALID_REQUIRED_ACKS, "acks must be 0, 1 or -1 (all), got %d", req.Acks)
+	}
+	img := s.d.Repl.Image()
+	t := img.Topic(pr.Topic)
+	if t == nil {
+		return nil, errs.New(pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic %q does not exist", pr.Topic)
+	}
+	if pr.Partition < 0 || int(pr.Partition) >= len(t.Partitions) {
+		return nil, errs.New(pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic %s has %d partitions, there is no partition %d", pr.Topic, len(t.Partitions), pr.Partition)
+	}
+	max := int(config.Int(t.Configs, config.MaxMessageBytes, int64(s.d.MessageMaxBytes)))
+	var txnHeader *record.Header
+	for pos := 0; pos < len(pr.Records); {
+		h, err := record.ParseHeader(pr.Records[pos:])
+		if err != nil {
+			return nil, err
+		}
+		if h.BatchLength < 0 {
+			return nil, errs.New(pb.ErrorCode_CORRUPT_MESSAGE, "negative batchLength %d", h.BatchLength)
+		}
+		if h.Size() > max {
+			return nil, errs.New(pb.ErrorCode_MESSAGE_TOO_LARGE, "batch of %d bytes is larger than max.message.bytes=%d", h.Size(), max)
+		}
+		if h.IsTransactional() && !h.IsControl() {
+			hh := h
+			txnHeader = &hh
+		}
+		pos += h.Size()
+	}
+	if txnHeader != nil {
+		v, ok := s.d.Txn.(TxnVerifier)
+		if !ok || req.TransactionalId == "" {
+			return nil, errs.New(pb.ErrorCode_INVALID_TXN_STATE, "transactional batches need a transactional id and a transaction coordinator")
+		}
+		if err := v.VerifyOrAdd(ctx, req.TransactionalId, txnHeader.ProducerID, txnHeader.ProducerEpoch, pr.Topic, pr.Partition); err != nil {
+			return nil, err
+		}
+	}
+	a := s.d.Repl.AppendLeader(pr.Topic, pr.Partition, pr.Records, req.Acks)
+	return a, a.Err
+}

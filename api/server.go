@@ -1,0 +1,66 @@
+// Package api is the gRPC front door: it validates requests, routes them
+// to the role that answers them, and maps domain errors onto each
+// response's Kafka error code. It holds no state of its own.
+package api
+
+import (
+	"log/slog"
+
+	"google.golang.org/grpc"
+
+	"github.com/strand-io/strand/controller"
+	"github.com/strand-io/strand/coordinator"
+	"github.com/strand-io/strand/replication"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// Deps is what the services call into. Broker-side services need Repl;
+// the Controller service needs Controller.
+type Deps struct {
+	NodeID int32
+	// Repl is nil on a controller-only node.
+	Repl *replication.Manager
+	// Controller is nil on a broker-only node.
+	Controller *controller.Controller
+	// Remote reaches the active controller from here.
+	Remote *controller.Remote
+	PIDs   *coordinator.ProducerIDManager
+	// MessageMaxBytes is message.max.bytes (per batch).
+	MessageMaxBytes int
+	// Addr maps node ids to gRPC addresses.
+	Addr   controller.AddressBook
+	Logger *slog.Logger
+	// Txn and Groups are set once those coordinators exist.
+	Txn    TxnHooks
+	Groups pb.GroupsServer
+}
+
+// TxnHooks is what the produce path and the Transactions service need from
+// the transaction coordinator.
+type TxnHooks interface {
+	pb.TransactionsServer
+}
+
+// Register installs every service this node serves on s.
+func Register(s *grpc.Server, d *Deps) {
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	if d.Repl != nil {
+		pb.RegisterProducerServer(s, &producerService{d: d})
+		pb.RegisterConsumerServer(s, &consumerService{d: d})
+		pb.RegisterMetadataServer(s, &metadataService{d: d})
+		pb.RegisterAdminServer(s, &adminService{d: d})
+		if d.Txn != nil {
+			pb.RegisterTransactionsServer(s, d.Txn)
+		} else {
+			pb.RegisterTransactionsServer(s, &idempotentOnly{d: d})
+		}
+		if d.Groups != nil {
+			pb.RegisterGroupsServer(s, d.Groups)
+		}
+	}
+	if d.Controller != nil {
+		pb.RegisterControllerServer(s, &controllerService{d: d})
+	}
+}

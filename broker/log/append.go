@@ -1,0 +1,407 @@
+package log
+
+import (
+	"math"
+
+	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/internal/record"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// AppendResult describes a completed append.
+type AppendResult struct {
+	FirstOffset int64
+	LastOffset  int64
+	// Duplicate: the batch was already in the log (same producer, epoch and
+	// sequences); nothing was written and the offsets are the original ones.
+	Duplicate    bool
+	NumMessages  int64
+	MaxTimestamp int64
+	Bytes        int
+}
+
+// validateBatches checks every batch in buf before anything is written, so
+// a request is never half-written: whole batches only, magic 2, CRC, counts.
+func validateBatches(buf []byte) ([]record.Header, error) {
+	if len(buf) == 0 {
+		return nil, errs.New(pb.ErrorCode_INVALID_RECORD, "no record batch in the request")
+	}
+	var hs []record.Header
+	for pos := 0; pos < len(buf); {
+		h, err := record.Validate(buf[pos:])
+		if err != nil {
+			return nil, err
+		}
+		if h.RecordCount == 0 {
+			return nil, errs.New(pb.ErrorCode_INVALID_RECORD, "batch at byte %d holds no records", pos)
+		}
+		hs = append(hs, h)
+		pos += h.Size()
+	}
+	return hs, nil
+}
+
+// AppendAsLeader validates client batches, checks producer state (dedup,
+// sequence, epoch), assigns offsets and the leader epoch by rewriting the
+// two header fields outside the CRC, and appends. Records are never decoded.
+// A duplicate of one of a producer's last five batches appends nothing and
+// returns the original offsets. Control batches are refused: only the
+// coordinator writes markers, through AppendMarker.
+func (l *Log) AppendAsLeader(buf []byte, leaderEpoch int32) (AppendResult, error) {
+	hs, err := validateBatches(buf)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	idempotent := 0
+	for i := range hs {
+		if hs[i].IsControl() {
+			return AppendResult{}, errs.New(pb.ErrorCode_INVALID_RECORD, "control batches may only be written by a transaction coordinator")
+		}
+		if hs[i].HasProducerID() {
+			idempotent++
+		}
+	}
+	if idempotent > 0 && len(hs) > 1 {
+		return AppendResult{}, errs.New(pb.ErrorCode_INVALID_RECORD, "an idempotent producer sends one batch per partition per request, got %d", len(hs))
+	}
+
+	l.mu.Lock()
+	res, err := l.appendLeaderLocked(buf, hs, leaderEpoch)
+	l.mu.Unlock()
+	if err != nil || res.Duplicate {
+		return res, err
+	}
+	return res, l.maybeFlush()
+}
+
+func (l *Log) appendLeaderLocked(buf []byte, hs []record.Header, leaderEpoch int32) (AppendResult, error) {
+	if err := l.checkOpen(); err != nil {
+		return AppendResult{}, err
+	}
+	if len(hs) == 1 && hs[0].HasProducerID() {
+		dup, err := l.psm.CheckData(&hs[0])
+		if err != nil {
+			return AppendResult{}, err
+		}
+		if dup != nil {
+			return AppendResult{FirstOffset: dup.FirstOffset, LastOffset: dup.LastOffset, Duplicate: true}, nil
+		}
+	}
+	next := l.leoLocked()
+	pos := 0
+	for i := range hs {
+		b := buf[pos : pos+hs[i].Size()]
+		record.SetBaseOffset(b, next)
+		record.SetPartitionLeaderEpoch(b, leaderEpoch)
+		hs[i].BaseOffset = next
+		hs[i].PartitionLeaderEpoch = leaderEpoch
+		next = hs[i].NextOffset()
+		pos += hs[i].Size()
+	}
+	if _, err := l.epochs.assign(leaderEpoch, hs[0].BaseOffset); err != nil {
+		return AppendResult{}, errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "write leader-epoch-checkpoint: %v", err)
+	}
+	return l.writeLocked(buf, hs)
+}
+
+// writeLocked appends validated batches whose offsets are set, rolling the
+// active segment first when needed, and updates indexes and producer state.
+func (l *Log) writeLocked(buf []byte, hs []record.Header) (AppendResult, error) {
+	if err := l.maybeRollLocked(len(buf), hs[len(hs)-1].NextOffset()); err != nil {
+		return AppendResult{}, err
+	}
+	s := l.active()
+	start := s.size
+	if err := s.write(buf); err != nil {
+		return AppendResult{}, errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "append to %s: %v", s.f.Name(), err)
+	}
+	res := AppendResult{FirstOffset: hs[0].BaseOffset, LastOffset: hs[len(hs)-1].LastOffset(), Bytes: len(buf), MaxTimestamp: -1}
+	pos := start
+	for i := range hs {
+		h := &hs[i]
+		s.indexBatch(h, pos, l.cfg.IndexIntervalBytes)
+		pos += int64(h.Size())
+		if !h.IsControl() {
+			l.psm.ApplyData(h)
+		}
+		res.NumMessages += int64(h.RecordCount)
+		if h.MaxTimestamp > res.MaxTimestamp {
+			res.MaxTimestamp = h.MaxTimestamp
+		}
+	}
+	l.psm.SetMapEndOffset(s.next)
+	l.unflushed += res.NumMessages
+	return res, nil
+}
+
+// maybeRollLocked starts a new segment when the active one would pass
+// segment.bytes, is older than segment.ms, or would overflow its 32-bit
+// relative offsets. The old segment is sealed (fsynced, indexes written)
+// and a producer snapshot is written at the new base offset.
+func (l *Log) maybeRollLocked(size int, nextAfter int64) error {
+	s := l.active()
+	if s.size == 0 {
+		return nil
+	}
+	now := l.clk.Now().UnixMilli()
+	full := s.size+int64(size) > l.cfg.SegmentBytes
+	old := l.cfg.SegmentMs > 0 && now-s.rollBase >= l.cfg.SegmentMs
+	overflow := nextAfter-s.base > math.MaxUint32-1 || s.size+int64(size) > math.MaxUint32
+	if !full && !old && !overflow {
+		return nil
+	}
+	return l.rollLocked(now)
+}
+
+func (l *Log) rollLocked(nowMs int64) error {
+	s := l.active()
+	base := s.next
+	if err := s.seal(); err != nil {
+		return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "seal segment %d: %v", s.base, err)
+	}
+	if err := l.psm.WriteSnapshot(l.dir, base); err != nil {
+		return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "producer snapshot at %d: %v", base, err)
+	}
+	ns, err := createSegment(l.dir, base, nowMs)
+	if err != nil {
+		return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "new segment %d: %v", base, err)
+	}
+	l.segs = append(l.segs, ns)
+	// Everything before the new segment is fsynced now.
+	if base > l.recoveryPoint && l.allSealedBelow(base) {
+		l.recoveryPoint = base
+		l.unflushed = 0
+		l.lastFlushMs = nowMs
+	}
+	return nil
+}
+
+// allSealedBelow reports whether no segment before the active one has unsynced bytes.
+func (l *Log) allSealedBelow(base int64) bool {
+	for _, s := range l.segs {
+		if s.base < base && s.dirty {
+			return false
+		}
+	}
+	return true
+}
+
+// Roll forces a new segment (tests, tools).
+func (l *Log) Roll() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.active().size == 0 {
+		return nil
+	}
+	return l.rollLocked(l.clk.Now().UnixMilli())
+}
+
+// AppendAsFollower appends batches fetched from the leader, offsets and
+// epochs as the leader assigned them. The first batch must start at the log
+// end. Producer state and the epoch history follow the batches, so a
+// follower that becomes leader still recognises duplicates.
+func (l *Log) AppendAsFollower(buf []byte) (AppendResult, error) {
+	hs, err := validateBatches(buf)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	l.mu.Lock()
+	res, err := l.appendFollowerLocked(buf, hs)
+	l.mu.Unlock()
+	if err != nil {
+		return res, err
+	}
+	return res, l.maybeFlush()
+}
+
+func (l *Log) appendFollowerLocked(buf []byte, hs []record.Header) (AppendResult, error) {
+	if err := l.checkOpen(); err != nil {
+		return AppendResult{}, err
+	}
+	next := l.leoLocked()
+	for i := range hs {
+		if hs[i].BaseOffset != next {
+			return AppendResult{}, errs.New(pb.ErrorCode_CORRUPT_MESSAGE, "replicated batch at offset %d does not follow the log end %d", hs[i].BaseOffset, next)
+		}
+		next = hs[i].NextOffset()
+	}
+	for i := range hs {
+		if _, err := l.epochs.assign(hs[i].PartitionLeaderEpoch, hs[i].BaseOffset); err != nil {
+			return AppendResult{}, errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "write leader-epoch-checkpoint: %v", err)
+		}
+	}
+	res, err := l.writeLocked(buf, hs)
+	if err != nil {
+		return res, err
+	}
+	// Markers: complete transactions and index aborted ones.
+	pos := 0
+	for i := range hs {
+		b := buf[pos : pos+hs[i].Size()]
+		pos += hs[i].Size()
+		if hs[i].IsControl() {
+			if err := l.applyMarkerBatchLocked(&hs[i], b, l.active()); err != nil {
+				return res, err
+			}
+		}
+	}
+	return res, nil
+}
+
+// applyMarkerBatchLocked applies a stored control batch to producer state
+// and, for an abort that ended an open transaction, appends the .txnindex
+// entry to seg.
+func (l *Log) applyMarkerBatchLocked(h *record.Header, batch []byte, seg *segment) error {
+	typ, coordEpoch, err := record.ReadControlBatch(batch)
+	if err != nil {
+		return err
+	}
+	done := l.psm.ApplyMarker(h.ProducerID, h.ProducerEpoch, coordEpoch, typ, h.BaseOffset, h.MaxTimestamp)
+	if done == nil || !done.Aborted || seg == nil {
+		return nil
+	}
+	return l.indexAbortLocked(done, seg)
+}
+
+func (l *Log) indexAbortLocked(done *CompletedTxn, seg *segment) error {
+	lso := done.LastOffset + 1
+	if fu, ok := l.psm.FirstUnstableOffset(); ok && fu < lso {
+		lso = fu
+	}
+	a := AbortedTxn{ProducerID: done.ProducerID, FirstOffset: done.FirstOffset, LastOffset: done.LastOffset, LastStableOffset: lso}
+	if err := seg.txn.append(a, l.cfg.SyncEveryWrite()); err != nil {
+		return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "append %s: %v", seg.txn.path, err)
+	}
+	return nil
+}
+
+// MarkerResult describes an appended (or already present) marker.
+type MarkerResult struct {
+	Offset int64
+	// AlreadyDone: the marker repeats one this partition already applied
+	// (a coordinator re-sending after failover); nothing was written.
+	AlreadyDone bool
+	// Completed: an open transaction of the producer ended here.
+	Completed *CompletedTxn
+}
+
+// AppendMarker writes a COMMIT or ABORT control batch for a producer, as a
+// coordinator's WriteTxnMarkers asks (epoch = the bumped producer epoch).
+func (l *Log) AppendMarker(pid int64, epoch int16, coordinatorEpoch int32, typ record.ControlType, leaderEpoch int32) (MarkerResult, error) {
+	l.mu.Lock()
+	res, err := l.appendMarkerLocked(pid, epoch, coordinatorEpoch, typ, leaderEpoch)
+	l.mu.Unlock()
+	if err != nil || res.AlreadyDone {
+		return res, err
+	}
+	return res, l.maybeFlush()
+}
+
+func (l *Log) appendMarkerLocked(pid int64, epoch int16, coordinatorEpoch int32, typ record.ControlType, leaderEpoch int32) (MarkerResult, error) {
+	if err := l.checkOpen(); err != nil {
+		return MarkerResult{}, err
+	}
+	done, err := l.psm.CheckMarker(pid, epoch, coordinatorEpoch)
+	if err != nil {
+		return MarkerResult{}, err
+	}
+	if done {
+		return MarkerResult{AlreadyDone: true, Offset: -1}, nil
+	}
+	now := l.clk.Now().UnixMilli()
+	batch := record.BuildControlBatch(pid, epoch, typ, coordinatorEpoch, now)
+	off := l.leoLocked()
+	record.SetBaseOffset(batch, off)
+	record.SetPartitionLeaderEpoch(batch, leaderEpoch)
+	h, err := record.ParseHeader(batch)
+	if err != nil {
+		return MarkerResult{}, err
+	}
+	if _, err := l.epochs.assign(leaderEpoch, off); err != nil {
+		return MarkerResult{}, errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "write leader-epoch-checkpoint: %v", err)
+	}
+	if _, err := l.writeLocked(batch, []record.Header{h}); err != nil {
+		return MarkerResult{}, err
+	}
+	completed := l.psm.ApplyMarker(pid, epoch, coordinatorEpoch, typ, off, now)
+	if completed != nil && completed.Aborted {
+		if err := l.indexAbortLocked(completed, l.active()); err != nil {
+			return MarkerResult{}, err
+		}
+	}
+	return MarkerResult{Offset: off, Completed: completed}, nil
+}
+
+// maybeFlush applies the flush policy after an append.
+func (l *Log) maybeFlush() error {
+	l.mu.RLock()
+	due := l.unflushed >= l.cfg.FlushMessages ||
+		(l.cfg.FlushMs < math.MaxInt64 && l.clk.Now().UnixMilli()-l.lastFlushMs >= l.cfg.FlushMs)
+	l.mu.RUnlock()
+	if !due {
+		return nil
+	}
+	return l.Flush()
+}
+
+// Flush fsyncs everything appended so far and moves the recovery point to
+// the log end. Concurrent callers share fsyncs: whoever waits while one runs
+// finds its data covered by the next (group commit).
+func (l *Log) Flush() error {
+	l.mu.RLock()
+	target := l.leoLocked()
+	l.mu.RUnlock()
+	return l.FlushTo(target)
+}
+
+// FlushTo makes sure offsets below target are on disk.
+func (l *Log) FlushTo(target int64) error {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	l.mu.RLock()
+	if l.recoveryPoint >= target || l.closed {
+		l.mu.RUnlock()
+		return nil
+	}
+	end := l.leoLocked()
+	var dirty []*segment
+	for _, s := range l.segs {
+		if s.dirty || s.next > l.recoveryPoint {
+			dirty = append(dirty, s)
+		}
+	}
+	l.mu.RUnlock()
+	// fsync without the log lock: appends go on meanwhile.
+	for _, s := range dirty {
+		if err := s.f.Sync(); err != nil {
+			return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "fsync %s: %v", s.f.Name(), err)
+		}
+	}
+	l.mu.Lock()
+	for _, s := range dirty {
+		if s.next <= end {
+			s.dirty = false
+		}
+		_ = s.idx.flush(false)
+		_ = s.tix.flush(false)
+	}
+	if end > l.recoveryPoint {
+		l.recoveryPoint = end
+	}
+	l.unflushed = 0
+	l.lastFlushMs = l.clk.Now().UnixMilli()
+	cb := l.onRecoverPoint
+	l.mu.Unlock()
+	if cb != nil {
+		cb()
+	}
+	return nil
+}
+
+// OnFlush registers a function called after every flush (the partition uses
+// it to re-evaluate the high watermark under flush.messages=1).
+func (l *Log) OnFlush(f func()) {
+	l.mu.Lock()
+	l.onRecoverPoint = f
+	l.mu.Unlock()
+}

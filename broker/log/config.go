@@ -1,0 +1,50 @@
+package log
+
+import (
+	"math"
+	"time"
+)
+
+// Config is a partition log's configuration. Field names follow Kafka's
+// topic-level settings (broker-level names in parentheses).
+type Config struct {
+	// SegmentBytes rolls the active segment at this size (segment.bytes / log.segment.bytes).
+	SegmentBytes int64
+	// SegmentMs rolls a segment this old (segment.ms / log.roll.ms).
+	SegmentMs int64
+	// RetentionMs deletes segments whose newest record is older; -1 keeps forever
+	// (retention.ms / log.retention.ms).
+	RetentionMs int64
+	// RetentionBytes deletes the oldest segments beyond this size; -1 no limit
+	// (retention.bytes / log.retention.bytes).
+	RetentionBytes int64
+	// IndexIntervalBytes is the spacing of offset-index entries (index.interval.bytes).
+	IndexIntervalBytes int
+	// FlushMessages fsyncs after this many messages; 1 = before every
+	// acknowledgement (flush.messages / log.flush.interval.messages).
+	FlushMessages int64
+	// FlushMs fsyncs data older than this (flush.ms / log.flush.interval.ms).
+	FlushMs int64
+	// ProducerIDExpirationMs forgets idle producers (producer.id.expiration.ms).
+	ProducerIDExpirationMs int64
+}
+
+// DefaultConfig is Kafka's defaults: 1 GiB segments, 7 days, no size limit,
+// and no fsync except on segment roll and clean shutdown (durability comes
+// from replication).
+func DefaultConfig() Config {
+	return Config{
+		SegmentBytes:           1 << 30,
+		SegmentMs:              int64(7 * 24 * time.Hour / time.Millisecond),
+		RetentionMs:            int64(7 * 24 * time.Hour / time.Millisecond),
+		RetentionBytes:         -1,
+		IndexIntervalBytes:     4096,
+		FlushMessages:          math.MaxInt64,
+		FlushMs:                math.MaxInt64,
+		ProducerIDExpirationMs: int64(24 * time.Hour / time.Millisecond),
+	}
+}
+
+// SyncEveryWrite reports whether every batch must be on disk before the high
+// watermark may pass it (flush.messages=1).
+func (c Config) SyncEveryWrite() bool { return c.FlushMessages <= 1 }

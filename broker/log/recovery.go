@@ -1,0 +1,408 @@
+package log
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/internal/record"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// recover loads the segments. Segments that end at or before recoveryPoint
+// are trusted (their indexes are only sanity-checked); the segment holding
+// recoveryPoint and everything after it are rescanned with CRC checks.
+func (l *Log) recover(recoveryPoint int64) error {
+	entries, err := os.ReadDir(l.dir)
+	if err != nil {
+		return err
+	}
+	var bases []int64
+	present := map[string]bool{}
+	for _, e := range entries {
+		name := e.Name()
+		present[name] = true
+		if strings.HasSuffix(name, ".tmp") || strings.HasSuffix(name, ".deleted") {
+			os.Remove(filepath.Join(l.dir, name))
+			continue
+		}
+		if b, ok := parseBase(name, LogSuffix); ok {
+			bases = append(bases, b)
+		}
+	}
+	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+	// Indexes without a log file are leftovers.
+	for name := range present {
+		for _, suf := range []string{IndexSuffix, TimeIndexSuffix, TxnIndexSuffix} {
+			if b, ok := parseBase(name, suf); ok && !present[FileName(b)+LogSuffix] {
+				os.Remove(filepath.Join(l.dir, name))
+			}
+		}
+	}
+	now := l.clk.Now().UnixMilli()
+	if len(bases) == 0 {
+		s, err := createSegment(l.dir, 0, now)
+		if err != nil {
+			return err
+		}
+		l.segs = []*segment{s}
+		l.recoveryPoint = 0
+		l.loadEpochs(nil)
+		return nil
+	}
+	for _, b := range bases {
+		s, err := openSegment(l.dir, b)
+		if err != nil {
+			return err
+		}
+		l.segs = append(l.segs, s)
+	}
+	l.logStart = l.segs[0].base
+
+	// Trusted segments: load indexes; a bad index means a rescan.
+	firstRescan := len(l.segs) - 1
+	for i, s := range l.segs {
+		last := i == len(l.segs)-1
+		trusted := !last && l.segs[i+1].base <= recoveryPoint
+		if !trusted {
+			firstRescan = i
+			break
+		}
+		s.next = l.segs[i+1].base
+		if err := l.loadIndexes(s); err != nil {
+			firstRescan = i
+			break
+		}
+	}
+	rescanned := map[*segment]bool{}
+	for i := firstRescan; i < len(l.segs); i++ {
+		s := l.segs[i]
+		corrupt, err := l.rescanSegment(s)
+		if err != nil {
+			return err
+		}
+		rescanned[s] = true
+		if corrupt != nil {
+			// Drop everything after the torn point.
+			for _, later := range l.segs[i+1:] {
+				if err := later.remove(); err != nil {
+					return err
+				}
+			}
+			l.segs = l.segs[:i+1]
+			break
+		}
+	}
+	// Empty trailing segments other than the first are removed so that the
+	// active segment's base is its first offset.
+	for len(l.segs) > 1 && l.active().size == 0 && l.active().base > l.segs[len(l.segs)-2].next {
+		if err := l.active().remove(); err != nil {
+			return err
+		}
+		l.segs = l.segs[:len(l.segs)-1]
+	}
+	if firstRescan < len(l.segs) {
+		l.recoveryPoint = l.segs[firstRescan].base
+	} else {
+		l.recoveryPoint = l.leoLocked()
+	}
+	if rp := recoveryPoint; rp < l.recoveryPoint {
+		l.recoveryPoint = rp
+	}
+	if l.recoveryPoint > l.leoLocked() {
+		l.recoveryPoint = l.leoLocked()
+	}
+	l.loadEpochs(rescanned)
+	replayFrom := l.leoLocked()
+	for s := range rescanned {
+		if s.base < replayFrom {
+			replayFrom = s.base
+		}
+	}
+	return l.rebuildProducerStateLocked(l.leoLocked(), replayFrom, rescanned)
+}
+
+// loadIndexes loads and checks a trusted segment's three indexes.
+func (l *Log) loadIndexes(s *segment) error {
+	if err := s.idx.load(s.size); err != nil {
+		return err
+	}
+	if err := s.tix.load(s.next - s.base); err != nil {
+		return err
+	}
+	if ts, ok := s.tix.maxTimestamp(); ok {
+		s.maxTs = ts
+	}
+	if err := s.txn.load(s.base, s.next); err != nil {
+		return err
+	}
+	if s.size >= record.HeaderSize {
+		if hb, err := s.readAt(0, record.HeaderSize); err == nil {
+			if h, err := record.ParseHeader(hb); err == nil && h.MaxTimestamp > 0 {
+				s.rollBase = h.MaxTimestamp
+			}
+		}
+	}
+	return nil
+}
+
+// rescanSegment re-reads a segment with CRC checks, rebuilds its offset and
+// time indexes, and truncates it at the first torn or corrupt batch. Its
+// .txnindex is cleared here and rebuilt by the producer-state replay.
+func (l *Log) rescanSegment(s *segment) (corrupt error, err error) {
+	s.idx.reset()
+	s.tix.reset()
+	s.maxTs = -1
+	s.bytesSinceIndex = 0
+	s.next = s.base
+	first := true
+	res, err := s.scan(0, true, func(h *record.Header, pos int64, _ []byte) error {
+		if first && h.MaxTimestamp > 0 {
+			s.rollBase = h.MaxTimestamp
+		}
+		first = false
+		s.indexBatch(h, pos, l.cfg.IndexIntervalBytes)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if res.corrupt != nil {
+		if err := s.f.Truncate(res.end); err != nil {
+			return nil, err
+		}
+		s.size = res.end
+		s.dirty = true
+	}
+	s.next = res.next
+	if res.end == 0 {
+		s.next = s.base
+	}
+	if err := s.txn.reset(); err != nil {
+		return nil, err
+	}
+	if err := s.idx.flush(false); err != nil {
+		return nil, err
+	}
+	if err := s.tix.flush(false); err != nil {
+		return nil, err
+	}
+	return res.corrupt, nil
+}
+
+// loadEpochs reads the leader-epoch checkpoint, or rebuilds the history from
+// the batches' partitionLeaderEpoch fields when the file is missing or
+// damaged; then drops epochs past the (possibly truncated) log end.
+func (l *Log) loadEpochs(rescanned map[*segment]bool) {
+	entries, err := ReadEpochCheckpoint(l.epochs.path)
+	if err == nil {
+		l.epochs.entries = entries
+		_ = l.epochs.truncateFromEnd(l.leoLocked())
+		_ = l.epochs.truncateFromStart(l.logStart)
+		return
+	}
+	l.epochs.entries = nil
+	for _, s := range l.segs {
+		_, _ = s.scan(0, false, func(h *record.Header, _ int64, _ []byte) error {
+			if h.PartitionLeaderEpoch > l.epochs.Latest() {
+				l.epochs.entries = append(l.epochs.entries, EpochEntry{h.PartitionLeaderEpoch, h.BaseOffset})
+			}
+			return nil
+		})
+	}
+	_ = l.epochs.flush()
+}
+
+// rebuildProducerStateLocked reloads producer state as of upTo: the newest
+// snapshot at or below snapshotAtMost that reads back cleanly (damaged ones are
+// deleted), then every batch after it replayed. Snapshots above upTo are
+// deleted. Aborted transactions met in segments of reindex get their
+// .txnindex entries back.
+func (l *Log) rebuildProducerStateLocked(upTo, snapshotAtMost int64, reindex map[*segment]bool) error {
+	if err := DeleteSnapshotsAbove(l.dir, upTo); err != nil {
+		return err
+	}
+	offs, err := ListSnapshots(l.dir)
+	if err != nil {
+		return err
+	}
+	psm := NewProducerStateManager()
+	from := l.logStart
+	for i := len(offs) - 1; i >= 0; i-- {
+		if offs[i] > snapshotAtMost {
+			continue
+		}
+		if offs[i] < l.logStart {
+			break
+		}
+		loaded, err := LoadSnapshot(SnapshotPath(l.dir, offs[i]))
+		if err != nil {
+			os.Remove(SnapshotPath(l.dir, offs[i]))
+			continue
+		}
+		psm, from = loaded, offs[i]
+		break
+	}
+	l.psm = psm
+	for _, s := range l.segs {
+		if s.next <= from || s.base >= upTo {
+			continue
+		}
+		pos := int64(0)
+		if from > s.base {
+			pos = s.idx.lookup(from)
+		}
+		seg := s
+		_, err := s.scan(pos, false, func(h *record.Header, _ int64, batch []byte) error {
+			if h.BaseOffset < from || h.BaseOffset >= upTo {
+				return nil
+			}
+			if h.IsControl() {
+				var target *segment
+				if reindex[seg] {
+					target = seg
+				}
+				return l.applyMarkerBatchLocked(h, batch, target)
+			}
+			l.psm.ApplyData(h)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("replay producer state from %d: %w", from, err)
+		}
+	}
+	l.psm.SetMapEndOffset(upTo)
+	return nil
+}
+
+// TruncateTo removes every batch at or after offset (a follower cutting a
+// divergent suffix, KIP-101). Indexes, .txnindex, the epoch history and
+// producer state follow.
+func (l *Log) TruncateTo(offset int64) error {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.checkOpen(); err != nil {
+		return err
+	}
+	if offset >= l.leoLocked() {
+		return nil
+	}
+	if offset < l.logStart {
+		offset = l.logStart
+	}
+	for len(l.segs) > 1 && l.active().base >= offset {
+		if err := l.active().remove(); err != nil {
+			return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "truncate %s: %v", l.key, err)
+		}
+		l.segs = l.segs[:len(l.segs)-1]
+	}
+	s := l.active()
+	pos, h, ok, err := s.findBatch(offset)
+	if err != nil {
+		return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "truncate %s: %v", l.key, err)
+	}
+	if ok {
+		// Never split a batch: cut before the one holding offset.
+		if h.BaseOffset < offset {
+			offset = h.BaseOffset
+		}
+		if err := s.truncateAt(pos, offset); err != nil {
+			return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "truncate %s: %v", l.key, err)
+		}
+	}
+	if err := s.f.Sync(); err != nil {
+		return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "truncate %s: %v", l.key, err)
+	}
+	s.dirty = false
+	_ = s.idx.flush(false)
+	_ = s.tix.flush(false)
+	if l.recoveryPoint > offset {
+		l.recoveryPoint = offset
+	}
+	if err := l.epochs.truncateFromEnd(offset); err != nil {
+		return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "truncate epochs %s: %v", l.key, err)
+	}
+	return l.rebuildProducerStateLocked(offset, offset, nil)
+}
+
+// TruncateFullyAndStartAt empties the log and restarts it at offset (a
+// follower whose fetch offset fell below the leader's log start).
+func (l *Log) TruncateFullyAndStartAt(offset int64) error {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.checkOpen(); err != nil {
+		return err
+	}
+	for _, s := range l.segs {
+		if err := s.remove(); err != nil {
+			return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "truncate %s: %v", l.key, err)
+		}
+	}
+	s, err := createSegment(l.dir, offset, l.clk.Now().UnixMilli())
+	if err != nil {
+		return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "truncate %s: %v", l.key, err)
+	}
+	l.segs = []*segment{s}
+	l.logStart, l.recoveryPoint = offset, offset
+	l.epochs.entries = nil
+	_ = l.epochs.flush()
+	if err := DeleteSnapshotsAbove(l.dir, -1); err != nil {
+		return err
+	}
+	l.psm = NewProducerStateManager()
+	l.psm.SetMapEndOffset(offset)
+	return nil
+}
+
+// DeleteRetention deletes whole segments below hw that retention.ms or
+// retention.bytes no longer keep, never the active one, and moves the log
+// start offset. It returns how many segments went.
+func (l *Log) DeleteRetention(hw int64) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return 0, nil
+	}
+	now := l.clk.Now().UnixMilli()
+	var total int64
+	for _, s := range l.segs {
+		total += s.size
+	}
+	n := 0
+	for len(l.segs) > 1 {
+		s := l.segs[0]
+		if s.next > hw {
+			break
+		}
+		byTime := l.cfg.RetentionMs >= 0 && s.maxTs >= 0 && now-s.maxTs > l.cfg.RetentionMs
+		bySize := l.cfg.RetentionBytes >= 0 && total-s.size >= l.cfg.RetentionBytes
+		if !byTime && !bySize {
+			break
+		}
+		if err := s.remove(); err != nil {
+			return n, err
+		}
+		total -= s.size
+		l.segs = l.segs[1:]
+		n++
+	}
+	if n > 0 {
+		l.logStart = l.segs[0].base
+		_ = l.epochs.truncateFromStart(l.logStart)
+		offs, _ := ListSnapshots(l.dir)
+		// Keep the snapshot at the new start so a restart can replay from it.
+		for _, o := range offs {
+			if o < l.logStart {
+				os.Remove(SnapshotPath(l.dir, o))
+			}
+		}
+	}
+	return n, nil
+}

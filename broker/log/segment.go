@@ -1,0 +1,307 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/strand-io/strand/internal/record"
+)
+
+// Segment file suffixes, as Kafka names them.
+const (
+	LogSuffix       = ".log"
+	IndexSuffix     = ".index"
+	TimeIndexSuffix = ".timeindex"
+	TxnIndexSuffix  = ".txnindex"
+	SnapshotSuffix  = ".snapshot"
+)
+
+// FileName is the 20-digit zero-padded offset Kafka names segment files by.
+func FileName(offset int64) string { return fmt.Sprintf("%020d", offset) }
+
+// parseBase reads the base offset from a segment file name.
+func parseBase(name, suffix string) (int64, bool) {
+	if !strings.HasSuffix(name, suffix) {
+		return 0, false
+	}
+	s := strings.TrimSuffix(name, suffix)
+	if len(s) != 20 {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	return v, err == nil
+}
+
+// segment is one .log file and its indexes. Its mutable fields are guarded
+// by the owning Log's lock.
+type segment struct {
+	base     int64
+	f        *os.File
+	size     int64
+	next     int64 // offset after the last batch (== base when empty)
+	maxTs    int64 // largest batch maxTimestamp
+	rollBase int64 // ms timestamp segment.ms counts from
+	idx      offsetIndex
+	tix      timeIndex
+	txn      txnIndex
+
+	bytesSinceIndex int
+	dirty           bool // bytes written since the last fsync
+}
+
+func segmentPaths(dir string, base int64) (logp, idx, tix, txn string) {
+	n := filepath.Join(dir, FileName(base))
+	return n + LogSuffix, n + IndexSuffix, n + TimeIndexSuffix, n + TxnIndexSuffix
+}
+
+func newSegmentStruct(dir string, base int64, f *os.File) *segment {
+	_, idx, tix, txn := segmentPaths(dir, base)
+	return &segment{
+		base: base, f: f, next: base, maxTs: -1,
+		idx: offsetIndex{path: idx, base: base},
+		tix: timeIndex{path: tix, base: base},
+		txn: txnIndex{path: txn},
+	}
+}
+
+// createSegment makes a new empty segment (truncating leftovers of the same name).
+func createSegment(dir string, base int64, nowMs int64) (*segment, error) {
+	logp, idx, tix, txn := segmentPaths(dir, base)
+	f, err := os.OpenFile(logp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range []string{idx, tix, txn} {
+		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+			f.Close()
+			return nil, err
+		}
+	}
+	s := newSegmentStruct(dir, base, f)
+	s.rollBase = nowMs
+	return s, nil
+}
+
+// openSegment opens an existing segment's log file; indexes are loaded by the caller.
+func openSegment(dir string, base int64) (*segment, error) {
+	logp, _, _, _ := segmentPaths(dir, base)
+	f, err := os.OpenFile(logp, os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	s := newSegmentStruct(dir, base, f)
+	s.size = st.Size()
+	s.rollBase = st.ModTime().UnixMilli()
+	return s, nil
+}
+
+// write appends b at the end of the segment.
+func (s *segment) write(b []byte) error {
+	if _, err := s.f.WriteAt(b, s.size); err != nil {
+		return err
+	}
+	s.size += int64(len(b))
+	s.dirty = true
+	return nil
+}
+
+// indexBatch updates the sparse indexes for a batch just written at pos.
+func (s *segment) indexBatch(h *record.Header, pos int64, interval int) {
+	if h.MaxTimestamp > s.maxTs {
+		s.maxTs = h.MaxTimestamp
+	}
+	if s.bytesSinceIndex >= interval {
+		s.idx.append(h.BaseOffset, pos)
+		s.tix.maybeAppend(s.maxTs, h.BaseOffset)
+		s.bytesSinceIndex = 0
+	}
+	s.bytesSinceIndex += h.Size()
+	s.next = h.NextOffset()
+}
+
+// sync fsyncs the log file and writes the indexes.
+func (s *segment) sync() error {
+	if s.dirty {
+		if err := s.f.Sync(); err != nil {
+			return err
+		}
+		s.dirty = false
+	}
+	if err := s.idx.flush(false); err != nil {
+		return err
+	}
+	return s.tix.flush(false)
+}
+
+// seal finishes a segment that stops being active: a final time-index entry
+// for its max timestamp, everything on disk.
+func (s *segment) seal() error {
+	if s.maxTs >= 0 && s.next > s.base {
+		s.tix.maybeAppend(s.maxTs, s.next-1)
+	}
+	if s.dirty {
+		if err := s.f.Sync(); err != nil {
+			return err
+		}
+		s.dirty = false
+	}
+	if err := s.idx.flush(true); err != nil {
+		return err
+	}
+	return s.tix.flush(true)
+}
+
+func (s *segment) close() error { return s.f.Close() }
+
+// remove deletes the segment's files.
+func (s *segment) remove() error {
+	s.f.Close()
+	var errs []error
+	for _, p := range []string{s.f.Name(), s.idx.path, s.tix.path, s.txn.path} {
+		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// truncateAt cuts the log file at byte pos (a batch boundary) and drops
+// index entries at or past offset.
+func (s *segment) truncateAt(pos int64, offset int64) error {
+	if err := s.f.Truncate(pos); err != nil {
+		return err
+	}
+	s.size = pos
+	s.next = offset
+	s.idx.truncateTo(offset)
+	s.tix.truncateTo(offset)
+	s.dirty = true
+	s.bytesSinceIndex = 0
+	return s.txn.truncateTo(offset)
+}
+
+// scanResult tells where a scan stopped.
+type scanResult struct {
+	end     int64 // byte position after the last good batch
+	next    int64 // offset after the last good batch (base if none)
+	corrupt error // why the scan stopped early, nil at a clean end
+}
+
+// scan reads batches from byte pos to the end of the segment, calling fn
+// for each. The batch slice is only valid during the call. With verify,
+// every CRC is checked; the scan stops at the first torn or corrupt batch
+// and reports it in corrupt (not as an error: recovery truncates there).
+func (s *segment) scan(pos int64, verify bool, fn func(h *record.Header, pos int64, batch []byte) error) (scanResult, error) {
+	res := scanResult{end: pos, next: s.base}
+	const chunk = 1 << 20
+	buf := make([]byte, 0, chunk)
+	for res.end < s.size {
+		want := int64(chunk)
+		if rem := s.size - res.end; rem < want {
+			want = rem
+		}
+		buf = buf[:want]
+		n, err := s.f.ReadAt(buf, res.end)
+		if int64(n) < want {
+			return res, fmt.Errorf("read %s at %d: %v", s.f.Name(), res.end, err)
+		}
+		if len(buf) < record.HeaderSize {
+			res.corrupt = fmt.Errorf("%d trailing bytes at position %d are not a whole batch header", len(buf), res.end)
+			return res, nil
+		}
+		h, _ := record.ParseHeader(buf)
+		if h.Magic != record.Magic || h.BatchLength < record.HeaderSize-record.LogOverhead {
+			res.corrupt = fmt.Errorf("bad batch header at position %d (magic %d, batchLength %d)", res.end, h.Magic, h.BatchLength)
+			return res, nil
+		}
+		size := int64(h.Size())
+		if size > s.size-res.end {
+			res.corrupt = fmt.Errorf("batch at position %d claims %d bytes, %d remain", res.end, size, s.size-res.end)
+			return res, nil
+		}
+		if size > int64(len(buf)) {
+			buf = make([]byte, size)
+			if n, err := s.f.ReadAt(buf, res.end); int64(n) < size {
+				return res, fmt.Errorf("read %s at %d: %v", s.f.Name(), res.end, err)
+			}
+		}
+		// Walk every whole batch in the buffer.
+		off := int64(0)
+		for off+record.HeaderSize <= int64(len(buf)) {
+			b := buf[off:]
+			h, _ := record.ParseHeader(b)
+			if h.Magic != record.Magic || h.BatchLength < record.HeaderSize-record.LogOverhead {
+				res.corrupt = fmt.Errorf("bad batch header at position %d (magic %d, batchLength %d)", res.end, h.Magic, h.BatchLength)
+				return res, nil
+			}
+			size := int64(h.Size())
+			if size > int64(len(b)) {
+				if res.end+size > s.size {
+					res.corrupt = fmt.Errorf("batch at position %d claims %d bytes, %d remain", res.end, size, s.size-res.end)
+					return res, nil
+				}
+				break // read the rest with the next chunk
+			}
+			if verify {
+				if _, err := record.Validate(b[:size]); err != nil {
+					res.corrupt = fmt.Errorf("batch at position %d (offset %d): %v", res.end, h.BaseOffset, err)
+					return res, nil
+				}
+				if h.BaseOffset < res.next {
+					res.corrupt = fmt.Errorf("batch at position %d has offset %d below %d", res.end, h.BaseOffset, res.next)
+					return res, nil
+				}
+			}
+			if err := fn(&h, res.end, b[:size]); err != nil {
+				return res, err
+			}
+			res.end += size
+			res.next = h.NextOffset()
+			off += size
+		}
+		buf = buf[:0]
+		if cap(buf) > chunk {
+			buf = make([]byte, 0, chunk)
+		}
+	}
+	return res, nil
+}
+
+// readAt reads n bytes at pos.
+func (s *segment) readAt(pos int64, n int) ([]byte, error) {
+	b := make([]byte, n)
+	if m, err := s.f.ReadAt(b, pos); m < n {
+		return nil, fmt.Errorf("read %s at %d: %v", s.f.Name(), pos, err)
+	}
+	return b, nil
+}
+
+// findBatch returns the byte position of the batch holding offset (or the
+// first batch after it), and that batch's header; ok=false if none.
+func (s *segment) findBatch(offset int64) (int64, record.Header, bool, error) {
+	pos := s.idx.lookup(offset)
+	var hb [record.HeaderSize]byte
+	for pos+record.HeaderSize <= s.size {
+		if _, err := s.f.ReadAt(hb[:], pos); err != nil {
+			return 0, record.Header{}, false, err
+		}
+		h, _ := record.ParseHeader(hb[:])
+		if h.BatchLength <= 0 {
+			return 0, h, false, fmt.Errorf("bad batch header at position %d of %s", pos, s.f.Name())
+		}
+		if h.LastOffset() >= offset {
+			return pos, h, true, nil
+		}
+		pos += int64(h.Size())
+	}
+	return 0, record.Header{}, false, nil
+}

@@ -1,0 +1,332 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/strand-io/strand/broker/log"
+	"github.com/strand-io/strand/internal/clock"
+	"github.com/strand-io/strand/internal/config"
+)
+
+// Node-wide checkpoint files in the data directory, as Kafka names them.
+const (
+	RecoveryPointFile = "recovery-point-offset-checkpoint"
+	HighWatermarkFile = "replication-offset-checkpoint"
+)
+
+// Config is the partition table's configuration.
+type Config struct {
+	DataDir string
+	// Log holds broker-level defaults (log.segment.bytes, …); topic configs override.
+	Log log.Config
+	// MinInsyncReplicas is the broker default min.insync.replicas.
+	MinInsyncReplicas int
+	// RetentionCheckInterval is log.retention.check.interval.ms.
+	RetentionCheckInterval time.Duration
+	// CheckpointInterval is replica.high.watermark.checkpoint.interval.ms.
+	CheckpointInterval time.Duration
+	// ProducerExpirationCheckInterval is producer.id.expiration.check.interval.ms.
+	ProducerExpirationCheckInterval time.Duration
+	Logger                          *slog.Logger
+}
+
+// DefaultConfig returns Kafka's defaults for dataDir.
+func DefaultConfig(dataDir string) Config {
+	return Config{
+		DataDir:                         dataDir,
+		Log:                             log.DefaultConfig(),
+		MinInsyncReplicas:               1,
+		RetentionCheckInterval:          5 * time.Minute,
+		CheckpointInterval:              5 * time.Second,
+		ProducerExpirationCheckInterval: 10 * time.Minute,
+	}
+}
+
+// Manager is the node's partition table: it opens every log found in the
+// data directory at start (recovering those not cleanly closed), creates and
+// deletes logs as metadata says, and runs the background work logs need:
+// checkpoints, retention, producer expiry. Close stops it and leaves every
+// log cleanly closed.
+type Manager struct {
+	cfg Config
+	clk clock.Clock
+	lg  *slog.Logger
+
+	mu    sync.RWMutex
+	parts map[log.PartitionKey]*Partition
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	closed bool
+}
+
+// Open loads the partition table from cfg.DataDir.
+func Open(cfg Config, clk clock.Clock) (*Manager, error) {
+	if clk == nil {
+		clk = clock.Real
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.Default()
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, err
+	}
+	rps, err := log.ReadOffsetCheckpoint(filepath.Join(cfg.DataDir, RecoveryPointFile))
+	if err != nil {
+		lg.Warn("recovery point checkpoint unreadable; recovering every log from its start", "err", err)
+		rps = map[log.PartitionKey]int64{}
+	}
+	hws, err := log.ReadOffsetCheckpoint(filepath.Join(cfg.DataDir, HighWatermarkFile))
+	if err != nil {
+		lg.Warn("high watermark checkpoint unreadable; starting from log start offsets", "err", err)
+		hws = map[log.PartitionKey]int64{}
+	}
+	// Until the next clean close, a crash must rescan what was written since.
+	m := &Manager{cfg: cfg, clk: clk, lg: lg, parts: map[log.PartitionKey]*Partition{}}
+	entries, err := os.ReadDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		key, ok := ParseDirName(e.Name())
+		if !ok {
+			continue
+		}
+		start := time.Now()
+		l, err := log.Open(filepath.Join(cfg.DataDir, e.Name()), key, cfg.Log, rps[key], clk)
+		if err != nil {
+			m.closeAll()
+			return nil, fmt.Errorf("open log %s: %w", key, err)
+		}
+		p := NewPartition(key, l, hws[key])
+		p.SetMinISR(cfg.MinInsyncReplicas)
+		m.parts[key] = p
+		lg.Debug("loaded log", "partition", key.String(), "logEnd", l.LogEndOffset(), "took", time.Since(start))
+	}
+	// Recovery points now reflect the logs as loaded (after any truncation).
+	if err := m.writeCheckpoints(); err != nil {
+		m.closeAll()
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	m.wg.Add(1)
+	go m.loop(ctx)
+	return m, nil
+}
+
+// ParseDirName reads "<topic>-<partition>".
+func ParseDirName(name string) (log.PartitionKey, bool) {
+	i := strings.LastIndexByte(name, '-')
+	if i <= 0 || i == len(name)-1 {
+		return log.PartitionKey{}, false
+	}
+	p, err := strconv.ParseInt(name[i+1:], 10, 32)
+	if err != nil || p < 0 {
+		return log.PartitionKey{}, false
+	}
+	return log.PartitionKey{Topic: name[:i], Partition: int32(p)}, true
+}
+
+// LogConfig merges topic configs over the broker defaults.
+func (m *Manager) LogConfig(topicConfigs map[string]string) (log.Config, int) {
+	c := m.cfg.Log
+	c.SegmentBytes = config.Int(topicConfigs, config.SegmentBytes, c.SegmentBytes)
+	c.SegmentMs = config.Int(topicConfigs, config.SegmentMs, c.SegmentMs)
+	c.RetentionMs = config.Int(topicConfigs, config.RetentionMs, c.RetentionMs)
+	c.RetentionBytes = config.Int(topicConfigs, config.RetentionBytes, c.RetentionBytes)
+	c.FlushMessages = config.Int(topicConfigs, config.FlushMessages, c.FlushMessages)
+	c.FlushMs = config.Int(topicConfigs, config.FlushMs, c.FlushMs)
+	c.IndexIntervalBytes = int(config.Int(topicConfigs, config.IndexIntervalBytes, int64(c.IndexIntervalBytes)))
+	c.ProducerIDExpirationMs = config.Int(topicConfigs, config.ProducerIDExpirationMs, c.ProducerIDExpirationMs)
+	minISR := int(config.Int(topicConfigs, config.MinInsyncReplicas, int64(m.cfg.MinInsyncReplicas)))
+	return c, minISR
+}
+
+// Get returns a local partition or nil.
+func (m *Manager) Get(key log.PartitionKey) *Partition {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.parts[key]
+}
+
+// GetOrCreate returns the local partition, creating its log if needed, with
+// the topic's configs applied.
+func (m *Manager) GetOrCreate(key log.PartitionKey, topicConfigs map[string]string) (*Partition, error) {
+	lc, minISR := m.LogConfig(topicConfigs)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, errors.New("partition manager is closed")
+	}
+	if p := m.parts[key]; p != nil {
+		p.Log.SetConfig(lc)
+		p.SetMinISR(minISR)
+		return p, nil
+	}
+	l, err := log.Open(filepath.Join(m.cfg.DataDir, log.DirName(key.Topic, key.Partition)), key, lc, 0, m.clk)
+	if err != nil {
+		return nil, err
+	}
+	p := NewPartition(key, l, 0)
+	p.SetMinISR(minISR)
+	m.parts[key] = p
+	return p, nil
+}
+
+// Delete removes a partition and its files.
+func (m *Manager) Delete(key log.PartitionKey) error {
+	m.mu.Lock()
+	p := m.parts[key]
+	delete(m.parts, key)
+	m.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	p.SetLeadership(Leadership{Role: RoleNone, Leader: -1}, nil)
+	return p.Log.Delete()
+}
+
+// All returns every local partition, sorted.
+func (m *Manager) All() []*Partition {
+	m.mu.RLock()
+	out := make([]*Partition, 0, len(m.parts))
+	for _, p := range m.parts {
+		out = append(out, p)
+	}
+	m.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Key.Topic != out[j].Key.Topic {
+			return out[i].Key.Topic < out[j].Key.Topic
+		}
+		return out[i].Key.Partition < out[j].Key.Partition
+	})
+	return out
+}
+
+func (m *Manager) writeCheckpoints() error {
+	rps := map[log.PartitionKey]int64{}
+	hws := map[log.PartitionKey]int64{}
+	for _, p := range m.All() {
+		rps[p.Key] = p.Log.RecoveryPoint()
+		hws[p.Key] = p.HighWatermark()
+	}
+	if err := log.WriteOffsetCheckpoint(filepath.Join(m.cfg.DataDir, RecoveryPointFile), rps); err != nil {
+		return err
+	}
+	return log.WriteOffsetCheckpoint(filepath.Join(m.cfg.DataDir, HighWatermarkFile), hws)
+}
+
+func (m *Manager) loop(ctx context.Context) {
+	defer m.wg.Done()
+	ck := m.clk.NewTicker(m.cfg.CheckpointInterval)
+	defer ck.Stop()
+	ret := m.clk.NewTicker(m.cfg.RetentionCheckInterval)
+	defer ret.Stop()
+	exp := m.clk.NewTicker(m.cfg.ProducerExpirationCheckInterval)
+	defer exp.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ck.C():
+			if err := m.writeCheckpoints(); err != nil {
+				m.lg.Error("write checkpoints", "err", err)
+			}
+			m.flushByTime()
+		case <-ret.C():
+			m.RunRetention()
+		case <-exp.C():
+			for _, p := range m.All() {
+				if n := p.Log.RemoveExpiredProducers(); n > 0 {
+					m.lg.Info("expired idle producers", "partition", p.Key.String(), "count", n)
+				}
+			}
+		}
+	}
+}
+
+// flushByTime applies flush.ms.
+func (m *Manager) flushByTime() {
+	for _, p := range m.All() {
+		c := p.Log.Config()
+		if c.FlushMs < 1<<62 {
+			if err := p.Log.Flush(); err != nil {
+				m.lg.Error("flush", "partition", p.Key.String(), "err", err)
+			}
+		}
+	}
+}
+
+// RunRetention deletes expired segments below each partition's HW now.
+func (m *Manager) RunRetention() {
+	for _, p := range m.All() {
+		n, err := p.Log.DeleteRetention(p.HighWatermark())
+		if err != nil {
+			m.lg.Error("retention", "partition", p.Key.String(), "err", err)
+		} else if n > 0 {
+			m.lg.Info("deleted segments by retention", "partition", p.Key.String(), "segments", n, "logStart", p.Log.LogStartOffset())
+		}
+	}
+}
+
+func (m *Manager) closeAll() {
+	for _, p := range m.parts {
+		p.Log.Close()
+	}
+}
+
+// Close stops background work, closes every log cleanly and writes the
+// checkpoints, so the next Open rescans nothing.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	m.mu.Unlock()
+	m.cancel()
+	m.wg.Wait()
+	var errs []error
+	for _, p := range m.All() {
+		if err := p.Log.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close %s: %w", p.Key, err))
+		}
+	}
+	if err := m.writeCheckpoints(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Abandon stops background work and drops every log without a clean
+// close or checkpoint, as kill -9 would (tests).
+func (m *Manager) Abandon() {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return
+	}
+	m.closed = true
+	m.mu.Unlock()
+	m.cancel()
+	m.wg.Wait()
+	for _, p := range m.All() {
+		p.Log.Abandon()
+	}
+}

@@ -1,0 +1,282 @@
+// Package broker holds a node's partitions: their logs, the high watermark
+// and last stable offset, and the waits built on them (the produce
+// purgatory for acks=all, fetch long polls). Who leads and who is in the
+// ISR is decided elsewhere (replication/, from controller metadata); this
+// package only keeps what it is told and enforces it on appends.
+package broker
+
+import (
+	"context"
+	"sync"
+
+	"github.com/strand-io/strand/broker/log"
+	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/internal/record"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// Role is a replica's part in its partition.
+type Role int
+
+const (
+	// RoleNone: not serving (offline partition, or metadata not applied yet).
+	RoleNone Role = iota
+	RoleLeader
+	RoleFollower
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleLeader:
+		return "leader"
+	case RoleFollower:
+		return "follower"
+	}
+	return "none"
+}
+
+// Leadership is a partition's state as the latest metadata says.
+type Leadership struct {
+	Role           Role
+	Leader         int32
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	Replicas       []int32
+	ISR            []int32
+	// MaximalISR is the ISR plus members of an AlterPartition in flight: the
+	// high watermark waits for all of them (KIP-497 style safety).
+	MaximalISR []int32
+}
+
+// Partition is one local replica.
+type Partition struct {
+	Key log.PartitionKey
+	Log *log.Log
+
+	// leaderMu is held for reading by appends and for writing by role
+	// changes, so no append runs under a stale leader epoch.
+	leaderMu sync.RWMutex
+	lead     Leadership
+	minISR   int
+
+	mu       sync.Mutex
+	hw       int64
+	watchers map[chan struct{}]struct{}
+	hwWait   chan struct{} // closed and replaced whenever hw or leadership changes
+}
+
+// NewPartition wraps an open log; hw is the checkpointed high watermark.
+func NewPartition(key log.PartitionKey, l *log.Log, hw int64) *Partition {
+	if leo := l.LogEndOffset(); hw > leo {
+		hw = leo
+	}
+	if ls := l.LogStartOffset(); hw < ls {
+		hw = ls
+	}
+	return &Partition{Key: key, Log: l, hw: hw, minISR: 1, lead: Leadership{Leader: -1, LeaderEpoch: -1}, watchers: map[chan struct{}]struct{}{}, hwWait: make(chan struct{})}
+}
+
+// Leadership returns the current leadership state.
+func (p *Partition) Leadership() Leadership {
+	p.leaderMu.RLock()
+	defer p.leaderMu.RUnlock()
+	return p.lead
+}
+
+// MinISR is min.insync.replicas for the partition.
+func (p *Partition) MinISR() int {
+	p.leaderMu.RLock()
+	defer p.leaderMu.RUnlock()
+	return p.minISR
+}
+
+// SetMinISR sets min.insync.replicas.
+func (p *Partition) SetMinISR(n int) {
+	p.leaderMu.Lock()
+	p.minISR = n
+	p.leaderMu.Unlock()
+}
+
+// SetLeadership installs new leadership state. fn, if not nil, runs under the
+// exclusive lock (no append in progress): followers truncate there.
+func (p *Partition) SetLeadership(l Leadership, fn func() error) error {
+	p.leaderMu.Lock()
+	defer p.leaderMu.Unlock()
+	if fn != nil {
+		if err := fn(); err != nil {
+			return err
+		}
+	}
+	p.lead = l
+	p.wake()
+	return nil
+}
+
+// UpdateISR changes the ISR of a leader without a role change.
+func (p *Partition) UpdateISR(isr, maximal []int32, partitionEpoch int32) {
+	p.leaderMu.Lock()
+	p.lead.ISR = append([]int32(nil), isr...)
+	p.lead.MaximalISR = append([]int32(nil), maximal...)
+	if partitionEpoch > p.lead.PartitionEpoch {
+		p.lead.PartitionEpoch = partitionEpoch
+	}
+	p.leaderMu.Unlock()
+	p.wake()
+}
+
+// HighWatermark is the offset below which every record is on every ISR member.
+func (p *Partition) HighWatermark() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.hw
+}
+
+// LastStableOffset is min(first offset of the oldest open transaction, HW).
+func (p *Partition) LastStableOffset() int64 {
+	hw := p.HighWatermark()
+	if fu, ok := p.Log.FirstUnstableOffset(); ok && fu < hw {
+		return fu
+	}
+	return hw
+}
+
+// SetHighWatermark moves the HW (it never passes the log end). Leaders only
+// move it forward; followers take the leader's HW capped at their log end.
+func (p *Partition) SetHighWatermark(hw int64, allowBackwards bool) bool {
+	if leo := p.Log.LogEndOffset(); hw > leo {
+		hw = leo
+	}
+	p.mu.Lock()
+	changed := hw > p.hw || (allowBackwards && hw != p.hw)
+	if changed {
+		p.hw = hw
+	}
+	p.mu.Unlock()
+	if changed {
+		p.wake()
+	}
+	return changed
+}
+
+// Watch registers ch to receive a non-blocking send whenever the log grows,
+// the HW moves or leadership changes (fetch long polls).
+func (p *Partition) Watch(ch chan struct{}) {
+	p.mu.Lock()
+	p.watchers[ch] = struct{}{}
+	p.mu.Unlock()
+}
+
+// Unwatch removes ch.
+func (p *Partition) Unwatch(ch chan struct{}) {
+	p.mu.Lock()
+	delete(p.watchers, ch)
+	p.mu.Unlock()
+}
+
+// Wake tells watchers and waiters that something changed.
+func (p *Partition) Wake() { p.wake() }
+
+func (p *Partition) wake() {
+	p.mu.Lock()
+	close(p.hwWait)
+	p.hwWait = make(chan struct{})
+	for ch := range p.watchers {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	p.mu.Unlock()
+}
+
+// WaitForHW blocks until the HW passes offset (the produce purgatory for
+// acks=all), the leadership epoch changes, or ctx ends. It returns
+// NOT_LEADER_OR_FOLLOWER if this replica stops being the leader of epoch
+// (the write's fate is then unknown to this broker), and REQUEST_TIMED_OUT
+// on ctx expiry.
+func (p *Partition) WaitForHW(ctx context.Context, offset int64, epoch int32) error {
+	for {
+		p.mu.Lock()
+		hw, ch := p.hw, p.hwWait
+		p.mu.Unlock()
+		if hw > offset {
+			return nil
+		}
+		l := p.Leadership()
+		if l.Role != RoleLeader || l.LeaderEpoch != epoch {
+			return errs.New(pb.ErrorCode_NOT_LEADER_OR_FOLLOWER, "%s: leadership moved (epoch %d -> %d, leader %d) before offset %d was replicated", p.Key, epoch, l.LeaderEpoch, l.Leader, offset)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return errs.New(pb.ErrorCode_REQUEST_TIMED_OUT, "%s: offset %d not replicated to the ISR %v before the request timed out (HW %d)", p.Key, offset, l.ISR, hw)
+		}
+	}
+}
+
+// AppendAsLeader appends client batches if this replica leads. It checks
+// min.insync.replicas first for acks=all.
+func (p *Partition) AppendAsLeader(batches []byte, requiredAcks int32) (log.AppendResult, int32, error) {
+	p.leaderMu.RLock()
+	defer p.leaderMu.RUnlock()
+	l := p.lead
+	if l.Role != RoleLeader {
+		return log.AppendResult{}, l.LeaderEpoch, p.notLeader(l)
+	}
+	if requiredAcks == -1 && len(l.ISR) < p.minISR {
+		return log.AppendResult{}, l.LeaderEpoch, errs.New(pb.ErrorCode_NOT_ENOUGH_REPLICAS,
+			"%s: the ISR %v has %d replicas, fewer than min.insync.replicas=%d", p.Key, l.ISR, len(l.ISR), p.minISR)
+	}
+	res, err := p.Log.AppendAsLeader(batches, l.LeaderEpoch)
+	if err == nil && !res.Duplicate {
+		p.wake()
+	}
+	return res, l.LeaderEpoch, err
+}
+
+// AppendMarker writes a transaction marker if this replica leads.
+func (p *Partition) AppendMarker(pid int64, epoch int16, coordinatorEpoch int32, typ record.ControlType) (log.MarkerResult, int32, error) {
+	p.leaderMu.RLock()
+	defer p.leaderMu.RUnlock()
+	l := p.lead
+	if l.Role != RoleLeader {
+		return log.MarkerResult{}, l.LeaderEpoch, p.notLeader(l)
+	}
+	res, err := p.Log.AppendMarker(pid, epoch, coordinatorEpoch, typ, l.LeaderEpoch)
+	if err == nil && !res.AlreadyDone {
+		p.wake()
+	}
+	return res, l.LeaderEpoch, err
+}
+
+// AppendAsFollower appends replicated batches if this replica follows.
+func (p *Partition) AppendAsFollower(batches []byte, leaderEpoch int32) (log.AppendResult, error) {
+	p.leaderMu.RLock()
+	defer p.leaderMu.RUnlock()
+	l := p.lead
+	if l.Role != RoleFollower || l.LeaderEpoch != leaderEpoch {
+		return log.AppendResult{}, errs.New(pb.ErrorCode_NOT_LEADER_OR_FOLLOWER, "%s: no longer following epoch %d", p.Key, leaderEpoch)
+	}
+	res, err := p.Log.AppendAsFollower(batches)
+	if err == nil {
+		p.wake()
+	}
+	return res, err
+}
+
+func (p *Partition) notLeader(l Leadership) error {
+	return errs.New(pb.ErrorCode_NOT_LEADER_OR_FOLLOWER, "%s: this broker is not the leader (leader %d, epoch %d)", p.Key, l.Leader, l.LeaderEpoch)
+}
+
+// CheckLeaderEpoch applies KIP-320 fencing to a fetch or ListOffsets that
+// names the leader epoch it believes in (-1 skips the check).
+func CheckLeaderEpoch(key log.PartitionKey, current int32, requested int32) error {
+	switch {
+	case requested < 0 || requested == current:
+		return nil
+	case requested < current:
+		return errs.New(pb.ErrorCode_FENCED_LEADER_EPOCH, "%s: epoch %d is older than the current leader epoch %d", key, requested, current)
+	default:
+		return errs.New(pb.ErrorCode_UNKNOWN_LEADER_EPOCH, "%s: epoch %d is newer than this broker's %d", key, requested, current)
+	}
+}

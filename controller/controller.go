@@ -1,0 +1,631 @@
+package controller
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/strand-io/strand/internal/clock"
+	"github.com/strand-io/strand/internal/config"
+	"github.com/strand-io/strand/internal/errs"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// Config tunes the active controller.
+type Config struct {
+	NodeID int32
+	// SessionTimeout is broker.session.timeout.ms: a broker silent this long is fenced.
+	SessionTimeout time.Duration
+	// LeaderImbalanceInterval is leader.imbalance.check.interval.seconds.
+	LeaderImbalanceInterval time.Duration
+	// AutoLeaderRebalance is auto.leader.rebalance.enable.
+	AutoLeaderRebalance bool
+	// UncleanCheckInterval is unclean.leader.election.interval.ms.
+	UncleanCheckInterval time.Duration
+	// DefaultPartitions / DefaultReplicationFactor: num.partitions, default.replication.factor.
+	DefaultPartitions        int32
+	DefaultReplicationFactor int32
+	Logger                   *slog.Logger
+}
+
+// DefaultConfig is Kafka's defaults.
+func DefaultConfig(nodeID int32) Config {
+	return Config{
+		NodeID:                   nodeID,
+		SessionTimeout:           9 * time.Second,
+		LeaderImbalanceInterval:  300 * time.Second,
+		AutoLeaderRebalance:      true,
+		UncleanCheckInterval:     300 * time.Second,
+		DefaultPartitions:        1,
+		DefaultReplicationFactor: 1,
+	}
+}
+
+// Controller makes the metadata decisions when this node is the active
+// controller. Every write is serialised by one lock, decided on the latest
+// applied image and committed through Raft before it answers; on other
+// nodes the methods return NOT_CONTROLLER.
+type Controller struct {
+	cfg Config
+	Q   *Quorum
+	clk clock.Clock
+	lg  *slog.Logger
+
+	mu       sync.Mutex
+	leases   map[int32]time.Time // last heartbeat per broker (active controller only)
+	active   bool                // leadership as last established (barrier done)
+	lastPref time.Time
+	lastUncl time.Time
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New wraps a started quorum.
+func New(cfg Config, q *Quorum, clk clock.Clock) *Controller {
+	if clk == nil {
+		clk = clock.Real
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.Default()
+	}
+	return &Controller{cfg: cfg, Q: q, clk: clk, lg: lg.With("controller", cfg.NodeID), leases: map[int32]time.Time{}}
+}
+
+// Start runs the controller's loop: it notices gaining and losing Raft
+// leadership and, while active, fences brokers whose lease expired and runs
+// preferred and unclean elections.
+func (c *Controller) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	c.wg.Add(1)
+	go c.loop(ctx)
+}
+
+// Stop ends the loop and waits for it.
+func (c *Controller) Stop() {
+	if c.cancel != nil {
+		c.cancel()
+	}
+	c.wg.Wait()
+}
+
+func (c *Controller) loop(ctx context.Context) {
+	defer c.wg.Done()
+	tick := c.clk.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C():
+			c.tick(ctx)
+		case <-c.Q.Raft.LeaderCh():
+			c.tick(ctx)
+		}
+	}
+}
+
+func (c *Controller) tick(ctx context.Context) {
+	leader := c.Q.IsLeader()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !leader {
+		if c.active {
+			c.lg.Info("no longer the active controller")
+		}
+		c.active = false
+		return
+	}
+	if !c.active {
+		if err := c.becomeActiveLocked(ctx); err != nil {
+			c.lg.Warn("becoming active controller", "err", err)
+			return
+		}
+	}
+	c.checkLeasesLocked(ctx)
+	now := c.clk.Now()
+	if c.cfg.AutoLeaderRebalance && now.Sub(c.lastPref) >= c.cfg.LeaderImbalanceInterval {
+		c.lastPref = now
+		if recs := PreferredLeaderChanges(c.Q.FSM.Image()); len(recs) > 0 {
+			if _, err := c.proposeLocked(ctx, recs...); err != nil {
+				c.lg.Warn("preferred leader election", "err", err)
+			}
+		}
+	}
+	if now.Sub(c.lastUncl) >= c.cfg.UncleanCheckInterval {
+		c.lastUncl = now
+		c.uncleanLocked(ctx)
+	}
+}
+
+func (c *Controller) uncleanLocked(ctx context.Context) {
+	if recs := UncleanChanges(c.Q.FSM.Image()); len(recs) > 0 {
+		c.lg.Warn("unclean leader election", "partitions", len(recs))
+		if _, err := c.proposeLocked(ctx, recs...); err != nil {
+			c.lg.Warn("unclean leader election", "err", err)
+		}
+	}
+}
+
+// becomeActiveLocked waits until every entry of earlier terms is applied,
+// gives every broker a fresh lease, and writes the bootstrap records.
+func (c *Controller) becomeActiveLocked(ctx context.Context) error {
+	if err := c.Q.Raft.Barrier(10 * time.Second).Error(); err != nil {
+		return err
+	}
+	now := c.clk.Now()
+	img := c.Q.FSM.Image()
+	c.leases = map[int32]time.Time{}
+	for id := range img.Brokers {
+		c.leases[id] = now
+	}
+	var boot []*pb.MetadataRecord
+	if img.ClusterID == "" {
+		boot = append(boot, &pb.MetadataRecord{Record: &pb.MetadataRecord_Cluster{Cluster: &pb.ClusterRecord{ClusterId: newID()}}})
+	}
+	if _, ok := img.Features[FeatureTransactionVersion]; !ok {
+		boot = append(boot, &pb.MetadataRecord{Record: &pb.MetadataRecord_FeatureLevel{FeatureLevel: &pb.FeatureLevelRecord{Name: FeatureTransactionVersion, Level: TransactionVersionDefault}}})
+	}
+	if len(boot) > 0 {
+		if _, err := c.Q.Propose(ctx, boot...); err != nil {
+			return err
+		}
+	}
+	c.active = true
+	c.lastPref, c.lastUncl = now, now
+	c.lg.Info("active controller", "metadataOffset", c.Q.FSM.Image().Offset, "brokers", len(img.Brokers))
+	return nil
+}
+
+func (c *Controller) checkLeasesLocked(ctx context.Context) {
+	img := c.Q.FSM.Image()
+	now := c.clk.Now()
+	for _, b := range img.SortedBrokers() {
+		if b.Fenced {
+			continue
+		}
+		last, ok := c.leases[b.ID]
+		if !ok {
+			c.leases[b.ID] = now
+			continue
+		}
+		if now.Sub(last) < c.cfg.SessionTimeout {
+			continue
+		}
+		c.lg.Warn("broker session expired; fencing", "broker", b.ID, "epoch", b.Epoch, "silentFor", now.Sub(last).Round(time.Millisecond))
+		recs := append([]*pb.MetadataRecord{{Record: &pb.MetadataRecord_FenceBroker{FenceBroker: &pb.FenceBrokerRecord{NodeId: b.ID, BrokerEpoch: b.Epoch}}}},
+			FenceChanges(img, b.ID)...)
+		if _, err := c.proposeLocked(ctx, recs...); err != nil {
+			c.lg.Warn("fence broker", "broker", b.ID, "err", err)
+			return
+		}
+		img = c.Q.FSM.Image()
+	}
+}
+
+// proposeLocked commits records; c.mu is held.
+func (c *Controller) proposeLocked(ctx context.Context, recs ...*pb.MetadataRecord) (int64, error) {
+	off, err := c.Q.Propose(ctx, recs...)
+	if errors.Is(err, errNotController) {
+		c.active = false
+		return 0, c.notController()
+	}
+	return off, err
+}
+
+// NotControllerError carries where the active controller is.
+func (c *Controller) notController() error {
+	return errs.New(pb.ErrorCode_NOT_CONTROLLER, "node %d is not the active controller (active: %d)", c.cfg.NodeID, c.Q.LeaderID())
+}
+
+// lockActive takes the lock if this node is the active controller.
+func (c *Controller) lockActive() error {
+	c.mu.Lock()
+	if !c.active || !c.Q.IsLeader() {
+		c.mu.Unlock()
+		return c.notController()
+	}
+	return nil
+}
+
+// LeaderID is the active controller's node id (-1 unknown).
+func (c *Controller) LeaderID() int32 { return c.Q.LeaderID() }
+
+// IsActive reports whether this node is serving as the active controller.
+func (c *Controller) IsActive() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.active && c.Q.IsLeader()
+}
+
+// RegisterBroker records a broker incarnation (fenced) and returns its
+// epoch. A repeated registration of the same incarnation returns the same
+// epoch. A new incarnation replaces the old one, which is first fenced in
+// the same batch: its partitions move and it leaves every ISR until it has
+// caught up again (a restarted broker may have lost unflushed data).
+func (c *Controller) RegisterBroker(ctx context.Context, req *pb.RegisterBrokerRequest) (int64, error) {
+	if err := c.lockActive(); err != nil {
+		return 0, err
+	}
+	defer c.mu.Unlock()
+	img := c.Q.FSM.Image()
+	if req.IncarnationId == "" || req.Address == "" {
+		return 0, errs.New(pb.ErrorCode_INVALID_REGISTRATION, "registration of broker %d needs an incarnation id and an address", req.NodeId)
+	}
+	if req.ClusterId != "" && img.ClusterID != "" && req.ClusterId != img.ClusterID {
+		return 0, errs.New(pb.ErrorCode_INCONSISTENT_CLUSTER_ID, "broker %d belongs to cluster %s, this is %s", req.NodeId, req.ClusterId, img.ClusterID)
+	}
+	cur := img.Brokers[req.NodeId]
+	if cur != nil && cur.IncarnationID == req.IncarnationId {
+		c.leases[req.NodeId] = c.clk.Now()
+		return cur.Epoch, nil
+	}
+	var recs []*pb.MetadataRecord
+	if cur != nil {
+		recs = append(recs, FenceChanges(img, req.NodeId)...)
+	}
+	recs = append(recs, &pb.MetadataRecord{Record: &pb.MetadataRecord_RegisterBroker{RegisterBroker: &pb.RegisterBrokerRecord{
+		NodeId: req.NodeId, IncarnationId: req.IncarnationId, Address: req.Address, Rack: req.Rack, Fenced: true,
+	}}})
+	off, err := c.proposeLocked(ctx, recs...)
+	if err != nil {
+		return 0, err
+	}
+	c.leases[req.NodeId] = c.clk.Now()
+	c.lg.Info("registered broker", "broker", req.NodeId, "epoch", off, "address", req.Address, "replaced", cur != nil)
+	return off, nil
+}
+
+// HeartbeatResult is what a broker learns from a heartbeat.
+type HeartbeatResult struct {
+	Fenced, CaughtUp bool
+}
+
+// BrokerHeartbeat renews a broker's lease and unfences it once it has
+// applied the metadata log up to its own registration. want_fence asks for
+// a controlled shutdown: the broker is fenced and its partitions move.
+func (c *Controller) BrokerHeartbeat(ctx context.Context, req *pb.BrokerHeartbeatRequest) (HeartbeatResult, error) {
+	if err := c.lockActive(); err != nil {
+		return HeartbeatResult{}, err
+	}
+	defer c.mu.Unlock()
+	img := c.Q.FSM.Image()
+	cur := img.Brokers[req.NodeId]
+	if cur == nil {
+		return HeartbeatResult{}, errs.New(pb.ErrorCode_BROKER_ID_NOT_REGISTERED, "broker %d is not registered", req.NodeId)
+	}
+	if cur.Epoch != req.BrokerEpoch {
+		return HeartbeatResult{}, errs.New(pb.ErrorCode_STALE_BROKER_EPOCH, "broker %d heartbeat with epoch %d, registered epoch is %d", req.NodeId, req.BrokerEpoch, cur.Epoch)
+	}
+	c.leases[req.NodeId] = c.clk.Now()
+	caughtUp := req.CurrentMetadataOffset >= cur.Epoch
+	switch {
+	case cur.Fenced && caughtUp && !req.WantFence && !req.WantShutdown:
+		recs := []*pb.MetadataRecord{{Record: &pb.MetadataRecord_UnfenceBroker{UnfenceBroker: &pb.UnfenceBrokerRecord{NodeId: cur.ID, BrokerEpoch: cur.Epoch}}}}
+		recs = append(recs, UnfenceChanges(img, cur.ID)...)
+		if _, err := c.proposeLocked(ctx, recs...); err != nil {
+			return HeartbeatResult{Fenced: true, CaughtUp: caughtUp}, err
+		}
+		c.lg.Info("unfenced broker", "broker", cur.ID, "epoch", cur.Epoch)
+		c.uncleanLocked(ctx)
+		return HeartbeatResult{Fenced: false, CaughtUp: true}, nil
+	case !cur.Fenced && (req.WantFence || req.WantShutdown):
+		recs := append([]*pb.MetadataRecord{{Record: &pb.MetadataRecord_FenceBroker{FenceBroker: &pb.FenceBrokerRecord{NodeId: cur.ID, BrokerEpoch: cur.Epoch}}}},
+			FenceChanges(img, cur.ID)...)
+		if _, err := c.proposeLocked(ctx, recs...); err != nil {
+			return HeartbeatResult{Fenced: false, CaughtUp: caughtUp}, err
+		}
+		c.lg.Info("fenced broker on its request", "broker", cur.ID)
+		return HeartbeatResult{Fenced: true, CaughtUp: caughtUp}, nil
+	}
+	return HeartbeatResult{Fenced: cur.Fenced, CaughtUp: caughtUp}, nil
+}
+
+// AlterPartition applies a leader's ISR change, compare-and-set on the
+// partition epoch. Members added must be live; the leader must stay in.
+func (c *Controller) AlterPartition(ctx context.Context, req *pb.AlterPartitionRequest) ([]*pb.AlterPartitionResult, error) {
+	if err := c.lockActive(); err != nil {
+		return nil, err
+	}
+	defer c.mu.Unlock()
+	img := c.Q.FSM.Image()
+	if b := img.Brokers[req.BrokerId]; b == nil || b.Epoch != req.BrokerEpoch {
+		return nil, errs.New(pb.ErrorCode_STALE_BROKER_EPOCH, "AlterPartition from broker %d epoch %d does not match its registration", req.BrokerId, req.BrokerEpoch)
+	}
+	results := make([]*pb.AlterPartitionResult, len(req.Partitions))
+	var recs []*pb.MetadataRecord
+	var idx []int
+	for i, it := range req.Partitions {
+		res := &pb.AlterPartitionResult{Topic: it.Topic, Partition: it.Partition}
+		results[i] = res
+		p := img.Partition(it.Topic, it.Partition)
+		if err := validateAlter(img, req.BrokerId, p, it); err != nil {
+			res.ErrorCode, res.ErrorMessage = errs.Split(err)
+			if p != nil {
+				fillResult(res, p)
+			}
+			continue
+		}
+		if sameSet(p.ISR, it.NewIsr) {
+			fillResult(res, p)
+			continue
+		}
+		reason := "isr-shrink"
+		if len(it.NewIsr) > len(p.ISR) {
+			reason = "isr-expand"
+		}
+		recs = append(recs, changeRecord(p, p.Leader, it.NewIsr, reason))
+		idx = append(idx, i)
+	}
+	if len(recs) > 0 {
+		if _, err := c.proposeLocked(ctx, recs...); err != nil {
+			return nil, err
+		}
+		img = c.Q.FSM.Image()
+		for _, i := range idx {
+			it := req.Partitions[i]
+			fillResult(results[i], img.Partition(it.Topic, it.Partition))
+		}
+	}
+	return results, nil
+}
+
+func fillResult(res *pb.AlterPartitionResult, p *Partition) {
+	res.LeaderId, res.LeaderEpoch, res.Isr, res.PartitionEpoch = p.Leader, p.LeaderEpoch, append([]int32(nil), p.ISR...), p.PartitionEpoch
+}
+
+func validateAlter(img *Image, broker int32, p *Partition, it *pb.AlterPartitionItem) error {
+	switch {
+	case p == nil:
+		return errs.New(pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "%s-%d does not exist", it.Topic, it.Partition)
+	case p.Leader != broker:
+		return errs.New(pb.ErrorCode_NOT_LEADER_OR_FOLLOWER, "broker %d is not the leader of %s-%d (leader %d)", broker, it.Topic, it.Partition, p.Leader)
+	case it.LeaderEpoch != p.LeaderEpoch:
+		return errs.New(pb.ErrorCode_FENCED_LEADER_EPOCH, "%s-%d: leader epoch %d, current %d", it.Topic, it.Partition, it.LeaderEpoch, p.LeaderEpoch)
+	case it.PartitionEpoch != p.PartitionEpoch:
+		return errs.New(pb.ErrorCode_INVALID_UPDATE_VERSION, "%s-%d: partition epoch %d, current %d", it.Topic, it.Partition, it.PartitionEpoch, p.PartitionEpoch)
+	case !contains(it.NewIsr, broker):
+		return errs.New(pb.ErrorCode_INVALID_REQUEST, "%s-%d: the new ISR %v leaves out the leader", it.Topic, it.Partition, it.NewIsr)
+	}
+	for _, r := range it.NewIsr {
+		if !p.IsReplica(r) {
+			return errs.New(pb.ErrorCode_INVALID_REQUEST, "%s-%d: %d is not a replica", it.Topic, it.Partition, r)
+		}
+		if !p.InISR(r) && !img.IsLive(r) {
+			return errs.New(pb.ErrorCode_INELIGIBLE_REPLICA, "%s-%d: broker %d is fenced and cannot join the ISR", it.Topic, it.Partition, r)
+		}
+	}
+	return nil
+}
+
+// AllocateProducerIds commits the next block of ProducerIDBlockSize ids.
+func (c *Controller) AllocateProducerIds(ctx context.Context, req *pb.AllocateProducerIdsRequest) (int64, int32, error) {
+	if err := c.lockActive(); err != nil {
+		return 0, 0, err
+	}
+	defer c.mu.Unlock()
+	img := c.Q.FSM.Image()
+	if b := img.Brokers[req.BrokerId]; b == nil || b.Epoch != req.BrokerEpoch {
+		return 0, 0, errs.New(pb.ErrorCode_STALE_BROKER_EPOCH, "AllocateProducerIds from broker %d epoch %d does not match its registration", req.BrokerId, req.BrokerEpoch)
+	}
+	start := img.NextProducerID
+	if _, err := c.proposeLocked(ctx, &pb.MetadataRecord{Record: &pb.MetadataRecord_ProducerIds{ProducerIds: &pb.ProducerIdsRecord{
+		BrokerId: req.BrokerId, BrokerEpoch: req.BrokerEpoch, NextProducerId: start + ProducerIDBlockSize,
+	}}}); err != nil {
+		return 0, 0, err
+	}
+	return start, ProducerIDBlockSize, nil
+}
+
+var legalTopic = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
+
+// ValidateTopicName applies Kafka's rules.
+func ValidateTopicName(name string) error {
+	switch {
+	case name == "" || name == "." || name == "..":
+		return errs.New(pb.ErrorCode_INVALID_TOPIC_EXCEPTION, "topic name %q is not allowed", name)
+	case len(name) > 249:
+		return errs.New(pb.ErrorCode_INVALID_TOPIC_EXCEPTION, "topic name is %d characters, at most 249 are allowed", len(name))
+	case !legalTopic.MatchString(name):
+		return errs.New(pb.ErrorCode_INVALID_TOPIC_EXCEPTION, "topic name %q may only hold ASCII letters, digits, '.', '_' and '-'", name)
+	}
+	return nil
+}
+
+// IsInternalTopic reports the two internal topics.
+func IsInternalTopic(name string) bool {
+	return name == InternalTransactionTopic || name == InternalOffsetsTopic
+}
+
+// CreateTopics creates topics, each atomically (its topic record and every
+// partition in one batch). Replicas go to live brokers, leaders spread.
+func (c *Controller) CreateTopics(ctx context.Context, req *pb.CreateTopicsRequest) ([]*pb.CreatableTopicResult, error) {
+	if err := c.lockActive(); err != nil {
+		return nil, err
+	}
+	defer c.mu.Unlock()
+	var out []*pb.CreatableTopicResult
+	for _, t := range req.Topics {
+		res := &pb.CreatableTopicResult{Name: t.Name}
+		out = append(out, res)
+		recs, err := c.topicRecords(t, res)
+		if err != nil {
+			res.ErrorCode, res.ErrorMessage = errs.Split(err)
+			continue
+		}
+		if req.ValidateOnly {
+			continue
+		}
+		if _, err := c.proposeLocked(ctx, recs...); err != nil {
+			res.ErrorCode, res.ErrorMessage = errs.Split(err)
+			if errs.CodeOf(err) == pb.ErrorCode_NOT_CONTROLLER {
+				return nil, err
+			}
+			continue
+		}
+		c.lg.Info("created topic", "topic", t.Name, "partitions", res.NumPartitions, "replicationFactor", res.ReplicationFactor)
+	}
+	return out, nil
+}
+
+func (c *Controller) topicRecords(t *pb.CreatableTopic, res *pb.CreatableTopicResult) ([]*pb.MetadataRecord, error) {
+	img := c.Q.FSM.Image()
+	if err := ValidateTopicName(t.Name); err != nil {
+		return nil, err
+	}
+	if img.Topic(t.Name) != nil {
+		return nil, errs.New(pb.ErrorCode_TOPIC_ALREADY_EXISTS, "topic '%s' already exists", t.Name)
+	}
+	parts, rf := t.NumPartitions, t.ReplicationFactor
+	if parts == -1 || parts == 0 {
+		parts = c.cfg.DefaultPartitions
+	}
+	if rf == -1 || rf == 0 {
+		rf = c.cfg.DefaultReplicationFactor
+	}
+	if parts < 1 || parts > 100000 {
+		return nil, errs.New(pb.ErrorCode_INVALID_PARTITIONS, "number of partitions must be between 1 and 100000, got %d", parts)
+	}
+	if rf < 1 {
+		return nil, errs.New(pb.ErrorCode_INVALID_REPLICATION_FACTOR, "replication factor must be at least 1, got %d", rf)
+	}
+	for k, v := range t.Configs {
+		if err := config.ValidateTopic(k, v); err != nil {
+			return nil, errs.New(pb.ErrorCode_INVALID_CONFIG, "%v", err)
+		}
+	}
+	live := img.LiveBrokers()
+	if int(rf) > len(live) {
+		if IsInternalTopic(t.Name) {
+			return nil, errs.New(pb.ErrorCode_INVALID_REPLICATION_FACTOR, "%s needs %d live brokers, %d %s alive", t.Name, rf, len(live), plural(len(live), "is", "are"))
+		}
+		return nil, errs.New(pb.ErrorCode_INVALID_REPLICATION_FACTOR, "Replication factor: %d larger than available brokers: %d.", rf, len(live))
+	}
+	if minISR := config.Int(t.Configs, config.MinInsyncReplicas, 1); minISR > int64(rf) {
+		return nil, errs.New(pb.ErrorCode_INVALID_CONFIG, "min.insync.replicas=%d is larger than the replication factor %d: no acks=all write could ever succeed", minISR, rf)
+	}
+	ids := make([]int32, len(live))
+	for i, b := range live {
+		ids[i] = b.ID
+	}
+	total := 0
+	for _, tt := range img.Topics {
+		total += len(tt.Partitions)
+	}
+	assign := Assign(ids, int(parts), int(rf), total)
+	id := newID()
+	recs := []*pb.MetadataRecord{{Record: &pb.MetadataRecord_Topic{Topic: &pb.TopicRecord{Name: t.Name, TopicId: id, Configs: t.Configs, Internal: IsInternalTopic(t.Name)}}}}
+	for p, reps := range assign {
+		recs = append(recs, &pb.MetadataRecord{Record: &pb.MetadataRecord_Partition{Partition: &pb.PartitionRecord{
+			Topic: t.Name, Partition: int32(p), Replicas: reps, Isr: reps, Leader: reps[0],
+		}}})
+	}
+	res.TopicId, res.NumPartitions, res.ReplicationFactor = id, parts, rf
+	return recs, nil
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// DeleteTopics removes topics (never the internal ones).
+func (c *Controller) DeleteTopics(ctx context.Context, req *pb.DeleteTopicsRequest) ([]*pb.DeletableTopicResult, error) {
+	if err := c.lockActive(); err != nil {
+		return nil, err
+	}
+	defer c.mu.Unlock()
+	var out []*pb.DeletableTopicResult
+	for _, name := range req.Names {
+		res := &pb.DeletableTopicResult{Name: name}
+		out = append(out, res)
+		t := c.Q.FSM.Image().Topic(name)
+		switch {
+		case t == nil:
+			res.ErrorCode, res.ErrorMessage = pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, fmt.Sprintf("topic '%s' does not exist", name)
+		case t.Internal:
+			res.ErrorCode, res.ErrorMessage = pb.ErrorCode_INVALID_REQUEST, fmt.Sprintf("topic '%s' is internal and cannot be deleted", name)
+		default:
+			if _, err := c.proposeLocked(ctx, &pb.MetadataRecord{Record: &pb.MetadataRecord_RemoveTopic{RemoveTopic: &pb.RemoveTopicRecord{Name: name, TopicId: t.ID}}}); err != nil {
+				if errs.CodeOf(err) == pb.ErrorCode_NOT_CONTROLLER {
+					return nil, err
+				}
+				res.ErrorCode, res.ErrorMessage = errs.Split(err)
+			}
+		}
+	}
+	return out, nil
+}
+
+// IncrementalAlterConfigs sets or deletes topic configs.
+func (c *Controller) IncrementalAlterConfigs(ctx context.Context, req *pb.IncrementalAlterConfigsRequest) error {
+	if err := c.lockActive(); err != nil {
+		return err
+	}
+	defer c.mu.Unlock()
+	r := req.GetResource()
+	if r.GetType() != "topic" {
+		return errs.New(pb.ErrorCode_INVALID_REQUEST, "only topic configs can be altered, not %q", r.GetType())
+	}
+	if c.Q.FSM.Image().Topic(r.Name) == nil {
+		return errs.New(pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic '%s' does not exist", r.Name)
+	}
+	var recs []*pb.MetadataRecord
+	for k, v := range req.Set {
+		if err := config.ValidateTopic(k, v); err != nil {
+			return errs.New(pb.ErrorCode_INVALID_CONFIG, "%v", err)
+		}
+		recs = append(recs, &pb.MetadataRecord{Record: &pb.MetadataRecord_Config{Config: &pb.ConfigRecord{ResourceType: "topic", ResourceName: r.Name, Name: k, Value: v}}})
+	}
+	for _, k := range req.Delete {
+		recs = append(recs, &pb.MetadataRecord{Record: &pb.MetadataRecord_Config{Config: &pb.ConfigRecord{ResourceType: "topic", ResourceName: r.Name, Name: k, Delete: true}}})
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	_, err := c.proposeLocked(ctx, recs...)
+	if err == nil && req.Set[config.UncleanLeaderElection] == "true" {
+		c.uncleanLocked(ctx)
+	}
+	return err
+}
+
+// Suspect lets gossip report a node as failed: if its lease is also more
+// than a heartbeat interval stale it is fenced at once instead of waiting
+// for the whole session timeout.
+func (c *Controller) Suspect(ctx context.Context, id int32, heartbeatInterval time.Duration) {
+	if err := c.lockActive(); err != nil {
+		return
+	}
+	defer c.mu.Unlock()
+	img := c.Q.FSM.Image()
+	b := img.Brokers[id]
+	if b == nil || b.Fenced || c.clk.Now().Sub(c.leases[id]) < 2*heartbeatInterval {
+		return
+	}
+	c.lg.Warn("gossip reports broker failed and its lease is stale; fencing early", "broker", id)
+	recs := append([]*pb.MetadataRecord{{Record: &pb.MetadataRecord_FenceBroker{FenceBroker: &pb.FenceBrokerRecord{NodeId: b.ID, BrokerEpoch: b.Epoch}}}}, FenceChanges(img, b.ID)...)
+	if _, err := c.proposeLocked(ctx, recs...); err != nil {
+		c.lg.Warn("fence broker", "broker", id, "err", err)
+	}
+}
+
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+var _ = raft.Leader

@@ -1,0 +1,160 @@
+package controller
+
+import (
+	"sort"
+
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// The election rules are pure functions of an image: they return the
+// PartitionChange records to propose and never touch state.
+
+// electLeader picks the first replica (in replica order) that is in isr and
+// live, skipping exclude; NoLeader if none.
+func electLeader(replicas, isr []int32, live func(int32) bool, exclude int32) int32 {
+	for _, r := range replicas {
+		if r != exclude && contains(isr, r) && live(r) {
+			return r
+		}
+	}
+	return NoLeader
+}
+
+func without(s []int32, v int32) []int32 {
+	out := make([]int32, 0, len(s))
+	for _, x := range s {
+		if x != v {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func sameSet(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !contains(b, x) {
+			return false
+		}
+	}
+	return true
+}
+
+func changeRecord(p *Partition, leader int32, isr []int32, reason string) *pb.MetadataRecord {
+	le := p.LeaderEpoch
+	if leader != p.Leader {
+		le++
+	}
+	return &pb.MetadataRecord{Record: &pb.MetadataRecord_PartitionChange{PartitionChange: &pb.PartitionChangeRecord{
+		Topic: p.Topic, Partition: p.Partition, Leader: leader, Isr: append([]int32(nil), isr...),
+		LeaderEpoch: le, PartitionEpoch: p.PartitionEpoch + 1, Reason: reason,
+	}}}
+}
+
+func forEachPartition(im *Image, fn func(t *Topic, p *Partition)) {
+	for _, name := range im.TopicNames() {
+		t := im.Topics[name]
+		for _, p := range t.Partitions {
+			if p != nil {
+				fn(t, p)
+			}
+		}
+	}
+}
+
+// FenceChanges moves leadership away from broker id and drops it from every
+// ISR, keeping it as the last member when it is the only one (so the
+// partition can come back with it, and an unclean election is a choice).
+func FenceChanges(im *Image, id int32) []*pb.MetadataRecord {
+	live := func(b int32) bool { return b != id && im.IsLive(b) }
+	var out []*pb.MetadataRecord
+	forEachPartition(im, func(_ *Topic, p *Partition) {
+		if p.Leader != id && !p.InISR(id) {
+			return
+		}
+		isr := without(p.ISR, id)
+		if len(isr) == 0 {
+			isr = append([]int32(nil), p.ISR...)
+		}
+		leader := p.Leader
+		if leader == id {
+			leader = electLeader(p.Replicas, isr, live, id)
+		}
+		if leader == p.Leader && sameSet(isr, p.ISR) {
+			return
+		}
+		out = append(out, changeRecord(p, leader, isr, "fence"))
+	})
+	return out
+}
+
+// UnfenceChanges elects broker id (or another live ISR member) for the
+// offline partitions whose ISR holds it.
+func UnfenceChanges(im *Image, id int32) []*pb.MetadataRecord {
+	live := func(b int32) bool { return b == id || im.IsLive(b) }
+	var out []*pb.MetadataRecord
+	forEachPartition(im, func(_ *Topic, p *Partition) {
+		if p.Leader != NoLeader || !p.InISR(id) {
+			return
+		}
+		if l := electLeader(p.Replicas, p.ISR, live, NoLeader); l != NoLeader {
+			out = append(out, changeRecord(p, l, p.ISR, "unfence"))
+		}
+	})
+	return out
+}
+
+// PreferredLeaderChanges moves leadership back to each partition's first
+// replica where that replica is live and in sync (auto.leader.rebalance.enable).
+func PreferredLeaderChanges(im *Image) []*pb.MetadataRecord {
+	var out []*pb.MetadataRecord
+	forEachPartition(im, func(_ *Topic, p *Partition) {
+		if len(p.Replicas) == 0 {
+			return
+		}
+		pref := p.Replicas[0]
+		if p.Leader == pref || !p.InISR(pref) || !im.IsLive(pref) {
+			return
+		}
+		out = append(out, changeRecord(p, pref, p.ISR, "preferred"))
+	})
+	return out
+}
+
+// UncleanChanges elects any live replica for offline partitions of topics
+// that set unclean.leader.election.enable=true; the ISR becomes just it.
+func UncleanChanges(im *Image) []*pb.MetadataRecord {
+	var out []*pb.MetadataRecord
+	forEachPartition(im, func(t *Topic, p *Partition) {
+		if p.Leader != NoLeader || t.Configs[ConfigTopicUncleanElection] != "true" {
+			return
+		}
+		for _, r := range p.Replicas {
+			if im.IsLive(r) {
+				out = append(out, changeRecord(p, r, []int32{r}, "unclean"))
+				return
+			}
+		}
+	})
+	return out
+}
+
+// Assign places partitions × rf replicas on brokers (sorted by id), the
+// leaders spread round-robin from start so that topics balance together.
+func Assign(brokers []int32, partitions, rf int, start int) [][]int32 {
+	b := append([]int32(nil), brokers...)
+	sort.Slice(b, func(i, j int) bool { return b[i] < b[j] })
+	n := len(b)
+	out := make([][]int32, partitions)
+	for p := 0; p < partitions; p++ {
+		first := (start + p) % n
+		reps := make([]int32, rf)
+		for j := 0; j < rf; j++ {
+			reps[j] = b[(first+j)%n]
+		}
+		out[p] = reps
+	}
+	return out
+}

@@ -1,0 +1,199 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// historyLimit is how many applied batches the FSM keeps for metadata
+// followers; one further behind gets the image first.
+const historyLimit = 20000
+
+// ApplyResult is what FSM.Apply returns for one batch.
+type ApplyResult struct {
+	Offset int64
+	Err    error
+}
+
+// FSM is the Raft state machine. Apply decodes a batch, builds the next
+// image and keeps the batch for metadata followers. It has no side effects
+// beyond its own state (STYLE §6): brokers react to images on their own
+// goroutines.
+type FSM struct {
+	mu      sync.Mutex
+	image   *Image
+	history []*pb.MetadataBatch // applied batches, oldest first
+	// historyFrom: history holds every applied batch with an offset above it.
+	historyFrom int64
+	changed chan struct{}       // closed and replaced on every apply
+}
+
+// NewFSM returns an FSM at the empty image.
+func NewFSM() *FSM {
+	return &FSM{image: EmptyImage(), changed: make(chan struct{}), historyFrom: -1}
+}
+
+var _ raft.FSM = (*FSM)(nil)
+
+// Image returns the current image.
+func (f *FSM) Image() *Image {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.image
+}
+
+// Apply applies a committed Raft entry.
+func (f *FSM) Apply(l *raft.Log) interface{} {
+	var b pb.MetadataBatch
+	if err := proto.Unmarshal(l.Data, &b); err != nil {
+		return ApplyResult{Err: fmt.Errorf("decode metadata batch at %d: %w", l.Index, err)}
+	}
+	b.Offset = int64(l.Index)
+	if !l.AppendedAt.IsZero() {
+		b.AppendTimeMs = l.AppendedAt.UnixMilli()
+	}
+	// Broker epochs are the offset of their registration record.
+	for _, r := range b.Records {
+		if rb, ok := r.Record.(*pb.MetadataRecord_RegisterBroker); ok && rb.RegisterBroker.BrokerEpoch <= 0 {
+			rb.RegisterBroker.BrokerEpoch = b.Offset
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	next, _, err := Apply(f.image, &b)
+	if err != nil {
+		return ApplyResult{Offset: b.Offset, Err: err}
+	}
+	f.image = next
+	f.history = append(f.history, &b)
+	if len(f.history) > historyLimit {
+		drop := len(f.history) - historyLimit/2
+		f.historyFrom = f.history[drop-1].Offset
+		f.history = append([]*pb.MetadataBatch(nil), f.history[drop:]...)
+	}
+	close(f.changed)
+	f.changed = make(chan struct{})
+	return ApplyResult{Offset: b.Offset}
+}
+
+// Snapshot captures the image for Raft.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	return &fsmSnapshot{batch: f.Image().SnapshotRecords()}, nil
+}
+
+// Restore replaces the state with a snapshot.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		return err
+	}
+	var b pb.MetadataBatch
+	if err := proto.Unmarshal(data, &b); err != nil {
+		return fmt.Errorf("decode metadata snapshot: %w", err)
+	}
+	b.Snapshot = true
+	next, _, err := Apply(EmptyImage(), &b)
+	if err != nil {
+		return fmt.Errorf("apply metadata snapshot: %w", err)
+	}
+	f.mu.Lock()
+	f.image = next
+	f.history = nil
+	f.historyFrom = next.Offset
+	close(f.changed)
+	f.changed = make(chan struct{})
+	f.mu.Unlock()
+	return nil
+}
+
+type fsmSnapshot struct{ batch *pb.MetadataBatch }
+
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	data, err := proto.Marshal(s.batch)
+	if err != nil {
+		sink.Cancel()
+		return err
+	}
+	if _, err := sink.Write(data); err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (s *fsmSnapshot) Release() {}
+
+// Since returns the applied batches after offset (in order). When offset is
+// older than the kept history it returns one snapshot batch of the current
+// image instead. It blocks until there is something newer than offset or
+// ctx ends.
+func (f *FSM) Since(ctx context.Context, offset int64) ([]*pb.MetadataBatch, error) {
+	for {
+		f.mu.Lock()
+		img, ch := f.image, f.changed
+		var out []*pb.MetadataBatch
+		if img.Offset > offset {
+			if offset < f.historyFrom {
+				out = []*pb.MetadataBatch{img.SnapshotRecords()}
+			} else {
+				out = append(out, f.history[searchBatches(f.history, offset):]...)
+			}
+		}
+		f.mu.Unlock()
+		if len(out) > 0 {
+			return out, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// searchBatches returns the index of the first batch with Offset > offset.
+func searchBatches(h []*pb.MetadataBatch, offset int64) int {
+	lo, hi := 0, len(h)
+	for lo < hi {
+		m := (lo + hi) / 2
+		if h[m].Offset > offset {
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	return lo
+}
+
+// WaitFor blocks until the image reaches offset or ctx ends.
+func (f *FSM) WaitFor(ctx context.Context, offset int64) (*Image, error) {
+	for {
+		f.mu.Lock()
+		img, ch := f.image, f.changed
+		f.mu.Unlock()
+		if img.Offset >= offset {
+			return img, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return img, ctx.Err()
+		}
+	}
+}
+
+// Changed returns a channel closed at the next apply.
+func (f *FSM) Changed() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.changed
+}
+

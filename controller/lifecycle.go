@@ -1,0 +1,229 @@
+package controller
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/strand-io/strand/internal/errs"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// Lifecycle is a broker's side of liveness: it registers an incarnation
+// with the active controller, heartbeats every interval with the metadata
+// offset it has applied, and re-registers when told its epoch is stale. On
+// Stop it asks to be fenced first (a controlled shutdown) so its
+// partitions move before it stops serving.
+type Lifecycle struct {
+	NodeID        int32
+	IncarnationID string
+	Address       string
+	Rack          string
+	ClusterID     func() string
+	Interval      time.Duration
+	Remote        *Remote
+	Applied       func() int64
+	Logger        *slog.Logger
+
+	epoch  atomic.Int64
+	fenced atomic.Bool
+	ready  chan struct{}
+	once   sync.Once
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Epoch is the broker epoch (0 before the first registration).
+func (l *Lifecycle) Epoch() int64 { return l.epoch.Load() }
+
+// Fenced reports the last fencing state the controller gave.
+func (l *Lifecycle) Fenced() bool { return l.fenced.Load() }
+
+// Registered is closed once the broker has an epoch.
+func (l *Lifecycle) Registered() <-chan struct{} { return l.ready }
+
+// Start runs the loop.
+func (l *Lifecycle) Start() {
+	l.ready = make(chan struct{})
+	l.fenced.Store(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	l.cancel, l.done = cancel, make(chan struct{})
+	go l.run(ctx)
+}
+
+func (l *Lifecycle) run(ctx context.Context) {
+	defer close(l.done)
+	for ctx.Err() == nil {
+		if l.epoch.Load() == 0 {
+			if err := l.register(ctx); err != nil {
+				if ctx.Err() == nil {
+					l.Logger.Debug("broker registration failed; retrying", "err", err)
+				}
+				sleep(ctx, 200*time.Millisecond)
+				continue
+			}
+		}
+		l.heartbeat(ctx, false)
+		sleep(ctx, l.Interval)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+func (l *Lifecycle) register(ctx context.Context) error {
+	req := &pb.RegisterBrokerRequest{NodeId: l.NodeID, IncarnationId: l.IncarnationID, Address: l.Address, Rack: l.Rack}
+	if l.ClusterID != nil {
+		req.ClusterId = l.ClusterID()
+	}
+	var resp *pb.RegisterBrokerResponse
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err := l.Remote.Call(cctx, func(ctx context.Context, c pb.ControllerClient) error {
+		var err error
+		resp, err = c.RegisterBroker(ctx, req)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if err := errs.FromCode(resp.ErrorCode, resp.ErrorMessage); err != nil {
+		return err
+	}
+	l.epoch.Store(resp.BrokerEpoch)
+	l.once.Do(func() { close(l.ready) })
+	l.Logger.Info("registered with the controller", "epoch", resp.BrokerEpoch)
+	return nil
+}
+
+func (l *Lifecycle) heartbeat(ctx context.Context, shutdown bool) (*pb.BrokerHeartbeatResponse, error) {
+	req := &pb.BrokerHeartbeatRequest{NodeId: l.NodeID, BrokerEpoch: l.epoch.Load(), CurrentMetadataOffset: l.Applied(), WantShutdown: shutdown}
+	var resp *pb.BrokerHeartbeatResponse
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err := l.Remote.Call(cctx, func(ctx context.Context, c pb.ControllerClient) error {
+		var err error
+		resp, err = c.BrokerHeartbeat(ctx, req)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	switch resp.ErrorCode {
+	case pb.ErrorCode_NONE:
+		was := l.fenced.Swap(resp.IsFenced)
+		if was != resp.IsFenced {
+			l.Logger.Info("fencing changed", "fenced", resp.IsFenced)
+		}
+	case pb.ErrorCode_STALE_BROKER_EPOCH, pb.ErrorCode_BROKER_ID_NOT_REGISTERED:
+		l.Logger.Warn("controller does not know this registration; registering again", "code", resp.ErrorCode.String())
+		l.epoch.Store(0)
+	}
+	return resp, nil
+}
+
+// Stop performs a controlled shutdown (bounded by ctx) and ends the loop.
+func (l *Lifecycle) Stop(ctx context.Context, controlled bool) {
+	if l.cancel == nil {
+		return
+	}
+	l.cancel()
+	<-l.done
+	if !controlled || l.epoch.Load() == 0 {
+		return
+	}
+	for ctx.Err() == nil {
+		resp, err := l.heartbeat(ctx, true)
+		if err == nil && resp.ErrorCode == pb.ErrorCode_NONE && resp.IsFenced {
+			return
+		}
+		if err == nil && resp.ErrorCode != pb.ErrorCode_NONE {
+			return
+		}
+		sleep(ctx, 100*time.Millisecond)
+	}
+}
+
+// MetadataSource yields committed metadata batches after an offset, in
+// order (blocking until there are some).
+type MetadataSource interface {
+	Since(ctx context.Context, offset int64) ([]*pb.MetadataBatch, error)
+}
+
+var _ MetadataSource = (*FSM)(nil)
+
+// StreamSource follows metadata over the FetchMetadata stream of whichever
+// controller Remote reaches (for broker-only nodes).
+type StreamSource struct {
+	Remote *Remote
+	NodeID int32
+
+	mu     sync.Mutex
+	stream pb.Controller_FetchMetadataClient
+	cancel context.CancelFunc
+	next   int64
+}
+
+// Since implements MetadataSource.
+func (s *StreamSource) Since(ctx context.Context, offset int64) ([]*pb.MetadataBatch, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		if s.stream == nil || s.next != offset {
+			if s.cancel != nil {
+				s.cancel()
+			}
+			sctx, cancel := context.WithCancel(context.Background())
+			var st pb.Controller_FetchMetadataClient
+			err := s.Remote.Call(ctx, func(_ context.Context, c pb.ControllerClient) error {
+				var err error
+				st, err = c.FetchMetadata(sctx, &pb.FetchMetadataRequest{NodeId: s.NodeID, FromOffset: offset + 1})
+				return err
+			})
+			if err != nil {
+				cancel()
+				s.mu.Unlock()
+				return nil, err
+			}
+			s.stream, s.cancel, s.next = st, cancel, offset
+		}
+		st := s.stream
+		s.mu.Unlock()
+		b, err := st.Recv()
+		if err != nil {
+			s.mu.Lock()
+			s.stream = nil
+			s.mu.Unlock()
+			if err == io.EOF || ctx.Err() == nil {
+				sleep(ctx, 200*time.Millisecond)
+				continue
+			}
+			return nil, err
+		}
+		s.mu.Lock()
+		s.next = b.Offset
+		s.mu.Unlock()
+		return []*pb.MetadataBatch{b}, nil
+	}
+}
+
+// Close ends the stream.
+func (s *StreamSource) Close() {
+	s.mu.Lock()
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.mu.Unlock()
+}

@@ -1,0 +1,266 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// Voter is one member of the controller quorum.
+type Voter struct {
+	ID   int32
+	Addr string // Raft transport host:port
+}
+
+// ParseVoters reads "1@host:port,2@host:port,…" (--controller-voters).
+func ParseVoters(s string) ([]Voter, error) {
+	var out []Voter
+	seen := map[int32]bool{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		at := strings.IndexByte(part, '@')
+		if at <= 0 {
+			return nil, fmt.Errorf("controller voter %q: want id@host:port", part)
+		}
+		id, err := strconv.ParseInt(part[:at], 10, 32)
+		if err != nil || id < 0 {
+			return nil, fmt.Errorf("controller voter %q: bad node id", part)
+		}
+		if _, _, err := net.SplitHostPort(part[at+1:]); err != nil {
+			return nil, fmt.Errorf("controller voter %q: %v", part, err)
+		}
+		if seen[int32(id)] {
+			return nil, fmt.Errorf("controller voter id %d listed twice", id)
+		}
+		seen[int32(id)] = true
+		out = append(out, Voter{ID: int32(id), Addr: part[at+1:]})
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no controller voters given")
+	}
+	return out, nil
+}
+
+// QuorumConfig configures the Raft group.
+type QuorumConfig struct {
+	NodeID int32
+	// Dir holds raft.db (log and stable store) and snapshots.
+	Dir string
+	// Bind is the Raft listen address; Advertise what peers dial (default Bind).
+	Bind, Advertise string
+	// Voters bootstraps a fresh cluster. A node with existing Raft state
+	// never bootstraps again.
+	Voters []Voter
+	// Dial, when set, is used for outgoing Raft connections (the fault layer).
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
+	// Timeouts; zero keeps hashicorp/raft's defaults.
+	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout, CommitTimeout time.Duration
+	SnapshotThreshold                                                    uint64
+	Logger                                                               *slog.Logger
+}
+
+// Quorum is this node's Raft voter and its FSM.
+type Quorum struct {
+	cfg   QuorumConfig
+	Raft  *raft.Raft
+	FSM   *FSM
+	store *raftboltdb.BoltStore
+	trans *raft.NetworkTransport
+}
+
+// StartQuorum opens the Raft state in cfg.Dir and joins the group,
+// bootstrapping it from cfg.Voters when this node has no state yet.
+func StartQuorum(cfg QuorumConfig) (*Quorum, error) {
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.Default()
+	}
+	hl := hclog.New(&hclog.LoggerOptions{Name: fmt.Sprintf("raft-%d", cfg.NodeID), Level: hclog.Warn, Output: os.Stderr})
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db")})
+	if err != nil {
+		return nil, fmt.Errorf("open raft store: %w", err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hl)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	adv := cfg.Advertise
+	if adv == "" {
+		adv = cfg.Bind
+	}
+	ln, err := net.Listen("tcp", cfg.Bind)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("raft listen %s: %w", cfg.Bind, err)
+	}
+	advAddr, err := net.ResolveTCPAddr("tcp", adv)
+	if err != nil {
+		ln.Close()
+		store.Close()
+		return nil, fmt.Errorf("raft advertise %s: %w", adv, err)
+	}
+	dial := cfg.Dial
+	if dial == nil {
+		var d net.Dialer
+		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	}
+	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  &streamLayer{ln: ln, adv: advAddr, dial: dial},
+		MaxPool: 3, Timeout: 10 * time.Second, Logger: hl,
+	})
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(strconv.Itoa(int(cfg.NodeID)))
+	rc.Logger = hl
+	if cfg.HeartbeatTimeout > 0 {
+		rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	}
+	if cfg.ElectionTimeout > 0 {
+		rc.ElectionTimeout = cfg.ElectionTimeout
+	}
+	if cfg.LeaderLeaseTimeout > 0 {
+		rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	}
+	if cfg.CommitTimeout > 0 {
+		rc.CommitTimeout = cfg.CommitTimeout
+	}
+	if cfg.SnapshotThreshold > 0 {
+		rc.SnapshotThreshold = cfg.SnapshotThreshold
+	}
+	has, err := raft.HasExistingState(store, store, snaps)
+	if err != nil {
+		trans.Close()
+		store.Close()
+		return nil, err
+	}
+	if !has {
+		var servers []raft.Server
+		member := false
+		for _, v := range cfg.Voters {
+			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(strconv.Itoa(int(v.ID))), Address: raft.ServerAddress(v.Addr)})
+			member = member || v.ID == cfg.NodeID
+		}
+		if member {
+			if err := raft.BootstrapCluster(rc, store, store, snaps, trans, raft.Configuration{Servers: servers}); err != nil {
+				trans.Close()
+				store.Close()
+				return nil, fmt.Errorf("bootstrap raft: %w", err)
+			}
+			lg.Info("bootstrapped controller quorum", "voters", len(servers))
+		}
+	}
+	fsm := NewFSM()
+	r, err := raft.NewRaft(rc, fsm, store, store, snaps, trans)
+	if err != nil {
+		trans.Close()
+		store.Close()
+		return nil, err
+	}
+	return &Quorum{cfg: cfg, Raft: r, FSM: fsm, store: store, trans: trans}, nil
+}
+
+// Propose commits a batch through Raft and waits until it is applied here.
+// The batch's offset is the Raft index.
+func (q *Quorum) Propose(ctx context.Context, records ...*pb.MetadataRecord) (int64, error) {
+	data, err := proto.Marshal(&pb.MetadataBatch{Records: records})
+	if err != nil {
+		return 0, err
+	}
+	timeout := 10 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	f := q.Raft.Apply(data, timeout)
+	if err := f.Error(); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+			return 0, errNotController
+		}
+		return 0, err
+	}
+	res, _ := f.Response().(ApplyResult)
+	return res.Offset, res.Err
+}
+
+var errNotController = errors.New("not the active controller")
+
+// IsLeader reports whether this node is the active controller.
+func (q *Quorum) IsLeader() bool { return q.Raft.State() == raft.Leader }
+
+// LeaderID is the active controller's node id, -1 if unknown.
+func (q *Quorum) LeaderID() int32 {
+	_, id := q.Raft.LeaderWithID()
+	if id == "" {
+		return -1
+	}
+	n, err := strconv.Atoi(string(id))
+	if err != nil {
+		return -1
+	}
+	return int32(n)
+}
+
+// Voters lists the Raft configuration.
+func (q *Quorum) Voters() []Voter {
+	f := q.Raft.GetConfiguration()
+	if f.Error() != nil {
+		return nil
+	}
+	var out []Voter
+	for _, s := range f.Configuration().Servers {
+		n, _ := strconv.Atoi(string(s.ID))
+		out = append(out, Voter{ID: int32(n), Addr: string(s.Address)})
+	}
+	return out
+}
+
+// Stats is what DescribeQuorum reports.
+func (q *Quorum) Stats() map[string]string { return q.Raft.Stats() }
+
+// Close shuts Raft down and closes the store.
+func (q *Quorum) Close() error {
+	err := q.Raft.Shutdown().Error()
+	q.trans.Close()
+	if cerr := q.store.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// streamLayer is Raft's TCP stream layer with a pluggable dialer.
+type streamLayer struct {
+	ln   net.Listener
+	adv  net.Addr
+	dial func(ctx context.Context, addr string) (net.Conn, error)
+}
+
+func (s *streamLayer) Accept() (net.Conn, error) { return s.ln.Accept() }
+func (s *streamLayer) Close() error              { return s.ln.Close() }
+func (s *streamLayer) Addr() net.Addr            { return s.adv }
+func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return s.dial(ctx, string(addr))
+}
+
+var _ io.Closer = (*Quorum)(nil)

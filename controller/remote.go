@@ -1,0 +1,160 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/internal/rpc"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// NotControllerStatus is the gRPC status the Controller service answers
+// with on a node that is not the active controller; the message carries
+// the active controller's id so callers can go there directly.
+func NotControllerStatus(leader int32) error {
+	return status.Errorf(codes.FailedPrecondition, "NOT_CONTROLLER leader=%d", leader)
+}
+
+func parseNotController(err error) (int32, bool) {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.FailedPrecondition || !strings.HasPrefix(st.Message(), "NOT_CONTROLLER") {
+		return 0, false
+	}
+	i := strings.Index(st.Message(), "leader=")
+	if i < 0 {
+		return -1, true
+	}
+	n, err := strconv.Atoi(st.Message()[i+len("leader="):])
+	if err != nil {
+		return -1, true
+	}
+	return int32(n), true
+}
+
+// AddressBook maps node ids to gRPC addresses.
+type AddressBook func(id int32) string
+
+// Remote reaches the active controller over gRPC from any node, following
+// NOT_CONTROLLER hints and trying the voters in turn when it does not know.
+type Remote struct {
+	pool     *rpc.Pool
+	addr     AddressBook
+	voters   func() []int32
+	localLdr func() int32 // the local Raft's view of the leader, if this node is a voter
+	hint     atomic.Int32
+	rr       atomic.Uint32
+}
+
+// NewRemote returns a client. localLeader may be nil.
+func NewRemote(pool *rpc.Pool, addr AddressBook, voters func() []int32, localLeader func() int32) *Remote {
+	r := &Remote{pool: pool, addr: addr, voters: voters, localLdr: localLeader}
+	r.hint.Store(-1)
+	return r
+}
+
+// LeaderHint is the last known active controller (-1 unknown).
+func (r *Remote) LeaderHint() int32 {
+	if r.localLdr != nil {
+		if id := r.localLdr(); id >= 0 {
+			return id
+		}
+	}
+	return r.hint.Load()
+}
+
+func (r *Remote) target() int32 {
+	if id := r.LeaderHint(); id >= 0 {
+		return id
+	}
+	vs := r.voters()
+	if len(vs) == 0 {
+		return -1
+	}
+	return vs[int(r.rr.Add(1))%len(vs)]
+}
+
+// Call runs fn against the active controller until it answers, ctx ends,
+// or fn fails with something other than "not the controller" or a
+// transport error.
+func (r *Remote) Call(ctx context.Context, fn func(ctx context.Context, c pb.ControllerClient) error) error {
+	backoff := 50 * time.Millisecond
+	for {
+		id := r.target()
+		var err error
+		if addr := r.addrOrEmpty(id); addr != "" {
+			var conn, cerr = r.pool.Get(addr)
+			if cerr != nil {
+				err = cerr
+			} else {
+				cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+				err = fn(cctx, pb.NewControllerClient(conn))
+				cancel()
+				if err == nil {
+					r.hint.Store(id)
+					return nil
+				}
+			}
+		} else {
+			err = errs.New(pb.ErrorCode_NOT_CONTROLLER, "no address known for controller %d", id)
+		}
+		if leader, ok := parseNotController(err); ok {
+			if leader >= 0 && leader != id {
+				r.hint.Store(leader)
+				continue
+			}
+			r.hint.Store(-1)
+		} else if st, ok := status.FromError(err); ok && st.Code() != codes.Unavailable && st.Code() != codes.DeadlineExceeded && st.Code() != codes.Canceled {
+			return err // a real answer, not a routing problem
+		} else {
+			r.hint.Store(-1)
+		}
+		select {
+		case <-ctx.Done():
+			if err != nil {
+				return errors.Join(errs.New(pb.ErrorCode_REQUEST_TIMED_OUT, "controller unreachable"), err)
+			}
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		if backoff < time.Second {
+			backoff *= 2
+		}
+	}
+}
+
+func (r *Remote) addrOrEmpty(id int32) string {
+	if id < 0 {
+		return ""
+	}
+	return r.addr(id)
+}
+
+// AlterPartition implements replication.ControllerClient.
+func (r *Remote) AlterPartition(ctx context.Context, req *pb.AlterPartitionRequest) (*pb.AlterPartitionResponse, error) {
+	var out *pb.AlterPartitionResponse
+	err := r.Call(ctx, func(ctx context.Context, c pb.ControllerClient) error {
+		var err error
+		out, err = c.AlterPartition(ctx, req)
+		return err
+	})
+	return out, err
+}
+
+// AllocateProducerIds asks for the next block.
+func (r *Remote) AllocateProducerIds(ctx context.Context, req *pb.AllocateProducerIdsRequest) (*pb.AllocateProducerIdsResponse, error) {
+	var out *pb.AllocateProducerIdsResponse
+	err := r.Call(ctx, func(ctx context.Context, c pb.ControllerClient) error {
+		var err error
+		out, err = c.AllocateProducerIds(ctx, req)
+		return err
+	})
+	return out, err
+}

@@ -1,0 +1,117 @@
+// Package config holds the names, defaults and validation of the topic
+// configs Strand understands, with Kafka's names.
+package config
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+)
+
+// Topic config keys (Kafka's topic-level names).
+const (
+	SegmentBytes           = "segment.bytes"
+	SegmentMs              = "segment.ms"
+	RetentionMs            = "retention.ms"
+	RetentionBytes         = "retention.bytes"
+	FlushMessages          = "flush.messages"
+	FlushMs                = "flush.ms"
+	IndexIntervalBytes     = "index.interval.bytes"
+	MinInsyncReplicas      = "min.insync.replicas"
+	UncleanLeaderElection  = "unclean.leader.election.enable"
+	MaxMessageBytes        = "max.message.bytes"
+	CleanupPolicy          = "cleanup.policy"
+	MessageTimestampType   = "message.timestamp.type"
+	ProducerIDExpirationMs = "producer.id.expiration.ms"
+)
+
+type kind int
+
+const (
+	kInt kind = iota
+	kBool
+	kString
+)
+
+type spec struct {
+	kind kind
+	min  int64
+	enum []string
+}
+
+var topicSpecs = map[string]spec{
+	SegmentBytes:           {kind: kInt, min: 14},
+	SegmentMs:              {kind: kInt, min: 1},
+	RetentionMs:            {kind: kInt, min: -1},
+	RetentionBytes:         {kind: kInt, min: -1},
+	FlushMessages:          {kind: kInt, min: 1},
+	FlushMs:                {kind: kInt, min: 0},
+	IndexIntervalBytes:     {kind: kInt, min: 0},
+	MinInsyncReplicas:      {kind: kInt, min: 1},
+	UncleanLeaderElection:  {kind: kBool},
+	MaxMessageBytes:        {kind: kInt, min: 0},
+	CleanupPolicy:          {kind: kString, enum: []string{"delete"}},
+	MessageTimestampType:   {kind: kString, enum: []string{"CreateTime"}},
+	ProducerIDExpirationMs: {kind: kInt, min: 1},
+}
+
+// TopicKeys lists the known topic config keys, sorted.
+func TopicKeys() []string {
+	out := make([]string, 0, len(topicSpecs))
+	for k := range topicSpecs {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ValidateTopic checks one topic config entry and explains a refusal.
+func ValidateTopic(key, value string) error {
+	s, ok := topicSpecs[key]
+	if !ok {
+		return fmt.Errorf("unknown topic config %q (known: %v)", key, TopicKeys())
+	}
+	switch s.kind {
+	case kInt:
+		v, err := strconv.ParseInt(value, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%s=%q is not an integer", key, value)
+		}
+		if v < s.min {
+			return fmt.Errorf("%s=%d is below the minimum %d", key, v, s.min)
+		}
+	case kBool:
+		if value != "true" && value != "false" {
+			return fmt.Errorf("%s=%q must be true or false", key, value)
+		}
+	case kString:
+		for _, e := range s.enum {
+			if e == value {
+				return nil
+			}
+		}
+		return fmt.Errorf("%s=%q is not supported (supported: %v)", key, value, s.enum)
+	}
+	return nil
+}
+
+// Int reads an integer config, falling back to def.
+func Int(cfg map[string]string, key string, def int64) int64 {
+	if v, ok := cfg[key]; ok {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return n
+		}
+	}
+	return def
+}
+
+// Bool reads a boolean config, falling back to def.
+func Bool(cfg map[string]string, key string, def bool) bool {
+	switch cfg[key] {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	return def
+}

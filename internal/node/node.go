@@ -1,0 +1,450 @@
+// Package node assembles one Strand process: controller (a Raft voter),
+// broker (partition logs, replication, coordinators), gossip, and the gRPC
+// front door, started and stopped in order. cmd/strand and the in-process
+// test cluster both build nodes with it.
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/strand-io/strand/api"
+	"github.com/strand-io/strand/broker"
+	"github.com/strand-io/strand/controller"
+	"github.com/strand-io/strand/coordinator"
+	"github.com/strand-io/strand/internal/clock"
+	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/internal/gossip"
+	"github.com/strand-io/strand/internal/rpc"
+	"github.com/strand-io/strand/replication"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// Config is a node's configuration (DESIGN §7 flags).
+type Config struct {
+	NodeID     int32
+	Broker     bool
+	Controller bool
+	// Listen is the client and broker gRPC address; Advertise what others dial.
+	Listen, Advertise string
+	// Listener, if set, is used instead of listening on Listen (tests).
+	Listener net.Listener
+	// ControllerListen / ControllerAdvertise: the Raft transport.
+	ControllerListen, ControllerAdvertise string
+	// GossipListen / GossipAdvertise: memberlist; Join lists seeds.
+	GossipListen, GossipAdvertise string
+	Join                          []string
+	DataDir                       string
+	Voters                        []controller.Voter
+	Dev                           bool
+	Rack                          string
+
+	BrokerConfig      broker.Config
+	ControllerConfig  controller.Config
+	ReplicationConfig replication.Config
+	QuorumTimeouts    QuorumTimeouts
+	HeartbeatInterval time.Duration
+	MessageMaxBytes   int
+
+	// Dial routes this node's outgoing gRPC connections (the fault layer).
+	Dial rpc.DialFunc
+	// RaftDial routes outgoing Raft connections.
+	RaftDial rpc.DialFunc
+	Clock    clock.Clock
+	Logger   *slog.Logger
+}
+
+// QuorumTimeouts tunes Raft (zero keeps hashicorp/raft's defaults).
+type QuorumTimeouts struct {
+	Heartbeat, Election, LeaderLease, Commit time.Duration
+}
+
+// DefaultConfig returns Kafka's defaults for a combined node.
+func DefaultConfig(id int32, dataDir string) Config {
+	return Config{
+		NodeID: id, Broker: true, Controller: true, DataDir: dataDir,
+		BrokerConfig:      broker.DefaultConfig(dataDir),
+		ControllerConfig:  controller.DefaultConfig(id),
+		ReplicationConfig: replication.DefaultConfig(id),
+		HeartbeatInterval: 2 * time.Second,
+		MessageMaxBytes:   1048588,
+	}
+}
+
+// Node is a running Strand process.
+type Node struct {
+	cfg Config
+	lg  *slog.Logger
+
+	grpc   *grpc.Server
+	health *health.Server
+	ln     net.Listener
+	pool   *rpc.Pool
+
+	Quorum     *controller.Quorum
+	Controller *controller.Controller
+	Gossip     *gossip.Gossip
+	Remote     *controller.Remote
+	Lifecycle  *controller.Lifecycle
+	Parts      *broker.Manager
+	Repl       *replication.Manager
+	PIDs       *coordinator.ProducerIDManager
+
+	applied   atomic.Int64
+	clusterID atomic.Pointer[string]
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	stopped atomic.Bool
+}
+
+// Addr is the address clients dial.
+func (n *Node) Addr() string { return n.cfg.Advertise }
+
+// ID is the node id.
+func (n *Node) ID() int32 { return n.cfg.NodeID }
+
+// AppliedOffset is the metadata offset the broker has applied.
+func (n *Node) AppliedOffset() int64 { return n.applied.Load() }
+
+// Start brings a node up.
+func Start(cfg Config) (*Node, error) {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.Default()
+	}
+	lg = lg.With("node", cfg.NodeID)
+	if !cfg.Broker && !cfg.Controller {
+		return nil, errors.New("a node needs at least one role: broker, controller")
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, lg: lg}
+	ok := false
+	defer func() {
+		if !ok {
+			n.shutdown(false)
+		}
+	}()
+	ln := cfg.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
+		}
+	}
+	n.ln = ln
+	if n.cfg.Advertise == "" {
+		n.cfg.Advertise = ln.Addr().String()
+	}
+	meta, err := readMeta(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	if meta.nodeID >= 0 && meta.nodeID != cfg.NodeID {
+		return nil, fmt.Errorf("data directory %s belongs to node %d, not %d", cfg.DataDir, meta.nodeID, cfg.NodeID)
+	}
+	n.pool = rpc.NewPool(cfg.Dial)
+	cid := meta.clusterID
+	n.clusterID.Store(&cid)
+
+	if cfg.Controller {
+		q, err := controller.StartQuorum(controller.QuorumConfig{
+			NodeID: cfg.NodeID, Dir: filepath.Join(cfg.DataDir, "controller"), Bind: cfg.ControllerListen, Advertise: cfg.ControllerAdvertise,
+			Voters: cfg.Voters, Dial: cfg.RaftDial, Logger: lg,
+			HeartbeatTimeout: cfg.QuorumTimeouts.Heartbeat, ElectionTimeout: cfg.QuorumTimeouts.Election,
+			LeaderLeaseTimeout: cfg.QuorumTimeouts.LeaderLease, CommitTimeout: cfg.QuorumTimeouts.Commit,
+		})
+		if err != nil {
+			return nil, err
+		}
+		n.Quorum = q
+		cc := cfg.ControllerConfig
+		cc.NodeID, cc.Logger = cfg.NodeID, lg
+		n.Controller = controller.New(cc, q, cfg.Clock)
+		n.Controller.Start()
+	}
+	if cfg.GossipListen != "" {
+		raftAdv := cfg.ControllerAdvertise
+		if raftAdv == "" {
+			raftAdv = cfg.ControllerListen
+		}
+		g, err := gossip.Start(gossip.Config{
+			Meta: gossip.Meta{NodeID: cfg.NodeID, Address: n.cfg.Advertise, RaftAddr: raftAdv, Broker: cfg.Broker, Controller: cfg.Controller},
+			Bind: cfg.GossipListen, Advertise: cfg.GossipAdvertise, Join: cfg.Join, Logger: lg,
+			OnDead: func(id int32) {
+				if n.Controller != nil {
+					go n.Controller.Suspect(context.Background(), id, cfg.HeartbeatInterval)
+				}
+			},
+		})
+		if err != nil {
+			return nil, err
+		}
+		n.Gossip = g
+	}
+	var localLeader func() int32
+	if n.Quorum != nil {
+		localLeader = n.Quorum.LeaderID
+	}
+	voters := make([]int32, 0, len(cfg.Voters))
+	for _, v := range cfg.Voters {
+		voters = append(voters, v.ID)
+	}
+	n.Remote = controller.NewRemote(n.pool, n.addressOf, func() []int32 { return voters }, localLeader)
+
+	deps := &api.Deps{NodeID: cfg.NodeID, Controller: n.Controller, Remote: n.Remote, MessageMaxBytes: cfg.MessageMaxBytes, Addr: n.addressOf, Logger: lg}
+	ctx, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	if cfg.Broker {
+		bc := cfg.BrokerConfig
+		bc.DataDir, bc.Logger = cfg.DataDir, lg
+		parts, err := broker.Open(bc, cfg.Clock)
+		if err != nil {
+			return nil, err
+		}
+		n.Parts = parts
+		n.Lifecycle = &controller.Lifecycle{NodeID: cfg.NodeID, IncarnationID: newIncarnation(), Address: n.cfg.Advertise, Rack: cfg.Rack,
+			ClusterID: func() string { return *n.clusterID.Load() }, Interval: cfg.HeartbeatInterval, Remote: n.Remote, Applied: n.applied.Load, Logger: lg}
+		n.applied.Store(-1)
+		rc := cfg.ReplicationConfig
+		rc.NodeID, rc.Logger = cfg.NodeID, lg
+		n.Repl = replication.New(rc, parts, n.Remote, peers{n.pool}, n.Lifecycle.Epoch, cfg.Clock)
+		n.Repl.Start()
+		n.PIDs = coordinator.NewProducerIDManager(&blockSource{n: n}, lg)
+		deps.Repl, deps.PIDs = n.Repl, n.PIDs
+		var src controller.MetadataSource
+		if n.Quorum != nil {
+			src = n.Quorum.FSM
+		} else {
+			src = &controller.StreamSource{Remote: n.Remote, NodeID: cfg.NodeID}
+		}
+		n.wg.Add(1)
+		go n.followMetadata(ctx, src, meta)
+		n.Lifecycle.Start()
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			select {
+			case <-n.Lifecycle.Registered():
+				n.PIDs.Prefetch()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	n.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(rpc.MaxMessageSize), grpc.MaxSendMsgSize(rpc.MaxMessageSize))
+	api.Register(n.grpc, deps)
+	n.health = health.NewServer()
+	healthpb.RegisterHealthServer(n.grpc, n.health)
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		_ = n.grpc.Serve(ln)
+	}()
+	ok = true
+	lg.Info("node started", "listen", n.cfg.Advertise, "broker", cfg.Broker, "controller", cfg.Controller, "dataDir", cfg.DataDir)
+	return n, nil
+}
+
+// followMetadata applies committed metadata to the broker's image in order.
+func (n *Node) followMetadata(ctx context.Context, src controller.MetadataSource, meta nodeMeta) {
+	defer n.wg.Done()
+	img := controller.EmptyImage()
+	for ctx.Err() == nil {
+		batches, err := src.Since(ctx, img.Offset)
+		if err != nil {
+			if ctx.Err() == nil {
+				n.lg.Debug("metadata follow", "err", err)
+				time.Sleep(100 * time.Millisecond)
+			}
+			continue
+		}
+		for _, b := range batches {
+			next, d, err := controller.Apply(img, b)
+			if err != nil {
+				n.lg.Warn("metadata batch refused", "offset", b.Offset, "err", err)
+				continue
+			}
+			img = next
+			n.Repl.Apply(img, d)
+			n.applied.Store(img.Offset)
+			if meta.clusterID == "" && img.ClusterID != "" {
+				meta.clusterID = img.ClusterID
+				meta.nodeID = n.cfg.NodeID
+				cid := img.ClusterID
+				n.clusterID.Store(&cid)
+				if err := writeMeta(n.cfg.DataDir, meta); err != nil {
+					n.lg.Error("write meta.properties", "err", err)
+				}
+			}
+		}
+	}
+}
+
+// addressOf maps a node id to its gRPC address.
+func (n *Node) addressOf(id int32) string {
+	if id == n.cfg.NodeID {
+		return n.cfg.Advertise
+	}
+	if n.Repl != nil {
+		if b := n.Repl.Image().Brokers[id]; b != nil {
+			return b.Address
+		}
+	}
+	if n.Quorum != nil {
+		if b := n.Quorum.FSM.Image().Brokers[id]; b != nil {
+			return b.Address
+		}
+	}
+	if n.Gossip != nil {
+		return n.Gossip.Address(id)
+	}
+	return ""
+}
+
+// WaitReady blocks until the broker is registered, unfenced and has applied
+// metadata (or the node is controller-only and a leader is known).
+func (n *Node) WaitReady(ctx context.Context) error {
+	for {
+		if n.Lifecycle != nil {
+			if n.Lifecycle.Epoch() > 0 && !n.Lifecycle.Fenced() && n.AppliedOffset() >= n.Lifecycle.Epoch() {
+				return nil
+			}
+		} else if n.Quorum.LeaderID() >= 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("node %d not ready: %w", n.cfg.NodeID, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Stop shuts the node down cleanly: a controlled shutdown first (its
+// partitions move), then every log closed cleanly.
+func (n *Node) Stop() error { return n.shutdown(true) }
+
+// Kill stops the node as a crash would: no controlled shutdown, logs left
+// without a clean close (tests; the data stays like the page cache keeps it).
+func (n *Node) Kill() { n.shutdown(false) }
+
+func (n *Node) shutdown(clean bool) error {
+	if !n.stopped.CompareAndSwap(false, true) {
+		return nil
+	}
+	var errsOut []error
+	if n.Lifecycle != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		n.Lifecycle.Stop(ctx, clean)
+		cancel()
+	}
+	if n.health != nil {
+		n.health.Shutdown()
+	}
+	if n.grpc != nil {
+		if clean {
+			done := make(chan struct{})
+			go func() { n.grpc.GracefulStop(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(3 * time.Second):
+				n.grpc.Stop()
+			}
+		} else {
+			n.grpc.Stop()
+		}
+	} else if n.ln != nil {
+		n.ln.Close()
+	}
+	if n.cancel != nil {
+		n.cancel()
+	}
+	if n.Repl != nil {
+		n.Repl.Stop()
+	}
+	if n.PIDs != nil {
+		n.PIDs.Stop()
+	}
+	n.wg.Wait()
+	if n.Parts != nil {
+		if clean {
+			if err := n.Parts.Close(); err != nil {
+				errsOut = append(errsOut, err)
+			}
+		} else {
+			n.Parts.Abandon()
+		}
+	}
+	if n.Controller != nil {
+		n.Controller.Stop()
+	}
+	if n.Quorum != nil {
+		if err := n.Quorum.Close(); err != nil {
+			errsOut = append(errsOut, err)
+		}
+	}
+	if n.Gossip != nil {
+		if clean {
+			n.Gossip.Stop()
+		} else {
+			n.Gossip.Kill()
+		}
+	}
+	if n.pool != nil {
+		n.pool.Close()
+	}
+	return errors.Join(errsOut...)
+}
+
+type peers struct{ pool *rpc.Pool }
+
+func (p peers) Consumer(addr string) (pb.ConsumerClient, error) {
+	c, err := p.pool.Get(addr)
+	if err != nil {
+		return nil, err
+	}
+	return pb.NewConsumerClient(c), nil
+}
+
+// blockSource allocates producer-id blocks through the controller quorum.
+type blockSource struct{ n *Node }
+
+func (b *blockSource) AllocateBlock(ctx context.Context) (int64, int32, error) {
+	epoch := b.n.Lifecycle.Epoch()
+	if epoch == 0 {
+		return 0, 0, errs.New(pb.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS, "broker %d is not registered yet", b.n.cfg.NodeID)
+	}
+	resp, err := b.n.Remote.AllocateProducerIds(ctx, &pb.AllocateProducerIdsRequest{BrokerId: b.n.cfg.NodeID, BrokerEpoch: epoch})
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := errs.FromCode(resp.ErrorCode, resp.ErrorMessage); err != nil {
+		return 0, 0, err
+	}
+	return resp.ProducerIdStart, resp.ProducerIdLen, nil
+}
+
+func newIncarnation() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+

@@ -1,0 +1,80 @@
+// Package rpc holds the gRPC plumbing shared by every role: a pool of
+// client connections by address, and the helpers that map Strand errors to
+// gRPC status and back.
+package rpc
+
+import (
+	"context"
+	"net"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// DialFunc dials a connection (the fault layer plugs in here).
+type DialFunc func(ctx context.Context, addr string) (net.Conn, error)
+
+// MaxMessageSize bounds gRPC messages in both directions (requests carry up
+// to many MiB of batches; message.max.bytes is checked per batch).
+const MaxMessageSize = 64 << 20
+
+// Pool keeps one client connection per address.
+type Pool struct {
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+	opts  []grpc.DialOption
+}
+
+// NewPool returns a pool; dial may be nil.
+func NewPool(dial DialFunc, extra ...grpc.DialOption) *Pool {
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}, MinConnectTimeout: 2 * time.Second}),
+	}
+	if dial != nil {
+		opts = append(opts, grpc.WithContextDialer(dial))
+	}
+	opts = append(opts, extra...)
+	return &Pool{conns: map[string]*grpc.ClientConn{}, opts: opts}
+}
+
+// Get returns the connection to addr, creating it lazily.
+func (p *Pool) Get(addr string) (*grpc.ClientConn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c := p.conns[addr]; c != nil {
+		return c, nil
+	}
+	c, err := grpc.NewClient("passthrough:///"+addr, p.opts...)
+	if err != nil {
+		return nil, err
+	}
+	p.conns[addr] = c
+	return c, nil
+}
+
+// Drop closes and forgets the connection to addr.
+func (p *Pool) Drop(addr string) {
+	p.mu.Lock()
+	c := p.conns[addr]
+	delete(p.conns, addr)
+	p.mu.Unlock()
+	if c != nil {
+		c.Close()
+	}
+}
+
+// Close closes every connection.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	conns := p.conns
+	p.conns = map[string]*grpc.ClientConn{}
+	p.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+}

@@ -1,0 +1,184 @@
+package replication
+
+import (
+	"context"
+	"time"
+
+	"github.com/strand-io/strand/broker"
+	"github.com/strand-io/strand/broker/log"
+	"github.com/strand-io/strand/internal/errs"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// Fetch serves consumers (replica_id -1: up to the HW, or the LSO under
+// read_committed, with the aborted transactions of the range) and followers
+// (up to the log end; the fetch offset is the follower's log end and moves
+// the HW). It long-polls up to max_wait_ms until min_bytes are there.
+func (m *Manager) Fetch(ctx context.Context, req *pb.FetchRequest) *pb.FetchResponse {
+	follower := req.ReplicaId >= 0
+	var staleEpoch error
+	if follower {
+		b := m.Image().Brokers[req.ReplicaId]
+		if b == nil || b.Epoch != req.ReplicaEpoch {
+			staleEpoch = errs.New(pb.ErrorCode_STALE_BROKER_EPOCH, "fetch from broker %d with epoch %d does not match its registration", req.ReplicaId, req.ReplicaEpoch)
+		}
+	}
+	maxBytes := int(req.MaxBytes)
+	if maxBytes <= 0 {
+		maxBytes = 50 << 20
+	}
+	deadline := time.Now().Add(time.Duration(req.MaxWaitMs) * time.Millisecond)
+	var wake chan struct{}
+	var watched []*broker.Partition
+	defer func() {
+		for _, p := range watched {
+			p.Unwatch(wake)
+		}
+	}()
+	first := true
+	for {
+		resp := &pb.FetchResponse{}
+		total := 0
+		for _, fp := range req.Partitions {
+			r := m.fetchPartition(fp, req, follower, staleEpoch, first, maxBytes-total, total == 0)
+			total += len(r.Records)
+			resp.Partitions = append(resp.Partitions, r)
+		}
+		first = false
+		if total >= int(req.MinBytes) || req.MaxWaitMs <= 0 || time.Now().After(deadline) || hasError(resp) {
+			return resp
+		}
+		if wake == nil {
+			wake = make(chan struct{}, 1)
+			for _, fp := range req.Partitions {
+				if p := m.parts.Get(log.PartitionKey{Topic: fp.Topic, Partition: fp.Partition}); p != nil {
+					p.Watch(wake)
+					watched = append(watched, p)
+				}
+			}
+		}
+		t := time.NewTimer(time.Until(deadline))
+		select {
+		case <-wake:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return resp
+		}
+		t.Stop()
+	}
+}
+
+func hasError(r *pb.FetchResponse) bool {
+	for _, p := range r.Partitions {
+		if p.ErrorCode != pb.ErrorCode_NONE {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Manager) fetchPartition(fp *pb.FetchPartition, req *pb.FetchRequest, follower bool, staleEpoch error, first bool, budget int, minOne bool) *pb.FetchPartitionResponse {
+	out := &pb.FetchPartitionResponse{Topic: fp.Topic, Partition: fp.Partition, HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1, CurrentLeaderId: -1, CurrentLeaderEpoch: -1}
+	fail := func(err error) *pb.FetchPartitionResponse {
+		out.ErrorCode, out.ErrorMessage = errs.Split(err)
+		return out
+	}
+	if staleEpoch != nil {
+		return fail(staleEpoch)
+	}
+	key := log.PartitionKey{Topic: fp.Topic, Partition: fp.Partition}
+	p := m.parts.Get(key)
+	if p == nil {
+		if m.Image().Partition(fp.Topic, fp.Partition) == nil {
+			return fail(errs.New(pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "%s is unknown", key))
+		}
+		return fail(errs.New(pb.ErrorCode_NOT_LEADER_OR_FOLLOWER, "%s has no replica on broker %d", key, m.cfg.NodeID))
+	}
+	l := p.Leadership()
+	out.CurrentLeaderId, out.CurrentLeaderEpoch = l.Leader, l.LeaderEpoch
+	if l.Role != broker.RoleLeader {
+		return fail(errs.New(pb.ErrorCode_NOT_LEADER_OR_FOLLOWER, "broker %d is not the leader of %s (leader %d)", m.cfg.NodeID, key, l.Leader))
+	}
+	if err := broker.CheckLeaderEpoch(key, l.LeaderEpoch, fp.CurrentLeaderEpoch); err != nil {
+		return fail(err)
+	}
+	logEnd := p.Log.LogEndOffset()
+	out.LogStartOffset, out.LogEndOffset = p.Log.LogStartOffset(), logEnd
+	if fp.FetchOffset < out.LogStartOffset || fp.FetchOffset > logEnd {
+		out.HighWatermark, out.LastStableOffset = p.HighWatermark(), p.LastStableOffset()
+		return fail(errs.New(pb.ErrorCode_OFFSET_OUT_OF_RANGE, "fetch offset %d of %s is outside [%d, %d]", fp.FetchOffset, key, out.LogStartOffset, logEnd))
+	}
+	if follower && first {
+		m.onFollowerFetch(key, req.ReplicaId, fp.FetchOffset, logEnd)
+	}
+	hw := p.HighWatermark()
+	lso := p.LastStableOffset()
+	out.HighWatermark, out.LastStableOffset = hw, lso
+	upper := hw
+	switch {
+	case follower:
+		upper = logEnd
+	case req.IsolationLevel == pb.IsolationLevel_READ_COMMITTED:
+		upper = lso
+	}
+	max := int(fp.PartitionMaxBytes)
+	if max <= 0 || max > budget {
+		max = budget
+	}
+	res, err := p.Log.Read(fp.FetchOffset, max, upper, minOne)
+	if err != nil {
+		return fail(err)
+	}
+	out.Records = res.Records
+	if !follower && req.IsolationLevel == pb.IsolationLevel_READ_COMMITTED && len(res.Records) > 0 {
+		for _, a := range p.Log.CollectAborted(res.FirstOffset, upper) {
+			out.AbortedTransactions = append(out.AbortedTransactions, &pb.AbortedTransaction{ProducerId: a.ProducerID, FirstOffset: a.FirstOffset})
+		}
+	}
+	return out
+}
+
+// onFollowerFetch updates the leader's view of a follower and moves the HW.
+func (m *Manager) onFollowerFetch(key log.PartitionKey, id int32, fetchOffset, leaderLEO int64) {
+	le := m.leader(key)
+	if le == nil {
+		return
+	}
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	if le.st == nil || !le.st.OnFetch(id, fetchOffset, leaderLEO, m.clk.Now()) {
+		return
+	}
+	m.advanceHWLocked(le)
+	if !has(le.st.ISR, id) && le.st.Pending == nil && fetchOffset >= le.p.HighWatermark() && fetchOffset >= le.st.EpochStart {
+		m.signalAlter()
+	}
+}
+
+// OffsetForLeaderEpoch answers, for partitions this node leads, the end
+// offset of the largest epoch at most the asked one.
+func (m *Manager) OffsetForLeaderEpoch(req *pb.OffsetForLeaderEpochRequest) *pb.OffsetForLeaderEpochResponse {
+	resp := &pb.OffsetForLeaderEpochResponse{}
+	for _, it := range req.Partitions {
+		out := &pb.OffsetForLeaderEpochPartitionResponse{Topic: it.Topic, Partition: it.Partition, LeaderEpoch: -1, EndOffset: -1}
+		resp.Partitions = append(resp.Partitions, out)
+		key := log.PartitionKey{Topic: it.Topic, Partition: it.Partition}
+		p := m.parts.Get(key)
+		if p == nil {
+			out.ErrorCode, out.ErrorMessage = pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, key.String()+" has no replica here"
+			continue
+		}
+		l := p.Leadership()
+		if l.Role != broker.RoleLeader {
+			out.ErrorCode, out.ErrorMessage = errs.Split(errs.New(pb.ErrorCode_NOT_LEADER_OR_FOLLOWER, "broker %d is not the leader of %s", m.cfg.NodeID, key))
+			continue
+		}
+		if err := broker.CheckLeaderEpoch(key, l.LeaderEpoch, it.CurrentLeaderEpoch); err != nil {
+			out.ErrorCode, out.ErrorMessage = errs.Split(err)
+			continue
+		}
+		out.LeaderEpoch, out.EndOffset = p.Log.EndOffsetForEpoch(it.LeaderEpoch)
+	}
+	return resp
+}

@@ -1,0 +1,307 @@
+package replication
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/strand-io/strand/broker"
+	"github.com/strand-io/strand/broker/log"
+	"github.com/strand-io/strand/internal/errs"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// fetchState is a followed partition inside a fetcher.
+type fetchState struct {
+	p           *broker.Partition
+	leaderEpoch int32
+	truncate    bool      // ask OffsetForLeaderEpoch before the next fetch
+	delayUntil  time.Time // back off after an error
+}
+
+// fetcher replicates every partition led by one source broker: one Fetch
+// request for all of them at a time, truncation by leader epoch first for
+// partitions that just started following.
+type fetcher struct {
+	m      *Manager
+	source int32
+
+	mu    sync.Mutex
+	parts map[log.PartitionKey]*fetchState
+	kick  chan struct{}
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newFetcher(m *Manager, source int32) *fetcher {
+	ctx, cancel := context.WithCancel(m.ctx)
+	return &fetcher{m: m, source: source, parts: map[log.PartitionKey]*fetchState{}, kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
+}
+
+func (f *fetcher) start() { go f.run() }
+
+func (f *fetcher) stop() {
+	f.cancel()
+	<-f.done
+}
+
+func (f *fetcher) add(p *broker.Partition, epoch int32) {
+	f.mu.Lock()
+	f.parts[p.Key] = &fetchState{p: p, leaderEpoch: epoch, truncate: true}
+	f.mu.Unlock()
+	select {
+	case f.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (f *fetcher) remove(key log.PartitionKey) {
+	f.mu.Lock()
+	delete(f.parts, key)
+	f.mu.Unlock()
+}
+
+func (f *fetcher) snapshot(now time.Time) (trunc, fetch []*fetchState, soonest time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, st := range f.parts {
+		if now.Before(st.delayUntil) {
+			if soonest.IsZero() || st.delayUntil.Before(soonest) {
+				soonest = st.delayUntil
+			}
+			continue
+		}
+		if st.truncate {
+			trunc = append(trunc, st)
+		} else {
+			fetch = append(fetch, st)
+		}
+	}
+	sort.Slice(fetch, func(i, j int) bool { return fetch[i].p.Key.String() < fetch[j].p.Key.String() })
+	return
+}
+
+func (f *fetcher) current(st *fetchState) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.parts[st.p.Key] == st
+}
+
+func (f *fetcher) delay(st *fetchState, d time.Duration) {
+	f.mu.Lock()
+	st.delayUntil = time.Now().Add(d)
+	f.mu.Unlock()
+}
+
+func (f *fetcher) run() {
+	defer close(f.done)
+	m := f.m
+	for f.ctx.Err() == nil {
+		trunc, fetch, soonest := f.snapshot(time.Now())
+		if len(trunc) == 0 && len(fetch) == 0 {
+			wait := time.Second
+			if !soonest.IsZero() {
+				wait = time.Until(soonest)
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-f.ctx.Done():
+				t.Stop()
+				return
+			case <-f.kick:
+			case <-t.C:
+			}
+			t.Stop()
+			continue
+		}
+		client, err := f.client()
+		if err != nil {
+			f.sleep(m.cfg.FetchBackoff)
+			continue
+		}
+		if len(trunc) > 0 {
+			f.truncate(client, trunc)
+		}
+		if len(fetch) > 0 {
+			if !f.fetch(client, fetch) {
+				f.sleep(m.cfg.FetchBackoff / 4)
+			}
+		}
+	}
+}
+
+func (f *fetcher) sleep(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-f.ctx.Done():
+	case <-t.C:
+	case <-f.kick:
+	}
+}
+
+func (f *fetcher) client() (pb.ConsumerClient, error) {
+	b := f.m.Image().Brokers[f.source]
+	if b == nil {
+		return nil, errs.New(pb.ErrorCode_BROKER_NOT_AVAILABLE, "broker %d is not registered", f.source)
+	}
+	return f.m.peers.Consumer(b.Address)
+}
+
+// truncate finds, per partition, where this log and the leader's agree
+// (KIP-101 with KIP-279's repeated rounds) and cuts the rest.
+func (f *fetcher) truncate(client pb.ConsumerClient, sts []*fetchState) {
+	for _, st := range sts {
+		done, err := f.truncateOne(client, st)
+		if err != nil {
+			f.m.lg.Warn("truncation by leader epoch failed; will retry", "partition", st.p.Key.String(), "leader", f.source, "err", err)
+			f.delay(st, f.m.cfg.FetchBackoff/2)
+			continue
+		}
+		if done {
+			f.mu.Lock()
+			st.truncate = false
+			f.mu.Unlock()
+		}
+	}
+}
+
+func (f *fetcher) truncateOne(client pb.ConsumerClient, st *fetchState) (bool, error) {
+	l := st.p.Log
+	for round := 0; round < 16; round++ {
+		if !f.current(st) {
+			return false, nil
+		}
+		ours := l.LatestEpoch()
+		if ours < 0 {
+			return true, nil // nothing written under any epoch yet
+		}
+		ctx, cancel := context.WithTimeout(f.ctx, 10*time.Second)
+		resp, err := client.OffsetForLeaderEpoch(ctx, &pb.OffsetForLeaderEpochRequest{ReplicaId: f.m.cfg.NodeID, Partitions: []*pb.OffsetForLeaderEpochPartition{{
+			Topic: st.p.Key.Topic, Partition: st.p.Key.Partition, CurrentLeaderEpoch: st.leaderEpoch, LeaderEpoch: ours,
+		}}})
+		cancel()
+		if err != nil {
+			return false, err
+		}
+		if len(resp.Partitions) != 1 {
+			return false, errs.New(pb.ErrorCode_UNKNOWN_SERVER_ERROR, "OffsetForLeaderEpoch answered %d partitions", len(resp.Partitions))
+		}
+		r := resp.Partitions[0]
+		if err := errs.FromCode(r.ErrorCode, r.ErrorMessage); err != nil {
+			return false, err
+		}
+		leo := l.LogEndOffset()
+		var target int64
+		switch {
+		case r.LeaderEpoch < 0:
+			// The leader has no epoch this old: our whole log is unknown to it.
+			target = l.LogStartOffset()
+		case r.LeaderEpoch == ours:
+			target = min(r.EndOffset, leo)
+		default:
+			_, ourEnd := l.EndOffsetForEpoch(r.LeaderEpoch)
+			if ourEnd < 0 {
+				ourEnd = l.LogStartOffset()
+			}
+			target = min(ourEnd, r.EndOffset)
+		}
+		if target < leo {
+			hw := st.p.HighWatermark()
+			f.m.lg.Info("truncating to the leader's log", "partition", st.p.Key.String(), "from", leo, "to", target, "ourEpoch", ours, "leaderEpoch", r.LeaderEpoch, "hw", hw)
+			if err := l.TruncateTo(target); err != nil {
+				return false, err
+			}
+			if hw > target {
+				st.p.SetHighWatermark(target, true)
+			}
+		}
+		if r.LeaderEpoch == ours || r.LeaderEpoch < 0 || target >= l.LogEndOffset() && l.LatestEpoch() == ours {
+			return true, nil
+		}
+	}
+	return true, nil
+}
+
+// fetch sends one Fetch for every partition and appends what comes back.
+// It reports whether the round made progress without errors.
+func (f *fetcher) fetch(client pb.ConsumerClient, sts []*fetchState) bool {
+	m := f.m
+	req := &pb.FetchRequest{ReplicaId: m.cfg.NodeID, ReplicaEpoch: m.brokerEpoch(), MaxWaitMs: int32(m.cfg.FetchWaitMax / time.Millisecond), MinBytes: 1, MaxBytes: int32(m.cfg.FetchResponseMaxBytes)}
+	byKey := map[log.PartitionKey]*fetchState{}
+	for _, st := range sts {
+		req.Partitions = append(req.Partitions, &pb.FetchPartition{Topic: st.p.Key.Topic, Partition: st.p.Key.Partition,
+			FetchOffset: st.p.Log.LogEndOffset(), CurrentLeaderEpoch: st.leaderEpoch, PartitionMaxBytes: int32(m.cfg.FetchMaxBytes), LogStartOffset: st.p.Log.LogStartOffset()})
+		byKey[st.p.Key] = st
+	}
+	ctx, cancel := context.WithTimeout(f.ctx, m.cfg.FetchWaitMax+10*time.Second)
+	resp, err := client.Fetch(ctx, req)
+	cancel()
+	if err != nil {
+		if f.ctx.Err() == nil {
+			m.lg.Debug("replica fetch failed", "leader", f.source, "err", err)
+		}
+		return false
+	}
+	ok := true
+	for _, r := range resp.Partitions {
+		st := byKey[log.PartitionKey{Topic: r.Topic, Partition: r.Partition}]
+		if st == nil || !f.current(st) {
+			continue
+		}
+		if !f.handle(st, r) {
+			ok = false
+		}
+	}
+	return ok
+}
+
+func (f *fetcher) handle(st *fetchState, r *pb.FetchPartitionResponse) bool {
+	m := f.m
+	p := st.p
+	switch r.ErrorCode {
+	case pb.ErrorCode_NONE:
+	case pb.ErrorCode_OFFSET_OUT_OF_RANGE:
+		leo := p.Log.LogEndOffset()
+		if r.LogStartOffset > leo {
+			m.lg.Info("fell behind the leader's log start; restarting the log", "partition", p.Key.String(), "logEnd", leo, "leaderLogStart", r.LogStartOffset)
+			if err := p.Log.TruncateFullyAndStartAt(r.LogStartOffset); err != nil {
+				m.lg.Error("truncate fully", "partition", p.Key.String(), "err", err)
+			}
+			p.SetHighWatermark(r.LogStartOffset, true)
+		} else {
+			f.mu.Lock()
+			st.truncate = true
+			f.mu.Unlock()
+		}
+		return false
+	case pb.ErrorCode_STALE_BROKER_EPOCH, pb.ErrorCode_UNKNOWN_LEADER_EPOCH, pb.ErrorCode_NOT_LEADER_OR_FOLLOWER, pb.ErrorCode_FENCED_LEADER_EPOCH, pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION:
+		// Metadata will bring the truth; retry a little later.
+		f.delay(st, m.cfg.FetchBackoff/2)
+		return false
+	default:
+		m.lg.Warn("replica fetch error", "partition", p.Key.String(), "leader", f.source, "code", r.ErrorCode.String(), "msg", r.ErrorMessage)
+		f.delay(st, m.cfg.FetchBackoff)
+		return false
+	}
+	if len(r.Records) > 0 {
+		if _, err := p.AppendAsFollower(r.Records, st.leaderEpoch); err != nil {
+			m.lg.Warn("append replicated batches", "partition", p.Key.String(), "err", err)
+			f.mu.Lock()
+			st.truncate = true
+			f.mu.Unlock()
+			return false
+		}
+	}
+	hw := r.HighWatermark
+	if leo := p.Log.DurableEnd(); hw > leo {
+		hw = leo
+	}
+	if hw >= 0 {
+		p.SetHighWatermark(hw, true)
+	}
+	return true
+}

@@ -1,0 +1,98 @@
+package replication
+
+import (
+	"context"
+	"time"
+
+	"github.com/strand-io/strand/broker/log"
+	"github.com/strand-io/strand/internal/errs"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// isrLoop proposes ISR changes: shrinks found on a timer (every half of
+// replica.lag.time.max.ms, like Kafka) and expansions signalled by follower
+// fetches, sent to the controller as one AlterPartition per round.
+func (m *Manager) isrLoop() {
+	defer m.wg.Done()
+	period := m.cfg.ReplicaLagTimeMax / 2
+	if period <= 0 {
+		period = time.Second
+	}
+	t := m.clk.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-t.C():
+		case <-m.alterQ:
+		}
+		m.proposeISRChanges(m.ctx)
+	}
+}
+
+func (m *Manager) signalAlter() {
+	select {
+	case m.alterQ <- struct{}{}:
+	default:
+	}
+}
+
+func (m *Manager) proposeISRChanges(ctx context.Context) {
+	now := m.clk.Now()
+	m.mu.Lock()
+	entries := make([]*leaderEntry, 0, len(m.leaders))
+	for _, le := range m.leaders {
+		entries = append(entries, le)
+	}
+	m.mu.Unlock()
+	req := &pb.AlterPartitionRequest{BrokerId: m.cfg.NodeID, BrokerEpoch: m.brokerEpoch()}
+	byKey := map[log.PartitionKey]*leaderEntry{}
+	for _, le := range entries {
+		le.mu.Lock()
+		if le.st != nil {
+			hw := le.p.HighWatermark()
+			if next := le.st.ISRChange(hw, now, m.cfg.ReplicaLagTimeMax); next != nil {
+				le.st.Pending = next
+				le.p.UpdateISR(le.st.ISR, le.st.MaximalISR(), le.st.PartitionEpoch)
+				req.Partitions = append(req.Partitions, &pb.AlterPartitionItem{Topic: le.p.Key.Topic, Partition: le.p.Key.Partition,
+					LeaderEpoch: le.st.LeaderEpoch, NewIsr: next, PartitionEpoch: le.st.PartitionEpoch})
+				byKey[le.p.Key] = le
+				m.lg.Info("proposing ISR change", "partition", le.p.Key.String(), "isr", le.st.ISR, "new", next)
+			}
+		}
+		le.mu.Unlock()
+	}
+	if len(req.Partitions) == 0 {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	resp, err := m.ctrl.AlterPartition(cctx, req)
+	cancel()
+	if err == nil && resp.ErrorCode != pb.ErrorCode_NONE {
+		err = errs.FromCode(resp.ErrorCode, resp.ErrorMessage)
+	}
+	results := map[log.PartitionKey]*pb.AlterPartitionResult{}
+	if err == nil {
+		for _, r := range resp.Partitions {
+			results[log.PartitionKey{Topic: r.Topic, Partition: r.Partition}] = r
+		}
+	} else {
+		m.lg.Warn("AlterPartition failed; will retry", "err", err)
+	}
+	for key, le := range byKey {
+		le.mu.Lock()
+		if le.st != nil {
+			le.st.Pending = nil
+			if r := results[key]; r != nil && r.ErrorCode == pb.ErrorCode_NONE && r.LeaderEpoch == le.st.LeaderEpoch && r.PartitionEpoch > le.st.PartitionEpoch {
+				le.st.ISR = r.Isr
+				le.st.PartitionEpoch = r.PartitionEpoch
+			} else if r != nil && r.ErrorCode != pb.ErrorCode_NONE {
+				m.lg.Warn("ISR change refused", "partition", key.String(), "code", r.ErrorCode.String(), "msg", r.ErrorMessage)
+			}
+			le.p.UpdateISR(le.st.ISR, le.st.MaximalISR(), le.st.PartitionEpoch)
+			m.advanceHWLocked(le)
+		}
+		le.mu.Unlock()
+	}
+}

@@ -1,0 +1,349 @@
+package replication
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/strand-io/strand/broker"
+	"github.com/strand-io/strand/broker/log"
+	"github.com/strand-io/strand/controller"
+	"github.com/strand-io/strand/internal/clock"
+	"github.com/strand-io/strand/internal/config"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// Config tunes replication.
+type Config struct {
+	NodeID int32
+	// ReplicaLagTimeMax is replica.lag.time.max.ms.
+	ReplicaLagTimeMax time.Duration
+	// FetchWaitMax is replica.fetch.wait.max.ms.
+	FetchWaitMax time.Duration
+	// FetchMaxBytes is replica.fetch.max.bytes (per partition).
+	FetchMaxBytes int
+	// FetchResponseMaxBytes is replica.fetch.response.max.bytes.
+	FetchResponseMaxBytes int
+	// FetchBackoff is replica.fetch.backoff.ms.
+	FetchBackoff time.Duration
+	Logger       *slog.Logger
+}
+
+// DefaultConfig is Kafka's defaults.
+func DefaultConfig(nodeID int32) Config {
+	return Config{
+		NodeID:                nodeID,
+		ReplicaLagTimeMax:     30 * time.Second,
+		FetchWaitMax:          500 * time.Millisecond,
+		FetchMaxBytes:         1 << 20,
+		FetchResponseMaxBytes: 10 << 20,
+		FetchBackoff:          time.Second,
+	}
+}
+
+// ControllerClient is how replication reaches the active controller.
+type ControllerClient interface {
+	AlterPartition(ctx context.Context, req *pb.AlterPartitionRequest) (*pb.AlterPartitionResponse, error)
+}
+
+// Peers gives clients for other brokers' Consumer service.
+type Peers interface {
+	Consumer(addr string) (pb.ConsumerClient, error)
+}
+
+// Manager applies metadata to the local replicas and runs what follows
+// from it: leader state for partitions this node leads, fetchers for those
+// it follows, and the AlterPartition sender.
+type Manager struct {
+	cfg   Config
+	clk   clock.Clock
+	lg    *slog.Logger
+	parts *broker.Manager
+	ctrl  ControllerClient
+	peers Peers
+	// BrokerEpoch returns this broker's current registration epoch.
+	brokerEpoch func() int64
+
+	img atomic.Pointer[controller.Image]
+
+	mu       sync.Mutex
+	leaders  map[log.PartitionKey]*leaderEntry
+	fetchers map[int32]*fetcher
+	follows  map[log.PartitionKey]int32 // partition -> leader being followed
+	alterQ   chan struct{}
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+type leaderEntry struct {
+	mu sync.Mutex
+	p  *broker.Partition
+	st *LeaderState
+}
+
+// New returns a manager; Start runs its goroutines.
+func New(cfg Config, parts *broker.Manager, ctrl ControllerClient, peers Peers, brokerEpoch func() int64, clk clock.Clock) *Manager {
+	if clk == nil {
+		clk = clock.Real
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &Manager{cfg: cfg, clk: clk, lg: lg.With("node", cfg.NodeID), parts: parts, ctrl: ctrl, peers: peers, brokerEpoch: brokerEpoch,
+		leaders: map[log.PartitionKey]*leaderEntry{}, fetchers: map[int32]*fetcher{}, follows: map[log.PartitionKey]int32{},
+		alterQ: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
+	m.img.Store(controller.EmptyImage())
+	return m
+}
+
+// Start runs the ISR maintenance loop.
+func (m *Manager) Start() {
+	m.wg.Add(1)
+	go m.isrLoop()
+}
+
+// Stop stops fetchers and loops and waits for them.
+func (m *Manager) Stop() {
+	m.cancel()
+	m.mu.Lock()
+	fs := make([]*fetcher, 0, len(m.fetchers))
+	for _, f := range m.fetchers {
+		fs = append(fs, f)
+	}
+	m.fetchers = map[int32]*fetcher{}
+	m.mu.Unlock()
+	for _, f := range fs {
+		f.stop()
+	}
+	m.wg.Wait()
+}
+
+// Image is the metadata image last applied.
+func (m *Manager) Image() *controller.Image { return m.img.Load() }
+
+// NodeID is this broker's id.
+func (m *Manager) NodeID() int32 { return m.cfg.NodeID }
+
+// Partitions is the local partition table.
+func (m *Manager) Partitions() *broker.Manager { return m.parts }
+
+// Apply brings the local replicas in line with a new image. It is called
+// in metadata order from one goroutine.
+func (m *Manager) Apply(img *controller.Image, d *controller.Delta) {
+	// The image is published once every replica follows it, so a reader
+	// that sees a partition in Image() sees its leadership applied here.
+	defer m.img.Store(img)
+	self := m.cfg.NodeID
+	for _, t := range d.DeletedTopics {
+		if t == nil {
+			continue
+		}
+		for _, p := range t.Partitions {
+			if p != nil {
+				m.removePartition(log.PartitionKey{Topic: p.Topic, Partition: p.Partition})
+			}
+		}
+	}
+	if d.Snapshot {
+		// Drop local logs of topics that no longer exist.
+		for _, p := range m.parts.All() {
+			if ip := img.Partition(p.Key.Topic, p.Key.Partition); ip == nil || !ip.IsReplica(self) {
+				m.removePartition(p.Key)
+			}
+		}
+	}
+	for _, name := range d.TopicConfigs {
+		t := img.Topic(name)
+		if t == nil {
+			continue
+		}
+		for _, ip := range t.Partitions {
+			if p := m.parts.Get(log.PartitionKey{Topic: ip.Topic, Partition: ip.Partition}); p != nil {
+				lc, minISR := m.parts.LogConfig(t.Configs)
+				p.Log.SetConfig(lc)
+				p.SetMinISR(minISR)
+			}
+		}
+	}
+	for _, ch := range d.Partitions {
+		np := ch.New
+		key := log.PartitionKey{Topic: np.Topic, Partition: np.Partition}
+		if !np.IsReplica(self) {
+			m.removePartition(key)
+			continue
+		}
+		t := img.Topic(np.Topic)
+		p, err := m.parts.GetOrCreate(key, t.Configs)
+		if err != nil {
+			m.lg.Error("open partition", "partition", key.String(), "err", err)
+			continue
+		}
+		switch {
+		case np.Leader == self:
+			m.becomeLeader(p, np)
+		case np.Leader == controller.NoLeader:
+			m.becomeOffline(p, np)
+		default:
+			m.becomeFollower(p, np)
+		}
+	}
+	// Broker addresses may have changed: fetchers look them up per request.
+}
+
+func leadershipOf(np *controller.Partition, role broker.Role, maximal []int32) broker.Leadership {
+	return broker.Leadership{Role: role, Leader: np.Leader, LeaderEpoch: np.LeaderEpoch, PartitionEpoch: np.PartitionEpoch,
+		Replicas: append([]int32(nil), np.Replicas...), ISR: append([]int32(nil), np.ISR...), MaximalISR: maximal}
+}
+
+func (m *Manager) becomeLeader(p *broker.Partition, np *controller.Partition) {
+	m.unfollow(p.Key)
+	cur := p.Leadership()
+	m.mu.Lock()
+	le := m.leaders[p.Key]
+	if le == nil {
+		le = &leaderEntry{p: p}
+		m.leaders[p.Key] = le
+	}
+	m.mu.Unlock()
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	if cur.Role == broker.RoleLeader && cur.LeaderEpoch == np.LeaderEpoch && le.st != nil {
+		// Same leadership: only the ISR (or partition epoch) moved.
+		if np.PartitionEpoch >= le.st.PartitionEpoch {
+			le.st.ISR = append([]int32(nil), np.ISR...)
+			le.st.PartitionEpoch = np.PartitionEpoch
+			le.st.Pending = nil
+			p.UpdateISR(np.ISR, le.st.MaximalISR(), np.PartitionEpoch)
+			m.advanceHWLocked(le)
+		}
+		return
+	}
+	if err := p.Log.AssignEpoch(np.LeaderEpoch); err != nil {
+		m.lg.Error("assign leader epoch", "partition", p.Key.String(), "err", err)
+	}
+	key := p.Key
+	p.Log.OnFlush(func() { m.OnLeaderAppend(key) })
+	now := m.clk.Now()
+	le.st = NewLeaderState(m.cfg.NodeID, np.Replicas, np.ISR, np.LeaderEpoch, np.PartitionEpoch, p.Log.LogEndOffset(), now)
+	if err := p.SetLeadership(leadershipOf(np, broker.RoleLeader, le.st.MaximalISR()), nil); err != nil {
+		m.lg.Error("become leader", "partition", p.Key.String(), "err", err)
+		return
+	}
+	m.lg.Info("became leader", "partition", p.Key.String(), "epoch", np.LeaderEpoch, "isr", np.ISR, "logEnd", p.Log.LogEndOffset(), "hw", p.HighWatermark())
+	m.advanceHWLocked(le)
+}
+
+func (m *Manager) dropLeader(key log.PartitionKey) {
+	m.mu.Lock()
+	delete(m.leaders, key)
+	m.mu.Unlock()
+}
+
+func (m *Manager) becomeFollower(p *broker.Partition, np *controller.Partition) {
+	cur := p.Leadership()
+	m.dropLeader(p.Key)
+	if cur.Role == broker.RoleFollower && cur.LeaderEpoch == np.LeaderEpoch && cur.Leader == np.Leader {
+		p.UpdateISR(np.ISR, np.ISR, np.PartitionEpoch)
+		return
+	}
+	if err := p.SetLeadership(leadershipOf(np, broker.RoleFollower, np.ISR), nil); err != nil {
+		m.lg.Error("become follower", "partition", p.Key.String(), "err", err)
+		return
+	}
+	m.lg.Info("became follower", "partition", p.Key.String(), "leader", np.Leader, "epoch", np.LeaderEpoch)
+	m.follow(p, np.Leader, np.LeaderEpoch)
+}
+
+func (m *Manager) becomeOffline(p *broker.Partition, np *controller.Partition) {
+	m.dropLeader(p.Key)
+	m.unfollow(p.Key)
+	_ = p.SetLeadership(leadershipOf(np, broker.RoleNone, np.ISR), nil)
+}
+
+func (m *Manager) removePartition(key log.PartitionKey) {
+	m.dropLeader(key)
+	m.unfollow(key)
+	if m.parts.Get(key) != nil {
+		if err := m.parts.Delete(key); err != nil {
+			m.lg.Error("delete partition", "partition", key.String(), "err", err)
+		} else {
+			m.lg.Info("deleted partition", "partition", key.String())
+		}
+	}
+}
+
+func (m *Manager) follow(p *broker.Partition, leader int32, epoch int32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ctx.Err() != nil {
+		return
+	}
+	if old, ok := m.follows[p.Key]; ok && old != leader {
+		if f := m.fetchers[old]; f != nil {
+			f.remove(p.Key)
+		}
+	}
+	m.follows[p.Key] = leader
+	f := m.fetchers[leader]
+	if f == nil {
+		f = newFetcher(m, leader)
+		m.fetchers[leader] = f
+		f.start()
+	}
+	f.add(p, epoch)
+}
+
+func (m *Manager) unfollow(key log.PartitionKey) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.follows[key]; ok {
+		if f := m.fetchers[old]; f != nil {
+			f.remove(key)
+		}
+		delete(m.follows, key)
+	}
+}
+
+// leader returns the leader entry of a partition this node leads.
+func (m *Manager) leader(key log.PartitionKey) *leaderEntry {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.leaders[key]
+}
+
+// advanceHWLocked recomputes the HW from the ISR's log ends (le.mu held).
+func (m *Manager) advanceHWLocked(le *leaderEntry) {
+	if le.st == nil {
+		return
+	}
+	hw := le.st.HighWatermark(le.p.Log.DurableEnd())
+	if hw >= 0 {
+		le.p.SetHighWatermark(hw, false)
+	}
+}
+
+// OnLeaderAppend is called after a leader append (and after a flush): with
+// no follower in the ISR the HW moves at once.
+func (m *Manager) OnLeaderAppend(key log.PartitionKey) {
+	le := m.leader(key)
+	if le == nil {
+		return
+	}
+	le.mu.Lock()
+	m.advanceHWLocked(le)
+	le.mu.Unlock()
+}
+
+// minISR reads a topic's min.insync.replicas from the image.
+func minISR(img *controller.Image, topic string, def int) int {
+	if t := img.Topic(topic); t != nil {
+		return int(config.Int(t.Configs, config.MinInsyncReplicas, int64(def)))
+	}
+	return def
+}

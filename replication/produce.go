@@ -1,0 +1,95 @@
+package replication
+
+import (
+	"context"
+	"time"
+
+	"github.com/strand-io/strand/broker"
+	"github.com/strand-io/strand/broker/log"
+	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/internal/record"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// Append is one partition's part of a produce request after the append:
+// Wait blocks, for acks=all, until the ISR has it.
+type Append struct {
+	Result log.AppendResult
+	Err    error
+	p      *broker.Partition
+	epoch  int32
+	acks   int32
+	m      *Manager
+}
+
+// partitionFor returns the local partition or the error a client should see.
+func (m *Manager) partitionFor(topic string, partition int32) (*broker.Partition, error) {
+	key := log.PartitionKey{Topic: topic, Partition: partition}
+	if p := m.parts.Get(key); p != nil {
+		return p, nil
+	}
+	img := m.Image()
+	ip := img.Partition(topic, partition)
+	if ip == nil {
+		if t := img.Topic(topic); t != nil {
+			return nil, errs.New(pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic %s has %d partitions, there is no partition %d", topic, len(t.Partitions), partition)
+		}
+		return nil, errs.New(pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "this server does not host this topic-partition: %s", key)
+	}
+	return nil, errs.New(pb.ErrorCode_NOT_LEADER_OR_FOLLOWER, "broker %d holds no replica of %s (leader %d)", m.cfg.NodeID, key, ip.Leader)
+}
+
+// Partition returns the local partition for a client request, or its error.
+func (m *Manager) Partition(topic string, partition int32) (*broker.Partition, error) {
+	return m.partitionFor(topic, partition)
+}
+
+// AppendLeader appends a client's batches to a partition this node leads.
+// It returns at once; call Wait for acks=all.
+func (m *Manager) AppendLeader(topic string, partition int32, records []byte, acks int32) *Append {
+	p, err := m.partitionFor(topic, partition)
+	if err != nil {
+		return &Append{Err: err}
+	}
+	res, epoch, err := p.AppendAsLeader(records, acks)
+	a := &Append{Result: res, Err: err, p: p, epoch: epoch, acks: acks, m: m}
+	if err == nil && !res.Duplicate {
+		m.OnLeaderAppend(p.Key)
+	}
+	return a
+}
+
+// Wait completes an acks=all append: it returns once the HW passes the
+// batch, REQUEST_TIMED_OUT at ctx's end, NOT_LEADER_OR_FOLLOWER if
+// leadership moves first, and NOT_ENOUGH_REPLICAS_AFTER_APPEND when the
+// ISR shrank below min.insync.replicas while waiting.
+func (a *Append) Wait(ctx context.Context) error {
+	if a.Err != nil || a.acks != -1 {
+		return a.Err
+	}
+	if err := a.p.WaitForHW(ctx, a.Result.LastOffset, a.epoch); err != nil {
+		return err
+	}
+	l := a.p.Leadership()
+	if n, min := len(l.ISR), a.p.MinISR(); n < min {
+		return errs.New(pb.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND, "%s: written, but the ISR %v shrank below min.insync.replicas=%d before it was acknowledged", a.p.Key, l.ISR, min)
+	}
+	return nil
+}
+
+// WriteMarker appends a transaction marker on a partition this node leads
+// and waits until the ISR has it (markers are always written with acks=all).
+func (m *Manager) WriteMarker(ctx context.Context, topic string, partition int32, pid int64, epoch int16, coordinatorEpoch int32, typ record.ControlType, timeout time.Duration) (log.MarkerResult, error) {
+	p, err := m.partitionFor(topic, partition)
+	if err != nil {
+		return log.MarkerResult{}, err
+	}
+	res, leaderEpoch, err := p.AppendMarker(pid, epoch, coordinatorEpoch, typ)
+	if err != nil || res.AlreadyDone {
+		return res, err
+	}
+	m.OnLeaderAppend(p.Key)
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return res, p.WaitForHW(wctx, res.Offset, leaderEpoch)
+}
