@@ -159,8 +159,8 @@ func (s *adminService) DescribeConfigs(ctx context.Context, req *pb.DescribeConf
 			config.FlushMessages: strconv.FormatInt(lc.FlushMessages, 10), config.FlushMs: strconv.FormatInt(lc.FlushMs, 10),
 			config.IndexIntervalBytes: strconv.Itoa(lc.IndexIntervalBytes), config.MinInsyncReplicas: strconv.Itoa(minISR),
 			config.UncleanLeaderElection: strconv.FormatBool(config.Bool(t.Configs, config.UncleanLeaderElection, false)),
-			config.MaxMessageBytes:        strconv.FormatInt(config.Int(t.Configs, config.MaxMessageBytes, int64(s.d.MessageMaxBytes)), 10),
-			config.CleanupPolicy:          "delete", config.MessageTimestampType: "CreateTime",
+			config.MaxMessageBytes:       strconv.FormatInt(config.Int(t.Configs, config.MaxMessageBytes, int64(s.d.MessageMaxBytes)), 10),
+			config.CleanupPolicy:         "delete", config.MessageTimestampType: "CreateTime",
 			config.ProducerIDExpirationMs: strconv.FormatInt(lc.ProducerIDExpirationMs, 10),
 		}
 		keys := make([]string, 0, len(eff))

@@ -99,4 +99,3 @@ func (s *consumerService) listOne(req *pb.ListOffsetsRequest, it *pb.ListOffsets
 func (s *consumerService) OffsetForLeaderEpoch(ctx context.Context, req *pb.OffsetForLeaderEpochRequest) (*pb.OffsetForLeaderEpochResponse, error) {
 	return s.d.Repl.OffsetForLeaderEpoch(req), nil
 }
-

@@ -8,8 +8,8 @@ import (
 	"github.com/strand-io/strand/internal/config"
 	"github.com/strand-io/strand/internal/errs"
 	"github.com/strand-io/strand/internal/record"
-	"github.com/strand-io/strand/replication"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/replication"
 )
 
 type producerService struct {

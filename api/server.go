@@ -10,8 +10,8 @@ import (
 
 	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/coordinator"
-	"github.com/strand-io/strand/replication"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/replication"
 )
 
 // Deps is what the services call into. Broker-side services need Repl;

@@ -32,7 +32,7 @@ type FSM struct {
 	history []*pb.MetadataBatch // applied batches, oldest first
 	// historyFrom: history holds every applied batch with an offset above it.
 	historyFrom int64
-	changed chan struct{}       // closed and replaced on every apply
+	changed     chan struct{} // closed and replaced on every apply
 }
 
 // NewFSM returns an FSM at the empty image.
@@ -196,4 +196,3 @@ func (f *FSM) Changed() <-chan struct{} {
 	defer f.mu.Unlock()
 	return f.changed
 }
-

@@ -30,8 +30,8 @@ import (
 	"github.com/strand-io/strand/internal/errs"
 	"github.com/strand-io/strand/internal/gossip"
 	"github.com/strand-io/strand/internal/rpc"
-	"github.com/strand-io/strand/replication"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/replication"
 )
 
 // Config is a node's configuration (DESIGN §7 flags).
@@ -106,9 +106,9 @@ type Node struct {
 
 	applied   atomic.Int64
 	clusterID atomic.Pointer[string]
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	stopped atomic.Bool
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	stopped   atomic.Bool
 }
 
 // Addr is the address clients dial.
@@ -447,4 +447,3 @@ func newIncarnation() string {
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
-

@@ -137,10 +137,11 @@ func ParseHeader(b []byte) (Header, error) {
 }
 
 // Validate checks one complete batch at the start of b (b may hold more
-// after it): length, magic, CRC-32C, counts. It never decompresses. Every
-// refusal is CORRUPT_MESSAGE, except a batch that is well formed but in
-// another format (UNSUPPORTED_VERSION for a wrong magic is reported as
-// CORRUPT_MESSAGE too, as Kafka does for v2-only logs, with the magic named).
+// after it): length, magic, CRC-32C, counts, codec. It never decompresses
+// and never allocates on success. Every refusal is CORRUPT_MESSAGE with a
+// message naming the problem; a batch in another format (magic 0 or 1) is
+// refused as CORRUPT_MESSAGE too, with the magic named, since Strand's log
+// holds magic 2 only.
 func Validate(b []byte) (Header, error) {
 	h, err := ParseHeader(b)
 	if err != nil {
@@ -152,8 +153,8 @@ func Validate(b []byte) (Header, error) {
 	if h.BatchLength < HeaderSize-LogOverhead {
 		return h, errs.New(pb.ErrorCode_CORRUPT_MESSAGE, "batchLength %d is smaller than the header", h.BatchLength)
 	}
-	if h.Size() > len(b) {
-		return h, errs.New(pb.ErrorCode_CORRUPT_MESSAGE, "batch of %d bytes is truncated to %d", h.Size(), len(b))
+	if int64(h.BatchLength)+LogOverhead > int64(len(b)) {
+		return h, errs.New(pb.ErrorCode_CORRUPT_MESSAGE, "batch of %d bytes is truncated to %d", int64(h.BatchLength)+LogOverhead, len(b))
 	}
 	if h.RecordCount < 0 || h.RecordCount > maxRecordsPerBatch {
 		return h, errs.New(pb.ErrorCode_CORRUPT_MESSAGE, "recordCount %d out of range", h.RecordCount)
@@ -225,7 +226,7 @@ func (it *Iter) Next() bool {
 		it.err = errs.New(pb.ErrorCode_CORRUPT_MESSAGE, "bad batch at byte %d: batchLength %d magic %d", it.pos, h.BatchLength, h.Magic)
 		return false
 	}
-	if h.Size() > len(rest) {
+	if int64(h.BatchLength)+LogOverhead > int64(len(rest)) {
 		return false
 	}
 	b := rest[:h.Size()]
