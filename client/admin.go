@@ -1,0 +1,247 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/strand-io/strand/internal/errs"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// Admin manages topics and reads cluster state.
+type Admin struct {
+	cfg config
+	cl  *cluster
+}
+
+// NewAdmin returns an admin client.
+func NewAdmin(opts ...Opt) (*Admin, error) {
+	cfg := newConfig(opts)
+	if len(cfg.bootstrap) == 0 {
+		return nil, fmt.Errorf("strand: no bootstrap servers (use client.Bootstrap)")
+	}
+	a := &Admin{cfg: cfg}
+	a.cl = newCluster(&a.cfg)
+	return a, nil
+}
+
+// Close releases connections.
+func (a *Admin) Close() { a.cl.close() }
+
+// TopicSpec describes a topic to create.
+type TopicSpec struct {
+	Name              string
+	Partitions        int32
+	ReplicationFactor int32
+	Configs           map[string]string
+}
+
+// CreateTopic creates one topic and waits until the broker that answered
+// knows its leaders.
+func (a *Admin) CreateTopic(ctx context.Context, spec TopicSpec) error {
+	var resp *pb.CreateTopicsResponse
+	err := a.cl.any(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
+		var err error
+		resp, err = pb.NewAdminClient(cc).CreateTopics(ctx, &pb.CreateTopicsRequest{TimeoutMs: int32(a.cfg.requestTimeout / time.Millisecond),
+			Topics: []*pb.CreatableTopic{{Name: spec.Name, NumPartitions: spec.Partitions, ReplicationFactor: spec.ReplicationFactor, Configs: spec.Configs}}})
+		if err == nil && len(resp.Topics) == 1 {
+			if code := resp.Topics[0].ErrorCode; code == pb.ErrorCode_NOT_CONTROLLER || code == pb.ErrorCode_REQUEST_TIMED_OUT {
+				return errs.FromCode(code, resp.Topics[0].ErrorMessage)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if len(resp.Topics) != 1 {
+		return fmt.Errorf("strand: CreateTopics answered %d topics", len(resp.Topics))
+	}
+	return errs.FromCode(resp.Topics[0].ErrorCode, resp.Topics[0].ErrorMessage)
+}
+
+// DeleteTopic deletes a topic.
+func (a *Admin) DeleteTopic(ctx context.Context, name string) error {
+	var resp *pb.DeleteTopicsResponse
+	err := a.cl.any(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
+		var err error
+		resp, err = pb.NewAdminClient(cc).DeleteTopics(ctx, &pb.DeleteTopicsRequest{Names: []string{name}})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if len(resp.Topics) != 1 {
+		return fmt.Errorf("strand: DeleteTopics answered %d topics", len(resp.Topics))
+	}
+	return errs.FromCode(resp.Topics[0].ErrorCode, resp.Topics[0].ErrorMessage)
+}
+
+// Metadata returns the cluster's metadata for topics (all when none).
+func (a *Admin) Metadata(ctx context.Context, internal bool, topics ...string) (*pb.MetadataResponse, error) {
+	var resp *pb.MetadataResponse
+	err := a.cl.any(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
+		var err error
+		resp, err = pb.NewMetadataClient(cc).Metadata(ctx, &pb.MetadataRequest{Topics: topics, IncludeInternal: internal})
+		return err
+	})
+	if err == nil {
+		a.cl.apply(resp)
+	}
+	return resp, err
+}
+
+// DescribeCluster reports brokers and the controller quorum.
+func (a *Admin) DescribeCluster(ctx context.Context) (*pb.DescribeClusterResponse, error) {
+	var resp *pb.DescribeClusterResponse
+	err := a.cl.any(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
+		var err error
+		resp, err = pb.NewAdminClient(cc).DescribeCluster(ctx, &pb.DescribeClusterRequest{})
+		return err
+	})
+	return resp, err
+}
+
+// DescribeTopicConfigs returns a topic's effective configs.
+func (a *Admin) DescribeTopicConfigs(ctx context.Context, topic string) ([]*pb.ConfigEntry, error) {
+	var resp *pb.DescribeConfigsResponse
+	err := a.cl.any(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
+		var err error
+		resp, err = pb.NewAdminClient(cc).DescribeConfigs(ctx, &pb.DescribeConfigsRequest{Resources: []*pb.ConfigResource{{Type: "topic", Name: topic}}})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	r := resp.Results[0]
+	return r.Entries, errs.FromCode(r.ErrorCode, r.ErrorMessage)
+}
+
+// AlterTopicConfigs sets (and, with empty values, deletes) topic configs.
+func (a *Admin) AlterTopicConfigs(ctx context.Context, topic string, set map[string]string) error {
+	req := &pb.IncrementalAlterConfigsRequest{Resource: &pb.ConfigResource{Type: "topic", Name: topic}, Set: map[string]string{}}
+	for k, v := range set {
+		if v == "" {
+			req.Delete = append(req.Delete, k)
+		} else {
+			req.Set[k] = v
+		}
+	}
+	var resp *pb.IncrementalAlterConfigsResponse
+	err := a.cl.any(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
+		var err error
+		resp, err = pb.NewAdminClient(cc).IncrementalAlterConfigs(ctx, req)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return errs.FromCode(resp.ErrorCode, resp.ErrorMessage)
+}
+
+// PartitionOffsets is what ListOffsets says of one partition.
+type PartitionOffsets struct {
+	// Offset answers the query (earliest, latest or by timestamp; -1 if no match).
+	Offset    int64
+	Timestamp int64
+	// HighWatermark and LastStableOffset are both reported so lag can be
+	// measured against the right mark (read_committed readers stop at the LSO).
+	HighWatermark    int64
+	LastStableOffset int64
+	LogStartOffset   int64
+	LogEndOffset     int64
+	LeaderEpoch      int32
+	// LastIsControl: the record just below the HW is a transaction marker.
+	LastIsControl bool
+	Err           error
+}
+
+// ListOffsets answers, for each partition, the offset for ts
+// (OffsetEarliest, OffsetLatest or a Unix-ms timestamp), with HW and LSO.
+func (a *Admin) ListOffsets(ctx context.Context, tps []TopicPartition, ts int64, iso IsolationLevel) (map[TopicPartition]PartitionOffsets, error) {
+	return a.listOffsets(ctx, tps, ts, iso)
+}
+
+func (a *Admin) listOffsets(ctx context.Context, tps []TopicPartition, ts int64, iso IsolationLevel) (map[TopicPartition]PartitionOffsets, error) {
+	out := map[TopicPartition]PartitionOffsets{}
+	pending := append([]TopicPartition(nil), tps...)
+	var lastErr error
+	for attempt := 0; len(pending) > 0; attempt++ {
+		byLeader := map[int32][]*pb.ListOffsetsPartition{}
+		var unknown []string
+		for _, tp := range pending {
+			leader, epoch := a.cl.leader(tp)
+			if leader < 0 {
+				unknown = append(unknown, tp.Topic)
+				continue
+			}
+			byLeader[leader] = append(byLeader[leader], &pb.ListOffsetsPartition{Topic: tp.Topic, Partition: tp.Partition, Timestamp: ts, CurrentLeaderEpoch: epoch})
+		}
+		if len(unknown) > 0 {
+			if err := a.cl.refresh(ctx, unknown); err != nil {
+				lastErr = err
+			}
+		}
+		var retry []TopicPartition
+		for leader, parts := range byLeader {
+			cc, err := a.cl.brokerConn(leader)
+			if err != nil {
+				lastErr = err
+				for _, p := range parts {
+					retry = append(retry, TopicPartition{p.Topic, p.Partition})
+				}
+				continue
+			}
+			isoW := pb.IsolationLevel_READ_UNCOMMITTED
+			if iso == ReadCommitted {
+				isoW = pb.IsolationLevel_READ_COMMITTED
+			}
+			rctx, cancel := context.WithTimeout(ctx, a.cfg.requestTimeout)
+			resp, err := pb.NewConsumerClient(cc).ListOffsets(rctx, &pb.ListOffsetsRequest{IsolationLevel: isoW, Partitions: parts})
+			cancel()
+			if err != nil {
+				lastErr = err
+				for _, p := range parts {
+					retry = append(retry, TopicPartition{p.Topic, p.Partition})
+				}
+				continue
+			}
+			for _, r := range resp.Partitions {
+				tp := TopicPartition{r.Topic, r.Partition}
+				e := errs.FromCode(r.ErrorCode, r.ErrorMessage)
+				if e != nil && errs.IsRetriable(e) {
+					lastErr = e
+					a.cl.markStale(tp)
+					retry = append(retry, tp)
+					continue
+				}
+				out[tp] = PartitionOffsets{Offset: r.Offset, Timestamp: r.Timestamp, HighWatermark: r.HighWatermark, LastStableOffset: r.LastStableOffset,
+					LogStartOffset: r.LogStartOffset, LogEndOffset: r.LogEndOffset, LeaderEpoch: r.LeaderEpoch, LastIsControl: r.LastOffsetIsControl, Err: e}
+			}
+		}
+		for _, tp := range pending {
+			if _, done := out[tp]; !done {
+				found := false
+				for _, r := range retry {
+					if r == tp {
+						found = true
+					}
+				}
+				if !found {
+					retry = append(retry, tp)
+				}
+			}
+		}
+		pending = retry
+		if len(pending) == 0 {
+			break
+		}
+		if err := sleepCtx(ctx, backoff(&a.cfg, attempt)); err != nil {
+			return out, fmt.Errorf("list offsets: %w (last: %v)", err, lastErr)
+		}
+	}
+	return out, nil
+}

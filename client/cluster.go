@@ -1,0 +1,313 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/strand-io/strand/internal/errs"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// TopicPartition names a partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+func (tp TopicPartition) String() string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }
+
+// partitionInfo is a partition as the client's metadata knows it.
+type partitionInfo struct {
+	leader      int32
+	leaderEpoch int32
+	replicas    []int32
+	isr         []int32
+}
+
+type topicInfo struct {
+	name       string
+	partitions []partitionInfo
+	err        error
+}
+
+// cluster is the shared connection and metadata layer of every client type.
+type cluster struct {
+	cfg *config
+	lg  *slog.Logger
+
+	mu      sync.Mutex
+	conns   map[string]*grpc.ClientConn
+	brokers map[int32]string
+	topics  map[string]*topicInfo
+	updated time.Time
+	closed  bool
+
+	refreshMu sync.Mutex
+	changed   chan struct{}
+}
+
+func newCluster(cfg *config) *cluster {
+	lg := cfg.logger
+	if lg == nil {
+		lg = slog.Default()
+	}
+	return &cluster{cfg: cfg, lg: lg, conns: map[string]*grpc.ClientConn{}, brokers: map[int32]string{}, topics: map[string]*topicInfo{}, changed: make(chan struct{})}
+}
+
+func (c *cluster) conn(addr string) (*grpc.ClientConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	if cc := c.conns[addr]; cc != nil {
+		return cc, nil
+	}
+	opts := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
+	}, c.cfg.dialOpts...)
+	cc, err := grpc.NewClient("passthrough:///"+addr, opts...)
+	if err != nil {
+		return nil, err
+	}
+	c.conns[addr] = cc
+	return cc, nil
+}
+
+// brokerConn returns the connection to a broker by id.
+func (c *cluster) brokerConn(id int32) (*grpc.ClientConn, error) {
+	c.mu.Lock()
+	addr, ok := c.brokers[id]
+	c.mu.Unlock()
+	if !ok {
+		return nil, errs.New(pb.ErrorCode_LEADER_NOT_AVAILABLE, "broker %d is not in the client's metadata", id) // LEADER_NOT_AVAILABLE
+	}
+	return c.conn(addr)
+}
+
+// seeds returns addresses to try for cluster-wide requests: known brokers
+// then bootstrap servers, shuffled.
+func (c *cluster) seeds() []string {
+	c.mu.Lock()
+	seen := map[string]bool{}
+	var out []string
+	for _, a := range c.brokers {
+		if !seen[a] {
+			seen[a] = true
+			out = append(out, a)
+		}
+	}
+	c.mu.Unlock()
+	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	for _, a := range c.cfg.bootstrap {
+		if !seen[a] {
+			seen[a] = true
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// any runs fn against some broker, trying each in turn until one answers
+// at the transport level.
+func (c *cluster) any(ctx context.Context, fn func(ctx context.Context, cc *grpc.ClientConn) error) error {
+	var last error
+	for attempt := 0; ; attempt++ {
+		for _, addr := range c.seeds() {
+			cc, err := c.conn(addr)
+			if err != nil {
+				return err
+			}
+			rctx, cancel := context.WithTimeout(ctx, c.cfg.requestTimeout)
+			err = fn(rctx, cc)
+			cancel()
+			if err == nil {
+				return nil
+			}
+			last = err
+			if ctx.Err() != nil {
+				return fmt.Errorf("%w (last error: %v)", ctx.Err(), last)
+			}
+		}
+		if err := sleepCtx(ctx, backoff(c.cfg, attempt)); err != nil {
+			return fmt.Errorf("no broker reachable: %v", last)
+		}
+	}
+}
+
+func backoff(cfg *config, attempt int) time.Duration {
+	d := cfg.retryBackoff << min(attempt, 10)
+	if d > cfg.retryBackoffMx || d <= 0 {
+		d = cfg.retryBackoffMx
+	}
+	// ±20% jitter
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// refresh fetches metadata for topics (nil: keep the known ones and add none).
+func (c *cluster) refresh(ctx context.Context, topics []string) error {
+	c.refreshMu.Lock()
+	defer c.refreshMu.Unlock()
+	c.mu.Lock()
+	want := map[string]bool{}
+	for t := range c.topics {
+		want[t] = true
+	}
+	for _, t := range topics {
+		want[t] = true
+	}
+	c.mu.Unlock()
+	names := make([]string, 0, len(want))
+	for t := range want {
+		names = append(names, t)
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		names = nil
+	}
+	var resp *pb.MetadataResponse
+	err := c.any(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
+		var err error
+		resp, err = pb.NewMetadataClient(cc).Metadata(ctx, &pb.MetadataRequest{Topics: names, IncludeInternal: true})
+		if err == nil && names == nil {
+			// An empty list means "all"; we only want brokers then.
+			resp.Topics = nil
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	c.apply(resp)
+	return nil
+}
+
+func (c *cluster) apply(resp *pb.MetadataResponse) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	brokers := map[int32]string{}
+	for _, b := range resp.Brokers {
+		brokers[b.NodeId] = b.Address
+	}
+	if len(brokers) > 0 {
+		c.brokers = brokers
+	}
+	for _, t := range resp.Topics {
+		ti := &topicInfo{name: t.Name}
+		if t.ErrorCode != pb.ErrorCode_NONE {
+			ti.err = errs.FromCode(t.ErrorCode, t.ErrorMessage)
+		}
+		for _, p := range t.Partitions {
+			for int(p.Partition) >= len(ti.partitions) {
+				ti.partitions = append(ti.partitions, partitionInfo{leader: -1})
+			}
+			ti.partitions[p.Partition] = partitionInfo{leader: p.LeaderId, leaderEpoch: p.LeaderEpoch, replicas: p.Replicas, isr: p.Isr}
+		}
+		c.topics[t.Name] = ti
+	}
+	c.updated = time.Now()
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// topic returns what is known of a topic, refreshing when unknown.
+func (c *cluster) topic(ctx context.Context, name string) (*topicInfo, error) {
+	c.mu.Lock()
+	ti := c.topics[name]
+	c.mu.Unlock()
+	if ti != nil && ti.err == nil {
+		return ti, nil
+	}
+	if err := c.refresh(ctx, []string{name}); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	ti = c.topics[name]
+	c.mu.Unlock()
+	if ti == nil {
+		return nil, errs.New(pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic %q not in metadata", name)
+	}
+	return ti, ti.err
+}
+
+// waitTopic retries topic until it has partitions or ctx ends.
+func (c *cluster) waitTopic(ctx context.Context, name string) (*topicInfo, error) {
+	for attempt := 0; ; attempt++ {
+		ti, err := c.topic(ctx, name)
+		if err == nil && len(ti.partitions) > 0 {
+			return ti, nil
+		}
+		if err != nil && !errs.IsRetriable(err) {
+			return nil, err
+		}
+		if serr := sleepCtx(ctx, backoff(c.cfg, attempt)); serr != nil {
+			if err == nil {
+				err = errors.New("topic has no partitions")
+			}
+			return nil, fmt.Errorf("topic %s: %w (last: %v)", name, serr, err)
+		}
+		c.mu.Lock()
+		delete(c.topics, name)
+		c.mu.Unlock()
+	}
+}
+
+// leader returns the leader of a partition as last known (-1 if none).
+func (c *cluster) leader(tp TopicPartition) (int32, int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ti := c.topics[tp.Topic]
+	if ti == nil || int(tp.Partition) >= len(ti.partitions) {
+		return -1, -1
+	}
+	p := ti.partitions[tp.Partition]
+	return p.leader, p.leaderEpoch
+}
+
+// markStale forgets a partition's leader so the next lookup refreshes.
+func (c *cluster) markStale(tp TopicPartition) {
+	c.mu.Lock()
+	if ti := c.topics[tp.Topic]; ti != nil && int(tp.Partition) < len(ti.partitions) {
+		ti.partitions[tp.Partition].leader = -1
+	}
+	c.mu.Unlock()
+}
+
+// staleFor reports how long ago metadata was refreshed.
+func (c *cluster) age() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Since(c.updated)
+}
+
+func (c *cluster) close() {
+	c.mu.Lock()
+	c.closed = true
+	conns := c.conns
+	c.conns = map[string]*grpc.ClientConn{}
+	c.mu.Unlock()
+	for _, cc := range conns {
+		cc.Close()
+	}
+}

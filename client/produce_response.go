@@ -1,0 +1,175 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/internal/record"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// onResponse settles every batch of a request: acknowledged, retried in
+// sequence order, or failed.
+func (p *Producer) onResponse(sr *sentReq, resp *pb.ProduceResponse, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	defer p.kick()
+	results := map[TopicPartition]*pb.ProducePartitionResponse{}
+	if resp != nil {
+		for _, r := range resp.Partitions {
+			results[TopicPartition{r.Topic, r.Partition}] = r
+		}
+	}
+	for _, b := range sr.batches {
+		pp := p.parts[b.tp]
+		if pp == nil || !removeBatch(&pp.inflight, b) {
+			continue // already settled (the producer closed)
+		}
+		switch {
+		case err != nil:
+			var ns *notSentError
+			p.retryLocked(pp, b, err, !errors.As(err, &ns))
+		case sr.req.Acks == 0:
+			p.ackLocked(pp, b, -1)
+		default:
+			r := results[b.tp]
+			if r == nil {
+				p.retryLocked(pp, b, fmt.Errorf("broker %d answered without partition %s", b.broker, b.tp), true)
+				continue
+			}
+			switch r.ErrorCode {
+			case pb.ErrorCode_NONE:
+				p.ackLocked(pp, b, r.BaseOffset)
+			case pb.ErrorCode_DUPLICATE_SEQUENCE_NUMBER:
+				p.ackLocked(pp, b, -1)
+			default:
+				p.failOrRetryLocked(pp, b, errs.FromCode(r.ErrorCode, r.ErrorMessage))
+			}
+		}
+	}
+}
+
+func removeBatch(s *[]*pbatch, b *pbatch) bool {
+	for i, x := range *s {
+		if x == b {
+			*s = append((*s)[:i], (*s)[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+func (p *Producer) ackLocked(pp *ppart, b *pbatch, base int64) {
+	if p.idempotent() && b.seq >= 0 {
+		last := record.IncrementSequence(b.seq, b.count()-1)
+		if pp.lastAckedSeq < 0 || seqAfter(last, pp.lastAckedSeq) {
+			pp.lastAckedSeq = last
+		}
+	}
+	p.completeLocked(b, base, nil)
+}
+
+// seqAfter reports whether a comes after b, allowing for the wrap at MaxInt32.
+func seqAfter(a, b int32) bool {
+	d := int64(a) - int64(b)
+	if d < -(1 << 30) {
+		d += 1 << 31
+	} else if d > 1<<30 {
+		d -= 1 << 31
+	}
+	return d > 0
+}
+
+// isHead reports whether b is the first batch of the partition not yet acknowledged.
+func (p *Producer) isHead(pp *ppart, b *pbatch) bool {
+	if pp.lastAckedSeq < 0 {
+		return b.seq == 0
+	}
+	return b.seq == record.IncrementSequence(pp.lastAckedSeq, 1)
+}
+
+func (p *Producer) failOrRetryLocked(pp *ppart, b *pbatch, err error) {
+	code := errs.CodeOf(err)
+	switch code {
+	case pb.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER, pb.ErrorCode_UNKNOWN_PRODUCER_ID:
+		if code == pb.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER && !p.isHead(pp, b) {
+			// An earlier batch of this partition failed; this one follows it.
+			p.retryLocked(pp, b, err, false)
+			return
+		}
+		// The broker has no usable state for this producer here (it expired,
+		// or was lost with an unclean election). The batch was not written.
+		if p.txn != nil {
+			pp.blocked = true
+			p.txn.abortable(err)
+			p.completeLocked(b, -1, fmt.Errorf("%w: %w", ErrAbortable, err))
+			return
+		}
+		p.cl.lg.Warn("broker lost this producer's state; continuing under a new producer id", "partition", b.tp.String(), "err", err)
+		p.requeueLocked(pp, b)
+		p.resetting = true
+		return
+	case pb.ErrorCode_NOT_LEADER_OR_FOLLOWER, pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, pb.ErrorCode_LEADER_NOT_AVAILABLE,
+		pb.ErrorCode_FENCED_LEADER_EPOCH, pb.ErrorCode_UNKNOWN_LEADER_EPOCH:
+		p.cl.markStale(b.tp)
+		go p.refreshMeta()
+	}
+	if errs.IsRetriable(err) {
+		// NOT_ENOUGH_REPLICAS was refused before the append; the others may
+		// have been written.
+		p.retryLocked(pp, b, err, code != pb.ErrorCode_NOT_ENOUGH_REPLICAS && code != pb.ErrorCode_CORRUPT_MESSAGE)
+		return
+	}
+	pp.blocked = true
+	if p.txn != nil {
+		p.txn.produceFailed(err)
+		if errs.CategoryOf(err) == errs.Abortable || code == pb.ErrorCode_INVALID_PRODUCER_EPOCH {
+			err = fmt.Errorf("%w: %w", ErrAbortable, err)
+		}
+	}
+	p.completeLocked(b, -1, err)
+}
+
+// retryLocked puts b back in front of the partition's queue, in sequence
+// order, unless retries or delivery.timeout.ms ran out. mayHaveLanded says
+// whether the write could have happened.
+func (p *Producer) retryLocked(pp *ppart, b *pbatch, err error, mayHaveLanded bool) {
+	pp.blocked = true
+	b.lastErr = err
+	if mayHaveLanded {
+		b.sentOnce = true
+	}
+	expired := time.Since(b.created) >= p.cfg.deliveryTimeout
+	if b.attempts > p.cfg.retries || expired || p.closed {
+		var out error = err
+		if b.sentOnce {
+			out = &indefiniteError{err}
+			p.needResetLocked()
+		}
+		if expired {
+			out = fmt.Errorf("%w: %w", ErrDeliveryTimeout, out)
+		}
+		p.completeLocked(b, -1, out)
+		return
+	}
+	b.retryAt = time.Now().Add(backoff(&p.cfg, b.attempts-1))
+	p.requeueLocked(pp, b)
+}
+
+// requeueLocked inserts b among the queued batches by sequence (batches
+// without one come last).
+func (p *Producer) requeueLocked(pp *ppart, b *pbatch) {
+	i := 0
+	for i < len(pp.queued) {
+		q := pp.queued[i]
+		if q.seq < 0 || (b.seq >= 0 && seqAfter(q.seq, b.seq)) {
+			break
+		}
+		i++
+	}
+	pp.queued = append(pp.queued, nil)
+	copy(pp.queued[i+1:], pp.queued[i:])
+	pp.queued[i] = b
+}

@@ -1,0 +1,717 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/internal/record"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// Promise is called once per record with its outcome. On success the
+// record's Partition, Offset, ProducerID and ProducerEpoch are set.
+type Promise func(*Record, error)
+
+// Producer writes records. With idempotence (the default) every batch
+// carries the producer id, epoch and a per-partition sequence assigned when
+// the batch is first sent and kept on every retry, so the broker drops
+// duplicates; up to max.in.flight.requests.per.connection requests are in
+// flight per broker and order is kept per partition.
+type Producer struct {
+	cfg  config
+	cl   *cluster
+	part Partitioner
+
+	mu       sync.Mutex
+	parts    map[TopicPartition]*ppart
+	sinks    map[int32]*sink
+	bufUsed  int
+	bufFreed chan struct{}
+	pending  int // records not yet completed
+	idle     chan struct{}
+	flushing int
+	closed   bool
+
+	// idempotence
+	pid       int64
+	epoch     int16
+	pidState  pidState
+	pidErr    error
+	resetting bool // a new producer id is needed once nothing is in flight
+
+	txn *txnState
+
+	compMu   sync.Mutex
+	compQ    []completion
+	compCh   chan struct{}
+	compStop chan struct{}
+	compDone chan struct{}
+
+	wake   chan struct{}
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+type pidState int
+
+const (
+	pidNone pidState = iota
+	pidFetching
+	pidReady
+)
+
+// ppart is one partition's queue.
+type ppart struct {
+	tp           TopicPartition
+	queued       []*pbatch // closed batches, retries first, in sequence order
+	open         *pbatch   // the batch accepting records
+	inflight     []*pbatch // sent, unanswered, in sequence order
+	nextSeq      int32
+	lastAckedSeq int32
+	// blocked: something failed; send nothing until in-flight batches are
+	// answered, then renumber what is left and go on.
+	blocked bool
+}
+
+// pbatch is a batch of records for one partition.
+type pbatch struct {
+	tp       TopicPartition
+	recs     []*Record
+	proms    []Promise
+	b        *record.Builder
+	size     int
+	created  time.Time
+	full     bool
+	seq      int32 // -1 until first sent
+	bytes    []byte
+	attempts int
+	retryAt  time.Time
+	sentOnce bool
+	broker   int32
+	lastErr  error
+}
+
+func (b *pbatch) count() int32 { return int32(len(b.recs)) }
+
+// NewProducer returns a producer; no connection is made until it is used.
+func NewProducer(opts ...Opt) (*Producer, error) {
+	cfg := newConfig(opts)
+	if err := cfg.validateProducer(); err != nil {
+		return nil, err
+	}
+	p := &Producer{cfg: cfg, parts: map[TopicPartition]*ppart{}, sinks: map[int32]*sink{}, wake: make(chan struct{}, 1),
+		bufFreed: make(chan struct{}), idle: make(chan struct{}), pid: -1, epoch: -1}
+	close(p.idle)
+	p.cl = newCluster(&p.cfg)
+	p.part = cfg.partitioner
+	if p.part == nil {
+		p.part = NewDefaultPartitioner()
+	}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	if cfg.transactionalID != "" {
+		p.txn = newTxnState()
+	}
+	p.compCh, p.compStop, p.compDone = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+	go p.promiser()
+	p.wg.Add(1)
+	go p.run()
+	return p, nil
+}
+
+func (p *Producer) idempotent() bool { return p.cfg.idempotence == IdempotenceOn }
+
+func (p *Producer) kick() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Produce buffers rec for sending and calls promise (which may be nil)
+// with the outcome. It blocks only to look up the topic or when
+// buffer.memory is full, for at most max.block.ms or until ctx ends.
+func (p *Producer) Produce(ctx context.Context, rec *Record, promise Promise) {
+	if promise == nil {
+		promise = func(*Record, error) {}
+	}
+	if err := p.produce(ctx, rec, promise); err != nil {
+		promise(rec, err)
+	}
+}
+
+func (p *Producer) produce(ctx context.Context, rec *Record, promise Promise) error {
+	if rec.Topic == "" {
+		return errors.New("strand: record has no topic")
+	}
+	bctx, cancel := context.WithTimeout(ctx, p.cfg.maxBlock)
+	defer cancel()
+	ti, err := p.cl.waitTopic(bctx, rec.Topic)
+	if err != nil {
+		return err
+	}
+	n := len(ti.partitions)
+	if rec.Timestamp.IsZero() {
+		rec.Timestamp = time.Now()
+	}
+	w := rec.toWire()
+	size := w.EncodedSize() + 8
+	if size+record.HeaderSize > p.cfg.maxRequestSize {
+		return errs.New(pb.ErrorCode_MESSAGE_TOO_LARGE, "the record is %d bytes when serialized, larger than max.request.size=%d", size, p.cfg.maxRequestSize)
+	}
+	p.mu.Lock()
+	for p.bufUsed+size > p.cfg.bufferMemory && !p.closed {
+		ch := p.bufFreed
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-bctx.Done():
+			return fmt.Errorf("strand: buffer.memory=%d full for max.block.ms: %w", p.cfg.bufferMemory, bctx.Err())
+		}
+		p.mu.Lock()
+	}
+	defer p.mu.Unlock()
+	if p.closed {
+		return ErrClosed
+	}
+	if p.txn != nil {
+		if err := p.txn.checkProduce(); err != nil {
+			return err
+		}
+	}
+	part := p.part.Partition(rec, n)
+	pp, err := p.ppartLocked(rec, part, n)
+	if err != nil {
+		return err
+	}
+	if b := pp.open; b != nil && b.size > 0 && b.size+size > p.cfg.batchSize {
+		p.closeOpen(pp)
+		if rec.Key == nil && p.cfg.partitioner == nil {
+			// Sticky partitioning moves on when a batch fills.
+			p.part.OnNewBatch(rec.Topic, n)
+			if pp, err = p.ppartLocked(rec, p.part.Partition(rec, n), n); err != nil {
+				return err
+			}
+			if b := pp.open; b != nil && b.size > 0 && b.size+size > p.cfg.batchSize {
+				p.closeOpen(pp)
+			}
+		}
+	}
+	p.appendLocked(pp, rec, promise, w, size)
+	if p.txn != nil {
+		p.txn.addPartition(pp.tp)
+	}
+	return nil
+}
+
+func (p *Producer) ppartLocked(rec *Record, part int32, n int) (*ppart, error) {
+	if part < 0 || int(part) >= n {
+		return nil, errs.New(pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "partition %d out of range for %s (%d partitions)", part, rec.Topic, n)
+	}
+	rec.Partition = part
+	tp := TopicPartition{rec.Topic, part}
+	pp := p.parts[tp]
+	if pp == nil {
+		pp = &ppart{tp: tp, lastAckedSeq: -1}
+		p.parts[tp] = pp
+	}
+	return pp, nil
+}
+
+func (p *Producer) appendLocked(pp *ppart, rec *Record, promise Promise, w record.Record, size int) {
+	if pp.open == nil {
+		opts := record.BatchOptions{Compression: p.cfg.compression, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, PartitionLeaderEpoch: -1}
+		pp.open = &pbatch{tp: pp.tp, b: record.NewBuilder(opts), created: time.Now(), seq: -1}
+	}
+	b := pp.open
+	b.b.Append(w)
+	b.recs = append(b.recs, rec)
+	b.proms = append(b.proms, promise)
+	b.size += size
+	p.bufUsed += size
+	if p.pending == 0 {
+		p.idle = make(chan struct{})
+	}
+	p.pending++
+	if b.size >= p.cfg.batchSize {
+		p.closeOpen(pp)
+	}
+	if b.full || p.cfg.linger == 0 || len(b.recs) == 1 {
+		p.kick()
+	}
+}
+
+func (p *Producer) closeOpen(pp *ppart) {
+	if pp.open == nil {
+		return
+	}
+	pp.open.full = true
+	pp.queued = append(pp.queued, pp.open)
+	pp.open = nil
+	p.kick()
+}
+
+// ProduceSync produces recs and waits for every outcome, without lingering.
+func (p *Producer) ProduceSync(ctx context.Context, recs ...*Record) ProduceResults {
+	res := make(ProduceResults, len(recs))
+	var wg sync.WaitGroup
+	wg.Add(len(recs))
+	p.mu.Lock()
+	p.flushing++
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.flushing--
+		p.mu.Unlock()
+	}()
+	for i, r := range recs {
+		i := i
+		p.Produce(ctx, r, func(r *Record, err error) {
+			res[i] = ProduceResult{Record: r, Err: err}
+			wg.Done()
+		})
+	}
+	p.kick()
+	wg.Wait()
+	return res
+}
+
+// ProduceResult is one record's outcome.
+type ProduceResult struct {
+	Record *Record
+	Err    error
+}
+
+// ProduceResults are the outcomes of ProduceSync.
+type ProduceResults []ProduceResult
+
+// FirstErr returns the first error, if any.
+func (rs ProduceResults) FirstErr() error {
+	for _, r := range rs {
+		if r.Err != nil {
+			return r.Err
+		}
+	}
+	return nil
+}
+
+// Flush sends everything buffered without lingering and waits until every
+// record so far has its outcome, or ctx ends.
+func (p *Producer) Flush(ctx context.Context) error {
+	p.mu.Lock()
+	p.flushing++
+	idle := p.idle
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.flushing--
+		p.mu.Unlock()
+	}()
+	p.kick()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close flushes (for at most delivery.timeout.ms or until ctx ends), then
+// fails whatever is left with ErrClosed and releases connections.
+func (p *Producer) Close(ctx context.Context) error {
+	fctx, cancel := context.WithTimeout(ctx, p.cfg.deliveryTimeout)
+	err := p.Flush(fctx)
+	cancel()
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	close(p.bufFreed)
+	p.bufFreed = make(chan struct{})
+	for _, pp := range p.parts {
+		if pp.open != nil {
+			p.closeOpen(pp)
+		}
+		for _, b := range pp.queued {
+			p.completeLocked(b, -1, ErrClosed)
+		}
+		pp.queued = nil
+	}
+	sinks := p.sinks
+	p.mu.Unlock()
+	p.cancel()
+	for _, s := range sinks {
+		s.stop()
+	}
+	p.wg.Wait()
+	p.mu.Lock()
+	for _, pp := range p.parts {
+		for _, b := range pp.inflight {
+			p.completeLocked(b, -1, ErrClosed)
+		}
+		pp.inflight = nil
+	}
+	p.mu.Unlock()
+	close(p.compStop)
+	<-p.compDone
+	p.cl.close()
+	return err
+}
+
+type completion struct {
+	b          *pbatch
+	base       int64
+	err        error
+	pid        int64
+	epoch      int16
+}
+
+// completeLocked queues a batch's outcome for its promises, which run in
+// order on the promise goroutine (never under the producer's lock, so a
+// promise may produce again).
+func (p *Producer) completeLocked(b *pbatch, base int64, err error) {
+	p.bufUsed -= b.size
+	close(p.bufFreed)
+	p.bufFreed = make(chan struct{})
+	p.compMu.Lock()
+	p.compQ = append(p.compQ, completion{b: b, base: base, err: err, pid: p.pid, epoch: p.epoch})
+	p.compMu.Unlock()
+	select {
+	case p.compCh <- struct{}{}:
+	default:
+	}
+}
+
+// promiser runs promises, then marks their records done.
+func (p *Producer) promiser() {
+	defer close(p.compDone)
+	for {
+		p.compMu.Lock()
+		q := p.compQ
+		p.compQ = nil
+		p.compMu.Unlock()
+		if len(q) == 0 {
+			select {
+			case <-p.compCh:
+				continue
+			case <-p.compStop:
+				p.compMu.Lock()
+				empty := len(p.compQ) == 0
+				p.compMu.Unlock()
+				if empty {
+					return
+				}
+				continue
+			}
+		}
+		for _, c := range q {
+			for i, r := range c.b.recs {
+				if c.err == nil {
+					r.Offset = c.base + int64(i)
+					r.ProducerID, r.ProducerEpoch = c.pid, c.epoch
+				}
+				c.b.proms[i](r, c.err)
+			}
+			p.mu.Lock()
+			p.pending -= len(c.b.recs)
+			if p.pending == 0 {
+				close(p.idle)
+			}
+			if c.err == nil && p.txn != nil {
+				p.txn.acked(len(c.b.recs))
+			}
+			p.mu.Unlock()
+		}
+	}
+}
+
+func (p *Producer) run() {
+	defer p.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		next := p.drain()
+		if next <= 0 {
+			next = time.Hour
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(next)
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-p.wake:
+		case <-timer.C:
+		}
+	}
+}
+
+// drain sends whatever is ready, one batch per partition per request, and
+// returns when it next needs to look (linger, backoff).
+func (p *Producer) drain() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return 0
+	}
+	now := time.Now()
+	wait := time.Duration(0)
+	soon := func(d time.Duration) {
+		if d > 0 && (wait == 0 || d < wait) {
+			wait = d
+		}
+	}
+	p.expireLocked(now)
+	if p.idempotent() {
+		if p.resetting && p.totalInflight() == 0 {
+			p.pidState = pidNone
+		}
+		if p.pidState != pidReady {
+			if p.pidState == pidNone && p.pending > 0 {
+				p.pidState = pidFetching
+				go p.initProducerID()
+			}
+			return 100 * time.Millisecond
+		}
+	}
+	if p.txn != nil && !p.txn.canSend() {
+		return 50 * time.Millisecond
+	}
+	byBroker := map[int32][]*pbatch{}
+	needMeta := false
+	keys := make([]TopicPartition, 0, len(p.parts))
+	for tp := range p.parts {
+		keys = append(keys, tp)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].Topic != keys[j].Topic {
+			return keys[i].Topic < keys[j].Topic
+		}
+		return keys[i].Partition < keys[j].Partition
+	})
+	for _, tp := range keys {
+		pp := p.parts[tp]
+		if pp.blocked && len(pp.inflight) == 0 {
+			p.renumberLocked(pp)
+			pp.blocked = false
+		}
+		if pp.blocked || p.resetting || len(pp.inflight) >= p.cfg.maxInFlight {
+			continue
+		}
+		var head *pbatch
+		if len(pp.queued) > 0 {
+			head = pp.queued[0]
+		} else if b := pp.open; b != nil {
+			due := b.created.Add(p.cfg.linger)
+			if p.flushing > 0 || !now.Before(due) {
+				p.closeOpen(pp)
+				head = pp.queued[0]
+			} else {
+				soon(due.Sub(now))
+			}
+		}
+		if head == nil {
+			continue
+		}
+		if now.Before(head.retryAt) {
+			soon(head.retryAt.Sub(now))
+			continue
+		}
+		leader, _ := p.cl.leader(tp)
+		if leader < 0 {
+			needMeta = true
+			soon(p.cfg.retryBackoff)
+			continue
+		}
+		if len(pp.inflight) > 0 && pp.inflight[0].broker != leader {
+			continue // let the old leader answer first
+		}
+		s := p.sinkLocked(leader)
+		if !s.canSend(len(byBroker[leader]) > 0) {
+			continue
+		}
+		if err := p.prepareLocked(pp, head); err != nil {
+			pp.queued = pp.queued[1:]
+			p.completeLocked(head, -1, err)
+			continue
+		}
+		pp.queued = pp.queued[1:]
+		head.broker = leader
+		head.sentOnce = true
+		head.attempts++
+		pp.inflight = append(pp.inflight, head)
+		byBroker[leader] = append(byBroker[leader], head)
+	}
+	for id, bs := range byBroker {
+		p.sinks[id].send(bs)
+	}
+	if needMeta {
+		go p.refreshMeta()
+	}
+	return wait
+}
+
+func (p *Producer) totalInflight() int {
+	n := 0
+	for _, pp := range p.parts {
+		n += len(pp.inflight)
+	}
+	return n
+}
+
+func (p *Producer) sinkLocked(id int32) *sink {
+	s := p.sinks[id]
+	if s == nil {
+		s = newSink(p, id)
+		p.sinks[id] = s
+	}
+	return s
+}
+
+// prepareLocked builds the batch bytes the first time and stamps producer
+// fields: the sequence is assigned when a batch is first sent and kept.
+func (p *Producer) prepareLocked(pp *ppart, b *pbatch) error {
+	if b.bytes == nil {
+		out, err := b.b.Build()
+		if err != nil {
+			return err
+		}
+		b.bytes, b.b = out, nil
+	}
+	if p.idempotent() && b.seq < 0 {
+		b.seq = pp.nextSeq
+		pp.nextSeq = record.IncrementSequence(pp.nextSeq, b.count())
+	}
+	if p.idempotent() {
+		record.SetProducerFields(b.bytes, p.pid, p.epoch, b.seq, p.txn != nil)
+	}
+	return nil
+}
+
+// renumberLocked gives the unsent batches of a partition consecutive
+// sequences after the last acknowledged one. Only batches after a batch
+// that definitely failed move: nothing past such a gap can have been
+// written, so no sequence is ever reused for different data.
+func (p *Producer) renumberLocked(pp *ppart) {
+	if !p.idempotent() {
+		return
+	}
+	next := record.IncrementSequence(pp.lastAckedSeq, 1)
+	if pp.lastAckedSeq < 0 {
+		next = 0
+	}
+	for _, b := range pp.queued {
+		if b.seq < 0 {
+			continue
+		}
+		b.seq = next
+		next = record.IncrementSequence(next, b.count())
+	}
+	pp.nextSeq = next
+}
+
+func (p *Producer) refreshMeta() {
+	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.requestTimeout)
+	defer cancel()
+	if err := p.cl.refresh(ctx, nil); err == nil {
+		p.kick()
+	}
+}
+
+// initProducerID obtains a producer id and epoch (KIP-360: after a reset,
+// a new id), then renumbers every partition from sequence 0.
+func (p *Producer) initProducerID() {
+	var resp *pb.InitProducerIdResponse
+	var err error
+	for attempt := 0; p.ctx.Err() == nil; attempt++ {
+		if p.txn != nil {
+			resp, err = p.txnInitProducerID(p.ctx)
+		} else {
+			err = p.cl.any(p.ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
+				var e error
+				resp, e = pb.NewTransactionsClient(cc).InitProducerId(ctx, &pb.InitProducerIdRequest{ProducerId: -1, ProducerEpoch: -1})
+				return e
+			})
+			if err == nil {
+				err = errs.FromCode(resp.ErrorCode, resp.ErrorMessage)
+			}
+		}
+		if err == nil {
+			break
+		}
+		if !errs.IsRetriable(err) && p.txn != nil {
+			break
+		}
+		p.cl.lg.Debug("InitProducerId failed; retrying", "err", err)
+		if sleepCtx(p.ctx, backoff(&p.cfg, attempt)) != nil {
+			return
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil {
+		p.pidErr = err
+		p.pidState = pidNone
+		if p.txn != nil {
+			p.txn.fail(err)
+		}
+		return
+	}
+	p.pid, p.epoch = resp.ProducerId, int16(resp.ProducerEpoch)
+	p.pidState = pidReady
+	p.resetting = false
+	for _, pp := range p.parts {
+		pp.lastAckedSeq = -1
+		pp.nextSeq = 0
+		p.renumberLocked(pp)
+	}
+	p.kick()
+}
+
+// expireLocked fails batches that waited longer than delivery.timeout.ms
+// and are not in flight.
+func (p *Producer) expireLocked(now time.Time) {
+	for _, pp := range p.parts {
+		keep := pp.queued[:0]
+		for _, b := range pp.queued {
+			if now.Sub(b.created) < p.cfg.deliveryTimeout {
+				keep = append(keep, b)
+				continue
+			}
+			err := fmt.Errorf("%w: %s, %d records, after %d attempts (last error: %v)", ErrDeliveryTimeout, b.tp, len(b.recs), b.attempts, b.lastErr)
+			if b.sentOnce {
+				err = &indefiniteError{err}
+				p.needResetLocked()
+			}
+			pp.blocked = true
+			p.completeLocked(b, -1, err)
+		}
+		pp.queued = keep
+	}
+}
+
+// needResetLocked: a sent batch is given up without a definite answer, so
+// its sequence may be taken; the producer continues under a new id.
+func (p *Producer) needResetLocked() {
+	if !p.idempotent() {
+		return
+	}
+	if p.txn != nil {
+		p.txn.abortable(errors.New("a batch of the transaction failed without a definite answer"))
+		return
+	}
+	p.resetting = true
+}

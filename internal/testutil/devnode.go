@@ -1,0 +1,78 @@
+// Package testutil starts real single-node servers for tests in other
+// packages (real gRPC on loopback, real Raft, real disks in temp dirs).
+package testutil
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/strand-io/strand/controller"
+	"github.com/strand-io/strand/internal/node"
+)
+
+// FreeAddr returns a loopback address with a free port.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// Logger is quiet unless STRAND_TEST_LOG is set.
+func Logger() *slog.Logger {
+	if os.Getenv("STRAND_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// FastQuorum are Raft timeouts for tests.
+var FastQuorum = node.QuorumTimeouts{Heartbeat: 100 * time.Millisecond, Election: 100 * time.Millisecond, LeaderLease: 100 * time.Millisecond, Commit: 5 * time.Millisecond}
+
+// DevConfig is a one-node config in dir with fast timeouts.
+func DevConfig(t testing.TB, dir string) node.Config {
+	cfg := node.DefaultConfig(1, dir)
+	cfg.Listen = FreeAddr(t)
+	cfg.ControllerListen = FreeAddr(t)
+	cfg.Voters = []controller.Voter{{ID: 1, Addr: cfg.ControllerListen}}
+	cfg.HeartbeatInterval = 100 * time.Millisecond
+	cfg.QuorumTimeouts = FastQuorum
+	cfg.Dev = true
+	cfg.Logger = Logger()
+	return cfg
+}
+
+// StartDev starts a one-node server and waits until it serves; it is
+// stopped when the test ends.
+func StartDev(t testing.TB, dir string, mutate ...func(*node.Config)) *node.Node {
+	t.Helper()
+	cfg := DevConfig(t, dir)
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	return StartNode(t, cfg)
+}
+
+// StartNode starts a node from cfg and waits for it.
+func StartNode(t testing.TB, cfg node.Config) *node.Node {
+	t.Helper()
+	n, err := node.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Stop() })
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := n.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
