@@ -96,5 +96,7 @@ func Indefinite(err error) bool {
 
 type indefiniteError struct{ err error }
 
-func (e *indefiniteError) Error() string { return e.err.Error() + " (the write may or may not have happened)" }
+func (e *indefiniteError) Error() string {
+	return e.err.Error() + " (the write may or may not have happened)"
+}
 func (e *indefiniteError) Unwrap() error { return e.err }

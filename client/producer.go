@@ -368,11 +368,11 @@ func (p *Producer) Close(ctx context.Context) error {
 }
 
 type completion struct {
-	b          *pbatch
-	base       int64
-	err        error
-	pid        int64
-	epoch      int16
+	b     *pbatch
+	base  int64
+	err   error
+	pid   int64
+	epoch int16
 }
 
 // completeLocked queues a batch's outcome for its promises, which run in
