@@ -124,7 +124,7 @@ func (r *Remote) Call(ctx context.Context, fn func(ctx context.Context, c pb.Con
 			return ctx.Err()
 		case <-time.After(backoff):
 		}
-		if backoff < time.Second {
+		if backoff < 250*time.Millisecond {
 			backoff *= 2
 		}
 	}

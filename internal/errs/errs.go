@@ -7,6 +7,7 @@ package errs
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
@@ -93,12 +94,20 @@ func CodeOf(err error) pb.ErrorCode {
 	return pb.ErrorCode_UNKNOWN_SERVER_ERROR
 }
 
-// Split returns the code and message to put on the wire for err.
+// Split returns the code and message to put on the wire for err: the
+// message says why, without repeating the code's name.
 func Split(err error) (pb.ErrorCode, string) {
 	if err == nil {
 		return pb.ErrorCode_NONE, ""
 	}
-	return CodeOf(err), err.Error()
+	var e *Error
+	if !errors.As(err, &e) {
+		return pb.ErrorCode_UNKNOWN_SERVER_ERROR, err.Error()
+	}
+	if err == error(e) {
+		return e.Code, e.Message
+	}
+	return e.Code, strings.Replace(err.Error(), e.Code.String()+": ", "", 1)
 }
 
 // IsRetriable reports whether err carries a retriable code.

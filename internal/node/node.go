@@ -252,7 +252,15 @@ func Start(cfg Config) (*Node, error) {
 	n.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(rpc.MaxMessageSize), grpc.MaxSendMsgSize(rpc.MaxMessageSize))
 	api.Register(n.grpc, deps)
 	n.health = health.NewServer()
+	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(n.grpc, n.health)
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		if n.WaitReady(ctx) == nil {
+			n.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+		}
+	}()
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()

@@ -1,0 +1,48 @@
+# Strand — see README.md.
+GO            ?= go
+BIN           := bin/strand
+PROTOC_GEN_GO := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+PROTOC_GEN_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
+GOBIN         ?= $(shell $(GO) env GOPATH)/bin
+FUZZTIME      ?= 10s
+
+.PHONY: all build test test-short fuzz lint proto run stop clean
+
+all: build
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/strand
+
+## test: the whole suite as CI runs it (lint, race-enabled tests, a short fuzz run)
+test: lint
+	$(GO) test -race -count=1 -timeout 20m ./...
+	$(MAKE) fuzz
+
+test-short:
+	$(GO) test -count=1 -short ./...
+
+fuzz:
+	$(GO) test -run='^$$' -fuzz=FuzzDecode -fuzztime=$(FUZZTIME) ./internal/record/
+
+lint:
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+## proto: install protoc and the Go plugins at pinned versions, regenerate
+proto:
+	@command -v protoc >/dev/null || (sudo -n true 2>/dev/null && sudo apt-get install -y protobuf-compiler || apt-get install -y protobuf-compiler)
+	$(GO) install $(PROTOC_GEN_GO)
+	$(GO) install $(PROTOC_GEN_GRPC)
+	PATH="$(GOBIN):$$PATH" protoc -I proto --go_out=paths=source_relative:proto \
+		--go-grpc_out=paths=source_relative:proto proto/strand/v1/*.proto
+
+## run: build, start a local cluster under ./data, run the demo on it
+run: build
+	./scripts/run.sh
+
+stop:
+	./scripts/run.sh stop
+
+clean:
+	rm -rf bin data

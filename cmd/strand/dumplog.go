@@ -1,0 +1,183 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/strand-io/strand/broker/log"
+	"github.com/strand-io/strand/internal/record"
+)
+
+func dumpLogCmd() *cobra.Command {
+	var printData, deep, txnDecoder bool
+	var files []string
+	cmd := &cobra.Command{
+		Use:   "dump-log FILE…",
+		Short: "Print segment files in kafka-dump-log's format",
+		Long: `Print .log segments one line per batch in kafka-dump-log's format; with
+--deep-iteration (implied by --print-data-log) one line per record too.
+Also reads .index, .timeindex, .txnindex and producer .snapshot files.
+--transaction-log-decoder decodes __transaction_state records.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			all := append(files, args...)
+			if len(all) == 0 {
+				return fmt.Errorf("name at least one file")
+			}
+			out := os.Stdout
+			for _, f := range all {
+				for _, p := range strings.Split(f, ",") {
+					if err := dumpFile(out, p, printData || deep || txnDecoder, printData, txnDecoder); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringSliceVar(&files, "files", nil, "files to dump (comma-separated; positional arguments work too)")
+	cmd.Flags().BoolVar(&printData, "print-data-log", false, "print keys and values (implies --deep-iteration)")
+	cmd.Flags().BoolVar(&deep, "deep-iteration", false, "print every record, not just batches")
+	cmd.Flags().BoolVar(&txnDecoder, "transaction-log-decoder", false, "decode __transaction_state records")
+	return cmd
+}
+
+func dumpFile(w io.Writer, path string, deep, data, txnDecoder bool) error {
+	fmt.Fprintf(w, "Dumping %s\n", path)
+	switch {
+	case strings.HasSuffix(path, log.LogSuffix):
+		return dumpSegment(w, path, deep, data, txnDecoder)
+	case strings.HasSuffix(path, log.IndexSuffix):
+		es, err := log.ReadOffsetIndex(path)
+		for _, e := range es {
+			fmt.Fprintf(w, "offset: %d position: %d\n", e.Offset, e.Position)
+		}
+		return reportTrailing(err)
+	case strings.HasSuffix(path, log.TimeIndexSuffix):
+		es, err := log.ReadTimeIndex(path)
+		for _, e := range es {
+			fmt.Fprintf(w, "timestamp: %d offset: %d\n", e.Timestamp, e.Offset)
+		}
+		return reportTrailing(err)
+	case strings.HasSuffix(path, log.TxnIndexSuffix):
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		es, err := log.ParseTxnIndex(b)
+		if err != nil {
+			return err
+		}
+		for _, a := range es {
+			fmt.Fprintf(w, "version: 0 producerId: %d firstOffset: %d lastOffset: %d lastStableOffset: %d\n", a.ProducerID, a.FirstOffset, a.LastOffset, a.LastStableOffset)
+		}
+		return nil
+	case strings.HasSuffix(path, log.SnapshotSuffix):
+		es, err := log.ReadSnapshotEntries(path)
+		if err != nil {
+			return err
+		}
+		for _, e := range es {
+			fmt.Fprintf(w, "producerId: %d producerEpoch: %d coordinatorEpoch: %d currentTxnFirstOffset: %d lastTimestamp: %d", e.ProducerID, e.Epoch, e.CoordinatorEpoch, e.CurrentTxnFirstOffset, e.LastTimestamp)
+			for _, b := range e.Batches {
+				fmt.Fprintf(w, " firstSequence: %d lastSequence: %d lastOffset: %d offsetDelta: %d timestamp: %d", b.FirstSeq, b.LastSeq, b.LastOffset, b.LastOffset-b.FirstOffset, b.MaxTimestamp)
+			}
+			fmt.Fprintln(w)
+		}
+		return nil
+	}
+	fmt.Fprintf(os.Stderr, "Ignoring unknown file %s\n", path)
+	return nil
+}
+
+func reportTrailing(err error) error {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	return nil
+}
+
+func dumpSegment(w io.Writer, path string, deep, data, txnDecoder bool) error {
+	buf, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	base := strings.TrimSuffix(filepath.Base(path), log.LogSuffix)
+	var start int64
+	fmt.Sscanf(base, "%d", &start)
+	fmt.Fprintf(w, "Log starting offset: %d\n", start)
+	it := record.NewIter(buf)
+	pos := 0
+	for it.Next() {
+		h := it.Header()
+		b := it.Batch()
+		_, verr := record.Validate(b)
+		ts := "CreateTime"
+		if h.LogAppendTime() {
+			ts = "LogAppendTime"
+		}
+		fmt.Fprintf(w, "baseOffset: %d lastOffset: %d count: %d baseSequence: %d lastSequence: %d producerId: %d producerEpoch: %d partitionLeaderEpoch: %d isTransactional: %t isControl: %t deleteHorizonMs: OptionalLong.empty position: %d %s: %d size: %d magic: %d compresscodec: %s crc: %d isvalid: %t\n",
+			h.BaseOffset, h.LastOffset(), h.RecordCount, h.BaseSequence, h.LastSequence(), h.ProducerID, h.ProducerEpoch, h.PartitionLeaderEpoch,
+			h.IsTransactional(), h.IsControl(), pos, ts, h.MaxTimestamp, h.Size(), h.Magic, h.Compression(), h.CRC, verr == nil)
+		pos = it.Pos()
+		if !deep || verr != nil {
+			continue
+		}
+		_, recs, err := record.Decode(b)
+		if err != nil {
+			fmt.Fprintf(w, "| failed to decode records: %v\n", err)
+			continue
+		}
+		for i, r := range recs {
+			seq := int32(-1)
+			if h.BaseSequence >= 0 {
+				seq = record.IncrementSequence(h.BaseSequence, int32(i))
+			}
+			keys := make([]string, len(r.Headers))
+			for j, hd := range r.Headers {
+				keys[j] = hd.Key
+			}
+			fmt.Fprintf(w, "| offset: %d %s: %d keySize: %d valueSize: %d sequence: %d headerKeys: [%s]", r.Offset, ts, r.Timestamp, size(r.Key), size(r.Value), seq, strings.Join(keys, ","))
+			if h.IsControl() {
+				if typ, ce, err := record.ParseControlRecord(r); err == nil {
+					fmt.Fprintf(w, " endTxnMarker: %s coordinatorEpoch: %d", typ, ce)
+				}
+			} else if txnDecoder {
+				fmt.Fprint(w, " "+decodeTxnLogRecord(r.Key, r.Value))
+			} else if data {
+				fmt.Fprintf(w, " key: %s payload: %s", orNull(r.Key), orNull(r.Value))
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	if err := it.Err(); err != nil {
+		fmt.Fprintf(os.Stderr, "%v\n", err)
+	}
+	if rest := len(it.Rest()); rest > 0 {
+		fmt.Fprintf(os.Stderr, "Found %d invalid bytes at the end of %s\n", rest, filepath.Base(path))
+	}
+	return nil
+}
+
+func size(b []byte) int {
+	if b == nil {
+		return -1
+	}
+	return len(b)
+}
+
+// decodeTxnLogRecord is replaced when the transaction coordinator exists.
+var decodeTxnLogRecord = func(key, value []byte) string {
+	return fmt.Sprintf("key: %x payload: %x", key, value)
+}
+
+func orNull(b []byte) string {
+	if b == nil {
+		return "null"
+	}
+	return string(b)
+}

@@ -1,0 +1,80 @@
+// Command strand is Strand's single binary: the server and the tools.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/strand-io/strand/client"
+)
+
+func main() {
+	root := &cobra.Command{
+		Use:           "strand",
+		Short:         "Strand: a replicated commit log with Kafka's exactly-once semantics",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().String("bootstrap", "127.0.0.1:9092", "brokers to connect to, host:port[,host:port…]")
+	root.AddCommand(serverCmd(), topicsCmd(), produceCmd(), consumeCmd(), dumpLogCmd(), clusterCmd(), featuresCmd())
+	for _, c := range extraCommands {
+		root.AddCommand(c())
+	}
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "strand:", err)
+		os.Exit(1)
+	}
+}
+
+// extraCommands lets other files add commands.
+var extraCommands []func() *cobra.Command
+
+func bootstrap(cmd *cobra.Command) []string {
+	v, _ := cmd.Flags().GetString("bootstrap")
+	var out []string
+	for _, a := range strings.Split(v, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+func timeoutContext(cmd *cobra.Command, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, stop := signalContext()
+	ctx2, cancel := context.WithTimeout(ctx, d)
+	return ctx2, func() { cancel(); stop() }
+}
+
+func newAdmin(cmd *cobra.Command) (*client.Admin, error) {
+	return client.NewAdmin(client.Bootstrap(bootstrap(cmd)...))
+}
+
+// envDefaults sets each flag not given on the command line from STRAND_<NAME>.
+func envDefaults(fs *pflag.FlagSet) error {
+	var err error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Changed || err != nil {
+			return
+		}
+		name := "STRAND_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(name); ok {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("%s=%q: %w", name, v, e)
+			}
+		}
+	})
+	return err
+}

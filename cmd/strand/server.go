@@ -1,0 +1,252 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/strand-io/strand/controller"
+	"github.com/strand-io/strand/internal/node"
+)
+
+func serverCmd() *cobra.Command {
+	var (
+		nodeID                                     int32
+		listen, advertise, ctrlListen, ctrlAdv     string
+		gossipListen, gossipAdv, dataDir, voters   string
+		join, roles, configFile, logLevel, logJSON string
+		dev                                        bool
+	)
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run a Strand node (controller and broker by default)",
+		Long: `Run a Strand node. Every flag can also be given as an environment variable
+STRAND_<FLAG> (for example STRAND_NODE_ID=2), and broker settings with Kafka's
+names (log.segment.bytes, min.insync.replicas, …) in --config, one
+"key: value" per line.
+
+With --dev the node is a one-node cluster holding every role, and internal
+topics use replication factor 1.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := envDefaults(cmd.Flags()); err != nil {
+				return err
+			}
+			lg := newLogger(logLevel, logJSON == "true")
+			slog.SetDefault(lg)
+			cfg := node.DefaultConfig(nodeID, dataDir)
+			cfg.Logger = lg
+			cfg.Listen, cfg.Advertise = listen, advertise
+			cfg.Dev = dev
+			for _, r := range strings.Split(roles, ",") {
+				switch strings.TrimSpace(r) {
+				case "broker":
+					cfg.Broker = true
+				case "controller":
+					cfg.Controller = true
+				case "":
+				default:
+					return fmt.Errorf("--roles: unknown role %q (broker, controller)", r)
+				}
+			}
+			if roles != "" {
+				cfg.Broker = strings.Contains(roles, "broker")
+				cfg.Controller = strings.Contains(roles, "controller")
+			}
+			if ctrlListen == "" {
+				var err error
+				if ctrlListen, err = shiftPort(listen, 1); err != nil {
+					return err
+				}
+			}
+			cfg.ControllerListen, cfg.ControllerAdvertise = ctrlListen, ctrlAdv
+			if voters == "" {
+				if !dev {
+					return fmt.Errorf("--controller-voters is required (or use --dev for a one-node cluster)")
+				}
+				adv := ctrlAdv
+				if adv == "" {
+					adv = ctrlListen
+				}
+				voters = fmt.Sprintf("%d@%s", nodeID, adv)
+			}
+			vs, err := controller.ParseVoters(voters)
+			if err != nil {
+				return err
+			}
+			cfg.Voters = vs
+			if join != "" {
+				cfg.Join = strings.Split(join, ",")
+			}
+			if gossipListen == "" && (len(vs) > 1 || join != "") {
+				if gossipListen, err = shiftPort(listen, 2); err != nil {
+					return err
+				}
+			}
+			cfg.GossipListen, cfg.GossipAdvertise = gossipListen, gossipAdv
+			if dev {
+				lg.Warn("dev mode: one node, every role, internal topics with replication factor 1 and min.insync.replicas 1; not for production")
+			}
+			if configFile != "" {
+				if err := applyConfigFile(&cfg, configFile); err != nil {
+					return err
+				}
+			}
+			if dev {
+				// One voter: no need to wait out a cluster-sized election timeout.
+				cfg.QuorumTimeouts = node.QuorumTimeouts{Heartbeat: 200 * time.Millisecond, Election: 200 * time.Millisecond, LeaderLease: 200 * time.Millisecond}
+				cfg.HeartbeatInterval = 500 * time.Millisecond
+			}
+			if err := applyDevDefaults(&cfg); err != nil {
+				return err
+			}
+			n, err := node.Start(cfg)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			<-ctx.Done()
+			lg.Info("shutting down")
+			return n.Stop()
+		},
+	}
+	f := cmd.Flags()
+	f.Int32Var(&nodeID, "node-id", 1, "this node's id")
+	f.StringVar(&listen, "listen", "127.0.0.1:9092", "client and broker gRPC listen address")
+	f.StringVar(&advertise, "advertise", "", "address others use to reach --listen (default: --listen)")
+	f.StringVar(&ctrlListen, "controller-listen", "", "Raft transport listen address (default: --listen port+1)")
+	f.StringVar(&ctrlAdv, "controller-advertise", "", "address peers use to reach --controller-listen")
+	f.StringVar(&gossipListen, "gossip-listen", "", "memberlist listen address (default: --listen port+2 in a multi-node cluster)")
+	f.StringVar(&gossipAdv, "gossip-advertise", "", "address peers use to reach --gossip-listen")
+	f.StringVar(&dataDir, "data-dir", "./data", "where logs and controller state live")
+	f.StringVar(&voters, "controller-voters", "", "the controller quorum: id@host:raftport,…")
+	f.StringVar(&join, "join", "", "memberlist seeds host:port,…")
+	f.StringVar(&roles, "roles", "broker,controller", "roles of this node: broker, controller, or both")
+	f.BoolVar(&dev, "dev", false, "one-node development cluster")
+	f.StringVar(&configFile, "config", "", "file of broker settings with Kafka's names (key: value per line)")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn, error")
+	f.StringVar(&logJSON, "log-json", "false", "log as JSON")
+	return cmd
+}
+
+func newLogger(level string, asJSON bool) *slog.Logger {
+	var lv slog.Level
+	_ = lv.UnmarshalText([]byte(level))
+	opts := &slog.HandlerOptions{Level: lv}
+	if asJSON {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}
+
+func shiftPort(addr string, by int) (string, error) {
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("address %q: %w", addr, err)
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil {
+		return "", fmt.Errorf("address %q: %w", addr, err)
+	}
+	return net.JoinHostPort(h, strconv.Itoa(n+by)), nil
+}
+
+// applyDevDefaults: dev mode lowers what a single node cannot meet.
+func applyDevDefaults(cfg *node.Config) error {
+	if cfg.Dev {
+		cfg.BrokerConfig.MinInsyncReplicas = 1
+	}
+	return nil
+}
+
+// serverSettings maps Kafka-named settings onto the node config.
+var serverSettings = map[string]func(cfg *node.Config, v string) error{
+	"log.segment.bytes":                  intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.SegmentBytes = n }),
+	"log.roll.ms":                        intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.SegmentMs = n }),
+	"log.retention.ms":                   intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.RetentionMs = n }),
+	"log.retention.bytes":                intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.RetentionBytes = n }),
+	"log.flush.interval.messages":        intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.FlushMessages = n }),
+	"log.flush.interval.ms":              intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.FlushMs = n }),
+	"log.index.interval.bytes":           intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.IndexIntervalBytes = int(n) }),
+	"log.retention.check.interval.ms":    msSetting(func(c *node.Config, d time.Duration) { c.BrokerConfig.RetentionCheckInterval = d }),
+	"producer.id.expiration.ms":          intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.ProducerIDExpirationMs = n }),
+	"min.insync.replicas":                intSetting(func(c *node.Config, n int64) { c.BrokerConfig.MinInsyncReplicas = int(n) }),
+	"message.max.bytes":                  intSetting(func(c *node.Config, n int64) { c.MessageMaxBytes = int(n) }),
+	"num.partitions":                     intSetting(func(c *node.Config, n int64) { c.ControllerConfig.DefaultPartitions = int32(n) }),
+	"default.replication.factor":         intSetting(func(c *node.Config, n int64) { c.ControllerConfig.DefaultReplicationFactor = int32(n) }),
+	"broker.session.timeout.ms":          msSetting(func(c *node.Config, d time.Duration) { c.ControllerConfig.SessionTimeout = d }),
+	"broker.heartbeat.interval.ms":       msSetting(func(c *node.Config, d time.Duration) { c.HeartbeatInterval = d }),
+	"leader.imbalance.check.interval.ms": msSetting(func(c *node.Config, d time.Duration) { c.ControllerConfig.LeaderImbalanceInterval = d }),
+	"auto.leader.rebalance.enable":       boolSetting(func(c *node.Config, b bool) { c.ControllerConfig.AutoLeaderRebalance = b }),
+	"replica.lag.time.max.ms":            msSetting(func(c *node.Config, d time.Duration) { c.ReplicationConfig.ReplicaLagTimeMax = d }),
+	"replica.fetch.wait.max.ms":          msSetting(func(c *node.Config, d time.Duration) { c.ReplicationConfig.FetchWaitMax = d }),
+	"replica.fetch.max.bytes":            intSetting(func(c *node.Config, n int64) { c.ReplicationConfig.FetchMaxBytes = int(n) }),
+}
+
+func intSetting(f func(*node.Config, int64)) func(*node.Config, string) error {
+	return func(c *node.Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("not an integer: %q", v)
+		}
+		f(c, n)
+		return nil
+	}
+}
+
+func msSetting(f func(*node.Config, time.Duration)) func(*node.Config, string) error {
+	return intSetting(func(c *node.Config, n int64) { f(c, time.Duration(n)*time.Millisecond) })
+}
+
+func boolSetting(f func(*node.Config, bool)) func(*node.Config, string) error {
+	return func(c *node.Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("not a boolean: %q", v)
+		}
+		f(c, b)
+		return nil
+	}
+}
+
+// applyConfigFile reads "key: value" (or key=value) lines.
+func applyConfigFile(cfg *node.Config, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for line := 1; sc.Scan(); line++ {
+		s := strings.TrimSpace(sc.Text())
+		if s == "" || strings.HasPrefix(s, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(s, ":")
+		if !ok || strings.Contains(k, "=") {
+			k, v, ok = strings.Cut(s, "=")
+		}
+		if !ok {
+			return fmt.Errorf("%s:%d: want key: value", path, line)
+		}
+		k, v = strings.TrimSpace(k), strings.Trim(strings.TrimSpace(v), `"'`)
+		set, known := serverSettings[k]
+		if !known {
+			return fmt.Errorf("%s:%d: unknown setting %q", path, line, k)
+		}
+		if err := set(cfg, v); err != nil {
+			return fmt.Errorf("%s:%d: %s: %w", path, line, k, err)
+		}
+	}
+	return sc.Err()
+}
+
+var _ = context.Background

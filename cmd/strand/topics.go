@@ -1,0 +1,256 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/strand-io/strand/client"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+func topicsCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "topics", Short: "Create, list, describe and delete topics"}
+	var partitions, rf int32
+	var configs []string
+	create := &cobra.Command{
+		Use:   "create TOPIC",
+		Short: "Create a topic",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := timeoutContext(cmd, 60*time.Second)
+			defer cancel()
+			adm, err := newAdmin(cmd)
+			if err != nil {
+				return err
+			}
+			defer adm.Close()
+			cfg := map[string]string{}
+			for _, kv := range configs {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok {
+					return fmt.Errorf("--config %q: want key=value", kv)
+				}
+				cfg[k] = v
+			}
+			if err := adm.CreateTopic(ctx, client.TopicSpec{Name: args[0], Partitions: partitions, ReplicationFactor: rf, Configs: cfg}); err != nil {
+				return err
+			}
+			fmt.Printf("Created topic %s.\n", args[0])
+			return nil
+		},
+	}
+	create.Flags().Int32Var(&partitions, "partitions", -1, "number of partitions (default: the broker's num.partitions)")
+	create.Flags().Int32Var(&rf, "replication-factor", -1, "replicas per partition (default: default.replication.factor)")
+	create.Flags().StringArrayVar(&configs, "config", nil, "topic config key=value (repeatable)")
+
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List topics",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := timeoutContext(cmd, 30*time.Second)
+			defer cancel()
+			adm, err := newAdmin(cmd)
+			if err != nil {
+				return err
+			}
+			defer adm.Close()
+			internal, _ := cmd.Flags().GetBool("include-internal")
+			md, err := adm.Metadata(ctx, internal)
+			if err != nil {
+				return err
+			}
+			var names []string
+			for _, t := range md.Topics {
+				names = append(names, t.Name)
+			}
+			sort.Strings(names)
+			for _, n := range names {
+				fmt.Println(n)
+			}
+			return nil
+		},
+	}
+	list.Flags().Bool("include-internal", false, "also list __transaction_state and __consumer_offsets")
+
+	describe := &cobra.Command{
+		Use:   "describe [TOPIC…]",
+		Short: "Describe topics: partitions with leader, leader epoch, replicas and ISR",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := timeoutContext(cmd, 30*time.Second)
+			defer cancel()
+			adm, err := newAdmin(cmd)
+			if err != nil {
+				return err
+			}
+			defer adm.Close()
+			md, err := adm.Metadata(ctx, true, args...)
+			if err != nil {
+				return err
+			}
+			underRep, _ := cmd.Flags().GetBool("under-replicated-partitions")
+			unavailable, _ := cmd.Flags().GetBool("unavailable-partitions")
+			sort.Slice(md.Topics, func(i, j int) bool { return md.Topics[i].Name < md.Topics[j].Name })
+			for _, t := range md.Topics {
+				if t.ErrorCode != pb.ErrorCode_NONE {
+					return fmt.Errorf("%s: %s", t.Name, t.ErrorMessage)
+				}
+				printTopic(t, underRep, unavailable)
+			}
+			return nil
+		},
+	}
+	describe.Flags().Bool("under-replicated-partitions", false, "only partitions whose ISR is smaller than the replica set")
+	describe.Flags().Bool("unavailable-partitions", false, "only partitions without a leader")
+
+	del := &cobra.Command{
+		Use:   "delete TOPIC",
+		Short: "Delete a topic",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := timeoutContext(cmd, 30*time.Second)
+			defer cancel()
+			adm, err := newAdmin(cmd)
+			if err != nil {
+				return err
+			}
+			defer adm.Close()
+			if err := adm.DeleteTopic(ctx, args[0]); err != nil {
+				return err
+			}
+			fmt.Printf("Deleted topic %s.\n", args[0])
+			return nil
+		},
+	}
+	cmd.AddCommand(create, list, describe, del)
+	return cmd
+}
+
+func joinIDs(ids []int32) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = fmt.Sprint(id)
+	}
+	return strings.Join(s, ",")
+}
+
+// printTopic prints kafka-topics --describe's shape, plus LeaderEpoch.
+func printTopic(t *pb.TopicMetadata, underRep, unavailable bool) {
+	rf := 0
+	if len(t.Partitions) > 0 {
+		rf = len(t.Partitions[0].Replicas)
+	}
+	var cfg []string
+	for k, v := range t.Configs {
+		cfg = append(cfg, k+"="+v)
+	}
+	sort.Strings(cfg)
+	w := os.Stdout
+	if !underRep && !unavailable {
+		fmt.Fprintf(w, "Topic: %s\tTopicId: %s\tPartitionCount: %d\tReplicationFactor: %d\tConfigs: %s\n", t.Name, t.TopicId, len(t.Partitions), rf, strings.Join(cfg, ","))
+	}
+	for _, p := range t.Partitions {
+		if underRep && len(p.Isr) >= len(p.Replicas) {
+			continue
+		}
+		if unavailable && p.LeaderId >= 0 {
+			continue
+		}
+		leader := fmt.Sprint(p.LeaderId)
+		if p.LeaderId < 0 {
+			leader = "none"
+		}
+		fmt.Fprintf(w, "\tTopic: %s\tPartition: %d\tLeader: %s\tLeaderEpoch: %d\tReplicas: %s\tIsr: %s\tElr: N/A\tLastKnownElr: N/A\n",
+			t.Name, p.Partition, leader, p.LeaderEpoch, joinIDs(p.Replicas), joinIDs(p.Isr))
+	}
+}
+
+func clusterCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "cluster", Short: "Cluster state"}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "describe",
+		Short: "Nodes, the active controller, fenced brokers",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := timeoutContext(cmd, 30*time.Second)
+			defer cancel()
+			adm, err := newAdmin(cmd)
+			if err != nil {
+				return err
+			}
+			defer adm.Close()
+			d, err := adm.DescribeCluster(ctx)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("ClusterId: %s\nActiveController: %d\nMetadataOffset: %d\n", d.ClusterId, d.ControllerId, d.MetadataOffset)
+			if d.ErrorCode != pb.ErrorCode_NONE {
+				fmt.Printf("Quorum: %s\n", d.ErrorMessage)
+			}
+			type row struct {
+				addr, broker, fenced, epoch, ctrl string
+			}
+			rows := map[int32]*row{}
+			get := func(id int32) *row {
+				if rows[id] == nil {
+					rows[id] = &row{addr: "-", broker: "no", fenced: "-", epoch: "-", ctrl: "-"}
+				}
+				return rows[id]
+			}
+			for _, b := range d.Brokers {
+				r := get(b.NodeId)
+				r.addr, r.broker, r.epoch = b.Address, "yes", fmt.Sprint(b.BrokerEpoch)
+				r.fenced = map[bool]string{true: "FENCED", false: "no"}[b.Fenced]
+			}
+			for _, c := range d.Controllers {
+				r := get(c.NodeId)
+				r.ctrl = "voter"
+				if c.Active {
+					r.ctrl = "voter (active)"
+				}
+				if r.addr == "-" {
+					r.addr = "raft " + c.RaftAddress
+				}
+			}
+			ids := make([]int32, 0, len(rows))
+			for id := range rows {
+				ids = append(ids, id)
+			}
+			sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+			w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(w, "NodeId\tAddress\tBroker\tFenced\tBrokerEpoch\tController")
+			for _, id := range ids {
+				r := rows[id]
+				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", id, r.addr, r.broker, r.fenced, r.epoch, r.ctrl)
+			}
+			return w.Flush()
+		},
+	})
+	return cmd
+}
+
+func featuresCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "features", Short: "Feature levels"}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "describe",
+		Short: "Print finalized feature levels (like kafka-features describe)",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := timeoutContext(cmd, 30*time.Second)
+			defer cancel()
+			fs, err := describeFeatures(ctx, bootstrap(cmd))
+			if err != nil {
+				return err
+			}
+			for _, f := range fs {
+				fmt.Printf("Feature: %s\tSupportedMinVersion: %d\tSupportedMaxVersion: %d\tFinalizedVersionLevel: %d\tEpoch: %d\n",
+					f.Name, f.SupportedMinVersion, f.SupportedMaxVersion, f.FinalizedVersionLevel, f.Epoch)
+			}
+			return nil
+		},
+	})
+	return cmd
+}
