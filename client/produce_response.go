@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/internal/errs"
-	"github.com/strand-io/strand/internal/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -62,13 +61,26 @@ func removeBatch(s *[]*pbatch, b *pbatch) bool {
 }
 
 func (p *Producer) ackLocked(pp *ppart, b *pbatch, base int64) {
-	if p.idempotent() && b.seq >= 0 {
-		last := record.IncrementSequence(b.seq, b.count()-1)
-		if pp.lastAckedSeq < 0 || seqAfter(last, pp.lastAckedSeq) {
-			pp.lastAckedSeq = last
-		}
+	b.acked = true
+	for len(pp.window) > 0 && pp.window[0].acked {
+		pp.window[0].inWindow = false
+		pp.window = pp.window[1:]
 	}
 	p.completeLocked(b, base, nil)
+}
+
+// dropLocked takes a batch that definitely failed (or is given up) out of
+// the partition: later batches will be renumbered to close its gap.
+func (p *Producer) dropLocked(pp *ppart, b *pbatch) {
+	pp.blocked = true
+	removeBatch(&pp.queued, b)
+	if b.inWindow {
+		removeBatch(&pp.window, b)
+		b.inWindow = false
+		if b.seq >= 0 && (pp.renumberFrom < 0 || seqAfter(pp.renumberFrom, b.seq)) {
+			pp.renumberFrom = b.seq
+		}
+	}
 }
 
 // seqAfter reports whether a comes after b, allowing for the wrap at MaxInt32.
@@ -82,12 +94,9 @@ func seqAfter(a, b int32) bool {
 	return d > 0
 }
 
-// isHead reports whether b is the first batch of the partition not yet acknowledged.
+// isHead reports whether b is the oldest unacknowledged batch of the partition.
 func (p *Producer) isHead(pp *ppart, b *pbatch) bool {
-	if pp.lastAckedSeq < 0 {
-		return b.seq == 0
-	}
-	return b.seq == record.IncrementSequence(pp.lastAckedSeq, 1)
+	return len(pp.window) > 0 && pp.window[0] == b
 }
 
 func (p *Producer) failOrRetryLocked(pp *ppart, b *pbatch, err error) {
@@ -102,7 +111,7 @@ func (p *Producer) failOrRetryLocked(pp *ppart, b *pbatch, err error) {
 		// The broker has no usable state for this producer here (it expired,
 		// or was lost with an unclean election). The batch was not written.
 		if p.txn != nil {
-			pp.blocked = true
+			p.dropLocked(pp, b)
 			p.txn.abortable(err)
 			p.completeLocked(b, -1, fmt.Errorf("%w: %w", ErrAbortable, err))
 			return
@@ -122,7 +131,7 @@ func (p *Producer) failOrRetryLocked(pp *ppart, b *pbatch, err error) {
 		p.retryLocked(pp, b, err, code != pb.ErrorCode_NOT_ENOUGH_REPLICAS && code != pb.ErrorCode_CORRUPT_MESSAGE)
 		return
 	}
-	pp.blocked = true
+	p.dropLocked(pp, b)
 	if p.txn != nil {
 		p.txn.produceFailed(err)
 		if errs.CategoryOf(err) == errs.Abortable || code == pb.ErrorCode_INVALID_PRODUCER_EPOCH {
@@ -151,6 +160,7 @@ func (p *Producer) retryLocked(pp *ppart, b *pbatch, err error, mayHaveLanded bo
 		if expired {
 			out = fmt.Errorf("%w: %w", ErrDeliveryTimeout, out)
 		}
+		p.dropLocked(pp, b)
 		p.completeLocked(b, -1, out)
 		return
 	}

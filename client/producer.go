@@ -69,16 +69,25 @@ const (
 )
 
 // ppart is one partition's queue.
+//
+// window holds the batches sent and not yet retired, in sequence order: a
+// batch retires once it and every batch before it are acknowledged. At most
+// max.in.flight batches are in the window, so a batch retried after newer
+// ones were acknowledged is still among the broker's last five and is
+// recognised as a duplicate rather than written twice.
 type ppart struct {
-	tp           TopicPartition
-	queued       []*pbatch // closed batches, retries first, in sequence order
-	open         *pbatch   // the batch accepting records
-	inflight     []*pbatch // sent, unanswered, in sequence order
-	nextSeq      int32
-	lastAckedSeq int32
-	// blocked: something failed; send nothing until in-flight batches are
-	// answered, then renumber what is left and go on.
+	tp       TopicPartition
+	queued   []*pbatch // closed batches to send: retries first (in sequence order), then new ones
+	open     *pbatch   // the batch accepting records
+	window   []*pbatch
+	inflight []*pbatch // sent, unanswered
+	nextSeq  int32
+	// blocked: something failed; send nothing until every batch in flight
+	// is answered, then renumber (if a batch definitely failed) and go on.
 	blocked bool
+	// renumberFrom is the sequence of the earliest batch that definitely
+	// failed since the last unblock (-1 none): batches after it move down.
+	renumberFrom int32
 }
 
 // pbatch is a batch of records for one partition.
@@ -95,6 +104,8 @@ type pbatch struct {
 	attempts int
 	retryAt  time.Time
 	sentOnce bool
+	acked    bool
+	inWindow bool
 	broker   int32
 	lastErr  error
 }
@@ -219,7 +230,7 @@ func (p *Producer) ppartLocked(rec *Record, part int32, n int) (*ppart, error) {
 	tp := TopicPartition{rec.Topic, part}
 	pp := p.parts[tp]
 	if pp == nil {
-		pp = &ppart{tp: tp, lastAckedSeq: -1}
+		pp = &ppart{tp: tp, renumberFrom: -1}
 		p.parts[tp] = pp
 	}
 	return pp, nil
@@ -508,7 +519,7 @@ func (p *Producer) drain() time.Duration {
 			p.renumberLocked(pp)
 			pp.blocked = false
 		}
-		if pp.blocked || p.resetting || len(pp.inflight) >= p.cfg.maxInFlight {
+		if pp.blocked || p.resetting {
 			continue
 		}
 		var head *pbatch
@@ -524,6 +535,9 @@ func (p *Producer) drain() time.Duration {
 			}
 		}
 		if head == nil {
+			continue
+		}
+		if !head.inWindow && len(pp.window) >= p.cfg.maxInFlight {
 			continue
 		}
 		if now.Before(head.retryAt) {
@@ -552,6 +566,10 @@ func (p *Producer) drain() time.Duration {
 		head.broker = leader
 		head.sentOnce = true
 		head.attempts++
+		if !head.inWindow {
+			head.inWindow = true
+			pp.window = append(pp.window, head)
+		}
 		pp.inflight = append(pp.inflight, head)
 		byBroker[leader] = append(byBroker[leader], head)
 	}
@@ -601,26 +619,42 @@ func (p *Producer) prepareLocked(pp *ppart, b *pbatch) error {
 	return nil
 }
 
-// renumberLocked gives the unsent batches of a partition consecutive
-// sequences after the last acknowledged one. Only batches after a batch
-// that definitely failed move: nothing past such a gap can have been
-// written, so no sequence is ever reused for different data.
+// renumberLocked closes the sequence gap a definitely failed batch left:
+// the batches after it (none of which can have been written, the broker
+// refuses anything past a gap) move down to follow what precedes it.
 func (p *Producer) renumberLocked(pp *ppart) {
-	if !p.idempotent() {
+	if !p.idempotent() || pp.renumberFrom < 0 {
 		return
 	}
-	next := record.IncrementSequence(pp.lastAckedSeq, 1)
-	if pp.lastAckedSeq < 0 {
-		next = 0
-	}
-	for _, b := range pp.queued {
-		if b.seq < 0 {
+	next := pp.renumberFrom
+	for _, b := range pp.window {
+		if b.seq < 0 || b.acked || seqAfter(pp.renumberFrom, b.seq) {
 			continue
 		}
 		b.seq = next
 		next = record.IncrementSequence(next, b.count())
 	}
 	pp.nextSeq = next
+	pp.renumberFrom = -1
+}
+
+// restartSequencesLocked numbers every unacknowledged batch from 0 under a
+// new producer id (nothing is in flight).
+func (p *Producer) restartSequencesLocked(pp *ppart) {
+	keep := pp.window[:0]
+	next := int32(0)
+	for _, b := range pp.window {
+		if b.acked {
+			b.inWindow = false
+			continue
+		}
+		b.seq = next
+		next = record.IncrementSequence(next, b.count())
+		keep = append(keep, b)
+	}
+	pp.window = keep
+	pp.nextSeq = next
+	pp.renumberFrom = -1
 }
 
 func (p *Producer) refreshMeta() {
@@ -674,9 +708,7 @@ func (p *Producer) initProducerID() {
 	p.pidState = pidReady
 	p.resetting = false
 	for _, pp := range p.parts {
-		pp.lastAckedSeq = -1
-		pp.nextSeq = 0
-		p.renumberLocked(pp)
+		p.restartSequencesLocked(pp)
 	}
 	p.kick()
 }
@@ -696,7 +728,7 @@ func (p *Producer) expireLocked(now time.Time) {
 				err = &indefiniteError{err}
 				p.needResetLocked()
 			}
-			pp.blocked = true
+			p.dropLocked(pp, b)
 			p.completeLocked(b, -1, err)
 		}
 		pp.queued = keep

@@ -143,7 +143,7 @@ loop:
 		now := time.Now()
 		for _, sr := range q {
 			sr.gen = gen
-			sr.deadline = now.Add(s.p.cfg.requestTimeout + 5*time.Second)
+			sr.deadline = now.Add(s.p.cfg.requestTimeout + min(s.p.cfg.requestTimeout/2, 2*time.Second))
 			if sr.req.Acks != 0 {
 				s.inflight[sr.corr] = sr
 			}
