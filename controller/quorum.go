@@ -96,7 +96,7 @@ func StartQuorum(cfg QuorumConfig) (*Quorum, error) {
 	if lg == nil {
 		lg = slog.Default()
 	}
-	hl := hclog.New(&hclog.LoggerOptions{Name: fmt.Sprintf("raft-%d", cfg.NodeID), Level: hclog.Warn, Output: os.Stderr})
+	hl := hclog.New(&hclog.LoggerOptions{Name: fmt.Sprintf("raft-%d", cfg.NodeID), Level: hclog.Warn, Output: slogWriter{lg}, DisableTime: true})
 	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db")})
 	if err != nil {
 		return nil, fmt.Errorf("open raft store: %w", err)
@@ -264,3 +264,11 @@ func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.
 }
 
 var _ io.Closer = (*Quorum)(nil)
+
+// slogWriter forwards hashicorp/raft's log lines to the node's logger.
+type slogWriter struct{ lg *slog.Logger }
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	w.lg.Warn(strings.TrimSpace(string(p)), "component", "raft")
+	return len(p), nil
+}
