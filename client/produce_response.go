@@ -21,6 +21,12 @@ func (p *Producer) onResponse(sr *sentReq, resp *pb.ProduceResponse, err error) 
 			results[TopicPartition{r.Topic, r.Partition}] = r
 		}
 	}
+	refresh := false
+	defer func() {
+		if refresh {
+			go p.refreshMeta()
+		}
+	}()
 	for _, b := range sr.batches {
 		pp := p.parts[b.tp]
 		if pp == nil || !removeBatch(&pp.inflight, b) {
@@ -28,7 +34,10 @@ func (p *Producer) onResponse(sr *sentReq, resp *pb.ProduceResponse, err error) 
 		}
 		switch {
 		case err != nil:
+			// The broker may be gone: look up the leader again.
 			var ns *notSentError
+			p.cl.markStale(b.tp)
+			refresh = true
 			p.retryLocked(pp, b, err, !errors.As(err, &ns))
 		case sr.req.Acks == 0:
 			p.ackLocked(pp, b, -1)
