@@ -1,0 +1,109 @@
+package controller_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/strand-io/strand/client"
+	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/internal/testcluster"
+)
+
+// TestControllerFailover: kill the active controller while brokers keep
+// drawing producer ids; a new controller is elected, metadata changes and
+// producer-id allocation continue, and no id is ever handed out twice.
+func TestControllerFailover(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{})
+	active := c.ActiveController()
+	if active < 0 {
+		t.Fatal("no active controller")
+	}
+	var mu sync.Mutex
+	seen := map[int64]int32{}
+	var dupErr error
+	draw := func(m *testcluster.Member, n int, stop <-chan struct{}) {
+		for i := 0; i < n; {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if m.Node == nil {
+				return
+			}
+			id, err := m.Node.PIDs.Next(context.Background())
+			if errors.Is(err, errs.CoordinatorLoadInProgress) {
+				time.Sleep(5 * time.Millisecond)
+				continue
+			}
+			if err != nil {
+				t.Errorf("node %d: %v", m.ID, err)
+				return
+			}
+			mu.Lock()
+			if other, dup := seen[id]; dup && dupErr == nil {
+				dupErr = errors.New("producer id handed out twice")
+				t.Errorf("producer id %d handed out by node %d and node %d", id, other, m.ID)
+			}
+			seen[id] = m.ID
+			mu.Unlock()
+			i++
+		}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, m := range c.Members() {
+		if m.ID == active {
+			continue
+		}
+		wg.Add(1)
+		go func(m *testcluster.Member) { defer wg.Done(); draw(m, 2500, stop) }(m)
+	}
+	time.Sleep(50 * time.Millisecond)
+	c.Kill(active)
+	c.Eventually(20*time.Second, "a new active controller", func() bool {
+		a := c.ActiveController()
+		return a >= 0 && a != active
+	})
+	wg.Wait()
+	close(stop)
+	mu.Lock()
+	n := len(seen)
+	mu.Unlock()
+	if n != 5000 {
+		t.Fatalf("drew %d distinct producer ids, want 5000", n)
+	}
+	// Metadata changes continue under the new controller.
+	c.CreateTopic("after-failover", 2, 2, nil)
+	// The old controller returns as a follower and catches up.
+	c.Start(active)
+	c.WaitReady(30 * time.Second)
+	c.Eventually(20*time.Second, "old controller caught up", func() bool {
+		return c.Member(active).Node.Repl.Image().Topic("after-failover") != nil
+	})
+	adm, _ := client.NewAdmin(c.ClientOpts()...)
+	defer adm.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d, err := adm.DescribeCluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	actives := 0
+	for _, v := range d.Controllers {
+		if v.Active {
+			actives++
+		}
+	}
+	if len(d.Controllers) != 3 || actives != 1 || len(d.Brokers) != 3 {
+		t.Fatalf("cluster after failover: %d voters, %d active, %d brokers", len(d.Controllers), actives, len(d.Brokers))
+	}
+	for _, b := range d.Brokers {
+		if b.Fenced {
+			t.Fatalf("broker %d still fenced after it returned", b.NodeId)
+		}
+	}
+}
