@@ -4,7 +4,7 @@ BIN           := bin/strand
 PROTOC_GEN_GO := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
 GOBIN         ?= $(shell $(GO) env GOPATH)/bin
-FUZZTIME      ?= 10s
+FUZZTIME      ?= 50000x
 
 .PHONY: all build test test-short fuzz lint proto run stop clean
 

@@ -130,28 +130,41 @@ func tooBig(c Compression, limit int) error {
 
 var errTooBig = errors.New("decompressed size over the limit")
 
-// readLimited reads r to EOF into a new buffer, failing with errTooBig as
-// soon as more than limit bytes come out. The buffer starts at a few times
-// the compressed size and grows by doubling, so memory follows what is
-// actually produced, never what a header claims.
+// readLimited reads r to EOF, failing with errTooBig as soon as more
+// than limit bytes come out. It decompresses into a pooled buffer that
+// grows by doubling, so memory follows what is actually produced, never
+// what a header claims, and returns a copy of exactly the output's size,
+// which the records then alias.
 func readLimited(r io.Reader, srcLen, limit int) ([]byte, error) {
-	buf := make([]byte, 0, min(max(4*srcLen, 512), limit+1))
+	sp := getScratch()
+	buf := (*sp)[:0]
+	if cap(buf) == 0 {
+		buf = make([]byte, 0, min(max(4*srcLen, 4096), limit+1))
+	}
 	for {
-		if len(buf) == cap(buf) {
+		end := min(cap(buf), limit+1)
+		if len(buf) == end {
 			if len(buf) > limit {
+				putScratch(sp, buf)
 				return nil, errTooBig
 			}
 			buf = slices.Grow(buf, min(cap(buf), limit+1-len(buf)))
+			end = min(cap(buf), limit+1)
 		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
+		n, err := r.Read(buf[len(buf):end])
 		buf = buf[:len(buf)+n]
 		if len(buf) > limit {
+			putScratch(sp, buf)
 			return nil, errTooBig
 		}
 		if err == io.EOF {
-			return buf, nil
+			out := make([]byte, len(buf))
+			copy(out, buf)
+			putScratch(sp, buf)
+			return out, nil
 		}
 		if err != nil {
+			putScratch(sp, buf)
 			return nil, err
 		}
 	}
@@ -306,8 +319,10 @@ func unzstd(src []byte, limit int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := d.DecodeAll(src, nil)
-	if errors.Is(err, zstd.ErrDecoderSizeExceeded) || len(out) > limit {
+	sp := getScratch()
+	z, err := d.DecodeAll(src, (*sp)[:0])
+	defer putScratch(sp, z)
+	if errors.Is(err, zstd.ErrDecoderSizeExceeded) || len(z) > limit {
 		return nil, errTooBig
 	}
 	if errors.Is(err, zstd.ErrWindowSizeExceeded) {
@@ -316,9 +331,8 @@ func unzstd(src []byte, limit int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if out == nil {
-		out = []byte{}
-	}
+	out := make([]byte, len(z))
+	copy(out, z)
 	return out, nil
 }
 
