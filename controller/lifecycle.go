@@ -199,9 +199,11 @@ func (s *StreamSource) Since(ctx context.Context, offset int64) ([]*pb.MetadataB
 			}
 			s.stream, s.cancel, s.next = st, cancel, offset
 		}
-		st := s.stream
+		st, cancelStream := s.stream, s.cancel
 		s.mu.Unlock()
+		stop := context.AfterFunc(ctx, cancelStream)
 		b, err := st.Recv()
+		stop()
 		if err != nil {
 			s.mu.Lock()
 			s.stream = nil

@@ -154,6 +154,13 @@ func StartQuorum(cfg QuorumConfig) (*Quorum, error) {
 		store.Close()
 		return nil, err
 	}
+	if has && len(cfg.Voters) > 0 {
+		if err := checkVoters(rc, store, snaps, trans, cfg.Voters); err != nil {
+			trans.Close()
+			store.Close()
+			return nil, fmt.Errorf("%s: %w", cfg.Dir, err)
+		}
+	}
 	if !has {
 		var servers []raft.Server
 		member := false
@@ -271,4 +278,33 @@ type slogWriter struct{ lg *slog.Logger }
 func (w slogWriter) Write(p []byte) (int, error) {
 	w.lg.Warn(strings.TrimSpace(string(p)), "component", "raft")
 	return len(p), nil
+}
+
+// checkVoters refuses to start on Raft state made for another voter set:
+// the data directory belongs to a different cluster, and joining with it
+// would split the quorum.
+func checkVoters(rc *raft.Config, store *raftboltdb.BoltStore, snaps raft.SnapshotStore, trans raft.Transport, want []Voter) error {
+	probe := *rc // GetConfiguration marks its config to skip startup
+	conf, err := raft.GetConfiguration(&probe, NewFSM(), store, store, snaps, trans)
+	if err != nil {
+		return err
+	}
+	have := map[string]string{}
+	for _, s := range conf.Servers {
+		have[string(s.ID)] = string(s.Address)
+	}
+	same := len(have) == len(want)
+	for _, v := range want {
+		if have[strconv.Itoa(int(v.ID))] != v.Addr {
+			same = false
+		}
+	}
+	if !same {
+		var h []string
+		for id, a := range have {
+			h = append(h, id+"@"+a)
+		}
+		return fmt.Errorf("this controller's Raft state is for the voters %v, not the --controller-voters given; point --data-dir at this cluster's directory or remove it", h)
+	}
+	return nil
 }

@@ -64,6 +64,12 @@ func (f *fetcher) remove(key log.PartitionKey) {
 	f.mu.Unlock()
 }
 
+func (f *fetcher) empty() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.parts) == 0
+}
+
 func (f *fetcher) snapshot(now time.Time) (trunc, fetch []*fetchState, soonest time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -287,6 +287,11 @@ func (m *Manager) follow(p *broker.Partition, leader int32, epoch int32) {
 	if old, ok := m.follows[p.Key]; ok && old != leader {
 		if f := m.fetchers[old]; f != nil {
 			f.remove(p.Key)
+			if f.empty() {
+				delete(m.fetchers, old)
+				m.wg.Add(1)
+				go func() { defer m.wg.Done(); f.stop() }()
+			}
 		}
 	}
 	m.follows[p.Key] = leader
@@ -305,6 +310,12 @@ func (m *Manager) unfollow(key log.PartitionKey) {
 	if old, ok := m.follows[key]; ok {
 		if f := m.fetchers[old]; f != nil {
 			f.remove(key)
+			if f.empty() {
+				// A fetcher lives only while it has partitions to follow.
+				delete(m.fetchers, old)
+				m.wg.Add(1)
+				go func() { defer m.wg.Done(); f.stop() }()
+			}
 		}
 		delete(m.follows, key)
 	}

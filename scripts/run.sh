@@ -1,38 +1,56 @@
 #!/usr/bin/env bash
-# Starts a local Strand node under ./data and runs a short demo on it.
+# Starts a local three-node Strand cluster (three processes on 127.0.0.1,
+# data under ./data), creates a replicated topic, produces and consumes.
 # `scripts/run.sh stop` stops what it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin/strand}
-DATA=${DATA:-data}
-ADDR=127.0.0.1:9092
+DATA=${DATA:-data/cluster}
+NODES=(1 2 3)
+port() { echo $((9092 + ($1 - 1) * 10)); }           # 9092, 9102, 9112
+addr() { echo "127.0.0.1:$(port "$1")"; }
+raft() { echo "127.0.0.1:$(($(port "$1") + 1))"; }
+gossip() { echo "127.0.0.1:$(($(port "$1") + 2))"; }
+VOTERS=$(for n in "${NODES[@]}"; do printf '%s@%s,' "$n" "$(raft "$n")"; done)
+VOTERS=${VOTERS%,}
+BOOT=$(for n in "${NODES[@]}"; do printf '%s,' "$(addr "$n")"; done)
+BOOT=${BOOT%,}
 mkdir -p "$DATA"
 
 stop() {
-  if [[ -f $DATA/node1.pid ]]; then
-    pid=$(cat "$DATA/node1.pid")
-    if kill -0 "$pid" 2>/dev/null; then
-      kill -TERM "$pid"
-      for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    fi
-    rm -f "$DATA/node1.pid"
-    echo "stopped node 1"
-  fi
+  for n in "${NODES[@]}"; do
+    f=$DATA/node$n.pid
+    [[ -f $f ]] || continue
+    pid=$(cat "$f")
+    if kill -0 "$pid" 2>/dev/null; then kill -TERM "$pid"; fi
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    rm -f "$f"
+    echo "stopped node $n"
+  done
 }
 if [[ ${1:-} == stop ]]; then stop; exit 0; fi
 stop >/dev/null 2>&1 || true
 
-"$BIN" server --dev --node-id 1 --listen $ADDR --data-dir "$DATA/node1" >"$DATA/node1.log" 2>&1 &
-echo $! >"$DATA/node1.pid"
-if ! "$BIN" health --addr $ADDR --wait 30s; then
-  echo "node did not become healthy; see $DATA/node1.log" >&2
-  exit 1
-fi
-echo "== node 1 serving on $ADDR (log: $DATA/node1.log)"
-"$BIN" topics create demo --partitions 3 --bootstrap $ADDR 2>/dev/null || true
-"$BIN" topics describe demo --bootstrap $ADDR
-echo "== producing 10 records"
-seq 1 10 | "$BIN" produce demo --bootstrap $ADDR
-echo "== consuming them back"
-"$BIN" consume demo --from-beginning --max-records 10 --timeout 10s --print-partition --print-offsets --bootstrap $ADDR
-echo "== point the CLI at --bootstrap $ADDR; stop with: make stop"
+for n in "${NODES[@]}"; do
+  join=$(for m in "${NODES[@]}"; do [[ $m == "$n" ]] || printf '%s,' "$(gossip "$m")"; done)
+  "$BIN" server --node-id "$n" --listen "$(addr "$n")" --controller-listen "$(raft "$n")" \
+    --gossip-listen "$(gossip "$n")" --join "${join%,}" --controller-voters "$VOTERS" \
+    --data-dir "$DATA/node$n" >"$DATA/node$n.log" 2>&1 &
+  echo $! >"$DATA/node$n.pid"
+done
+for n in "${NODES[@]}"; do
+  if ! "$BIN" health --addr "$(addr "$n")" --wait 60s; then
+    echo "node $n did not become healthy; see $DATA/node$n.log" >&2
+    exit 1
+  fi
+done
+echo "== three nodes serving: $BOOT (logs and pids under $DATA/)"
+"$BIN" cluster describe --bootstrap "$BOOT"
+"$BIN" topics create demo --partitions 3 --replication-factor 3 --config min.insync.replicas=2 --bootstrap "$BOOT" 2>/dev/null || true
+"$BIN" topics describe demo --bootstrap "$BOOT"
+echo "== producing 10 records (acks=all, idempotent)"
+seq 1 10 | "$BIN" produce demo --bootstrap "$BOOT"
+echo "== consuming them back (partition, offset, value)"
+"$BIN" consume demo --from-beginning --max-records 10 --timeout 10s --print-partition --print-offsets --bootstrap "$BOOT"
+echo "== point the CLI at --bootstrap $BOOT; stop with: make stop"

@@ -385,13 +385,13 @@ func (n *Node) shutdown(clean bool) error {
 	if n.cancel != nil {
 		n.cancel()
 	}
+	n.wg.Wait() // the metadata follower is done: nothing calls Repl.Apply now
 	if n.Repl != nil {
 		n.Repl.Stop()
 	}
 	if n.PIDs != nil {
 		n.PIDs.Stop()
 	}
-	n.wg.Wait()
 	if n.Parts != nil {
 		if clean {
 			if err := n.Parts.Close(); err != nil {

@@ -25,11 +25,14 @@ func freePort(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func devNode(t *testing.T, dir string) *Node {
+func devNode(t *testing.T, dir string, reuse ...Config) *Node {
 	t.Helper()
 	cfg := DefaultConfig(1, dir)
 	cfg.Listen = freePort(t)
 	cfg.ControllerListen = freePort(t)
+	if len(reuse) > 0 {
+		cfg.Listen, cfg.ControllerListen = reuse[0].Listen, reuse[0].ControllerListen
+	}
 	cfg.Voters = []controller.Voter{{ID: 1, Addr: cfg.ControllerListen}}
 	cfg.HeartbeatInterval = 100 * time.Millisecond
 	cfg.QuorumTimeouts = QuorumTimeouts{Heartbeat: 100 * time.Millisecond, Election: 100 * time.Millisecond, LeaderLease: 100 * time.Millisecond, Commit: 5 * time.Millisecond}
@@ -103,7 +106,7 @@ func TestDevNodeProduceFetch(t *testing.T) {
 	if err := n.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	n2 := devNode(t, dir)
+	n2 := devNode(t, dir, n.cfg)
 	defer n2.Stop()
 	conn2, _ := grpc.NewClient("passthrough:///"+n2.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	defer conn2.Close()
