@@ -29,6 +29,8 @@ type Options struct {
 	SessionTimeout    time.Duration
 	HeartbeatInterval time.Duration
 	ReplicaLag        time.Duration
+	// Roles gives each node's roles (default: both).
+	Roles func(id int32) (broker, controller bool)
 	// Mutate adjusts each node's config before it starts.
 	Mutate func(id int32, cfg *node.Config)
 }
@@ -73,14 +75,21 @@ func New(t testing.TB, opts Options) *Cluster {
 	var voters []controller.Voter
 	type addrs struct{ listen, raft, gossip string }
 	all := make([]addrs, opts.Nodes)
+	roles := opts.Roles
+	if roles == nil {
+		roles = func(int32) (bool, bool) { return true, true }
+	}
 	for i := range all {
 		all[i] = addrs{testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t)}
-		voters = append(voters, controller.Voter{ID: int32(i + 1), Addr: all[i].raft})
+		if _, ctl := roles(int32(i + 1)); ctl {
+			voters = append(voters, controller.Voter{ID: int32(i + 1), Addr: all[i].raft})
+		}
 	}
 	for i := range all {
 		id := int32(i + 1)
 		dir := filepath.Join(base, fmt.Sprintf("node%d", id))
 		cfg := node.DefaultConfig(id, dir)
+		cfg.Broker, cfg.Controller = roles(id)
 		cfg.Listen, cfg.ControllerListen, cfg.GossipListen = all[i].listen, all[i].raft, all[i].gossip
 		cfg.Voters = voters
 		for j := range all {
