@@ -20,7 +20,7 @@ func BenchmarkProduceRF3(b *testing.B) {
 		b.Run(fmt.Sprintf("partitions=%d/record=1KiB", parts), func(b *testing.B) {
 			c := testcluster.New(b, testcluster.Options{})
 			c.CreateTopic("bench", parts, 3, map[string]string{"min.insync.replicas": "2"})
-			p, err := client.NewProducer(c.ClientOpts(client.BatchSize(64<<10))...)
+			p, err := client.NewProducer(c.ClientOpts(client.BatchSize(64 << 10))...)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -68,15 +68,49 @@ type Manager struct {
 
 	img atomic.Pointer[controller.Image]
 
-	mu       sync.Mutex
-	leaders  map[log.PartitionKey]*leaderEntry
-	fetchers map[int32]*fetcher
-	follows  map[log.PartitionKey]int32 // partition -> leader being followed
-	alterQ   chan struct{}
+	mu        sync.Mutex
+	leaders   map[log.PartitionKey]*leaderEntry
+	fetchers  map[int32]*fetcher
+	follows   map[log.PartitionKey]int32 // partition -> leader being followed
+	alterQ    chan struct{}
+	listeners map[string][]LeaderListener
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+}
+
+// LeaderListener hears when this node starts and stops leading partitions
+// of a topic (the coordinators load and drop their internal partitions).
+// Calls come from the metadata goroutine, in order; they must not block.
+type LeaderListener interface {
+	BecameLeader(p *broker.Partition, leaderEpoch int32)
+	StoppedLeading(partition int32)
+}
+
+// AddLeaderListener registers l for topic's partitions.
+func (m *Manager) AddLeaderListener(topic string, l LeaderListener) {
+	m.mu.Lock()
+	m.listeners[topic] = append(m.listeners[topic], l)
+	m.mu.Unlock()
+}
+
+func (m *Manager) notifyLeader(p *broker.Partition, epoch int32) {
+	m.mu.Lock()
+	ls := m.listeners[p.Key.Topic]
+	m.mu.Unlock()
+	for _, l := range ls {
+		l.BecameLeader(p, epoch)
+	}
+}
+
+func (m *Manager) notifyStopped(key log.PartitionKey) {
+	m.mu.Lock()
+	ls := m.listeners[key.Topic]
+	m.mu.Unlock()
+	for _, l := range ls {
+		l.StoppedLeading(key.Partition)
+	}
 }
 
 type leaderEntry struct {
@@ -97,7 +131,7 @@ func New(cfg Config, parts *broker.Manager, ctrl ControllerClient, peers Peers, 
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{cfg: cfg, clk: clk, lg: lg.With("node", cfg.NodeID), parts: parts, ctrl: ctrl, peers: peers, brokerEpoch: brokerEpoch,
 		leaders: map[log.PartitionKey]*leaderEntry{}, fetchers: map[int32]*fetcher{}, follows: map[log.PartitionKey]int32{},
-		alterQ: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
+		alterQ: make(chan struct{}, 1), listeners: map[string][]LeaderListener{}, ctx: ctx, cancel: cancel}
 	m.img.Store(controller.EmptyImage())
 	return m
 }
@@ -211,6 +245,12 @@ func (m *Manager) becomeLeader(p *broker.Partition, np *controller.Partition) {
 		m.leaders[p.Key] = le
 	}
 	m.mu.Unlock()
+	notify := false
+	defer func() {
+		if notify { // after le.mu is released: listeners may append
+			m.notifyLeader(p, np.LeaderEpoch)
+		}
+	}()
 	le.mu.Lock()
 	defer le.mu.Unlock()
 	if cur.Role == broker.RoleLeader && cur.LeaderEpoch == np.LeaderEpoch && le.st != nil {
@@ -237,12 +277,17 @@ func (m *Manager) becomeLeader(p *broker.Partition, np *controller.Partition) {
 	}
 	m.lg.Info("became leader", "partition", p.Key.String(), "epoch", np.LeaderEpoch, "isr", np.ISR, "logEnd", p.Log.LogEndOffset(), "hw", p.HighWatermark())
 	m.advanceHWLocked(le)
+	notify = true
 }
 
 func (m *Manager) dropLeader(key log.PartitionKey) {
 	m.mu.Lock()
+	_, was := m.leaders[key]
 	delete(m.leaders, key)
 	m.mu.Unlock()
+	if was {
+		m.notifyStopped(key)
+	}
 }
 
 func (m *Manager) becomeFollower(p *broker.Partition, np *controller.Partition) {

@@ -101,28 +101,49 @@ func (l *Log) appendLeaderLocked(buf []byte, hs []record.Header, leaderEpoch int
 	if _, err := l.epochs.assign(leaderEpoch, hs[0].BaseOffset); err != nil {
 		return AppendResult{}, errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "write leader-epoch-checkpoint: %v", err)
 	}
-	return l.writeLocked(buf, hs)
+	return l.writeLocked(buf, hs, nil)
+}
+
+// markerInfo is a decoded transaction marker of a replicated batch.
+type markerInfo struct {
+	typ        record.ControlType
+	coordEpoch int32
 }
 
 // writeLocked appends validated batches whose offsets are set, rolling the
 // active segment first when needed, and updates indexes and producer state.
-func (l *Log) writeLocked(buf []byte, hs []record.Header) (AppendResult, error) {
+// markers, when not nil, holds the decoded marker of every control batch
+// (by index in hs): each is applied to producer state, and indexed in the
+// .txnindex when it aborts a transaction, in log order with the data
+// batches around it. Without it control batches change no producer (the
+// caller applies the marker itself).
+func (l *Log) writeLocked(buf []byte, hs []record.Header, markers []markerInfo) (AppendResult, error) {
 	if err := l.maybeRollLocked(len(buf), hs[len(hs)-1].NextOffset()); err != nil {
 		return AppendResult{}, err
 	}
 	s := l.active()
 	start := s.size
+	if start == 0 {
+		// segment.ms counts from the first batch, not from the segment's creation.
+		s.rollBase = l.clk.Now().UnixMilli()
+	}
 	if err := s.write(buf); err != nil {
 		return AppendResult{}, errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "append to %s: %v", s.f.Name(), err)
 	}
 	res := AppendResult{FirstOffset: hs[0].BaseOffset, LastOffset: hs[len(hs)-1].LastOffset(), Bytes: len(buf), MaxTimestamp: -1}
 	pos := start
+	var firstErr error
 	for i := range hs {
 		h := &hs[i]
 		s.indexBatch(h, pos, l.cfg.IndexIntervalBytes)
 		pos += int64(h.Size())
-		if !h.IsControl() {
+		switch {
+		case !h.IsControl():
 			l.psm.ApplyData(h)
+		case markers != nil:
+			if err := l.applyMarkerLocked(h, markers[i].typ, markers[i].coordEpoch, s); err != nil && firstErr == nil {
+				firstErr = err
+			}
 		}
 		res.NumMessages += int64(h.RecordCount)
 		if h.MaxTimestamp > res.MaxTimestamp {
@@ -131,7 +152,7 @@ func (l *Log) writeLocked(buf []byte, hs []record.Header) (AppendResult, error) 
 	}
 	l.psm.SetMapEndOffset(s.next)
 	l.unflushed += res.NumMessages
-	return res, nil
+	return res, firstErr
 }
 
 // maybeRollLocked starts a new segment when the active one would pass
@@ -225,27 +246,26 @@ func (l *Log) appendFollowerLocked(buf []byte, hs []record.Header) (AppendResult
 		}
 		next = hs[i].NextOffset()
 	}
+	// Decode every marker before anything is written, so a bad one refuses
+	// the whole request instead of leaving it written but not applied.
+	markers := make([]markerInfo, len(hs))
+	pos := 0
+	for i := range hs {
+		if hs[i].IsControl() {
+			typ, coordEpoch, err := record.ReadControlBatch(buf[pos : pos+hs[i].Size()])
+			if err != nil {
+				return AppendResult{}, errs.New(pb.ErrorCode_CORRUPT_MESSAGE, "replicated control batch at offset %d: %v", hs[i].BaseOffset, err)
+			}
+			markers[i] = markerInfo{typ, coordEpoch}
+		}
+		pos += hs[i].Size()
+	}
 	for i := range hs {
 		if _, err := l.epochs.assign(hs[i].PartitionLeaderEpoch, hs[i].BaseOffset); err != nil {
 			return AppendResult{}, errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "write leader-epoch-checkpoint: %v", err)
 		}
 	}
-	res, err := l.writeLocked(buf, hs)
-	if err != nil {
-		return res, err
-	}
-	// Markers: complete transactions and index aborted ones.
-	pos := 0
-	for i := range hs {
-		b := buf[pos : pos+hs[i].Size()]
-		pos += hs[i].Size()
-		if hs[i].IsControl() {
-			if err := l.applyMarkerBatchLocked(&hs[i], b, l.active()); err != nil {
-				return res, err
-			}
-		}
-	}
-	return res, nil
+	return l.writeLocked(buf, hs, markers)
 }
 
 // applyMarkerBatchLocked applies a stored control batch to producer state
@@ -256,6 +276,11 @@ func (l *Log) applyMarkerBatchLocked(h *record.Header, batch []byte, seg *segmen
 	if err != nil {
 		return err
 	}
+	return l.applyMarkerLocked(h, typ, coordEpoch, seg)
+}
+
+// applyMarkerLocked applies the decoded marker of the stored control batch h.
+func (l *Log) applyMarkerLocked(h *record.Header, typ record.ControlType, coordEpoch int32, seg *segment) error {
 	done := l.psm.ApplyMarker(h.ProducerID, h.ProducerEpoch, coordEpoch, typ, h.BaseOffset, h.MaxTimestamp)
 	if done == nil || !done.Aborted || seg == nil {
 		return nil
@@ -320,7 +345,7 @@ func (l *Log) appendMarkerLocked(pid int64, epoch int16, coordinatorEpoch int32,
 	if _, err := l.epochs.assign(leaderEpoch, off); err != nil {
 		return MarkerResult{}, errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "write leader-epoch-checkpoint: %v", err)
 	}
-	if _, err := l.writeLocked(batch, []record.Header{h}); err != nil {
+	if _, err := l.writeLocked(batch, []record.Header{h}, nil); err != nil {
 		return MarkerResult{}, err
 	}
 	completed := l.psm.ApplyMarker(pid, epoch, coordinatorEpoch, typ, off, now)
@@ -364,17 +389,31 @@ func (l *Log) FlushTo(target int64) error {
 		return nil
 	}
 	end := l.leoLocked()
+	pending := l.unflushed
 	var dirty []*segment
+	var txnFiles []string
 	for _, s := range l.segs {
 		if s.dirty || s.next > l.recoveryPoint {
 			dirty = append(dirty, s)
+			if len(s.txn.entries) > 0 {
+				txnFiles = append(txnFiles, s.txn.path)
+			}
 		}
 	}
 	l.mu.RUnlock()
-	// fsync without the log lock: appends go on meanwhile.
+	// fsync without the log lock: appends go on meanwhile. (Segments are
+	// only removed under flushMu, so the files stay open.)
 	for _, s := range dirty {
 		if err := s.f.Sync(); err != nil {
 			return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "fsync %s: %v", s.f.Name(), err)
+		}
+	}
+	// The .txnindex of a segment below the recovery point is trusted at the
+	// next Open and cannot be checked against the log, so it must be on disk
+	// as well.
+	for _, p := range txnFiles {
+		if err := syncFile(p); err != nil {
+			return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "fsync %s: %v", p, err)
 		}
 	}
 	l.mu.Lock()
@@ -388,7 +427,10 @@ func (l *Log) FlushTo(target int64) error {
 	if end > l.recoveryPoint {
 		l.recoveryPoint = end
 	}
-	l.unflushed = 0
+	// Messages appended while the fsync ran are still unflushed.
+	if l.unflushed -= pending; l.unflushed < 0 {
+		l.unflushed = 0
+	}
 	l.lastFlushMs = l.clk.Now().UnixMilli()
 	cb := l.onRecoverPoint
 	l.mu.Unlock()

@@ -36,6 +36,22 @@ func writeFileAtomic(path string, data []byte) error {
 	return syncDir(filepath.Dir(path))
 }
 
+// syncFile fsyncs an existing file by name; a missing file is nothing to sync.
+func syncFile(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	serr := f.Sync()
+	if cerr := f.Close(); serr == nil {
+		serr = cerr
+	}
+	return serr
+}
+
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
@@ -68,6 +84,14 @@ func WriteOffsetCheckpoint(path string, offsets map[PartitionKey]int64) error {
 		}
 		return keys[i].Partition < keys[j].Partition
 	})
+	for _, k := range keys {
+		if k.Topic == "" || strings.ContainsAny(k.Topic, " \t\r\n\v\f") {
+			return fmt.Errorf("%s: topic %q cannot be written to an offset checkpoint", path, k.Topic)
+		}
+		if k.Partition < 0 {
+			return fmt.Errorf("%s: negative partition %d of %q", path, k.Partition, k.Topic)
+		}
+	}
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "0\n%d\n", len(keys))
 	for _, k := range keys {
@@ -102,10 +126,14 @@ func ReadOffsetCheckpoint(path string) (map[PartitionKey]int64, error) {
 		}
 		p, err1 := strconv.ParseInt(f[1], 10, 32)
 		o, err2 := strconv.ParseInt(f[2], 10, 64)
-		if err1 != nil || err2 != nil {
+		if err1 != nil || err2 != nil || p < 0 {
 			return nil, fmt.Errorf("%s: bad line %q", path, l)
 		}
-		out[PartitionKey{f[0], int32(p)}] = o
+		k := PartitionKey{f[0], int32(p)}
+		if _, dup := out[k]; dup {
+			return nil, fmt.Errorf("%s: %s appears twice", path, k)
+		}
+		out[k] = o
 	}
 	return out, nil
 }
@@ -151,10 +179,16 @@ func ReadEpochCheckpoint(path string) ([]EpochEntry, error) {
 	}
 	var out []EpochEntry
 	for _, l := range lines[2:] {
-		var e EpochEntry
-		if _, err := fmt.Sscanf(l, "%d %d", &e.Epoch, &e.StartOffset); err != nil {
+		f := strings.Fields(l)
+		if len(f) != 2 {
 			return nil, fmt.Errorf("%s: bad line %q", path, l)
 		}
+		epoch, err1 := strconv.ParseInt(f[0], 10, 32)
+		start, err2 := strconv.ParseInt(f[1], 10, 64)
+		if err1 != nil || err2 != nil || epoch < 0 || start < 0 {
+			return nil, fmt.Errorf("%s: bad line %q", path, l)
+		}
+		e := EpochEntry{Epoch: int32(epoch), StartOffset: start}
 		if k := len(out); k > 0 && (e.Epoch <= out[k-1].Epoch || e.StartOffset < out[k-1].StartOffset) {
 			return nil, fmt.Errorf("%s: entries do not increase at %q", path, l)
 		}

@@ -200,6 +200,15 @@ func Open(dir string, key PartitionKey, cfg Config, recoveryPoint int64, clk clo
 		return nil, fmt.Errorf("recover %s: %w", dir, err)
 	}
 	l.lastFlushMs = clk.Now().UnixMilli()
+	// With flush.messages=1 only fsynced offsets count towards the high
+	// watermark; what recovery re-read is served, so make it durable now
+	// rather than at the next append (which may never come).
+	if cfg.SyncEveryWrite() && l.recoveryPoint < l.leoLocked() {
+		if err := l.FlushTo(l.leoLocked()); err != nil {
+			l.closeFiles()
+			return nil, fmt.Errorf("flush %s after recovery: %w", dir, err)
+		}
+	}
 	return l, nil
 }
 
@@ -226,6 +235,9 @@ func (l *Log) Close() error {
 		if err := s.sync(); err != nil && firstErr == nil {
 			firstErr = err
 		}
+		if err := s.txn.sync(); err != nil && firstErr == nil {
+			firstErr = err
+		}
 	}
 	if err := l.active().seal(); err != nil && firstErr == nil {
 		firstErr = err
@@ -242,6 +254,8 @@ func (l *Log) Close() error {
 
 // Delete closes the log and removes its directory.
 func (l *Log) Delete() error {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
 	l.mu.Lock()
 	l.closed = true
 	l.closeFiles()

@@ -86,19 +86,25 @@ func (l *Log) Read(offset int64, maxBytes int, upperBound int64, minOneBatch boo
 
 // CollectAborted returns the aborted transactions that overlap
 // [startOffset, upperBound), for a read_committed fetch of that range.
+//
+// An entry lives in the segment of its ABORT marker, which may be any
+// number of segments after the range (a long transaction). As in Kafka the
+// search stops at the first entry whose LastStableOffset is at or past
+// upperBound: every transaction open when that marker was written started
+// at or after its LSO, so no later marker can end one that began below
+// upperBound.
 func (l *Log) CollectAborted(startOffset, upperBound int64) []AbortedTxn {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	var out []AbortedTxn
 	for i := l.segmentFor(startOffset); i < len(l.segs); i++ {
-		s := l.segs[i]
-		for _, a := range s.txn.entries {
+		for _, a := range l.segs[i].txn.entries {
 			if a.LastOffset >= startOffset && a.FirstOffset < upperBound {
 				out = append(out, a)
 			}
-		}
-		if s.base >= upperBound {
-			break
+			if a.LastStableOffset >= upperBound {
+				return out
+			}
 		}
 	}
 	return out

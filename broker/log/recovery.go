@@ -104,6 +104,17 @@ func (l *Log) recover(recoveryPoint int64) error {
 		}
 		l.segs = l.segs[:len(l.segs)-1]
 	}
+	// Rescanned segments that are no longer active are sealed again: their
+	// time index gets back the entry that records their max timestamp,
+	// without which the next Open would find their newest record too old
+	// (retention) or miss it (OffsetForTimestamp).
+	for _, s := range l.segs[:len(l.segs)-1] {
+		if rescanned[s] {
+			if err := s.seal(); err != nil {
+				return err
+			}
+		}
+	}
 	if firstRescan < len(l.segs) {
 		l.recoveryPoint = l.segs[firstRescan].base
 	} else {
@@ -125,7 +136,10 @@ func (l *Log) recover(recoveryPoint int64) error {
 	return l.rebuildProducerStateLocked(l.leoLocked(), replayFrom, rescanned)
 }
 
-// loadIndexes loads and checks a trusted segment's three indexes.
+// loadIndexes loads and checks a trusted segment's three indexes. Besides
+// each file's own consistency, the segment's tail is checked against them
+// (checkTail), so an index that was cut short or points at the wrong place
+// is rebuilt rather than trusted.
 func (l *Log) loadIndexes(s *segment) error {
 	if err := s.idx.load(s.size); err != nil {
 		return err
@@ -133,11 +147,19 @@ func (l *Log) loadIndexes(s *segment) error {
 	if err := s.tix.load(s.next - s.base); err != nil {
 		return err
 	}
-	if ts, ok := s.tix.maxTimestamp(); ok {
-		s.maxTs = ts
-	}
 	if err := s.txn.load(s.base, s.next); err != nil {
 		return err
+	}
+	maxTs, err := l.checkTail(s)
+	if err != nil {
+		return err
+	}
+	s.maxTs = maxTs
+	// Should truncation make this segment active again, its next index
+	// entry comes index.interval.bytes after the last one.
+	s.bytesSinceIndex = int(s.size)
+	if n := len(s.idx.pos); n > 0 {
+		s.bytesSinceIndex = int(s.size - int64(s.idx.pos[n-1]))
 	}
 	if s.size >= record.HeaderSize {
 		if hb, err := s.readAt(0, record.HeaderSize); err == nil {
@@ -147,6 +169,50 @@ func (l *Log) loadIndexes(s *segment) error {
 		}
 	}
 	return nil
+}
+
+// checkTail checks a trusted segment against its loaded indexes by reading
+// the batch headers from the last offset-index entry to the end of the
+// file: the batch there must have the entry's offset, the batches must
+// follow each other up to the file's end and the next segment's base, none
+// of them may lack the index entry index.interval.bytes calls for (an
+// index cut at an entry boundary), and the time index must hold the
+// newest timestamp among them (its last entry, written at roll, is the
+// segment's max timestamp). It returns the segment's max timestamp.
+func (l *Log) checkTail(s *segment) (int64, error) {
+	from, want := int64(0), s.base
+	if n := len(s.idx.rel); n > 0 {
+		from, want = int64(s.idx.pos[n-1]), s.base+int64(s.idx.rel[n-1])
+	}
+	interval := int64(l.cfg.IndexIntervalBytes)
+	tailMax := int64(-1)
+	err := s.walkHeaders(from, func(h *record.Header, pos int64) error {
+		if h.BaseOffset != want {
+			return fmt.Errorf("%s: batch at position %d has offset %d, the index says %d", s.f.Name(), pos, h.BaseOffset, want)
+		}
+		if pos > from && pos-from >= interval {
+			return fmt.Errorf("%s: no index entry for the batch at offset %d, position %d", s.idx.path, h.BaseOffset, pos)
+		}
+		if h.MaxTimestamp > tailMax {
+			tailMax = h.MaxTimestamp
+		}
+		want = h.NextOffset()
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	if want != s.next {
+		return 0, fmt.Errorf("%s: batches end at offset %d, the next segment starts at %d", s.f.Name(), want, s.next)
+	}
+	maxTs := tailMax
+	if ts, ok := s.tix.maxTimestamp(); ok || tailMax >= 0 {
+		if !ok || ts < tailMax {
+			return 0, fmt.Errorf("%s: newest timestamp %d is not in the time index", s.tix.path, tailMax)
+		}
+		maxTs = ts
+	}
+	return maxTs, nil
 }
 
 // rescanSegment re-reads a segment with CRC checks, rebuilds its offset and
@@ -365,6 +431,10 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 // retention.bytes no longer keep, never the active one, and moves the log
 // start offset. It returns how many segments went.
 func (l *Log) DeleteRetention(hw int64) (int, error) {
+	// flushMu: FlushTo fsyncs segment files outside the log lock, so a
+	// segment must not be closed and removed under it.
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -395,6 +465,9 @@ func (l *Log) DeleteRetention(hw int64) (int, error) {
 	}
 	if n > 0 {
 		l.logStart = l.segs[0].base
+		if l.recoveryPoint < l.logStart {
+			l.recoveryPoint = l.logStart
+		}
 		_ = l.epochs.truncateFromStart(l.logStart)
 		offs, _ := ListSnapshots(l.dir)
 		// Keep the snapshot at the new start so a restart can replay from it.

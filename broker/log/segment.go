@@ -3,6 +3,7 @@ package log
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -143,7 +144,8 @@ func (s *segment) sync() error {
 }
 
 // seal finishes a segment that stops being active: a final time-index entry
-// for its max timestamp, everything on disk.
+// for its max timestamp (which is how Open learns the segment's newest
+// timestamp), everything on disk, .txnindex included.
 func (s *segment) seal() error {
 	if s.maxTs >= 0 && s.next > s.base {
 		s.tix.maybeAppend(s.maxTs, s.next-1)
@@ -157,7 +159,10 @@ func (s *segment) seal() error {
 	if err := s.idx.flush(true); err != nil {
 		return err
 	}
-	return s.tix.flush(true)
+	if err := s.tix.flush(true); err != nil {
+		return err
+	}
+	return s.txn.sync()
 }
 
 func (s *segment) close() error { return s.f.Close() }
@@ -185,8 +190,52 @@ func (s *segment) truncateAt(pos int64, offset int64) error {
 	s.idx.truncateTo(offset)
 	s.tix.truncateTo(offset)
 	s.dirty = true
-	s.bytesSinceIndex = 0
+	// The max timestamp and the bytes since the last index entry are those
+	// of what is left: the time index up to the last offset-index entry,
+	// then the batches after it.
+	s.maxTs = -1
+	if ts, ok := s.tix.maxTimestamp(); ok {
+		s.maxTs = ts
+	}
+	from := int64(0)
+	if n := len(s.idx.pos); n > 0 {
+		from = int64(s.idx.pos[n-1])
+	}
+	if err := s.walkHeaders(from, func(h *record.Header, _ int64) error {
+		if h.MaxTimestamp > s.maxTs {
+			s.maxTs = h.MaxTimestamp
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	s.bytesSinceIndex = int(pos - from)
 	return s.txn.truncateTo(offset)
+}
+
+// walkHeaders reads the batch headers from byte pos to the end of the
+// segment (without reading the records or checking CRCs), calling fn for
+// each. A header that is not a batch's, or a batch running past the end of
+// the file, is an error.
+func (s *segment) walkHeaders(pos int64, fn func(h *record.Header, pos int64) error) error {
+	var hb [record.HeaderSize]byte
+	for pos < s.size {
+		if s.size-pos < record.HeaderSize {
+			return fmt.Errorf("%s: %d trailing bytes at position %d are not a batch header", s.f.Name(), s.size-pos, pos)
+		}
+		if _, err := s.f.ReadAt(hb[:], pos); err != nil {
+			return fmt.Errorf("read %s at %d: %v", s.f.Name(), pos, err)
+		}
+		h, _ := record.ParseHeader(hb[:])
+		if h.Magic != record.Magic || h.BatchLength < record.HeaderSize-record.LogOverhead || int64(h.Size()) > s.size-pos {
+			return fmt.Errorf("%s: bad batch header at position %d (magic %d, batchLength %d)", s.f.Name(), pos, h.Magic, h.BatchLength)
+		}
+		if err := fn(&h, pos); err != nil {
+			return err
+		}
+		pos += int64(h.Size())
+	}
+	return nil
 }
 
 // scanResult tells where a scan stopped.
@@ -197,9 +246,12 @@ type scanResult struct {
 }
 
 // scan reads batches from byte pos to the end of the segment, calling fn
-// for each. The batch slice is only valid during the call. With verify,
-// every CRC is checked; the scan stops at the first torn or corrupt batch
-// and reports it in corrupt (not as an error: recovery truncates there).
+// for each. The batch slice is only valid during the call. With verify
+// (always from pos 0), every CRC is checked and every batch must start
+// where the previous one ended, the first at the segment's base (Strand's
+// logs have no gaps, and baseOffset is outside the CRC); the scan stops at
+// the first torn or corrupt batch and reports it in corrupt (not as an
+// error: recovery truncates there).
 func (s *segment) scan(pos int64, verify bool, fn func(h *record.Header, pos int64, batch []byte) error) (scanResult, error) {
 	res := scanResult{end: pos, next: s.base}
 	const chunk = 1 << 20
@@ -256,8 +308,12 @@ func (s *segment) scan(pos int64, verify bool, fn func(h *record.Header, pos int
 					res.corrupt = fmt.Errorf("batch at position %d (offset %d): %v", res.end, h.BaseOffset, err)
 					return res, nil
 				}
-				if h.BaseOffset < res.next {
-					res.corrupt = fmt.Errorf("batch at position %d has offset %d below %d", res.end, h.BaseOffset, res.next)
+				if h.BaseOffset != res.next {
+					res.corrupt = fmt.Errorf("batch at position %d has offset %d, expected %d", res.end, h.BaseOffset, res.next)
+					return res, nil
+				}
+				if h.NextOffset()-s.base > math.MaxUint32 {
+					res.corrupt = fmt.Errorf("batch at position %d (offset %d) is beyond the segment's 32-bit relative offsets", res.end, h.BaseOffset)
 					return res, nil
 				}
 			}

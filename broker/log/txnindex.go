@@ -24,8 +24,9 @@ const txnIndexEntry = 34
 // entry would make an aborted transaction visible to read_committed readers
 // of an already-flushed segment.
 type txnIndex struct {
-	path    string
-	entries []AbortedTxn
+	path     string
+	entries  []AbortedTxn
+	unsynced bool // entries appended without an fsync
 }
 
 func (t *txnIndex) append(a AbortedTxn, sync bool) error {
@@ -47,8 +48,22 @@ func (t *txnIndex) append(a AbortedTxn, sync bool) error {
 		if err := f.Sync(); err != nil {
 			return err
 		}
+	} else {
+		t.unsynced = true
 	}
 	t.entries = append(t.entries, a)
+	return nil
+}
+
+// sync fsyncs the file if entries were appended without one.
+func (t *txnIndex) sync() error {
+	if !t.unsynced {
+		return nil
+	}
+	if err := syncFile(t.path); err != nil {
+		return err
+	}
+	t.unsynced = false
 	return nil
 }
 
@@ -63,6 +78,7 @@ func (t *txnIndex) rewrite() error {
 		binary.BigEndian.PutUint64(b[26:], uint64(a.LastStableOffset))
 		buf = append(buf, b[:]...)
 	}
+	t.unsynced = false
 	if len(buf) == 0 {
 		if err := os.Remove(t.path); err != nil && !os.IsNotExist(err) {
 			return err
