@@ -73,16 +73,16 @@ func (s *metadataService) DescribeFeatures(ctx context.Context, _ *pb.DescribeFe
 	}}}, nil
 }
 
-// FindCoordinator is answered by the coordinators once they exist.
+// FindCoordinator maps each key to the broker leading its partition of
+// the internal topic, creating the topic on first need.
 func (s *metadataService) FindCoordinator(ctx context.Context, req *pb.FindCoordinatorRequest) (*pb.FindCoordinatorResponse, error) {
-	if f, ok := s.d.Txn.(interface {
-		FindCoordinator(context.Context, *pb.FindCoordinatorRequest) (*pb.FindCoordinatorResponse, error)
-	}); ok {
-		return f.FindCoordinator(ctx, req)
-	}
 	resp := &pb.FindCoordinatorResponse{}
 	for _, k := range req.Keys {
-		resp.Coordinators = append(resp.Coordinators, &pb.Coordinator{Key: k, NodeId: -1, ErrorCode: pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, ErrorMessage: "this node runs no coordinator"})
+		if s.d.Locator == nil {
+			resp.Coordinators = append(resp.Coordinators, &pb.Coordinator{Key: k, NodeId: -1, ErrorCode: pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, ErrorMessage: "this node runs no coordinator"})
+			continue
+		}
+		resp.Coordinators = append(resp.Coordinators, s.d.Locator.Find(ctx, req.KeyType, k))
 	}
 	return resp, nil
 }

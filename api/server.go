@@ -30,7 +30,9 @@ type Deps struct {
 	// Addr maps node ids to gRPC addresses.
 	Addr   controller.AddressBook
 	Logger *slog.Logger
-	// Txn and Groups are set once those coordinators exist.
+	// Locator answers FindCoordinator.
+	Locator *coordinator.Locator
+	// Txn and Groups are the coordinators (nil on controller-only nodes).
 	Txn    TxnHooks
 	Groups pb.GroupsServer
 }

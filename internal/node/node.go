@@ -26,6 +26,8 @@ import (
 	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/coordinator"
+	"github.com/strand-io/strand/coordinator/group"
+	"github.com/strand-io/strand/coordinator/txn"
 	"github.com/strand-io/strand/internal/clock"
 	"github.com/strand-io/strand/internal/errs"
 	"github.com/strand-io/strand/internal/gossip"
@@ -59,6 +61,10 @@ type Config struct {
 	QuorumTimeouts    QuorumTimeouts
 	HeartbeatInterval time.Duration
 	MessageMaxBytes   int
+	// TxnTopic and OffsetsTopic configure the internal topics (in dev mode
+	// replication factor and min ISR are lowered to 1).
+	TxnTopic, OffsetsTopic coordinator.InternalTopic
+	GroupConfig            group.Config
 
 	// Dial routes this node's outgoing gRPC connections (the fault layer).
 	Dial rpc.DialFunc
@@ -82,6 +88,9 @@ func DefaultConfig(id int32, dataDir string) Config {
 		ReplicationConfig: replication.DefaultConfig(id),
 		HeartbeatInterval: 2 * time.Second,
 		MessageMaxBytes:   1048588,
+		TxnTopic:          coordinator.DefaultTransactionTopic(),
+		OffsetsTopic:      coordinator.DefaultOffsetsTopic(),
+		GroupConfig:       group.DefaultConfig(id),
 	}
 }
 
@@ -103,6 +112,9 @@ type Node struct {
 	Parts      *broker.Manager
 	Repl       *replication.Manager
 	PIDs       *coordinator.ProducerIDManager
+	Locator    *coordinator.Locator
+	TxnClient  *txn.Client
+	Groups     *group.Coordinator
 
 	applied   atomic.Int64
 	clusterID atomic.Pointer[string]
@@ -230,6 +242,18 @@ func Start(cfg Config) (*Node, error) {
 		n.Repl.Start()
 		n.PIDs = coordinator.NewProducerIDManager(&blockSource{n: n}, lg)
 		deps.Repl, deps.PIDs = n.Repl, n.PIDs
+		txnTopic, offTopic := cfg.TxnTopic, cfg.OffsetsTopic
+		if cfg.Dev {
+			txnTopic.ReplicationFactor, txnTopic.MinISR = 1, 1
+			offTopic.ReplicationFactor, offTopic.MinISR = 1, 1
+		}
+		n.Locator = coordinator.NewLocator(n.Repl, n.Remote, txnTopic, offTopic)
+		n.TxnClient = txn.NewClient(n.Locator, n.pool)
+		gc := cfg.GroupConfig
+		gc.NodeID, gc.Topic, gc.Logger = cfg.NodeID, offTopic, lg
+		n.Groups = group.New(gc, n.Repl, n.Locator, n.TxnClient, cfg.Clock)
+		n.Groups.Start()
+		deps.Groups, deps.Locator = n.Groups, n.Locator
 		var src controller.MetadataSource
 		if n.Quorum != nil {
 			src = n.Quorum.FSM
@@ -391,6 +415,9 @@ func (n *Node) shutdown(clean bool) error {
 	}
 	if n.PIDs != nil {
 		n.PIDs.Stop()
+	}
+	if n.Groups != nil {
+		n.Groups.Stop()
 	}
 	if n.Parts != nil {
 		if clean {

@@ -1,0 +1,148 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf16"
+
+	"github.com/strand-io/strand/controller"
+	"github.com/strand-io/strand/internal/config"
+	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/replication"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// InternalTopic configures one of the two internal topics.
+type InternalTopic struct {
+	Name              string
+	Partitions        int32
+	ReplicationFactor int32
+	MinISR            int
+	SegmentBytes      int64
+}
+
+// DefaultTransactionTopic is __transaction_state with Kafka's defaults
+// (transaction.state.log.num.partitions 50, replication factor 3, min ISR 2,
+// 100 MiB segments).
+func DefaultTransactionTopic() InternalTopic {
+	return InternalTopic{Name: controller.InternalTransactionTopic, Partitions: 50, ReplicationFactor: 3, MinISR: 2, SegmentBytes: 100 << 20}
+}
+
+// DefaultOffsetsTopic is __consumer_offsets with Kafka's defaults.
+func DefaultOffsetsTopic() InternalTopic {
+	return InternalTopic{Name: controller.InternalOffsetsTopic, Partitions: 50, ReplicationFactor: 3, MinISR: 2, SegmentBytes: 100 << 20}
+}
+
+// JavaStringHash is Java's String.hashCode over UTF-16 code units.
+func JavaStringHash(s string) int32 {
+	var h int32
+	for _, u := range utf16.Encode([]rune(s)) {
+		h = 31*h + int32(u)
+	}
+	return h
+}
+
+// PartitionFor maps a transactional id or group id to its internal-topic
+// partition exactly as Kafka does: Utils.abs(key.hashCode()) % n.
+func PartitionFor(key string, n int32) int32 {
+	h := JavaStringHash(key)
+	if h == -1<<31 {
+		h = 0
+	} else if h < 0 {
+		h = -h
+	}
+	return h % n
+}
+
+// Locator answers FindCoordinator: the leader of the key's partition of
+// the internal topic, creating the topic on first need.
+type Locator struct {
+	repl   *replication.Manager
+	remote *controller.Remote
+	topics map[pb.CoordinatorType]InternalTopic
+
+	mu sync.Mutex // one creation at a time
+}
+
+// NewLocator returns a locator for the two internal topics.
+func NewLocator(repl *replication.Manager, remote *controller.Remote, txn, offsets InternalTopic) *Locator {
+	return &Locator{repl: repl, remote: remote, topics: map[pb.CoordinatorType]InternalTopic{pb.CoordinatorType_TRANSACTION: txn, pb.CoordinatorType_GROUP: offsets}}
+}
+
+// Topic returns the internal topic for a coordinator type.
+func (l *Locator) Topic(t pb.CoordinatorType) InternalTopic { return l.topics[t] }
+
+// Find locates the coordinator of key.
+func (l *Locator) Find(ctx context.Context, typ pb.CoordinatorType, key string) *pb.Coordinator {
+	out := &pb.Coordinator{Key: key, NodeId: -1}
+	it, ok := l.topics[typ]
+	if !ok {
+		out.ErrorCode, out.ErrorMessage = pb.ErrorCode_INVALID_REQUEST, fmt.Sprintf("unknown coordinator type %v", typ)
+		return out
+	}
+	if key == "" {
+		out.ErrorCode, out.ErrorMessage = pb.ErrorCode_INVALID_REQUEST, "an empty key has no coordinator"
+		return out
+	}
+	if err := l.ensure(ctx, it); err != nil {
+		out.ErrorCode, out.ErrorMessage = pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, err.Error()
+		return out
+	}
+	img := l.repl.Image()
+	out.Partition = PartitionFor(key, it.Partitions)
+	p := img.Partition(it.Name, out.Partition)
+	if p == nil || p.Leader < 0 {
+		out.ErrorCode, out.ErrorMessage = pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, fmt.Sprintf("%s-%d has no leader", it.Name, out.Partition)
+		return out
+	}
+	b := img.Brokers[p.Leader]
+	if b == nil {
+		out.ErrorCode, out.ErrorMessage = pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, fmt.Sprintf("leader %d of %s-%d is not registered", p.Leader, it.Name, out.Partition)
+		return out
+	}
+	out.NodeId, out.Address = b.ID, b.Address
+	return out
+}
+
+// ensure creates the internal topic if it does not exist yet.
+func (l *Locator) ensure(ctx context.Context, it InternalTopic) error {
+	if l.repl.Image().Topic(it.Name) != nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.repl.Image().Topic(it.Name) != nil {
+		return nil
+	}
+	req := &pb.CreateTopicsRequest{TimeoutMs: 10000, Topics: []*pb.CreatableTopic{{
+		Name: it.Name, NumPartitions: it.Partitions, ReplicationFactor: it.ReplicationFactor,
+		Configs: map[string]string{config.MinInsyncReplicas: strconv.Itoa(it.MinISR), config.SegmentBytes: strconv.FormatInt(it.SegmentBytes, 10)},
+	}}}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var resp *pb.CreateTopicsResponse
+	err := l.remote.Call(cctx, func(ctx context.Context, c pb.ControllerClient) error {
+		var err error
+		resp, err = c.CreateTopics(ctx, req)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("creating %s: %w", it.Name, err)
+	}
+	r := resp.Topics[0]
+	if r.ErrorCode != pb.ErrorCode_NONE && r.ErrorCode != pb.ErrorCode_TOPIC_ALREADY_EXISTS {
+		return errs.New(r.ErrorCode, "%s", r.ErrorMessage)
+	}
+	// Wait (briefly) until this broker's image has it.
+	for i := 0; i < 200 && l.repl.Image().Topic(it.Name) == nil; i++ {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return nil
+}

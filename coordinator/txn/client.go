@@ -1,0 +1,86 @@
+package txn
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/strand-io/strand/coordinator"
+	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/internal/rpc"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// Client is how a partition leader (on the produce path) and the group
+// coordinator (for TxnOffsetCommit) add a partition to a transaction: an
+// AddPartitionsToTxn to the transaction's coordinator, wherever it runs.
+type Client struct {
+	loc  *coordinator.Locator
+	pool *rpc.Pool
+}
+
+// NewClient returns a client.
+func NewClient(loc *coordinator.Locator, pool *rpc.Pool) *Client { return &Client{loc: loc, pool: pool} }
+
+// AddPartition adds topic-partition to the producer's open transaction
+// (starting one in version 2 if none is open). Coordinator moves and loads
+// are retried within ctx; every other error is the coordinator's answer.
+func (c *Client) AddPartition(ctx context.Context, transactionalID string, pid int64, epoch int16, topic string, partition int32) error {
+	return c.call(ctx, transactionalID, pid, epoch, false, topic, partition)
+}
+
+// Verify checks that topic-partition is already in the producer's
+// transaction (the verify-only mode for clients older than version 2).
+func (c *Client) Verify(ctx context.Context, transactionalID string, pid int64, epoch int16, topic string, partition int32) error {
+	return c.call(ctx, transactionalID, pid, epoch, true, topic, partition)
+}
+
+func (c *Client) call(ctx context.Context, transactionalID string, pid int64, epoch int16, verifyOnly bool, topic string, partition int32) error {
+	req := &pb.AddPartitionsToTxnRequest{Transactions: []*pb.AddPartitionsToTxnTransaction{{
+		TransactionalId: transactionalID, ProducerId: pid, ProducerEpoch: int32(epoch), VerifyOnly: verifyOnly,
+		Partitions: []*pb.TopicPartition{{Topic: topic, Partition: partition}},
+	}}}
+	var last error
+	for attempt := 0; ; attempt++ {
+		err := c.once(ctx, transactionalID, req)
+		if err == nil {
+			return nil
+		}
+		code := errs.CodeOf(err)
+		if code != pb.ErrorCode_NOT_COORDINATOR && code != pb.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS && code != pb.ErrorCode_COORDINATOR_NOT_AVAILABLE {
+			return err
+		}
+		last = err
+		d := time.Duration(min(attempt+1, 10)) * 20 * time.Millisecond
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("add %s-%d to transaction %q: %w", topic, partition, transactionalID, last)
+		case <-time.After(d):
+		}
+	}
+}
+
+func (c *Client) once(ctx context.Context, transactionalID string, req *pb.AddPartitionsToTxnRequest) error {
+	co := c.loc.Find(ctx, pb.CoordinatorType_TRANSACTION, transactionalID)
+	if err := errs.FromCode(co.ErrorCode, co.ErrorMessage); err != nil {
+		return err
+	}
+	conn, err := c.pool.Get(co.Address)
+	if err != nil {
+		return errs.New(pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, "%v", err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := pb.NewTransactionsClient(conn).AddPartitionsToTxn(rctx, req)
+	if err != nil {
+		return errs.New(pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, "AddPartitionsToTxn to node %d: %v", co.NodeId, err)
+	}
+	for _, r := range resp.Results {
+		for _, p := range r.Partitions {
+			if err := errs.FromCode(p.ErrorCode, p.ErrorMessage); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
