@@ -11,8 +11,8 @@ import (
 	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/internal/config"
 	"github.com/strand-io/strand/internal/errs"
-	"github.com/strand-io/strand/replication"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/replication"
 )
 
 // InternalTopic configures one of the two internal topics.

@@ -14,8 +14,8 @@ import (
 
 	"github.com/strand-io/strand/coordinator"
 	"github.com/strand-io/strand/internal/clock"
-	"github.com/strand-io/strand/replication"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/replication"
 )
 
 // Config tunes the group coordinator (Kafka's names).

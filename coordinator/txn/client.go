@@ -20,7 +20,9 @@ type Client struct {
 }
 
 // NewClient returns a client.
-func NewClient(loc *coordinator.Locator, pool *rpc.Pool) *Client { return &Client{loc: loc, pool: pool} }
+func NewClient(loc *coordinator.Locator, pool *rpc.Pool) *Client {
+	return &Client{loc: loc, pool: pool}
+}
 
 // AddPartition adds topic-partition to the producer's open transaction
 // (starting one in version 2 if none is open). Coordinator moves and loads
