@@ -17,13 +17,6 @@ type producerService struct {
 	d *Deps
 }
 
-// TxnVerifier is implemented by the transaction coordinator client on the
-// produce path: before a transactional batch is appended, the partition
-// must be in the producer's transaction (KIP-890 AddPartitionsToTxn).
-type TxnVerifier interface {
-	VerifyOrAdd(ctx context.Context, transactionalID string, pid int64, epoch int16, topic string, partition int32) error
-}
-
 // Produce appends the requests of one stream in arrival order and answers
 // each when it is complete (see producer.proto).
 func (s *producerService) Produce(stream pb.Producer_ProduceServer) error {
@@ -161,14 +154,44 @@ func (s *producerService) appendOne(ctx context.Context, req *pb.ProduceRequest,
 		pos += h.Size()
 	}
 	if txnHeader != nil {
-		v, ok := s.d.Txn.(TxnVerifier)
-		if !ok || req.TransactionalId == "" {
-			return nil, errs.New(pb.ErrorCode_INVALID_TXN_STATE, "transactional batches need a transactional id and a transaction coordinator")
-		}
-		if err := v.VerifyOrAdd(ctx, req.TransactionalId, txnHeader.ProducerID, txnHeader.ProducerEpoch, pr.Topic, pr.Partition); err != nil {
+		if err := s.addToTxn(ctx, req.TransactionalId, txnHeader, pr.Topic, pr.Partition); err != nil {
 			return nil, err
 		}
 	}
 	a := s.d.Repl.AppendLeader(pr.Topic, pr.Partition, pr.Records, req.Acks)
 	return a, a.Err
+}
+
+// addToTxn makes sure the partition is in the producer's transaction before
+// a transactional batch is appended (KIP-890: the partition leader adds it
+// itself), so no transactional batch is ever on disk without its
+// coordinator knowing. A partition where the producer already has its
+// transaction open at this epoch needs nothing.
+func (s *producerService) addToTxn(ctx context.Context, txnID string, h *record.Header, topic string, partition int32) error {
+	if txnID == "" {
+		return errs.New(pb.ErrorCode_INVALID_TXN_STATE, "a transactional batch needs the producer's transactional id")
+	}
+	if s.d.TxnClient == nil {
+		return errs.New(pb.ErrorCode_NOT_ENOUGH_REPLICAS, "node %d cannot reach a transaction coordinator", s.d.NodeID)
+	}
+	if p, err := s.d.Repl.Partition(topic, partition); err == nil {
+		if epoch, open := p.Log.ProducerTxn(h.ProducerID); open && epoch == h.ProducerEpoch {
+			return nil
+		}
+	}
+	vctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err := s.d.TxnClient.AddPartition(vctx, txnID, h.ProducerID, h.ProducerEpoch, topic, partition)
+	switch errs.CodeOf(err) {
+	case pb.ErrorCode_NONE:
+		return nil
+	case pb.ErrorCode_PRODUCER_FENCED:
+		// The producer sees its epoch refused on produce (DESIGN §5).
+		_, msg := errs.Split(err)
+		return errs.New(pb.ErrorCode_INVALID_PRODUCER_EPOCH, "%s", msg)
+	case pb.ErrorCode_NOT_COORDINATOR, pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, pb.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS, pb.ErrorCode_UNKNOWN_SERVER_ERROR:
+		_, msg := errs.Split(err)
+		return errs.New(pb.ErrorCode_NOT_ENOUGH_REPLICAS, "the transaction coordinator of %q is not available: %s", txnID, msg)
+	}
+	return err
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/coordinator"
+	"github.com/strand-io/strand/coordinator/txn"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/replication"
 )
@@ -32,15 +33,11 @@ type Deps struct {
 	Logger *slog.Logger
 	// Locator answers FindCoordinator.
 	Locator *coordinator.Locator
-	// Txn and Groups are the coordinators (nil on controller-only nodes).
-	Txn    TxnHooks
-	Groups pb.GroupsServer
-}
-
-// TxnHooks is what the produce path and the Transactions service need from
-// the transaction coordinator.
-type TxnHooks interface {
-	pb.TransactionsServer
+	// TxnCoord and Groups are the coordinators; TxnClient adds partitions
+	// to transactions from the produce path.
+	TxnCoord  *txn.Coordinator
+	TxnClient *txn.Client
+	Groups    pb.GroupsServer
 }
 
 // Register installs every service this node serves on s.
@@ -53,11 +50,7 @@ func Register(s *grpc.Server, d *Deps) {
 		pb.RegisterConsumerServer(s, &consumerService{d: d})
 		pb.RegisterMetadataServer(s, &metadataService{d: d})
 		pb.RegisterAdminServer(s, &adminService{d: d})
-		if d.Txn != nil {
-			pb.RegisterTransactionsServer(s, d.Txn)
-		} else {
-			pb.RegisterTransactionsServer(s, &idempotentOnly{d: d})
-		}
+		pb.RegisterTransactionsServer(s, &transactionsService{d: d})
 		if d.Groups != nil {
 			pb.RegisterGroupsServer(s, d.Groups)
 		}

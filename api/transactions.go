@@ -2,24 +2,51 @@ package api
 
 import (
 	"context"
+	"time"
 
+	"github.com/strand-io/strand/broker"
+	"github.com/strand-io/strand/controller"
+	"github.com/strand-io/strand/coordinator/txn"
 	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/internal/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-// idempotentOnly serves InitProducerId for idempotent producers when no
-// transaction coordinator runs here.
-type idempotentOnly struct {
+// GroupMarkers is the group coordinator's hook for markers written to
+// __consumer_offsets partitions.
+type GroupMarkers interface {
+	OnTxnMarker(partition int32, pid int64, committed bool)
+}
+
+// transactionsService routes the Transactions RPCs: InitProducerId,
+// AddPartitionsToTxn, EndTxn, DescribeTransactions and ListTransactions to
+// the transaction coordinator; WriteTxnMarkers and DescribeProducers to
+// the partitions this broker leads.
+type transactionsService struct {
 	pb.UnimplementedTransactionsServer
 	d *Deps
 }
 
-// InitProducerId hands out a fresh producer id (epoch 0) from this broker's block.
-func (s *idempotentOnly) InitProducerId(ctx context.Context, req *pb.InitProducerIdRequest) (*pb.InitProducerIdResponse, error) {
-	if req.TransactionalId != "" {
-		return &pb.InitProducerIdResponse{ErrorCode: pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, ErrorMessage: "this node runs no transaction coordinator", ProducerId: -1, ProducerEpoch: -1}, nil
+func (s *transactionsService) noCoordinator() error {
+	return errs.New(pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, "node %d runs no transaction coordinator", s.d.NodeID)
+}
+
+// InitProducerId hands out producer ids: from this broker's block without a
+// transactional id, from the coordinator with one.
+func (s *transactionsService) InitProducerId(ctx context.Context, req *pb.InitProducerIdRequest) (*pb.InitProducerIdResponse, error) {
+	if req.TransactionalId == "" {
+		return InitIdempotent(ctx, s.d, req), nil
 	}
-	return InitIdempotent(ctx, s.d, req), nil
+	if s.d.TxnCoord == nil {
+		code, msg := errs.Split(s.noCoordinator())
+		return &pb.InitProducerIdResponse{ErrorCode: code, ErrorMessage: msg, ProducerId: -1, ProducerEpoch: -1}, nil
+	}
+	res, err := s.d.TxnCoord.InitProducerId(ctx, req.TransactionalId, req.TransactionTimeoutMs, req.ProducerId, int16(req.ProducerEpoch))
+	if err != nil {
+		code, msg := errs.Split(err)
+		return &pb.InitProducerIdResponse{ErrorCode: code, ErrorMessage: msg, ProducerId: -1, ProducerEpoch: -1}, nil
+	}
+	return &pb.InitProducerIdResponse{ProducerId: res.ProducerID, ProducerEpoch: int32(res.Epoch)}, nil
 }
 
 // InitIdempotent answers InitProducerId without a transactional id.
@@ -30,4 +57,107 @@ func InitIdempotent(ctx context.Context, d *Deps, req *pb.InitProducerIdRequest)
 		return &pb.InitProducerIdResponse{ErrorCode: code, ErrorMessage: msg, ProducerId: -1, ProducerEpoch: -1}
 	}
 	return &pb.InitProducerIdResponse{ProducerId: id, ProducerEpoch: 0}
+}
+
+// EndTxn commits or aborts.
+func (s *transactionsService) EndTxn(ctx context.Context, req *pb.EndTxnRequest) (*pb.EndTxnResponse, error) {
+	if s.d.TxnCoord == nil {
+		code, msg := errs.Split(s.noCoordinator())
+		return &pb.EndTxnResponse{ErrorCode: code, ErrorMessage: msg}, nil
+	}
+	res, err := s.d.TxnCoord.EndTxn(ctx, req.TransactionalId, req.ProducerId, int16(req.ProducerEpoch), req.Committed)
+	code, msg := errs.Split(err)
+	return &pb.EndTxnResponse{ErrorCode: code, ErrorMessage: msg, ProducerId: res.ProducerID, ProducerEpoch: int32(res.Epoch)}, nil
+}
+
+// AddPartitionsToTxn adds (or verifies) partitions of transactions.
+func (s *transactionsService) AddPartitionsToTxn(ctx context.Context, req *pb.AddPartitionsToTxnRequest) (*pb.AddPartitionsToTxnResponse, error) {
+	resp := &pb.AddPartitionsToTxnResponse{}
+	for _, t := range req.Transactions {
+		r := &pb.AddPartitionsToTxnResult{TransactionalId: t.TransactionalId}
+		resp.Results = append(resp.Results, r)
+		var err error
+		if s.d.TxnCoord == nil {
+			err = s.noCoordinator()
+		} else {
+			tps := make([]txn.TopicPartition, len(t.Partitions))
+			for i, p := range t.Partitions {
+				tps[i] = txn.TopicPartition{Topic: p.Topic, Partition: p.Partition}
+			}
+			err = s.d.TxnCoord.AddPartitions(ctx, t.TransactionalId, t.ProducerId, int16(t.ProducerEpoch), t.VerifyOnly, tps)
+		}
+		code, msg := errs.Split(err)
+		for _, p := range t.Partitions {
+			r.Partitions = append(r.Partitions, &pb.PartitionError{Topic: p.Topic, Partition: p.Partition, ErrorCode: code, ErrorMessage: msg})
+		}
+	}
+	return resp, nil
+}
+
+// WriteTxnMarkers appends COMMIT/ABORT markers on partitions this broker
+// leads, each waited for until the ISR has it.
+func (s *transactionsService) WriteTxnMarkers(ctx context.Context, req *pb.WriteTxnMarkersRequest) (*pb.WriteTxnMarkersResponse, error) {
+	resp := &pb.WriteTxnMarkersResponse{}
+	for _, m := range req.Markers {
+		r := &pb.TxnMarkerResult{ProducerId: m.ProducerId}
+		resp.Markers = append(resp.Markers, r)
+		typ := record.ControlAbort
+		if m.Committed {
+			typ = record.ControlCommit
+		}
+		coordEpoch := m.CoordinatorEpoch
+		if coordEpoch < 0 {
+			coordEpoch = 0
+		}
+		for _, tp := range m.Partitions {
+			_, err := s.d.Repl.WriteMarker(ctx, tp.Topic, tp.Partition, m.ProducerId, int16(m.ProducerEpoch), coordEpoch, typ, m.TransactionVersion, 10*time.Second)
+			if err == nil && tp.Topic == controller.InternalOffsetsTopic {
+				if g, ok := s.d.Groups.(GroupMarkers); ok {
+					g.OnTxnMarker(tp.Partition, m.ProducerId, m.Committed)
+				}
+			}
+			code, msg := errs.Split(err)
+			r.Partitions = append(r.Partitions, &pb.PartitionError{Topic: tp.Topic, Partition: tp.Partition, ErrorCode: code, ErrorMessage: msg})
+		}
+	}
+	return resp, nil
+}
+
+// DescribeTransactions reports transactional ids this broker coordinates.
+func (s *transactionsService) DescribeTransactions(ctx context.Context, req *pb.DescribeTransactionsRequest) (*pb.DescribeTransactionsResponse, error) {
+	if s.d.TxnCoord == nil {
+		return &pb.DescribeTransactionsResponse{}, nil
+	}
+	return &pb.DescribeTransactionsResponse{Transactions: s.d.TxnCoord.Describe(req.TransactionalIds)}, nil
+}
+
+// ListTransactions lists transactional ids this broker coordinates.
+func (s *transactionsService) ListTransactions(ctx context.Context, req *pb.ListTransactionsRequest) (*pb.ListTransactionsResponse, error) {
+	if s.d.TxnCoord == nil {
+		return &pb.ListTransactionsResponse{CoordinatorId: s.d.NodeID}, nil
+	}
+	return s.d.TxnCoord.List(req)
+}
+
+// DescribeProducers lists the active producers of partitions this broker leads.
+func (s *transactionsService) DescribeProducers(ctx context.Context, req *pb.DescribeProducersRequest) (*pb.DescribeProducersResponse, error) {
+	resp := &pb.DescribeProducersResponse{}
+	for _, tp := range req.Partitions {
+		out := &pb.PartitionProducers{Topic: tp.Topic, Partition: tp.Partition, HighWatermark: -1, LastStableOffset: -1}
+		resp.Partitions = append(resp.Partitions, out)
+		p, err := s.d.Repl.Partition(tp.Topic, tp.Partition)
+		if err == nil && p.Leadership().Role != broker.RoleLeader {
+			err = errs.New(pb.ErrorCode_NOT_LEADER_OR_FOLLOWER, "broker %d is not the leader of %s-%d", s.d.NodeID, tp.Topic, tp.Partition)
+		}
+		if err != nil {
+			out.ErrorCode, out.ErrorMessage = errs.Split(err)
+			continue
+		}
+		out.HighWatermark, out.LastStableOffset = p.HighWatermark(), p.LastStableOffset()
+		for _, e := range p.Log.Producers() {
+			out.ActiveProducers = append(out.ActiveProducers, &pb.ProducerState{ProducerId: e.ProducerID, ProducerEpoch: int32(e.Epoch),
+				LastSequence: e.LastSequence(), LastTimestamp: e.LastTimestamp, CoordinatorEpoch: e.CoordinatorEpoch, CurrentTxnStartOffset: e.CurrentTxnFirstOffset})
+		}
+	}
+	return resp, nil
 }

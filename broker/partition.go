@@ -236,13 +236,18 @@ func (p *Partition) AppendAsLeader(batches []byte, requiredAcks int32) (log.Appe
 
 // AppendMarker writes a transaction marker if this replica leads.
 func (p *Partition) AppendMarker(pid int64, epoch int16, coordinatorEpoch int32, typ record.ControlType) (log.MarkerResult, int32, error) {
+	return p.AppendMarkerVersion(pid, epoch, coordinatorEpoch, typ, 2)
+}
+
+// AppendMarkerVersion writes a marker under a transaction version's epoch rule.
+func (p *Partition) AppendMarkerVersion(pid int64, epoch int16, coordinatorEpoch int32, typ record.ControlType, txnVersion int32) (log.MarkerResult, int32, error) {
 	p.leaderMu.RLock()
 	defer p.leaderMu.RUnlock()
 	l := p.lead
 	if l.Role != RoleLeader {
 		return log.MarkerResult{}, l.LeaderEpoch, p.notLeader(l)
 	}
-	res, err := p.Log.AppendMarker(pid, epoch, coordinatorEpoch, typ, l.LeaderEpoch)
+	res, err := p.Log.AppendMarkerVersion(pid, epoch, coordinatorEpoch, typ, l.LeaderEpoch, txnVersion)
 	if err == nil && !res.AlreadyDone {
 		p.wake()
 	}

@@ -491,7 +491,7 @@ func (p *Producer) drain() time.Duration {
 			p.pidState = pidNone
 		}
 		if p.pidState != pidReady {
-			if p.pidState == pidNone && p.pending > 0 {
+			if p.pidState == pidNone && p.pending > 0 && p.txn == nil {
 				p.pidState = pidFetching
 				go p.initProducerID()
 			}
@@ -499,7 +499,8 @@ func (p *Producer) drain() time.Duration {
 		}
 	}
 	if p.txn != nil && !p.txn.canSend() {
-		return 50 * time.Millisecond
+		p.failAllLocked(p.txn.fatal)
+		return 0
 	}
 	byBroker := map[int32][]*pbatch{}
 	needMeta := false
@@ -580,6 +581,23 @@ func (p *Producer) drain() time.Duration {
 		go p.refreshMeta()
 	}
 	return wait
+}
+
+// failAllLocked fails every batch not yet sent (a fenced producer).
+func (p *Producer) failAllLocked(err error) {
+	for _, pp := range p.parts {
+		if pp.open != nil {
+			p.closeOpen(pp)
+		}
+		for _, b := range pp.queued {
+			if b.inWindow {
+				removeBatch(&pp.window, b)
+				b.inWindow = false
+			}
+			p.completeLocked(b, -1, err)
+		}
+		pp.queued = nil
+	}
 }
 
 func (p *Producer) totalInflight() int {
@@ -671,22 +689,15 @@ func (p *Producer) initProducerID() {
 	var resp *pb.InitProducerIdResponse
 	var err error
 	for attempt := 0; p.ctx.Err() == nil; attempt++ {
-		if p.txn != nil {
-			resp, err = p.txnInitProducerID(p.ctx)
-		} else {
-			err = p.cl.any(p.ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
-				var e error
-				resp, e = pb.NewTransactionsClient(cc).InitProducerId(ctx, &pb.InitProducerIdRequest{ProducerId: -1, ProducerEpoch: -1})
-				return e
-			})
-			if err == nil {
-				err = errs.FromCode(resp.ErrorCode, resp.ErrorMessage)
-			}
+		err = p.cl.any(p.ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
+			var e error
+			resp, e = pb.NewTransactionsClient(cc).InitProducerId(ctx, &pb.InitProducerIdRequest{ProducerId: -1, ProducerEpoch: -1})
+			return e
+		})
+		if err == nil {
+			err = errs.FromCode(resp.ErrorCode, resp.ErrorMessage)
 		}
 		if err == nil {
-			break
-		}
-		if !errs.IsRetriable(err) && p.txn != nil {
 			break
 		}
 		p.cl.lg.Debug("InitProducerId failed; retrying", "err", err)
@@ -699,9 +710,6 @@ func (p *Producer) initProducerID() {
 	if err != nil {
 		p.pidErr = err
 		p.pidState = pidNone
-		if p.txn != nil {
-			p.txn.fail(err)
-		}
 		return
 	}
 	p.pid, p.epoch = resp.ProducerId, int16(resp.ProducerEpoch)

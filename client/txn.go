@@ -1,21 +1,22 @@
 package client
 
 import (
-	"context"
 	"errors"
+	"fmt"
 	"sync"
-
-	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-// txnState is a transactional producer's state (see transactions.go).
+// txnState is a transactional producer's state (transactions.go drives it).
 type txnState struct {
-	mu         sync.Mutex
-	inTxn      bool
-	partitions map[TopicPartition]bool
-	err        error // abortable or fatal error of the current transaction
-	fatal      error
-	acks       int
+	mu          sync.Mutex
+	initialized bool
+	inTxn       bool
+	produced    bool
+	offsetsSent bool
+	partitions  map[TopicPartition]bool
+	err         error // why the current transaction must be aborted
+	fatal       error // why the producer can only be closed
+	acks        int
 }
 
 func newTxnState() *txnState { return &txnState{partitions: map[TopicPartition]bool{}} }
@@ -27,11 +28,14 @@ func (t *txnState) checkProduce() error {
 	switch {
 	case t.fatal != nil:
 		return t.fatal
+	case !t.initialized:
+		return errors.New("strand: a transactional producer needs InitTransactions before producing")
 	case !t.inTxn:
 		return errors.New("strand: Produce on a transactional producer needs BeginTransaction first")
 	case t.err != nil:
-		return errors.Join(ErrAbortable, t.err)
+		return fmt.Errorf("%w: %w", ErrAbortable, t.err)
 	}
+	t.produced = true
 	return nil
 }
 
@@ -55,7 +59,9 @@ func (t *txnState) canSend() bool {
 
 func (t *txnState) fail(err error) {
 	t.mu.Lock()
-	t.fatal = err
+	if t.fatal == nil {
+		t.fatal = err
+	}
 	t.mu.Unlock()
 }
 
@@ -68,8 +74,3 @@ func (t *txnState) abortable(err error) {
 }
 
 func (t *txnState) produceFailed(err error) { t.abortable(err) }
-
-// txnInitProducerID is InitProducerId through the coordinator.
-func (p *Producer) txnInitProducerID(ctx context.Context) (*pb.InitProducerIdResponse, error) {
-	return nil, errors.New("strand: transactions are not available yet")
-}

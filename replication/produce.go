@@ -59,6 +59,9 @@ func (m *Manager) AppendLeader(topic string, partition int32, records []byte, ac
 	return a
 }
 
+// LeaderEpoch is the leader epoch the append was made under.
+func (a *Append) LeaderEpoch() int32 { return a.epoch }
+
 // Wait completes an acks=all append: it returns once the HW passes the
 // batch, REQUEST_TIMED_OUT at ctx's end, NOT_LEADER_OR_FOLLOWER if
 // leadership moves first, and NOT_ENOUGH_REPLICAS_AFTER_APPEND when the
@@ -79,12 +82,12 @@ func (a *Append) Wait(ctx context.Context) error {
 
 // WriteMarker appends a transaction marker on a partition this node leads
 // and waits until the ISR has it (markers are always written with acks=all).
-func (m *Manager) WriteMarker(ctx context.Context, topic string, partition int32, pid int64, epoch int16, coordinatorEpoch int32, typ record.ControlType, timeout time.Duration) (log.MarkerResult, error) {
+func (m *Manager) WriteMarker(ctx context.Context, topic string, partition int32, pid int64, epoch int16, coordinatorEpoch int32, typ record.ControlType, txnVersion int32, timeout time.Duration) (log.MarkerResult, error) {
 	p, err := m.partitionFor(topic, partition)
 	if err != nil {
 		return log.MarkerResult{}, err
 	}
-	res, leaderEpoch, err := p.AppendMarker(pid, epoch, coordinatorEpoch, typ)
+	res, leaderEpoch, err := p.AppendMarkerVersion(pid, epoch, coordinatorEpoch, typ, txnVersion)
 	if err != nil || res.AlreadyDone {
 		return res, err
 	}

@@ -313,8 +313,15 @@ type MarkerResult struct {
 // AppendMarker writes a COMMIT or ABORT control batch for a producer, as a
 // coordinator's WriteTxnMarkers asks (epoch = the bumped producer epoch).
 func (l *Log) AppendMarker(pid int64, epoch int16, coordinatorEpoch int32, typ record.ControlType, leaderEpoch int32) (MarkerResult, error) {
+	return l.AppendMarkerVersion(pid, epoch, coordinatorEpoch, typ, leaderEpoch, 2)
+}
+
+// AppendMarkerVersion is AppendMarker with the transaction version of the
+// writer: 2 applies the strict epoch rule (the marker carries the bumped
+// epoch), lower versions and the admin abort accept the current epoch.
+func (l *Log) AppendMarkerVersion(pid int64, epoch int16, coordinatorEpoch int32, typ record.ControlType, leaderEpoch int32, txnVersion int32) (MarkerResult, error) {
 	l.mu.Lock()
-	res, err := l.appendMarkerLocked(pid, epoch, coordinatorEpoch, typ, leaderEpoch)
+	res, err := l.appendMarkerLocked(pid, epoch, coordinatorEpoch, typ, leaderEpoch, txnVersion)
 	l.mu.Unlock()
 	if err != nil || res.AlreadyDone {
 		return res, err
@@ -322,11 +329,15 @@ func (l *Log) AppendMarker(pid int64, epoch int16, coordinatorEpoch int32, typ r
 	return res, l.maybeFlush()
 }
 
-func (l *Log) appendMarkerLocked(pid int64, epoch int16, coordinatorEpoch int32, typ record.ControlType, leaderEpoch int32) (MarkerResult, error) {
+func (l *Log) appendMarkerLocked(pid int64, epoch int16, coordinatorEpoch int32, typ record.ControlType, leaderEpoch int32, txnVersion int32) (MarkerResult, error) {
 	if err := l.checkOpen(); err != nil {
 		return MarkerResult{}, err
 	}
-	done, err := l.psm.CheckMarker(pid, epoch, coordinatorEpoch)
+	check := l.psm.CheckMarker
+	if txnVersion < 2 {
+		check = l.psm.CheckLegacyMarker
+	}
+	done, err := check(pid, epoch, coordinatorEpoch)
 	if err != nil {
 		return MarkerResult{}, err
 	}

@@ -287,3 +287,15 @@ func (l *Log) headerOf(offset int64) (record.Header, bool, error) {
 	_, h, ok, err := s.findBatch(offset)
 	return h, ok, err
 }
+
+// ProducerTxn reports whether pid has a transaction open in this partition
+// and at which epoch.
+func (l *Log) ProducerTxn(pid int64) (epoch int16, open bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	e, ok := l.psm.Get(pid)
+	if !ok {
+		return -1, false
+	}
+	return e.Epoch, e.CurrentTxnFirstOffset >= 0
+}

@@ -296,6 +296,31 @@ func (m *ProducerStateManager) CheckMarker(pid int64, markerEpoch int16, coordin
 	return false, nil
 }
 
+// CheckLegacyMarker is CheckMarker for markers of transaction versions
+// before 2 (and for the partition-scoped admin abort, which writes with the
+// producer's current epoch): an epoch equal to the stored one is accepted
+// and ends the open transaction; with none open there is nothing to do
+// (alreadyDone).
+func (m *ProducerStateManager) CheckLegacyMarker(pid int64, markerEpoch int16, coordinatorEpoch int32) (alreadyDone bool, err error) {
+	s, ok := m.producers[pid]
+	if !ok {
+		return true, nil
+	}
+	if markerEpoch < s.epoch {
+		return false, errs.New(pb.ErrorCode_INVALID_PRODUCER_EPOCH,
+			"producerId=%d: marker epoch %d is older than the current epoch %d", pid, markerEpoch, s.epoch)
+	}
+	if coordinatorEpoch < s.coordEpoch {
+		return false, errs.New(pb.ErrorCode_TRANSACTION_COORDINATOR_FENCED,
+			"producerId=%d: marker from coordinator epoch %d, but coordinator epoch %d already wrote here",
+			pid, coordinatorEpoch, s.coordEpoch)
+	}
+	if markerEpoch == s.epoch && s.txnFirst < 0 {
+		return true, nil
+	}
+	return false, nil
+}
+
 // ApplyMarker records a marker written at markerOffset, whatever its
 // origin; it validates nothing. The producer (created if unknown) moves to
 // markerEpoch, forgetting its retained batches when the epoch changes so

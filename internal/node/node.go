@@ -65,6 +65,7 @@ type Config struct {
 	// replication factor and min ISR are lowered to 1).
 	TxnTopic, OffsetsTopic coordinator.InternalTopic
 	GroupConfig            group.Config
+	TxnConfig              txn.Config
 
 	// Dial routes this node's outgoing gRPC connections (the fault layer).
 	Dial rpc.DialFunc
@@ -91,6 +92,7 @@ func DefaultConfig(id int32, dataDir string) Config {
 		TxnTopic:          coordinator.DefaultTransactionTopic(),
 		OffsetsTopic:      coordinator.DefaultOffsetsTopic(),
 		GroupConfig:       group.DefaultConfig(id),
+		TxnConfig:         txn.DefaultConfig(id),
 	}
 }
 
@@ -115,6 +117,7 @@ type Node struct {
 	Locator    *coordinator.Locator
 	TxnClient  *txn.Client
 	Groups     *group.Coordinator
+	TxnCoord   *txn.Coordinator
 
 	applied   atomic.Int64
 	clusterID atomic.Pointer[string]
@@ -254,6 +257,11 @@ func Start(cfg Config) (*Node, error) {
 		n.Groups = group.New(gc, n.Repl, n.Locator, n.TxnClient, cfg.Clock)
 		n.Groups.Start()
 		deps.Groups, deps.Locator = n.Groups, n.Locator
+		tc := cfg.TxnConfig
+		tc.NodeID, tc.Topic, tc.Logger = cfg.NodeID, txnTopic, lg
+		n.TxnCoord = txn.New(tc, n.Repl, n.PIDs, n.pool, cfg.Clock)
+		n.TxnCoord.Start()
+		deps.TxnCoord, deps.TxnClient = n.TxnCoord, n.TxnClient
 		var src controller.MetadataSource
 		if n.Quorum != nil {
 			src = n.Quorum.FSM
@@ -418,6 +426,9 @@ func (n *Node) shutdown(clean bool) error {
 	}
 	if n.Groups != nil {
 		n.Groups.Stop()
+	}
+	if n.TxnCoord != nil {
+		n.TxnCoord.Stop()
 	}
 	if n.Parts != nil {
 		if clean {

@@ -38,8 +38,11 @@ type TransactionLogValue struct {
 	NextProducerId                   int64               `protobuf:"varint,9,opt,name=next_producer_id,json=nextProducerId,proto3" json:"next_producer_id,omitempty"`
 	ClientTransactionVersion         int32               `protobuf:"varint,10,opt,name=client_transaction_version,json=clientTransactionVersion,proto3" json:"client_transaction_version,omitempty"`
 	LastProducerEpoch                int32               `protobuf:"varint,11,opt,name=last_producer_epoch,json=lastProducerEpoch,proto3" json:"last_producer_epoch,omitempty"`
-	unknownFields                    protoimpl.UnknownFields
-	sizeCache                        protoimpl.SizeCache
+	// Why the coordinator bumped the epoch on its own ("timeout", "fenced"),
+	// so the producer's next request can be told.
+	Reason        string `protobuf:"bytes,12,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TransactionLogValue) Reset() {
@@ -147,6 +150,13 @@ func (x *TransactionLogValue) GetLastProducerEpoch() int32 {
 		return x.LastProducerEpoch
 	}
 	return 0
+}
+
+func (x *TransactionLogValue) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
 }
 
 type TxnLogPartitions struct {
@@ -451,7 +461,7 @@ var File_strand_v1_coordinator_proto protoreflect.FileDescriptor
 
 const file_strand_v1_coordinator_proto_rawDesc = "" +
 	"\n" +
-	"\x1bstrand/v1/coordinator.proto\x12\tstrand.v1\"\xf5\x04\n" +
+	"\x1bstrand/v1/coordinator.proto\x12\tstrand.v1\"\x8d\x05\n" +
 	"\x13TransactionLogValue\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x03R\n" +
 	"producerId\x12%\n" +
@@ -465,7 +475,8 @@ const file_strand_v1_coordinator_proto_rawDesc = "" +
 	"\x10next_producer_id\x18\t \x01(\x03R\x0enextProducerId\x12<\n" +
 	"\x1aclient_transaction_version\x18\n" +
 	" \x01(\x05R\x18clientTransactionVersion\x12.\n" +
-	"\x13last_producer_epoch\x18\v \x01(\x05R\x11lastProducerEpoch\"M\n" +
+	"\x13last_producer_epoch\x18\v \x01(\x05R\x11lastProducerEpoch\x12\x16\n" +
+	"\x06reason\x18\f \x01(\tR\x06reason\"M\n" +
 	"\x10TxnLogPartitions\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12#\n" +
 	"\rpartition_ids\x18\x02 \x03(\x05R\fpartitionIds\"\x9a\x01\n" +

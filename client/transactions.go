@@ -1,0 +1,355 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/strand-io/strand/internal/errs"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// Transactions (Kafka's protocol, version 2): InitTransactions once, then
+// for each transaction BeginTransaction, Produce, optionally
+// SendOffsetsToTransaction, and CommitTransaction or AbortTransaction.
+//
+// Errors fall in the four categories of Classify: retriable ones are
+// retried within max.block.ms; an abortable one (the transaction is
+// doomed: a record failed, the coordinator timed it out) leaves only
+// AbortTransaction; ErrProducerFenced (another instance with the same
+// transactional.id took over) leaves only Close; ErrCommitOutcomeUnknown
+// means retry CommitTransaction.
+
+// ErrAborted fails records that were still buffered when the transaction
+// was aborted; they were never sent.
+var ErrAborted = errors.New("strand: the transaction was aborted before the record was sent")
+
+func (p *Producer) requireTxn() (*txnState, error) {
+	if p.txn == nil {
+		return nil, errors.New("strand: this producer has no transactional.id (use client.TransactionalID)")
+	}
+	return p.txn, nil
+}
+
+// coordinatorCall runs fn against the coordinator of key (of typ),
+// retrying coordinator moves and loads and CONCURRENT_TRANSACTIONS within
+// max.block.ms (or ctx). sent reports whether some attempt reached a
+// coordinator, so an unanswered commit is known to be in doubt.
+func (p *Producer) coordinatorCall(ctx context.Context, typ pb.CoordinatorType, key string, fn func(ctx context.Context, cc *grpc.ClientConn) (pb.ErrorCode, string, error)) (sent bool, err error) {
+	bctx, cancel := context.WithTimeout(ctx, p.cfg.maxBlock)
+	defer cancel()
+	var last error
+	for attempt := 0; ; attempt++ {
+		var co *pb.Coordinator
+		ferr := p.cl.any(bctx, func(ctx context.Context, cc *grpc.ClientConn) error {
+			r, err := pb.NewMetadataClient(cc).FindCoordinator(ctx, &pb.FindCoordinatorRequest{KeyType: typ, Keys: []string{key}})
+			if err == nil {
+				co = r.Coordinators[0]
+			}
+			return err
+		})
+		switch {
+		case ferr != nil:
+			last = ferr
+		case co.ErrorCode != pb.ErrorCode_NONE:
+			last = errs.FromCode(co.ErrorCode, co.ErrorMessage)
+		default:
+			cc, err := p.cl.conn(co.Address)
+			if err != nil {
+				return sent, err
+			}
+			rctx, rcancel := context.WithTimeout(bctx, p.cfg.requestTimeout)
+			code, msg, err := fn(rctx, cc)
+			rcancel()
+			if err != nil {
+				sent = true
+				last = err
+				break
+			}
+			sent = true
+			e := errs.FromCode(code, msg)
+			if e == nil {
+				return sent, nil
+			}
+			last = e
+			if !errs.IsRetriable(e) {
+				return sent, e
+			}
+		}
+		if serr := sleepCtx(bctx, backoff(&p.cfg, attempt)); serr != nil {
+			return sent, fmt.Errorf("%w (after max.block.ms=%v; last error: %v)", ErrRequestTimedOut, p.cfg.maxBlock, last)
+		}
+	}
+}
+
+// InitTransactions obtains the producer id and epoch of the transactional
+// id, fencing any older producer with the same id (its open transaction is
+// aborted). It blocks up to max.block.ms.
+func (p *Producer) InitTransactions(ctx context.Context) error {
+	t, err := p.requireTxn()
+	if err != nil {
+		return err
+	}
+	var resp *pb.InitProducerIdResponse
+	_, err = p.coordinatorCall(ctx, pb.CoordinatorType_TRANSACTION, p.cfg.transactionalID, func(ctx context.Context, cc *grpc.ClientConn) (pb.ErrorCode, string, error) {
+		r, err := pb.NewTransactionsClient(cc).InitProducerId(ctx, &pb.InitProducerIdRequest{TransactionalId: p.cfg.transactionalID,
+			TransactionTimeoutMs: int32(p.cfg.txnTimeout / time.Millisecond), ProducerId: -1, ProducerEpoch: -1})
+		if err != nil {
+			return 0, "", err
+		}
+		resp = r
+		return r.ErrorCode, r.ErrorMessage, nil
+	})
+	if err != nil {
+		if errors.Is(err, ErrProducerFenced) {
+			t.fail(err)
+		}
+		return fmt.Errorf("InitTransactions for %q: %w", p.cfg.transactionalID, err)
+	}
+	p.mu.Lock()
+	p.pid, p.epoch, p.pidState = resp.ProducerId, int16(resp.ProducerEpoch), pidReady
+	for _, pp := range p.parts {
+		p.restartSequencesLocked(pp)
+	}
+	p.mu.Unlock()
+	t.mu.Lock()
+	t.initialized, t.inTxn, t.err = true, false, nil
+	t.mu.Unlock()
+	return nil
+}
+
+// BeginTransaction starts a transaction (locally: the partitions join it as
+// records reach their leaders).
+func (p *Producer) BeginTransaction() error {
+	t, err := p.requireTxn()
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.fatal != nil:
+		return t.fatal
+	case !t.initialized:
+		return errors.New("strand: BeginTransaction before InitTransactions")
+	case t.inTxn:
+		return errors.New("strand: a transaction is already open")
+	}
+	t.inTxn, t.produced, t.offsetsSent, t.err, t.acks = true, false, false, nil, 0
+	t.partitions = map[TopicPartition]bool{}
+	return nil
+}
+
+// SendOffsetsToTransaction commits a consumer group's offsets (the next
+// offset to read per partition) as part of the transaction: they become
+// visible only if it commits. gm is the consumer's GroupMetadata, which
+// fences zombies of older generations (KIP-447).
+func (p *Producer) SendOffsetsToTransaction(ctx context.Context, offsets map[TopicPartition]int64, gm GroupMetadata) error {
+	t, err := p.requireTxn()
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	switch {
+	case t.fatal != nil:
+		t.mu.Unlock()
+		return t.fatal
+	case !t.inTxn:
+		t.mu.Unlock()
+		return errors.New("strand: SendOffsetsToTransaction outside a transaction")
+	case t.err != nil:
+		t.mu.Unlock()
+		return fmt.Errorf("%w: %w", ErrAbortable, t.err)
+	}
+	t.offsetsSent = true
+	t.mu.Unlock()
+	p.mu.Lock()
+	pid, epoch := p.pid, p.epoch
+	p.mu.Unlock()
+	req := &pb.TxnOffsetCommitRequest{TransactionalId: p.cfg.transactionalID, GroupId: gm.GroupID, ProducerId: pid, ProducerEpoch: int32(epoch),
+		GenerationId: gm.GenerationID, MemberId: gm.MemberID, GroupInstanceId: gm.GroupInstanceID}
+	for tp, off := range offsets {
+		req.Offsets = append(req.Offsets, &pb.PartitionOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: off, LeaderEpoch: -1})
+	}
+	_, err = p.coordinatorCall(ctx, pb.CoordinatorType_GROUP, gm.GroupID, func(ctx context.Context, cc *grpc.ClientConn) (pb.ErrorCode, string, error) {
+		r, err := pb.NewGroupsClient(cc).TxnOffsetCommit(ctx, req)
+		if err != nil {
+			return 0, "", err
+		}
+		if r.ErrorCode != pb.ErrorCode_NONE {
+			return r.ErrorCode, r.ErrorMessage, nil
+		}
+		for _, pe := range r.Partitions {
+			if pe.ErrorCode != pb.ErrorCode_NONE {
+				return pe.ErrorCode, pe.ErrorMessage, nil
+			}
+		}
+		return pb.ErrorCode_NONE, "", nil
+	})
+	if err != nil {
+		return p.txnFailed(err)
+	}
+	return nil
+}
+
+// txnFailed files a coordinator error: fenced is fatal, others doom the transaction.
+func (p *Producer) txnFailed(err error) error {
+	if errors.Is(err, ErrProducerFenced) {
+		p.txn.fail(err)
+		return err
+	}
+	if errs.CategoryOf(err) == errs.Fatal && errs.CodeOf(err) != pb.ErrorCode_UNKNOWN_SERVER_ERROR {
+		p.txn.fail(err)
+		return err
+	}
+	p.txn.abortable(err)
+	return fmt.Errorf("%w: %w", ErrAbortable, err)
+}
+
+// CommitTransaction flushes every record of the transaction, waits for all
+// of them, then commits. If any record failed it returns an abortable
+// error and commits nothing. A commit whose answer was lost is
+// ErrCommitOutcomeUnknown: call CommitTransaction again.
+func (p *Producer) CommitTransaction(ctx context.Context) error {
+	t, err := p.requireTxn()
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	if t.fatal != nil {
+		t.mu.Unlock()
+		return t.fatal
+	}
+	if !t.inTxn {
+		t.mu.Unlock()
+		return errors.New("strand: CommitTransaction without an open transaction")
+	}
+	t.mu.Unlock()
+	if err := p.Flush(ctx); err != nil {
+		return fmt.Errorf("commit: waiting for the transaction's records: %w", err)
+	}
+	t.mu.Lock()
+	if t.err != nil {
+		err := t.err
+		t.mu.Unlock()
+		return fmt.Errorf("%w: a record of the transaction failed, abort it: %w", ErrAbortable, err)
+	}
+	if !t.produced && !t.offsetsSent {
+		t.inTxn = false
+		t.mu.Unlock()
+		return nil
+	}
+	t.mu.Unlock()
+	return p.endTxn(ctx, true)
+}
+
+// AbortTransaction fails the records still buffered (ErrAborted), waits
+// for those in flight, and aborts: no record of this transaction becomes
+// visible to read_committed readers, and none can land in the next one.
+func (p *Producer) AbortTransaction(ctx context.Context) error {
+	t, err := p.requireTxn()
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	if t.fatal != nil {
+		t.mu.Unlock()
+		return t.fatal
+	}
+	if !t.inTxn {
+		t.mu.Unlock()
+		return errors.New("strand: AbortTransaction without an open transaction")
+	}
+	t.mu.Unlock()
+	p.abortBuffered()
+	if err := p.Flush(ctx); err != nil {
+		return fmt.Errorf("abort: waiting for records in flight: %w", err)
+	}
+	t.mu.Lock()
+	needEnd := t.produced || t.offsetsSent
+	if !needEnd {
+		t.inTxn, t.err = false, nil
+	}
+	t.mu.Unlock()
+	if !needEnd {
+		return nil
+	}
+	return p.endTxn(ctx, false)
+}
+
+// abortBuffered fails every batch not yet sent.
+func (p *Producer) abortBuffered() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pp := range p.parts {
+		if pp.open != nil {
+			p.closeOpen(pp)
+		}
+		keep := pp.queued[:0]
+		for _, b := range pp.queued {
+			if b.sentOnce {
+				keep = append(keep, b) // it may have landed: let it finish
+				continue
+			}
+			if b.inWindow {
+				removeBatch(&pp.window, b)
+				b.inWindow = false
+			}
+			p.completeLocked(b, -1, ErrAborted)
+		}
+		pp.queued = keep
+	}
+}
+
+// endTxn sends EndTxn and, on success, moves to the epoch it returns: every
+// partition's sequences start again at 0.
+func (p *Producer) endTxn(ctx context.Context, commit bool) error {
+	p.mu.Lock()
+	pid, epoch := p.pid, p.epoch
+	p.mu.Unlock()
+	var resp *pb.EndTxnResponse
+	sent, err := p.coordinatorCall(ctx, pb.CoordinatorType_TRANSACTION, p.cfg.transactionalID, func(ctx context.Context, cc *grpc.ClientConn) (pb.ErrorCode, string, error) {
+		r, err := pb.NewTransactionsClient(cc).EndTxn(ctx, &pb.EndTxnRequest{TransactionalId: p.cfg.transactionalID, ProducerId: pid, ProducerEpoch: int32(epoch), Committed: commit})
+		if err != nil {
+			return 0, "", err
+		}
+		resp = r
+		return r.ErrorCode, r.ErrorMessage, nil
+	})
+	if err != nil {
+		switch {
+		case errors.Is(err, ErrProducerFenced):
+			p.txn.fail(err)
+			return err
+		case errs.CodeOf(err) == pb.ErrorCode_TRANSACTION_TIMED_OUT:
+			p.txn.abortable(err)
+			return fmt.Errorf("%w: %w", ErrAbortable, err)
+		case commit && sent && (errs.IsRetriable(err) || errs.CodeOf(err) == pb.ErrorCode_UNKNOWN_SERVER_ERROR):
+			return fmt.Errorf("%w: %v", ErrCommitOutcomeUnknown, err)
+		case errs.CategoryOf(err) == errs.Fatal && errs.CodeOf(err) != pb.ErrorCode_UNKNOWN_SERVER_ERROR:
+			p.txn.fail(err)
+			return err
+		}
+		return err
+	}
+	p.mu.Lock()
+	p.pid, p.epoch = resp.ProducerId, int16(resp.ProducerEpoch)
+	for _, pp := range p.parts {
+		p.restartSequencesLocked(pp)
+	}
+	p.mu.Unlock()
+	p.txn.mu.Lock()
+	p.txn.inTxn, p.txn.err, p.txn.produced, p.txn.offsetsSent = false, nil, false, false
+	p.txn.mu.Unlock()
+	return nil
+}
+
+// ProducerID returns the current producer id and epoch (-1 before init).
+func (p *Producer) ProducerID() (int64, int16) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pid, p.epoch
+}

@@ -1,0 +1,516 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/strand-io/strand/broker"
+	"github.com/strand-io/strand/coordinator"
+	"github.com/strand-io/strand/internal/clock"
+	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/internal/record"
+	"github.com/strand-io/strand/internal/rpc"
+	"github.com/strand-io/strand/replication"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// Config tunes the coordinator (Kafka's names).
+type Config struct {
+	NodeID int32
+	Topic  coordinator.InternalTopic
+	// MaxTimeout is transaction.max.timeout.ms.
+	MaxTimeout time.Duration
+	// AbortTimedOutInterval is transaction.abort.timed.out.transaction.cleanup.interval.ms.
+	AbortTimedOutInterval time.Duration
+	// RemoveExpiredInterval is transaction.remove.expired.transaction.cleanup.interval.ms.
+	RemoveExpiredInterval time.Duration
+	// IDExpiration is transactional.id.expiration.ms.
+	IDExpiration time.Duration
+	// WriteTimeout bounds how long a request waits for its log write to
+	// replicate before it is answered retriably (the write carries on).
+	WriteTimeout time.Duration
+	Logger       *slog.Logger
+}
+
+// DefaultConfig is Kafka's defaults.
+func DefaultConfig(nodeID int32) Config {
+	return Config{NodeID: nodeID, Topic: coordinator.DefaultTransactionTopic(), MaxTimeout: 15 * time.Minute,
+		AbortTimedOutInterval: 10 * time.Second, RemoveExpiredInterval: time.Hour, IDExpiration: 7 * 24 * time.Hour, WriteTimeout: 10 * time.Second}
+}
+
+// maxEpoch: past it a producer gets a new producer id.
+const maxEpoch = math.MaxInt16
+
+// Coordinator is the transaction coordinator of the __transaction_state
+// partitions this broker leads.
+type Coordinator struct {
+	cfg  Config
+	repl *replication.Manager
+	pids *coordinator.ProducerIDManager
+	clk  clock.Clock
+	lg   *slog.Logger
+
+	mu    sync.Mutex
+	parts map[int32]*owned
+
+	markers *markerSender
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// owned is one partition of the transaction log this broker leads.
+type owned struct {
+	id     int32
+	p      *broker.Partition
+	epoch  int32 // the coordinator epoch: the partition's leader epoch
+	loaded bool
+	txns   map[string]*Metadata
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// New returns a coordinator; Start registers it for leadership changes.
+func New(cfg Config, repl *replication.Manager, pids *coordinator.ProducerIDManager, pool *rpc.Pool, clk clock.Clock) *Coordinator {
+	if clk == nil {
+		clk = clock.Real
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Coordinator{cfg: cfg, repl: repl, pids: pids, clk: clk, lg: lg.With("component", "txn-coordinator"), parts: map[int32]*owned{}, ctx: ctx, cancel: cancel}
+	c.markers = newMarkerSender(c, pool)
+	return c
+}
+
+// Start begins serving and the timeout/expiry scans.
+func (c *Coordinator) Start() {
+	c.repl.AddLeaderListener(c.cfg.Topic.Name, c)
+	c.markers.start()
+	c.wg.Add(1)
+	go c.scanLoop()
+}
+
+// Stop stops everything and waits.
+func (c *Coordinator) Stop() {
+	c.cancel()
+	c.markers.stop()
+	c.wg.Wait()
+}
+
+// now is the coordinator's time in ms.
+func (c *Coordinator) now() int64 { return c.clk.Now().UnixMilli() }
+
+// BecameLeader starts loading a transaction log partition.
+func (c *Coordinator) BecameLeader(p *broker.Partition, leaderEpoch int32) {
+	ctx, cancel := context.WithCancel(c.ctx)
+	o := &owned{id: p.Key.Partition, p: p, epoch: leaderEpoch, txns: map[string]*Metadata{}, ctx: ctx, cancel: cancel}
+	c.mu.Lock()
+	if old := c.parts[o.id]; old != nil {
+		old.cancel()
+	}
+	c.parts[o.id] = o
+	c.mu.Unlock()
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.load(o)
+	}()
+}
+
+// StoppedLeading drops a partition's state; its requests get NOT_COORDINATOR.
+func (c *Coordinator) StoppedLeading(partition int32) {
+	c.mu.Lock()
+	if o := c.parts[partition]; o != nil {
+		o.cancel()
+		delete(c.parts, partition)
+		for _, m := range o.txns {
+			if m.pending != nil {
+				m.finish()
+			}
+		}
+	}
+	c.mu.Unlock()
+}
+
+// load reads the partition from its start to its end, rebuilds every
+// transactional id, and finishes what was left half done: a PREPARE_* gets
+// its markers sent again, a PREPARE_EPOCH_FENCE its abort.
+func (c *Coordinator) load(o *owned) {
+	start := time.Now()
+	txns := map[string]*Metadata{}
+	for o.ctx.Err() == nil {
+		err := readLog(o.p, func(key, value []byte) {
+			id, err := DecodeKey(key)
+			if err != nil {
+				c.lg.Warn("skipping unreadable transaction log key", "partition", o.id, "err", err)
+				return
+			}
+			v, err := DecodeValue(value)
+			if err != nil {
+				c.lg.Warn("skipping unreadable transaction log value", "partition", o.id, "transactionalId", id, "err", err)
+				return
+			}
+			if v == nil {
+				delete(txns, id)
+				return
+			}
+			txns[id] = fromValue(id, v)
+		})
+		if err == nil {
+			break
+		}
+		c.lg.Warn("loading transaction log partition failed; retrying", "partition", o.id, "err", err)
+		time.Sleep(200 * time.Millisecond)
+	}
+	c.mu.Lock()
+	if c.parts[o.id] != o || o.ctx.Err() != nil {
+		c.mu.Unlock()
+		return
+	}
+	o.txns, o.loaded = txns, true
+	var resume []*Metadata
+	for _, m := range txns {
+		if m.State.IsPrepare() || m.State == PrepareEpochFence {
+			resume = append(resume, m)
+		}
+	}
+	c.mu.Unlock()
+	c.lg.Info("loaded transaction log partition", "partition", o.id, "coordinatorEpoch", o.epoch, "transactionalIds", len(txns), "resuming", len(resume), "took", time.Since(start).Round(time.Millisecond))
+	for _, m := range resume {
+		c.mu.Lock()
+		switch m.State {
+		case PrepareEpochFence:
+			c.abortFencedLocked(o, m)
+		default:
+			c.sendMarkersLocked(o, m)
+		}
+		c.mu.Unlock()
+	}
+}
+
+// readLog feeds every record of a transaction log partition to fn.
+func readLog(p *broker.Partition, fn func(key, value []byte)) error {
+	offset := p.Log.LogStartOffset()
+	end := p.Log.LogEndOffset()
+	for offset < end {
+		res, err := p.Log.Read(offset, 4<<20, end, true)
+		if err != nil {
+			return err
+		}
+		if len(res.Records) == 0 {
+			return fmt.Errorf("no progress reading at %d (end %d)", offset, end)
+		}
+		for it := record.NewIter(res.Records); it.Next(); {
+			h := it.Header()
+			offset = h.NextOffset()
+			if h.IsControl() {
+				continue
+			}
+			_, recs, err := record.Decode(it.Batch())
+			if err != nil {
+				return err
+			}
+			for _, r := range recs {
+				fn(r.Key, r.Value)
+			}
+		}
+	}
+	return nil
+}
+
+// ownerLocked returns the loaded partition that coordinates id.
+func (c *Coordinator) ownerLocked(id string) (*owned, error) {
+	part := coordinator.PartitionFor(id, c.cfg.Topic.Partitions)
+	o := c.parts[part]
+	if o == nil {
+		return nil, errs.New(pb.ErrorCode_NOT_COORDINATOR, "broker %d is not the coordinator of %q (%s-%d)", c.cfg.NodeID, id, c.cfg.Topic.Name, part)
+	}
+	if !o.loaded {
+		return nil, errs.New(pb.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS, "%s-%d is still loading", c.cfg.Topic.Name, part)
+	}
+	return o, nil
+}
+
+// write appends t for m and waits for the ISR; then applies it and runs
+// after (with c.mu held). If replication takes longer than WriteTimeout
+// the caller gets a retriable error while the wait goes on in the
+// background (m stays pending, so no other change can slip in).
+func (c *Coordinator) write(o *owned, m *Metadata, t *transition, after func()) error {
+	value, err := EncodeValue(t.value())
+	if err != nil {
+		c.abandon(m)
+		return err
+	}
+	batch, err := record.Build(record.BatchOptions{ProducerID: record.NoProducerID, ProducerEpoch: record.NoProducerEpoch, BaseSequence: record.NoSequence, PartitionLeaderEpoch: -1},
+		[]record.Record{{Key: EncodeKey(m.TransactionalID), Value: value, Timestamp: c.now()}})
+	if err != nil {
+		c.abandon(m)
+		return err
+	}
+	return c.appendWait(o, m, batch, after)
+}
+
+func (c *Coordinator) appendWait(o *owned, m *Metadata, batch []byte, after func()) error {
+	a := c.repl.AppendLeader(c.cfg.Topic.Name, o.id, batch, -1)
+	if a.Err != nil {
+		c.abandon(m)
+		return mapAppendErr(a.Err)
+	}
+	ctx, cancel := context.WithTimeout(o.ctx, c.cfg.WriteTimeout)
+	err := a.Wait(ctx)
+	cancel()
+	if err == nil || errors.Is(err, errs.NotEnoughReplicasAfterAppend) {
+		c.applied(o, m, after)
+		return nil
+	}
+	if errs.CodeOf(err) == pb.ErrorCode_REQUEST_TIMED_OUT && o.ctx.Err() == nil {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			if err := a.Wait(o.ctx); err == nil || errors.Is(err, errs.NotEnoughReplicasAfterAppend) {
+				c.applied(o, m, after)
+			} else {
+				c.abandon(m)
+			}
+		}()
+		return errs.New(pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, "the transaction log write for %q is not replicated yet", m.TransactionalID)
+	}
+	c.abandon(m)
+	return mapAppendErr(err)
+}
+
+func (c *Coordinator) applied(o *owned, m *Metadata, after func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.parts[o.id] != o || m.pending == nil {
+		return
+	}
+	m.apply()
+	if after != nil {
+		after()
+	}
+}
+
+func (c *Coordinator) abandon(m *Metadata) {
+	c.mu.Lock()
+	m.finish()
+	c.mu.Unlock()
+}
+
+// mapAppendErr turns a transaction-log append error into what clients of
+// the coordinator understand (Kafka's mapping).
+func mapAppendErr(err error) error {
+	switch errs.CodeOf(err) {
+	case pb.ErrorCode_NOT_LEADER_OR_FOLLOWER, pb.ErrorCode_KAFKA_STORAGE_ERROR:
+		return errs.New(pb.ErrorCode_NOT_COORDINATOR, "the transaction log partition moved: %v", err)
+	case pb.ErrorCode_NOT_ENOUGH_REPLICAS, pb.ErrorCode_REQUEST_TIMED_OUT, pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION:
+		return errs.New(pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, "the transaction log cannot be written: %v", err)
+	}
+	return err
+}
+
+// waitPending waits up to d for m's transition in flight to finish; c.mu
+// is held on entry and exit. It reports whether m is no longer pending.
+func (c *Coordinator) waitPending(ctx context.Context, m *Metadata, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for m.pending != nil {
+		remaining := time.Until(deadline)
+		if remaining <= 0 {
+			return false
+		}
+		ch := m.waiters
+		c.mu.Unlock()
+		t := time.NewTimer(remaining)
+		select {
+		case <-ch:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		c.mu.Lock()
+		if ctx.Err() != nil {
+			return m.pending == nil
+		}
+	}
+	return true
+}
+
+// sendMarkersLocked starts the markers of a PREPARE_COMMIT/PREPARE_ABORT;
+// when every partition has answered, the transaction completes.
+func (c *Coordinator) sendMarkersLocked(o *owned, m *Metadata) {
+	committed := m.State == PrepareCommit
+	job := &markerJob{owner: o, transactionalID: m.TransactionalID, producerID: m.ProducerID, epoch: m.ProducerEpoch,
+		committed: committed, coordinatorEpoch: o.epoch, remaining: map[TopicPartition]bool{}}
+	for tp := range m.Partitions {
+		job.remaining[tp] = true
+	}
+	if len(job.remaining) == 0 {
+		c.wg.Add(1)
+		go func() { defer c.wg.Done(); c.complete(job) }()
+		return
+	}
+	c.markers.enqueue(job)
+}
+
+// complete writes COMPLETE_COMMIT / COMPLETE_ABORT once every marker is written.
+func (c *Coordinator) complete(job *markerJob) {
+	o := job.owner
+	for attempt := 0; o.ctx.Err() == nil; attempt++ {
+		c.mu.Lock()
+		m := o.txns[job.transactionalID]
+		if c.parts[o.id] != o || m == nil || !m.State.IsPrepare() || m.ProducerID != job.producerID || m.ProducerEpoch != job.epoch {
+			c.mu.Unlock()
+			return
+		}
+		if !c.waitPending(o.ctx, m, time.Second) {
+			c.mu.Unlock()
+			continue
+		}
+		to := CompleteAbort
+		if job.committed {
+			to = CompleteCommit
+		}
+		t := m.base(to, c.now())
+		t.partitions = map[TopicPartition]bool{}
+		if m.NextProducerID >= 0 {
+			// The epoch is spent: the next transaction runs under a new producer id.
+			t.prevPID, t.producerID, t.nextPID, t.epoch, t.lastEpoch = m.ProducerID, m.NextProducerID, -1, 0, -1
+		}
+		if !m.begin(t) {
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		err := c.write(o, m, t, nil)
+		if err == nil {
+			c.lg.Debug("transaction completed", "transactionalId", job.transactionalID, "state", to.String())
+			return
+		}
+		if errs.CodeOf(err) == pb.ErrorCode_NOT_COORDINATOR {
+			return
+		}
+		select {
+		case <-o.ctx.Done():
+		case <-time.After(time.Duration(min(attempt+1, 10)) * 100 * time.Millisecond):
+		}
+	}
+}
+
+// abortFencedLocked continues a fence: PREPARE_EPOCH_FENCE → PREPARE_ABORT
+// at the fenced (already bumped) epoch, then markers.
+func (c *Coordinator) abortFencedLocked(o *owned, m *Metadata) {
+	t := m.base(PrepareAbort, c.now())
+	if !m.begin(t) {
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		if err := c.write(o, m, t, func() { c.sendMarkersLocked(o, m) }); err != nil && errs.CodeOf(err) != pb.ErrorCode_NOT_COORDINATOR {
+			c.lg.Warn("aborting a fenced transaction", "transactionalId", m.TransactionalID, "err", err)
+		}
+	}()
+}
+
+// scanLoop aborts timed-out transactions and expires idle ids.
+func (c *Coordinator) scanLoop() {
+	defer c.wg.Done()
+	abortT := c.clk.NewTicker(c.cfg.AbortTimedOutInterval)
+	defer abortT.Stop()
+	expireT := c.clk.NewTicker(c.cfg.RemoveExpiredInterval)
+	defer expireT.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-abortT.C():
+			c.AbortTimedOut()
+		case <-expireT.C():
+			c.RemoveExpired()
+		}
+	}
+}
+
+// AbortTimedOut aborts, with an epoch bump, every transaction open longer
+// than its transaction.timeout.ms.
+func (c *Coordinator) AbortTimedOut() {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, o := range c.parts {
+		if !o.loaded {
+			continue
+		}
+		for _, m := range o.txns {
+			if m.State != Ongoing || m.pending != nil || now-m.StartTimeMs <= int64(m.TimeoutMs) {
+				continue
+			}
+			t := m.base(PrepareAbort, now)
+			t.lastEpoch, t.reason = m.ProducerEpoch, reasonTimeout
+			if m.ProducerEpoch+1 >= maxEpoch {
+				c.mu.Unlock()
+				next, err := c.pids.Next(c.ctx)
+				c.mu.Lock()
+				if err != nil || m.pending != nil {
+					continue
+				}
+				t.nextPID = next
+			}
+			t.epoch = m.ProducerEpoch + 1
+			if !m.begin(t) {
+				continue
+			}
+			c.lg.Info("aborting timed-out transaction", "transactionalId", m.TransactionalID, "producerId", m.ProducerID, "age", time.Duration(now-m.StartTimeMs)*time.Millisecond, "timeoutMs", m.TimeoutMs)
+			o, m, t := o, m, t
+			c.wg.Add(1)
+			go func() {
+				defer c.wg.Done()
+				_ = c.write(o, m, t, func() { c.sendMarkersLocked(o, m) })
+			}()
+		}
+	}
+}
+
+// RemoveExpired forgets ids idle past transactional.id.expiration.ms (never
+// one with a transaction open), writing a tombstone for each.
+func (c *Coordinator) RemoveExpired() {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, o := range c.parts {
+		if !o.loaded {
+			continue
+		}
+		for id, m := range o.txns {
+			if !m.State.IsComplete() || m.pending != nil || now-m.LastUpdateMs < c.cfg.IDExpiration.Milliseconds() {
+				continue
+			}
+			t := m.base(Dead, now)
+			if !m.begin(t) {
+				continue
+			}
+			o, m, id := o, m, id
+			c.wg.Add(1)
+			go func() {
+				defer c.wg.Done()
+				batch, err := record.Build(record.BatchOptions{ProducerID: record.NoProducerID, ProducerEpoch: record.NoProducerEpoch, BaseSequence: record.NoSequence, PartitionLeaderEpoch: -1},
+					[]record.Record{{Key: EncodeKey(id), Value: nil, Timestamp: now}})
+				if err != nil {
+					c.abandon(m)
+					return
+				}
+				if err := c.appendWait(o, m, batch, func() { delete(o.txns, id) }); err == nil {
+					c.lg.Info("expired transactional id", "transactionalId", id, "idleFor", time.Duration(now-m.LastUpdateMs)*time.Millisecond)
+				}
+			}()
+		}
+	}
+}

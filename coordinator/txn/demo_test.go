@@ -1,0 +1,183 @@
+package txn_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/strand-io/strand/broker/log"
+	"github.com/strand-io/strand/client"
+	"github.com/strand-io/strand/internal/node"
+	"github.com/strand-io/strand/internal/record"
+	"github.com/strand-io/strand/internal/testutil"
+)
+
+func values(recs []*client.Record) string {
+	var out []string
+	for _, r := range recs {
+		out = append(out, string(r.Value))
+	}
+	return strings.Join(out, " ")
+}
+
+func consumeAll(t *testing.T, addr string, iso client.IsolationLevel, topic string, until int64) ([]*client.Record, int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := client.NewConsumer(client.Bootstrap(addr), client.Isolation(iso), client.FetchMaxWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	tp := client.TopicPartition{Topic: topic, Partition: 0}
+	c.Assign(map[client.TopicPartition]int64{tp: client.OffsetEarliest})
+	var out []*client.Record
+	for c.Position(tp) < until {
+		recs, err := c.Poll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, recs...)
+	}
+	return out, c.Position(tp)
+}
+
+func txnProduce(t *testing.T, p *client.Producer, topic string, vals ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var recs []*client.Record
+	for _, v := range vals {
+		recs = append(recs, &client.Record{Topic: topic, Partition: 0, Value: []byte(v)})
+	}
+	if err := p.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDemoFlow is `make demo` as a test: transaction A (c1..c3) commits,
+// B (a1..a3) aborts, C (c4..c5) commits, on one partition.
+func TestDemoFlow(t *testing.T) {
+	dir := t.TempDir()
+	n := testutil.StartDev(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	adm, _ := client.NewAdmin(client.Bootstrap(n.Addr()))
+	defer adm.Close()
+	if err := adm.CreateTopic(ctx, client.TopicSpec{Name: "demo", Partitions: 1, ReplicationFactor: 1}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := client.NewProducer(client.Bootstrap(n.Addr()), client.TransactionalID("order-writer"), client.WithPartitioner(client.ManualPartitioner{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	if err := p.InitTransactions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	step := func(name string, commit bool, vals ...string) {
+		if err := p.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		txnProduce(t, p, "demo", vals...)
+		if name == "B" {
+			lo, err := adm.ListOffsets(ctx, []client.TopicPartition{{Topic: "demo", Partition: 0}}, client.OffsetLatest, client.ReadUncommitted)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := lo[client.TopicPartition{Topic: "demo", Partition: 0}]
+			if o.HighWatermark != 7 || o.LastStableOffset != 4 {
+				t.Fatalf("while B is open: HW %d LSO %d, want 7 and 4", o.HighWatermark, o.LastStableOffset)
+			}
+		}
+		var err error
+		if commit {
+			err = p.CommitTransaction(ctx)
+		} else {
+			err = p.AbortTransaction(ctx)
+		}
+		if err != nil {
+			t.Fatalf("end %s: %v", name, err)
+		}
+	}
+	step("A", true, "c1", "c2", "c3")
+	step("B", false, "a1", "a2", "a3")
+	step("C", true, "c4", "c5")
+
+	// Markers are written asynchronously after EndTxn answers: wait for the LSO.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		lo, err := adm.ListOffsets(ctx, []client.TopicPartition{{Topic: "demo", Partition: 0}}, client.OffsetLatest, client.ReadCommitted)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o := lo[client.TopicPartition{Topic: "demo", Partition: 0}]; o.LastStableOffset == 11 && o.HighWatermark == 11 {
+			if !o.LastIsControl {
+				t.Fatal("the record below the HW is a COMMIT marker, ListOffsets should say so")
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("LSO never reached 11")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	unc, posU := consumeAll(t, n.Addr(), client.ReadUncommitted, "demo", 11)
+	com, posC := consumeAll(t, n.Addr(), client.ReadCommitted, "demo", 11)
+	if got := values(unc); got != "c1 c2 c3 a1 a2 a3 c4 c5" {
+		t.Fatalf("read_uncommitted: %s", got)
+	}
+	if got := values(com); got != "c1 c2 c3 c4 c5" {
+		t.Fatalf("read_committed: %s", got)
+	}
+	if posU != 11 || posC != 11 {
+		t.Fatalf("positions %d and %d, want 11", posU, posC)
+	}
+	// The log itself: markers at 3, 7, 10 with epochs 1, 2, 3; data epochs 0, 1, 2.
+	part := n.Parts.Get(log.PartitionKey{Topic: "demo", Partition: 0})
+	res, err := part.Log.Read(0, 1<<20, 11, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batches []string
+	for it := record.NewIter(res.Records); it.Next(); {
+		h := it.Header()
+		kind := "data"
+		if h.IsControl() {
+			typ, _, err := record.ReadControlBatch(it.Batch())
+			if err != nil {
+				t.Fatal(err)
+			}
+			kind = typ.String()
+		}
+		batches = append(batches, fmt.Sprintf("%s@%d-%d/e%d", kind, h.BaseOffset, h.LastOffset(), h.ProducerEpoch))
+	}
+	got := strings.Join(batches, " ")
+	for _, want := range []string{"COMMIT@3-3/e1", "ABORT@7-7/e2", "COMMIT@10-10/e3"} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("batches %s: missing %s", got, want)
+		}
+	}
+	for _, b := range batches {
+		if strings.HasPrefix(b, "data@") {
+			var first, last int64
+			var epoch int
+			fmt.Sscanf(b, "data@%d-%d/e%d", &first, &last, &epoch)
+			want := map[bool]int{true: 0, false: 0}
+			_ = want
+			switch {
+			case last < 3 && epoch != 0, first > 3 && last < 7 && epoch != 1, first > 7 && epoch != 2:
+				t.Fatalf("data batch %s has the wrong epoch (batches: %s)", b, got)
+			}
+		}
+	}
+	aborted := part.Log.AllAborted()
+	if len(aborted) != 1 || aborted[0].FirstOffset != 4 || aborted[0].LastOffset != 7 {
+		t.Fatalf(".txnindex holds %+v, want one entry 4..7", aborted)
+	}
+	_ = filepath.Join
+	_ = node.Config{}
+}
