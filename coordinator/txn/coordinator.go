@@ -15,8 +15,8 @@ import (
 	"github.com/strand-io/strand/internal/errs"
 	"github.com/strand-io/strand/internal/record"
 	"github.com/strand-io/strand/internal/rpc"
-	"github.com/strand-io/strand/replication"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/replication"
 )
 
 // Config tunes the coordinator (Kafka's names).

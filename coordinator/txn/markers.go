@@ -169,7 +169,9 @@ func (s *markerSender) send(addr string, items []markerItem) bool {
 	order := make([]*markerJob, 0, len(byJob))
 	for j, tps := range byJob {
 		order = append(order, j)
-		sort.Slice(tps, func(a, b int) bool { return tps[a].Topic < tps[b].Topic || tps[a].Topic == tps[b].Topic && tps[a].Partition < tps[b].Partition })
+		sort.Slice(tps, func(a, b int) bool {
+			return tps[a].Topic < tps[b].Topic || tps[a].Topic == tps[b].Topic && tps[a].Partition < tps[b].Partition
+		})
 		m := &pb.TxnMarker{ProducerId: j.producerID, ProducerEpoch: int32(j.epoch), Committed: j.committed, CoordinatorEpoch: j.coordinatorEpoch, TransactionVersion: 2}
 		for _, tp := range tps {
 			m.Partitions = append(m.Partitions, &pb.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})

@@ -349,7 +349,9 @@ func (c *Coordinator) List(req *pb.ListTransactionsRequest) (*pb.ListTransaction
 			resp.Transactions = append(resp.Transactions, &pb.TransactionListing{TransactionalId: id, ProducerId: m.ProducerID, State: m.State.String()})
 		}
 	}
-	sort.Slice(resp.Transactions, func(i, j int) bool { return resp.Transactions[i].TransactionalId < resp.Transactions[j].TransactionalId })
+	sort.Slice(resp.Transactions, func(i, j int) bool {
+		return resp.Transactions[i].TransactionalId < resp.Transactions[j].TransactionalId
+	})
 	return resp, nil
 }
 
