@@ -258,12 +258,19 @@ func Apply(im *Image, batch *pb.MetadataBatch) (*Image, *Delta, error) {
 		}
 		d := &Delta{Snapshot: true}
 		for _, t := range next.Topics {
+			// A topic deleted and created again under the same name (a new
+			// id) is a new topic: its partitions have no old state.
+			sameTopic := im.Topics[t.Name] != nil && im.Topics[t.Name].ID == t.ID
 			for _, p := range t.Partitions {
-				d.Partitions = append(d.Partitions, PartitionChange{Old: im.Partition(p.Topic, p.Partition), New: p})
+				var old *Partition
+				if sameTopic {
+					old = im.Partition(p.Topic, p.Partition)
+				}
+				d.Partitions = append(d.Partitions, PartitionChange{Old: old, New: p})
 			}
 		}
 		for name, t := range im.Topics {
-			if next.Topics[name] == nil {
+			if nt := next.Topics[name]; nt == nil || nt.ID != t.ID {
 				d.DeletedTopics = append(d.DeletedTopics, t)
 			}
 		}

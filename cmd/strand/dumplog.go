@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/strand-io/strand/broker/log"
+	"github.com/strand-io/strand/coordinator/txn"
 	"github.com/strand-io/strand/internal/record"
 )
 
@@ -110,6 +111,16 @@ func dumpSegment(w io.Writer, path string, deep, data, txnDecoder bool) error {
 	var start int64
 	fmt.Sscanf(base, "%d", &start)
 	fmt.Fprintf(w, "Log starting offset: %d\n", start)
+	rest := printBatches(w, buf, deep, data, txnDecoder)
+	if rest > 0 {
+		fmt.Fprintf(os.Stderr, "Found %d invalid bytes at the end of %s\n", rest, filepath.Base(path))
+	}
+	return nil
+}
+
+// printBatches prints kafka-dump-log lines for the batches in buf and
+// returns how many trailing bytes are not a whole batch.
+func printBatches(w io.Writer, buf []byte, deep, data, txnDecoder bool) int {
 	it := record.NewIter(buf)
 	pos := 0
 	for it.Next() {
@@ -157,10 +168,7 @@ func dumpSegment(w io.Writer, path string, deep, data, txnDecoder bool) error {
 	if err := it.Err(); err != nil {
 		fmt.Fprintf(os.Stderr, "%v\n", err)
 	}
-	if rest := len(it.Rest()); rest > 0 {
-		fmt.Fprintf(os.Stderr, "Found %d invalid bytes at the end of %s\n", rest, filepath.Base(path))
-	}
-	return nil
+	return len(it.Rest())
 }
 
 func size(b []byte) int {
@@ -170,10 +178,8 @@ func size(b []byte) int {
 	return len(b)
 }
 
-// decodeTxnLogRecord is replaced when the transaction coordinator exists.
-var decodeTxnLogRecord = func(key, value []byte) string {
-	return fmt.Sprintf("key: %x payload: %x", key, value)
-}
+// decodeTxnLogRecord renders a __transaction_state record (4.x JSON shape).
+var decodeTxnLogRecord = txn.DecodeJSON
 
 func orNull(b []byte) string {
 	if b == nil {

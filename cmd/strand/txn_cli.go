@@ -2,16 +2,21 @@ package main
 
 import (
 	"context"
-	"errors"
 
 	"github.com/strand-io/strand/client"
 )
 
 // beginTxn and endTxn run a CLI produce as one transaction.
 func beginTxn(ctx context.Context, p *client.Producer) error {
-	return errors.New("transactions are not available in this build")
+	if err := p.InitTransactions(ctx); err != nil {
+		return err
+	}
+	return p.BeginTransaction()
 }
 
 func endTxn(ctx context.Context, p *client.Producer, commit bool) error {
-	return errors.New("transactions are not available in this build")
+	if commit {
+		return p.CommitTransaction(ctx)
+	}
+	return p.AbortTransaction(ctx)
 }

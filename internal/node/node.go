@@ -71,8 +71,11 @@ type Config struct {
 	Dial rpc.DialFunc
 	// RaftDial routes outgoing Raft connections.
 	RaftDial rpc.DialFunc
-	Clock    clock.Clock
-	Logger   *slog.Logger
+	// MarkerDial routes the transaction coordinator's WriteTxnMarkers
+	// connections (default: Dial), so a drill can hold markers alone.
+	MarkerDial rpc.DialFunc
+	Clock      clock.Clock
+	Logger     *slog.Logger
 }
 
 // QuorumTimeouts tunes Raft (zero keeps hashicorp/raft's defaults).
@@ -105,6 +108,8 @@ type Node struct {
 	health *health.Server
 	ln     net.Listener
 	pool   *rpc.Pool
+	// markerPool is the transaction coordinator's own pool when MarkerDial is set.
+	markerPool *rpc.Pool
 
 	Quorum     *controller.Quorum
 	Controller *controller.Controller
@@ -259,7 +264,12 @@ func Start(cfg Config) (*Node, error) {
 		deps.Groups, deps.Locator = n.Groups, n.Locator
 		tc := cfg.TxnConfig
 		tc.NodeID, tc.Topic, tc.Logger = cfg.NodeID, txnTopic, lg
-		n.TxnCoord = txn.New(tc, n.Repl, n.PIDs, n.pool, cfg.Clock)
+		markerPool := n.pool
+		if cfg.MarkerDial != nil {
+			n.markerPool = rpc.NewPool(cfg.MarkerDial)
+			markerPool = n.markerPool
+		}
+		n.TxnCoord = txn.New(tc, n.Repl, n.PIDs, markerPool, cfg.Clock)
 		n.TxnCoord.Start()
 		deps.TxnCoord, deps.TxnClient = n.TxnCoord, n.TxnClient
 		var src controller.MetadataSource
@@ -456,6 +466,9 @@ func (n *Node) shutdown(clean bool) error {
 	}
 	if n.pool != nil {
 		n.pool.Close()
+	}
+	if n.markerPool != nil {
+		n.markerPool.Close()
 	}
 	return errors.Join(errsOut...)
 }

@@ -111,6 +111,7 @@ func New(t testing.TB, opts Options) *Cluster {
 		c.Net.Register(m.Name(), cfg.ControllerListen)
 		cfg.Dial = c.Net.Dialer(m.Name())
 		cfg.RaftDial = c.Net.Dialer(m.Name())
+		cfg.MarkerDial = c.Net.Dialer(m.Name() + "-markers")
 		if opts.Mutate != nil {
 			opts.Mutate(id, &cfg)
 		}

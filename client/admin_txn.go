@@ -1,0 +1,160 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"google.golang.org/grpc"
+
+	"github.com/strand-io/strand/internal/errs"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// TransactionListing is one row of ListTransactions.
+type TransactionListing struct {
+	TransactionalID string
+	Coordinator     int32
+	ProducerID      int64
+	State           string
+}
+
+// ListTransactionsFilter narrows ListTransactions (Kafka's filters).
+type ListTransactionsFilter struct {
+	States      []string
+	ProducerIDs []int64
+	// DurationMs keeps transactions running longer than this.
+	DurationMs int64
+	// Pattern is a regular expression on the transactional id.
+	Pattern string
+}
+
+// ListTransactions asks every broker for the transactional ids it coordinates.
+func (a *Admin) ListTransactions(ctx context.Context, f ListTransactionsFilter) ([]TransactionListing, error) {
+	md, err := a.Metadata(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	var out []TransactionListing
+	for _, b := range md.Brokers {
+		if b.Fenced {
+			continue
+		}
+		cc, err := a.cl.conn(b.Address)
+		if err != nil {
+			return nil, err
+		}
+		rctx, cancel := context.WithTimeout(ctx, a.cfg.requestTimeout)
+		r, err := pb.NewTransactionsClient(cc).ListTransactions(rctx, &pb.ListTransactionsRequest{StateFilters: f.States, ProducerIdFilters: f.ProducerIDs, DurationFilterMs: f.DurationMs, TransactionalIdPattern: f.Pattern})
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("ListTransactions on broker %d: %w", b.NodeId, err)
+		}
+		for _, t := range r.Transactions {
+			out = append(out, TransactionListing{TransactionalID: t.TransactionalId, Coordinator: r.CoordinatorId, ProducerID: t.ProducerId, State: t.State})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].TransactionalID < out[j].TransactionalID })
+	return out, nil
+}
+
+// FindCoordinator locates the coordinator of a transactional id or group.
+func (a *Admin) FindCoordinator(ctx context.Context, typ pb.CoordinatorType, key string) (*pb.Coordinator, error) {
+	var co *pb.Coordinator
+	err := a.cl.any(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
+		r, err := pb.NewMetadataClient(cc).FindCoordinator(ctx, &pb.FindCoordinatorRequest{KeyType: typ, Keys: []string{key}})
+		if err == nil {
+			co = r.Coordinators[0]
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return co, errs.FromCode(co.ErrorCode, co.ErrorMessage)
+}
+
+// DescribeTransaction asks a transactional id's coordinator for its state.
+func (a *Admin) DescribeTransaction(ctx context.Context, id string) (*pb.TransactionState, error) {
+	co, err := a.FindCoordinator(ctx, pb.CoordinatorType_TRANSACTION, id)
+	if err != nil {
+		return nil, err
+	}
+	cc, err := a.cl.conn(co.Address)
+	if err != nil {
+		return nil, err
+	}
+	r, err := pb.NewTransactionsClient(cc).DescribeTransactions(ctx, &pb.DescribeTransactionsRequest{TransactionalIds: []string{id}})
+	if err != nil {
+		return nil, err
+	}
+	if len(r.Transactions) != 1 {
+		return nil, fmt.Errorf("DescribeTransactions answered %d transactions", len(r.Transactions))
+	}
+	st := r.Transactions[0]
+	return st, errs.FromCode(st.ErrorCode, st.ErrorMessage)
+}
+
+// DescribeProducers lists a partition's active producers, asking its leader
+// (or broker, when >= 0).
+func (a *Admin) DescribeProducers(ctx context.Context, tp TopicPartition, broker int32) (*pb.PartitionProducers, error) {
+	if broker < 0 {
+		if _, err := a.Metadata(ctx, true, tp.Topic); err != nil {
+			return nil, err
+		}
+		broker, _ = a.cl.leader(tp)
+		if broker < 0 {
+			return nil, errs.New(pb.ErrorCode_LEADER_NOT_AVAILABLE, "%s has no leader", tp)
+		}
+	} else if _, err := a.Metadata(ctx, true); err != nil {
+		return nil, err
+	}
+	cc, err := a.cl.brokerConn(broker)
+	if err != nil {
+		return nil, err
+	}
+	r, err := pb.NewTransactionsClient(cc).DescribeProducers(ctx, &pb.DescribeProducersRequest{Partitions: []*pb.TopicPartition{{Topic: tp.Topic, Partition: tp.Partition}}})
+	if err != nil {
+		return nil, err
+	}
+	pp := r.Partitions[0]
+	return pp, errs.FromCode(pp.ErrorCode, pp.ErrorMessage)
+}
+
+// AbortTransaction aborts the open transaction that starts at startOffset
+// in tp by writing an ABORT marker straight to the partition's leader: it
+// works even when the transaction's coordinator is unavailable (the cure
+// for a hanging transaction that pins the LSO).
+func (a *Admin) AbortTransaction(ctx context.Context, tp TopicPartition, startOffset int64) error {
+	pp, err := a.DescribeProducers(ctx, tp, -1)
+	if err != nil {
+		return err
+	}
+	var target *pb.ProducerState
+	for _, p := range pp.ActiveProducers {
+		if p.CurrentTxnStartOffset == startOffset {
+			target = p
+		}
+	}
+	if target == nil {
+		return fmt.Errorf("could not find any open transactions starting at offset %d on partition %s", startOffset, tp)
+	}
+	leader, _ := a.cl.leader(tp)
+	cc, err := a.cl.brokerConn(leader)
+	if err != nil {
+		return err
+	}
+	ce := target.CoordinatorEpoch
+	if ce < 0 {
+		ce = 0
+	}
+	r, err := pb.NewTransactionsClient(cc).WriteTxnMarkers(ctx, &pb.WriteTxnMarkersRequest{Markers: []*pb.TxnMarker{{
+		ProducerId: target.ProducerId, ProducerEpoch: target.ProducerEpoch, Committed: false, CoordinatorEpoch: ce, TransactionVersion: 0,
+		Partitions: []*pb.TopicPartition{{Topic: tp.Topic, Partition: tp.Partition}},
+	}}})
+	if err != nil {
+		return err
+	}
+	pe := r.Markers[0].Partitions[0]
+	return errs.FromCode(pe.ErrorCode, pe.ErrorMessage)
+}

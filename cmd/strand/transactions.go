@@ -1,0 +1,241 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/strand-io/strand/client"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+func init() { extraCommands = append(extraCommands, transactionsCmd) }
+
+// prettyTable prints like Kafka's ToolsUtils.prettyPrintTable: each cell
+// left-aligned, padded to its column's widest value, then a tab.
+func prettyTable(headers []string, rows [][]string) {
+	w := make([]int, len(headers))
+	for i, h := range headers {
+		w[i] = len(h)
+	}
+	for _, r := range rows {
+		for i, c := range r {
+			if len(c) > w[i] {
+				w[i] = len(c)
+			}
+		}
+	}
+	line := func(cells []string) {
+		var b strings.Builder
+		for i, c := range cells {
+			b.WriteString(c + strings.Repeat(" ", w[i]-len(c)) + "\t")
+		}
+		fmt.Println(b.String())
+	}
+	line(headers)
+	for _, r := range rows {
+		line(r)
+	}
+}
+
+func printOut(format string, headers []string, rows [][]string) error {
+	if format == "json" {
+		var out []map[string]string
+		for _, r := range rows {
+			m := map[string]string{}
+			for i, h := range headers {
+				m[h] = r[i]
+			}
+			out = append(out, m)
+		}
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	prettyTable(headers, rows)
+	return nil
+}
+
+func orNone(v int64) string {
+	if v < 0 {
+		return "None"
+	}
+	return fmt.Sprint(v)
+}
+
+func transactionsCmd() *cobra.Command {
+	var format string
+	cmd := &cobra.Command{Use: "transactions", Short: "Inspect and repair transactions (like kafka-transactions)",
+		Long: `Inspect and repair transactions, with kafka-transactions' subcommands and
+column headers. describe-producers: the last sequence should only go up and
+wrap back to 0 at MaxInt32; the coordinator epoch should stay fixed or rarely
+increase. blocking answers "who holds this partition's LSO" in one go.`}
+	cmd.PersistentFlags().StringVar(&format, "format", "text", "text or json")
+
+	list := &cobra.Command{Use: "list", Short: "List transactional ids and their states",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := timeoutContext(cmd, 30*time.Second)
+			defer cancel()
+			adm, err := newAdmin(cmd)
+			if err != nil {
+				return err
+			}
+			defer adm.Close()
+			dur, _ := cmd.Flags().GetInt64("duration-filter")
+			pattern, _ := cmd.Flags().GetString("transactional-id-pattern")
+			ls, err := adm.ListTransactions(ctx, client.ListTransactionsFilter{DurationMs: dur, Pattern: pattern})
+			if err != nil {
+				return err
+			}
+			var rows [][]string
+			for _, l := range ls {
+				rows = append(rows, []string{l.TransactionalID, fmt.Sprint(l.Coordinator), fmt.Sprint(l.ProducerID), l.State})
+			}
+			return printOut(format, []string{"TransactionalId", "Coordinator", "ProducerId", "TransactionState"}, rows)
+		}}
+	list.Flags().Int64("duration-filter", 0, "only transactions running longer than this many ms")
+	list.Flags().String("transactional-id-pattern", "", "only ids matching this regular expression")
+
+	describe := &cobra.Command{Use: "describe", Short: "Describe one transactional id",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, _ := cmd.Flags().GetString("transactional-id")
+			if id == "" {
+				return fmt.Errorf("--transactional-id is required")
+			}
+			ctx, cancel := timeoutContext(cmd, 30*time.Second)
+			defer cancel()
+			adm, err := newAdmin(cmd)
+			if err != nil {
+				return err
+			}
+			defer adm.Close()
+			st, err := adm.DescribeTransaction(ctx, id)
+			if err != nil {
+				return err
+			}
+			var parts []string
+			for _, p := range st.Partitions {
+				parts = append(parts, fmt.Sprintf("%s-%d", p.Topic, p.Partition))
+			}
+			dur := "None"
+			if st.TransactionStartTimeMs >= 0 {
+				dur = fmt.Sprint(time.Now().UnixMilli() - st.TransactionStartTimeMs)
+			}
+			return printOut(format, []string{"CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch", "TransactionState", "TransactionTimeoutMs", "CurrentTransactionStartTimeMs", "TransactionDurationMs", "TopicPartitions"},
+				[][]string{{fmt.Sprint(st.CoordinatorId), st.TransactionalId, fmt.Sprint(st.ProducerId), fmt.Sprint(st.ProducerEpoch), st.State, fmt.Sprint(st.TransactionTimeoutMs), orNone(st.TransactionStartTimeMs), dur, strings.Join(parts, ",")}})
+		}}
+	describe.Flags().String("transactional-id", "", "the transactional id")
+
+	producers := &cobra.Command{Use: "describe-producers", Short: "List a partition's active producers",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tp, err := tpFlags(cmd)
+			if err != nil {
+				return err
+			}
+			broker, _ := cmd.Flags().GetInt32("broker-id")
+			ctx, cancel := timeoutContext(cmd, 30*time.Second)
+			defer cancel()
+			adm, err := newAdmin(cmd)
+			if err != nil {
+				return err
+			}
+			defer adm.Close()
+			pp, err := adm.DescribeProducers(ctx, tp, broker)
+			if err != nil {
+				return err
+			}
+			var rows [][]string
+			for _, p := range pp.ActiveProducers {
+				rows = append(rows, []string{fmt.Sprint(p.ProducerId), fmt.Sprint(p.ProducerEpoch), fmt.Sprint(p.CoordinatorEpoch), fmt.Sprint(p.LastSequence), fmt.Sprint(p.LastTimestamp), orNone(p.CurrentTxnStartOffset)})
+			}
+			return printOut(format, []string{"ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence", "LastTimestamp", "CurrentTransactionStartOffset"}, rows)
+		}}
+	addTP(producers)
+	producers.Flags().Int32("broker-id", -1, "ask this replica instead of the leader")
+
+	hanging := &cobra.Command{Use: "find-hanging", Short: "Find open transactions the coordinator no longer drives",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			topic, _ := cmd.Flags().GetString("topic")
+			part, _ := cmd.Flags().GetInt32("partition")
+			maxMin, _ := cmd.Flags().GetInt64("max-transaction-timeout")
+			if topic == "" {
+				return fmt.Errorf("--topic is required")
+			}
+			ctx, cancel := timeoutContext(cmd, 60*time.Second)
+			defer cancel()
+			adm, err := newAdmin(cmd)
+			if err != nil {
+				return err
+			}
+			defer adm.Close()
+			rows, err := findHanging(ctx, adm, topic, part, maxMin)
+			if err != nil {
+				return err
+			}
+			return printOut(format, []string{"Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset", "LastTimestamp", "Duration(min)"}, rows)
+		}}
+	hanging.Flags().String("topic", "", "topic to scan")
+	hanging.Flags().Int32("partition", -1, "only this partition")
+	hanging.Flags().Int64("max-transaction-timeout", 15, "transactions open longer than this many minutes are suspects")
+
+	abort := &cobra.Command{Use: "abort", Short: "Abort the open transaction starting at an offset, straight at the partition leader",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tp, err := tpFlags(cmd)
+			if err != nil {
+				return err
+			}
+			start, _ := cmd.Flags().GetInt64("start-offset")
+			if start < 0 {
+				return fmt.Errorf("--start-offset is required")
+			}
+			ctx, cancel := timeoutContext(cmd, 30*time.Second)
+			defer cancel()
+			adm, err := newAdmin(cmd)
+			if err != nil {
+				return err
+			}
+			defer adm.Close()
+			return adm.AbortTransaction(ctx, tp, start)
+		}}
+	addTP(abort)
+	abort.Flags().Int64("start-offset", -1, "the first offset of the transaction to abort")
+
+	blocking := &cobra.Command{Use: "blocking", Short: "Show the LSO, the HW and the open transaction holding the LSO of a partition",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tp, err := tpFlags(cmd)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := timeoutContext(cmd, 30*time.Second)
+			defer cancel()
+			adm, err := newAdmin(cmd)
+			if err != nil {
+				return err
+			}
+			defer adm.Close()
+			return printBlocking(ctx, adm, tp, format)
+		}}
+	addTP(blocking)
+	cmd.AddCommand(list, describe, producers, hanging, abort, blocking)
+	return cmd
+}
+
+func addTP(c *cobra.Command) {
+	c.Flags().String("topic", "", "topic")
+	c.Flags().Int32("partition", -1, "partition")
+}
+
+func tpFlags(cmd *cobra.Command) (client.TopicPartition, error) {
+	topic, _ := cmd.Flags().GetString("topic")
+	part, _ := cmd.Flags().GetInt32("partition")
+	if topic == "" || part < 0 {
+		return client.TopicPartition{}, fmt.Errorf("--topic and --partition are required")
+	}
+	return client.TopicPartition{Topic: topic, Partition: part}, nil
+}
+
+var _ = pb.CoordinatorType_TRANSACTION
