@@ -6,7 +6,7 @@ PROTOC_GEN_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
 GOBIN         ?= $(shell $(GO) env GOPATH)/bin
 FUZZTIME      ?= 50000x
 
-.PHONY: all build test test-short fuzz lint proto run stop clean
+.PHONY: all build test test-short fuzz lint proto run demo stop clean
 
 all: build
 
@@ -40,6 +40,11 @@ proto:
 ## run: build, start a local cluster under ./data, run the demo on it
 run: build
 	./scripts/run.sh
+
+## demo: the exactly-once demo on the running local cluster (make run starts one)
+demo: build
+	@bin/strand health --addr 127.0.0.1:9092 >/dev/null 2>&1 || ./scripts/run.sh >/dev/null
+	bin/strand demo --bootstrap 127.0.0.1:9092,127.0.0.1:9102,127.0.0.1:9112
 
 stop:
 	./scripts/run.sh stop

@@ -53,4 +53,8 @@ echo "== producing 10 records (acks=all, idempotent)"
 seq 1 10 | "$BIN" produce demo --bootstrap "$BOOT"
 echo "== consuming them back (partition, offset, value)"
 "$BIN" consume demo --from-beginning --max-records 10 --timeout 10s --print-partition --print-offsets --bootstrap "$BOOT"
+echo
+echo "== exactly-once demo (strand demo)"
+"$BIN" demo --bootstrap "$BOOT"
+echo
 echo "== point the CLI at --bootstrap $BOOT; stop with: make stop"

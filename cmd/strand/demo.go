@@ -11,6 +11,8 @@ import (
 
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/coordinator"
+	"github.com/strand-io/strand/coordinator/txn"
+	"github.com/strand-io/strand/internal/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -192,6 +194,19 @@ func fetchAndPrint(ctx context.Context, adm *client.Admin, boot []string, tp cli
 	if fp := r.Partitions[0]; fp.ErrorCode != pb.ErrorCode_NONE {
 		return fmt.Errorf("fetch %s: %s", tp, fp.ErrorMessage)
 	}
-	printBatches(os.Stdout, r.Partitions[0].Records, true, true, txnDecoder)
+	if !txnDecoder {
+		printBatches(os.Stdout, r.Partitions[0].Records, true, true, false)
+		return nil
+	}
+	// Transaction log: just the decoded records.
+	for it := record.NewIter(r.Partitions[0].Records); it.Next(); {
+		_, recs, err := record.Decode(it.Batch())
+		if err != nil {
+			return err
+		}
+		for _, rec := range recs {
+			fmt.Printf("offset: %d %s\n", rec.Offset, txn.DecodeJSON(rec.Key, rec.Value))
+		}
+	}
 	return nil
 }

@@ -76,7 +76,13 @@ func DecodeJSON(key, value []byte) string {
 	if err != nil {
 		return fmt.Sprintf("key: <unreadable: %v> payload: <skipped>", err)
 	}
-	k, _ := json.Marshal(map[string]any{"type": "0", "data": map[string]string{"transactionalId": id}})
+	type keyData struct {
+		TransactionalID string `json:"transactionalId"`
+	}
+	k, _ := json.Marshal(struct {
+		Type string  `json:"type"`
+		Data keyData `json:"data"`
+	}{"0", keyData{id}})
 	if value == nil {
 		return fmt.Sprintf("key: %s payload: <DELETE>", k)
 	}
@@ -106,6 +112,9 @@ func DecodeJSON(key, value []byte) string {
 		ClientTxnVersion    int32  `json:"clientTransactionVersion"`
 	}{v.ProducerId, v.PreviousProducerId, v.NextProducerId, v.ProducerEpoch, v.TransactionTimeoutMs, v.TransactionStatus, State(v.TransactionStatus).String(),
 		parts, v.TransactionLastUpdateTimestampMs, v.TransactionStartTimestampMs, v.ClientTransactionVersion}
-	p, _ := json.Marshal(map[string]any{"version": "1", "data": data})
+	p, _ := json.Marshal(struct {
+		Version string `json:"version"`
+		Data    any    `json:"data"`
+	}{"1", data})
 	return fmt.Sprintf("key: %s payload: %s", k, p)
 }
