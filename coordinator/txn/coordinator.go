@@ -498,6 +498,7 @@ func (c *Coordinator) RemoveExpired() {
 				continue
 			}
 			o, m, id := o, m, id
+			idle := time.Duration(now-m.LastUpdateMs) * time.Millisecond
 			c.wg.Add(1)
 			go func() {
 				defer c.wg.Done()
@@ -508,7 +509,7 @@ func (c *Coordinator) RemoveExpired() {
 					return
 				}
 				if err := c.appendWait(o, m, batch, func() { delete(o.txns, id) }); err == nil {
-					c.lg.Info("expired transactional id", "transactionalId", id, "idleFor", time.Duration(now-m.LastUpdateMs)*time.Millisecond)
+					c.lg.Info("expired transactional id", "transactionalId", id, "idleFor", idle)
 				}
 			}()
 		}

@@ -61,10 +61,10 @@ func (c *Coordinator) InitProducerId(ctx context.Context, id string, timeoutMs i
 		return InitProducerIdResult{}, errs.New(pb.ErrorCode_PRODUCER_FENCED, "producerId=%d epoch %d is not the current instance of %q", reqPID, reqEpoch, id)
 	}
 	now := c.now()
-	switch m.State {
+	switch st := m.State; st {
 	case PrepareCommit, PrepareAbort, PrepareEpochFence:
 		c.mu.Unlock()
-		return InitProducerIdResult{}, errs.New(pb.ErrorCode_CONCURRENT_TRANSACTIONS, "the previous transaction of %q is completing (%s)", id, m.State)
+		return InitProducerIdResult{}, errs.New(pb.ErrorCode_CONCURRENT_TRANSACTIONS, "the previous transaction of %q is completing (%s)", id, st)
 	case Ongoing:
 		// Fence the running instance and abort its transaction.
 		t := m.base(PrepareEpochFence, now)
@@ -78,7 +78,7 @@ func (c *Coordinator) InitProducerId(ctx context.Context, id string, timeoutMs i
 		if err := c.write(o, m, t, func() { c.abortFencedLocked(o, m) }); err != nil {
 			return InitProducerIdResult{}, err
 		}
-		c.lg.Info("fenced a running producer", "transactionalId", id, "producerId", m.ProducerID, "epoch", t.epoch)
+		c.lg.Info("fenced a running producer", "transactionalId", id, "producerId", t.producerID, "epoch", t.epoch)
 		return InitProducerIdResult{}, errs.New(pb.ErrorCode_CONCURRENT_TRANSACTIONS, "the open transaction of %q is being aborted to fence its previous producer; retry", id)
 	}
 	t := m.base(Empty, now)
@@ -142,21 +142,22 @@ func (c *Coordinator) AddPartitions(ctx context.Context, id string, pid int64, e
 		return errs.New(pb.ErrorCode_CONCURRENT_TRANSACTIONS, "another change of %q is in progress", id)
 	}
 	if pid != m.ProducerID {
-		c.mu.Unlock()
+		err := errs.New(pb.ErrorCode_INVALID_PRODUCER_ID_MAPPING, "transactional id %q belongs to producerId=%d, not %d", id, m.ProducerID, pid)
 		if pid == m.PrevProducerID {
-			return errs.New(pb.ErrorCode_PRODUCER_FENCED, "producerId=%d of %q was replaced by %d", pid, id, m.ProducerID)
+			err = errs.New(pb.ErrorCode_PRODUCER_FENCED, "producerId=%d of %q was replaced by %d", pid, id, m.ProducerID)
 		}
-		return errs.New(pb.ErrorCode_INVALID_PRODUCER_ID_MAPPING, "transactional id %q belongs to producerId=%d, not %d", id, m.ProducerID, pid)
+		c.mu.Unlock()
+		return err
 	}
 	if epoch != m.ProducerEpoch {
 		err := epochError(m, pid, epoch)
 		c.mu.Unlock()
 		return err
 	}
-	switch m.State {
+	switch st := m.State; st {
 	case PrepareCommit, PrepareAbort, PrepareEpochFence:
 		c.mu.Unlock()
-		return errs.New(pb.ErrorCode_CONCURRENT_TRANSACTIONS, "the previous transaction of %q is completing (%s)", id, m.State)
+		return errs.New(pb.ErrorCode_CONCURRENT_TRANSACTIONS, "the previous transaction of %q is completing (%s)", id, st)
 	}
 	missing := false
 	for _, tp := range tps {
@@ -165,8 +166,9 @@ func (c *Coordinator) AddPartitions(ctx context.Context, id string, pid int64, e
 		}
 	}
 	if verifyOnly {
+		ongoing := m.State == Ongoing
 		c.mu.Unlock()
-		if m.State != Ongoing || missing {
+		if !ongoing || missing {
 			return errs.New(pb.ErrorCode_INVALID_TXN_STATE, "the partitions are not part of an open transaction of %q", id)
 		}
 		return nil
@@ -219,8 +221,9 @@ func (c *Coordinator) EndTxn(ctx context.Context, id string, pid int64, epoch in
 		return EndTxnResult{}, errs.New(pb.ErrorCode_CONCURRENT_TRANSACTIONS, "another change of %q is in progress", id)
 	}
 	if pid != m.ProducerID && !(pid == m.PrevProducerID && epoch == m.LastProducerEpoch) {
+		err := errs.New(pb.ErrorCode_INVALID_PRODUCER_ID_MAPPING, "transactional id %q belongs to producerId=%d, not %d", id, m.ProducerID, pid)
 		c.mu.Unlock()
-		return EndTxnResult{}, errs.New(pb.ErrorCode_INVALID_PRODUCER_ID_MAPPING, "transactional id %q belongs to producerId=%d, not %d", id, m.ProducerID, pid)
+		return EndTxnResult{}, err
 	}
 	next := EndTxnResult{ProducerID: m.ProducerID, Epoch: m.ProducerEpoch}
 	if m.NextProducerID >= 0 {
@@ -244,12 +247,12 @@ func (c *Coordinator) EndTxn(ctx context.Context, id string, pid int64, epoch in
 		}
 		return EndTxnResult{}, epochError(m, pid, epoch)
 	}
-	if m.State != Ongoing {
+	if st := m.State; st != Ongoing {
 		c.mu.Unlock()
-		if m.State.IsPrepare() || m.State == PrepareEpochFence {
-			return EndTxnResult{}, errs.New(pb.ErrorCode_CONCURRENT_TRANSACTIONS, "the previous transaction of %q is completing (%s)", id, m.State)
+		if st.IsPrepare() || st == PrepareEpochFence {
+			return EndTxnResult{}, errs.New(pb.ErrorCode_CONCURRENT_TRANSACTIONS, "the previous transaction of %q is completing (%s)", id, st)
 		}
-		return EndTxnResult{}, errs.New(pb.ErrorCode_INVALID_TXN_STATE, "%q has no open transaction to %s (state %s)", id, map[bool]string{true: "commit", false: "abort"}[commit], m.State)
+		return EndTxnResult{}, errs.New(pb.ErrorCode_INVALID_TXN_STATE, "%q has no open transaction to %s (state %s)", id, map[bool]string{true: "commit", false: "abort"}[commit], st)
 	}
 	to := PrepareAbort
 	if commit {
