@@ -85,6 +85,11 @@ func (m *Manager) proposeISRChanges(ctx context.Context) {
 		if le.st != nil {
 			le.st.Pending = nil
 			if r := results[key]; r != nil && r.ErrorCode == pb.ErrorCode_NONE && r.LeaderEpoch == le.st.LeaderEpoch && r.PartitionEpoch > le.st.PartitionEpoch {
+				if len(r.Isr) < len(le.st.ISR) {
+					m.isrShrinks.Add(1)
+				} else if len(r.Isr) > len(le.st.ISR) {
+					m.isrExpands.Add(1)
+				}
 				le.st.ISR = r.Isr
 				le.st.PartitionEpoch = r.PartitionEpoch
 			} else if r != nil && r.ErrorCode != pb.ErrorCode_NONE {

@@ -75,6 +75,8 @@ type Manager struct {
 	alterQ    chan struct{}
 	listeners map[string][]LeaderListener
 
+	isrShrinks, isrExpands atomic.Int64
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -156,6 +158,12 @@ func (m *Manager) Stop() {
 		f.stop()
 	}
 	m.wg.Wait()
+}
+
+// ISRChanges counts the ISR shrinks and expansions this node's leaders
+// committed (IsrShrinksPerSec / IsrExpandsPerSec).
+func (m *Manager) ISRChanges() (shrinks, expands int64) {
+	return m.isrShrinks.Load(), m.isrExpands.Load()
 }
 
 // Image is the metadata image last applied.

@@ -299,3 +299,20 @@ func (l *Log) ProducerTxn(pid int64) (epoch int16, open bool) {
 	}
 	return e.Epoch, e.CurrentTxnFirstOffset >= 0
 }
+
+// OldestOpenTxn returns the open transaction holding the first unstable
+// offset and the timestamp of its first batch (its start, for age gauges).
+func (l *Log) OldestOpenTxn() (OngoingTxn, int64, bool) {
+	l.mu.RLock()
+	txns := l.psm.OngoingTxns()
+	l.mu.RUnlock()
+	if len(txns) == 0 {
+		return OngoingTxn{}, 0, false
+	}
+	t := txns[0]
+	h, ok, err := l.headerOf(t.FirstOffset)
+	if err != nil || !ok {
+		return t, t.LastTimestamp, true
+	}
+	return t, h.FirstTimestamp, true
+}

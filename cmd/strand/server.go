@@ -23,6 +23,7 @@ func serverCmd() *cobra.Command {
 		listen, advertise, ctrlListen, ctrlAdv     string
 		gossipListen, gossipAdv, dataDir, voters   string
 		join, roles, configFile, logLevel, logJSON string
+		metricsListen                              string
 		dev                                        bool
 	)
 	cmd := &cobra.Command{
@@ -91,6 +92,14 @@ topics use replication factor 1.`,
 				}
 			}
 			cfg.GossipListen, cfg.GossipAdvertise = gossipListen, gossipAdv
+			if metricsListen == "" {
+				if metricsListen, err = shiftPort(listen, 3); err != nil {
+					return err
+				}
+			}
+			if metricsListen != "off" {
+				cfg.MetricsListen = metricsListen
+			}
 			if dev {
 				lg.Warn("dev mode: one node, every role, internal topics with replication factor 1 and min.insync.replicas 1; not for production")
 			}
@@ -132,6 +141,7 @@ topics use replication factor 1.`,
 	f.StringVar(&roles, "roles", "broker,controller", "roles of this node: broker, controller, or both")
 	f.BoolVar(&dev, "dev", false, "one-node development cluster")
 	f.StringVar(&configFile, "config", "", "file of broker settings with Kafka's names (key: value per line)")
+	f.StringVar(&metricsListen, "metrics-listen", "", "HTTP address for /metrics and /debug/pprof (default: --listen port+3; \"off\" disables)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn, error")
 	f.StringVar(&logJSON, "log-json", "false", "log as JSON")
 	return cmd

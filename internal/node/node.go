@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -45,6 +46,8 @@ type Config struct {
 	Listen, Advertise string
 	// Listener, if set, is used instead of listening on Listen (tests).
 	Listener net.Listener
+	// MetricsListen serves /metrics and /debug/pprof over HTTP ("" = off).
+	MetricsListen string
 	// ControllerListen / ControllerAdvertise: the Raft transport.
 	ControllerListen, ControllerAdvertise string
 	// GossipListen / GossipAdvertise: memberlist; Join lists seeds.
@@ -105,6 +108,7 @@ type Node struct {
 	lg  *slog.Logger
 
 	grpc   *grpc.Server
+	http   *http.Server
 	health *health.Server
 	ln     net.Listener
 	pool   *rpc.Pool
@@ -308,6 +312,11 @@ func Start(cfg Config) (*Node, error) {
 		defer n.wg.Done()
 		_ = n.grpc.Serve(ln)
 	}()
+	if cfg.MetricsListen != "" {
+		if err := n.startHTTP(cfg.MetricsListen); err != nil {
+			return nil, fmt.Errorf("metrics listen %s: %w", cfg.MetricsListen, err)
+		}
+	}
 	ok = true
 	lg.Info("node started", "listen", n.cfg.Advertise, "broker", cfg.Broker, "controller", cfg.Controller, "dataDir", cfg.DataDir)
 	return n, nil
@@ -409,6 +418,7 @@ func (n *Node) shutdown(clean bool) error {
 	if n.health != nil {
 		n.health.Shutdown()
 	}
+	n.stopHTTP()
 	if n.grpc != nil {
 		if clean {
 			done := make(chan struct{})

@@ -1,0 +1,85 @@
+package node_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/strand-io/strand/client"
+	"github.com/strand-io/strand/internal/node"
+	"github.com/strand-io/strand/internal/testutil"
+)
+
+func scrape(t *testing.T, addr string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func metric(t *testing.T, body, name string) float64 {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` ([0-9.e+-]+)$`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("no %s in /metrics", name)
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	return v
+}
+
+// TestMetricsShowTheOpenTransaction: while a transaction is open its
+// partition's LSO lag and oldest-open-transaction age are visible.
+func TestMetricsShowTheOpenTransaction(t *testing.T) {
+	maddr := testutil.FreeAddr(t)
+	n := testutil.StartDev(t, t.TempDir(), func(cfg *node.Config) { cfg.MetricsListen = maddr })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm, _ := client.NewAdmin(client.Bootstrap(n.Addr()))
+	defer adm.Close()
+	if err := adm.CreateTopic(ctx, client.TopicSpec{Name: "m", Partitions: 1, ReplicationFactor: 1}); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := client.NewProducer(client.Bootstrap(n.Addr()), client.TransactionalID("metrics"), client.WithPartitioner(client.ManualPartitioner{}))
+	defer p.Close(ctx)
+	if err := p.InitTransactions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &client.Record{Topic: "m", Value: []byte("x")}, &client.Record{Topic: "m", Value: []byte("y")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	body := scrape(t, maddr)
+	if lag := metric(t, body, `strand_partition_last_stable_offset_lag{partition="0",topic="m"}`); lag != 2 {
+		t.Fatalf("LSO lag %v with two records of an open transaction", lag)
+	}
+	if age := metric(t, body, `strand_partition_oldest_open_txn_age_seconds{partition="0",topic="m"}`); age <= 0 {
+		t.Fatalf("oldest open transaction age %v", age)
+	}
+	if metric(t, body, "strand_producer_id_count") < 1 {
+		t.Fatal("producer id count is 0")
+	}
+	if metric(t, body, "strand_controller_active") != 1 {
+		t.Fatal("dev node is not the active controller")
+	}
+	if err := p.CommitTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for metric(t, scrape(t, maddr), `strand_partition_last_stable_offset_lag{partition="0",topic="m"}`) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("LSO lag did not drop after the commit")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
