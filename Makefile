@@ -6,7 +6,7 @@ PROTOC_GEN_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
 GOBIN         ?= $(shell $(GO) env GOPATH)/bin
 FUZZTIME      ?= 50000x
 
-.PHONY: all build test test-short fuzz lint proto run demo stop clean
+.PHONY: all build test test-short fuzz lint proto run demo stop clean image
 
 all: build
 
@@ -41,6 +41,15 @@ proto:
 run: build
 	./scripts/run.sh
 
+## image: a FROM-scratch image of the static binary (no registry needed)
+image:
+	rm -rf deploy/build && mkdir -p deploy/build/data
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o deploy/build/strand ./cmd/strand
+	cp /etc/ssl/certs/ca-certificates.crt deploy/build/
+	printf 'root:x:0:0:root:/:/sbin/nologin\nstrand:x:10001:10001:strand:/data:/sbin/nologin\n' > deploy/build/passwd
+	printf 'root:x:0:\nstrand:x:10001:\n' > deploy/build/group
+	docker build -q -t strand:dev -f deploy/Dockerfile deploy/build
+
 ## demo: the exactly-once demo on the running local cluster (make run starts one)
 demo: build
 	@bin/strand health --addr 127.0.0.1:9092 >/dev/null 2>&1 || ./scripts/run.sh >/dev/null
@@ -50,4 +59,4 @@ stop:
 	./scripts/run.sh stop
 
 clean:
-	rm -rf bin data
+	rm -rf bin data deploy/build

@@ -119,7 +119,7 @@ func (s *adminService) IncrementalAlterConfigs(ctx context.Context, req *pb.Incr
 // the active controller sees it.
 func (s *adminService) DescribeCluster(ctx context.Context, _ *pb.DescribeClusterRequest) (*pb.DescribeClusterResponse, error) {
 	img := s.d.Repl.Image()
-	resp := &pb.DescribeClusterResponse{ClusterId: img.ClusterID, ControllerId: s.d.Remote.LeaderHint(), Brokers: brokerInfos(img), MetadataOffset: img.Offset}
+	resp := &pb.DescribeClusterResponse{ClusterId: img.ClusterID, ControllerId: s.d.Remote.LeaderHint(), Brokers: brokerInfos(img, s.d.External), MetadataOffset: img.Offset}
 	qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	var q *pb.DescribeQuorumResponse

@@ -13,12 +13,20 @@ type metadataService struct {
 	d *Deps
 }
 
-func brokerInfos(img *controller.Image) []*pb.BrokerInfo {
+func brokerInfos(img *controller.Image, external bool) []*pb.BrokerInfo {
 	var out []*pb.BrokerInfo
 	for _, b := range img.SortedBrokers() {
-		out = append(out, &pb.BrokerInfo{NodeId: b.ID, Address: b.Address, Rack: b.Rack, Fenced: b.Fenced, BrokerEpoch: b.Epoch})
+		out = append(out, &pb.BrokerInfo{NodeId: b.ID, Address: addressFor(b, external), Rack: b.Rack, Fenced: b.Fenced, BrokerEpoch: b.Epoch})
 	}
 	return out
+}
+
+// addressFor picks the address a client on this listener can dial.
+func addressFor(b *controller.Broker, external bool) string {
+	if external && b.ExternalAddress != "" {
+		return b.ExternalAddress
+	}
+	return b.Address
 }
 
 // TopicMetadata renders one topic from an image.
@@ -43,7 +51,7 @@ func TopicMetadata(img *controller.Image, t *controller.Topic) *pb.TopicMetadata
 // Metadata answers from the local image.
 func (s *metadataService) Metadata(ctx context.Context, req *pb.MetadataRequest) (*pb.MetadataResponse, error) {
 	img := s.d.Repl.Image()
-	resp := &pb.MetadataResponse{ClusterId: img.ClusterID, ControllerId: s.d.Remote.LeaderHint(), Brokers: brokerInfos(img), MetadataOffset: img.Offset}
+	resp := &pb.MetadataResponse{ClusterId: img.ClusterID, ControllerId: s.d.Remote.LeaderHint(), Brokers: brokerInfos(img, s.d.External), MetadataOffset: img.Offset}
 	names := req.Topics
 	if len(names) == 0 {
 		for _, n := range img.TopicNames() {
@@ -82,7 +90,11 @@ func (s *metadataService) FindCoordinator(ctx context.Context, req *pb.FindCoord
 			resp.Coordinators = append(resp.Coordinators, &pb.Coordinator{Key: k, NodeId: -1, ErrorCode: pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, ErrorMessage: "this node runs no coordinator"})
 			continue
 		}
-		resp.Coordinators = append(resp.Coordinators, s.d.Locator.Find(ctx, req.KeyType, k))
+		co := s.d.Locator.Find(ctx, req.KeyType, k)
+		if b := s.d.Repl.Image().Brokers[co.NodeId]; b != nil && co.ErrorCode == pb.ErrorCode_NONE {
+			co.Address = addressFor(b, s.d.External)
+		}
+		resp.Coordinators = append(resp.Coordinators, co)
 	}
 	return resp, nil
 }

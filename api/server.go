@@ -29,8 +29,11 @@ type Deps struct {
 	// MessageMaxBytes is message.max.bytes (per batch).
 	MessageMaxBytes int
 	// Addr maps node ids to gRPC addresses.
-	Addr   controller.AddressBook
-	Logger *slog.Logger
+	Addr controller.AddressBook
+	// External: these services answer on the client-facing listener, so
+	// the addresses they hand out are brokers' external addresses.
+	External bool
+	Logger   *slog.Logger
 	// Locator answers FindCoordinator.
 	Locator *coordinator.Locator
 	// TxnCoord and Groups are the coordinators; TxnClient adds partitions

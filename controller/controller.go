@@ -266,7 +266,7 @@ func (c *Controller) RegisterBroker(ctx context.Context, req *pb.RegisterBrokerR
 		return 0, errs.New(pb.ErrorCode_INCONSISTENT_CLUSTER_ID, "broker %d belongs to cluster %s, this is %s", req.NodeId, req.ClusterId, img.ClusterID)
 	}
 	cur := img.Brokers[req.NodeId]
-	if cur != nil && cur.IncarnationID == req.IncarnationId {
+	if cur != nil && cur.IncarnationID == req.IncarnationId && cur.Address == req.Address && cur.ExternalAddress == req.ExternalAddress {
 		c.leases[req.NodeId] = c.clk.Now()
 		return cur.Epoch, nil
 	}
@@ -275,7 +275,7 @@ func (c *Controller) RegisterBroker(ctx context.Context, req *pb.RegisterBrokerR
 		recs = append(recs, FenceChanges(img, req.NodeId)...)
 	}
 	recs = append(recs, &pb.MetadataRecord{Record: &pb.MetadataRecord_RegisterBroker{RegisterBroker: &pb.RegisterBrokerRecord{
-		NodeId: req.NodeId, IncarnationId: req.IncarnationId, Address: req.Address, Rack: req.Rack, Fenced: true,
+		NodeId: req.NodeId, IncarnationId: req.IncarnationId, Address: req.Address, ExternalAddress: req.ExternalAddress, Rack: req.Rack, Fenced: true,
 	}}})
 	off, err := c.proposeLocked(ctx, recs...)
 	if err != nil {

@@ -37,8 +37,10 @@ type Broker struct {
 	Epoch         int64 // the offset of its registration record
 	IncarnationID string
 	Address       string
-	Rack          string
-	Fenced        bool
+	// ExternalAddress is what clients outside the nodes' network dial ("" = Address).
+	ExternalAddress string
+	Rack            string
+	Fenced          bool
 }
 
 // Partition is a partition's replicas, ISR and leadership.
@@ -325,7 +327,7 @@ func (b *builder) record(r *pb.MetadataRecord, offset int64) error {
 		if epoch <= 0 {
 			epoch = offset
 		}
-		b.brokers()[rb.NodeId] = &Broker{ID: rb.NodeId, Epoch: epoch, IncarnationID: rb.IncarnationId, Address: rb.Address, Rack: rb.Rack, Fenced: rb.Fenced}
+		b.brokers()[rb.NodeId] = &Broker{ID: rb.NodeId, Epoch: epoch, IncarnationID: rb.IncarnationId, Address: rb.Address, ExternalAddress: rb.ExternalAddress, Rack: rb.Rack, Fenced: rb.Fenced}
 		b.delta.Brokers = append(b.delta.Brokers, rb.NodeId)
 	case *pb.MetadataRecord_UnregisterBroker:
 		if cur := b.im.Brokers[x.UnregisterBroker.NodeId]; cur != nil {
@@ -451,7 +453,7 @@ func (im *Image) SnapshotRecords() *pb.MetadataBatch {
 	}
 	for _, br := range im.SortedBrokers() {
 		add(&pb.MetadataRecord{Record: &pb.MetadataRecord_RegisterBroker{RegisterBroker: &pb.RegisterBrokerRecord{
-			NodeId: br.ID, IncarnationId: br.IncarnationID, BrokerEpoch: br.Epoch, Address: br.Address, Rack: br.Rack, Fenced: br.Fenced,
+			NodeId: br.ID, IncarnationId: br.IncarnationID, BrokerEpoch: br.Epoch, Address: br.Address, ExternalAddress: br.ExternalAddress, Rack: br.Rack, Fenced: br.Fenced,
 		}}})
 	}
 	for _, name := range im.TopicNames() {

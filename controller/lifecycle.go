@@ -21,12 +21,14 @@ type Lifecycle struct {
 	NodeID        int32
 	IncarnationID string
 	Address       string
-	Rack          string
-	ClusterID     func() string
-	Interval      time.Duration
-	Remote        *Remote
-	Applied       func() int64
-	Logger        *slog.Logger
+	// ExternalAddress is the client-facing address of a second listener.
+	ExternalAddress string
+	Rack            string
+	ClusterID       func() string
+	Interval        time.Duration
+	Remote          *Remote
+	Applied         func() int64
+	Logger          *slog.Logger
 
 	epoch  atomic.Int64
 	fenced atomic.Bool
@@ -82,7 +84,7 @@ func sleep(ctx context.Context, d time.Duration) {
 }
 
 func (l *Lifecycle) register(ctx context.Context) error {
-	req := &pb.RegisterBrokerRequest{NodeId: l.NodeID, IncarnationId: l.IncarnationID, Address: l.Address, Rack: l.Rack}
+	req := &pb.RegisterBrokerRequest{NodeId: l.NodeID, IncarnationId: l.IncarnationID, Address: l.Address, ExternalAddress: l.ExternalAddress, Rack: l.Rack}
 	if l.ClusterID != nil {
 		req.ClusterId = l.ClusterID()
 	}

@@ -23,7 +23,7 @@ func serverCmd() *cobra.Command {
 		listen, advertise, ctrlListen, ctrlAdv     string
 		gossipListen, gossipAdv, dataDir, voters   string
 		join, roles, configFile, logLevel, logJSON string
-		metricsListen                              string
+		metricsListen, extListen, extAdvertise     string
 		dev                                        bool
 	)
 	cmd := &cobra.Command{
@@ -45,6 +45,10 @@ topics use replication factor 1.`,
 			cfg := node.DefaultConfig(nodeID, dataDir)
 			cfg.Logger = lg
 			cfg.Listen, cfg.Advertise = listen, advertise
+			cfg.ExternalListen, cfg.ExternalAdvertise = extListen, extAdvertise
+			if extListen != "" && extAdvertise == "" {
+				cfg.ExternalAdvertise = extListen
+			}
 			cfg.Dev = dev
 			for _, r := range strings.Split(roles, ",") {
 				switch strings.TrimSpace(r) {
@@ -131,6 +135,8 @@ topics use replication factor 1.`,
 	f.Int32Var(&nodeID, "node-id", 1, "this node's id")
 	f.StringVar(&listen, "listen", "127.0.0.1:9092", "client and broker gRPC listen address")
 	f.StringVar(&advertise, "advertise", "", "address others use to reach --listen (default: --listen)")
+	f.StringVar(&extListen, "external-listen", "", "a second, client-facing gRPC listener (like Kafka's EXTERNAL listener)")
+	f.StringVar(&extAdvertise, "external-advertise", "", "the address clients use to reach --external-listen")
 	f.StringVar(&ctrlListen, "controller-listen", "", "Raft transport listen address (default: --listen port+1)")
 	f.StringVar(&ctrlAdv, "controller-advertise", "", "address peers use to reach --controller-listen")
 	f.StringVar(&gossipListen, "gossip-listen", "", "memberlist listen address (default: --listen port+2 in a multi-node cluster)")

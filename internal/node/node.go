@@ -46,6 +46,10 @@ type Config struct {
 	Listen, Advertise string
 	// Listener, if set, is used instead of listening on Listen (tests).
 	Listener net.Listener
+	// ExternalListen / ExternalAdvertise: a second, client-facing listener
+	// (like Kafka's EXTERNAL) whose Metadata hands out external addresses,
+	// for clients outside the nodes' network (a container host).
+	ExternalListen, ExternalAdvertise string
 	// MetricsListen serves /metrics and /debug/pprof over HTTP ("" = off).
 	MetricsListen string
 	// ControllerListen / ControllerAdvertise: the Raft transport.
@@ -107,11 +111,12 @@ type Node struct {
 	cfg Config
 	lg  *slog.Logger
 
-	grpc   *grpc.Server
-	http   *http.Server
-	health *health.Server
-	ln     net.Listener
-	pool   *rpc.Pool
+	grpc    *grpc.Server
+	extGRPC *grpc.Server
+	http    *http.Server
+	health  *health.Server
+	ln      net.Listener
+	pool    *rpc.Pool
 	// markerPool is the transaction coordinator's own pool when MarkerDial is set.
 	markerPool *rpc.Pool
 
@@ -245,7 +250,7 @@ func Start(cfg Config) (*Node, error) {
 			return nil, err
 		}
 		n.Parts = parts
-		n.Lifecycle = &controller.Lifecycle{NodeID: cfg.NodeID, IncarnationID: newIncarnation(), Address: n.cfg.Advertise, Rack: cfg.Rack,
+		n.Lifecycle = &controller.Lifecycle{NodeID: cfg.NodeID, IncarnationID: newIncarnation(), Address: n.cfg.Advertise, ExternalAddress: cfg.ExternalAdvertise, Rack: cfg.Rack,
 			ClusterID: func() string { return *n.clusterID.Load() }, Interval: cfg.HeartbeatInterval, Remote: n.Remote, Applied: n.applied.Load, Logger: lg}
 		n.applied.Store(-1)
 		rc := cfg.ReplicationConfig
@@ -312,6 +317,22 @@ func Start(cfg Config) (*Node, error) {
 		defer n.wg.Done()
 		_ = n.grpc.Serve(ln)
 	}()
+	if cfg.ExternalListen != "" {
+		eln, err := net.Listen("tcp", cfg.ExternalListen)
+		if err != nil {
+			return nil, fmt.Errorf("external listen %s: %w", cfg.ExternalListen, err)
+		}
+		ext := *deps
+		ext.External = true
+		n.extGRPC = grpc.NewServer(grpc.MaxRecvMsgSize(rpc.MaxMessageSize), grpc.MaxSendMsgSize(rpc.MaxMessageSize))
+		api.Register(n.extGRPC, &ext)
+		healthpb.RegisterHealthServer(n.extGRPC, n.health)
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			_ = n.extGRPC.Serve(eln)
+		}()
+	}
 	if cfg.MetricsListen != "" {
 		if err := n.startHTTP(cfg.MetricsListen); err != nil {
 			return nil, fmt.Errorf("metrics listen %s: %w", cfg.MetricsListen, err)
@@ -419,6 +440,9 @@ func (n *Node) shutdown(clean bool) error {
 		n.health.Shutdown()
 	}
 	n.stopHTTP()
+	if n.extGRPC != nil {
+		n.extGRPC.Stop()
+	}
 	if n.grpc != nil {
 		if clean {
 			done := make(chan struct{})

@@ -28,8 +28,11 @@ type RegisterBrokerRequest struct {
 	Address       string                 `protobuf:"bytes,3,opt,name=address,proto3" json:"address,omitempty"`
 	Rack          string                 `protobuf:"bytes,4,opt,name=rack,proto3" json:"rack,omitempty"`
 	ClusterId     string                 `protobuf:"bytes,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The address clients outside the nodes' network use (a second
+	// listener, like Kafka's EXTERNAL); empty when there is one listener.
+	ExternalAddress string `protobuf:"bytes,6,opt,name=external_address,json=externalAddress,proto3" json:"external_address,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RegisterBrokerRequest) Reset() {
@@ -93,6 +96,13 @@ func (x *RegisterBrokerRequest) GetRack() string {
 func (x *RegisterBrokerRequest) GetClusterId() string {
 	if x != nil {
 		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *RegisterBrokerRequest) GetExternalAddress() string {
+	if x != nil {
+		return x.ExternalAddress
 	}
 	return ""
 }
@@ -1332,12 +1342,13 @@ type RegisterBrokerRecord struct {
 	NodeId        int32                  `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	IncarnationId string                 `protobuf:"bytes,2,opt,name=incarnation_id,json=incarnationId,proto3" json:"incarnation_id,omitempty"`
 	// Set by the FSM to the offset of this record.
-	BrokerEpoch   int64  `protobuf:"varint,3,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
-	Address       string `protobuf:"bytes,4,opt,name=address,proto3" json:"address,omitempty"`
-	Rack          string `protobuf:"bytes,5,opt,name=rack,proto3" json:"rack,omitempty"`
-	Fenced        bool   `protobuf:"varint,6,opt,name=fenced,proto3" json:"fenced,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	BrokerEpoch     int64  `protobuf:"varint,3,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	Address         string `protobuf:"bytes,4,opt,name=address,proto3" json:"address,omitempty"`
+	Rack            string `protobuf:"bytes,5,opt,name=rack,proto3" json:"rack,omitempty"`
+	Fenced          bool   `protobuf:"varint,6,opt,name=fenced,proto3" json:"fenced,omitempty"`
+	ExternalAddress string `protobuf:"bytes,7,opt,name=external_address,json=externalAddress,proto3" json:"external_address,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RegisterBrokerRecord) Reset() {
@@ -1410,6 +1421,13 @@ func (x *RegisterBrokerRecord) GetFenced() bool {
 		return x.Fenced
 	}
 	return false
+}
+
+func (x *RegisterBrokerRecord) GetExternalAddress() string {
+	if x != nil {
+		return x.ExternalAddress
+	}
+	return ""
 }
 
 type UnregisterBrokerRecord struct {
@@ -2068,14 +2086,15 @@ var File_strand_v1_controller_proto protoreflect.FileDescriptor
 
 const file_strand_v1_controller_proto_rawDesc = "" +
 	"\n" +
-	"\x1astrand/v1/controller.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x15strand/v1/admin.proto\"\xa4\x01\n" +
+	"\x1astrand/v1/controller.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x15strand/v1/admin.proto\"\xcf\x01\n" +
 	"\x15RegisterBrokerRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12%\n" +
 	"\x0eincarnation_id\x18\x02 \x01(\tR\rincarnationId\x12\x18\n" +
 	"\aaddress\x18\x03 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04rack\x18\x04 \x01(\tR\x04rack\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x05 \x01(\tR\tclusterId\"\xdd\x01\n" +
+	"cluster_id\x18\x05 \x01(\tR\tclusterId\x12)\n" +
+	"\x10external_address\x18\x06 \x01(\tR\x0fexternalAddress\"\xdd\x01\n" +
 	"\x16RegisterBrokerResponse\x123\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x14.strand.v1.ErrorCodeR\terrorCode\x12#\n" +
@@ -2182,14 +2201,15 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"\x06record\".\n" +
 	"\rClusterRecord\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x01 \x01(\tR\tclusterId\"\xbf\x01\n" +
+	"cluster_id\x18\x01 \x01(\tR\tclusterId\"\xea\x01\n" +
 	"\x14RegisterBrokerRecord\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12%\n" +
 	"\x0eincarnation_id\x18\x02 \x01(\tR\rincarnationId\x12!\n" +
 	"\fbroker_epoch\x18\x03 \x01(\x03R\vbrokerEpoch\x12\x18\n" +
 	"\aaddress\x18\x04 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04rack\x18\x05 \x01(\tR\x04rack\x12\x16\n" +
-	"\x06fenced\x18\x06 \x01(\bR\x06fenced\"T\n" +
+	"\x06fenced\x18\x06 \x01(\bR\x06fenced\x12)\n" +
+	"\x10external_address\x18\a \x01(\tR\x0fexternalAddress\"T\n" +
 	"\x16UnregisterBrokerRecord\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"O\n" +
