@@ -34,9 +34,11 @@ stop >/dev/null 2>&1 || true
 
 for n in "${NODES[@]}"; do
   join=$(for m in "${NODES[@]}"; do [[ $m == "$n" ]] || printf '%s,' "$(gossip "$m")"; done)
-  "$BIN" server --node-id "$n" --listen "$(addr "$n")" --controller-listen "$(raft "$n")" \
-    --gossip-listen "$(gossip "$n")" --join "${join%,}" --controller-voters "$VOTERS" \
-    --data-dir "$DATA/node$n" >"$DATA/node$n.log" 2>&1 &
+  args=("$(realpath "$BIN")" server --node-id "$n" --listen "$(addr "$n")" --controller-listen "$(raft "$n")"
+    --gossip-listen "$(gossip "$n")" --join "${join%,}" --controller-voters "$VOTERS"
+    --metrics-listen "127.0.0.1:$(($(port "$n") + 3))" --data-dir "$(realpath -m "$DATA/node$n")")
+  printf '%s\0' "${args[@]}" >"$DATA/node$n.cmd"     # for drills: how to start it again
+  setsid "${args[@]}" >>"$DATA/node$n.log" 2>&1 < /dev/null &
   echo $! >"$DATA/node$n.pid"
 done
 for n in "${NODES[@]}"; do

@@ -1,0 +1,454 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/strand-io/strand/client"
+	"github.com/strand-io/strand/internal/perf"
+	"github.com/strand-io/strand/internal/record"
+)
+
+func init() { extraCommands = append(extraCommands, perfCmd) }
+
+func perfCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "perf", Short: "Load tools shaped like kafka-producer-perf-test / kafka-consumer-perf-test"}
+	cmd.AddCommand(perfProduceCmd(), perfConsumeCmd(), perfE2ECmd())
+	return cmd
+}
+
+// producerOpts turns Kafka-named producer properties into SDK options.
+func producerOpts(props []string, acks string) ([]client.Opt, error) {
+	var opts []client.Opt
+	switch acks {
+	case "all", "-1":
+	case "1":
+		opts = append(opts, client.RequiredAcks(client.LeaderAck), client.EnableIdempotence(client.IdempotenceOff))
+	case "0":
+		opts = append(opts, client.RequiredAcks(client.NoAck), client.EnableIdempotence(client.IdempotenceOff))
+	default:
+		return nil, fmt.Errorf("--acks: all, -1, 1 or 0, not %q", acks)
+	}
+	for _, kv := range props {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, fmt.Errorf("--producer-props %q: want key=value", kv)
+		}
+		n, nerr := strconv.Atoi(v)
+		switch k {
+		case "linger.ms":
+			opts = append(opts, client.Linger(time.Duration(n)*time.Millisecond))
+		case "batch.size":
+			opts = append(opts, client.BatchSize(n))
+		case "max.in.flight.requests.per.connection":
+			opts = append(opts, client.MaxInFlight(n))
+		case "buffer.memory":
+			opts = append(opts, client.BufferMemory(n))
+		case "enable.idempotence":
+			if v == "false" {
+				opts = append(opts, client.EnableIdempotence(client.IdempotenceOff))
+			}
+			nerr = nil
+		case "compression.type":
+			codec := map[string]record.Compression{"none": record.None, "gzip": record.Gzip, "snappy": record.Snappy, "lz4": record.LZ4, "zstd": record.Zstd}
+			c, ok := codec[v]
+			if !ok {
+				return nil, fmt.Errorf("compression.type %q", v)
+			}
+			opts = append(opts, client.Compression(c))
+			nerr = nil
+		default:
+			return nil, fmt.Errorf("--producer-props: unknown property %q", k)
+		}
+		if nerr != nil {
+			return nil, fmt.Errorf("--producer-props %s: %v", k, nerr)
+		}
+	}
+	return opts, nil
+}
+
+func perfProduceCmd() *cobra.Command {
+	var topic, acks, txnID string
+	var num int64
+	var size int
+	var throughput float64
+	var txnMs int
+	var props []string
+	cmd := &cobra.Command{
+		Use:   "produce",
+		Short: "Produce records at a target rate and report throughput and latency",
+		Long: `Produce --num-records records of --record-size bytes, paced open-loop at
+--throughput records/s (-1: as fast as possible), and report like
+kafka-producer-perf-test: a line every 5 s and a final line with the average,
+maximum and percentile latencies (send to acknowledgement, per record).
+With --transactional-id every --transaction-duration-ms the transaction is
+committed and a new one begun.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if topic == "" || num <= 0 || size <= 0 {
+				return fmt.Errorf("--topic, --num-records and --record-size are required")
+			}
+			opts, err := producerOpts(props, acks)
+			if err != nil {
+				return err
+			}
+			opts = append(opts, client.Bootstrap(bootstrap(cmd)...))
+			if txnID != "" {
+				opts = append(opts, client.TransactionalID(txnID))
+				if txnMs <= 0 {
+					txnMs = 3000
+				}
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			p, err := client.NewProducer(opts...)
+			if err != nil {
+				return err
+			}
+			defer p.Close(context.Background())
+			if txnID != "" {
+				if err := p.InitTransactions(ctx); err != nil {
+					return err
+				}
+				if err := p.BeginTransaction(); err != nil {
+					return err
+				}
+			}
+			payload := make([]byte, size)
+			for i := range payload {
+				payload[i] = byte('a' + i%26)
+			}
+			total, window := perf.NewHistogram(), perf.NewHistogram()
+			var acked, failed, wBytes atomic.Int64
+			var firstErr atomic.Value
+			throttle := perf.NewThrottle(throughput)
+			start := time.Now()
+			done := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() { // progress every 5 s
+				defer wg.Done()
+				t := time.NewTicker(5 * time.Second)
+				defer t.Stop()
+				last, lastAcked := time.Now(), int64(0)
+				for {
+					select {
+					case <-done:
+						return
+					case now := <-t.C:
+						a := acked.Load()
+						secs := now.Sub(last).Seconds()
+						n := a - lastAcked
+						fmt.Printf("%d records sent, %.1f records/sec (%.2f MB/sec), %.1f ms avg latency, %.1f ms max latency.\n",
+							n, float64(n)/secs, float64(n)*float64(size)/secs/(1<<20), ms(window.Mean()), ms(window.Max()))
+						window.Reset()
+						last, lastAcked = now, a
+					}
+				}
+			}()
+			txnStart := time.Now()
+			for i := int64(0); i < num && ctx.Err() == nil; i++ {
+				throttle.Wait()
+				sent := time.Now()
+				p.Produce(ctx, &client.Record{Topic: topic, Value: payload}, func(_ *client.Record, err error) {
+					if err != nil {
+						failed.Add(1)
+						firstErr.CompareAndSwap(nil, err)
+						return
+					}
+					d := time.Since(sent)
+					total.Record(d)
+					window.Record(d)
+					acked.Add(1)
+					wBytes.Add(int64(size))
+				})
+				if txnID != "" && time.Since(txnStart) >= time.Duration(txnMs)*time.Millisecond {
+					if err := p.CommitTransaction(ctx); err != nil {
+						return fmt.Errorf("commit: %w", err)
+					}
+					if err := p.BeginTransaction(); err != nil {
+						return err
+					}
+					txnStart = time.Now()
+				}
+			}
+			if txnID != "" {
+				if err := p.CommitTransaction(ctx); err != nil {
+					return fmt.Errorf("commit: %w", err)
+				}
+			}
+			if err := p.Flush(ctx); err != nil {
+				return err
+			}
+			elapsed := time.Since(start).Seconds()
+			close(done)
+			wg.Wait()
+			n := acked.Load()
+			fmt.Printf("%d records sent, %.1f records/sec (%.2f MB/sec), %.2f ms avg latency, %.2f ms max latency, %d ms 50th, %d ms 95th, %d ms 99th, %d ms 99.9th.\n",
+				n, float64(n)/elapsed, float64(wBytes.Load())/elapsed/(1<<20), ms(total.Mean()), ms(total.Max()),
+				total.Quantile(0.5).Milliseconds(), total.Quantile(0.95).Milliseconds(), total.Quantile(0.99).Milliseconds(), total.Quantile(0.999).Milliseconds())
+			if f := failed.Load(); f > 0 {
+				return fmt.Errorf("%d records failed; first: %v", f, firstErr.Load())
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&topic, "topic", "", "topic to produce to")
+	f.Int64Var(&num, "num-records", 0, "number of records")
+	f.IntVar(&size, "record-size", 0, "record size in bytes")
+	f.Float64Var(&throughput, "throughput", -1, "records/s to offer (-1: unthrottled)")
+	f.StringVar(&acks, "acks", "all", "all, 1 or 0")
+	f.StringVar(&txnID, "transactional-id", "", "produce in transactions")
+	f.IntVar(&txnMs, "transaction-duration-ms", 0, "commit every this many ms (default 3000 with --transactional-id)")
+	f.StringArrayVar(&props, "producer-props", nil, "producer properties key=value (linger.ms, batch.size, max.in.flight.requests.per.connection, buffer.memory, compression.type, enable.idempotence)")
+	return cmd
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func isolationOpt(level string) (client.Opt, error) {
+	switch level {
+	case "read_uncommitted":
+		return client.Isolation(client.ReadUncommitted), nil
+	case "read_committed":
+		return client.Isolation(client.ReadCommitted), nil
+	}
+	return nil, fmt.Errorf("--isolation-level: read_uncommitted or read_committed, not %q", level)
+}
+
+func perfConsumeCmd() *cobra.Command {
+	var topic, isolation string
+	var messages int64
+	var timeout time.Duration
+	var hideHeader bool
+	cmd := &cobra.Command{
+		Use:   "consume",
+		Short: "Consume records from the start and report throughput (like kafka-consumer-perf-test)",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if topic == "" || messages <= 0 {
+				return fmt.Errorf("--topic and --messages are required")
+			}
+			iso, err := isolationOpt(isolation)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			adm, err := newAdmin(cmd)
+			if err != nil {
+				return err
+			}
+			md, err := adm.Metadata(ctx, true, topic)
+			adm.Close()
+			if err != nil {
+				return err
+			}
+			c, err := client.NewConsumer(client.Bootstrap(bootstrap(cmd)...), iso, client.MaxPollRecords(10000))
+			if err != nil {
+				return err
+			}
+			defer c.Close(context.Background())
+			assign := map[client.TopicPartition]int64{}
+			for _, p := range md.Topics[0].Partitions {
+				assign[client.TopicPartition{Topic: topic, Partition: p.Partition}] = client.OffsetEarliest
+			}
+			c.Assign(assign)
+			start := time.Now()
+			var n, bytes int64
+			var fetchStart time.Time
+			last := time.Now()
+			for n < messages {
+				recs, err := c.Poll(ctx)
+				if err != nil {
+					return err
+				}
+				if len(recs) == 0 {
+					if time.Since(last) > timeout {
+						break
+					}
+					continue
+				}
+				if fetchStart.IsZero() {
+					fetchStart = time.Now()
+				}
+				last = time.Now()
+				for _, r := range recs {
+					n++
+					bytes += int64(len(r.Value) + len(r.Key))
+				}
+			}
+			end := time.Now()
+			if fetchStart.IsZero() {
+				fetchStart = end
+			}
+			secs, fsecs := end.Sub(start).Seconds(), end.Sub(fetchStart).Seconds()
+			mb := float64(bytes) / (1 << 20)
+			if !hideHeader {
+				fmt.Println("start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec")
+			}
+			stamp := func(t time.Time) string { return t.Format("2006-01-02 15:04:05") + fmt.Sprintf(":%03d", t.Nanosecond()/1e6) }
+			fmt.Printf("%s, %s, %.4f, %.4f, %d, %.4f, %d, %d, %.4f, %.4f\n", stamp(start), stamp(end), mb, mb/secs, n, float64(n)/secs,
+				fetchStart.Sub(start).Milliseconds(), end.Sub(fetchStart).Milliseconds(), mb/max(fsecs, 1e-9), float64(n)/max(fsecs, 1e-9))
+			if n < messages {
+				fmt.Fprintf(os.Stderr, "consumed %d of %d records before --timeout\n", n, messages)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&topic, "topic", "", "topic to consume")
+	f.Int64Var(&messages, "messages", 0, "records to consume")
+	f.StringVar(&isolation, "isolation-level", "read_uncommitted", "read_uncommitted or read_committed")
+	f.DurationVar(&timeout, "timeout", 10*time.Second, "stop when nothing arrived for this long")
+	f.BoolVar(&hideHeader, "hide-header", false, "do not print the header line")
+	return cmd
+}
+
+// perfE2ECmd measures produce → read_committed consume latency at a fixed
+// offered load (like kafka-e2e-latency, but open-loop and transactional).
+func perfE2ECmd() *cobra.Command {
+	var topic, txnID, isolation string
+	var rate float64
+	var duration time.Duration
+	var size, txnMs int
+	cmd := &cobra.Command{
+		Use:   "e2e",
+		Short: "End-to-end latency from produce to a consumer, at a fixed offered load",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if topic == "" {
+				return fmt.Errorf("--topic is required")
+			}
+			iso, err := isolationOpt(isolation)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			boot := bootstrap(cmd)
+			popts := []client.Opt{client.Bootstrap(boot...)}
+			if txnID != "" {
+				popts = append(popts, client.TransactionalID(txnID))
+			}
+			p, err := client.NewProducer(popts...)
+			if err != nil {
+				return err
+			}
+			defer p.Close(context.Background())
+			adm, _ := newAdmin(cmd)
+			md, err := adm.Metadata(ctx, true, topic)
+			if err != nil {
+				return err
+			}
+			var tps []client.TopicPartition
+			assign := map[client.TopicPartition]int64{}
+			for _, pt := range md.Topics[0].Partitions {
+				tp := client.TopicPartition{Topic: topic, Partition: pt.Partition}
+				tps = append(tps, tp)
+			}
+			ends, err := adm.ListOffsets(ctx, tps, client.OffsetLatest, client.ReadUncommitted)
+			adm.Close()
+			if err != nil {
+				return err
+			}
+			for _, tp := range tps {
+				assign[tp] = ends[tp].HighWatermark
+			}
+			c, err := client.NewConsumer(client.Bootstrap(boot...), iso, client.FetchMaxWait(100*time.Millisecond))
+			if err != nil {
+				return err
+			}
+			defer c.Close(context.Background())
+			c.Assign(assign)
+			hist := perf.NewHistogram()
+			var sentN atomic.Int64
+			cctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			recvDone := make(chan struct{})
+			go func() {
+				defer close(recvDone)
+				for cctx.Err() == nil {
+					recs, err := c.Poll(cctx)
+					if err != nil {
+						return
+					}
+					now := time.Now().UnixNano()
+					for _, r := range recs {
+						if len(r.Value) >= 8 {
+							var ns int64
+							for i := 0; i < 8; i++ {
+								ns = ns<<8 | int64(r.Value[i])
+							}
+							hist.Record(time.Duration(now - ns))
+						}
+					}
+				}
+			}()
+			if txnID != "" {
+				if err := p.InitTransactions(ctx); err != nil {
+					return err
+				}
+				if err := p.BeginTransaction(); err != nil {
+					return err
+				}
+				if txnMs <= 0 {
+					txnMs = 100
+				}
+			}
+			throttle := perf.NewThrottle(rate)
+			deadline := time.Now().Add(duration)
+			txnStart := time.Now()
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				throttle.Wait()
+				v := make([]byte, max(size, 8))
+				ns := time.Now().UnixNano()
+				for i := 7; i >= 0; i-- {
+					v[i] = byte(ns)
+					ns >>= 8
+				}
+				p.Produce(ctx, &client.Record{Topic: topic, Value: v}, nil)
+				sentN.Add(1)
+				if txnID != "" && time.Since(txnStart) >= time.Duration(txnMs)*time.Millisecond {
+					if err := p.CommitTransaction(ctx); err != nil {
+						return err
+					}
+					if err := p.BeginTransaction(); err != nil {
+						return err
+					}
+					txnStart = time.Now()
+				}
+			}
+			if txnID != "" {
+				if err := p.CommitTransaction(ctx); err != nil {
+					return err
+				}
+			}
+			_ = p.Flush(ctx)
+			for i := 0; i < 100 && hist.Count() < uint64(sentN.Load()); i++ {
+				time.Sleep(50 * time.Millisecond)
+			}
+			cancel()
+			<-recvDone
+			fmt.Printf("Avg latency: %.4f ms\n", ms(hist.Mean()))
+			fmt.Printf("Percentiles: 50th = %d, 99th = %d, 99.9th = %d\n", hist.Quantile(0.5).Milliseconds(), hist.Quantile(0.99).Milliseconds(), hist.Quantile(0.999).Milliseconds())
+			fmt.Printf("(%d records at %.0f records/s offered, %d received)\n", sentN.Load(), rate, hist.Count())
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&topic, "topic", "", "topic")
+	f.Float64Var(&rate, "throughput", 1000, "records/s to offer")
+	f.DurationVar(&duration, "duration", 30*time.Second, "how long to run")
+	f.IntVar(&size, "record-size", 1024, "record size in bytes (at least 8)")
+	f.StringVar(&txnID, "transactional-id", "", "produce in transactions")
+	f.IntVar(&txnMs, "transaction-duration-ms", 0, "commit every this many ms (default 100 with --transactional-id)")
+	f.StringVar(&isolation, "isolation-level", "read_committed", "the consumer's isolation level")
+	return cmd
+}
