@@ -108,6 +108,9 @@ type config struct {
 	assignors         []string
 	topics            []string
 	instanceID        string
+	onAssigned        func([]TopicPartition)
+	onRevoked         func([]TopicPartition)
+	onLost            func([]TopicPartition)
 }
 
 // defaultCfg holds every default in one place (Kafka's, see
@@ -212,6 +215,19 @@ func (c *config) validateConsumer() error {
 	}
 	if c.groupID != "" && c.heartbeatInterval >= c.sessionTimeout {
 		return fmt.Errorf("strand: heartbeat.interval.ms (%v) must be lower than session.timeout.ms (%v)", c.heartbeatInterval, c.sessionTimeout)
+	}
+	if len(c.topics) > 0 && c.groupID == "" {
+		return errors.New("strand: Topics subscribes through a consumer group; set GroupID too (or use Assign)")
+	}
+	if c.groupID != "" && len(c.topics) > 0 {
+		if len(c.assignors) == 0 {
+			return errors.New("strand: partition.assignment.strategy is empty")
+		}
+		for _, a := range c.assignors {
+			if _, ok := assignorByName(a); !ok {
+				return fmt.Errorf("strand: unknown partition.assignment.strategy %q (built in: range, cooperative-sticky)", a)
+			}
+		}
 	}
 	return nil
 }
@@ -329,6 +345,23 @@ func Assignors(names ...string) Opt { return func(c *config) { c.assignors = nam
 
 // GroupInstanceID is group.instance.id (static membership).
 func GroupInstanceID(id string) Opt { return func(c *config) { c.instanceID = id } }
+
+// OnPartitionsAssigned is called (from Poll) after each rebalance with the
+// partitions newly assigned to this consumer, possibly none; their
+// positions are set (committed offset, else auto.offset.reset).
+func OnPartitionsAssigned(f func([]TopicPartition)) Opt { return func(c *config) { c.onAssigned = f } }
+
+// OnPartitionsRevoked is called (from Poll, and from Close) with the
+// partitions this consumer gives up, after their positions were committed
+// when auto-commit is on and before another member can be assigned them:
+// the place to commit or flush work of those partitions.
+func OnPartitionsRevoked(f func([]TopicPartition)) Opt { return func(c *config) { c.onRevoked = f } }
+
+// OnPartitionsLost is called (from Poll) with partitions taken away without
+// a revocation (this member's session expired or its generation is gone):
+// another member may own them already, so do not commit them. Without it
+// OnPartitionsRevoked is called instead, like Kafka's default.
+func OnPartitionsLost(f func([]TopicPartition)) Opt { return func(c *config) { c.onLost = f } }
 
 func (a Acks) wire() int32 { return int32(a) }
 

@@ -119,7 +119,9 @@ func (l *Locator) ensure(ctx context.Context, it InternalTopic) error {
 	}
 	req := &pb.CreateTopicsRequest{TimeoutMs: 10000, Topics: []*pb.CreatableTopic{{
 		Name: it.Name, NumPartitions: it.Partitions, ReplicationFactor: it.ReplicationFactor,
-		Configs: map[string]string{config.MinInsyncReplicas: strconv.Itoa(it.MinISR), config.SegmentBytes: strconv.FormatInt(it.SegmentBytes, 10)},
+		// No retention: without log compaction (not built yet) deleting old
+		// segments would lose committed offsets and transaction states.
+		Configs: map[string]string{config.MinInsyncReplicas: strconv.Itoa(it.MinISR), config.SegmentBytes: strconv.FormatInt(it.SegmentBytes, 10), config.RetentionMs: "-1"},
 	}}}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

@@ -44,7 +44,9 @@ It exits after --max-records records, or when no record arrived for --timeout.`,
 				if fromBeginning {
 					reset = client.ResetEarliest
 				}
-				opts = append(opts, client.GroupID(group), client.Topics(topic), client.AutoOffsetReset(reset))
+				// Commit only what is printed: auto-commit would also commit
+				// records Poll returned past --max-records.
+				opts = append(opts, client.GroupID(group), client.Topics(topic), client.AutoOffsetReset(reset), client.AutoCommit(0))
 			}
 			c, err := client.NewConsumer(opts...)
 			if err != nil {
@@ -87,6 +89,7 @@ It exits after --max-records records, or when no record arrived for --timeout.`,
 			out := bufio.NewWriter(os.Stdout)
 			defer out.Flush()
 			count := 0
+			printed := map[client.TopicPartition]int64{}
 			last := time.Now()
 			for maxRecords <= 0 || count < maxRecords {
 				recs, err := c.Poll(ctx)
@@ -116,11 +119,17 @@ It exits after --max-records records, or when no record arrived for --timeout.`,
 					out.Write(r.Value)
 					out.WriteByte('\n')
 					count++
+					printed[client.TopicPartition{Topic: r.Topic, Partition: r.Partition}] = r.Offset + 1
 					if maxRecords > 0 && count >= maxRecords {
 						break
 					}
 				}
 				out.Flush()
+				if group != "" && len(printed) > 0 {
+					if err := c.CommitOffsets(ctx, printed); err != nil {
+						return fmt.Errorf("commit offsets of group %s: %w", group, err)
+					}
+				}
 			}
 			if maxRecords > 0 && count < maxRecords {
 				return fmt.Errorf("got %d of %d records before --timeout %v", count, maxRecords, timeout)

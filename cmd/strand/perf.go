@@ -294,7 +294,9 @@ func perfConsumeCmd() *cobra.Command {
 			if !hideHeader {
 				fmt.Println("start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec")
 			}
-			stamp := func(t time.Time) string { return t.Format("2006-01-02 15:04:05") + fmt.Sprintf(":%03d", t.Nanosecond()/1e6) }
+			stamp := func(t time.Time) string {
+				return t.Format("2006-01-02 15:04:05") + fmt.Sprintf(":%03d", t.Nanosecond()/1e6)
+			}
 			fmt.Printf("%s, %s, %.4f, %.4f, %d, %.4f, %d, %d, %.4f, %.4f\n", stamp(start), stamp(end), mb, mb/secs, n, float64(n)/secs,
 				fetchStart.Sub(start).Milliseconds(), end.Sub(fetchStart).Milliseconds(), mb/max(fsecs, 1e-9), float64(n)/max(fsecs, 1e-9))
 			if n < messages {

@@ -2,18 +2,31 @@
 // __consumer_offsets (the classic join/sync/heartbeat protocol), committed
 // offsets, and transactional offset commits that become visible with their
 // transaction's COMMIT marker.
+//
+// A group belongs to partition PartitionFor(groupID, partitions) of
+// __consumer_offsets and is served by that partition's leader. For every
+// partition it leads the coordinator keeps a shard: the groups of that
+// partition, rebuilt from the partition's log when leadership arrives
+// (requests meanwhile answer COORDINATOR_LOAD_IN_PROGRESS) and dropped when
+// it leaves (waiting calls answer NOT_COORDINATOR). Every change is
+// appended to the partition with acks=all and waits for the ISR before
+// memory changes, except the membership of a group left with no members,
+// which (as in Kafka) changes first and is written after. The record
+// formats are in keys.go.
 package group
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
+	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/coordinator"
 	"github.com/strand-io/strand/internal/clock"
+	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/internal/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/replication"
 )
@@ -26,15 +39,23 @@ type Config struct {
 	GroupMinSessionTimeout, GroupMaxSessionTimeout time.Duration
 	// InitialRebalanceDelay is group.initial.rebalance.delay.ms.
 	InitialRebalanceDelay time.Duration
-	// OffsetsRetention is offsets.retention.minutes.
+	// OffsetsRetention is offsets.retention.minutes (not enforced yet:
+	// offsets are kept until overwritten).
 	OffsetsRetention time.Duration
-	Logger           *slog.Logger
+	// CommitTimeout is offsets.commit.timeout.ms: how long a write waits
+	// for the ISR (0: 5 s).
+	CommitTimeout time.Duration
+	// SweepInterval is how often session and rebalance deadlines are
+	// checked (0: 100 ms).
+	SweepInterval time.Duration
+	Logger        *slog.Logger
 }
 
 // DefaultConfig is Kafka's defaults.
 func DefaultConfig(nodeID int32) Config {
 	return Config{NodeID: nodeID, Topic: coordinator.DefaultOffsetsTopic(), GroupMinSessionTimeout: 6 * time.Second,
-		GroupMaxSessionTimeout: 30 * time.Minute, InitialRebalanceDelay: 3 * time.Second, OffsetsRetention: 7 * 24 * time.Hour}
+		GroupMaxSessionTimeout: 30 * time.Minute, InitialRebalanceDelay: 3 * time.Second, OffsetsRetention: 7 * 24 * time.Hour,
+		CommitTimeout: 5 * time.Second, SweepInterval: 100 * time.Millisecond}
 }
 
 // TxnAdder adds a partition of __consumer_offsets to a transaction (an
@@ -42,6 +63,110 @@ func DefaultConfig(nodeID int32) Config {
 // TxnOffsetCommit is written.
 type TxnAdder interface {
 	AddPartition(ctx context.Context, transactionalID string, pid int64, epoch int16, topic string, partition int32) error
+}
+
+// loadBufferSize is offsets.load.buffer.size: bytes read per step of a load.
+const loadBufferSize = 5 << 20
+
+type shardStatus int
+
+const (
+	loading shardStatus = iota
+	active
+	gone
+)
+
+// shard is the coordinator's state for one __consumer_offsets partition it
+// leads. mu guards everything in it (every group of the partition);
+// writeMu orders appends so the sequence numbers of transactional batches
+// follow the log.
+type shard struct {
+	partition   int32
+	p           *broker.Partition // nil in unit tests
+	leaderEpoch int32
+	cancel      context.CancelFunc
+
+	writeMu sync.Mutex
+
+	mu     sync.Mutex
+	status shardStatus
+	groups map[string]*group
+	// pidGroups: the groups holding pending offsets of each producer id.
+	pidGroups map[int64]map[string]bool
+	// watches: TxnOffsetCommit writes in flight per producer id, told when
+	// the producer's marker arrives before they finish.
+	watches map[int64]*txnWatch
+}
+
+type txnWatch struct {
+	writers   int
+	settled   bool
+	committed bool
+}
+
+func newShard(partition int32, p *broker.Partition, epoch int32) *shard {
+	return &shard{partition: partition, p: p, leaderEpoch: epoch, groups: map[string]*group{},
+		pidGroups: map[int64]map[string]bool{}, watches: map[int64]*txnWatch{}}
+}
+
+func (s *shard) group(id string, now time.Time, create bool) *group {
+	g := s.groups[id]
+	if g == nil && create {
+		g = newGroup(id, now)
+		s.groups[id] = g
+	}
+	return g
+}
+
+// settle applies a COMMIT (committed) or ABORT marker of pid: its pending
+// offsets in every group of the shard become committed, or are dropped.
+func (s *shard) settle(pid int64, committed bool) {
+	for gid := range s.pidGroups[pid] {
+		g := s.groups[gid]
+		if g == nil {
+			continue
+		}
+		for p, byPID := range g.pending {
+			e, ok := byPID[pid]
+			if !ok {
+				continue
+			}
+			if committed {
+				g.applyCommitted(p, e)
+			}
+			delete(byPID, pid)
+			if len(byPID) == 0 {
+				delete(g.pending, p)
+			}
+		}
+	}
+	delete(s.pidGroups, pid)
+}
+
+func (s *shard) addPending(g *group, p tp, pid int64, e offsetEntry) {
+	byPID := g.pending[p]
+	if byPID == nil {
+		byPID = map[int64]offsetEntry{}
+		g.pending[p] = byPID
+	}
+	byPID[pid] = e
+	if s.pidGroups[pid] == nil {
+		s.pidGroups[pid] = map[string]bool{}
+	}
+	s.pidGroups[pid][g.id] = true
+}
+
+// txnProducer marks a transactional write.
+type txnProducer struct {
+	pid   int64
+	epoch int16
+	id    string // transactional.id
+}
+
+// writer appends records to a shard's partition with acks=all and returns
+// the offset of the first one once the ISR has them.
+type writer interface {
+	write(ctx context.Context, s *shard, recs []record.Record, txn *txnProducer) (int64, error)
 }
 
 // Coordinator serves the Groups service for the __consumer_offsets
@@ -53,23 +178,317 @@ type Coordinator struct {
 	loc  *coordinator.Locator
 	txn  TxnAdder
 	clk  clock.Clock
+	lg   *slog.Logger
+	w    writer
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	shards  map[int32]*shard
 }
 
 // New returns a coordinator; Start registers it for leadership changes.
 func New(cfg Config, repl *replication.Manager, loc *coordinator.Locator, txn TxnAdder, clk clock.Clock) *Coordinator {
-	return &Coordinator{cfg: cfg, repl: repl, loc: loc, txn: txn, clk: clk}
+	if clk == nil {
+		clk = clock.Real
+	}
+	if cfg.Topic.Name == "" {
+		cfg.Topic = coordinator.DefaultOffsetsTopic()
+	}
+	if cfg.Topic.Partitions <= 0 {
+		cfg.Topic.Partitions = 50
+	}
+	if cfg.CommitTimeout <= 0 {
+		cfg.CommitTimeout = 5 * time.Second
+	}
+	if cfg.SweepInterval <= 0 {
+		cfg.SweepInterval = 100 * time.Millisecond
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Coordinator{cfg: cfg, repl: repl, loc: loc, txn: txn, clk: clk, lg: lg.With("component", "group-coordinator"),
+		ctx: ctx, cancel: cancel, shards: map[int32]*shard{}}
+	c.w = logWriter{c}
+	return c
 }
 
-// Start begins serving.
-func (c *Coordinator) Start() {}
+// Start registers for leadership of __consumer_offsets partitions, loads
+// those this broker already leads, and starts the session and rebalance
+// timer sweep.
+func (c *Coordinator) Start() {
+	c.mu.Lock()
+	if c.started || c.stopped {
+		c.mu.Unlock()
+		return
+	}
+	c.started = true
+	c.mu.Unlock()
+	c.goBackground(c.sweepLoop)
+	if c.repl == nil {
+		return
+	}
+	c.repl.AddLeaderListener(c.cfg.Topic.Name, c)
+	for _, p := range c.repl.Partitions().All() {
+		if l := p.Leadership(); p.Key.Topic == c.cfg.Topic.Name && l.Role == broker.RoleLeader {
+			c.BecameLeader(p, l.LeaderEpoch)
+		}
+	}
+}
 
-// Stop stops background work.
-func (c *Coordinator) Stop() {}
+// Stop stops background work and drops every shard: waiting calls answer
+// NOT_COORDINATOR. It waits for the coordinator's goroutines.
+func (c *Coordinator) Stop() {
+	c.mu.Lock()
+	c.stopped = true
+	c.cancel()
+	shards := c.shards
+	c.shards = map[int32]*shard{}
+	c.mu.Unlock()
+	for _, s := range shards {
+		c.drop(s, "the group coordinator is shutting down")
+	}
+	c.wg.Wait()
+}
+
+// BecameLeader starts loading a partition's groups in the background
+// (replication.LeaderListener; it does not block).
+func (c *Coordinator) BecameLeader(p *broker.Partition, leaderEpoch int32) {
+	if p.Key.Topic != c.cfg.Topic.Name {
+		return
+	}
+	c.mu.Lock()
+	if c.stopped {
+		c.mu.Unlock()
+		return
+	}
+	old := c.shards[p.Key.Partition]
+	if old != nil && old.p == p && old.leaderEpoch == leaderEpoch {
+		c.mu.Unlock()
+		return // already loading or loaded for this leadership
+	}
+	s := newShard(p.Key.Partition, p, leaderEpoch)
+	ctx, cancel := context.WithCancel(c.ctx)
+	s.cancel = cancel
+	c.shards[p.Key.Partition] = s
+	c.wg.Add(1)
+	c.mu.Unlock()
+	if old != nil {
+		c.drop(old, "leadership of the partition was taken over by a newer epoch")
+	}
+	go c.load(ctx, s)
+}
+
+// StoppedLeading drops a partition's groups (replication.LeaderListener).
+func (c *Coordinator) StoppedLeading(partition int32) {
+	c.mu.Lock()
+	s := c.shards[partition]
+	delete(c.shards, partition)
+	c.mu.Unlock()
+	if s != nil {
+		c.drop(s, fmt.Sprintf("this broker no longer leads %s-%d", c.cfg.Topic.Name, partition))
+	}
+}
+
+// drop ends a shard: the load stops, groups go Dead and every waiting call
+// answers NOT_COORDINATOR.
+func (c *Coordinator) drop(s *shard, why string) {
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.status = gone
+	for _, g := range s.groups {
+		for _, m := range g.members {
+			m.answerJoin(&pb.JoinGroupResponse{ErrorCode: pb.ErrorCode_NOT_COORDINATOR, ErrorMessage: why, MemberId: m.id, GenerationId: -1})
+			m.answerSync(&pb.SyncGroupResponse{ErrorCode: pb.ErrorCode_NOT_COORDINATOR, ErrorMessage: why})
+		}
+		c.setState(g, Dead, c.clk.Now())
+	}
+}
+
+// setState moves g to a new state if the transition table allows it; an
+// illegal transition is a bug, logged and refused.
+func (c *Coordinator) setState(g *group, to State, now time.Time) bool {
+	if !CanTransition(g.state, to) {
+		c.lg.Error("illegal group state transition refused", "group", g.id, "from", g.state, "to", to)
+		return false
+	}
+	g.state, g.stateSince = to, now
+	return true
+}
 
 // OnTxnMarker is called once a COMMIT or ABORT marker for pid is durable on
-// partition of __consumer_offsets.
-func (c *Coordinator) OnTxnMarker(partition int32, pid int64, committed bool) {}
+// partition of __consumer_offsets, before WriteTxnMarkers answers: the
+// producer's pending offsets there become committed (COMMIT) or vanish
+// (ABORT). During a load the marker is applied when the load reads it.
+func (c *Coordinator) OnTxnMarker(partition int32, pid int64, committed bool) {
+	c.mu.Lock()
+	s := c.shards[partition]
+	c.mu.Unlock()
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.status != active {
+		return
+	}
+	if w := s.watches[pid]; w != nil {
+		w.settled, w.committed = true, committed
+	}
+	s.settle(pid, committed)
+}
 
-var errNotYet = status.Error(codes.Unimplemented, "the group coordinator is not built yet")
+// partitionOf is the __consumer_offsets partition of a group.
+func (c *Coordinator) partitionOf(groupID string) int32 {
+	return coordinator.PartitionFor(groupID, c.cfg.Topic.Partitions)
+}
 
-var _ = errNotYet
+// lockShard returns the group's shard, locked and serving, or the error
+// the client should see (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+// INVALID_GROUP_ID).
+func (c *Coordinator) lockShard(groupID string) (*shard, error) {
+	if groupID == "" {
+		return nil, errs.New(pb.ErrorCode_INVALID_GROUP_ID, "the group id is empty")
+	}
+	part := c.partitionOf(groupID)
+	c.mu.Lock()
+	s := c.shards[part]
+	c.mu.Unlock()
+	if s == nil {
+		return nil, errs.New(pb.ErrorCode_NOT_COORDINATOR, "broker %d does not lead %s-%d, the partition of group %q", c.cfg.NodeID, c.cfg.Topic.Name, part, groupID)
+	}
+	s.mu.Lock()
+	switch s.status {
+	case loading:
+		s.mu.Unlock()
+		return nil, errs.New(pb.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS, "broker %d is still loading %s-%d, the partition of group %q", c.cfg.NodeID, c.cfg.Topic.Name, part, groupID)
+	case gone:
+		s.mu.Unlock()
+		return nil, errs.New(pb.ErrorCode_NOT_COORDINATOR, "broker %d stopped leading %s-%d, the partition of group %q", c.cfg.NodeID, c.cfg.Topic.Name, part, groupID)
+	}
+	return s, nil
+}
+
+// goBackground runs f in a goroutine that Stop waits for; after Stop it
+// does nothing and returns false.
+func (c *Coordinator) goBackground(f func()) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return false
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// sweepLoop checks session and rebalance deadlines every SweepInterval.
+func (c *Coordinator) sweepLoop() {
+	t := c.clk.NewTicker(c.cfg.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C():
+			c.sweep()
+		}
+	}
+}
+
+// sweep runs the deadlines of every active shard at the clock's now.
+func (c *Coordinator) sweep() {
+	c.mu.Lock()
+	shards := make([]*shard, 0, len(c.shards))
+	for _, s := range c.shards {
+		shards = append(shards, s)
+	}
+	c.mu.Unlock()
+	now := c.clk.Now()
+	for _, s := range shards {
+		s.mu.Lock()
+		if s.status == active {
+			for _, g := range s.groups {
+				c.expire(s, g, now)
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+// logWriter is the production writer: an acks=all append to the leader's
+// log, waiting for the ISR up to CommitTimeout.
+type logWriter struct{ c *Coordinator }
+
+func (w logWriter) write(ctx context.Context, s *shard, recs []record.Record, txn *txnProducer) (int64, error) {
+	c := w.c
+	now := c.clk.Now().UnixMilli()
+	for i := range recs {
+		recs[i].Timestamp = now
+	}
+	opts := record.BatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, PartitionLeaderEpoch: -1}
+	s.writeMu.Lock()
+	if txn != nil {
+		opts.ProducerID, opts.ProducerEpoch, opts.Transactional = txn.pid, txn.epoch, true
+		opts.BaseSequence = nextSequence(s.p, txn.pid, txn.epoch)
+	}
+	batch, err := record.Build(opts, recs)
+	if err != nil {
+		s.writeMu.Unlock()
+		return -1, errs.New(pb.ErrorCode_INVALID_COMMIT_OFFSET_SIZE, "cannot build the batch for %s-%d: %v", c.cfg.Topic.Name, s.partition, err)
+	}
+	a := c.repl.AppendLeader(c.cfg.Topic.Name, s.partition, batch, -1)
+	s.writeMu.Unlock()
+	if a.Err != nil {
+		return -1, c.writeError(s, a.Err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, c.cfg.CommitTimeout)
+	defer cancel()
+	if err := a.Wait(wctx); err != nil {
+		return -1, c.writeError(s, err)
+	}
+	return a.Result.FirstOffset, nil
+}
+
+// nextSequence is the base sequence for the coordinator's next batch of a
+// producer on the partition: 0 at a new epoch, else after the last one.
+func nextSequence(p *broker.Partition, pid int64, epoch int16) int32 {
+	for _, e := range p.Log.Producers() {
+		if e.ProducerID == pid {
+			if e.Epoch != epoch {
+				return 0
+			}
+			return record.IncrementSequence(e.LastSequence(), 1)
+		}
+	}
+	return 0
+}
+
+// writeError maps an append failure to what a group client should do
+// (Kafka's mapping): rediscover the coordinator, retry, or give up.
+func (c *Coordinator) writeError(s *shard, err error) error {
+	code, msg := errs.Split(err)
+	where := fmt.Sprintf("writing to %s-%d", c.cfg.Topic.Name, s.partition)
+	switch code {
+	case pb.ErrorCode_NOT_LEADER_OR_FOLLOWER, pb.ErrorCode_KAFKA_STORAGE_ERROR, pb.ErrorCode_FENCED_LEADER_EPOCH:
+		return errs.New(pb.ErrorCode_NOT_COORDINATOR, "%s: %s", where, msg)
+	case pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, pb.ErrorCode_NOT_ENOUGH_REPLICAS, pb.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+		pb.ErrorCode_REQUEST_TIMED_OUT:
+		return errs.New(pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, "%s: %s (%s)", where, msg, code)
+	case pb.ErrorCode_MESSAGE_TOO_LARGE, pb.ErrorCode_RECORD_LIST_TOO_LARGE:
+		return errs.New(pb.ErrorCode_INVALID_COMMIT_OFFSET_SIZE, "%s: %s", where, msg)
+	}
+	return errs.New(code, "%s: %s", where, msg)
+}

@@ -74,8 +74,12 @@ func docker(ctx context.Context, args ...string) error {
 func (c *Compose) Kill(ctx context.Context, id int32) error {
 	return docker(ctx, "kill", "-s", "SIGKILL", c.Container(id))
 }
-func (c *Compose) Start(ctx context.Context, id int32) error { return docker(ctx, "start", c.Container(id)) }
-func (c *Compose) Pause(ctx context.Context, id int32) error { return docker(ctx, "pause", c.Container(id)) }
+func (c *Compose) Start(ctx context.Context, id int32) error {
+	return docker(ctx, "start", c.Container(id))
+}
+func (c *Compose) Pause(ctx context.Context, id int32) error {
+	return docker(ctx, "pause", c.Container(id))
+}
 func (c *Compose) Resume(ctx context.Context, id int32) error {
 	return docker(ctx, "unpause", c.Container(id))
 }

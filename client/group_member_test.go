@@ -1,0 +1,251 @@
+package client
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/strand-io/strand/internal/node"
+	"github.com/strand-io/strand/internal/testutil"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// groupsClient dials a node's Groups service directly, to play a member by hand.
+func groupsClient(t *testing.T, addr string) pb.GroupsClient {
+	t.Helper()
+	cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return pb.NewGroupsClient(cc)
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func devGroupNode(t *testing.T) *node.Node {
+	return testutil.StartDev(t, t.TempDir(), func(cfg *node.Config) {
+		cfg.GroupConfig.InitialRebalanceDelay = 0
+		cfg.GroupConfig.GroupMinSessionTimeout = 500 * time.Millisecond
+		cfg.OffsetsTopic.Partitions = 5
+	})
+}
+
+// pollLoop polls c until the test ends.
+func pollLoop(t *testing.T, c *Consumer) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			if _, err := c.Poll(ctx); err != nil && ctx.Err() == nil {
+				t.Errorf("poll: %v", err)
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		c.Close(context.Background())
+	})
+}
+
+func groupOpts(addr, group, topic string, extra ...Opt) []Opt {
+	return append([]Opt{Bootstrap(addr), Logger(testutil.Logger()), GroupID(group), Topics(topic), Assignors("range"),
+		HeartbeatInterval(100 * time.Millisecond), SessionTimeout(3 * time.Second), FetchMaxWait(100 * time.Millisecond),
+		AutoOffsetReset(ResetEarliest)}, extra...)
+}
+
+// TestGroupSilentMemberExpires: a member that stops heartbeating is
+// removed after its session timeout and its partitions go to the others.
+func TestGroupSilentMemberExpires(t *testing.T) {
+	n := devGroupNode(t)
+	adm, _ := NewAdmin(Bootstrap(n.Addr()))
+	defer adm.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := adm.CreateTopic(ctx, TopicSpec{Name: "silent", Partitions: 6, ReplicationFactor: 1}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewConsumer(groupOpts(n.Addr(), "sg", "silent")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pollLoop(t, c)
+	waitFor(t, 10*time.Second, "the consumer to own all six partitions", func() bool { return len(c.Assignment()) == 6 })
+
+	// A hand-played member joins with a one-second session, takes its
+	// share, then goes silent.
+	gc := groupsClient(t, n.Addr())
+	meta := encodeSubscription(subscription{topics: []string{"silent"}, generation: -1})
+	var jr *pb.JoinGroupResponse
+	for {
+		jr, err = gc.JoinGroup(ctx, &pb.JoinGroupRequest{GroupId: "sg", SessionTimeoutMs: 1000, RebalanceTimeoutMs: 10000, MemberId: jr.GetMemberId(),
+			ProtocolType: "consumer", ClientId: "zombie", Protocols: []*pb.GroupProtocol{{Name: "range", Metadata: meta}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if jr.ErrorCode != pb.ErrorCode_REBALANCE_IN_PROGRESS {
+			break
+		}
+	}
+	if jr.ErrorCode != pb.ErrorCode_NONE || jr.Leader == jr.MemberId {
+		t.Fatalf("zombie join %v", jr)
+	}
+	sr, err := gc.SyncGroup(ctx, &pb.SyncGroupRequest{GroupId: "sg", GenerationId: jr.GenerationId, MemberId: jr.MemberId})
+	if err != nil || sr.ErrorCode != pb.ErrorCode_NONE {
+		t.Fatalf("zombie sync %v %v", sr, err)
+	}
+	mine, _ := decodeAssignment(sr.Assignment)
+	if len(mine) != 3 {
+		t.Fatalf("zombie got %v", mine)
+	}
+	waitFor(t, 10*time.Second, "the consumer to give up three partitions", func() bool { return len(c.Assignment()) == 3 })
+	start := time.Now()
+	waitFor(t, 10*time.Second, "the silent member's partitions to come back", func() bool { return len(c.Assignment()) == 6 })
+	if waited := time.Since(start); waited < 500*time.Millisecond {
+		t.Fatalf("partitions came back after %v, before the 1s session could expire", waited)
+	}
+	hb, err := gc.Heartbeat(ctx, &pb.HeartbeatRequest{GroupId: "sg", GenerationId: jr.GenerationId, MemberId: jr.MemberId})
+	if err != nil || hb.ErrorCode != pb.ErrorCode_UNKNOWN_MEMBER_ID {
+		t.Fatalf("expired member's heartbeat: %v %v", hb, err)
+	}
+}
+
+// TestGroupRemovedMemberRejoins: when the coordinator forgets a member
+// (here: a LeaveGroup sent on its behalf), its heartbeat gets
+// UNKNOWN_MEMBER_ID, its partitions are reported lost, and it rejoins with
+// a new member id.
+func TestGroupRemovedMemberRejoins(t *testing.T) {
+	n := devGroupNode(t)
+	adm, _ := NewAdmin(Bootstrap(n.Addr()))
+	defer adm.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := adm.CreateTopic(ctx, TopicSpec{Name: "removed", Partitions: 2, ReplicationFactor: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var lost, assigned int
+	c, err := NewConsumer(groupOpts(n.Addr(), "rg", "removed",
+		OnPartitionsLost(func(tps []TopicPartition) { mu.Lock(); lost += len(tps); mu.Unlock() }),
+		OnPartitionsAssigned(func(tps []TopicPartition) { mu.Lock(); assigned += len(tps); mu.Unlock() }))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pollLoop(t, c)
+	waitFor(t, 10*time.Second, "the assignment", func() bool { return len(c.Assignment()) == 2 })
+	before := c.GroupMetadata()
+	lr, err := groupsClient(t, n.Addr()).LeaveGroup(ctx, &pb.LeaveGroupRequest{GroupId: "rg", MemberId: before.MemberID})
+	if err != nil || lr.ErrorCode != pb.ErrorCode_NONE {
+		t.Fatalf("leave on its behalf: %v %v", lr, err)
+	}
+	waitFor(t, 10*time.Second, "a new membership", func() bool {
+		gm := c.GroupMetadata()
+		return gm.MemberID != "" && gm.MemberID != before.MemberID && gm.GenerationID > before.GenerationID && len(c.Assignment()) == 2
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if lost != 2 || assigned != 4 {
+		t.Fatalf("lost %d, assigned %d; want 2 lost and 2+2 assigned", lost, assigned)
+	}
+}
+
+// fakeCoordinator answers FindCoordinator (first with errors) and
+// OffsetFetch (first with UNSTABLE_OFFSET_COMMIT, then with NOT_COORDINATOR
+// once, then the offsets), to check the member's retries.
+type fakeCoordinator struct {
+	pb.UnimplementedMetadataServer
+	pb.UnimplementedGroupsServer
+	addr string
+
+	mu        sync.Mutex
+	finds     int
+	fetches   int
+	stableSet bool
+}
+
+func (f *fakeCoordinator) FindCoordinator(ctx context.Context, req *pb.FindCoordinatorRequest) (*pb.FindCoordinatorResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.finds++
+	co := &pb.Coordinator{Key: req.Keys[0], NodeId: 1, Address: f.addr}
+	if req.KeyType != pb.CoordinatorType_GROUP {
+		co.ErrorCode = pb.ErrorCode_INVALID_REQUEST
+	} else if f.finds == 1 {
+		co.ErrorCode, co.NodeId, co.Address = pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, -1, ""
+	}
+	return &pb.FindCoordinatorResponse{Coordinators: []*pb.Coordinator{co}}, nil
+}
+
+func (f *fakeCoordinator) OffsetFetch(ctx context.Context, req *pb.OffsetFetchRequest) (*pb.OffsetFetchResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fetches++
+	f.stableSet = req.RequireStable
+	switch f.fetches {
+	case 1:
+		return &pb.OffsetFetchResponse{ErrorCode: pb.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS}, nil
+	case 4:
+		return &pb.OffsetFetchResponse{ErrorCode: pb.ErrorCode_NOT_COORDINATOR}, nil
+	}
+	resp := &pb.OffsetFetchResponse{}
+	for _, p := range req.Partitions {
+		out := &pb.OffsetFetchPartition{Topic: p.Topic, Partition: p.Partition, Offset: 42}
+		if f.fetches < 4 && p.Partition == 1 {
+			out.ErrorCode, out.Offset = pb.ErrorCode_UNSTABLE_OFFSET_COMMIT, -1
+		}
+		resp.Partitions = append(resp.Partitions, out)
+	}
+	return resp, nil
+}
+
+// TestCommittedRetriesUntilStable: coordinator discovery and OffsetFetch
+// retry COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS,
+// NOT_COORDINATOR and UNSTABLE_OFFSET_COMMIT until a stable answer.
+func TestCommittedRetriesUntilStable(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeCoordinator{addr: lis.Addr().String()}
+	srv := grpc.NewServer()
+	pb.RegisterMetadataServer(srv, f)
+	pb.RegisterGroupsServer(srv, f)
+	go srv.Serve(lis)
+	defer srv.Stop()
+	c, err := NewConsumer(Bootstrap(f.addr), GroupID("g"), RetryBackoff(time.Millisecond, 5*time.Millisecond), Logger(testutil.Logger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got, err := c.Committed(ctx, []TopicPartition{{"t", 0}, {"t", 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[TopicPartition{"t", 0}] != 42 || got[TopicPartition{"t", 1}] != 42 {
+		t.Fatalf("committed %v", got)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fetches != 5 || f.finds != 3 || !f.stableSet {
+		t.Fatalf("%d fetches (want 5), %d FindCoordinator (want 3), require_stable %v", f.fetches, f.finds, f.stableSet)
+	}
+}

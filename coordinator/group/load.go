@@ -1,0 +1,187 @@
+package group
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/internal/record"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// load rebuilds a shard from its partition, log start to log end, then
+// serves it. Until then its groups answer COORDINATOR_LOAD_IN_PROGRESS.
+// Markers that land during the load are read by it (OnTxnMarker ignores a
+// loading shard); the load ends, under the shard lock, only when it has
+// read everything up to the current log end.
+func (c *Coordinator) load(ctx context.Context, s *shard) {
+	defer c.wg.Done()
+	start := c.clk.Now()
+	l := s.p.Log
+	off := l.LogStartOffset()
+	var batches, records int
+	for attempt := 0; ; {
+		if ctx.Err() != nil {
+			return
+		}
+		end := l.LogEndOffset()
+		if off >= end {
+			s.mu.Lock()
+			if s.status != loading {
+				s.mu.Unlock()
+				return
+			}
+			if off >= l.LogEndOffset() {
+				now := c.clk.Now()
+				for _, g := range s.groups {
+					for _, m := range g.members {
+						m.lastHeartbeat = now
+					}
+				}
+				s.status = active
+				n := len(s.groups)
+				s.mu.Unlock()
+				c.lg.Info("loaded groups", "partition", s.partition, "leaderEpoch", s.leaderEpoch, "groups", n,
+					"batches", batches, "records", records, "took", c.clk.Now().Sub(start))
+				return
+			}
+			s.mu.Unlock()
+			continue
+		}
+		res, err := l.Read(off, loadBufferSize, end, true)
+		if err != nil {
+			if errs.CodeOf(err) == pb.ErrorCode_OFFSET_OUT_OF_RANGE && off < res.LogStart {
+				off = res.LogStart // retention moved the start
+				continue
+			}
+			attempt++
+			c.lg.Warn("load groups: read failed, retrying", "partition", s.partition, "offset", off, "err", err)
+			if !c.pause(ctx, time.Duration(min(attempt, 10))*50*time.Millisecond) {
+				return
+			}
+			continue
+		}
+		if len(res.Records) == 0 {
+			// Nothing whole below the log end yet (a write in progress).
+			if !c.pause(ctx, 10*time.Millisecond) {
+				return
+			}
+			continue
+		}
+		attempt = 0
+		s.mu.Lock()
+		if s.status != loading {
+			s.mu.Unlock()
+			return
+		}
+		it := record.NewIter(res.Records)
+		for it.Next() {
+			h := it.Header()
+			if h.NextOffset() <= off {
+				continue
+			}
+			batches++
+			records += c.applyBatch(s, h, it.Batch())
+			off = h.NextOffset()
+		}
+		if err := it.Err(); err != nil {
+			c.lg.Error("load groups: corrupt batch skipped", "partition", s.partition, "offset", off, "err", err)
+			off = max(off+1, res.FirstOffset+1)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// pause waits d on the coordinator's clock; false if ctx ended first.
+func (c *Coordinator) pause(ctx context.Context, d time.Duration) bool {
+	t := c.clk.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	}
+}
+
+// applyBatch replays one batch of the log into the shard (s.mu held) and
+// returns how many records it applied. A marker settles its producer's
+// pending offsets exactly as OnTxnMarker does live.
+func (c *Coordinator) applyBatch(s *shard, h record.Header, batch []byte) int {
+	now := c.clk.Now()
+	if h.IsControl() {
+		typ, _, err := record.ReadControlBatch(batch)
+		if err != nil {
+			c.lg.Warn("load groups: unreadable control batch skipped", "partition", s.partition, "offset", h.BaseOffset, "err", err)
+			return 0
+		}
+		s.settle(h.ProducerID, typ == record.ControlCommit)
+		return 1
+	}
+	_, recs, err := record.Decode(batch)
+	if err != nil {
+		c.lg.Warn("load groups: undecodable batch skipped", "partition", s.partition, "offset", h.BaseOffset, "err", err)
+		return 0
+	}
+	for _, r := range recs {
+		if err := c.applyRecord(s, r, now); err != nil {
+			c.lg.Warn("load groups: record skipped", "partition", s.partition, "offset", r.Offset, "err", err)
+		}
+	}
+	return len(recs)
+}
+
+// applyRecord replays one record (s.mu held).
+func (c *Coordinator) applyRecord(s *shard, r record.Record, now time.Time) error {
+	k, err := decodeKey(r.Key)
+	if err != nil {
+		return err
+	}
+	switch k.typ {
+	case keyOffsetCommit, keyPendingTxnCommit:
+		g := s.group(k.group, now, r.Value != nil)
+		if g == nil {
+			return nil
+		}
+		p := tp{k.topic, k.partition}
+		if r.Value == nil {
+			if k.typ == keyOffsetCommit {
+				delete(g.offsets, p)
+			}
+			return nil
+		}
+		var v pb.OffsetCommitValue
+		if err := proto.Unmarshal(r.Value, &v); err != nil {
+			return err
+		}
+		e := offsetEntry{offset: v.Offset, leaderEpoch: v.LeaderEpoch, metadata: v.Metadata, commitMs: v.CommitTimestampMs, logOffset: r.Offset}
+		if k.typ == keyOffsetCommit {
+			g.applyCommitted(p, e)
+			return nil
+		}
+		for _, h := range r.Headers {
+			if h.Key == txnIDHeader {
+				e.txnID = string(h.Value)
+			}
+		}
+		s.addPending(g, p, k.pid, e)
+	case keyGroupMetadata:
+		g := s.group(k.group, now, r.Value != nil)
+		if g == nil {
+			return nil
+		}
+		if r.Value == nil {
+			g.restore(&pb.GroupMetadataValue{}, now)
+			g.generation = 0
+			return nil
+		}
+		var v pb.GroupMetadataValue
+		if err := proto.Unmarshal(r.Value, &v); err != nil {
+			return err
+		}
+		g.restore(&v, now)
+	}
+	return nil
+}

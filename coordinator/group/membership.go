@@ -1,0 +1,500 @@
+package group
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/internal/record"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// JoinGroup adds or refreshes a member and waits (a long poll) until the
+// rebalance completes: every known member has rejoined, or the largest
+// rebalance timeout of the members passed (members that did not rejoin are
+// removed). The first rebalance of an empty group also waits
+// group.initial.rebalance.delay.ms, longer for each member that arrives
+// meanwhile, up to the rebalance timeout. An empty member id gets a new id.
+// The leader's answer lists the members with their metadata for the chosen
+// protocol: one every member supports, by vote of each member's first
+// preference.
+//
+// Errors: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, INVALID_GROUP_ID,
+// UNKNOWN_MEMBER_ID, INCONSISTENT_GROUP_PROTOCOL, INVALID_SESSION_TIMEOUT,
+// REBALANCE_IN_PROGRESS (a newer JoinGroup of the same member replaced this one).
+func (c *Coordinator) JoinGroup(ctx context.Context, req *pb.JoinGroupRequest) (*pb.JoinGroupResponse, error) {
+	resp, ch := c.join(req)
+	if ch == nil {
+		return resp, nil
+	}
+	select {
+	case r := <-ch:
+		return r, nil
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	case <-c.ctx.Done():
+		return &pb.JoinGroupResponse{ErrorCode: pb.ErrorCode_NOT_COORDINATOR, ErrorMessage: "the group coordinator is shutting down", GenerationId: -1}, nil
+	}
+}
+
+func joinError(err error, memberID string) *pb.JoinGroupResponse {
+	code, msg := errs.Split(err)
+	return &pb.JoinGroupResponse{ErrorCode: code, ErrorMessage: msg, MemberId: memberID, GenerationId: -1}
+}
+
+// join does JoinGroup's work under the shard lock: either an answer now, or
+// the channel the answer will arrive on.
+func (c *Coordinator) join(req *pb.JoinGroupRequest) (*pb.JoinGroupResponse, <-chan *pb.JoinGroupResponse) {
+	session := time.Duration(req.SessionTimeoutMs) * time.Millisecond
+	if session < c.cfg.GroupMinSessionTimeout || session > c.cfg.GroupMaxSessionTimeout {
+		return joinError(errs.New(pb.ErrorCode_INVALID_SESSION_TIMEOUT, "session.timeout.ms=%d is outside [group.min.session.timeout.ms=%d, group.max.session.timeout.ms=%d]",
+			req.SessionTimeoutMs, c.cfg.GroupMinSessionTimeout.Milliseconds(), c.cfg.GroupMaxSessionTimeout.Milliseconds()), req.MemberId), nil
+	}
+	rebalance := time.Duration(req.RebalanceTimeoutMs) * time.Millisecond
+	if rebalance <= 0 {
+		rebalance = session
+	}
+	if req.ProtocolType == "" || len(req.Protocols) == 0 {
+		return joinError(errs.New(pb.ErrorCode_INCONSISTENT_GROUP_PROTOCOL, "a member needs a protocol type and at least one protocol (got type %q, %d protocols)", req.ProtocolType, len(req.Protocols)), req.MemberId), nil
+	}
+	if !validKeyString(req.GroupId) {
+		return joinError(errs.New(pb.ErrorCode_INVALID_GROUP_ID, "the group id is %d bytes, longer than 32767", len(req.GroupId)), req.MemberId), nil
+	}
+	s, err := c.lockShard(req.GroupId)
+	if err != nil {
+		return joinError(err, req.MemberId), nil
+	}
+	defer s.mu.Unlock()
+	now := c.clk.Now()
+	g := s.group(req.GroupId, now, req.MemberId == "")
+	if g == nil {
+		return joinError(errs.New(pb.ErrorCode_UNKNOWN_MEMBER_ID, "group %q has no members on this coordinator, so member %q is unknown; rejoin with an empty member id", req.GroupId, req.MemberId), req.MemberId), nil
+	}
+	var m *member
+	if req.MemberId != "" {
+		m = g.members[req.MemberId]
+		if m == nil {
+			return joinError(errs.New(pb.ErrorCode_UNKNOWN_MEMBER_ID, "member %q is not in group %q (it left, or its session timed out); rejoin with an empty member id", req.MemberId, req.GroupId), req.MemberId), nil
+		}
+	}
+	if !g.compatible(req.MemberId, req.ProtocolType, req.Protocols) {
+		return joinError(errs.New(pb.ErrorCode_INCONSISTENT_GROUP_PROTOCOL, "group %q runs protocol type %q with protocols %v; this member offers type %q with %v",
+			req.GroupId, g.protocolType, keys(g.supportedProtocols(req.MemberId)), req.ProtocolType, names(req.Protocols)), req.MemberId), nil
+	}
+	if len(g.members) == 0 {
+		g.protocolType = req.ProtocolType
+	}
+	if m == nil {
+		if old := g.byInstance(req.GroupInstanceId); old != nil {
+			// A static member restarted: its new id replaces the old one,
+			// whose calls are answered as unknown.
+			old.answerJoin(&pb.JoinGroupResponse{ErrorCode: pb.ErrorCode_UNKNOWN_MEMBER_ID, ErrorMessage: fmt.Sprintf("group.instance.id %q rejoined with a new member id", req.GroupInstanceId), GenerationId: -1})
+			old.answerSync(&pb.SyncGroupResponse{ErrorCode: pb.ErrorCode_UNKNOWN_MEMBER_ID, ErrorMessage: fmt.Sprintf("group.instance.id %q rejoined with a new member id", req.GroupInstanceId)})
+			unchanged := sameProtocols(old.protocols, req.Protocols) || sameMetadata(old, req.Protocols, g.protocol)
+			wasLeader := g.leader == old.id
+			g.renameMember(old, newMemberID(req.ClientId))
+			m = old
+			m.sessionTimeout, m.rebalanceTimeout, m.clientID, m.protocols, m.lastHeartbeat = session, rebalance, req.ClientId, req.Protocols, now
+			if g.state == Stable && unchanged && !wasLeader {
+				// Nothing changed for the group: hand back the current generation.
+				return &pb.JoinGroupResponse{GenerationId: g.generation, ProtocolName: g.protocol, Leader: g.leader, MemberId: m.id}, nil
+			}
+		} else {
+			m = &member{id: newMemberID(req.ClientId), instanceID: req.GroupInstanceId}
+			g.addMember(m)
+			if g.initialDelay && g.state == PreparingRebalance {
+				// group.initial.rebalance.delay.ms: wait for more members.
+				if nb := now.Add(c.cfg.InitialRebalanceDelay); nb.Before(g.rebalanceDeadline) {
+					g.joinNotBefore = nb
+				} else {
+					g.joinNotBefore = g.rebalanceDeadline
+				}
+			}
+		}
+	}
+	m.clientID, m.sessionTimeout, m.rebalanceTimeout, m.protocols = req.ClientId, session, rebalance, req.Protocols
+	m.lastHeartbeat = now
+	m.answerJoin(&pb.JoinGroupResponse{ErrorCode: pb.ErrorCode_REBALANCE_IN_PROGRESS, ErrorMessage: "a newer JoinGroup of this member replaced this one", MemberId: m.id, GenerationId: -1})
+	m.answerSync(&pb.SyncGroupResponse{ErrorCode: pb.ErrorCode_REBALANCE_IN_PROGRESS, ErrorMessage: "the member rejoined the group"})
+	m.joined = true
+	ch := make(chan *pb.JoinGroupResponse, 1)
+	m.joinCh = ch
+	if g.state != PreparingRebalance {
+		c.prepareRebalance(s, g, now, fmt.Sprintf("member %s joined", m.id))
+	}
+	c.maybeCompleteJoin(s, g, now)
+	return nil, ch
+}
+
+// sameMetadata reports whether protos offer the group's protocol name
+// with the metadata m has for it (a member restored from the log knows
+// only that one).
+func sameMetadata(m *member, protos []*pb.GroupProtocol, name string) bool {
+	if name == "" || !m.supports(name) {
+		return false
+	}
+	for _, p := range protos {
+		if p.Name == name {
+			return string(p.Metadata) == string(m.metadataFor(name))
+		}
+	}
+	return false
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func names(ps []*pb.GroupProtocol) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.Name
+	}
+	return out
+}
+
+// prepareRebalance starts a rebalance: members waiting for an assignment
+// are told to rejoin, and the join phase gets its deadline.
+func (c *Coordinator) prepareRebalance(s *shard, g *group, now time.Time, reason string) {
+	if g.state == CompletingRebalance {
+		for _, m := range g.members {
+			m.answerSync(&pb.SyncGroupResponse{ErrorCode: pb.ErrorCode_REBALANCE_IN_PROGRESS, ErrorMessage: "the group is rebalancing again: " + reason})
+		}
+	}
+	wasEmpty := g.state == Empty
+	if !c.setState(g, PreparingRebalance, now) {
+		return
+	}
+	g.syncing = false
+	g.rebalanceDeadline = now.Add(g.maxRebalanceTimeout())
+	g.joinNotBefore, g.initialDelay = time.Time{}, false
+	if wasEmpty && c.cfg.InitialRebalanceDelay > 0 {
+		g.initialDelay = true
+		g.joinNotBefore = now.Add(c.cfg.InitialRebalanceDelay)
+		if g.joinNotBefore.After(g.rebalanceDeadline) {
+			g.joinNotBefore = g.rebalanceDeadline
+		}
+	}
+	c.lg.Debug("preparing rebalance", "group", g.id, "generation", g.generation, "reason", reason)
+}
+
+// maybeCompleteJoin ends the join phase once every member has rejoined (and
+// the initial delay passed), or at the rebalance deadline.
+func (c *Coordinator) maybeCompleteJoin(s *shard, g *group, now time.Time) {
+	if g.state != PreparingRebalance || now.Before(g.joinNotBefore) {
+		return
+	}
+	if g.allJoined() || !now.Before(g.rebalanceDeadline) {
+		c.completeJoin(s, g, now)
+	}
+}
+
+// completeJoin removes the members that did not rejoin, starts the next
+// generation and answers every waiting JoinGroup. A group left without
+// members becomes Empty (written to the log after the change).
+func (c *Coordinator) completeJoin(s *shard, g *group, now time.Time) {
+	for _, m := range g.members {
+		if !m.joined {
+			g.removeMember(m, pb.ErrorCode_UNKNOWN_MEMBER_ID, fmt.Sprintf("member %s did not rejoin group %s within the rebalance timeout", m.id, g.id))
+		}
+	}
+	g.generation++
+	g.initialDelay = false
+	if len(g.members) == 0 {
+		g.protocol, g.leader = "", ""
+		if c.setState(g, Empty, now) {
+			c.persistAsync(s, g, g.metadataValue(now))
+		}
+		return
+	}
+	g.protocol = g.selectProtocol()
+	if g.leader == "" {
+		g.leader = g.order[0]
+	}
+	if !c.setState(g, CompletingRebalance, now) {
+		return
+	}
+	var all []*pb.GroupMember
+	for _, id := range g.order {
+		m := g.members[id]
+		all = append(all, &pb.GroupMember{MemberId: m.id, GroupInstanceId: m.instanceID, Metadata: m.metadataFor(g.protocol), ClientId: m.clientID})
+	}
+	for _, m := range g.members {
+		r := &pb.JoinGroupResponse{GenerationId: g.generation, ProtocolName: g.protocol, Leader: g.leader, MemberId: m.id}
+		if m.id == g.leader {
+			r.Members = all
+		}
+		m.joined = false
+		m.lastHeartbeat = now
+		m.assignment = nil
+		m.answerJoin(r)
+	}
+	c.lg.Debug("rebalance joined", "group", g.id, "generation", g.generation, "protocol", g.protocol, "members", len(g.members), "leader", g.leader)
+}
+
+// expire removes members whose session ran out (a member waiting in
+// JoinGroup or SyncGroup is not expired), then moves the group on: a
+// rebalance if it was stable, the end of the join phase when due.
+func (c *Coordinator) expire(s *shard, g *group, now time.Time) {
+	if g.state == Dead || g.state == Empty {
+		return
+	}
+	removed := false
+	for _, m := range g.members {
+		if m.joinCh != nil || m.syncCh != nil || (g.state == PreparingRebalance && m.joined) {
+			continue
+		}
+		if now.Sub(m.lastHeartbeat) > m.sessionTimeout {
+			c.lg.Info("member session expired", "group", g.id, "member", m.id, "session.timeout.ms", m.sessionTimeout.Milliseconds())
+			g.removeMember(m, pb.ErrorCode_UNKNOWN_MEMBER_ID, fmt.Sprintf("no heartbeat from member %s within session.timeout.ms=%d", m.id, m.sessionTimeout.Milliseconds()))
+			removed = true
+		}
+	}
+	if removed && (g.state == Stable || g.state == CompletingRebalance) {
+		c.prepareRebalance(s, g, now, "a member's session expired")
+	}
+	c.maybeCompleteJoin(s, g, now)
+}
+
+// persistAsync writes a group's membership in the background (the Empty
+// transition, which Kafka also writes after the change). It is skipped if
+// the group has moved to another generation by the time it runs, so an
+// older membership never lands after a newer one.
+func (c *Coordinator) persistAsync(s *shard, g *group, v *pb.GroupMetadataValue) {
+	val, err := proto.Marshal(v)
+	if err != nil {
+		c.lg.Error("encode group metadata", "group", g.id, "err", err)
+		return
+	}
+	rec := record.Record{Key: groupKey(g.id), Value: val}
+	c.goBackground(func() {
+		s.mu.Lock()
+		current := s.status == active && g.generation == v.Generation && g.state == Empty
+		s.mu.Unlock()
+		if !current {
+			return
+		}
+		if _, err := c.w.write(c.ctx, s, []record.Record{rec}, nil); err != nil && c.ctx.Err() == nil {
+			c.lg.Warn("write group metadata", "group", g.id, "err", err)
+		}
+	})
+}
+
+// SyncGroup delivers assignments: the leader's call carries them for every
+// member; they are written to the log, then every member waiting in
+// SyncGroup gets its own and the group is Stable. Members that call before
+// the leader wait; once Stable a call answers at once.
+//
+// Errors: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, UNKNOWN_MEMBER_ID,
+// ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE
+// (the write failed; rejoin).
+func (c *Coordinator) SyncGroup(ctx context.Context, req *pb.SyncGroupRequest) (*pb.SyncGroupResponse, error) {
+	resp, ch, write := c.sync(req)
+	if write != nil {
+		// The group's write, not the caller's: a leader that gives up
+		// waiting does not fail the generation.
+		write(c.ctx)
+	}
+	if ch == nil {
+		return resp, nil
+	}
+	select {
+	case r := <-ch:
+		return r, nil
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	case <-c.ctx.Done():
+		return &pb.SyncGroupResponse{ErrorCode: pb.ErrorCode_NOT_COORDINATOR, ErrorMessage: "the group coordinator is shutting down"}, nil
+	}
+}
+
+func syncError(err error) *pb.SyncGroupResponse {
+	code, msg := errs.Split(err)
+	return &pb.SyncGroupResponse{ErrorCode: code, ErrorMessage: msg}
+}
+
+// checkMember finds a member of the current generation, or the error.
+func checkMember(g *group, groupID, memberID string, generation int32) (*member, error) {
+	if g == nil || g.state == Dead {
+		return nil, errs.New(pb.ErrorCode_UNKNOWN_MEMBER_ID, "group %q has no members on this coordinator", groupID)
+	}
+	m := g.members[memberID]
+	if m == nil {
+		return nil, errs.New(pb.ErrorCode_UNKNOWN_MEMBER_ID, "member %q is not in group %q (it left, or its session timed out)", memberID, groupID)
+	}
+	if generation != g.generation {
+		return nil, errs.New(pb.ErrorCode_ILLEGAL_GENERATION, "group %q is at generation %d, the request is for generation %d", groupID, g.generation, generation)
+	}
+	return m, nil
+}
+
+func (c *Coordinator) sync(req *pb.SyncGroupRequest) (*pb.SyncGroupResponse, <-chan *pb.SyncGroupResponse, func(context.Context)) {
+	s, err := c.lockShard(req.GroupId)
+	if err != nil {
+		return syncError(err), nil, nil
+	}
+	defer s.mu.Unlock()
+	now := c.clk.Now()
+	g := s.groups[req.GroupId]
+	m, err := checkMember(g, req.GroupId, req.MemberId, req.GenerationId)
+	if err != nil {
+		return syncError(err), nil, nil
+	}
+	switch g.state {
+	case PreparingRebalance:
+		return syncError(errs.New(pb.ErrorCode_REBALANCE_IN_PROGRESS, "group %q is rebalancing; rejoin", g.id)), nil, nil
+	case Stable:
+		m.lastHeartbeat = now
+		return &pb.SyncGroupResponse{Assignment: m.assignment, ProtocolName: g.protocol}, nil, nil
+	case CompletingRebalance:
+	default:
+		return syncError(errs.New(pb.ErrorCode_UNKNOWN_MEMBER_ID, "group %q is %s", g.id, g.state)), nil, nil
+	}
+	m.lastHeartbeat = now
+	m.answerSync(&pb.SyncGroupResponse{ErrorCode: pb.ErrorCode_REBALANCE_IN_PROGRESS, ErrorMessage: "a newer SyncGroup of this member replaced this one"})
+	ch := make(chan *pb.SyncGroupResponse, 1)
+	m.syncCh = ch
+	if m.id != g.leader || g.syncing {
+		return nil, ch, nil
+	}
+	g.syncing = true
+	given := map[string][]byte{}
+	for _, a := range req.Assignments {
+		given[a.MemberId] = a.Assignment
+	}
+	v := g.metadataValue(now)
+	for _, vm := range v.Members {
+		vm.Assignment = given[vm.MemberId]
+	}
+	gen := g.generation
+	write := func(ctx context.Context) {
+		val, err := proto.Marshal(v)
+		if err == nil {
+			_, err = c.w.write(ctx, s, []record.Record{{Key: groupKey(g.id), Value: val}}, nil)
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.status != active || g.state != CompletingRebalance || g.generation != gen {
+			return // the rebalance moved on; waiting calls were answered then
+		}
+		g.syncing = false
+		now := c.clk.Now()
+		if err != nil {
+			code, msg := errs.Split(err)
+			for _, m := range g.members {
+				m.answerSync(&pb.SyncGroupResponse{ErrorCode: code, ErrorMessage: "storing the assignment failed: " + msg})
+			}
+			c.prepareRebalance(s, g, now, "storing the assignment failed")
+			return
+		}
+		for _, m := range g.members {
+			m.assignment = given[m.id]
+		}
+		if c.setState(g, Stable, now) {
+			for _, m := range g.members {
+				m.answerSync(&pb.SyncGroupResponse{Assignment: m.assignment, ProtocolName: g.protocol})
+				m.lastHeartbeat = now
+			}
+			c.lg.Debug("group stable", "group", g.id, "generation", g.generation, "members", len(g.members))
+		}
+	}
+	return nil, ch, write
+}
+
+// Heartbeat keeps a member's session alive. During a join phase it answers
+// REBALANCE_IN_PROGRESS (rejoin).
+//
+// Errors: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, UNKNOWN_MEMBER_ID,
+// ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS.
+func (c *Coordinator) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.HeartbeatResponse, error) {
+	out := func(err error) (*pb.HeartbeatResponse, error) {
+		code, msg := errs.Split(err)
+		return &pb.HeartbeatResponse{ErrorCode: code, ErrorMessage: msg}, nil
+	}
+	s, err := c.lockShard(req.GroupId)
+	if err != nil {
+		return out(err)
+	}
+	defer s.mu.Unlock()
+	g := s.groups[req.GroupId]
+	m, err := checkMember(g, req.GroupId, req.MemberId, req.GenerationId)
+	if err != nil {
+		return out(err)
+	}
+	switch g.state {
+	case Empty:
+		return out(errs.New(pb.ErrorCode_UNKNOWN_MEMBER_ID, "group %q is empty", g.id))
+	case PreparingRebalance:
+		m.lastHeartbeat = c.clk.Now()
+		return out(errs.New(pb.ErrorCode_REBALANCE_IN_PROGRESS, "group %q is rebalancing (generation %d); rejoin", g.id, g.generation))
+	}
+	m.lastHeartbeat = c.clk.Now()
+	return &pb.HeartbeatResponse{}, nil
+}
+
+// LeaveGroup removes a member at once (no session timeout to wait for) and
+// rebalances the rest.
+//
+// Errors: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, UNKNOWN_MEMBER_ID.
+func (c *Coordinator) LeaveGroup(ctx context.Context, req *pb.LeaveGroupRequest) (*pb.LeaveGroupResponse, error) {
+	out := func(err error) (*pb.LeaveGroupResponse, error) {
+		code, msg := errs.Split(err)
+		return &pb.LeaveGroupResponse{ErrorCode: code, ErrorMessage: msg}, nil
+	}
+	s, err := c.lockShard(req.GroupId)
+	if err != nil {
+		return out(err)
+	}
+	defer s.mu.Unlock()
+	g := s.groups[req.GroupId]
+	var m *member
+	if g != nil && g.state != Dead {
+		m = g.members[req.MemberId]
+	}
+	if m == nil {
+		return out(errs.New(pb.ErrorCode_UNKNOWN_MEMBER_ID, "member %q is not in group %q", req.MemberId, req.GroupId))
+	}
+	now := c.clk.Now()
+	g.removeMember(m, pb.ErrorCode_UNKNOWN_MEMBER_ID, "the member left the group")
+	switch g.state {
+	case Stable, CompletingRebalance:
+		c.prepareRebalance(s, g, now, fmt.Sprintf("member %s left", m.id))
+	}
+	c.maybeCompleteJoin(s, g, now)
+	return &pb.LeaveGroupResponse{}, nil
+}
+
+// DescribeGroups reports each group's state, protocol, generation and
+// members. A group this coordinator does not know is reported Dead.
+func (c *Coordinator) DescribeGroups(ctx context.Context, req *pb.DescribeGroupsRequest) (*pb.DescribeGroupsResponse, error) {
+	resp := &pb.DescribeGroupsResponse{}
+	for _, id := range req.GroupIds {
+		d := &pb.GroupDescription{GroupId: id, CoordinatorId: c.cfg.NodeID}
+		resp.Groups = append(resp.Groups, d)
+		s, err := c.lockShard(id)
+		if err != nil {
+			d.ErrorCode, _ = errs.Split(err)
+			continue
+		}
+		g := s.groups[id]
+		if g == nil {
+			d.State = Dead.String()
+		} else {
+			d.State, d.ProtocolType, d.Protocol, d.GenerationId = g.state.String(), g.protocolType, g.protocol, g.generation
+			for _, mid := range g.order {
+				m := g.members[mid]
+				d.Members = append(d.Members, &pb.GroupMember{MemberId: m.id, GroupInstanceId: m.instanceID, ClientId: m.clientID, Metadata: m.metadataFor(g.protocol)})
+			}
+		}
+		s.mu.Unlock()
+	}
+	return resp, nil
+}

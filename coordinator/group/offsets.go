@@ -1,0 +1,320 @@
+package group
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/internal/record"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// txnIDHeader is the record header carrying a pending commit's transactional id.
+const txnIDHeader = "transactional.id"
+
+func partitionErrors(offsets []*pb.PartitionOffset, err error) []*pb.PartitionError {
+	code, msg := errs.Split(err)
+	out := make([]*pb.PartitionError, len(offsets))
+	for i, o := range offsets {
+		out[i] = &pb.PartitionError{Topic: o.Topic, Partition: o.Partition, ErrorCode: code, ErrorMessage: msg}
+	}
+	return out
+}
+
+// checkCommit validates an offset commit against the group: a member of
+// the current generation, or (generation < 0, no member id) a group with
+// no members, the way Kafka's standalone consumers commit.
+func checkCommit(g *group, groupID, memberID string, generation int32) (*member, error) {
+	if g == nil || len(g.members) == 0 && g.state != Dead {
+		if generation < 0 && memberID == "" {
+			return nil, nil
+		}
+		if memberID != "" {
+			return nil, errs.New(pb.ErrorCode_UNKNOWN_MEMBER_ID, "group %q has no members, so member %q is unknown", groupID, memberID)
+		}
+		return nil, errs.New(pb.ErrorCode_ILLEGAL_GENERATION, "group %q has no members; generation %d is not current (commit with generation -1 outside a group)", groupID, generation)
+	}
+	m, err := checkMember(g, groupID, memberID, generation)
+	if err != nil {
+		return nil, err
+	}
+	if g.state == CompletingRebalance {
+		return nil, errs.New(pb.ErrorCode_REBALANCE_IN_PROGRESS, "group %q is waiting for its leader's assignment (generation %d); commit after SyncGroup", groupID, g.generation)
+	}
+	return m, nil
+}
+
+// offsetRecords builds the records of a commit (type 0 keys) or of a
+// transactional commit (type 1 keys, with the producer).
+func offsetRecords(groupID string, offsets []*pb.PartitionOffset, nowMs int64, txn *txnProducer) ([]record.Record, []offsetEntry, error) {
+	recs := make([]record.Record, 0, len(offsets))
+	entries := make([]offsetEntry, 0, len(offsets))
+	for _, o := range offsets {
+		if o.Topic == "" || !validKeyString(o.Topic) {
+			return nil, nil, errs.New(pb.ErrorCode_INVALID_TOPIC_EXCEPTION, "topic name of %d bytes cannot be committed", len(o.Topic))
+		}
+		val, err := proto.Marshal(&pb.OffsetCommitValue{Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, CommitTimestampMs: nowMs})
+		if err != nil {
+			return nil, nil, errs.New(pb.ErrorCode_UNKNOWN_SERVER_ERROR, "encode offset value: %v", err)
+		}
+		rec := record.Record{Key: offsetKey(groupID, o.Topic, o.Partition), Value: val}
+		e := offsetEntry{offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: o.Metadata, commitMs: nowMs}
+		if txn != nil {
+			rec.Key = pendingKey(groupID, o.Topic, o.Partition, txn.pid, txn.epoch)
+			rec.Headers = []record.RecordHeader{{Key: txnIDHeader, Value: []byte(txn.id)}}
+			e.txnID = txn.id
+		}
+		recs = append(recs, rec)
+		entries = append(entries, e)
+	}
+	return recs, entries, nil
+}
+
+// OffsetCommit stores committed offsets: written to the group's partition
+// (acks=all), then visible to OffsetFetch. A valid commit of a member also
+// counts as its heartbeat.
+//
+// Errors per partition: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+// COORDINATOR_NOT_AVAILABLE, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
+// REBALANCE_IN_PROGRESS, INVALID_COMMIT_OFFSET_SIZE.
+func (c *Coordinator) OffsetCommit(ctx context.Context, req *pb.OffsetCommitRequest) (*pb.OffsetCommitResponse, error) {
+	fail := func(err error) (*pb.OffsetCommitResponse, error) {
+		return &pb.OffsetCommitResponse{Partitions: partitionErrors(req.Offsets, err)}, nil
+	}
+	s, err := c.lockShard(req.GroupId)
+	if err != nil {
+		return fail(err)
+	}
+	now := c.clk.Now()
+	m, err := checkCommit(s.groups[req.GroupId], req.GroupId, req.MemberId, req.GenerationId)
+	if err != nil {
+		s.mu.Unlock()
+		return fail(err)
+	}
+	if m != nil {
+		m.lastHeartbeat = now
+	}
+	g := s.group(req.GroupId, now, true)
+	s.mu.Unlock()
+	if len(req.Offsets) == 0 {
+		return &pb.OffsetCommitResponse{}, nil
+	}
+	recs, entries, err := offsetRecords(req.GroupId, req.Offsets, now.UnixMilli(), nil)
+	if err != nil {
+		return fail(err)
+	}
+	first, err := c.w.write(ctx, s, recs, nil)
+	if err != nil {
+		return fail(err)
+	}
+	s.mu.Lock()
+	for i, o := range req.Offsets {
+		e := entries[i]
+		e.logOffset = first + int64(i)
+		g.applyCommitted(tp{o.Topic, o.Partition}, e)
+	}
+	s.mu.Unlock()
+	return &pb.OffsetCommitResponse{Partitions: partitionErrors(req.Offsets, nil)}, nil
+}
+
+// OffsetFetch answers committed offsets (-1 where none). With
+// require_stable a partition with a transactional commit pending (written
+// or being written, its marker not yet seen) answers
+// UNSTABLE_OFFSET_COMMIT, naming the producer holding it; without it the
+// last committed offset is answered. An empty partition list means every
+// partition the group has an offset for.
+func (c *Coordinator) OffsetFetch(ctx context.Context, req *pb.OffsetFetchRequest) (*pb.OffsetFetchResponse, error) {
+	s, err := c.lockShard(req.GroupId)
+	if err != nil {
+		code, msg := errs.Split(err)
+		return &pb.OffsetFetchResponse{ErrorCode: code, ErrorMessage: msg}, nil
+	}
+	defer s.mu.Unlock()
+	g := s.groups[req.GroupId]
+	var want []tp
+	for _, p := range req.Partitions {
+		want = append(want, tp{p.Topic, p.Partition})
+	}
+	if len(req.Partitions) == 0 && g != nil {
+		seen := map[tp]bool{}
+		for p := range g.offsets {
+			seen[p] = true
+		}
+		if req.RequireStable {
+			for p := range g.pending {
+				seen[p] = true
+			}
+		}
+		for p := range seen {
+			want = append(want, p)
+		}
+		sort.Slice(want, func(i, j int) bool {
+			if want[i].topic != want[j].topic {
+				return want[i].topic < want[j].topic
+			}
+			return want[i].partition < want[j].partition
+		})
+	}
+	now := c.clk.Now()
+	resp := &pb.OffsetFetchResponse{}
+	for _, p := range want {
+		out := &pb.OffsetFetchPartition{Topic: p.topic, Partition: p.partition, Offset: -1, LeaderEpoch: -1}
+		resp.Partitions = append(resp.Partitions, out)
+		if g == nil {
+			continue
+		}
+		if req.RequireStable && g.hasPending(p) {
+			out.ErrorCode, out.ErrorMessage = pb.ErrorCode_UNSTABLE_OFFSET_COMMIT, pendingWhy(g, p, now)
+			continue
+		}
+		if e, ok := g.offsets[p]; ok {
+			out.Offset, out.LeaderEpoch, out.Metadata = e.offset, e.leaderEpoch, e.metadata
+		}
+	}
+	return resp, nil
+}
+
+// pendingWhy names the transactions holding a partition's offset.
+func pendingWhy(g *group, p tp, now time.Time) string {
+	var holders []string
+	for pid, e := range g.pending[p] {
+		holders = append(holders, fmt.Sprintf("producerId=%d transactional.id=%q (offset %d, pending for %v)", pid, e.txnID, e.offset, now.Sub(time.UnixMilli(e.commitMs)).Round(time.Millisecond)))
+	}
+	sort.Strings(holders)
+	if n := g.pendingWrites[p]; n > 0 {
+		holders = append(holders, fmt.Sprintf("%d transactional commit(s) being written", n))
+	}
+	return fmt.Sprintf("group %q has a transactional offset commit of %s-%d waiting for its transaction's marker: %s", g.id, p.topic, p.partition, strings.Join(holders, ", "))
+}
+
+// checkTxnCommit validates a TxnOffsetCommit's group fields (KIP-447):
+// only what the request gives is checked.
+func checkTxnCommit(g *group, req *pb.TxnOffsetCommitRequest) error {
+	if req.MemberId == "" && req.GroupInstanceId == "" && req.GenerationId < 0 {
+		return nil
+	}
+	if req.MemberId == "" {
+		if g == nil || req.GenerationId != g.generation {
+			cur := int32(-1)
+			if g != nil {
+				cur = g.generation
+			}
+			return errs.New(pb.ErrorCode_ILLEGAL_GENERATION, "group %q is at generation %d, the transactional commit is for generation %d", req.GroupId, cur, req.GenerationId)
+		}
+		return nil
+	}
+	m, err := checkMember(g, req.GroupId, req.MemberId, req.GenerationId)
+	if err != nil {
+		return err
+	}
+	if req.GroupInstanceId != "" && m.instanceID != req.GroupInstanceId {
+		return errs.New(pb.ErrorCode_UNKNOWN_MEMBER_ID, "member %q of group %q has group.instance.id %q, not %q", m.id, g.id, m.instanceID, req.GroupInstanceId)
+	}
+	if g.state == CompletingRebalance {
+		return errs.New(pb.ErrorCode_REBALANCE_IN_PROGRESS, "group %q is waiting for its leader's assignment (generation %d)", g.id, g.generation)
+	}
+	return nil
+}
+
+// TxnOffsetCommit stages offsets in a transaction (KIP-447): the group's
+// partition is first added to the transaction (so its coordinator will
+// send this partition a marker; its errors are the answer), then the
+// offsets are written in a transactional batch of the producer. They stay
+// pending — invisible to OffsetFetch, UNSTABLE_OFFSET_COMMIT with
+// require_stable — until OnTxnMarker: COMMIT makes them the committed
+// offsets, ABORT drops them.
+//
+// Errors: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+// COORDINATOR_NOT_AVAILABLE, INVALID_PRODUCER_EPOCH, PRODUCER_FENCED,
+// ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS,
+// CONCURRENT_TRANSACTIONS, TRANSACTION_ABORTABLE, INVALID_REQUEST.
+func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *pb.TxnOffsetCommitRequest) (*pb.TxnOffsetCommitResponse, error) {
+	fail := func(err error) (*pb.TxnOffsetCommitResponse, error) {
+		code, msg := errs.Split(err)
+		return &pb.TxnOffsetCommitResponse{ErrorCode: code, ErrorMessage: msg, Partitions: partitionErrors(req.Offsets, err)}, nil
+	}
+	if req.TransactionalId == "" || req.ProducerId < 0 || req.ProducerEpoch < 0 || req.ProducerEpoch > 1<<15-1 {
+		return fail(errs.New(pb.ErrorCode_INVALID_REQUEST, "a transactional commit needs a transactional id, a producer id and an epoch (got %q, %d, %d)", req.TransactionalId, req.ProducerId, req.ProducerEpoch))
+	}
+	s, err := c.lockShard(req.GroupId)
+	if err != nil {
+		return fail(err)
+	}
+	err = checkTxnCommit(s.groups[req.GroupId], req)
+	s.mu.Unlock()
+	if err != nil {
+		return fail(err)
+	}
+	if c.txn == nil {
+		return fail(errs.New(pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, "this broker has no transaction client to add %s-%d to transaction %q", c.cfg.Topic.Name, s.partition, req.TransactionalId))
+	}
+	epoch := int16(req.ProducerEpoch)
+	if err := c.txn.AddPartition(ctx, req.TransactionalId, req.ProducerId, epoch, c.cfg.Topic.Name, s.partition); err != nil {
+		return fail(err)
+	}
+	now := c.clk.Now()
+	txn := &txnProducer{pid: req.ProducerId, epoch: epoch, id: req.TransactionalId}
+	recs, entries, err := offsetRecords(req.GroupId, req.Offsets, now.UnixMilli(), txn)
+	if err != nil {
+		return fail(err)
+	}
+	if len(recs) == 0 {
+		return &pb.TxnOffsetCommitResponse{}, nil
+	}
+
+	s.mu.Lock()
+	if s.status != active {
+		s.mu.Unlock()
+		return fail(errs.New(pb.ErrorCode_NOT_COORDINATOR, "broker %d stopped leading %s-%d", c.cfg.NodeID, c.cfg.Topic.Name, s.partition))
+	}
+	if err := checkTxnCommit(s.groups[req.GroupId], req); err != nil {
+		s.mu.Unlock()
+		return fail(err)
+	}
+	g := s.group(req.GroupId, now, true)
+	for _, o := range req.Offsets {
+		g.pendingWrites[tp{o.Topic, o.Partition}]++
+	}
+	w := s.watches[txn.pid]
+	if w == nil {
+		w = &txnWatch{}
+		s.watches[txn.pid] = w
+	}
+	w.writers++
+	s.mu.Unlock()
+
+	first, werr := c.w.write(ctx, s, recs, txn)
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range req.Offsets {
+		p := tp{o.Topic, o.Partition}
+		if g.pendingWrites[p]--; g.pendingWrites[p] <= 0 {
+			delete(g.pendingWrites, p)
+		}
+	}
+	w.writers--
+	if w.writers == 0 && s.watches[txn.pid] == w {
+		delete(s.watches, txn.pid)
+	}
+	if werr != nil {
+		return fail(werr)
+	}
+	for i, o := range req.Offsets {
+		p, e := tp{o.Topic, o.Partition}, entries[i]
+		e.logOffset = first + int64(i)
+		switch {
+		case !w.settled:
+			s.addPending(g, p, txn.pid, e)
+		case w.committed:
+			// The marker came while this write waited for the ISR.
+			g.applyCommitted(p, e)
+		}
+	}
+	return &pb.TxnOffsetCommitResponse{Partitions: partitionErrors(req.Offsets, nil)}, nil
+}
