@@ -1,0 +1,52 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/strand-io/strand/internal/errs"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// CommittedOffsets returns a group's committed offsets for tps (-1 when
+// none), asking for stable offsets: a partition with a transactional
+// commit still pending is retried until it settles or ctx ends.
+func (a *Admin) CommittedOffsets(ctx context.Context, group string, tps []TopicPartition) (map[TopicPartition]int64, error) {
+	req := &pb.OffsetFetchRequest{GroupId: group, RequireStable: true}
+	for _, tp := range tps {
+		req.Partitions = append(req.Partitions, &pb.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
+	}
+	for attempt := 0; ; attempt++ {
+		co, err := a.FindCoordinator(ctx, pb.CoordinatorType_GROUP, group)
+		var resp *pb.OffsetFetchResponse
+		if err == nil {
+			cc, cerr := a.cl.conn(co.Address)
+			if cerr != nil {
+				return nil, cerr
+			}
+			resp, err = pb.NewGroupsClient(cc).OffsetFetch(ctx, req)
+			if err == nil {
+				err = errs.FromCode(resp.ErrorCode, resp.ErrorMessage)
+			}
+			if err == nil {
+				out := map[TopicPartition]int64{}
+				for _, p := range resp.Partitions {
+					if e := errs.FromCode(p.ErrorCode, p.ErrorMessage); e != nil {
+						err = e
+						break
+					}
+					out[TopicPartition{p.Topic, p.Partition}] = p.Offset
+				}
+				if err == nil {
+					return out, nil
+				}
+			}
+		}
+		if !errs.IsRetriable(err) {
+			return nil, fmt.Errorf("offsets of group %s: %w", group, err)
+		}
+		if serr := sleepCtx(ctx, backoff(&a.cfg, attempt)); serr != nil {
+			return nil, fmt.Errorf("offsets of group %s: %w (last: %v)", group, serr, err)
+		}
+	}
+}

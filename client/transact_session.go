@@ -1,0 +1,205 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// TransactSession runs the consume-transform-produce loop exactly once: a
+// read_committed group consumer and a transactional producer that commits
+// what it wrote together with the consumer's offsets (KIP-447).
+//
+// Use one transactional id per process, stable across restarts: a
+// restarted process fences its previous incarnation (whose open
+// transaction is aborted), and the group generation fences zombies of
+// older generations. If partitions are revoked or lost while a transaction
+// is open, End aborts it; after any abort the consumer is rewound to the
+// group's committed offsets, so the aborted input is read again (unlike
+// Kafka's consumer, KAFKA-17582).
+//
+//	s, _ := client.NewTransactSession(client.Bootstrap(addrs...), client.GroupID("etl"), client.Topics("in"), client.TransactionalID("etl-1"))
+//	for {
+//		recs, _ := s.Poll(ctx)
+//		s.Begin()
+//		for _, r := range recs { s.Produce(ctx, transform(r), nil) }
+//		committed, err := s.End(ctx, client.TryCommit)
+//	}
+type TransactSession struct {
+	c *Consumer
+	p *Producer
+
+	mu      sync.Mutex
+	inTxn   bool
+	revoked bool
+}
+
+// EndAction says how End should end a transaction.
+type EndAction bool
+
+const (
+	// TryCommit commits unless something made the transaction abortable.
+	TryCommit EndAction = true
+	// TryAbort aborts.
+	TryAbort EndAction = false
+)
+
+// NewTransactSession builds the consumer (forced to read_committed without
+// auto-commit) and the producer from the same options; GroupID, Topics and
+// TransactionalID are required. It initialises the producer's transactions.
+func NewTransactSession(ctx context.Context, opts ...Opt) (*TransactSession, error) {
+	cfg := newConfig(opts)
+	if cfg.groupID == "" || len(cfg.topics) == 0 || cfg.transactionalID == "" {
+		return nil, errors.New("strand: a TransactSession needs GroupID, Topics and TransactionalID")
+	}
+	s := &TransactSession{}
+	userRevoked, userLost := cfg.onRevoked, cfg.onLost
+	copts := append(append([]Opt(nil), opts...), Isolation(ReadCommitted), AutoCommit(0),
+		OnPartitionsRevoked(func(tps []TopicPartition) {
+			s.markRevoked()
+			if userRevoked != nil {
+				userRevoked(tps)
+			}
+		}),
+		OnPartitionsLost(func(tps []TopicPartition) {
+			s.markRevoked()
+			if userLost != nil {
+				userLost(tps)
+			}
+		}))
+	c, err := NewConsumer(copts...)
+	if err != nil {
+		return nil, err
+	}
+	p, err := NewProducer(opts...)
+	if err != nil {
+		c.Close(ctx)
+		return nil, err
+	}
+	if err := p.InitTransactions(ctx); err != nil {
+		c.Close(ctx)
+		p.Close(ctx)
+		return nil, err
+	}
+	s.c, s.p = c, p
+	return s, nil
+}
+
+func (s *TransactSession) markRevoked() {
+	s.mu.Lock()
+	if s.inTxn {
+		s.revoked = true
+	}
+	s.mu.Unlock()
+}
+
+// Consumer is the session's consumer.
+func (s *TransactSession) Consumer() *Consumer { return s.c }
+
+// Producer is the session's producer.
+func (s *TransactSession) Producer() *Producer { return s.p }
+
+// Poll returns the next records (read_committed).
+func (s *TransactSession) Poll(ctx context.Context) ([]*Record, error) { return s.c.Poll(ctx) }
+
+// Begin starts a transaction.
+func (s *TransactSession) Begin() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.p.BeginTransaction(); err != nil {
+		return err
+	}
+	s.inTxn, s.revoked = true, false
+	return nil
+}
+
+// Produce writes a record in the open transaction.
+func (s *TransactSession) Produce(ctx context.Context, r *Record, promise Promise) {
+	s.p.Produce(ctx, r, promise)
+}
+
+// End commits (TryCommit) the records produced since Begin together with
+// the consumer's position as the group's offsets, or aborts. It aborts
+// instead of committing when partitions were revoked during the
+// transaction or anything made it abortable, and then rewinds the consumer
+// to the committed offsets. committed reports what happened; err is set
+// when neither commit nor abort could be completed (ErrProducerFenced:
+// another instance took over; ErrCommitOutcomeUnknown: call End again).
+func (s *TransactSession) End(ctx context.Context, action EndAction) (committed bool, err error) {
+	s.mu.Lock()
+	revoked := s.revoked
+	s.mu.Unlock()
+	if action == TryCommit && !revoked {
+		offsets := map[TopicPartition]int64{}
+		for _, tp := range s.c.Assignment() {
+			if pos := s.c.Position(tp); pos >= 0 {
+				offsets[tp] = pos
+			}
+		}
+		err := s.p.SendOffsetsToTransaction(ctx, offsets, s.c.GroupMetadata())
+		if err == nil {
+			err = s.p.CommitTransaction(ctx)
+		}
+		switch {
+		case err == nil:
+			s.done()
+			return true, nil
+		case errors.Is(err, ErrCommitOutcomeUnknown), errors.Is(err, ErrProducerFenced):
+			return false, err
+		}
+		// Abortable: fall through to the abort.
+	}
+	if aerr := s.p.AbortTransaction(ctx); aerr != nil {
+		return false, fmt.Errorf("abort: %w", aerr)
+	}
+	s.done()
+	return false, s.rewind(ctx)
+}
+
+func (s *TransactSession) done() {
+	s.mu.Lock()
+	s.inTxn, s.revoked = false, false
+	s.mu.Unlock()
+}
+
+// rewind seeks every assigned partition back to the group's committed
+// offset (or the reset policy's start when none is committed).
+func (s *TransactSession) rewind(ctx context.Context) error {
+	tps := s.c.Assignment()
+	if len(tps) == 0 {
+		return nil
+	}
+	committed, err := s.c.Committed(ctx, tps)
+	if err != nil {
+		return fmt.Errorf("rewind after abort: %w", err)
+	}
+	for _, tp := range tps {
+		off, ok := committed[tp]
+		if !ok || off < 0 {
+			off = OffsetEarliest
+			if s.c.cfg.offsetReset == ResetLatest {
+				off = OffsetLatest
+			}
+		}
+		if err := s.c.Seek(tp, off); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close aborts an open transaction, leaves the group and closes both clients.
+func (s *TransactSession) Close(ctx context.Context) error {
+	s.mu.Lock()
+	open := s.inTxn
+	s.mu.Unlock()
+	var errs []error
+	if open {
+		if err := s.p.AbortTransaction(ctx); err != nil && !errors.Is(err, ErrProducerFenced) {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, s.c.Close(ctx), s.p.Close(ctx))
+	return errors.Join(errs...)
+}
