@@ -209,25 +209,32 @@ func (p *Producer) txnFailed(err error) error {
 	return fmt.Errorf("%w: %w", ErrAbortable, err)
 }
 
+// openTxn returns the state of an open, healthy transaction for op.
+func (p *Producer) openTxn(op string) (*txnState, error) {
+	t, err := p.requireTxn()
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.fatal != nil:
+		return nil, t.fatal
+	case !t.inTxn:
+		return nil, fmt.Errorf("strand: %s without an open transaction", op)
+	}
+	return t, nil
+}
+
 // CommitTransaction flushes every record of the transaction, waits for all
 // of them, then commits. If any record failed it returns an abortable
 // error and commits nothing. A commit whose answer was lost is
 // ErrCommitOutcomeUnknown: call CommitTransaction again.
 func (p *Producer) CommitTransaction(ctx context.Context) error {
-	t, err := p.requireTxn()
+	t, err := p.openTxn("CommitTransaction")
 	if err != nil {
 		return err
 	}
-	t.mu.Lock()
-	if t.fatal != nil {
-		t.mu.Unlock()
-		return t.fatal
-	}
-	if !t.inTxn {
-		t.mu.Unlock()
-		return errors.New("strand: CommitTransaction without an open transaction")
-	}
-	t.mu.Unlock()
 	if err := p.Flush(ctx); err != nil {
 		return fmt.Errorf("commit: waiting for the transaction's records: %w", err)
 	}
@@ -250,20 +257,10 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 // for those in flight, and aborts: no record of this transaction becomes
 // visible to read_committed readers, and none can land in the next one.
 func (p *Producer) AbortTransaction(ctx context.Context) error {
-	t, err := p.requireTxn()
+	t, err := p.openTxn("AbortTransaction")
 	if err != nil {
 		return err
 	}
-	t.mu.Lock()
-	if t.fatal != nil {
-		t.mu.Unlock()
-		return t.fatal
-	}
-	if !t.inTxn {
-		t.mu.Unlock()
-		return errors.New("strand: AbortTransaction without an open transaction")
-	}
-	t.mu.Unlock()
 	p.abortBuffered()
 	if err := p.Flush(ctx); err != nil {
 		return fmt.Errorf("abort: waiting for records in flight: %w", err)

@@ -78,3 +78,16 @@ func envDefaults(fs *pflag.FlagSet) error {
 	})
 	return err
 }
+
+// withAdmin runs fn with an admin client and a context bounded by d (and
+// by Ctrl-C).
+func withAdmin(cmd *cobra.Command, d time.Duration, fn func(ctx context.Context, adm *client.Admin) error) error {
+	ctx, cancel := timeoutContext(cmd, d)
+	defer cancel()
+	adm, err := newAdmin(cmd)
+	if err != nil {
+		return err
+	}
+	defer adm.Close()
+	return fn(ctx, adm)
+}

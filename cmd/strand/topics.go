@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"sort"
@@ -23,26 +24,21 @@ func topicsCmd() *cobra.Command {
 		Short: "Create a topic",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := timeoutContext(cmd, 60*time.Second)
-			defer cancel()
-			adm, err := newAdmin(cmd)
-			if err != nil {
-				return err
-			}
-			defer adm.Close()
-			cfg := map[string]string{}
-			for _, kv := range configs {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok {
-					return fmt.Errorf("--config %q: want key=value", kv)
+			return withAdmin(cmd, 60*time.Second, func(ctx context.Context, adm *client.Admin) error {
+				cfg := map[string]string{}
+				for _, kv := range configs {
+					k, v, ok := strings.Cut(kv, "=")
+					if !ok {
+						return fmt.Errorf("--config %q: want key=value", kv)
+					}
+					cfg[k] = v
 				}
-				cfg[k] = v
-			}
-			if err := adm.CreateTopic(ctx, client.TopicSpec{Name: args[0], Partitions: partitions, ReplicationFactor: rf, Configs: cfg}); err != nil {
-				return err
-			}
-			fmt.Printf("Created topic %s.\n", args[0])
-			return nil
+				if err := adm.CreateTopic(ctx, client.TopicSpec{Name: args[0], Partitions: partitions, ReplicationFactor: rf, Configs: cfg}); err != nil {
+					return err
+				}
+				fmt.Printf("Created topic %s.\n", args[0])
+				return nil
+			})
 		},
 	}
 	create.Flags().Int32Var(&partitions, "partitions", -1, "number of partitions (default: the broker's num.partitions)")
@@ -53,27 +49,22 @@ func topicsCmd() *cobra.Command {
 		Use:   "list",
 		Short: "List topics",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := timeoutContext(cmd, 30*time.Second)
-			defer cancel()
-			adm, err := newAdmin(cmd)
-			if err != nil {
-				return err
-			}
-			defer adm.Close()
-			internal, _ := cmd.Flags().GetBool("include-internal")
-			md, err := adm.Metadata(ctx, internal)
-			if err != nil {
-				return err
-			}
-			var names []string
-			for _, t := range md.Topics {
-				names = append(names, t.Name)
-			}
-			sort.Strings(names)
-			for _, n := range names {
-				fmt.Println(n)
-			}
-			return nil
+			return withAdmin(cmd, 30*time.Second, func(ctx context.Context, adm *client.Admin) error {
+				internal, _ := cmd.Flags().GetBool("include-internal")
+				md, err := adm.Metadata(ctx, internal)
+				if err != nil {
+					return err
+				}
+				var names []string
+				for _, t := range md.Topics {
+					names = append(names, t.Name)
+				}
+				sort.Strings(names)
+				for _, n := range names {
+					fmt.Println(n)
+				}
+				return nil
+			})
 		},
 	}
 	list.Flags().Bool("include-internal", false, "also list __transaction_state and __consumer_offsets")
@@ -82,27 +73,22 @@ func topicsCmd() *cobra.Command {
 		Use:   "describe [TOPIC…]",
 		Short: "Describe topics: partitions with leader, leader epoch, replicas and ISR",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := timeoutContext(cmd, 30*time.Second)
-			defer cancel()
-			adm, err := newAdmin(cmd)
-			if err != nil {
-				return err
-			}
-			defer adm.Close()
-			md, err := adm.Metadata(ctx, true, args...)
-			if err != nil {
-				return err
-			}
-			underRep, _ := cmd.Flags().GetBool("under-replicated-partitions")
-			unavailable, _ := cmd.Flags().GetBool("unavailable-partitions")
-			sort.Slice(md.Topics, func(i, j int) bool { return md.Topics[i].Name < md.Topics[j].Name })
-			for _, t := range md.Topics {
-				if t.ErrorCode != pb.ErrorCode_NONE {
-					return fmt.Errorf("%s: %s", t.Name, t.ErrorMessage)
+			return withAdmin(cmd, 30*time.Second, func(ctx context.Context, adm *client.Admin) error {
+				md, err := adm.Metadata(ctx, true, args...)
+				if err != nil {
+					return err
 				}
-				printTopic(t, underRep, unavailable)
-			}
-			return nil
+				underRep, _ := cmd.Flags().GetBool("under-replicated-partitions")
+				unavailable, _ := cmd.Flags().GetBool("unavailable-partitions")
+				sort.Slice(md.Topics, func(i, j int) bool { return md.Topics[i].Name < md.Topics[j].Name })
+				for _, t := range md.Topics {
+					if t.ErrorCode != pb.ErrorCode_NONE {
+						return fmt.Errorf("%s: %s", t.Name, t.ErrorMessage)
+					}
+					printTopic(t, underRep, unavailable)
+				}
+				return nil
+			})
 		},
 	}
 	describe.Flags().Bool("under-replicated-partitions", false, "only partitions whose ISR is smaller than the replica set")
@@ -113,18 +99,13 @@ func topicsCmd() *cobra.Command {
 		Short: "Delete a topic",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := timeoutContext(cmd, 30*time.Second)
-			defer cancel()
-			adm, err := newAdmin(cmd)
-			if err != nil {
-				return err
-			}
-			defer adm.Close()
-			if err := adm.DeleteTopic(ctx, args[0]); err != nil {
-				return err
-			}
-			fmt.Printf("Deleted topic %s.\n", args[0])
-			return nil
+			return withAdmin(cmd, 30*time.Second, func(ctx context.Context, adm *client.Admin) error {
+				if err := adm.DeleteTopic(ctx, args[0]); err != nil {
+					return err
+				}
+				fmt.Printf("Deleted topic %s.\n", args[0])
+				return nil
+			})
 		},
 	}
 	cmd.AddCommand(create, list, describe, del)
@@ -176,58 +157,53 @@ func clusterCmd() *cobra.Command {
 		Use:   "describe",
 		Short: "Nodes, the active controller, fenced brokers",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := timeoutContext(cmd, 30*time.Second)
-			defer cancel()
-			adm, err := newAdmin(cmd)
-			if err != nil {
-				return err
-			}
-			defer adm.Close()
-			d, err := adm.DescribeCluster(ctx)
-			if err != nil {
-				return err
-			}
-			fmt.Printf("ClusterId: %s\nActiveController: %d\nMetadataOffset: %d\n", d.ClusterId, d.ControllerId, d.MetadataOffset)
-			if d.ErrorCode != pb.ErrorCode_NONE {
-				fmt.Printf("Quorum: %s\n", d.ErrorMessage)
-			}
-			type row struct {
-				addr, broker, fenced, epoch, ctrl string
-			}
-			rows := map[int32]*row{}
-			get := func(id int32) *row {
-				if rows[id] == nil {
-					rows[id] = &row{addr: "-", broker: "no", fenced: "-", epoch: "-", ctrl: "-"}
+			return withAdmin(cmd, 30*time.Second, func(ctx context.Context, adm *client.Admin) error {
+				d, err := adm.DescribeCluster(ctx)
+				if err != nil {
+					return err
 				}
-				return rows[id]
-			}
-			for _, b := range d.Brokers {
-				r := get(b.NodeId)
-				r.addr, r.broker, r.epoch = b.Address, "yes", fmt.Sprint(b.BrokerEpoch)
-				r.fenced = map[bool]string{true: "FENCED", false: "no"}[b.Fenced]
-			}
-			for _, c := range d.Controllers {
-				r := get(c.NodeId)
-				r.ctrl = "voter"
-				if c.Active {
-					r.ctrl = "voter (active)"
+				fmt.Printf("ClusterId: %s\nActiveController: %d\nMetadataOffset: %d\n", d.ClusterId, d.ControllerId, d.MetadataOffset)
+				if d.ErrorCode != pb.ErrorCode_NONE {
+					fmt.Printf("Quorum: %s\n", d.ErrorMessage)
 				}
-				if r.addr == "-" {
-					r.addr = "raft " + c.RaftAddress
+				type row struct {
+					addr, broker, fenced, epoch, ctrl string
 				}
-			}
-			ids := make([]int32, 0, len(rows))
-			for id := range rows {
-				ids = append(ids, id)
-			}
-			sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-			w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(w, "NodeId\tAddress\tBroker\tFenced\tBrokerEpoch\tController")
-			for _, id := range ids {
-				r := rows[id]
-				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", id, r.addr, r.broker, r.fenced, r.epoch, r.ctrl)
-			}
-			return w.Flush()
+				rows := map[int32]*row{}
+				get := func(id int32) *row {
+					if rows[id] == nil {
+						rows[id] = &row{addr: "-", broker: "no", fenced: "-", epoch: "-", ctrl: "-"}
+					}
+					return rows[id]
+				}
+				for _, b := range d.Brokers {
+					r := get(b.NodeId)
+					r.addr, r.broker, r.epoch = b.Address, "yes", fmt.Sprint(b.BrokerEpoch)
+					r.fenced = map[bool]string{true: "FENCED", false: "no"}[b.Fenced]
+				}
+				for _, c := range d.Controllers {
+					r := get(c.NodeId)
+					r.ctrl = "voter"
+					if c.Active {
+						r.ctrl = "voter (active)"
+					}
+					if r.addr == "-" {
+						r.addr = "raft " + c.RaftAddress
+					}
+				}
+				ids := make([]int32, 0, len(rows))
+				for id := range rows {
+					ids = append(ids, id)
+				}
+				sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+				w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(w, "NodeId\tAddress\tBroker\tFenced\tBrokerEpoch\tController")
+				for _, id := range ids {
+					r := rows[id]
+					fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", id, r.addr, r.broker, r.fenced, r.epoch, r.ctrl)
+				}
+				return w.Flush()
+			})
 		},
 	})
 	return cmd

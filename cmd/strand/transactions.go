@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -78,24 +79,19 @@ increase. blocking answers "who holds this partition's LSO" in one go.`}
 
 	list := &cobra.Command{Use: "list", Short: "List transactional ids and their states",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := timeoutContext(cmd, 30*time.Second)
-			defer cancel()
-			adm, err := newAdmin(cmd)
-			if err != nil {
-				return err
-			}
-			defer adm.Close()
-			dur, _ := cmd.Flags().GetInt64("duration-filter")
-			pattern, _ := cmd.Flags().GetString("transactional-id-pattern")
-			ls, err := adm.ListTransactions(ctx, client.ListTransactionsFilter{DurationMs: dur, Pattern: pattern})
-			if err != nil {
-				return err
-			}
-			var rows [][]string
-			for _, l := range ls {
-				rows = append(rows, []string{l.TransactionalID, fmt.Sprint(l.Coordinator), fmt.Sprint(l.ProducerID), l.State})
-			}
-			return printOut(format, []string{"TransactionalId", "Coordinator", "ProducerId", "TransactionState"}, rows)
+			return withAdmin(cmd, 30*time.Second, func(ctx context.Context, adm *client.Admin) error {
+				dur, _ := cmd.Flags().GetInt64("duration-filter")
+				pattern, _ := cmd.Flags().GetString("transactional-id-pattern")
+				ls, err := adm.ListTransactions(ctx, client.ListTransactionsFilter{DurationMs: dur, Pattern: pattern})
+				if err != nil {
+					return err
+				}
+				var rows [][]string
+				for _, l := range ls {
+					rows = append(rows, []string{l.TransactionalID, fmt.Sprint(l.Coordinator), fmt.Sprint(l.ProducerID), l.State})
+				}
+				return printOut(format, []string{"TransactionalId", "Coordinator", "ProducerId", "TransactionState"}, rows)
+			})
 		}}
 	list.Flags().Int64("duration-filter", 0, "only transactions running longer than this many ms")
 	list.Flags().String("transactional-id-pattern", "", "only ids matching this regular expression")
@@ -106,27 +102,22 @@ increase. blocking answers "who holds this partition's LSO" in one go.`}
 			if id == "" {
 				return fmt.Errorf("--transactional-id is required")
 			}
-			ctx, cancel := timeoutContext(cmd, 30*time.Second)
-			defer cancel()
-			adm, err := newAdmin(cmd)
-			if err != nil {
-				return err
-			}
-			defer adm.Close()
-			st, err := adm.DescribeTransaction(ctx, id)
-			if err != nil {
-				return err
-			}
-			var parts []string
-			for _, p := range st.Partitions {
-				parts = append(parts, fmt.Sprintf("%s-%d", p.Topic, p.Partition))
-			}
-			dur := "None"
-			if st.TransactionStartTimeMs >= 0 {
-				dur = fmt.Sprint(time.Now().UnixMilli() - st.TransactionStartTimeMs)
-			}
-			return printOut(format, []string{"CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch", "TransactionState", "TransactionTimeoutMs", "CurrentTransactionStartTimeMs", "TransactionDurationMs", "TopicPartitions"},
-				[][]string{{fmt.Sprint(st.CoordinatorId), st.TransactionalId, fmt.Sprint(st.ProducerId), fmt.Sprint(st.ProducerEpoch), st.State, fmt.Sprint(st.TransactionTimeoutMs), orNone(st.TransactionStartTimeMs), dur, strings.Join(parts, ",")}})
+			return withAdmin(cmd, 30*time.Second, func(ctx context.Context, adm *client.Admin) error {
+				st, err := adm.DescribeTransaction(ctx, id)
+				if err != nil {
+					return err
+				}
+				var parts []string
+				for _, p := range st.Partitions {
+					parts = append(parts, fmt.Sprintf("%s-%d", p.Topic, p.Partition))
+				}
+				dur := "None"
+				if st.TransactionStartTimeMs >= 0 {
+					dur = fmt.Sprint(time.Now().UnixMilli() - st.TransactionStartTimeMs)
+				}
+				return printOut(format, []string{"CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch", "TransactionState", "TransactionTimeoutMs", "CurrentTransactionStartTimeMs", "TransactionDurationMs", "TopicPartitions"},
+					[][]string{{fmt.Sprint(st.CoordinatorId), st.TransactionalId, fmt.Sprint(st.ProducerId), fmt.Sprint(st.ProducerEpoch), st.State, fmt.Sprint(st.TransactionTimeoutMs), orNone(st.TransactionStartTimeMs), dur, strings.Join(parts, ",")}})
+			})
 		}}
 	describe.Flags().String("transactional-id", "", "the transactional id")
 
@@ -137,22 +128,17 @@ increase. blocking answers "who holds this partition's LSO" in one go.`}
 				return err
 			}
 			broker, _ := cmd.Flags().GetInt32("broker-id")
-			ctx, cancel := timeoutContext(cmd, 30*time.Second)
-			defer cancel()
-			adm, err := newAdmin(cmd)
-			if err != nil {
-				return err
-			}
-			defer adm.Close()
-			pp, err := adm.DescribeProducers(ctx, tp, broker)
-			if err != nil {
-				return err
-			}
-			var rows [][]string
-			for _, p := range pp.ActiveProducers {
-				rows = append(rows, []string{fmt.Sprint(p.ProducerId), fmt.Sprint(p.ProducerEpoch), fmt.Sprint(p.CoordinatorEpoch), fmt.Sprint(p.LastSequence), fmt.Sprint(p.LastTimestamp), orNone(p.CurrentTxnStartOffset)})
-			}
-			return printOut(format, []string{"ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence", "LastTimestamp", "CurrentTransactionStartOffset"}, rows)
+			return withAdmin(cmd, 30*time.Second, func(ctx context.Context, adm *client.Admin) error {
+				pp, err := adm.DescribeProducers(ctx, tp, broker)
+				if err != nil {
+					return err
+				}
+				var rows [][]string
+				for _, p := range pp.ActiveProducers {
+					rows = append(rows, []string{fmt.Sprint(p.ProducerId), fmt.Sprint(p.ProducerEpoch), fmt.Sprint(p.CoordinatorEpoch), fmt.Sprint(p.LastSequence), fmt.Sprint(p.LastTimestamp), orNone(p.CurrentTxnStartOffset)})
+				}
+				return printOut(format, []string{"ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence", "LastTimestamp", "CurrentTransactionStartOffset"}, rows)
+			})
 		}}
 	addTP(producers)
 	producers.Flags().Int32("broker-id", -1, "ask this replica instead of the leader")
@@ -165,18 +151,13 @@ increase. blocking answers "who holds this partition's LSO" in one go.`}
 			if topic == "" {
 				return fmt.Errorf("--topic is required")
 			}
-			ctx, cancel := timeoutContext(cmd, 60*time.Second)
-			defer cancel()
-			adm, err := newAdmin(cmd)
-			if err != nil {
-				return err
-			}
-			defer adm.Close()
-			rows, err := findHanging(ctx, adm, topic, part, maxMin)
-			if err != nil {
-				return err
-			}
-			return printOut(format, []string{"Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset", "LastTimestamp", "Duration(min)"}, rows)
+			return withAdmin(cmd, 60*time.Second, func(ctx context.Context, adm *client.Admin) error {
+				rows, err := findHanging(ctx, adm, topic, part, maxMin)
+				if err != nil {
+					return err
+				}
+				return printOut(format, []string{"Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset", "LastTimestamp", "Duration(min)"}, rows)
+			})
 		}}
 	hanging.Flags().String("topic", "", "topic to scan")
 	hanging.Flags().Int32("partition", -1, "only this partition")
@@ -192,14 +173,9 @@ increase. blocking answers "who holds this partition's LSO" in one go.`}
 			if start < 0 {
 				return fmt.Errorf("--start-offset is required")
 			}
-			ctx, cancel := timeoutContext(cmd, 30*time.Second)
-			defer cancel()
-			adm, err := newAdmin(cmd)
-			if err != nil {
-				return err
-			}
-			defer adm.Close()
-			return adm.AbortTransaction(ctx, tp, start)
+			return withAdmin(cmd, 30*time.Second, func(ctx context.Context, adm *client.Admin) error {
+				return adm.AbortTransaction(ctx, tp, start)
+			})
 		}}
 	addTP(abort)
 	abort.Flags().Int64("start-offset", -1, "the first offset of the transaction to abort")
@@ -210,14 +186,9 @@ increase. blocking answers "who holds this partition's LSO" in one go.`}
 			if err != nil {
 				return err
 			}
-			ctx, cancel := timeoutContext(cmd, 30*time.Second)
-			defer cancel()
-			adm, err := newAdmin(cmd)
-			if err != nil {
-				return err
-			}
-			defer adm.Close()
-			return printBlocking(ctx, adm, tp, format)
+			return withAdmin(cmd, 30*time.Second, func(ctx context.Context, adm *client.Admin) error {
+				return printBlocking(ctx, adm, tp, format)
+			})
 		}}
 	addTP(blocking)
 	cmd.AddCommand(list, describe, producers, hanging, abort, blocking)

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/strand-io/strand/internal/testutil"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "strand-cli")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "strand")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		panic(string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func run(t *testing.T, stdin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("strand %s: %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, out.String(), errb.String())
+	}
+	return out.String()
+}
+
+func mustContain(t *testing.T, out string, wants ...string) {
+	t.Helper()
+	for _, w := range wants {
+		if !strings.Contains(out, w) {
+			t.Fatalf("output lacks %q:\n%s", w, out)
+		}
+	}
+}
+
+// TestCLI drives the binary against a one-node server: the foundation
+// issue's walk-through, transactions, and the inspection tools.
+func TestCLI(t *testing.T) {
+	dir := t.TempDir()
+	n := testutil.StartDev(t, dir)
+	b := "--bootstrap=" + n.Addr()
+
+	mustContain(t, run(t, "", "topics", "create", "orders", "--partitions", "3", b), "Created topic orders.")
+	mustContain(t, run(t, "", "topics", "list", b), "orders")
+	mustContain(t, run(t, "", "topics", "describe", "orders", b), "PartitionCount: 3", "Partition: 2", "Leader: 1", "LeaderEpoch: 0", "Isr: 1")
+
+	var in strings.Builder
+	for i := 1; i <= 1000; i++ {
+		in.WriteString(strings.Repeat("x", i%7) + "\n")
+	}
+	run(t, in.String(), "produce", "orders", b)
+	out := run(t, "", "consume", "orders", "--from-beginning", "--max-records", "1000", "--timeout", "10s", b)
+	if lines := strings.Count(out, "\n"); lines != 1000 {
+		t.Fatalf("consume printed %d lines, want 1000", lines)
+	}
+	// Keys and offsets.
+	run(t, "k1:v1\nk2:v2\n", "produce", "orders", "--key-separator", ":", "--partition", "0", b)
+	out = run(t, "", "consume", "orders", "--partition", "0", "--from-beginning", "--print-key", "--print-offsets", "--timeout", "2s", b)
+	mustContain(t, out, "\tk1\tv1\n", "\tk2\tv2\n")
+
+	// dump-log of a segment on disk.
+	seg := filepath.Join(dir, "orders-0", "00000000000000000000.log")
+	dump := run(t, "", "dump-log", seg)
+	mustContain(t, dump, "Dumping "+seg, "Log starting offset: 0", "baseOffset: 0 lastOffset: ", "isTransactional: false isControl: false", "isvalid: true")
+	deep := run(t, "", "dump-log", "--print-data-log", seg)
+	mustContain(t, deep, "| offset: 0 CreateTime: ", "key: k1 payload: v1")
+
+	// A transaction committed and one aborted, seen by read_committed.
+	run(t, "", "topics", "create", "pay", "--partitions", "1", b)
+	run(t, "c1\nc2\n", "produce", "pay", "--transactional-id", "cli-writer", b)
+	run(t, "a1\n", "produce", "pay", "--transactional-id", "cli-writer", "--abort", b)
+	out = run(t, "", "consume", "pay", "--from-beginning", "--isolation-level", "read_committed", "--timeout", "3s", b)
+	if out != "c1\nc2\n" {
+		t.Fatalf("read_committed consume: %q", out)
+	}
+	out = run(t, "", "consume", "pay", "--from-beginning", "--timeout", "3s", b)
+	if out != "c1\nc2\na1\n" {
+		t.Fatalf("read_uncommitted consume: %q", out)
+	}
+	mustContain(t, run(t, "", "dump-log", filepath.Join(dir, "pay-0", "00000000000000000000.log")), "isTransactional: true isControl: true")
+	mustContain(t, run(t, "", "dump-log", "--print-data-log", filepath.Join(dir, "pay-0", "00000000000000000000.log")), "endTxnMarker: COMMIT coordinatorEpoch: ", "endTxnMarker: ABORT coordinatorEpoch: ")
+
+	tx := run(t, "", "transactions", "list", b)
+	mustContain(t, tx, "TransactionalId", "Coordinator", "ProducerId", "TransactionState", "cli-writer", "CompleteAbort")
+	for _, line := range strings.Split(strings.TrimRight(tx, "\n"), "\n") {
+		if !strings.HasSuffix(line, "\t") {
+			t.Fatalf("kafka-transactions tables end every line with a tab: %q", line)
+		}
+	}
+	mustContain(t, run(t, "", "transactions", "describe", "--transactional-id", "cli-writer", b),
+		"CoordinatorId", "TransactionTimeoutMs", "CurrentTransactionStartTimeMs", "cli-writer", "CompleteAbort")
+	mustContain(t, run(t, "", "transactions", "describe-producers", "--topic", "pay", "--partition", "0", b),
+		"ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence", "LastTimestamp", "CurrentTransactionStartOffset", "None")
+	mustContain(t, run(t, "", "transactions", "blocking", "--topic", "pay", "--partition", "0", b), "HighWatermark", "LastStableOffset", "\t5 ", "None")
+	mustContain(t, run(t, "", "transactions", "list", "--format", "json", b), `"TransactionalId": "cli-writer"`)
+	mustContain(t, run(t, "", "transactions", "find-hanging", "--topic", "pay", b), "Topic", "Duration(min)")
+
+	// The transaction log decoder.
+	logs, _ := filepath.Glob(filepath.Join(dir, "__transaction_state-*", "00000000000000000000.log"))
+	found := false
+	for _, l := range logs {
+		if strings.Contains(run(t, "", "dump-log", "--transaction-log-decoder", l), `"transactionalId":"cli-writer"`) {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("no __transaction_state segment decodes to cli-writer's records")
+	}
+
+	mustContain(t, run(t, "", "features", "describe", b), "Feature: transaction.version", "FinalizedVersionLevel: 2")
+	mustContain(t, run(t, "", "cluster", "describe", b), "ActiveController: 1", "voter (active)")
+	run(t, "", "health", "--addr", n.Addr())
+	mustContain(t, run(t, "", "topics", "delete", "orders", b), "Deleted topic orders.")
+}
