@@ -276,14 +276,8 @@ func (m *ProducerStateManager) CheckMarker(pid int64, markerEpoch int16, coordin
 	if !ok {
 		return false, nil
 	}
-	if markerEpoch < s.epoch {
-		return false, errs.New(pb.ErrorCode_INVALID_PRODUCER_EPOCH,
-			"producerId=%d: marker epoch %d is older than the current epoch %d", pid, markerEpoch, s.epoch)
-	}
-	if coordinatorEpoch < s.coordEpoch {
-		return false, errs.New(pb.ErrorCode_TRANSACTION_COORDINATOR_FENCED,
-			"producerId=%d: marker from coordinator epoch %d, but coordinator epoch %d already wrote here",
-			pid, coordinatorEpoch, s.coordEpoch)
+	if err := checkMarkerFencing(pid, s, markerEpoch, coordinatorEpoch); err != nil {
+		return false, err
 	}
 	if markerEpoch == s.epoch {
 		if s.txnFirst < 0 {
@@ -296,6 +290,21 @@ func (m *ProducerStateManager) CheckMarker(pid int64, markerEpoch int16, coordin
 	return false, nil
 }
 
+// checkMarkerFencing refuses a marker from an older producer epoch or an
+// older coordinator (both marker rules share it).
+func checkMarkerFencing(pid int64, s *producerState, markerEpoch int16, coordinatorEpoch int32) error {
+	if markerEpoch < s.epoch {
+		return errs.New(pb.ErrorCode_INVALID_PRODUCER_EPOCH,
+			"producerId=%d: marker epoch %d is older than the current epoch %d", pid, markerEpoch, s.epoch)
+	}
+	if coordinatorEpoch < s.coordEpoch {
+		return errs.New(pb.ErrorCode_TRANSACTION_COORDINATOR_FENCED,
+			"producerId=%d: marker from coordinator epoch %d, but coordinator epoch %d already wrote here",
+			pid, coordinatorEpoch, s.coordEpoch)
+	}
+	return nil
+}
+
 // CheckLegacyMarker is CheckMarker for markers of transaction versions
 // before 2 (and for the partition-scoped admin abort, which writes with the
 // producer's current epoch): an epoch equal to the stored one is accepted
@@ -306,14 +315,8 @@ func (m *ProducerStateManager) CheckLegacyMarker(pid int64, markerEpoch int16, c
 	if !ok {
 		return true, nil
 	}
-	if markerEpoch < s.epoch {
-		return false, errs.New(pb.ErrorCode_INVALID_PRODUCER_EPOCH,
-			"producerId=%d: marker epoch %d is older than the current epoch %d", pid, markerEpoch, s.epoch)
-	}
-	if coordinatorEpoch < s.coordEpoch {
-		return false, errs.New(pb.ErrorCode_TRANSACTION_COORDINATOR_FENCED,
-			"producerId=%d: marker from coordinator epoch %d, but coordinator epoch %d already wrote here",
-			pid, coordinatorEpoch, s.coordEpoch)
+	if err := checkMarkerFencing(pid, s, markerEpoch, coordinatorEpoch); err != nil {
+		return false, err
 	}
 	if markerEpoch == s.epoch && s.txnFirst < 0 {
 		return true, nil
