@@ -193,15 +193,26 @@ var gzipEncPool = sync.Pool{New: func() any {
 
 func gzipCompress(dst, src []byte) ([]byte, error) {
 	e := gzipEncPool.Get().(*gzipEnc)
-	e.w.b = dst
-	e.z.Reset(&e.w)
-	_, err := e.z.Write(src)
+	defer gzipEncPool.Put(e)
+	return encodeStream(&e.w, e.z, dst, src)
+}
+
+// streamEncoder is a reusable compressing writer (gzip, lz4).
+type streamEncoder interface {
+	io.WriteCloser
+	Reset(io.Writer)
+}
+
+// encodeStream compresses src with z, appending to dst through w.
+func encodeStream(w *appendWriter, z streamEncoder, dst, src []byte) ([]byte, error) {
+	w.b = dst
+	z.Reset(w)
+	_, err := z.Write(src)
 	if err == nil {
-		err = e.z.Close()
+		err = z.Close()
 	}
-	out := e.w.b
-	e.w.b = nil
-	gzipEncPool.Put(e)
+	out := w.b
+	w.b = nil
 	return out, err
 }
 
@@ -240,16 +251,8 @@ var lz4EncPool = sync.Pool{New: func() any {
 
 func lz4Compress(dst, src []byte) ([]byte, error) {
 	e := lz4EncPool.Get().(*lz4Enc)
-	e.w.b = dst
-	e.z.Reset(&e.w)
-	_, err := e.z.Write(src)
-	if err == nil {
-		err = e.z.Close()
-	}
-	out := e.w.b
-	e.w.b = nil
-	lz4EncPool.Put(e)
-	return out, err
+	defer lz4EncPool.Put(e)
+	return encodeStream(&e.w, e.z, dst, src)
 }
 
 type lz4Dec struct {
