@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Starts a local three-node Strand cluster (three processes on 127.0.0.1,
 # data under ./data), creates a replicated topic, produces and consumes.
-# `scripts/run.sh stop` stops what it started.
+# `scripts/run.sh stop` stops what it started; `scripts/run.sh start` only
+# starts the nodes. DATA and PORT_BASE (default 9092) let several clusters
+# live side by side (the drill and the benchmarks use their own).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin/strand}
 DATA=${DATA:-data/cluster}
 NODES=(1 2 3)
-port() { echo $((9092 + ($1 - 1) * 10)); }           # 9092, 9102, 9112
+PORT_BASE=${PORT_BASE:-9092}
+port() { echo $((PORT_BASE + ($1 - 1) * 10)); }      # 9092, 9102, 9112
 addr() { echo "127.0.0.1:$(port "$1")"; }
 raft() { echo "127.0.0.1:$(($(port "$1") + 1))"; }
 gossip() { echo "127.0.0.1:$(($(port "$1") + 2))"; }
@@ -48,6 +51,7 @@ for n in "${NODES[@]}"; do
   fi
 done
 echo "== three nodes serving: $BOOT (logs and pids under $DATA/)"
+if [[ ${1:-} == start ]]; then exit 0; fi
 "$BIN" cluster describe --bootstrap "$BOOT"
 "$BIN" topics create demo --partitions 3 --replication-factor 3 --config min.insync.replicas=2 --bootstrap "$BOOT" 2>/dev/null || true
 "$BIN" topics describe demo --bootstrap "$BOOT"
