@@ -47,9 +47,9 @@ func NewCompose() *Compose {
 	return &Compose{N: 3, Network: "strand-net", Container: func(id int32) string { return fmt.Sprintf("strand-node%d", id) }}
 }
 
-// Detect reports whether the compose cluster's containers exist.
+// Detect reports whether the compose cluster's first container runs.
 func (c *Compose) Detect(ctx context.Context) bool {
-	out, err := exec.CommandContext(ctx, "docker", "ps", "-a", "--format", "{{.Names}}").Output()
+	out, err := exec.CommandContext(ctx, "docker", "ps", "--format", "{{.Names}}").Output()
 	return err == nil && bytes.Contains(out, []byte(c.Container(1)))
 }
 

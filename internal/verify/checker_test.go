@@ -379,7 +379,30 @@ func TestOffsetMismatch(t *testing.T) {
 	})
 	t.Run("stage txn sends an offset past its inputs", func(t *testing.T) {
 		h := cleanHistory()
-		txn(t, h, "S1").Offsets = Offsets{{src0, 3}}
+		// src/0@2 (e) is aborted, but src/0@3 (g) is visible: 4 skips it.
+		txn(t, h, "S1").Offsets = Offsets{{src0, 4}}
+		expect(t, Check(h), map[string]int{"offset-mismatch": 1})
+	})
+	t.Run("stage txn's offset skips only an aborted record", func(t *testing.T) {
+		// src/1@2 is f (aborted): a read_committed position moves past it,
+		// so S3 may send 3 instead of 2.
+		h := cleanHistory()
+		txn(t, h, "S3").Offsets = Offsets{{src1, 3}}
+		h.GroupOffsets = Offsets{{src0, 2}, {src1, 3}}
+		expect(t, Check(h), map[string]int{})
+	})
+	t.Run("stage txn's offset skips a committed record", func(t *testing.T) {
+		// Sending 4 skips j at src/1@3: flagged by the transaction rule
+		// and by the group-offset rule (j below 4 without an output).
+		h := cleanHistory()
+		txn(t, h, "S3").Offsets = Offsets{{src1, 4}}
+		h.GroupOffsets = Offsets{{src0, 2}, {src1, 4}}
+		expect(t, Check(h), map[string]int{"offset-mismatch": 2})
+	})
+	t.Run("stage txn sends an offset behind its inputs", func(t *testing.T) {
+		h := cleanHistory()
+		s3 := txn(t, h, "S3")
+		s3.Offsets[0].Offset--
 		expect(t, Check(h), map[string]int{"offset-mismatch": 1})
 	})
 	t.Run("stage txn sends no offset for its inputs", func(t *testing.T) {

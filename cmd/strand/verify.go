@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/strand-io/strand/internal/drill"
+	"github.com/strand-io/strand/internal/workload"
+)
+
+func init() { extraCommands = append(extraCommands, verifyCmd) }
+
+func verifyCmd() *cobra.Command {
+	var (
+		cfg        workload.Config
+		drills     []string
+		target     string
+		dataDir    string
+		jsonPath   string
+		historyOut string
+	)
+	cmd := &cobra.Command{
+		Use:   "verify",
+		Short: "Run an exactly-once workload (with fault drills) and check what it saw",
+		Long: `verify runs transactional producers (some transactions aborted on purpose) writing
+unique values to a source topic, a consume-transform-produce stage copying it to a sink
+topic, and a live read_committed reader, while the drills kill, pause or cut off nodes.
+It then reads every partition back with read_committed and read_uncommitted and counts:
+lost acknowledged records, duplicates, aborted records visible, records visible before
+their commit, out-of-order records, offsets inconsistent between reads, torn transactions
+and stage offsets that disagree with the output. Exit status: 0 when every count is zero
+and every drill succeeded, 1 otherwise, 2 when the run could not be completed.
+
+Drills: ` + strings.Join(drill.Names, ", ") + ` (or all). Targets: the docker compose
+cluster of deploy/docker-compose.yml (containers strand-node1..3), the local process
+cluster of 'make run' (pids under --data-dir), or auto (compose if its containers run).`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, d := range drills {
+				if d == "all" {
+					cfg.Drills = append(cfg.Drills, drill.Names...)
+					continue
+				}
+				for _, one := range strings.Split(d, ",") {
+					if !drill.Valid(one) {
+						return fmt.Errorf("--drill %q: want one of %s or all", one, strings.Join(drill.Names, ", "))
+					}
+					cfg.Drills = append(cfg.Drills, one)
+				}
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			if len(cfg.Drills) > 0 || target != "auto" {
+				t, err := pickTarget(ctx, target, dataDir)
+				if err != nil {
+					return err
+				}
+				cfg.Target = t
+				if t != nil {
+					fmt.Printf("drill target: %s\n", t.Name())
+				}
+			}
+			cfg.Bootstrap = bootstrap(cmd)
+			cfg.Out = os.Stdout
+			res, err := workload.Run(ctx, cfg)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "strand verify:", err)
+				os.Exit(2)
+			}
+			fmt.Println()
+			if len(res.Drills) > 0 {
+				fmt.Println("DRILL               NODE  SETTLED  RESULT")
+				for _, d := range res.Drills {
+					result := "ok"
+					switch {
+					case d.Skipped != "":
+						result = "skipped: " + d.Skipped
+					case d.Err != "":
+						result = "FAIL: " + d.Err
+					}
+					node := "-"
+					if d.Node > 0 {
+						node = fmt.Sprint(d.Node)
+					}
+					fmt.Printf("%-19s %-5s %6.1fs  %s\n", d.Drill, node, d.Settle, result)
+				}
+				fmt.Println()
+			}
+			fmt.Print(res.Report.Table())
+			fmt.Printf("run %s: %.0fs, %s committed txns/s, %s committed records/s\n", res.RunID, res.Elapsed,
+				res.Rates["committed_txns_per_sec"], res.Rates["records_per_sec"])
+			if jsonPath != "" {
+				if err := writeJSON(jsonPath, res); err != nil {
+					return err
+				}
+			}
+			if historyOut != "" {
+				if err := writeJSON(historyOut, res.History); err != nil {
+					return err
+				}
+			}
+			if !res.OK() {
+				return fmt.Errorf("exactly-once violated or a drill failed (see above)")
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.DurationVar(&cfg.Duration, "duration", time.Minute, "how long producers run (drills are spread over it)")
+	f.StringArrayVar(&drills, "drill", nil, "drill to run (repeatable, comma-separated, or all): "+strings.Join(drill.Names, ", "))
+	f.BoolVar(&cfg.Repeat, "repeat", false, "cycle through the drills until --duration ends (a soak)")
+	f.StringVar(&target, "target", "auto", "where drills act: auto, compose, process or none")
+	f.StringVar(&dataDir, "data-dir", "data/cluster", "the process cluster's directory (node<N>.pid / node<N>.cmd)")
+	f.IntVar(&cfg.Producers, "producers", 3, "transactional producers")
+	f.IntVar(&cfg.StageWorkers, "stage-workers", 2, "consume-transform-produce workers")
+	f.BoolVar(&cfg.NoStage, "no-stage", false, "run without the consume-transform-produce stage")
+	f.Int32Var(&cfg.Partitions, "partitions", 6, "partitions of the source and sink topics")
+	f.IntVar(&cfg.TxnMaxRecords, "txn-max-records", 8, "records per producer transaction, at most")
+	f.Float64Var(&cfg.AbortRate, "abort-rate", 0.2, "fraction of producer transactions aborted on purpose")
+	f.StringVar(&cfg.RunID, "run-id", "", "names the run's topics and transactional ids (default: the start time)")
+	f.DurationVar(&cfg.ProgressEvery, "progress-interval", 5*time.Second, "period of progress lines")
+	f.DurationVar(&cfg.DrillEnv.Down, "down", 3*time.Second, "how long a killed node stays down")
+	f.DurationVar(&cfg.DrillEnv.Cut, "cut", 12*time.Second, "how long a node stays paused or cut off (past the 9 s session timeout)")
+	f.DurationVar(&cfg.DrillEnv.SettleTimeout, "settle-timeout", 90*time.Second, "how long to wait for the cluster to be whole after a drill")
+	f.StringVar(&jsonPath, "json", "", "write the result (report, drills) as JSON to this file (- for stdout)")
+	f.StringVar(&historyOut, "history", "", "write the full history (every write and read) as JSON to this file")
+	return cmd
+}
+
+// pickTarget resolves --target.
+func pickTarget(ctx context.Context, name, dataDir string) (drill.Target, error) {
+	compose := drill.NewCompose()
+	proc := &drill.Process{Dir: dataDir, N: 3}
+	switch name {
+	case "none":
+		return nil, nil
+	case "compose":
+		return compose, nil
+	case "process":
+		if !proc.Detect() {
+			return nil, fmt.Errorf("no process cluster under %s (start one with make run)", dataDir)
+		}
+		return proc, nil
+	case "auto":
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if compose.Detect(cctx) {
+			return compose, nil
+		}
+		if proc.Detect() {
+			return proc, nil
+		}
+		return nil, fmt.Errorf("drills need a target: no compose containers (strand-node1..3) and no process cluster under %s; pass --target", dataDir)
+	}
+	return nil, fmt.Errorf("--target %q: want auto, compose, process or none", name)
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	if path == "-" {
+		_, err = os.Stdout.Write(b)
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}

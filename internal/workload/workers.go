@@ -1,0 +1,268 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/strand-io/strand/client"
+	"github.com/strand-io/strand/internal/verify"
+)
+
+// opTimeout bounds one transaction step (produce, commit, abort), so a
+// worker caught in a drill gives up, records what it knows and starts over
+// with a new incarnation.
+const opTimeout = 45 * time.Second
+
+// commitRetries is how often a commit whose outcome is unknown is retried
+// before the transaction is recorded as Unknown.
+const commitRetries = 10
+
+// producer is transactional producer i: it writes transactions of unique
+// values to random source partitions until the run stops starting them,
+// and records each with its outcome.
+func (r *run) producer(ctx context.Context, i int) {
+	name := fmt.Sprintf("verify-%s-p%d", r.cfg.RunID, i)
+	rng := r.rng(1, i)
+	var p *client.Producer
+	defer func() {
+		if p != nil {
+			p.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	seq, n := int64(0), 0
+	for {
+		select {
+		case <-r.stopTx:
+			return
+		case <-ctx.Done():
+			return
+		default:
+		}
+		if p == nil {
+			var err error
+			p, err = r.newTxnProducer(ctx, name)
+			if err != nil {
+				r.logf("%s: init: %v (retrying)", name, err)
+				sleep(ctx, time.Second)
+				continue
+			}
+		}
+		n++
+		t := verify.Txn{ID: fmt.Sprintf("%s#%d", name, n), Producer: name, Begin: time.Now()}
+		if err := p.BeginTransaction(); err != nil {
+			r.logf("%s: begin: %v (new incarnation)", name, err)
+			p.Close(context.WithoutCancel(ctx))
+			p = nil
+			continue
+		}
+		k := 1 + rng.IntN(r.cfg.TxnMaxRecords)
+		recs := make([]*client.Record, k)
+		for j := range recs {
+			part := rng.Int32N(r.cfg.Partitions)
+			v := fmt.Sprintf("%s-%d", name, seq)
+			recs[j] = &client.Record{Topic: r.src, Partition: part, Value: []byte(v)}
+			t.Writes = append(t.Writes, verify.Write{TP: verify.TP{Topic: r.src, Partition: part}, Value: v, Offset: -1, ProducerSeq: seq})
+			seq++
+		}
+		octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
+		res := p.ProduceSync(octx, recs...)
+		for j, pr := range res {
+			if pr.Err == nil && pr.Record != nil {
+				t.Writes[j].Offset = pr.Record.Offset
+			}
+		}
+		abort := res.FirstErr() != nil || rng.Float64() < r.cfg.AbortRate
+		var healthy bool
+		if abort {
+			t.Outcome, healthy = r.abort(octx, p)
+		} else {
+			t.CommitRequested = time.Now()
+			t.Outcome, healthy = r.commit(octx, p, name)
+		}
+		cancel()
+		t.End = time.Now()
+		r.record(t)
+		if !healthy {
+			p.Close(context.WithoutCancel(ctx))
+			p = nil
+		}
+	}
+}
+
+func (r *run) newTxnProducer(ctx context.Context, id string) (*client.Producer, error) {
+	p, err := client.NewProducer(r.opts(client.TransactionalID(id), client.TransactionTimeout(r.cfg.TransactionTimeout),
+		client.WithPartitioner(client.ManualPartitioner{}), client.Linger(2*time.Millisecond), client.DeliveryTimeout(opTimeout))...)
+	if err != nil {
+		return nil, err
+	}
+	ictx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	if err := p.InitTransactions(ictx); err != nil {
+		p.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return p, nil
+}
+
+// abort aborts the open transaction. It is Aborted either way: commit was
+// never requested, so the coordinator can only abort it (now, when a new
+// incarnation fences this one, or on its timeout).
+func (r *run) abort(ctx context.Context, p *client.Producer) (verify.Outcome, bool) {
+	if err := p.AbortTransaction(ctx); err != nil {
+		return verify.Aborted, false
+	}
+	return verify.Aborted, true
+}
+
+// commit commits, retrying while the outcome is unknown. A commit that
+// failed is Aborted only if the abort that follows succeeds (the
+// coordinator then says the transaction did not commit); otherwise the
+// outcome is Unknown and the producer is replaced.
+func (r *run) commit(ctx context.Context, p *client.Producer, name string) (verify.Outcome, bool) {
+	var err error
+	for attempt := 0; attempt < commitRetries; attempt++ {
+		err = p.CommitTransaction(ctx)
+		if err == nil {
+			return verify.Committed, true
+		}
+		if !errors.Is(err, client.ErrCommitOutcomeUnknown) || ctx.Err() != nil {
+			break
+		}
+		sleep(ctx, time.Duration(attempt+1)*200*time.Millisecond)
+	}
+	if errors.Is(err, client.ErrCommitOutcomeUnknown) {
+		r.logf("%s: commit outcome unknown after %d attempts: %v", name, commitRetries, err)
+		return verify.Unknown, false
+	}
+	if aerr := p.AbortTransaction(ctx); aerr == nil {
+		return verify.Aborted, true
+	}
+	return verify.Unknown, false
+}
+
+// stageWorker is consume-transform-produce worker i: a TransactSession in
+// the stage group that copies each source record to the same partition of
+// the sink as OutputFor(value), committing its input offsets with the
+// output.
+func (r *run) stageWorker(ctx context.Context, i int, stop <-chan struct{}) {
+	name := fmt.Sprintf("verify-%s-s%d", r.cfg.RunID, i)
+	var s *client.TransactSession
+	defer func() {
+		if s != nil {
+			s.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	seq, n := int64(0), 0
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		default:
+		}
+		if s == nil {
+			ictx, cancel := context.WithTimeout(ctx, opTimeout)
+			var err error
+			s, err = client.NewTransactSession(ictx, r.opts(client.GroupID(r.group), client.Topics(r.src), client.TransactionalID(name),
+				client.TransactionTimeout(r.cfg.TransactionTimeout), client.AutoOffsetReset(client.ResetEarliest),
+				client.SessionTimeout(10*time.Second), client.HeartbeatInterval(500*time.Millisecond),
+				client.FetchMaxWait(200*time.Millisecond), client.MaxPollRecords(64), client.DeliveryTimeout(opTimeout),
+				client.WithPartitioner(client.ManualPartitioner{}), client.Linger(2*time.Millisecond))...)
+			cancel()
+			if err != nil {
+				r.logf("%s: start: %v (retrying)", name, err)
+				s = nil
+				sleep(ctx, time.Second)
+				continue
+			}
+		}
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		recs, err := s.Poll(pctx)
+		cancel()
+		if len(recs) == 0 {
+			if err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+				r.logf("%s: poll: %v", name, err)
+				sleep(ctx, 200*time.Millisecond)
+			}
+			continue
+		}
+		n++
+		t := verify.Txn{ID: fmt.Sprintf("%s#%d", name, n), Producer: name, Begin: time.Now()}
+		if err := s.Begin(); err != nil {
+			r.logf("%s: begin: %v (new incarnation)", name, err)
+			s.Close(context.WithoutCancel(ctx))
+			s = nil
+			continue
+		}
+		octx, ocancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for _, rec := range recs {
+			in := verify.Read{Reader: name, ReadCommitted: true, Time: t.Begin,
+				TP: verify.TP{Topic: rec.Topic, Partition: rec.Partition}, Offset: rec.Offset, Value: string(rec.Value)}
+			t.Inputs = append(t.Inputs, in)
+			out := verify.OutputFor(in.Value)
+			wi := len(t.Writes)
+			t.Writes = append(t.Writes, verify.Write{TP: verify.TP{Topic: r.dst, Partition: rec.Partition}, Value: out, Offset: -1, ProducerSeq: seq})
+			seq++
+			wg.Add(1)
+			s.Produce(octx, &client.Record{Topic: r.dst, Partition: rec.Partition, Value: []byte(out)}, func(got *client.Record, err error) {
+				defer wg.Done()
+				if err == nil && got != nil {
+					mu.Lock()
+					t.Writes[wi].Offset = got.Offset
+					mu.Unlock()
+				}
+			})
+		}
+		// The offsets End will send: the position of every assigned
+		// partition (End reads the same positions; nothing polls between).
+		for _, tp := range s.Consumer().Assignment() {
+			if pos := s.Consumer().Position(tp); pos >= 0 {
+				t.Offsets = append(t.Offsets, verify.TPOffset{TP: verify.TP{Topic: tp.Topic, Partition: tp.Partition}, Offset: pos})
+			}
+		}
+		t.CommitRequested = time.Now()
+		committed, err := s.End(octx, client.TryCommit)
+		for attempt := 0; errors.Is(err, client.ErrCommitOutcomeUnknown) && attempt < commitRetries && octx.Err() == nil; attempt++ {
+			sleep(octx, time.Duration(attempt+1)*200*time.Millisecond)
+			committed, err = s.End(octx, client.TryCommit)
+		}
+		waitGroup(&wg, opTimeout)
+		ocancel()
+		switch {
+		case committed:
+			t.Outcome = verify.Committed
+		case err == nil:
+			t.Outcome = verify.Aborted
+		default:
+			// Neither a commit nor an abort was confirmed.
+			t.Outcome = verify.Unknown
+			r.logf("%s: end: %v (new incarnation)", name, err)
+			s.Close(context.WithoutCancel(ctx))
+			s = nil
+		}
+		t.End = time.Now()
+		mu.Lock()
+		t.Writes = append([]verify.Write(nil), t.Writes...) // a late promise must not touch the recorded copy
+		mu.Unlock()
+		r.record(t)
+	}
+}
+
+// waitGroup waits for wg at most d (a promise the client never completes
+// must not hang the worker; the write then stays unacknowledged).
+func waitGroup(wg *sync.WaitGroup, d time.Duration) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}
