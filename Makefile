@@ -6,17 +6,20 @@ PROTOC_GEN_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
 GOBIN         ?= $(shell $(GO) env GOPATH)/bin
 FUZZTIME      ?= 50000x
 
-.PHONY: all build test test-short fuzz lint proto run demo stop clean image
+.PHONY: all build test test-short fuzz lint proto run demo stop clean image drill drill-ci soak bench-compare
 
 all: build
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/strand
 
-## test: the whole suite as CI runs it (lint, race-enabled tests, a short fuzz run)
+## test: the whole suite as CI runs it (lint, race-enabled tests, a short
+## fuzz run, and the short fault drill: compose cluster if Docker works,
+## else a process cluster)
 test: lint
 	$(GO) test -race -count=1 -timeout 20m ./...
 	$(MAKE) fuzz
+	$(MAKE) drill-ci
 
 test-short:
 	$(GO) test -count=1 -short ./...
@@ -57,6 +60,23 @@ demo: build
 
 stop:
 	./scripts/run.sh stop
+
+## drill: image, compose up, strand verify with every drill (2 min), compose down
+drill:
+	DURATION=$${DURATION:-2m} ./scripts/drill.sh
+
+## drill-ci: the short drill CI runs (every drill once, about three minutes)
+drill-ci:
+	DURATION=$${DURATION:-100s} PRODUCERS=5 MIN_COMMITTED=1000 ./scripts/drill.sh
+
+## soak: the drills in a loop for 30 minutes (DURATION=… to change)
+soak:
+	DURATION=$${DURATION:-30m} REPEAT=1 ./scripts/drill.sh
+
+## bench-compare: Strand vs NATS JetStream R3 side by side, three interleaved rounds
+## (about 12 minutes; OUT=file for the markdown table, default .bench/results.md)
+bench-compare:
+	GO=$(GO) ./scripts/bench-compare.sh
 
 clean:
 	rm -rf bin data deploy/build

@@ -107,3 +107,24 @@ func TestControllerFailover(t *testing.T) {
 		}
 	}
 }
+
+// TestGossipFencesKilledBrokerEarly: with a long session timeout (20 s)
+// and the default 2 s heartbeat, a killed broker is fenced soon after gossip
+// declares it dead (two missed heartbeats), not when its session expires.
+// Gossip usually notices the death before two heartbeats are missed;
+// the controller must wait for them and fence then, not give up.
+func TestGossipFencesKilledBrokerEarly(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{SessionTimeout: 20 * time.Second, HeartbeatInterval: 2 * time.Second})
+	active := c.ActiveController()
+	victim := int32(1)
+	if victim == active {
+		victim = 2
+	}
+	killed := time.Now()
+	c.Kill(victim)
+	c.Eventually(12*time.Second, "killed broker fenced before its 20 s session timeout", func() bool {
+		b := c.Image().Brokers[victim]
+		return b != nil && b.Fenced
+	})
+	t.Logf("broker %d fenced %.1fs after kill -9 (session timeout 20 s)", victim, time.Since(killed).Seconds())
+}

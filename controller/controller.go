@@ -602,23 +602,45 @@ func (c *Controller) IncrementalAlterConfigs(ctx context.Context, req *pb.Increm
 	return err
 }
 
-// Suspect lets gossip report a node as failed: if its lease is also more
-// than a heartbeat interval stale it is fenced at once instead of waiting
-// for the whole session timeout.
+// Suspect lets gossip report a node as failed: once its lease is more
+// than two heartbeat intervals stale it is fenced at once instead of
+// waiting for the whole session timeout. Gossip often notices a kill -9
+// before two heartbeats are missed, so Suspect waits until they would
+// have been and looks again; a broker that heartbeated meanwhile is alive
+// and left alone.
 func (c *Controller) Suspect(ctx context.Context, id int32, heartbeatInterval time.Duration) {
-	if err := c.lockActive(); err != nil {
+	for attempt := 0; attempt < 2; attempt++ {
+		if err := c.lockActive(); err != nil {
+			return
+		}
+		img := c.Q.FSM.Image()
+		b := img.Brokers[id]
+		if b == nil || b.Fenced {
+			c.mu.Unlock()
+			return
+		}
+		age := c.clk.Now().Sub(c.leases[id])
+		if age < 2*heartbeatInterval {
+			c.mu.Unlock()
+			if attempt > 0 {
+				return
+			}
+			t := c.clk.NewTimer(2*heartbeatInterval - age + heartbeatInterval/4)
+			select {
+			case <-t.C():
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
+			continue
+		}
+		c.lg.Warn("gossip reports broker failed and its lease is stale; fencing early", "broker", id, "silentFor", age.Round(time.Millisecond))
+		recs := append([]*pb.MetadataRecord{{Record: &pb.MetadataRecord_FenceBroker{FenceBroker: &pb.FenceBrokerRecord{NodeId: b.ID, BrokerEpoch: b.Epoch}}}}, FenceChanges(img, b.ID)...)
+		if _, err := c.proposeLocked(ctx, recs...); err != nil {
+			c.lg.Warn("fence broker", "broker", id, "err", err)
+		}
+		c.mu.Unlock()
 		return
-	}
-	defer c.mu.Unlock()
-	img := c.Q.FSM.Image()
-	b := img.Brokers[id]
-	if b == nil || b.Fenced || c.clk.Now().Sub(c.leases[id]) < 2*heartbeatInterval {
-		return
-	}
-	c.lg.Warn("gossip reports broker failed and its lease is stale; fencing early", "broker", id)
-	recs := append([]*pb.MetadataRecord{{Record: &pb.MetadataRecord_FenceBroker{FenceBroker: &pb.FenceBrokerRecord{NodeId: b.ID, BrokerEpoch: b.Epoch}}}}, FenceChanges(img, b.ID)...)
-	if _, err := c.proposeLocked(ctx, recs...); err != nil {
-		c.lg.Warn("fence broker", "broker", id, "err", err)
 	}
 }
 

@@ -16,7 +16,7 @@ DURATION=${DURATION:-2m}
 DRILLS=${DRILLS:-all}
 TARGET=${TARGET:-auto}
 OUT=${OUT:-data/drill}
-EXTRA=()
+EXTRA=(--min-committed "${MIN_COMMITTED:-0}" --producers "${PRODUCERS:-3}")
 [[ -n ${REPEAT:-} ]] && EXTRA+=(--repeat)
 mkdir -p "$OUT"
 log() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*"; }

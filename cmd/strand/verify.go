@@ -24,6 +24,7 @@ func verifyCmd() *cobra.Command {
 		dataDir    string
 		jsonPath   string
 		historyOut string
+		minTxns    int
 	)
 	cmd := &cobra.Command{
 		Use:   "verify",
@@ -107,6 +108,9 @@ cluster of 'make run' (pids under --data-dir), or auto (compose if its container
 			if !res.OK() {
 				return fmt.Errorf("exactly-once violated or a drill failed (see above)")
 			}
+			if n := res.Report.Totals.CommittedTxns; n < minTxns {
+				return fmt.Errorf("only %d transactions committed, --min-committed asks for %d: too little was tested", n, minTxns)
+			}
 			return nil
 		},
 	}
@@ -128,6 +132,7 @@ cluster of 'make run' (pids under --data-dir), or auto (compose if its container
 	f.DurationVar(&cfg.DrillEnv.Cut, "cut", 12*time.Second, "how long a node stays paused or cut off (past the 9 s session timeout)")
 	f.DurationVar(&cfg.DrillEnv.SettleTimeout, "settle-timeout", 90*time.Second, "how long to wait for the cluster to be whole after a drill")
 	f.StringVar(&jsonPath, "json", "", "write the result (report, drills) as JSON to this file (- for stdout)")
+	f.IntVar(&minTxns, "min-committed", 0, "fail unless at least this many transactions committed (CI uses 1000)")
 	f.StringVar(&historyOut, "history", "", "write the full history (every write and read) as JSON to this file")
 	return cmd
 }

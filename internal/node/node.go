@@ -137,7 +137,10 @@ type Node struct {
 	clusterID atomic.Pointer[string]
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
-	stopped   atomic.Bool
+	// suspectCtx bounds the gossip-triggered Suspect waits.
+	suspectCtx    context.Context
+	suspectCancel context.CancelFunc
+	stopped       atomic.Bool
 }
 
 // Addr is the address clients dial.
@@ -166,6 +169,7 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, lg: lg}
+	n.suspectCtx, n.suspectCancel = context.WithCancel(context.Background())
 	ok := false
 	defer func() {
 		if !ok {
@@ -220,7 +224,7 @@ func Start(cfg Config) (*Node, error) {
 			Bind: cfg.GossipListen, Advertise: cfg.GossipAdvertise, Join: cfg.Join, Logger: lg,
 			OnDead: func(id int32) {
 				if n.Controller != nil {
-					go n.Controller.Suspect(context.Background(), id, cfg.HeartbeatInterval)
+					go n.Controller.Suspect(n.suspectCtx, id, cfg.HeartbeatInterval)
 				}
 			},
 		})
@@ -461,6 +465,7 @@ func (n *Node) shutdown(clean bool) error {
 	if n.cancel != nil {
 		n.cancel()
 	}
+	n.suspectCancel()
 	n.wg.Wait() // the metadata follower is done: nothing calls Repl.Apply now
 	if n.Repl != nil {
 		n.Repl.Stop()

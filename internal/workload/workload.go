@@ -137,6 +137,7 @@ type run struct {
 	logMu  sync.Mutex
 	quiet  *slog.Logger
 	stopTx chan struct{} // closed when producers must stop starting transactions
+	timeUp chan struct{} // closed when Duration has passed
 
 	mu        sync.Mutex
 	txns      []verify.Txn
@@ -205,7 +206,7 @@ func (r *run) busiest() string {
 // Result's Report, not errors.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cfg.defaults()
-	r := &run{cfg: cfg, start: time.Now(), stopTx: make(chan struct{}), perTxnID: map[string]int{},
+	r := &run{cfg: cfg, start: time.Now(), stopTx: make(chan struct{}), timeUp: make(chan struct{}), perTxnID: map[string]int{},
 		src: "verify-" + cfg.RunID + "-src", dst: "verify-" + cfg.RunID + "-dst", group: "verify-" + cfg.RunID + "-stage",
 		quiet: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	r.drillNow.Store("")
@@ -252,8 +253,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	case <-time.After(cfg.Duration):
 	case <-ctx.Done():
 	}
-	close(r.stopTx)
+	// Every drill runs at least once: the workload goes on until the
+	// last one has settled.
+	close(r.timeUp)
 	res.Drills = <-drillsDone
+	close(r.stopTx)
 	r.logf("workload: producers finishing their last transactions")
 	prods.Wait()
 	if ctx.Err() != nil {
@@ -366,24 +370,34 @@ func (r *run) drillEnv() *drill.Env {
 	return &e
 }
 
-// drills runs the configured drills spaced over the duration.
+// drills runs the configured drills spaced over the duration, each at
+// least once; with Repeat it cycles through them until the duration ends.
 func (r *run) drills(ctx context.Context) []drill.Outcome {
 	if len(r.cfg.Drills) == 0 || r.cfg.Target == nil {
 		return nil
 	}
 	env := r.drillEnv()
 	n := len(r.cfg.Drills)
-	// A warm-up before the first drill, then one slot per drill.
+	// A warm-up before the first drill, then one slot per drill (a soak
+	// drills every 15 s).
 	gap := r.cfg.Duration / time.Duration(n+1)
+	if r.cfg.Repeat {
+		gap = min(gap, 15*time.Second)
+	}
 	var out []drill.Outcome
 	next := r.start.Add(min(gap, 10*time.Second))
 	for i := 0; ; i++ {
-		if i >= n && !r.cfg.Repeat {
-			return out
+		if i >= n {
+			if !r.cfg.Repeat {
+				return out
+			}
+			select {
+			case <-r.timeUp:
+				return out
+			default:
+			}
 		}
 		select {
-		case <-r.stopTx:
-			return out
 		case <-ctx.Done():
 			return out
 		case <-time.After(time.Until(next)):
