@@ -701,11 +701,11 @@ func (r *run) rng(kind uint64, i int) *rand.Rand {
 // noTarget is the target when none is configured: nothing to drill.
 type noTarget struct{}
 
-func (noTarget) Name() string                                 { return "none" }
-func (noTarget) Nodes() []int32                               { return nil }
-func (noTarget) Kill(ctx context.Context, id int32) error     { return drill.ErrUnsupported }
-func (noTarget) Start(ctx context.Context, id int32) error    { return drill.ErrUnsupported }
-func (noTarget) Pause(ctx context.Context, id int32) error    { return drill.ErrUnsupported }
-func (noTarget) Resume(ctx context.Context, id int32) error   { return drill.ErrUnsupported }
-func (noTarget) Isolate(ctx context.Context, id int32) error  { return drill.ErrUnsupported }
-func (noTarget) Heal(ctx context.Context, id int32) error     { return drill.ErrUnsupported }
+func (noTarget) Name() string                                { return "none" }
+func (noTarget) Nodes() []int32                              { return nil }
+func (noTarget) Kill(ctx context.Context, id int32) error    { return drill.ErrUnsupported }
+func (noTarget) Start(ctx context.Context, id int32) error   { return drill.ErrUnsupported }
+func (noTarget) Pause(ctx context.Context, id int32) error   { return drill.ErrUnsupported }
+func (noTarget) Resume(ctx context.Context, id int32) error  { return drill.ErrUnsupported }
+func (noTarget) Isolate(ctx context.Context, id int32) error { return drill.ErrUnsupported }
+func (noTarget) Heal(ctx context.Context, id int32) error    { return drill.ErrUnsupported }
