@@ -343,6 +343,41 @@ func (c *Coordinator) waitPending(ctx context.Context, m *Metadata, d time.Durat
 	return true
 }
 
+// waitSettled is waitPending that also waits, up to d, for a commit or
+// abort whose markers are being written to complete. The next
+// transaction's first AddPartitionsToTxn usually arrives while the
+// previous one is completing: answering CONCURRENT_TRANSACTIONS at once
+// costs the producer a whole retry backoff per transaction.
+func (c *Coordinator) waitSettled(ctx context.Context, m *Metadata, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for m.pending != nil || m.preparing() {
+		remaining := time.Until(deadline)
+		if remaining <= 0 {
+			return false
+		}
+		ch := m.waiters
+		if m.pending == nil {
+			if m.settled == nil {
+				m.settled = make(chan struct{})
+			}
+			ch = m.settled
+		}
+		c.mu.Unlock()
+		t := time.NewTimer(remaining)
+		select {
+		case <-ch:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		c.mu.Lock()
+		if ctx.Err() != nil {
+			return m.pending == nil && !m.preparing()
+		}
+	}
+	return true
+}
+
 // sendMarkersLocked starts the markers of a PREPARE_COMMIT/PREPARE_ABORT;
 // when every partition has answered, the transaction completes.
 func (c *Coordinator) sendMarkersLocked(o *owned, m *Metadata) {

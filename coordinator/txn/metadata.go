@@ -42,6 +42,17 @@ type Metadata struct {
 
 	pending *transition
 	waiters chan struct{} // closed when pending clears
+	settled chan struct{} // made by a waiter; closed when the state leaves Prepare*
+}
+
+// preparing reports whether a commit or abort is being completed (the
+// markers are being written).
+func (m *Metadata) preparing() bool {
+	switch m.State {
+	case PrepareCommit, PrepareAbort, PrepareEpochFence:
+		return true
+	}
+	return false
 }
 
 // transition is a state change in flight: what will be written and applied.
@@ -100,6 +111,10 @@ func (m *Metadata) finish() {
 	if m.waiters != nil {
 		close(m.waiters)
 		m.waiters = nil
+	}
+	if m.settled != nil && !m.preparing() {
+		close(m.settled)
+		m.settled = nil
 	}
 }
 

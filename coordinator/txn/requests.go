@@ -137,9 +137,17 @@ func (c *Coordinator) AddPartitions(ctx context.Context, id string, pid int64, e
 		c.mu.Unlock()
 		return errs.New(pb.ErrorCode_INVALID_PRODUCER_ID_MAPPING, "no producer is initialised for transactional id %q", id)
 	}
+	// A previous transaction still writing its markers is waited for
+	// (briefly); if it takes longer the answer below is
+	// CONCURRENT_TRANSACTIONS and the caller retries.
+	c.waitSettled(ctx, m, pendingWait)
 	if !c.waitPending(ctx, m, pendingWait) {
 		c.mu.Unlock()
 		return errs.New(pb.ErrorCode_CONCURRENT_TRANSACTIONS, "another change of %q is in progress", id)
+	}
+	if o2, err := c.ownerLocked(id); err != nil || o2 != o || o.txns[id] != m {
+		c.mu.Unlock()
+		return errs.New(pb.ErrorCode_NOT_COORDINATOR, "the coordinator of %q moved while waiting", id)
 	}
 	if pid != m.ProducerID {
 		err := errs.New(pb.ErrorCode_INVALID_PRODUCER_ID_MAPPING, "transactional id %q belongs to producerId=%d, not %d", id, m.ProducerID, pid)

@@ -40,7 +40,7 @@ type Config struct {
 	Partitions int32
 	// TxnMaxRecords bounds a producer transaction's size (default 8);
 	// AbortRate is the fraction of producer transactions aborted on
-	// purpose (default 0.2).
+	// purpose (0: none; the CLI's default is 0.2).
 	TxnMaxRecords int
 	AbortRate     float64
 	// RunID makes topic names, values and transactional ids unique to the

@@ -88,6 +88,7 @@ func TestWorkloadWithDrills(t *testing.T) {
 		ClientOpts: c.ClientOpts(client.RetryBackoff(20*time.Millisecond, 200*time.Millisecond)),
 		Duration:   35 * time.Second,
 		Partitions: 4,
+		AbortRate:  0.2,
 		Drills:     []string{"kill-leader", "kill-coordinator", "kill-controller", "partition"},
 		Target:     &clusterTarget{c: c},
 		DrillEnv:   drill.Env{Down: time.Second, Cut: 4 * time.Second, SettleTimeout: 60 * time.Second},
@@ -133,7 +134,7 @@ func TestWorkloadCatchesLoss(t *testing.T) {
 	defer cancel()
 	res, err := workload.Run(ctx, workload.Config{
 		Bootstrap: c.Bootstrap(), ClientOpts: c.ClientOpts(),
-		Duration: 5 * time.Second, Partitions: 2, Producers: 2, StageWorkers: 1, TransactionTimeout: 8 * time.Second,
+		Duration: 5 * time.Second, Partitions: 2, Producers: 2, AbortRate: 0.2, StageWorkers: 1, TransactionTimeout: 8 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
