@@ -56,6 +56,10 @@ func (m *Manager) Fetch(ctx context.Context, req *pb.FetchRequest) *pb.FetchResp
 					watched = append(watched, p)
 				}
 			}
+			// Look again before parking: the HW may have moved between the
+			// read above and the Watch, and that wake-up was missed (it
+			// cost a whole max wait: the 100 ms tail of end-to-end latency).
+			continue
 		}
 		t := time.NewTimer(time.Until(deadline))
 		select {

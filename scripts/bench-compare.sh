@@ -17,13 +17,21 @@
 #              Producer: jsload (built below in a throwaway module under
 #              $BENCH/jsload, not in Strand's go.mod), a sliding window of
 #              $WINDOW publishes awaiting their ack.
+# Rows: unthrottled produce of 1 KiB and 100 B records; the same with fsync
+# per write; send->ack and send->consumer latency at a fixed offered load
+# (RATE msgs/s for FIXED_SECS); Strand only: 100 ms transactions against the
+# idempotent producer, read_committed against read_uncommitted consumption
+# (of the transactional topic, CONSUME_REPS times each), and send->consumer
+# latency with transactions.
 # Broker CPU is the utime+stime (/proc/<pid>/stat) of the three server
-# processes over the run, divided by the MiB of payload produced.
+# processes over the run, divided by the MiB of payload produced. "Other" CPU
+# (the machine-wide busy time minus brokers and load client) measures noise.
 #
 # Knobs (environment): OUT, ROUNDS, WINDOW, LINGER_MS, RATE, FIXED_SECS,
-# CONSUME_REPS, S_PORT_BASE, J_PORT_BASE, BENCH_DIR and the record counts
-# below (S_* for Strand, J_* for JetStream). It stops exactly the processes it
-# started and removes its temporary directories on exit.
+# CONSUME_REPS, S_EXTRA_PROPS, S_PORT_BASE, J_PORT_BASE, BENCH_DIR and the
+# record counts below (S_* for Strand, J_* for JetStream). Logs of the last
+# run: $BENCH/logs; raw values: $BENCH/last-results.tsv. It stops exactly the
+# processes it started and removes its temporary directories on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -81,6 +89,8 @@ ports_free() {
 # ---------------------------------------------------------------- tools
 say "== building bin/strand"
 make -s build GO="$GO" >&2
+REV=$(git rev-parse --short HEAD 2>/dev/null || echo unknown) # of the tree bin/strand was built from
+[[ -z $(git status --porcelain -- '*.go' go.mod go.sum 2>/dev/null) ]] || REV="$REV (+ uncommitted Go changes)"
 mkdir -p "$TOOLS"
 export GOWORK=off
 if ! { [[ -x $NATS_SERVER ]] && [[ $("$NATS_SERVER" --version) == *"$NATS_SERVER_VERSION"* ]]; }; then
@@ -336,9 +346,26 @@ cleanup() {
   js_stop
   rm -rf "$WORK"
 }
+# Load clients run in the background and are waited for, so that a signal
+# to this script is acted on at once (bash defers traps while a foreground
+# child runs); the trap stops the client first.
+CHILD=""
+run_child() {
+  local rc=0
+  "$@" &
+  CHILD=$!
+  wait "$CHILD" || rc=$?
+  CHILD=""
+  return "$rc"
+}
+stop_child() {
+  [[ -n $CHILD ]] || return 0
+  kill -TERM "$CHILD" 2>/dev/null || true
+  wait "$CHILD" 2>/dev/null || true
+}
 r=0
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'stop_child; exit 130' INT TERM
 
 cpu_ticks() { # utime+stime of the given pids, in clock ticks
   local t=0 p v
@@ -407,7 +434,7 @@ s_produce() { # key topic records size [perf flags...]
   log=$LOGS/r$r-$key.log
   mbegin
   c0=$(cpu_ticks "${S_PIDS[@]}")
-  if ! timeout 300 "$SB" perf produce --topic "$topic" --num-records "$n" --record-size "$size" --acks all \
+  if ! run_child timeout 300 "$SB" perf produce --topic "$topic" --num-records "$n" --record-size "$size" --acks all \
     "${SPROPS[@]}" "$@" --bootstrap "$SBOOT" >"$log" 2>&1; then
     warn "round $r: $key failed: $(tail -1 "$log")"
     return 0
@@ -431,14 +458,14 @@ s_e2e() { # key topic [perf flags...]
   log=$LOGS/r$r-$key.log
   mbegin
   c0=$(cpu_ticks "${S_PIDS[@]}")
-  if ! timeout 300 "$SB" perf e2e --topic "$topic" --throughput "$RATE" --duration "${FIXED_SECS}s" --record-size 1024 \
+  if ! run_child timeout 300 "$SB" perf e2e --topic "$topic" --throughput "$RATE" --duration "${FIXED_SECS}s" --record-size 1024 \
     "$@" --bootstrap "$SBOOT" >"$log" 2>&1; then
     warn "round $r: $key failed: $(tail -1 "$log")"
     return 0
   fi
   c1=$(cpu_ticks "${S_PIDS[@]}")
   mend "$key" $((c1 - c0))
-  read -r p50 p99 p999 < <(sed -n 's/^Percentiles: 50th = \([0-9]*\), 99th = \([0-9]*\), 99.9th = \([0-9]*\).*/\1 \2 \3/p' "$log") || true
+  read -r p50 p99 p999 < <(sed -n 's/^Percentiles: 50th = \([0-9.]*\), 99th = \([0-9.]*\), 99.9th = \([0-9.]*\).*/\1 \2 \3/p' "$log") || true
   read -r sent recv < <(sed -n 's/^(\([0-9]*\) records at .* offered, \([0-9]*\) received)/\1 \2/p' "$log") || true
   record "$key.p50" "$p50"
   record "$key.p99" "$p99"
@@ -452,7 +479,7 @@ s_consume() { # key topic records isolation
   log=$LOGS/r$r-$key.log
   mbegin
   c0=$(cpu_ticks "${S_PIDS[@]}")
-  if ! timeout 120 "$SB" perf consume --topic "$topic" --messages "$n" --isolation-level "$iso" --hide-header \
+  if ! run_child timeout 120 "$SB" perf consume --topic "$topic" --messages "$n" --isolation-level "$iso" --hide-header \
     --bootstrap "$SBOOT" >>"$log" 2>&1; then
     warn "round $r: $key failed: $(tail -1 "$log")"
     return 0
@@ -544,7 +571,7 @@ j_run() { # key records size [jsload flags...]   (records 0: -duration FIXED_SEC
   if ((n > 0)); then args+=(-msgs "$n"); else args+=(-duration "${FIXED_SECS}s"); fi
   mbegin
   c0=$(cpu_ticks "${J_PIDS[@]}")
-  if ! timeout 300 "$JSLOAD" "${args[@]}" "$@" >"$log" 2>&1; then
+  if ! run_child timeout 300 "$JSLOAD" "${args[@]}" "$@" >"$log" 2>&1; then
     warn "round $r: $key failed: $(tail -1 "$log")"
     jnats stream rm "$stream" -f >/dev/null 2>&1 || true
     return 0
@@ -582,7 +609,7 @@ for r in $(seq 1 "$ROUNDS"); do
   say "== round $r/$ROUNDS (load average $(cut -d' ' -f1-3 /proc/loadavg); $(($(date +%s) - T0)) s elapsed)"
   record "round$r.loadavg" "$(cut -d' ' -f1 /proc/loadavg)"
   strand_start
-  for t in p1k p100 lat e2e; do strand_topic "$t"; done
+  for t in p1k p100 lat e2e; do strand_topic "$t" || true; done
   js_start default
   pair 's_produce s.p1k p1k "$S_1K" 1024' 'j_run j.p1k "$J_1K" 1024'
   pair 's_produce s.p100 p100 "$S_100" 100' 'j_run j.p100 "$J_100" 100'
@@ -592,7 +619,7 @@ for r in $(seq 1 "$ROUNDS"); do
 
   # Strand only: transactions and isolation levels (the idempotent baseline
   # runs right before the transactional one, same settings).
-  for t in idem txn txe2e; do strand_topic "$t"; done
+  for t in idem txn txe2e; do strand_topic "$t" || true; done
   s_produce s.idem idem "$S_1K" 1024
   s_produce s.txn txn "$S_TXN" 1024 --transactional-id perf --transaction-duration-ms 100
   for rep in $(seq 1 "$CONSUME_REPS"); do
@@ -602,7 +629,7 @@ for r in $(seq 1 "$ROUNDS"); do
   s_e2e s.txe2e txe2e --transactional-id e2e --transaction-duration-ms 100 --isolation-level read_committed
 
   # fsync per write: Strand flush.messages=1, JetStream sync_interval: always.
-  for t in f1k f100; do strand_topic "$t" flush.messages=1; done
+  for t in f1k f100; do strand_topic "$t" flush.messages=1 || true; done
   js_start always
   pair 's_produce s.f1k f1k "$S_F1K" 1024' 'j_run j.f1k "$J_F1K" 1024'
   pair 's_produce s.f100 f100 "$S_F100" 100' 'j_run j.f100 "$J_F100" 100'
@@ -645,8 +672,6 @@ cpu() { local m; m=$(med "$1.cpu"); [[ -n $m ]] && awk -v m="$m" 'BEGIN { printf
 verdict() { [[ $1 == n/a || $2 == n/a ]] && { echo "n/a"; return; }; awk -v a="$1" -v b="$2" 'BEGIN { print (a >= b) ? "met" : "**not met**" }'; }
 
 NS_VER=$("$NATS_SERVER" --version | sed 's/^nats-server: //')
-REV=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-[[ -z $(git status --porcelain --untracked-files=no 2>/dev/null) ]] || REV="$REV (+ uncommitted changes)"
 R1K=$(ratio "$(med s.p1k.rate)" "$(med j.p1k.rate)")
 RF1K=$(ratio "$(med s.f1k.rate)" "$(med j.f1k.rate)")
 RF100=$(ratio "$(med s.f100.rate)" "$(med j.f100.rate)")
@@ -668,7 +693,7 @@ inv() { [[ $1 == n/a ]] && echo n/a || awk -v x="$1" 'BEGIN { print (x <= 1) ? 1
   echo
   echo "One producer, one partition/stream, three replicas on one machine (servers and client share all cores)." \
     "Strand: \`perf produce --acks all\` (idempotent), min.insync.replicas=2, max.in.flight=5, linger.ms=$LINGER_MS, batch.size 16 KiB," \
-    "buffer.memory 32 MiB. JetStream: R3 file stream, async publish with a sliding window of $WINDOW, default acks (quorum)." \
+    "buffer.memory 32 MiB${S_EXTRA_PROPS:+, and $S_EXTRA_PROPS}. JetStream: R3 file stream, async publish with a sliding window of $WINDOW, default acks (quorum)." \
     "Latencies in ms (p50 / p99) are send → ack, except the end-to-end row (send → consumer)." \
     "CPU is the three brokers' utime+stime per MiB of payload produced." \
     "Strand's p50/p99 in the unthrottled rows include the time a record waits in the 32 MiB producer buffer" \

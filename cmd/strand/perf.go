@@ -191,9 +191,9 @@ committed and a new one begun.`,
 			close(done)
 			wg.Wait()
 			n := acked.Load()
-			fmt.Printf("%d records sent, %.1f records/sec (%.2f MB/sec), %.2f ms avg latency, %.2f ms max latency, %d ms 50th, %d ms 95th, %d ms 99th, %d ms 99.9th.\n",
+			fmt.Printf("%d records sent, %.1f records/sec (%.2f MB/sec), %.2f ms avg latency, %.2f ms max latency, %.2f ms 50th, %.2f ms 95th, %.2f ms 99th, %.2f ms 99.9th.\n",
 				n, float64(n)/elapsed, float64(wBytes.Load())/elapsed/(1<<20), ms(total.Mean()), ms(total.Max()),
-				total.Quantile(0.5).Milliseconds(), total.Quantile(0.95).Milliseconds(), total.Quantile(0.99).Milliseconds(), total.Quantile(0.999).Milliseconds())
+				ms(total.Quantile(0.5)), ms(total.Quantile(0.95)), ms(total.Quantile(0.99)), ms(total.Quantile(0.999)))
 			if f := failed.Load(); f > 0 {
 				return fmt.Errorf("%d records failed; first: %v", f, firstErr.Load())
 			}
@@ -317,7 +317,8 @@ func perfConsumeCmd() *cobra.Command {
 // perfE2ECmd measures produce → read_committed consume latency at a fixed
 // offered load (like kafka-e2e-latency, but open-loop and transactional).
 func perfE2ECmd() *cobra.Command {
-	var topic, txnID, isolation string
+	var topic, txnID, isolation, acks string
+	var props []string
 	var rate float64
 	var duration time.Duration
 	var size, txnMs int
@@ -335,7 +336,11 @@ func perfE2ECmd() *cobra.Command {
 			ctx, stop := signalContext()
 			defer stop()
 			boot := bootstrap(cmd)
-			popts := []client.Opt{client.Bootstrap(boot...)}
+			popts, err := producerOpts(props, acks)
+			if err != nil {
+				return err
+			}
+			popts = append([]client.Opt{client.Bootstrap(boot...)}, popts...)
 			if txnID != "" {
 				popts = append(popts, client.TransactionalID(txnID))
 			}
@@ -344,7 +349,10 @@ func perfE2ECmd() *cobra.Command {
 				return err
 			}
 			defer p.Close(context.Background())
-			adm, _ := newAdmin(cmd)
+			adm, err := newAdmin(cmd)
+			if err != nil {
+				return err
+			}
 			md, err := adm.Metadata(ctx, true, topic)
 			if err != nil {
 				return err
@@ -439,7 +447,7 @@ func perfE2ECmd() *cobra.Command {
 			cancel()
 			<-recvDone
 			fmt.Printf("Avg latency: %.4f ms\n", ms(hist.Mean()))
-			fmt.Printf("Percentiles: 50th = %d, 99th = %d, 99.9th = %d\n", hist.Quantile(0.5).Milliseconds(), hist.Quantile(0.99).Milliseconds(), hist.Quantile(0.999).Milliseconds())
+			fmt.Printf("Percentiles: 50th = %.2f, 99th = %.2f, 99.9th = %.2f (ms)\n", ms(hist.Quantile(0.5)), ms(hist.Quantile(0.99)), ms(hist.Quantile(0.999)))
 			fmt.Printf("(%d records at %.0f records/s offered, %d received)\n", sentN.Load(), rate, hist.Count())
 			return nil
 		},
@@ -452,5 +460,7 @@ func perfE2ECmd() *cobra.Command {
 	f.StringVar(&txnID, "transactional-id", "", "produce in transactions")
 	f.IntVar(&txnMs, "transaction-duration-ms", 0, "commit every this many ms (default 100 with --transactional-id)")
 	f.StringVar(&isolation, "isolation-level", "read_committed", "the consumer's isolation level")
+	f.StringVar(&acks, "acks", "all", "acks: all, 1 or 0")
+	f.StringArrayVar(&props, "producer-props", nil, "producer properties key=value, as for perf produce")
 	return cmd
 }

@@ -176,6 +176,7 @@ func (c *Coordinator) load(o *owned) {
 		return
 	}
 	o.txns, o.loaded = txns, true
+	loaded := len(txns) // requests may add ids as soon as the lock is released
 	var resume []*Metadata
 	for _, m := range txns {
 		if m.State.IsPrepare() || m.State == PrepareEpochFence {
@@ -183,7 +184,7 @@ func (c *Coordinator) load(o *owned) {
 		}
 	}
 	c.mu.Unlock()
-	c.lg.Info("loaded transaction log partition", "partition", o.id, "coordinatorEpoch", o.epoch, "transactionalIds", len(txns), "resuming", len(resume), "took", time.Since(start).Round(time.Millisecond))
+	c.lg.Info("loaded transaction log partition", "partition", o.id, "coordinatorEpoch", o.epoch, "transactionalIds", loaded, "resuming", len(resume), "took", time.Since(start).Round(time.Millisecond))
 	for _, m := range resume {
 		c.mu.Lock()
 		switch m.State {
