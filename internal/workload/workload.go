@@ -248,7 +248,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	// Drills, spread over the duration; producers stop when it ends.
 	drillsDone := make(chan []drill.Outcome, 1)
-	go func() { drillsDone <- r.drills(work) }()
+	go func() {
+		var out []drill.Outcome
+		defer func() { drillsDone <- out }() // also if a target gives up the goroutine
+		out = r.drills(work)
+	}()
 	select {
 	case <-time.After(cfg.Duration):
 	case <-ctx.Done():

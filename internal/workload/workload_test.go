@@ -35,8 +35,22 @@ func (t *clusterTarget) Kill(ctx context.Context, id int32) error {
 func (t *clusterTarget) Start(ctx context.Context, id int32) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.c.Start(id)
-	return nil
+	// Not testcluster.Start: it fails the test with Fatalf, which must not
+	// be called from the drill goroutine.
+	m := t.c.Member(id)
+	if m.Node != nil {
+		return nil
+	}
+	var err error
+	for attempt := 0; attempt < 20; attempt++ {
+		var n *node.Node
+		if n, err = node.Start(m.Cfg); err == nil {
+			m.Node = n
+			return nil
+		}
+		time.Sleep(250 * time.Millisecond) // a port of the killed node may still be closing
+	}
+	return err
 }
 func (t *clusterTarget) Pause(ctx context.Context, id int32) error  { return drill.ErrUnsupported }
 func (t *clusterTarget) Resume(ctx context.Context, id int32) error { return drill.ErrUnsupported }
