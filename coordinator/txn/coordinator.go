@@ -321,27 +321,7 @@ func mapAppendErr(err error) error {
 // waitPending waits up to d for m's transition in flight to finish; c.mu
 // is held on entry and exit. It reports whether m is no longer pending.
 func (c *Coordinator) waitPending(ctx context.Context, m *Metadata, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for m.pending != nil {
-		remaining := time.Until(deadline)
-		if remaining <= 0 {
-			return false
-		}
-		ch := m.waiters
-		c.mu.Unlock()
-		t := time.NewTimer(remaining)
-		select {
-		case <-ch:
-		case <-t.C:
-		case <-ctx.Done():
-		}
-		t.Stop()
-		c.mu.Lock()
-		if ctx.Err() != nil {
-			return m.pending == nil
-		}
-	}
-	return true
+	return c.waitUntil(ctx, m, d, false)
 }
 
 // waitSettled is waitPending that also waits, up to d, for a commit or
@@ -350,8 +330,13 @@ func (c *Coordinator) waitPending(ctx context.Context, m *Metadata, d time.Durat
 // previous one is completing: answering CONCURRENT_TRANSACTIONS at once
 // costs the producer a whole retry backoff per transaction.
 func (c *Coordinator) waitSettled(ctx context.Context, m *Metadata, d time.Duration) bool {
+	return c.waitUntil(ctx, m, d, true)
+}
+
+func (c *Coordinator) waitUntil(ctx context.Context, m *Metadata, d time.Duration, settled bool) bool {
+	busy := func() bool { return m.pending != nil || (settled && m.preparing()) }
 	deadline := time.Now().Add(d)
-	for m.pending != nil || m.preparing() {
+	for busy() {
 		remaining := time.Until(deadline)
 		if remaining <= 0 {
 			return false
@@ -373,7 +358,7 @@ func (c *Coordinator) waitSettled(ctx context.Context, m *Metadata, d time.Durat
 		t.Stop()
 		c.mu.Lock()
 		if ctx.Err() != nil {
-			return m.pending == nil && !m.preparing()
+			return !busy()
 		}
 	}
 	return true
