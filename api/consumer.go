@@ -31,7 +31,7 @@ func (s *consumerService) Fetch(ctx context.Context, req *pb.FetchRequest) (*pb.
 	var resp *pb.FetchResponse
 	if len(good) > 0 {
 		req.Partitions = good
-		resp = s.d.Repl.Fetch(ctx, req)
+		resp = s.d.Repl.FetchInto(ctx, req, readBuffer)
 	} else {
 		resp = &pb.FetchResponse{}
 	}

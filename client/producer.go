@@ -46,6 +46,8 @@ type Producer struct {
 	pidErr    error
 	resetting bool // a new producer id is needed once nothing is in flight
 
+	nextExpiry time.Time // no batch reaches delivery.timeout.ms before (see expireLocked)
+
 	txn *txnState
 
 	compMu   sync.Mutex
@@ -88,6 +90,9 @@ type ppart struct {
 	// renumberFrom is the sequence of the earliest batch that definitely
 	// failed since the last unblock (-1 none): batches after it move down.
 	renumberFrom int32
+	// lastBytes and lastCount size the next batch's buffers like the
+	// previous one's, so a busy partition's batch is allocated once.
+	lastBytes, lastCount int
 }
 
 // pbatch is a batch of records for one partition.
@@ -162,15 +167,31 @@ func (p *Producer) produce(ctx context.Context, rec *Record, promise Promise) er
 	if rec.Topic == "" {
 		return errors.New("strand: record has no topic")
 	}
-	bctx, cancel := context.WithTimeout(ctx, p.cfg.maxBlock)
-	defer cancel()
-	ti, err := p.cl.waitTopic(bctx, rec.Topic)
-	if err != nil {
-		return err
+	// max.block.ms bounds the two waits below together. Their context is
+	// made only when one of them blocks: a timer per record was a few
+	// allocations and a good part of this function's cost.
+	now := time.Now()
+	deadline := now.Add(p.cfg.maxBlock)
+	var bctx context.Context
+	cancel := context.CancelFunc(func() {})
+	defer func() { cancel() }()
+	blockCtx := func() context.Context {
+		if bctx == nil {
+			bctx, cancel = context.WithDeadline(ctx, deadline)
+		}
+		return bctx
+	}
+	ti := p.cl.knownTopic(rec.Topic)
+	if ti == nil {
+		var err error
+		if ti, err = p.cl.waitTopic(blockCtx(), rec.Topic); err != nil {
+			return err
+		}
+		now = time.Now()
 	}
 	n := len(ti.partitions)
 	if rec.Timestamp.IsZero() {
-		rec.Timestamp = time.Now()
+		rec.Timestamp = now
 	}
 	w := rec.toWire()
 	size := w.EncodedSize() + 8
@@ -181,10 +202,11 @@ func (p *Producer) produce(ctx context.Context, rec *Record, promise Promise) er
 	for p.bufUsed+size > p.cfg.bufferMemory && !p.closed {
 		ch := p.bufFreed
 		p.mu.Unlock()
+		bc := blockCtx()
 		select {
 		case <-ch:
-		case <-bctx.Done():
-			return fmt.Errorf("strand: buffer.memory=%d full for max.block.ms: %w", p.cfg.bufferMemory, bctx.Err())
+		case <-bc.Done():
+			return fmt.Errorf("strand: buffer.memory=%d full for max.block.ms: %w", p.cfg.bufferMemory, bc.Err())
 		}
 		p.mu.Lock()
 	}
@@ -222,6 +244,18 @@ func (p *Producer) produce(ctx context.Context, rec *Record, promise Promise) er
 	return nil
 }
 
+// knownTopic is the cached metadata of a topic with partitions, or nil
+// (then waitTopic looks it up).
+func (c *cluster) knownTopic(name string) *topicInfo {
+	c.mu.Lock()
+	ti := c.topics[name]
+	c.mu.Unlock()
+	if ti == nil || ti.err != nil || len(ti.partitions) == 0 {
+		return nil
+	}
+	return ti
+}
+
 func (p *Producer) ppartLocked(rec *Record, part int32, n int) (*ppart, error) {
 	if part < 0 || int(part) >= n {
 		return nil, errs.New(pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "partition %d out of range for %s (%d partitions)", part, rec.Topic, n)
@@ -239,7 +273,13 @@ func (p *Producer) ppartLocked(rec *Record, part int32, n int) (*ppart, error) {
 func (p *Producer) appendLocked(pp *ppart, rec *Record, promise Promise, w record.Record, size int) {
 	if pp.open == nil {
 		opts := record.BatchOptions{Compression: p.cfg.compression, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, PartitionLeaderEpoch: -1}
-		pp.open = &pbatch{tp: pp.tp, b: record.NewBuilder(opts), created: time.Now(), seq: -1}
+		bld := record.NewBuilder(opts)
+		bld.SizeHint(min(pp.lastBytes, p.cfg.batchSize+record.HeaderSize)) // not a lone large record's size
+		pp.open = &pbatch{tp: pp.tp, b: bld, created: time.Now(), seq: -1}
+		if pp.lastCount > 1 {
+			pp.open.recs = make([]*Record, 0, pp.lastCount)
+			pp.open.proms = make([]Promise, 0, pp.lastCount)
+		}
 	}
 	b := pp.open
 	b.b.Append(w)
@@ -264,6 +304,7 @@ func (p *Producer) closeOpen(pp *ppart) {
 		return
 	}
 	pp.open.full = true
+	pp.lastBytes, pp.lastCount = pp.open.b.EstimatedSize(), len(pp.open.recs)
 	pp.queued = append(pp.queued, pp.open)
 	pp.open = nil
 	p.kick()
@@ -723,14 +764,36 @@ func (p *Producer) initProducerID() {
 
 // expireLocked fails batches that waited longer than delivery.timeout.ms
 // and are not in flight.
+//
+// It runs on every drain, and a full buffer holds thousands of queued
+// batches, so it looks only once the oldest batch can have expired:
+// nextExpiry is the earliest deadline of every batch open, queued or in
+// flight at the last look (the only ones that can be queued before a batch
+// created since, whose deadline is later still).
 func (p *Producer) expireLocked(now time.Time) {
+	if now.Before(p.nextExpiry) {
+		return
+	}
+	next := now.Add(p.cfg.deliveryTimeout)
+	earliest := func(b *pbatch) {
+		if d := b.created.Add(p.cfg.deliveryTimeout); d.Before(next) {
+			next = d
+		}
+	}
+	var expired []*pbatch
 	for _, pp := range p.parts {
 		keep := pp.queued[:0]
+		expired = expired[:0]
 		for _, b := range pp.queued {
 			if now.Sub(b.created) < p.cfg.deliveryTimeout {
 				keep = append(keep, b)
+				earliest(b)
 				continue
 			}
+			expired = append(expired, b)
+		}
+		pp.queued = keep
+		for _, b := range expired {
 			err := fmt.Errorf("%w: %s, %d records, after %d attempts (last error: %v)", ErrDeliveryTimeout, b.tp, len(b.recs), b.attempts, b.lastErr)
 			if b.sentOnce {
 				err = &indefiniteError{err}
@@ -739,8 +802,14 @@ func (p *Producer) expireLocked(now time.Time) {
 			p.dropLocked(pp, b)
 			p.completeLocked(b, -1, err)
 		}
-		pp.queued = keep
+		for _, b := range pp.inflight {
+			earliest(b)
+		}
+		if pp.open != nil {
+			earliest(pp.open)
+		}
 	}
+	p.nextExpiry = next
 }
 
 // needResetLocked: a sent batch is given up without a definite answer, so

@@ -15,6 +15,15 @@ import (
 // (up to the log end; the fetch offset is the follower's log end and moves
 // the HW). It long-polls up to max_wait_ms until min_bytes are there.
 func (m *Manager) Fetch(ctx context.Context, req *pb.FetchRequest) *pb.FetchResponse {
+	return m.FetchInto(ctx, req, nil)
+}
+
+// FetchInto is Fetch with the records read into buffers from alloc (see
+// log.ReadInto; nil allocates them): each partition's Records is the start
+// of the buffer its read filled, and shared with nothing, so the caller
+// may recycle it once done with the response. (The reads of a long poll's
+// earlier rounds are dropped.)
+func (m *Manager) FetchInto(ctx context.Context, req *pb.FetchRequest, alloc log.Alloc) *pb.FetchResponse {
 	follower := req.ReplicaId >= 0
 	var staleEpoch error
 	if follower {
@@ -40,7 +49,7 @@ func (m *Manager) Fetch(ctx context.Context, req *pb.FetchRequest) *pb.FetchResp
 		resp := &pb.FetchResponse{}
 		total := 0
 		for _, fp := range req.Partitions {
-			r := m.fetchPartition(fp, req, follower, staleEpoch, first, maxBytes-total, total == 0)
+			r := m.fetchPartition(fp, req, follower, staleEpoch, first, maxBytes-total, total == 0, alloc)
 			total += len(r.Records)
 			resp.Partitions = append(resp.Partitions, r)
 		}
@@ -82,7 +91,7 @@ func hasError(r *pb.FetchResponse) bool {
 	return false
 }
 
-func (m *Manager) fetchPartition(fp *pb.FetchPartition, req *pb.FetchRequest, follower bool, staleEpoch error, first bool, budget int, minOne bool) *pb.FetchPartitionResponse {
+func (m *Manager) fetchPartition(fp *pb.FetchPartition, req *pb.FetchRequest, follower bool, staleEpoch error, first bool, budget int, minOne bool, alloc log.Alloc) *pb.FetchPartitionResponse {
 	out := &pb.FetchPartitionResponse{Topic: fp.Topic, Partition: fp.Partition, HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1, CurrentLeaderId: -1, CurrentLeaderEpoch: -1}
 	fail := func(err error) *pb.FetchPartitionResponse {
 		out.ErrorCode, out.ErrorMessage = errs.Split(err)
@@ -130,7 +139,7 @@ func (m *Manager) fetchPartition(fp *pb.FetchPartition, req *pb.FetchRequest, fo
 	if max <= 0 || max > budget {
 		max = budget
 	}
-	res, err := p.Log.Read(fp.FetchOffset, max, upper, minOne)
+	res, err := p.Log.ReadInto(fp.FetchOffset, max, upper, minOne, alloc)
 	if err != nil {
 		return fail(err)
 	}

@@ -57,36 +57,79 @@ func BenchmarkAppend(b *testing.B) {
 	})
 }
 
+// benchPool lends read buffers as a fetch does (api's readPool): the
+// buffer goes back once the response is marshalled, here at once.
+type benchPool struct{ free [][]byte }
+
+func (p *benchPool) get(n int) []byte {
+	if k := len(p.free); k > 0 && cap(p.free[k-1]) >= n {
+		b := p.free[k-1][:n]
+		p.free = p.free[:k-1]
+		return b
+	}
+	return make([]byte, n)
+}
+
+func (p *benchPool) put(b []byte) { p.free = append(p.free, b[:0]) }
+
+// BenchmarkRead is Read of whole 16 KiB batches: 1 MiB at a time from the
+// middle of a segment (a consumer catching up), and the last two batches
+// (a follower at the log end), each with a fresh buffer (Read) and with a
+// reused one (ReadInto, as fetches are served).
 func BenchmarkRead(b *testing.B) {
-	b.Run("batch=16KiB/max=1MiB", func(b *testing.B) {
-		src := benchBatch(b)
-		l := benchLog(b)
-		const batches = 256 // 4 MiB
-		for i := 0; i < batches; i++ {
-			if _, err := l.AppendAsLeader(append([]byte(nil), src...), 1); err != nil {
-				b.Fatal(err)
-			}
+	src := benchBatch(b)
+	l := benchLog(b)
+	const batches = 256 // 4 MiB
+	for i := 0; i < batches; i++ {
+		if _, err := l.AppendAsLeader(append([]byte(nil), src...), 1); err != nil {
+			b.Fatal(err)
 		}
-		end := l.LogEndOffset()
-		var n int64
-		b.ReportAllocs()
-		b.ResetTimer()
-		off := int64(0)
-		for i := 0; i < b.N; i++ {
-			res, err := l.Read(off, 1<<20, end, true)
-			if err != nil {
-				b.Fatal(err)
+	}
+	end := l.LogEndOffset()
+	for _, shape := range []struct {
+		name string
+		max  int
+		from func(off int64) int64
+	}{
+		{"max=1MiB", 1 << 20, func(off int64) int64 { return off }},
+		{"tail=2batches", 1 << 20, func(int64) int64 { return end - 32 }},
+	} {
+		for _, pooled := range []bool{false, true} {
+			name := "batch=16KiB/" + shape.name + "/alloc=fresh"
+			if pooled {
+				name = "batch=16KiB/" + shape.name + "/alloc=pooled"
 			}
-			if len(res.Records) == 0 || len(res.Records) > 1<<20 {
-				b.Fatalf("read %d bytes", len(res.Records))
-			}
-			n += int64(len(res.Records))
-			off += int64(len(res.Records) / len(src) * 16)
-			if off >= end {
-				off = 0
-			}
+			b.Run(name, func(b *testing.B) {
+				var pool benchPool
+				var n int64
+				b.ReportAllocs()
+				off := int64(0)
+				for b.Loop() {
+					var res ReadResult
+					var err error
+					if pooled {
+						res, err = l.ReadInto(shape.from(off), shape.max, end, true, pool.get)
+					} else {
+						res, err = l.Read(shape.from(off), shape.max, end, true)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					if len(res.Records) == 0 || len(res.Records) > shape.max {
+						b.Fatalf("read %d bytes", len(res.Records))
+					}
+					n += int64(len(res.Records))
+					off += int64(len(res.Records) / len(src) * 16)
+					if off >= end {
+						off = 0
+					}
+					if pooled {
+						pool.put(res.Records)
+					}
+				}
+				b.StopTimer()
+				b.SetBytes(n / int64(b.N))
+			})
 		}
-		b.StopTimer()
-		b.SetBytes(n / int64(b.N))
-	})
+	}
 }

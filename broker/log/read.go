@@ -8,7 +8,8 @@ import (
 
 // ReadResult is what Read returns.
 type ReadResult struct {
-	// Records holds whole batches, byte for byte as stored; the caller owns it.
+	// Records holds whole batches, byte for byte as stored; the caller owns
+	// it (with ReadInto, it is the start of the buffer alloc returned).
 	Records []byte
 	// FirstOffset is the base offset of the first batch (it may be below the
 	// asked offset: batches are never split).
@@ -24,6 +25,19 @@ type ReadResult struct {
 // maxBytes, so a consumer can always make progress (KIP-74). Reads stay in
 // one segment. An offset outside [log start, log end] is OFFSET_OUT_OF_RANGE.
 func (l *Log) Read(offset int64, maxBytes int, upperBound int64, minOneBatch bool) (ReadResult, error) {
+	return l.ReadInto(offset, maxBytes, upperBound, minOneBatch, nil)
+}
+
+// Alloc returns a buffer of n bytes for a read to fill; its contents may be
+// anything (every byte is overwritten).
+type Alloc func(n int) []byte
+
+// ReadInto is Read with the file read into a buffer from alloc (nil:
+// allocated), called at most once and only for a read that returns
+// records. The buffer is as long as the bytes read from the segment, at
+// most maxBytes (or the first batch); Records is its start, cut at the last
+// whole batch below upperBound.
+func (l *Log) ReadInto(offset int64, maxBytes int, upperBound int64, minOneBatch bool, alloc Alloc) (ReadResult, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if err := l.checkOpen(); err != nil {
@@ -65,7 +79,13 @@ func (l *Log) Read(offset int64, maxBytes int, upperBound int64, minOneBatch boo
 			}
 			want = int64(h.Size())
 		}
-		buf, err := s.readAt(pos, int(want))
+		var buf []byte
+		if alloc != nil {
+			buf = alloc(int(want))[:want]
+		} else {
+			buf = make([]byte, want)
+		}
+		err = s.readInto(pos, buf)
 		if err != nil {
 			return res, errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "read %s: %v", l.key, err)
 		}

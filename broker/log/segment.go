@@ -335,10 +335,18 @@ func (s *segment) scan(pos int64, verify bool, fn func(h *record.Header, pos int
 // readAt reads n bytes at pos.
 func (s *segment) readAt(pos int64, n int) ([]byte, error) {
 	b := make([]byte, n)
-	if m, err := s.f.ReadAt(b, pos); m < n {
-		return nil, fmt.Errorf("read %s at %d: %v", s.f.Name(), pos, err)
+	if err := s.readInto(pos, b); err != nil {
+		return nil, err
 	}
 	return b, nil
+}
+
+// readInto fills b with the bytes at pos.
+func (s *segment) readInto(pos int64, b []byte) error {
+	if m, err := s.f.ReadAt(b, pos); m < len(b) {
+		return fmt.Errorf("read %s at %d: %v", s.f.Name(), pos, err)
+	}
+	return nil
 }
 
 // findBatch returns the byte position of the batch holding offset (or the

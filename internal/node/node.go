@@ -304,7 +304,7 @@ func Start(cfg Config) (*Node, error) {
 			}
 		}()
 	}
-	n.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(rpc.MaxMessageSize), grpc.MaxSendMsgSize(rpc.MaxMessageSize))
+	n.grpc = grpc.NewServer(api.ServerOptions()...)
 	api.Register(n.grpc, deps)
 	n.health = health.NewServer()
 	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
@@ -328,7 +328,7 @@ func Start(cfg Config) (*Node, error) {
 		}
 		ext := *deps
 		ext.External = true
-		n.extGRPC = grpc.NewServer(grpc.MaxRecvMsgSize(rpc.MaxMessageSize), grpc.MaxSendMsgSize(rpc.MaxMessageSize))
+		n.extGRPC = grpc.NewServer(api.ServerOptions()...)
 		api.Register(n.extGRPC, &ext)
 		healthpb.RegisterHealthServer(n.extGRPC, n.health)
 		n.wg.Add(1)

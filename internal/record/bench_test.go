@@ -105,6 +105,33 @@ func BenchmarkBuilder(b *testing.B) {
 	}
 }
 
+// BenchmarkNewBuilder is the producer's path since a batch owns its
+// Builder: a new one per batch, growing its buffer from 4 KiB by copying,
+// or told the previous batch's size with SizeHint.
+func BenchmarkNewBuilder(b *testing.B) {
+	s := benchShapes[0]
+	recs := benchRecords(s.records, s.size)
+	raw, _ := Build(plainOptions(None), recs)
+	for _, hint := range []bool{false, true} {
+		b.Run(fmt.Sprintf("records=%d/size=%s/hint=%v", s.records, sizeName(s.size), hint), func(b *testing.B) {
+			b.SetBytes(int64(len(raw)))
+			b.ReportAllocs()
+			for b.Loop() {
+				bld := NewBuilder(plainOptions(None))
+				if hint {
+					bld.SizeHint(len(raw))
+				}
+				for _, r := range recs {
+					bld.Append(r)
+				}
+				if _, err := bld.Build(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 func BenchmarkValidate(b *testing.B) {
 	for _, size := range []int{1 << 10, 16 << 10, 1 << 20} {
 		b.Run("batch="+sizeName(size), func(b *testing.B) {

@@ -131,6 +131,16 @@ func NewBuilder(opts BatchOptions) *Builder {
 	return b
 }
 
+// SizeHint tells b how big its next batch is expected to be (uncompressed,
+// header included, as EstimatedSize counts): the first Append then
+// allocates that much at once instead of growing the buffer by copying. A
+// producer passes the size of the partition's previous batch.
+func (b *Builder) SizeHint(n int) {
+	if n > 0 {
+		b.hint = n
+	}
+}
+
 // Reset empties b and sets the options of its next batch, keeping its
 // buffer for reuse.
 func (b *Builder) Reset(opts BatchOptions) {
