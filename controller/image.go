@@ -258,30 +258,38 @@ func Apply(im *Image, batch *pb.MetadataBatch) (*Image, *Delta, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		d := &Delta{Snapshot: true}
-		for _, t := range next.Topics {
-			// A topic deleted and created again under the same name (a new
-			// id) is a new topic: its partitions have no old state.
-			sameTopic := im.Topics[t.Name] != nil && im.Topics[t.Name].ID == t.ID
-			for _, p := range t.Partitions {
-				var old *Partition
-				if sameTopic {
-					old = im.Partition(p.Topic, p.Partition)
-				}
-				d.Partitions = append(d.Partitions, PartitionChange{Old: old, New: p})
-			}
-		}
-		for name, t := range im.Topics {
-			if nt := next.Topics[name]; nt == nil || nt.ID != t.ID {
-				d.DeletedTopics = append(d.DeletedTopics, t)
-			}
-		}
-		for id := range next.Brokers {
-			d.Brokers = append(d.Brokers, id)
-		}
-		return next, d, nil
+		return next, SnapshotDelta(im, next), nil
 	}
 	return apply(im, batch)
+}
+
+// SnapshotDelta is the change from im to next when next replaces im as a
+// whole (a snapshot batch, or a broker that starts acting on metadata only
+// once it has caught up): every partition of next, with its state in im as
+// Old where the topic is the same, and every topic of im that next lacks.
+func SnapshotDelta(im, next *Image) *Delta {
+	d := &Delta{Snapshot: true}
+	for _, t := range next.Topics {
+		// A topic deleted and created again under the same name (a new
+		// id) is a new topic: its partitions have no old state.
+		sameTopic := im.Topics[t.Name] != nil && im.Topics[t.Name].ID == t.ID
+		for _, p := range t.Partitions {
+			var old *Partition
+			if sameTopic {
+				old = im.Partition(p.Topic, p.Partition)
+			}
+			d.Partitions = append(d.Partitions, PartitionChange{Old: old, New: p})
+		}
+	}
+	for name, t := range im.Topics {
+		if nt := next.Topics[name]; nt == nil || nt.ID != t.ID {
+			d.DeletedTopics = append(d.DeletedTopics, t)
+		}
+	}
+	for id := range next.Brokers {
+		d.Brokers = append(d.Brokers, id)
+	}
+	return d
 }
 
 func apply(im *Image, batch *pb.MetadataBatch) (*Image, *Delta, error) {

@@ -348,12 +348,30 @@ func Start(cfg Config) (*Node, error) {
 }
 
 // followMetadata applies committed metadata to the broker's image in order.
+//
+// A starting broker follows the metadata log without acting on it until the
+// log holds this incarnation's own registration (its broker epoch is that
+// record's offset), as a Kafka broker waits for its initial metadata
+// catch-up: a node restarted with an old Raft log replays history, and
+// applying it would make the broker lead partitions and coordinate
+// transactions at epochs the cluster left long ago (after a full restart
+// such a node wrote stale transaction markers). Once caught up, the broker
+// applies the whole image at once; from then on, every batch in order.
 func (n *Node) followMetadata(ctx context.Context, src controller.MetadataSource, meta nodeMeta) {
 	defer n.wg.Done()
 	img := controller.EmptyImage()
+	caughtUp := false
 	for ctx.Err() == nil {
-		batches, err := src.Since(ctx, img.Offset)
-		if err != nil {
+		sctx, cancel := ctx, context.CancelFunc(func() {})
+		if !caughtUp {
+			// The registration may be answered after its record was
+			// applied here: look again without waiting for a new batch.
+			sctx, cancel = context.WithTimeout(ctx, 100*time.Millisecond)
+		}
+		batches, err := src.Since(sctx, img.Offset)
+		lookAgain := sctx.Err() != nil && ctx.Err() == nil
+		cancel()
+		if err != nil && !lookAgain {
 			if ctx.Err() == nil {
 				n.lg.Debug("metadata follow", "err", err)
 				time.Sleep(100 * time.Millisecond)
@@ -367,8 +385,10 @@ func (n *Node) followMetadata(ctx context.Context, src controller.MetadataSource
 				continue
 			}
 			img = next
-			n.Repl.Apply(img, d)
-			n.applied.Store(img.Offset)
+			if caughtUp {
+				n.Repl.Apply(img, d)
+				n.applied.Store(img.Offset)
+			}
 			if meta.clusterID == "" && img.ClusterID != "" {
 				meta.clusterID = img.ClusterID
 				meta.nodeID = n.cfg.NodeID
@@ -378,6 +398,12 @@ func (n *Node) followMetadata(ctx context.Context, src controller.MetadataSource
 					n.lg.Error("write meta.properties", "err", err)
 				}
 			}
+		}
+		if epoch := n.Lifecycle.Epoch(); !caughtUp && epoch > 0 && img.Offset >= epoch {
+			caughtUp = true
+			n.lg.Info("metadata caught up with this broker's registration; acting on it", "offset", img.Offset, "brokerEpoch", epoch)
+			n.Repl.Apply(img, controller.SnapshotDelta(controller.EmptyImage(), img))
+			n.applied.Store(img.Offset)
 		}
 	}
 }
