@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/strand-io/strand/internal/errs"
+	irpc "github.com/strand-io/strand/internal/rpc"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -74,7 +75,10 @@ func (c *cluster) conn(addr string) (*grpc.ClientConn, error) {
 	}
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(irpc.MaxMessageSize), grpc.MaxCallSendMsgSize(irpc.MaxMessageSize)),
+		// Fixed flow-control windows, as the brokers use (irpc.WindowSize):
+		// no BDP pings, a WINDOW_UPDATE per MiB fetched instead of per 16 KiB.
+		grpc.WithInitialWindowSize(irpc.WindowSize), grpc.WithInitialConnWindowSize(irpc.WindowSize),
 	}, c.cfg.dialOpts...)
 	cc, err := grpc.NewClient("passthrough:///"+addr, opts...)
 	if err != nil {

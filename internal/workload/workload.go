@@ -507,9 +507,13 @@ func (r *run) progress(ctx context.Context, stop <-chan struct{}) {
 		if cur != "" {
 			cur = ", now: " + cur
 		}
-		r.logf("progress: %.0fs, %.0f committed records/s, txns committed %d aborted %d unknown %d (stage %d), live reads %d, drills %d/%d%s",
+		drills := fmt.Sprintf("%d/%d", r.drillsRun.Load(), len(r.cfg.Drills))
+		if r.cfg.Repeat {
+			drills = fmt.Sprintf("%d (cycling through %d)", r.drillsRun.Load(), len(r.cfg.Drills))
+		}
+		r.logf("progress: %.0fs, %.0f committed records/s, txns committed %d aborted %d unknown %d (stage %d), live reads %d, drills %s%s",
 			now.Sub(r.start).Seconds(), rate, r.committed.Load(), r.aborted.Load(), r.unknown.Load(), r.stageTx.Load(),
-			r.liveReads.Load(), r.drillsRun.Load(), len(r.cfg.Drills), cur)
+			r.liveReads.Load(), drills, cur)
 	}
 }
 
