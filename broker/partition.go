@@ -180,13 +180,27 @@ func (p *Partition) wake() {
 	p.mu.Lock()
 	close(p.hwWait)
 	p.hwWait = make(chan struct{})
+	p.notifyWatchersLocked()
+	p.mu.Unlock()
+}
+
+// appended tells fetch watchers that the log grew. It leaves the HW
+// waiters asleep: an append moves neither the HW nor the leadership, and
+// waking every acks=all request in flight on each append cost a goroutine
+// round trip apiece for nothing.
+func (p *Partition) appended() {
+	p.mu.Lock()
+	p.notifyWatchersLocked()
+	p.mu.Unlock()
+}
+
+func (p *Partition) notifyWatchersLocked() {
 	for ch := range p.watchers {
 		select {
 		case ch <- struct{}{}:
 		default:
 		}
 	}
-	p.mu.Unlock()
 }
 
 // WaitForHW blocks until the HW passes offset (the produce purgatory for
@@ -229,7 +243,7 @@ func (p *Partition) AppendAsLeader(batches []byte, requiredAcks int32) (log.Appe
 	}
 	res, err := p.Log.AppendAsLeader(batches, l.LeaderEpoch)
 	if err == nil && !res.Duplicate {
-		p.wake()
+		p.appended()
 	}
 	return res, l.LeaderEpoch, err
 }
@@ -249,7 +263,7 @@ func (p *Partition) AppendMarkerVersion(pid int64, epoch int16, coordinatorEpoch
 	}
 	res, err := p.Log.AppendMarkerVersion(pid, epoch, coordinatorEpoch, typ, l.LeaderEpoch, txnVersion)
 	if err == nil && !res.AlreadyDone {
-		p.wake()
+		p.appended()
 	}
 	return res, l.LeaderEpoch, err
 }
@@ -264,7 +278,7 @@ func (p *Partition) AppendAsFollower(batches []byte, leaderEpoch int32) (log.App
 	}
 	res, err := p.Log.AppendAsFollower(batches)
 	if err == nil {
-		p.wake()
+		p.appended()
 	}
 	return res, err
 }

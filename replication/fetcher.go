@@ -86,7 +86,10 @@ func (f *fetcher) snapshot(now time.Time) (trunc, fetch []*fetchState, soonest t
 			fetch = append(fetch, st)
 		}
 	}
-	sort.Slice(fetch, func(i, j int) bool { return fetch[i].p.Key.String() < fetch[j].p.Key.String() })
+	sort.Slice(fetch, func(i, j int) bool {
+		a, b := fetch[i].p.Key, fetch[j].p.Key
+		return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
+	})
 	return
 }
 
