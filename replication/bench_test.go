@@ -13,14 +13,19 @@ import (
 
 // BenchmarkProduceRF3 is acks=all produce to a replicated topic (RF 3,
 // min ISR 2) on the in-process three-node cluster: one idempotent SDK
-// producer, 1 KiB records, b.N records. All nodes and the client share
+// producer, 1 KiB records, b.N records, Kafka's default 16 KiB batches and
+// 64 KiB ones. All nodes and the client share
 // the machine's cores.
 func BenchmarkProduceRF3(b *testing.B) {
-	for _, parts := range []int32{1, 6} {
-		b.Run(fmt.Sprintf("partitions=%d/record=1KiB", parts), func(b *testing.B) {
+	for _, bench := range []struct {
+		parts     int32
+		batchSize int
+	}{{1, 16 << 10}, {1, 64 << 10}, {6, 64 << 10}} {
+		parts := bench.parts
+		b.Run(fmt.Sprintf("partitions=%d/batch=%dKiB/record=1KiB", parts, bench.batchSize>>10), func(b *testing.B) {
 			c := testcluster.New(b, testcluster.Options{})
 			c.CreateTopic("bench", parts, 3, map[string]string{"min.insync.replicas": "2"})
-			p, err := client.NewProducer(c.ClientOpts(client.BatchSize(64 << 10))...)
+			p, err := client.NewProducer(c.ClientOpts(client.BatchSize(bench.batchSize))...)
 			if err != nil {
 				b.Fatal(err)
 			}
