@@ -384,6 +384,10 @@ record() { printf '%s\t%s\n' "$1" "$2" >>"$RES"; }
 # in cores. `times` must run in this shell, not in a subshell.
 sys_busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
 mbegin() {
+  # Write back what earlier runs left dirty, so that a run does not pay for
+  # its predecessor's writeback (gigabytes after the bulk rows, which showed
+  # as 50-120 ms stalls in the fixed-load latency rows).
+  sync
   M_BUSY=$(sys_busy)
   times >"$WORK/times"
   M_CHILD=$(child_ticks_file)
