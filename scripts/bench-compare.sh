@@ -627,12 +627,12 @@ for r in $(seq 1 "$ROUNDS"); do
 
   # Strand only: transactions and isolation levels (the idempotent baseline
   # runs right before the transactional one, same settings).
-  for t in idem txn txe2e; do strand_topic "$t" || true; done
+  for t in idem txn txe2e warm; do strand_topic "$t" || true; done
   # One small transaction first, so that the baseline and the transactional
   # run see the same cluster: the first transactional id creates
   # __transaction_state (50 partitions, RF 3), whose creation and start-up
   # would otherwise land in the transactional run alone.
-  echo warm | timeout 60 "$SB" produce txn --transactional-id warm --bootstrap "$SBOOT" >/dev/null 2>&1 ||
+  echo warm | timeout 60 "$SB" produce warm --transactional-id warm --bootstrap "$SBOOT" >/dev/null 2>&1 ||
     warn "round $r: transactional warm-up failed"
   s_produce s.idem idem "$S_1K" 1024
   s_produce s.txn txn "$S_TXN" 1024 --transactional-id perf --transaction-duration-ms 100
