@@ -4,22 +4,18 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/strand-io/strand/controller"
+	"github.com/strand-io/strand/internal/testutil/ports"
 )
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := ports.Addr()
 	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
 		t.Fatal(err)
 	}
 	return addr

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
@@ -12,17 +11,17 @@ import (
 
 	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/internal/record"
+	"github.com/strand-io/strand/internal/testutil/ports"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	a, err := ports.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return a
 }
 
 func devNode(t *testing.T, dir string, reuse ...Config) *Node {

@@ -6,24 +6,23 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/internal/node"
+	"github.com/strand-io/strand/internal/testutil/ports"
 )
 
 // FreeAddr returns a loopback address with a free port.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	a, err := ports.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return a
 }
 
 // Logger is quiet unless STRAND_TEST_LOG is set.

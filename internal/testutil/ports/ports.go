@@ -1,0 +1,103 @@
+// Package ports hands tests loopback addresses that nothing else will take
+// between the moment they are chosen and the moment a server binds them.
+//
+// Asking the kernel for port 0 and closing the listener is racy: the port
+// goes back to the ephemeral range, where any outgoing connection (of this
+// test binary or of another package's, running in parallel) may take it
+// as its source port before the server binds it. CI saw exactly that
+// ("raft listen 127.0.0.1:40441: bind: address already in use").
+//
+// So ports are chosen below the kernel's ephemeral range, which outgoing
+// connections never use, and each is claimed with an flock on a file
+// under the temp dir, held until the process exits, so that concurrently
+// running test binaries never hand out the same port. A port is handed out
+// only if TCP and UDP binds on it succeed at that moment (memberlist binds
+// both). A port stays claimed for the whole test binary, so a test that
+// restarts a node on the same address finds it free.
+package ports
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+var (
+	mu    sync.Mutex
+	held  = map[int]*os.File{} // claimed ports; the files stay open (and locked) until exit
+	lo    = 10000
+	hi    = 32767 // exclusive upper bound; lowered to the ephemeral range's start
+	ready bool
+)
+
+func setup() {
+	if ready {
+		return
+	}
+	ready = true
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return
+	}
+	start, err1 := strconv.Atoi(f[0])
+	if err1 == nil && start > lo+1000 && start < hi+1 {
+		hi = start
+	}
+}
+
+// Addr returns "127.0.0.1:port" for a port claimed for this process.
+func Addr() (string, error) {
+	mu.Lock()
+	defer mu.Unlock()
+	setup()
+	dir := filepath.Join(os.TempDir(), "strand-test-ports")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return "", err
+	}
+	for range 2000 {
+		p := lo + rand.IntN(hi-lo)
+		if _, ok := held[p]; ok {
+			continue
+		}
+		f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(p)+".lock"), os.O_CREATE|os.O_RDWR, 0o666)
+		if err != nil {
+			continue
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			f.Close()
+			continue // another test binary holds it
+		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
+		if !bindable(addr) {
+			f.Close() // in use by something outside our claims; leave it
+			continue
+		}
+		held[p] = f
+		return addr, nil
+	}
+	return "", fmt.Errorf("ports: no free loopback port in [%d, %d)", lo, hi)
+}
+
+func bindable(addr string) bool {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return false
+	}
+	l.Close()
+	u, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		return false
+	}
+	u.Close()
+	return true
+}
