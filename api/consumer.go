@@ -29,7 +29,7 @@ func (s *consumerService) Fetch(ctx context.Context, req *pb.FetchRequest) (*pb.
 		req.MaxWaitMs = 60000
 	}
 	var resp *pb.FetchResponse
-	if len(good) > 0 {
+	if len(good) > 0 || req.SessionEpoch != 0 { // an incremental session fetch may name no partition
 		req.Partitions = good
 		resp = s.d.Repl.FetchInto(ctx, req, readBuffer)
 	} else {

@@ -23,7 +23,25 @@ func (m *Manager) Fetch(ctx context.Context, req *pb.FetchRequest) *pb.FetchResp
 // of the buffer its read filled, and shared with nothing, so the caller
 // may recycle it once done with the response. (The reads of a long poll's
 // earlier rounds are dropped.)
+//
+// A request with a session (KIP-227, see session.go) fetches every
+// partition of the session and answers only what changed.
 func (m *Manager) FetchInto(ctx context.Context, req *pb.FetchRequest, alloc log.Alloc) *pb.FetchResponse {
+	sess, added, err := m.sessions.begin(req)
+	if err != nil {
+		code, msg := errs.Split(err)
+		return &pb.FetchResponse{ErrorCode: code, ErrorMessage: msg}
+	}
+	if sess == nil {
+		return m.fetch(ctx, req, alloc)
+	}
+	resp := m.fetch(ctx, &pb.FetchRequest{ReplicaId: req.ReplicaId, ReplicaEpoch: req.ReplicaEpoch, MaxWaitMs: req.MaxWaitMs,
+		MinBytes: req.MinBytes, MaxBytes: req.MaxBytes, IsolationLevel: req.IsolationLevel, Partitions: sess.partitions()}, alloc)
+	sess.trim(resp, added)
+	return resp
+}
+
+func (m *Manager) fetch(ctx context.Context, req *pb.FetchRequest, alloc log.Alloc) *pb.FetchResponse {
 	follower := req.ReplicaId >= 0
 	var staleEpoch error
 	if follower {

@@ -18,6 +18,17 @@ type fetchState struct {
 	leaderEpoch int32
 	truncate    bool      // ask OffsetForLeaderEpoch before the next fetch
 	delayUntil  time.Time // back off after an error
+	// leaderHW is the leader's HW as last heard, when it was above what
+	// this log could take then (its end or durable end): a session does
+	// not repeat an unchanged HW, so it is applied again as the log grows.
+	leaderHW int64
+}
+
+// position is what a follower tells a leader about one partition; a
+// session leaves out partitions whose position the leader already has.
+type position struct {
+	fetchOffset, logStart int64
+	leaderEpoch, maxBytes int32
 }
 
 // fetcher replicates every partition led by one source broker: one Fetch
@@ -30,6 +41,11 @@ type fetcher struct {
 	mu    sync.Mutex
 	parts map[log.PartitionKey]*fetchState
 	kick  chan struct{}
+
+	// The fetch session with the leader (KIP-227), run goroutine only:
+	// sessID 0 means the next fetch is a full one that opens a session.
+	sessID, sessEpoch int32
+	told              map[log.PartitionKey]position // what the session holds
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -50,7 +66,7 @@ func (f *fetcher) stop() {
 
 func (f *fetcher) add(p *broker.Partition, epoch int32) {
 	f.mu.Lock()
-	f.parts[p.Key] = &fetchState{p: p, leaderEpoch: epoch, truncate: true}
+	f.parts[p.Key] = &fetchState{p: p, leaderEpoch: epoch, truncate: true, leaderHW: -1}
 	f.mu.Unlock()
 	select {
 	case f.kick <- struct{}{}:
@@ -240,20 +256,65 @@ func (f *fetcher) truncateOne(client pb.ConsumerClient, st *fetchState) (bool, e
 func (f *fetcher) fetch(client pb.ConsumerClient, sts []*fetchState) bool {
 	m := f.m
 	req := &pb.FetchRequest{ReplicaId: m.cfg.NodeID, ReplicaEpoch: m.brokerEpoch(), MaxWaitMs: int32(m.cfg.FetchWaitMax / time.Millisecond), MinBytes: 1, MaxBytes: int32(m.cfg.FetchResponseMaxBytes)}
-	byKey := map[log.PartitionKey]*fetchState{}
+	if f.sessID == 0 {
+		req.SessionEpoch = sessionOpen
+	} else {
+		req.SessionId, req.SessionEpoch = f.sessID, f.sessEpoch
+	}
+	byKey := make(map[log.PartitionKey]*fetchState, len(sts))
+	now := make(map[log.PartitionKey]position, len(sts))
 	for _, st := range sts {
-		req.Partitions = append(req.Partitions, &pb.FetchPartition{Topic: st.p.Key.Topic, Partition: st.p.Key.Partition,
-			FetchOffset: st.p.Log.LogEndOffset(), CurrentLeaderEpoch: st.leaderEpoch, PartitionMaxBytes: int32(m.cfg.FetchMaxBytes), LogStartOffset: st.p.Log.LogStartOffset()})
+		pos := position{fetchOffset: st.p.Log.LogEndOffset(), logStart: st.p.Log.LogStartOffset(), leaderEpoch: st.leaderEpoch, maxBytes: int32(m.cfg.FetchMaxBytes)}
 		byKey[st.p.Key] = st
+		now[st.p.Key] = pos
+		if old, ok := f.told[st.p.Key]; ok && req.SessionId != 0 && old == pos {
+			continue // the session has it
+		}
+		req.Partitions = append(req.Partitions, &pb.FetchPartition{Topic: st.p.Key.Topic, Partition: st.p.Key.Partition,
+			FetchOffset: pos.fetchOffset, CurrentLeaderEpoch: pos.leaderEpoch, PartitionMaxBytes: pos.maxBytes, LogStartOffset: pos.logStart})
+	}
+	if req.SessionId != 0 {
+		for k := range f.told {
+			if _, ok := now[k]; !ok {
+				req.Forgotten = append(req.Forgotten, &pb.TopicPartition{Topic: k.Topic, Partition: k.Partition})
+			}
+		}
 	}
 	ctx, cancel := context.WithTimeout(f.ctx, m.cfg.FetchWaitMax+10*time.Second)
 	resp, err := client.Fetch(ctx, req)
 	cancel()
+	m.fetchRequests.Add(1)
+	m.fetchNamed.Add(int64(len(req.Partitions)))
+	if err == nil {
+		m.fetchAnswered.Add(int64(len(resp.Partitions)))
+	}
 	if err != nil {
+		// The leader may or may not have taken this request's epoch and
+		// changes: start over with a full fetch.
+		f.sessID, f.told = 0, nil
 		if f.ctx.Err() == nil {
 			m.lg.Debug("replica fetch failed", "leader", f.source, "err", err)
 		}
 		return false
+	}
+	if resp.ErrorCode != pb.ErrorCode_NONE {
+		// FETCH_SESSION_ID_NOT_FOUND (the leader restarted or evicted it)
+		// or INVALID_FETCH_SESSION_EPOCH: open a new session right away.
+		m.lg.Debug("fetch session lost; opening a new one", "leader", f.source, "session", f.sessID, "code", resp.ErrorCode.String(), "msg", resp.ErrorMessage)
+		f.sessID, f.told = 0, nil
+		return true
+	}
+	switch {
+	case resp.SessionId == 0: // no session (declined, or sessions are off)
+		f.sessID, f.told = 0, nil
+	case f.sessID == 0:
+		f.sessID, f.sessEpoch, f.told = resp.SessionId, sessionOpen+1, now
+	default:
+		f.sessEpoch++
+		if f.sessEpoch <= sessionOpen {
+			f.sessEpoch = sessionOpen + 1
+		}
+		f.told = now
 	}
 	ok := true
 	for _, r := range resp.Partitions {
@@ -264,6 +325,19 @@ func (f *fetcher) fetch(client pb.ConsumerClient, sts []*fetchState) bool {
 		if !f.handle(st, r) {
 			ok = false
 		}
+	}
+	// A session does not repeat a HW this log could not take yet.
+	for _, st := range sts {
+		if st.leaderHW < 0 {
+			continue
+		}
+		hw := st.leaderHW
+		if end := st.p.Log.DurableEnd(); hw > end {
+			hw = end
+		} else {
+			st.leaderHW = -1
+		}
+		st.p.SetHighWatermark(hw, false)
 	}
 	return ok
 }
@@ -306,8 +380,10 @@ func (f *fetcher) handle(st *fetchState, r *pb.FetchPartitionResponse) bool {
 		}
 	}
 	hw := r.HighWatermark
+	st.leaderHW = -1
 	if leo := p.Log.DurableEnd(); hw > leo {
 		hw = leo
+		st.leaderHW = r.HighWatermark
 	}
 	if hw >= 0 {
 		p.SetHighWatermark(hw, true)

@@ -28,7 +28,11 @@ type Config struct {
 	FetchResponseMaxBytes int
 	// FetchBackoff is replica.fetch.backoff.ms.
 	FetchBackoff time.Duration
-	Logger       *slog.Logger
+	// FetchSessionSlots is max.incremental.fetch.session.cache.slots: how
+	// many fetch sessions this leader keeps (it keeps at most one per
+	// follower); 0 turns sessions off, and followers fetch in full.
+	FetchSessionSlots int
+	Logger            *slog.Logger
 }
 
 // DefaultConfig is Kafka's defaults.
@@ -40,6 +44,7 @@ func DefaultConfig(nodeID int32) Config {
 		FetchMaxBytes:         1 << 20,
 		FetchResponseMaxBytes: 10 << 20,
 		FetchBackoff:          time.Second,
+		FetchSessionSlots:     1000,
 	}
 }
 
@@ -71,11 +76,15 @@ type Manager struct {
 	mu        sync.Mutex
 	leaders   map[log.PartitionKey]*leaderEntry
 	fetchers  map[int32]*fetcher
+	sessions  *sessionCache              // fetch sessions of the followers fetching from here
 	follows   map[log.PartitionKey]int32 // partition -> leader being followed
 	alterQ    chan struct{}
 	listeners map[string][]LeaderListener
 
 	isrShrinks, isrExpands atomic.Int64
+	// This node's replica fetches as a follower: requests, partitions they
+	// named, partitions their answers carried (fetch sessions shrink both).
+	fetchRequests, fetchNamed, fetchAnswered atomic.Int64
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -131,7 +140,7 @@ func New(cfg Config, parts *broker.Manager, ctrl ControllerClient, peers Peers, 
 		lg = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &Manager{cfg: cfg, clk: clk, lg: lg.With("node", cfg.NodeID), parts: parts, ctrl: ctrl, peers: peers, brokerEpoch: brokerEpoch,
+	m := &Manager{sessions: newSessionCache(cfg.FetchSessionSlots), cfg: cfg, clk: clk, lg: lg.With("node", cfg.NodeID), parts: parts, ctrl: ctrl, peers: peers, brokerEpoch: brokerEpoch,
 		leaders: map[log.PartitionKey]*leaderEntry{}, fetchers: map[int32]*fetcher{}, follows: map[log.PartitionKey]int32{},
 		alterQ: make(chan struct{}, 1), listeners: map[string][]LeaderListener{}, ctx: ctx, cancel: cancel}
 	m.img.Store(controller.EmptyImage())
@@ -164,6 +173,19 @@ func (m *Manager) Stop() {
 // committed (IsrShrinksPerSec / IsrExpandsPerSec).
 func (m *Manager) ISRChanges() (shrinks, expands int64) {
 	return m.isrShrinks.Load(), m.isrExpands.Load()
+}
+
+// FetchStats is this node's follower fetching: requests sent, partitions
+// they named, partitions their answers carried.
+func (m *Manager) FetchStats() (requests, named, answered int64) {
+	return m.fetchRequests.Load(), m.fetchNamed.Load(), m.fetchAnswered.Load()
+}
+
+// FetchSessions is the fetch sessions this node keeps as a leader
+// (NumIncrementalFetchSessions) and the partitions they hold
+// (NumIncrementalFetchPartitionsCached).
+func (m *Manager) FetchSessions() (sessions, partitions int) {
+	return m.sessions.stats()
 }
 
 // Image is the metadata image last applied.

@@ -179,6 +179,8 @@ var table = map[pb.ErrorCode]entry{
 	pb.ErrorCode_TRANSACTION_COORDINATOR_FENCED:   fatal,
 	pb.ErrorCode_KAFKA_STORAGE_ERROR:              retry,
 	pb.ErrorCode_UNKNOWN_PRODUCER_ID:              {false, Abortable},
+	pb.ErrorCode_FETCH_SESSION_ID_NOT_FOUND:       retry,
+	pb.ErrorCode_INVALID_FETCH_SESSION_EPOCH:      retry,
 	pb.ErrorCode_FENCED_LEADER_EPOCH:              retry,
 	pb.ErrorCode_UNKNOWN_LEADER_EPOCH:             retry,
 	pb.ErrorCode_STALE_BROKER_EPOCH:               retry,

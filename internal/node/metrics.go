@@ -35,12 +35,18 @@ var (
 	descMarkers         = prometheus.NewDesc("strand_txn_marker_queue_size", "Transaction markers waiting to be written by this coordinator.", nil, nil)
 	descRaftLeader      = prometheus.NewDesc("strand_controller_active", "1 when this node is the active controller.", nil, nil)
 	descRaftCommit      = prometheus.NewDesc("strand_controller_commit_index", "The Raft commit index this controller knows.", nil, nil)
+	descFetchSessions   = prometheus.NewDesc("strand_fetch_session_count", "Fetch sessions this broker keeps for its followers (NumIncrementalFetchSessions).", nil, nil)
+	descSessionParts    = prometheus.NewDesc("strand_fetch_session_partitions", "Partitions held by those sessions (NumIncrementalFetchPartitionsCached).", nil, nil)
+	descReplicaFetches  = prometheus.NewDesc("strand_replica_fetch_requests_total", "Fetch requests this broker sent as a follower.", nil, nil)
+	descReplicaNamed    = prometheus.NewDesc("strand_replica_fetch_partitions_named_total", "Partitions named in those requests (a fetch session names only moved ones).", nil, nil)
+	descReplicaAnswered = prometheus.NewDesc("strand_replica_fetch_partitions_answered_total", "Partitions carried by their answers (a fetch session answers only changed ones).", nil, nil)
 	descMetadataOffset  = prometheus.NewDesc("strand_broker_metadata_offset", "The metadata offset this broker has applied.", nil, nil)
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descUnderReplicated, descUnderMinISR, descOffline, descLeaders, descISRShrinks, descISRExpands, descLSOLag, descTxnAge,
-		descLateTxns, descProducerIDs, descHW, descMarkers, descRaftLeader, descRaftCommit, descMetadataOffset} {
+		descLateTxns, descProducerIDs, descHW, descMarkers, descRaftLeader, descRaftCommit, descMetadataOffset,
+		descFetchSessions, descSessionParts, descReplicaFetches, descReplicaNamed, descReplicaAnswered} {
 		ch <- d
 	}
 }
@@ -76,6 +82,13 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	shr, exp := n.Repl.ISRChanges()
 	ch <- prometheus.MustNewConstMetric(descISRShrinks, prometheus.CounterValue, float64(shr))
 	ch <- prometheus.MustNewConstMetric(descISRExpands, prometheus.CounterValue, float64(exp))
+	ns, np := n.Repl.FetchSessions()
+	gauge(descFetchSessions, float64(ns))
+	gauge(descSessionParts, float64(np))
+	fr, fn, fa := n.Repl.FetchStats()
+	ch <- prometheus.MustNewConstMetric(descReplicaFetches, prometheus.CounterValue, float64(fr))
+	ch <- prometheus.MustNewConstMetric(descReplicaNamed, prometheus.CounterValue, float64(fn))
+	ch <- prometheus.MustNewConstMetric(descReplicaAnswered, prometheus.CounterValue, float64(fa))
 	under, underMin, leaders, late, producers := 0, 0, 0, 0, 0
 	now := time.Now().UnixMilli()
 	maxTimeout := n.cfg.TxnConfig.MaxTimeout.Milliseconds()

@@ -77,6 +77,8 @@ const (
 	ErrorCode_KAFKA_STORAGE_ERROR              ErrorCode = 56
 	ErrorCode_UNKNOWN_PRODUCER_ID              ErrorCode = 59
 	ErrorCode_GROUP_ID_NOT_FOUND               ErrorCode = 69
+	ErrorCode_FETCH_SESSION_ID_NOT_FOUND       ErrorCode = 70
+	ErrorCode_INVALID_FETCH_SESSION_EPOCH      ErrorCode = 71
 	ErrorCode_FENCED_LEADER_EPOCH              ErrorCode = 74
 	ErrorCode_UNKNOWN_LEADER_EPOCH             ErrorCode = 75
 	ErrorCode_UNSUPPORTED_COMPRESSION_TYPE     ErrorCode = 76
@@ -159,6 +161,8 @@ var (
 		56:    "KAFKA_STORAGE_ERROR",
 		59:    "UNKNOWN_PRODUCER_ID",
 		69:    "GROUP_ID_NOT_FOUND",
+		70:    "FETCH_SESSION_ID_NOT_FOUND",
+		71:    "INVALID_FETCH_SESSION_EPOCH",
 		74:    "FENCED_LEADER_EPOCH",
 		75:    "UNKNOWN_LEADER_EPOCH",
 		76:    "UNSUPPORTED_COMPRESSION_TYPE",
@@ -234,6 +238,8 @@ var (
 		"KAFKA_STORAGE_ERROR":              56,
 		"UNKNOWN_PRODUCER_ID":              59,
 		"GROUP_ID_NOT_FOUND":               69,
+		"FETCH_SESSION_ID_NOT_FOUND":       70,
+		"INVALID_FETCH_SESSION_EPOCH":      71,
 		"FENCED_LEADER_EPOCH":              74,
 		"UNKNOWN_LEADER_EPOCH":             75,
 		"UNSUPPORTED_COMPRESSION_TYPE":     76,
@@ -394,7 +400,7 @@ const file_strand_v1_common_proto_rawDesc = "" +
 	"\x16strand/v1/common.proto\x12\tstrand.v1\"D\n" +
 	"\x0eTopicPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
-	"\tpartition\x18\x02 \x01(\x05R\tpartition*\xb7\x0f\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition*\xf8\x0f\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12!\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\x17\n" +
@@ -446,7 +452,9 @@ const file_strand_v1_common_proto_rawDesc = "" +
 	"\x17OPERATION_NOT_ATTEMPTED\x107\x12\x17\n" +
 	"\x13KAFKA_STORAGE_ERROR\x108\x12\x17\n" +
 	"\x13UNKNOWN_PRODUCER_ID\x10;\x12\x16\n" +
-	"\x12GROUP_ID_NOT_FOUND\x10E\x12\x17\n" +
+	"\x12GROUP_ID_NOT_FOUND\x10E\x12\x1e\n" +
+	"\x1aFETCH_SESSION_ID_NOT_FOUND\x10F\x12\x1f\n" +
+	"\x1bINVALID_FETCH_SESSION_EPOCH\x10G\x12\x17\n" +
 	"\x13FENCED_LEADER_EPOCH\x10J\x12\x18\n" +
 	"\x14UNKNOWN_LEADER_EPOCH\x10K\x12 \n" +
 	"\x1cUNSUPPORTED_COMPRESSION_TYPE\x10L\x12\x16\n" +

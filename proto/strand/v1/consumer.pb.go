@@ -32,8 +32,29 @@ type FetchRequest struct {
 	MaxBytes       int32             `protobuf:"varint,5,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
 	IsolationLevel IsolationLevel    `protobuf:"varint,6,opt,name=isolation_level,json=isolationLevel,proto3,enum=strand.v1.IsolationLevel" json:"isolation_level,omitempty"`
 	Partitions     []*FetchPartition `protobuf:"bytes,7,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Fetch sessions (KIP-227), for followers: a session remembers the
+	// partitions and their fetch positions, so that a request lists only the
+	// partitions whose position changed, and a response only the partitions
+	// with records or with a changed high watermark, last stable offset, log
+	// start, leader epoch or error. Epochs are Kafka's plus one, because
+	// proto3's zero is "unset":
+	//
+	//	session_epoch 0               no session: a full fetch (consumers)
+	//	session_id 0, session_epoch 1 a full fetch that opens a session; the
+	//	                              response carries its id
+	//	session_id N, session_epoch k the k-th request of session N (k >= 2):
+	//	                              partitions lists what is new or moved,
+	//	                              forgotten what leaves the session
+	//	session_id N, session_epoch -1 closes session N; a full fetch
+	//
+	// A wrong epoch answers INVALID_FETCH_SESSION_EPOCH, an unknown (or
+	// evicted) session FETCH_SESSION_ID_NOT_FOUND; the follower then opens a
+	// new session with a full fetch. A leader keeps one session per follower.
+	SessionId     int32             `protobuf:"varint,8,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	SessionEpoch  int32             `protobuf:"varint,9,opt,name=session_epoch,json=sessionEpoch,proto3" json:"session_epoch,omitempty"`
+	Forgotten     []*TopicPartition `protobuf:"bytes,10,rep,name=forgotten,proto3" json:"forgotten,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FetchRequest) Reset() {
@@ -111,6 +132,27 @@ func (x *FetchRequest) GetIsolationLevel() IsolationLevel {
 func (x *FetchRequest) GetPartitions() []*FetchPartition {
 	if x != nil {
 		return x.Partitions
+	}
+	return nil
+}
+
+func (x *FetchRequest) GetSessionId() int32 {
+	if x != nil {
+		return x.SessionId
+	}
+	return 0
+}
+
+func (x *FetchRequest) GetSessionEpoch() int32 {
+	if x != nil {
+		return x.SessionEpoch
+	}
+	return 0
+}
+
+func (x *FetchRequest) GetForgotten() []*TopicPartition {
+	if x != nil {
+		return x.Forgotten
 	}
 	return nil
 }
@@ -202,8 +244,13 @@ func (x *FetchPartition) GetLogStartOffset() int64 {
 }
 
 type FetchResponse struct {
-	state         protoimpl.MessageState    `protogen:"open.v1"`
-	Partitions    []*FetchPartitionResponse `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	state      protoimpl.MessageState    `protogen:"open.v1"`
+	Partitions []*FetchPartitionResponse `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// The session this response belongs to (0: none).
+	SessionId int32 `protobuf:"varint,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// A request-level error: the session ones above, or INVALID_REQUEST.
+	ErrorCode     ErrorCode `protobuf:"varint,3,opt,name=error_code,json=errorCode,proto3,enum=strand.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage  string    `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -243,6 +290,27 @@ func (x *FetchResponse) GetPartitions() []*FetchPartitionResponse {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *FetchResponse) GetSessionId() int32 {
+	if x != nil {
+		return x.SessionId
+	}
+	return 0
+}
+
+func (x *FetchResponse) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_NONE
+}
+
+func (x *FetchResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
 }
 
 type FetchPartitionResponse struct {
@@ -985,7 +1053,7 @@ var File_strand_v1_consumer_proto protoreflect.FileDescriptor
 
 const file_strand_v1_consumer_proto_rawDesc = "" +
 	"\n" +
-	"\x18strand/v1/consumer.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\"\xab\x02\n" +
+	"\x18strand/v1/consumer.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\"\xa8\x03\n" +
 	"\fFetchRequest\x12\x1d\n" +
 	"\n" +
 	"replica_id\x18\x01 \x01(\x05R\treplicaId\x12#\n" +
@@ -996,18 +1064,28 @@ const file_strand_v1_consumer_proto_rawDesc = "" +
 	"\x0fisolation_level\x18\x06 \x01(\x0e2\x19.strand.v1.IsolationLevelR\x0eisolationLevel\x129\n" +
 	"\n" +
 	"partitions\x18\a \x03(\v2\x19.strand.v1.FetchPartitionR\n" +
-	"partitions\"\xf3\x01\n" +
+	"partitions\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\b \x01(\x05R\tsessionId\x12#\n" +
+	"\rsession_epoch\x18\t \x01(\x05R\fsessionEpoch\x127\n" +
+	"\tforgotten\x18\n" +
+	" \x03(\v2\x19.strand.v1.TopicPartitionR\tforgotten\"\xf3\x01\n" +
 	"\x0eFetchPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
 	"\ffetch_offset\x18\x03 \x01(\x03R\vfetchOffset\x120\n" +
 	"\x14current_leader_epoch\x18\x04 \x01(\x05R\x12currentLeaderEpoch\x12.\n" +
 	"\x13partition_max_bytes\x18\x05 \x01(\x05R\x11partitionMaxBytes\x12(\n" +
-	"\x10log_start_offset\x18\x06 \x01(\x03R\x0elogStartOffset\"R\n" +
+	"\x10log_start_offset\x18\x06 \x01(\x03R\x0elogStartOffset\"\xcb\x01\n" +
 	"\rFetchResponse\x12A\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2!.strand.v1.FetchPartitionResponseR\n" +
-	"partitions\"\x95\x04\n" +
+	"partitions\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\x05R\tsessionId\x123\n" +
+	"\n" +
+	"error_code\x18\x03 \x01(\x0e2\x14.strand.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"\x95\x04\n" +
 	"\x16FetchPartitionResponse\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x123\n" +
@@ -1113,32 +1191,35 @@ var file_strand_v1_consumer_proto_goTypes = []any{
 	(*OffsetForLeaderEpochResponse)(nil),          // 11: strand.v1.OffsetForLeaderEpochResponse
 	(*OffsetForLeaderEpochPartitionResponse)(nil), // 12: strand.v1.OffsetForLeaderEpochPartitionResponse
 	(IsolationLevel)(0),                           // 13: strand.v1.IsolationLevel
-	(ErrorCode)(0),                                // 14: strand.v1.ErrorCode
+	(*TopicPartition)(nil),                        // 14: strand.v1.TopicPartition
+	(ErrorCode)(0),                                // 15: strand.v1.ErrorCode
 }
 var file_strand_v1_consumer_proto_depIdxs = []int32{
 	13, // 0: strand.v1.FetchRequest.isolation_level:type_name -> strand.v1.IsolationLevel
 	1,  // 1: strand.v1.FetchRequest.partitions:type_name -> strand.v1.FetchPartition
-	3,  // 2: strand.v1.FetchResponse.partitions:type_name -> strand.v1.FetchPartitionResponse
-	14, // 3: strand.v1.FetchPartitionResponse.error_code:type_name -> strand.v1.ErrorCode
-	4,  // 4: strand.v1.FetchPartitionResponse.aborted_transactions:type_name -> strand.v1.AbortedTransaction
-	13, // 5: strand.v1.ListOffsetsRequest.isolation_level:type_name -> strand.v1.IsolationLevel
-	6,  // 6: strand.v1.ListOffsetsRequest.partitions:type_name -> strand.v1.ListOffsetsPartition
-	8,  // 7: strand.v1.ListOffsetsResponse.partitions:type_name -> strand.v1.ListOffsetsPartitionResponse
-	14, // 8: strand.v1.ListOffsetsPartitionResponse.error_code:type_name -> strand.v1.ErrorCode
-	10, // 9: strand.v1.OffsetForLeaderEpochRequest.partitions:type_name -> strand.v1.OffsetForLeaderEpochPartition
-	12, // 10: strand.v1.OffsetForLeaderEpochResponse.partitions:type_name -> strand.v1.OffsetForLeaderEpochPartitionResponse
-	14, // 11: strand.v1.OffsetForLeaderEpochPartitionResponse.error_code:type_name -> strand.v1.ErrorCode
-	0,  // 12: strand.v1.Consumer.Fetch:input_type -> strand.v1.FetchRequest
-	5,  // 13: strand.v1.Consumer.ListOffsets:input_type -> strand.v1.ListOffsetsRequest
-	9,  // 14: strand.v1.Consumer.OffsetForLeaderEpoch:input_type -> strand.v1.OffsetForLeaderEpochRequest
-	2,  // 15: strand.v1.Consumer.Fetch:output_type -> strand.v1.FetchResponse
-	7,  // 16: strand.v1.Consumer.ListOffsets:output_type -> strand.v1.ListOffsetsResponse
-	11, // 17: strand.v1.Consumer.OffsetForLeaderEpoch:output_type -> strand.v1.OffsetForLeaderEpochResponse
-	15, // [15:18] is the sub-list for method output_type
-	12, // [12:15] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	14, // 2: strand.v1.FetchRequest.forgotten:type_name -> strand.v1.TopicPartition
+	3,  // 3: strand.v1.FetchResponse.partitions:type_name -> strand.v1.FetchPartitionResponse
+	15, // 4: strand.v1.FetchResponse.error_code:type_name -> strand.v1.ErrorCode
+	15, // 5: strand.v1.FetchPartitionResponse.error_code:type_name -> strand.v1.ErrorCode
+	4,  // 6: strand.v1.FetchPartitionResponse.aborted_transactions:type_name -> strand.v1.AbortedTransaction
+	13, // 7: strand.v1.ListOffsetsRequest.isolation_level:type_name -> strand.v1.IsolationLevel
+	6,  // 8: strand.v1.ListOffsetsRequest.partitions:type_name -> strand.v1.ListOffsetsPartition
+	8,  // 9: strand.v1.ListOffsetsResponse.partitions:type_name -> strand.v1.ListOffsetsPartitionResponse
+	15, // 10: strand.v1.ListOffsetsPartitionResponse.error_code:type_name -> strand.v1.ErrorCode
+	10, // 11: strand.v1.OffsetForLeaderEpochRequest.partitions:type_name -> strand.v1.OffsetForLeaderEpochPartition
+	12, // 12: strand.v1.OffsetForLeaderEpochResponse.partitions:type_name -> strand.v1.OffsetForLeaderEpochPartitionResponse
+	15, // 13: strand.v1.OffsetForLeaderEpochPartitionResponse.error_code:type_name -> strand.v1.ErrorCode
+	0,  // 14: strand.v1.Consumer.Fetch:input_type -> strand.v1.FetchRequest
+	5,  // 15: strand.v1.Consumer.ListOffsets:input_type -> strand.v1.ListOffsetsRequest
+	9,  // 16: strand.v1.Consumer.OffsetForLeaderEpoch:input_type -> strand.v1.OffsetForLeaderEpochRequest
+	2,  // 17: strand.v1.Consumer.Fetch:output_type -> strand.v1.FetchResponse
+	7,  // 18: strand.v1.Consumer.ListOffsets:output_type -> strand.v1.ListOffsetsResponse
+	11, // 19: strand.v1.Consumer.OffsetForLeaderEpoch:output_type -> strand.v1.OffsetForLeaderEpochResponse
+	17, // [17:20] is the sub-list for method output_type
+	14, // [14:17] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_strand_v1_consumer_proto_init() }
