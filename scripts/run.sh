@@ -3,7 +3,8 @@
 # data under ./data), creates a replicated topic, produces and consumes.
 # `scripts/run.sh stop` stops what it started; `scripts/run.sh start` only
 # starts the nodes. DATA and PORT_BASE (default 9092) let several clusters
-# live side by side (the drill and the benchmarks use their own).
+# live side by side (the drill and the benchmarks use their own);
+# SERVER_CONFIG names a file of broker settings for every node.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin/strand}
@@ -40,6 +41,7 @@ for n in "${NODES[@]}"; do
   args=("$(realpath "$BIN")" server --node-id "$n" --listen "$(addr "$n")" --controller-listen "$(raft "$n")"
     --gossip-listen "$(gossip "$n")" --join "${join%,}" --controller-voters "$VOTERS"
     --metrics-listen "127.0.0.1:$(($(port "$n") + 3))" --data-dir "$(realpath -m "$DATA/node$n")")
+  [[ -n ${SERVER_CONFIG:-} ]] && args+=(--config "$(realpath "$SERVER_CONFIG")")   # broker settings file (experiments)
   printf '%s\0' "${args[@]}" >"$DATA/node$n.cmd"     # for drills: how to start it again
   setsid "${args[@]}" >>"$DATA/node$n.log" 2>&1 < /dev/null &
   echo $! >"$DATA/node$n.pid"
