@@ -543,7 +543,6 @@ func (p *Producer) drain() time.Duration {
 		p.failAllLocked(p.txn.fatal)
 		return 0
 	}
-	byBroker := map[int32][]*pbatch{}
 	needMeta := false
 	keys := make([]TopicPartition, 0, len(p.parts))
 	for tp := range p.parts {
@@ -555,68 +554,79 @@ func (p *Producer) drain() time.Duration {
 		}
 		return keys[i].Partition < keys[j].Partition
 	})
-	for _, tp := range keys {
-		pp := p.parts[tp]
-		if pp.blocked && len(pp.inflight) == 0 {
-			p.renumberLocked(pp)
-			pp.blocked = false
-		}
-		if pp.blocked || p.resetting {
-			continue
-		}
-		var head *pbatch
-		if len(pp.queued) > 0 {
-			head = pp.queued[0]
-		} else if b := pp.open; b != nil {
-			due := b.created.Add(p.cfg.linger)
-			if p.flushing > 0 || !now.Before(due) {
-				p.closeOpen(pp)
-				head = pp.queued[0]
-			} else {
-				soon(due.Sub(now))
+	// One batch per partition per request, but as many requests as the
+	// windows allow: rounds go on until a round sends nothing. (With one
+	// round per wake-up, each answer sent just one batch, and a window
+	// that once emptied never filled again until the application produced
+	// more: a Flush or a transaction's commit drained at half speed.)
+	for {
+		byBroker := map[int32][]*pbatch{}
+		for _, tp := range keys {
+			pp := p.parts[tp]
+			if pp.blocked && len(pp.inflight) == 0 {
+				p.renumberLocked(pp)
+				pp.blocked = false
 			}
-		}
-		if head == nil {
-			continue
-		}
-		if !head.inWindow && len(pp.window) >= p.cfg.maxInFlight {
-			continue
-		}
-		if now.Before(head.retryAt) {
-			soon(head.retryAt.Sub(now))
-			continue
-		}
-		leader, _ := p.cl.leader(tp)
-		if leader < 0 {
-			needMeta = true
-			soon(p.cfg.retryBackoff)
-			continue
-		}
-		if len(pp.inflight) > 0 && pp.inflight[0].broker != leader {
-			continue // let the old leader answer first
-		}
-		s := p.sinkLocked(leader)
-		if !s.canSend(len(byBroker[leader]) > 0) {
-			continue
-		}
-		if err := p.prepareLocked(pp, head); err != nil {
+			if pp.blocked || p.resetting {
+				continue
+			}
+			var head *pbatch
+			if len(pp.queued) > 0 {
+				head = pp.queued[0]
+			} else if b := pp.open; b != nil {
+				due := b.created.Add(p.cfg.linger)
+				if p.flushing > 0 || !now.Before(due) {
+					p.closeOpen(pp)
+					head = pp.queued[0]
+				} else {
+					soon(due.Sub(now))
+				}
+			}
+			if head == nil {
+				continue
+			}
+			if !head.inWindow && len(pp.window) >= p.cfg.maxInFlight {
+				continue
+			}
+			if now.Before(head.retryAt) {
+				soon(head.retryAt.Sub(now))
+				continue
+			}
+			leader, _ := p.cl.leader(tp)
+			if leader < 0 {
+				needMeta = true
+				soon(p.cfg.retryBackoff)
+				continue
+			}
+			if len(pp.inflight) > 0 && pp.inflight[0].broker != leader {
+				continue // let the old leader answer first
+			}
+			s := p.sinkLocked(leader)
+			if !s.canSend(len(byBroker[leader]) > 0) {
+				continue
+			}
+			if err := p.prepareLocked(pp, head); err != nil {
+				pp.queued = pp.queued[1:]
+				p.completeLocked(head, -1, err)
+				continue
+			}
 			pp.queued = pp.queued[1:]
-			p.completeLocked(head, -1, err)
-			continue
+			head.broker = leader
+			head.sentOnce = true
+			head.attempts++
+			if !head.inWindow {
+				head.inWindow = true
+				pp.window = append(pp.window, head)
+			}
+			pp.inflight = append(pp.inflight, head)
+			byBroker[leader] = append(byBroker[leader], head)
 		}
-		pp.queued = pp.queued[1:]
-		head.broker = leader
-		head.sentOnce = true
-		head.attempts++
-		if !head.inWindow {
-			head.inWindow = true
-			pp.window = append(pp.window, head)
+		if len(byBroker) == 0 {
+			break
 		}
-		pp.inflight = append(pp.inflight, head)
-		byBroker[leader] = append(byBroker[leader], head)
-	}
-	for id, bs := range byBroker {
-		p.sinks[id].send(bs)
+		for id, bs := range byBroker {
+			p.sinks[id].send(bs)
+		}
 	}
 	if needMeta {
 		go p.refreshMeta()
