@@ -19,7 +19,9 @@
 #              $WINDOW publishes awaiting their ack.
 # Rows: unthrottled produce of 1 KiB and 100 B records; the same with fsync
 # per write; send->ack and send->consumer latency at a fixed offered load
-# (RATE msgs/s for FIXED_SECS); Strand only: 100 ms transactions against the
+# (RATE msgs/s for FIXED_SECS; the first second's messages, the clients'
+# start-up, are left out of these latencies on both sides: Strand's
+# --warmup-records, KIP-1052's, and jsload's -warmup); Strand only: 100 ms transactions against the
 # idempotent producer, read_committed against read_uncommitted consumption
 # (of the transactional topic, CONSUME_REPS times each), and send->consumer
 # latency with transactions.
@@ -154,6 +156,7 @@ func main() {
 	window := flag.Int("window", 256, "max publishes awaiting an ack")
 	rate := flag.Float64("rate", 0, "offered load in msgs/s (0: as fast as the window allows)")
 	e2e := flag.Bool("e2e", false, "also measure publish->delivery through an ordered consumer")
+	warmup := flag.Int("warmup", 0, "leave the first N messages out of the latencies (as strand perf --warmup-records)")
 	timeout := flag.Duration("timeout", 180*time.Second, "overall deadline")
 	flag.Parse()
 	if *stream == "" || *subject == "" || (*msgs <= 0 && *dur <= 0) {
@@ -181,7 +184,12 @@ func main() {
 		e2eMu  sync.Mutex
 		e2eLat []time.Duration
 		recvN  atomic.Int64
+		// messages stamped before steadyFrom (ns) are the warm-up
+		steadyFrom atomic.Int64
 	)
+	if *warmup > 0 {
+		steadyFrom.Store(math.MaxInt64)
+	}
 	if *e2e {
 		if *size < 8 {
 			log.Fatal("-e2e needs -size >= 8")
@@ -203,9 +211,11 @@ func main() {
 			now := time.Now().UnixNano()
 			if d := m.Data(); len(d) >= 8 {
 				sent := int64(binary.BigEndian.Uint64(d))
-				e2eMu.Lock()
-				e2eLat = append(e2eLat, time.Duration(now-sent))
-				e2eMu.Unlock()
+				if sent >= steadyFrom.Load() {
+					e2eMu.Lock()
+					e2eLat = append(e2eLat, time.Duration(now-sent))
+					e2eMu.Unlock()
+				}
 				recvN.Add(1)
 			}
 		})
@@ -262,7 +272,11 @@ func main() {
 			log.Fatalf("deadline after %d publishes", sent)
 		}
 		if *e2e {
-			binary.BigEndian.PutUint64(payload, uint64(time.Now().UnixNano()))
+			ns := time.Now().UnixNano()
+			if *warmup > 0 && sent == *warmup {
+				steadyFrom.Store(ns)
+			}
+			binary.BigEndian.PutUint64(payload, uint64(ns))
 		}
 		f, err := js.PublishAsync(*subject, payload, jetstream.WithStallWait(10*time.Second))
 		if err != nil {
@@ -275,6 +289,9 @@ func main() {
 		log.Fatal(err)
 	}
 	el := time.Since(start).Seconds()
+	if *warmup > 0 && *warmup < len(ackLat) {
+		ackLat = ackLat[*warmup:] // acks arrive in publish order
+	}
 	slices.Sort(ackLat)
 	r := float64(sent) / el
 	fmt.Printf("RESULT msgs=%d secs=%.3f rate=%.1f mibps=%.2f window=%d offered=%.0f ack_p50_us=%.0f ack_p99_us=%.0f ack_p999_us=%.0f",
@@ -289,7 +306,7 @@ func main() {
 		e2eMu.Unlock()
 		slices.Sort(l)
 		fmt.Printf(" e2e_n=%d e2e_p50_us=%.0f e2e_p99_us=%.0f e2e_p999_us=%.0f",
-			len(l), quantile(l, 0.5), quantile(l, 0.99), quantile(l, 0.999))
+			recvN.Load(), quantile(l, 0.5), quantile(l, 0.99), quantile(l, 0.999))
 	}
 	fmt.Println()
 }
@@ -621,8 +638,8 @@ for r in $(seq 1 "$ROUNDS"); do
   # JetStream); with the default 16 KiB batches they hold 80.
   pair 's_produce s.p1k p1k "$S_1K" 1024; s_produce s.p1kw p1kw "$S_1KW" 1024 --producer-props batch.size=65536' 'j_run j.p1k "$J_1K" 1024'
   pair 's_produce s.p100 p100 "$S_100" 100' 'j_run j.p100 "$J_100" 100'
-  pair 's_produce s.lat lat $((RATE * FIXED_SECS)) 1024 --throughput "$RATE"' 'j_run j.lat 0 1024 -rate "$RATE"'
-  pair 's_e2e s.e2e e2e --isolation-level read_committed' 'j_run j.e2e 0 1024 -rate "$RATE" -e2e'
+  pair 's_produce s.lat lat $((RATE * FIXED_SECS)) 1024 --throughput "$RATE" --warmup-records "$RATE"' 'j_run j.lat 0 1024 -rate "$RATE" -warmup "$RATE"'
+  pair 's_e2e s.e2e e2e --isolation-level read_committed --warmup-records "$RATE"' 'j_run j.e2e 0 1024 -rate "$RATE" -e2e -warmup "$RATE"'
   js_stop
 
   # Strand only: transactions and isolation levels (the idempotent baseline
@@ -640,7 +657,7 @@ for r in $(seq 1 "$ROUNDS"); do
     if (((r + rep) % 2 == 0)); then order=(read_committed read_uncommitted); else order=(read_uncommitted read_committed); fi
     for iso in "${order[@]}"; do s_consume "s.${iso#read_}" txn "$S_TXN" "$iso"; done
   done
-  s_e2e s.txe2e txe2e --transactional-id e2e --transaction-duration-ms 100 --isolation-level read_committed
+  s_e2e s.txe2e txe2e --transactional-id e2e --transaction-duration-ms 100 --isolation-level read_committed --warmup-records "$RATE"
 
   # fsync per write: Strand flush.messages=1, JetStream sync_interval: always.
   for t in f1k f100; do strand_topic "$t" flush.messages=1 || true; done

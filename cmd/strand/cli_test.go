@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -126,4 +127,48 @@ func TestCLI(t *testing.T) {
 	mustContain(t, run(t, "", "cluster", "describe", b), "ActiveController: 1", "voter (active)")
 	run(t, "", "health", "--addr", n.Addr())
 	mustContain(t, run(t, "", "topics", "delete", "orders", b), "Deleted topic orders.")
+}
+
+// TestPerfWarmup: --warmup-records adds a steady-state line (perf produce)
+// and leaves the warm-up out of the latencies (perf e2e), while every
+// record is still sent and received.
+func TestPerfWarmup(t *testing.T) {
+	n := testutil.StartDev(t, t.TempDir())
+	b := "--bootstrap=" + n.Addr()
+	run(t, "", "topics", "create", "pw", "--partitions", "1", b)
+	out := run(t, "", "perf", "produce", "--topic", "pw", "--num-records", "3000", "--record-size", "100",
+		"--throughput", "3000", "--warmup-records", "1000", b)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) < 2 {
+		t.Fatalf("perf produce printed:\n%s", out)
+	}
+	whole, steady := lines[len(lines)-2], lines[len(lines)-1]
+	if !strings.HasPrefix(whole, "3000 records sent, ") || !strings.Contains(whole, " ms 99.9th.") {
+		t.Fatalf("whole-run line: %q", whole)
+	}
+	if !strings.HasPrefix(steady, "2000 steady state records sent, ") || !strings.Contains(steady, " ms 99th, ") {
+		t.Fatalf("steady-state line: %q", steady)
+	}
+	out = run(t, "", "perf", "e2e", "--topic", "pw", "--throughput", "2000", "--duration", "1s", "--warmup-records", "500", b)
+	mustContain(t, out, "Percentiles: 50th = ", "(latencies leave out the first 500 records, the warm-up)")
+	var sent, recv int
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "(") && strings.Contains(l, "offered") {
+			if _, err := fmt.Sscanf(l, "(%d records at", &sent); err != nil {
+				t.Fatal(err)
+			}
+			i := strings.LastIndex(l, ", ")
+			if _, err := fmt.Sscanf(l[i+2:], "%d received)", &recv); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if sent < 1000 || recv != sent {
+		t.Fatalf("perf e2e sent %d, received %d:\n%s", sent, recv, out)
+	}
+	// The flag is checked.
+	cmd := exec.Command(binary, "perf", "produce", "--topic", "pw", "--num-records", "10", "--record-size", "10", "--warmup-records", "10", b)
+	if o, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(o), "--warmup-records") {
+		t.Fatalf("--warmup-records 10 of 10 records: err %v, output %s", err, o)
+	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -82,6 +83,7 @@ func perfProduceCmd() *cobra.Command {
 	var throughput float64
 	var txnMs int
 	var props []string
+	var warmup int64
 	cmd := &cobra.Command{
 		Use:   "produce",
 		Short: "Produce records at a target rate and report throughput and latency",
@@ -90,10 +92,15 @@ func perfProduceCmd() *cobra.Command {
 kafka-producer-perf-test: a line every 5 s and a final line with the average,
 maximum and percentile latencies (send to acknowledgement, per record).
 With --transactional-id every --transaction-duration-ms the transaction is
-committed and a new one begun.`,
+committed and a new one begun. With --warmup-records N (KIP-1052) a second
+final line, "steady state", leaves out the first N records: the producer's
+start (metadata, producer id, connections) is in them.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if topic == "" || num <= 0 || size <= 0 {
 				return fmt.Errorf("--topic, --num-records and --record-size are required")
+			}
+			if warmup < 0 || warmup >= num {
+				return fmt.Errorf("--warmup-records must be at least 0 and less than --num-records")
 			}
 			opts, err := producerOpts(props, acks)
 			if err != nil {
@@ -125,8 +132,9 @@ committed and a new one begun.`,
 			for i := range payload {
 				payload[i] = byte('a' + i%26)
 			}
-			total, window := perf.NewHistogram(), perf.NewHistogram()
-			var acked, failed, wBytes atomic.Int64
+			total, window, steady := perf.NewHistogram(), perf.NewHistogram(), perf.NewHistogram()
+			var acked, failed, wBytes, steadyAcked atomic.Int64
+			var steadyStart time.Time
 			var firstErr atomic.Value
 			throttle := perf.NewThrottle(throughput)
 			start := time.Now()
@@ -157,6 +165,10 @@ committed and a new one begun.`,
 			for i := int64(0); i < num && ctx.Err() == nil; i++ {
 				throttle.Wait()
 				sent := time.Now()
+				inSteady := warmup > 0 && i >= warmup
+				if warmup > 0 && i == warmup {
+					steadyStart = sent
+				}
 				p.Produce(ctx, &client.Record{Topic: topic, Value: payload}, func(_ *client.Record, err error) {
 					if err != nil {
 						failed.Add(1)
@@ -166,6 +178,10 @@ committed and a new one begun.`,
 					d := time.Since(sent)
 					total.Record(d)
 					window.Record(d)
+					if inSteady {
+						steady.Record(d)
+						steadyAcked.Add(1)
+					}
 					acked.Add(1)
 					wBytes.Add(int64(size))
 				})
@@ -194,6 +210,12 @@ committed and a new one begun.`,
 			fmt.Printf("%d records sent, %.1f records/sec (%.2f MB/sec), %.2f ms avg latency, %.2f ms max latency, %.2f ms 50th, %.2f ms 95th, %.2f ms 99th, %.2f ms 99.9th.\n",
 				n, float64(n)/elapsed, float64(wBytes.Load())/elapsed/(1<<20), ms(total.Mean()), ms(total.Max()),
 				ms(total.Quantile(0.5)), ms(total.Quantile(0.95)), ms(total.Quantile(0.99)), ms(total.Quantile(0.999)))
+			if warmup > 0 && !steadyStart.IsZero() {
+				sn, secs := steadyAcked.Load(), elapsed-steadyStart.Sub(start).Seconds()
+				fmt.Printf("%d steady state records sent, %.1f records/sec (%.2f MB/sec), %.2f ms avg latency, %.2f ms max latency, %.2f ms 50th, %.2f ms 95th, %.2f ms 99th, %.2f ms 99.9th.\n",
+					sn, float64(sn)/secs, float64(sn)*float64(size)/secs/(1<<20), ms(steady.Mean()), ms(steady.Max()),
+					ms(steady.Quantile(0.5)), ms(steady.Quantile(0.95)), ms(steady.Quantile(0.99)), ms(steady.Quantile(0.999)))
+			}
 			if f := failed.Load(); f > 0 {
 				return fmt.Errorf("%d records failed; first: %v", f, firstErr.Load())
 			}
@@ -209,6 +231,7 @@ committed and a new one begun.`,
 	f.StringVar(&txnID, "transactional-id", "", "produce in transactions")
 	f.IntVar(&txnMs, "transaction-duration-ms", 0, "commit every this many ms (default 3000 with --transactional-id)")
 	f.StringArrayVar(&props, "producer-props", nil, "producer properties key=value (linger.ms, batch.size, max.in.flight.requests.per.connection, buffer.memory, compression.type, enable.idempotence)")
+	f.Int64Var(&warmup, "warmup-records", 0, "also report the steady state: all but the first N records")
 	return cmd
 }
 
@@ -321,6 +344,7 @@ func perfE2ECmd() *cobra.Command {
 	var props []string
 	var rate float64
 	var duration time.Duration
+	var warmup int64
 	var size, txnMs int
 	cmd := &cobra.Command{
 		Use:   "e2e",
@@ -378,7 +402,13 @@ func perfE2ECmd() *cobra.Command {
 			defer c.Close(context.Background())
 			c.Assign(assign)
 			hist := perf.NewHistogram()
-			var sentN atomic.Int64
+			var sentN, recvN atomic.Int64
+			// Records sent before steadyFrom (ns) are the warm-up: received
+			// and counted, but left out of the latencies.
+			var steadyFrom atomic.Int64
+			if warmup > 0 {
+				steadyFrom.Store(math.MaxInt64)
+			}
 			cctx, cancel := context.WithCancel(ctx)
 			defer cancel()
 			recvDone := make(chan struct{})
@@ -396,7 +426,10 @@ func perfE2ECmd() *cobra.Command {
 							for i := 0; i < 8; i++ {
 								ns = ns<<8 | int64(r.Value[i])
 							}
-							hist.Record(time.Duration(now - ns))
+							recvN.Add(1)
+							if ns >= steadyFrom.Load() {
+								hist.Record(time.Duration(now - ns))
+							}
 						}
 					}
 				}
@@ -419,9 +452,13 @@ func perfE2ECmd() *cobra.Command {
 				throttle.Wait()
 				v := make([]byte, max(size, 8))
 				ns := time.Now().UnixNano()
+				ns0 := ns
 				for i := 7; i >= 0; i-- {
 					v[i] = byte(ns)
 					ns >>= 8
+				}
+				if warmup > 0 && sentN.Load() == warmup {
+					steadyFrom.Store(ns0)
 				}
 				p.Produce(ctx, &client.Record{Topic: topic, Value: v}, nil)
 				sentN.Add(1)
@@ -441,14 +478,17 @@ func perfE2ECmd() *cobra.Command {
 				}
 			}
 			_ = p.Flush(ctx)
-			for i := 0; i < 100 && hist.Count() < uint64(sentN.Load()); i++ {
+			for i := 0; i < 100 && recvN.Load() < sentN.Load(); i++ {
 				time.Sleep(50 * time.Millisecond)
 			}
 			cancel()
 			<-recvDone
 			fmt.Printf("Avg latency: %.4f ms\n", ms(hist.Mean()))
 			fmt.Printf("Percentiles: 50th = %.2f, 99th = %.2f, 99.9th = %.2f (ms)\n", ms(hist.Quantile(0.5)), ms(hist.Quantile(0.99)), ms(hist.Quantile(0.999)))
-			fmt.Printf("(%d records at %.0f records/s offered, %d received)\n", sentN.Load(), rate, hist.Count())
+			fmt.Printf("(%d records at %.0f records/s offered, %d received)\n", sentN.Load(), rate, recvN.Load())
+			if warmup > 0 {
+				fmt.Printf("(latencies leave out the first %d records, the warm-up)\n", warmup)
+			}
 			return nil
 		},
 	}
@@ -462,5 +502,6 @@ func perfE2ECmd() *cobra.Command {
 	f.StringVar(&isolation, "isolation-level", "read_committed", "the consumer's isolation level")
 	f.StringVar(&acks, "acks", "all", "acks: all, 1 or 0")
 	f.StringArrayVar(&props, "producer-props", nil, "producer properties key=value, as for perf produce")
+	f.Int64Var(&warmup, "warmup-records", 0, "leave the first N records (the producer's and consumer's start) out of the latencies")
 	return cmd
 }
