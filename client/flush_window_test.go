@@ -30,7 +30,7 @@ type holdingBroker struct {
 func (b *holdingBroker) Metadata(ctx context.Context, req *pb.MetadataRequest) (*pb.MetadataResponse, error) {
 	return &pb.MetadataResponse{ClusterId: "c", ControllerId: 1,
 		Brokers: []*pb.BrokerInfo{{NodeId: 1, Address: b.addr}},
-		Topics: []*pb.TopicMetadata{{Name: "t", Partitions: []*pb.PartitionMetadata{{Partition: 0, LeaderId: 1, Replicas: []int32{1}, Isr: []int32{1}}}}}}, nil
+		Topics:  []*pb.TopicMetadata{{Name: "t", Partitions: []*pb.PartitionMetadata{{Partition: 0, LeaderId: 1, Replicas: []int32{1}, Isr: []int32{1}}}}}}, nil
 }
 
 func (b *holdingBroker) Produce(stream pb.Producer_ProduceServer) error {
