@@ -35,6 +35,7 @@ func (m *Manager) FetchInto(ctx context.Context, req *pb.FetchRequest, alloc log
 	if sess == nil {
 		return m.fetch(ctx, req, alloc)
 	}
+	defer sess.release()
 	resp := m.fetch(ctx, &pb.FetchRequest{ReplicaId: req.ReplicaId, ReplicaEpoch: req.ReplicaEpoch, MaxWaitMs: req.MaxWaitMs,
 		MinBytes: req.MinBytes, MaxBytes: req.MaxBytes, IsolationLevel: req.IsolationLevel, Partitions: sess.partitions()}, alloc)
 	sess.trim(resp, added)

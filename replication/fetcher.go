@@ -328,7 +328,7 @@ func (f *fetcher) fetch(client pb.ConsumerClient, sts []*fetchState) bool {
 	}
 	// A session does not repeat a HW this log could not take yet.
 	for _, st := range sts {
-		if st.leaderHW < 0 {
+		if st.leaderHW < 0 || !f.current(st) {
 			continue
 		}
 		hw := st.leaderHW
@@ -345,6 +345,9 @@ func (f *fetcher) fetch(client pb.ConsumerClient, sts []*fetchState) bool {
 func (f *fetcher) handle(st *fetchState, r *pb.FetchPartitionResponse) bool {
 	m := f.m
 	p := st.p
+	if r.ErrorCode != pb.ErrorCode_NONE {
+		st.leaderHW = -1 // the next good answer brings the HW again
+	}
 	switch r.ErrorCode {
 	case pb.ErrorCode_NONE:
 	case pb.ErrorCode_OFFSET_OUT_OF_RANGE:

@@ -208,10 +208,10 @@ func (s *fetchSession) partitions() []*pb.FetchPartition {
 	return out
 }
 
-// trim keeps in resp only what the follower does not know yet, remembers
-// what it was told, and unlocks the session.
+// trim keeps in resp only what the follower does not know yet and
+// remembers what it was told. The caller holds the session (begin) and
+// releases it after.
 func (s *fetchSession) trim(resp *pb.FetchResponse, added map[log.PartitionKey]bool) {
-	defer s.mu.Unlock()
 	kept := resp.Partitions[:0]
 	for _, r := range resp.Partitions {
 		k := log.PartitionKey{Topic: r.Topic, Partition: r.Partition}
@@ -221,7 +221,13 @@ func (s *fetchSession) trim(resp *pb.FetchResponse, added map[log.PartitionKey]b
 			r.CurrentLeaderId == sp.leaderID && r.CurrentLeaderEpoch == sp.leaderEpoch {
 			continue
 		}
-		if sp != nil {
+		switch {
+		case sp == nil:
+		case r.ErrorCode != pb.ErrorCode_NONE:
+			// A follower takes nothing from an error answer (not even the
+			// HW it may carry): answer this partition in full next time.
+			sp.told = false
+		default:
 			sp.told = true
 			sp.hw, sp.lso, sp.logStart = r.HighWatermark, r.LastStableOffset, r.LogStartOffset
 			sp.leaderID, sp.leaderEpoch = r.CurrentLeaderId, r.CurrentLeaderEpoch
@@ -235,5 +241,5 @@ func (s *fetchSession) trim(resp *pb.FetchResponse, added map[log.PartitionKey]b
 	resp.SessionId = s.id
 }
 
-// release unlocks a session whose request failed before trim.
+// release unlocks a session that begin returned.
 func (s *fetchSession) release() { s.mu.Unlock() }

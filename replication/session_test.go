@@ -63,6 +63,7 @@ func TestFetchSessionLifecycle(t *testing.T) {
 	}
 	resp := &pb.FetchResponse{Partitions: []*pb.FetchPartitionResponse{quiet("a", 0, 5), quiet("b", 0, 0), quiet("b", 1, 0)}}
 	s.trim(resp, added)
+	s.release()
 	if len(resp.Partitions) != 3 || resp.SessionId != s.id {
 		t.Fatalf("open answer: %v, session %d", names(resp), resp.SessionId)
 	}
@@ -85,6 +86,7 @@ func TestFetchSessionLifecycle(t *testing.T) {
 	hwMoved := quiet("a", 0, 9)
 	resp = &pb.FetchResponse{Partitions: []*pb.FetchPartitionResponse{hwMoved, withRecords, quiet("b", 1, 0)}}
 	s.trim(resp, added)
+	s.release()
 	if got := names(resp); len(got) != 2 || got[0] != "a-0" || got[1] != "b-0" {
 		t.Fatalf("epoch 2 answered %v; want a-0 (HW moved) and b-0 (records)", got)
 	}
@@ -98,6 +100,7 @@ func TestFetchSessionLifecycle(t *testing.T) {
 	failed.ErrorCode = pb.ErrorCode_NOT_LEADER_OR_FOLLOWER
 	resp = &pb.FetchResponse{Partitions: []*pb.FetchPartitionResponse{quiet("a", 0, 9), quiet("b", 0, 0), failed}}
 	s.trim(resp, nil)
+	s.release()
 	if got := names(resp); len(got) != 1 || got[0] != "b-1" {
 		t.Fatalf("epoch 3 answered %v; want only the error of b-1", got)
 	}
@@ -107,6 +110,7 @@ func TestFetchSessionLifecycle(t *testing.T) {
 	moved.CurrentLeaderEpoch = 4
 	resp = &pb.FetchResponse{Partitions: []*pb.FetchPartitionResponse{moved, quiet("b", 0, 0)}}
 	s.trim(resp, nil)
+	s.release()
 	if got := names(resp); len(got) != 1 || got[0] != "a-0" {
 		t.Fatalf("epoch 4 answered %v; want a-0 (leader epoch moved)", got)
 	}
@@ -127,6 +131,7 @@ func TestFetchSessionLifecycle(t *testing.T) {
 	still.CurrentLeaderEpoch = 4
 	resp = &pb.FetchResponse{Partitions: []*pb.FetchPartitionResponse{still, quiet("b", 0, 0), quiet("c", 0, 0)}}
 	s.trim(resp, added)
+	s.release()
 	if got := names(resp); len(got) != 1 || got[0] != "c-0" {
 		t.Fatalf("epoch 5 answered %v; want the new c-0", got)
 	}
@@ -183,5 +188,36 @@ func TestFetchSessionRefusals(t *testing.T) {
 	off := newSessionCache(0)
 	if s, _, err := off.begin(&pb.FetchRequest{ReplicaId: 2, SessionEpoch: 1}); s != nil || err != nil || off.len() != 0 {
 		t.Fatalf("slots 0: session %v, err %v; want a declined (full) fetch", s, err)
+	}
+}
+
+// TestFetchSessionAnswersInFullAfterAnError: a follower takes nothing from
+// an error answer, so the state that answer carried (here a new HW) must
+// be sent again once the partition answers without error.
+func TestFetchSessionAnswersInFullAfterAnError(t *testing.T) {
+	c := newSessionCache(1000)
+	s, added, err := c.begin(&pb.FetchRequest{ReplicaId: 2, SessionEpoch: 1, Partitions: []*pb.FetchPartition{fp("a", 0, 5)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.trim(&pb.FetchResponse{Partitions: []*pb.FetchPartitionResponse{quiet("a", 0, 5)}}, added)
+	s.release()
+
+	s, _, _ = c.begin(&pb.FetchRequest{ReplicaId: 2, SessionId: s.id, SessionEpoch: 2})
+	failed := quiet("a", 0, 9) // the HW moved, but the read failed
+	failed.ErrorCode = pb.ErrorCode_KAFKA_STORAGE_ERROR
+	resp := &pb.FetchResponse{Partitions: []*pb.FetchPartitionResponse{failed}}
+	s.trim(resp, nil)
+	s.release()
+	if len(resp.Partitions) != 1 {
+		t.Fatal("an error answer was left out")
+	}
+
+	s, _, _ = c.begin(&pb.FetchRequest{ReplicaId: 2, SessionId: s.id, SessionEpoch: 3})
+	resp = &pb.FetchResponse{Partitions: []*pb.FetchPartitionResponse{quiet("a", 0, 9)}}
+	s.trim(resp, nil)
+	s.release()
+	if got := names(resp); len(got) != 1 || got[0] != "a-0" {
+		t.Fatalf("after an error the HW 9 was not sent again: answered %v", got)
 	}
 }

@@ -50,9 +50,16 @@ func setup() {
 		return
 	}
 	start, err1 := strconv.Atoi(f[0])
-	if err1 == nil && start > lo+1000 && start < hi+1 {
-		hi = start
+	end, err2 := strconv.Atoi(f[1])
+	switch {
+	case err1 != nil || err2 != nil:
+	case start > lo+1000:
+		hi = min(hi, start)
+	case end < 64535: // the range starts low: use what lies above it
+		lo, hi = end+1, 65536
 	}
+	// Otherwise no range is outside the ephemeral one; the flock claims
+	// and the bind check still keep test binaries from colliding.
 }
 
 // Addr returns "127.0.0.1:port" for a port claimed for this process.
@@ -64,6 +71,7 @@ func Addr() (string, error) {
 	if err := os.MkdirAll(dir, 0o777); err != nil {
 		return "", err
 	}
+	_ = os.Chmod(dir, 0o777|os.ModeSticky) // shared by every user's tests, whatever the umask
 	for range 2000 {
 		p := lo + rand.IntN(hi-lo)
 		if _, ok := held[p]; ok {
