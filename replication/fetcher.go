@@ -308,13 +308,9 @@ func (f *fetcher) fetch(client pb.ConsumerClient, sts []*fetchState) bool {
 	case resp.SessionId == 0: // no session (declined, or sessions are off)
 		f.sessID, f.told = 0, nil
 	case f.sessID == 0:
-		f.sessID, f.sessEpoch, f.told = resp.SessionId, sessionOpen+1, now
+		f.sessID, f.sessEpoch, f.told = resp.SessionId, nextSessionEpoch(sessionOpen), now
 	default:
-		f.sessEpoch++
-		if f.sessEpoch <= sessionOpen {
-			f.sessEpoch = sessionOpen + 1
-		}
-		f.told = now
+		f.sessEpoch, f.told = nextSessionEpoch(f.sessEpoch), now
 	}
 	ok := true
 	for _, r := range resp.Partitions {

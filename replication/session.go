@@ -30,6 +30,15 @@ const (
 	sessionClose int32 = -1
 )
 
+// nextSessionEpoch is the epoch after e; it wraps to 2, past the reserved
+// values, as both sides count it.
+func nextSessionEpoch(e int32) int32 {
+	if e++; e <= sessionOpen {
+		return sessionOpen + 1
+	}
+	return e
+}
+
 // fetchSession is a leader's memory of one follower's fetch.
 type fetchSession struct {
 	id      int32
@@ -117,7 +126,7 @@ func (c *sessionCache) begin(req *pb.FetchRequest) (*fetchSession, map[log.Parti
 	case req.SessionEpoch < sessionClose:
 		return nil, nil, errs.New(pb.ErrorCode_INVALID_FETCH_SESSION_EPOCH, "fetch session epoch %d is not valid", req.SessionEpoch)
 	case req.SessionEpoch == sessionOpen:
-		s := &fetchSession{replica: req.ReplicaId, epoch: sessionOpen + 1, parts: map[log.PartitionKey]*sessionPart{}}
+		s := &fetchSession{replica: req.ReplicaId, epoch: nextSessionEpoch(sessionOpen), parts: map[log.PartitionKey]*sessionPart{}}
 		added := map[log.PartitionKey]bool{}
 		for _, fp := range req.Partitions {
 			k := log.PartitionKey{Topic: fp.Topic, Partition: fp.Partition}
@@ -164,10 +173,7 @@ func (c *sessionCache) begin(req *pb.FetchRequest) (*fetchSession, map[log.Parti
 		s.mu.Unlock()
 		return nil, nil, errs.New(pb.ErrorCode_INVALID_FETCH_SESSION_EPOCH, "fetch session %d expects epoch %d, not %d", req.SessionId, want, req.SessionEpoch)
 	}
-	s.epoch++
-	if s.epoch <= sessionOpen { // wrapped around
-		s.epoch = sessionOpen + 1
-	}
+	s.epoch = nextSessionEpoch(s.epoch)
 	if len(req.Forgotten) > 0 {
 		for _, tp := range req.Forgotten {
 			delete(s.parts, log.PartitionKey{Topic: tp.Topic, Partition: tp.Partition})

@@ -2,6 +2,7 @@ package replication
 
 import (
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/strand-io/strand/broker/log"
@@ -184,6 +185,9 @@ func TestFetchSessionRefusals(t *testing.T) {
 	}
 	if _, _, err := c.begin(&pb.FetchRequest{ReplicaId: 2, SessionEpoch: -5}); code(err) != pb.ErrorCode_INVALID_FETCH_SESSION_EPOCH {
 		t.Fatalf("epoch -5: %v", err)
+	}
+	if e := nextSessionEpoch(math.MaxInt32); e != 2 {
+		t.Fatalf("epoch after MaxInt32 = %d; want 2 (past the reserved -1, 0 and 1)", e)
 	}
 	off := newSessionCache(0)
 	if s, _, err := off.begin(&pb.FetchRequest{ReplicaId: 2, SessionEpoch: 1}); s != nil || err != nil || off.len() != 0 {

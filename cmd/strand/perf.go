@@ -133,7 +133,7 @@ start (metadata, producer id, connections) is in them.`,
 				payload[i] = byte('a' + i%26)
 			}
 			total, window, steady := perf.NewHistogram(), perf.NewHistogram(), perf.NewHistogram()
-			var acked, failed, wBytes, steadyAcked atomic.Int64
+			var acked, failed, steadyAcked atomic.Int64
 			var steadyStart time.Time
 			var firstErr atomic.Value
 			throttle := perf.NewThrottle(throughput)
@@ -183,7 +183,6 @@ start (metadata, producer id, connections) is in them.`,
 						steadyAcked.Add(1)
 					}
 					acked.Add(1)
-					wBytes.Add(int64(size))
 				})
 				if txnID != "" && time.Since(txnStart) >= time.Duration(txnMs)*time.Millisecond {
 					if err := p.CommitTransaction(ctx); err != nil {
@@ -206,15 +205,9 @@ start (metadata, producer id, connections) is in them.`,
 			elapsed := time.Since(start).Seconds()
 			close(done)
 			wg.Wait()
-			n := acked.Load()
-			fmt.Printf("%d records sent, %.1f records/sec (%.2f MB/sec), %.2f ms avg latency, %.2f ms max latency, %.2f ms 50th, %.2f ms 95th, %.2f ms 99th, %.2f ms 99.9th.\n",
-				n, float64(n)/elapsed, float64(wBytes.Load())/elapsed/(1<<20), ms(total.Mean()), ms(total.Max()),
-				ms(total.Quantile(0.5)), ms(total.Quantile(0.95)), ms(total.Quantile(0.99)), ms(total.Quantile(0.999)))
+			printPerfSummary("records sent", acked.Load(), elapsed, size, total)
 			if warmup > 0 && !steadyStart.IsZero() {
-				sn, secs := steadyAcked.Load(), elapsed-steadyStart.Sub(start).Seconds()
-				fmt.Printf("%d steady state records sent, %.1f records/sec (%.2f MB/sec), %.2f ms avg latency, %.2f ms max latency, %.2f ms 50th, %.2f ms 95th, %.2f ms 99th, %.2f ms 99.9th.\n",
-					sn, float64(sn)/secs, float64(sn)*float64(size)/secs/(1<<20), ms(steady.Mean()), ms(steady.Max()),
-					ms(steady.Quantile(0.5)), ms(steady.Quantile(0.95)), ms(steady.Quantile(0.99)), ms(steady.Quantile(0.999)))
+				printPerfSummary("steady state records sent", steadyAcked.Load(), elapsed-steadyStart.Sub(start).Seconds(), size, steady)
 			}
 			if f := failed.Load(); f > 0 {
 				return fmt.Errorf("%d records failed; first: %v", f, firstErr.Load())
@@ -236,6 +229,14 @@ start (metadata, producer id, connections) is in them.`,
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// printPerfSummary prints kafka-producer-perf-test's final line for n
+// records of size bytes acknowledged over secs, with h's latencies.
+func printPerfSummary(what string, n int64, secs float64, size int, h *perf.Histogram) {
+	fmt.Printf("%d %s, %.1f records/sec (%.2f MB/sec), %.2f ms avg latency, %.2f ms max latency, %.2f ms 50th, %.2f ms 95th, %.2f ms 99th, %.2f ms 99.9th.\n",
+		n, what, float64(n)/secs, float64(n)*float64(size)/secs/(1<<20), ms(h.Mean()), ms(h.Max()),
+		ms(h.Quantile(0.5)), ms(h.Quantile(0.95)), ms(h.Quantile(0.99)), ms(h.Quantile(0.999)))
+}
 
 func isolationOpt(level string) (client.Opt, error) {
 	switch level {
