@@ -135,7 +135,7 @@ start (metadata, producer id, connections) is in them.`,
 			total, window, steady := perf.NewHistogram(), perf.NewHistogram(), perf.NewHistogram()
 			var acked, failed, steadyAcked atomic.Int64
 			var steadyStart time.Time
-			var firstErr atomic.Value
+			var firstErr firstError
 			throttle := perf.NewThrottle(throughput)
 			start := time.Now()
 			done := make(chan struct{})
@@ -172,7 +172,7 @@ start (metadata, producer id, connections) is in them.`,
 				p.Produce(ctx, &client.Record{Topic: topic, Value: payload}, func(_ *client.Record, err error) {
 					if err != nil {
 						failed.Add(1)
-						firstErr.CompareAndSwap(nil, err)
+						firstErr.set(err)
 						return
 					}
 					d := time.Since(sent)
@@ -210,7 +210,7 @@ start (metadata, producer id, connections) is in them.`,
 				printPerfSummary("steady state records sent", steadyAcked.Load(), elapsed-steadyStart.Sub(start).Seconds(), size, steady)
 			}
 			if f := failed.Load(); f > 0 {
-				return fmt.Errorf("%d records failed; first: %v", f, firstErr.Load())
+				return fmt.Errorf("%d records failed; first: %v", f, firstErr.get())
 			}
 			return nil
 		},
@@ -505,4 +505,22 @@ func perfE2ECmd() *cobra.Command {
 	f.StringArrayVar(&props, "producer-props", nil, "producer properties key=value, as for perf produce")
 	f.Int64Var(&warmup, "warmup-records", 0, "leave the first N records (the producer's and consumer's start) out of the latencies")
 	return cmd
+}
+
+// firstError keeps the first of the errors reported by concurrent
+// callbacks. (An atomic.Value panics when a later error has another
+// concrete type than the first one: it did in perf produce.)
+type firstError struct{ p atomic.Pointer[error] }
+
+func (f *firstError) set(err error) {
+	if err != nil {
+		f.p.CompareAndSwap(nil, &err)
+	}
+}
+
+func (f *firstError) get() error {
+	if e := f.p.Load(); e != nil {
+		return *e
+	}
+	return nil
 }
