@@ -40,3 +40,17 @@ func TestFirstErrorKeepsFirstOfMixedTypes(t *testing.T) {
 		t.Fatal("no error kept")
 	}
 }
+
+func TestServerGCPercentYieldsToGOGC(t *testing.T) {
+	env := map[string]string{}
+	get := func(k string) string { return env[k] }
+	if pct, ok := serverGCPercent(get); !ok || pct != defaultServerGOGC {
+		t.Fatalf("GOGC unset: got %d %v, want %d true", pct, ok, defaultServerGOGC)
+	}
+	for _, v := range []string{"50", "off"} {
+		env["GOGC"] = v
+		if _, ok := serverGCPercent(get); ok {
+			t.Fatalf("GOGC=%s: the server overrode the operator's choice", v)
+		}
+	}
+}
