@@ -110,7 +110,7 @@ func (s *producerService) handle(ctx context.Context, req *pb.ProduceRequest) (*
 		if p, perr := s.d.Repl.Partition(pr.Topic, pr.Partition); perr == nil {
 			r.LogStartOffset = p.Log.LogStartOffset()
 		}
-		if req.Acks == -1 {
+		if a.NeedsWait() {
 			needWait = true
 		} else {
 			waits[len(waits)-1] = nil

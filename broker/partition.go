@@ -241,11 +241,35 @@ func (p *Partition) AppendAsLeader(batches []byte, requiredAcks int32) (log.Appe
 		return log.AppendResult{}, l.LeaderEpoch, errs.New(pb.ErrorCode_NOT_ENOUGH_REPLICAS,
 			"%s: the ISR %v has %d replicas, fewer than min.insync.replicas=%d", p.Key, l.ISR, len(l.ISR), p.minISR)
 	}
-	res, err := p.Log.AppendAsLeader(batches, l.LeaderEpoch)
+	res, err := p.Log.AppendAsLeaderDeferred(batches, l.LeaderEpoch)
 	if err == nil && !res.Duplicate {
 		p.appended()
 	}
 	return res, l.LeaderEpoch, err
+}
+
+// WaitDurable blocks until offset is fsynced on this leader (an append
+// whose fsync the log deferred, AppendResult.FlushDeferred). It returns
+// the fsync's KAFKA_STORAGE_ERROR, NOT_LEADER_OR_FOLLOWER if leadership
+// moves first, and REQUEST_TIMED_OUT at ctx's end.
+func (p *Partition) WaitDurable(ctx context.Context, offset int64, epoch int32) error {
+	for {
+		p.mu.Lock()
+		ch := p.hwWait // leadership changes close it
+		p.mu.Unlock()
+		if l := p.Leadership(); l.Role != RoleLeader || l.LeaderEpoch != epoch {
+			return errs.New(pb.ErrorCode_NOT_LEADER_OR_FOLLOWER, "%s: leadership moved (epoch %d -> %d, leader %d) before offset %d was on disk", p.Key, epoch, l.LeaderEpoch, l.Leader, offset)
+		}
+		done, err := p.Log.WaitDurable(ctx, offset, ch)
+		switch {
+		case done:
+			return nil
+		case err != nil && ctx.Err() != nil:
+			return errs.New(pb.ErrorCode_REQUEST_TIMED_OUT, "%s: offset %d not fsynced before the request timed out", p.Key, offset)
+		case err != nil:
+			return err
+		}
+	}
 }
 
 // AppendMarker writes a transaction marker if this replica leads.

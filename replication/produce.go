@@ -59,16 +59,35 @@ func (m *Manager) AppendLeader(topic string, partition int32, records []byte, ac
 	return a
 }
 
+// NeedsWait reports whether the answer must wait (call Wait): acks=all,
+// or acks=1 on a log whose fsync the append deferred.
+func (a *Append) NeedsWait() bool {
+	return a.Err == nil && (a.acks == -1 || (a.acks == 1 && a.Result.FlushDeferred))
+}
+
 // LeaderEpoch is the leader epoch the append was made under.
 func (a *Append) LeaderEpoch() int32 { return a.epoch }
 
-// Wait completes an acks=all append: it returns once the HW passes the
-// batch, REQUEST_TIMED_OUT at ctx's end, NOT_LEADER_OR_FOLLOWER if
-// leadership moves first, and NOT_ENOUGH_REPLICAS_AFTER_APPEND when the
-// ISR shrank below min.insync.replicas while waiting.
+// Wait completes an append. Under flush.messages=1 (a deferred fsync) it
+// returns once this leader has fsynced the batch, and for acks=all once the
+// HW passes it; REQUEST_TIMED_OUT at ctx's end, NOT_LEADER_OR_FOLLOWER if
+// leadership moves first, KAFKA_STORAGE_ERROR if the fsync failed, and
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below
+// min.insync.replicas while waiting.
 func (a *Append) Wait(ctx context.Context) error {
-	if a.Err != nil || a.acks != -1 {
+	if a.Err != nil || a.acks == 0 {
 		return a.Err
+	}
+	if a.Result.FlushDeferred {
+		// flush.messages=1: on this leader's disk first (for acks=1 that
+		// is all; for acks=all the HW below needs it too, but waiting
+		// here reports a failed fsync as itself instead of a timeout).
+		if err := a.p.WaitDurable(ctx, a.Result.LastOffset, a.epoch); err != nil {
+			return err
+		}
+	}
+	if a.acks != -1 {
+		return nil
 	}
 	if err := a.p.WaitForHW(ctx, a.Result.LastOffset, a.epoch); err != nil {
 		return err

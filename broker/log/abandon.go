@@ -5,10 +5,11 @@ package log
 // the page cache). Tests use it to simulate kill -9.
 func (l *Log) Abandon() {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return
+	if !l.closed {
+		l.closed = true
+		l.closeFiles()
+		l.signalFlushedLocked(nil)
 	}
-	l.closed = true
-	l.closeFiles()
+	l.mu.Unlock()
+	l.bg.Wait()
 }

@@ -1,7 +1,9 @@
 package log
 
 import (
+	"context"
 	"math"
+	"os"
 
 	"github.com/strand-io/strand/internal/errs"
 	"github.com/strand-io/strand/internal/record"
@@ -14,10 +16,13 @@ type AppendResult struct {
 	LastOffset  int64
 	// Duplicate: the batch was already in the log (same producer, epoch and
 	// sequences); nothing was written and the offsets are the original ones.
-	Duplicate    bool
-	NumMessages  int64
-	MaxTimestamp int64
-	Bytes        int
+	Duplicate bool
+	// FlushDeferred: the fsync flush.messages=1 asks for runs in the
+	// background (AppendAsLeaderDeferred); WaitDurable waits for it.
+	FlushDeferred bool
+	NumMessages   int64
+	MaxTimestamp  int64
+	Bytes         int
 }
 
 // validateBatches checks every batch in buf before anything is written, so
@@ -48,23 +53,10 @@ func validateBatches(buf []byte) ([]record.Header, error) {
 // returns the original offsets. Control batches are refused: only the
 // coordinator writes markers, through AppendMarker.
 func (l *Log) AppendAsLeader(buf []byte, leaderEpoch int32) (AppendResult, error) {
-	hs, err := validateBatches(buf)
+	hs, err := l.checkLeaderBatches(buf)
 	if err != nil {
 		return AppendResult{}, err
 	}
-	idempotent := 0
-	for i := range hs {
-		if hs[i].IsControl() {
-			return AppendResult{}, errs.New(pb.ErrorCode_INVALID_RECORD, "control batches may only be written by a transaction coordinator")
-		}
-		if hs[i].HasProducerID() {
-			idempotent++
-		}
-	}
-	if idempotent > 0 && len(hs) > 1 {
-		return AppendResult{}, errs.New(pb.ErrorCode_INVALID_RECORD, "an idempotent producer sends one batch per partition per request, got %d", len(hs))
-	}
-
 	l.mu.Lock()
 	res, err := l.appendLeaderLocked(buf, hs, leaderEpoch)
 	l.mu.Unlock()
@@ -72,6 +64,27 @@ func (l *Log) AppendAsLeader(buf []byte, leaderEpoch int32) (AppendResult, error
 		return res, err
 	}
 	return res, l.maybeFlush()
+}
+
+// checkLeaderBatches validates a client's batches before the lock.
+func (l *Log) checkLeaderBatches(buf []byte) ([]record.Header, error) {
+	hs, err := validateBatches(buf)
+	if err != nil {
+		return nil, err
+	}
+	idempotent := 0
+	for i := range hs {
+		if hs[i].IsControl() {
+			return nil, errs.New(pb.ErrorCode_INVALID_RECORD, "control batches may only be written by a transaction coordinator")
+		}
+		if hs[i].HasProducerID() {
+			idempotent++
+		}
+	}
+	if idempotent > 0 && len(hs) > 1 {
+		return nil, errs.New(pb.ErrorCode_INVALID_RECORD, "an idempotent producer sends one batch per partition per request, got %d", len(hs))
+	}
+	return hs, nil
 }
 
 func (l *Log) appendLeaderLocked(buf []byte, hs []record.Header, leaderEpoch int32) (AppendResult, error) {
@@ -368,6 +381,108 @@ func (l *Log) appendMarkerLocked(pid int64, epoch int16, coordinatorEpoch int32,
 	return MarkerResult{Offset: off, Completed: completed}, nil
 }
 
+// AppendAsLeaderDeferred is AppendAsLeader for a caller that waits for
+// durability itself: under flush.messages=1 it does not fsync before
+// returning but hands the fsync to the background flusher
+// (Result.FlushDeferred), so the next request's append runs while this
+// one's fsync does, and one fsync covers every batch appended meanwhile.
+// The high watermark still counts only fsynced offsets (DurableEnd); an
+// acks=1 answer waits for WaitDurable. Other flush policies flush as
+// AppendAsLeader does.
+func (l *Log) AppendAsLeaderDeferred(buf []byte, leaderEpoch int32) (AppendResult, error) {
+	hs, err := l.checkLeaderBatches(buf)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	l.mu.Lock()
+	res, err := l.appendLeaderLocked(buf, hs, leaderEpoch)
+	deferred := err == nil && !res.Duplicate && l.cfg.SyncEveryWrite()
+	if deferred {
+		l.startFlusherLocked()
+	}
+	l.mu.Unlock()
+	if err != nil || res.Duplicate {
+		return res, err
+	}
+	if deferred {
+		res.FlushDeferred = true
+		return res, nil
+	}
+	return res, l.maybeFlush()
+}
+
+// startFlusherLocked starts the background flusher unless it runs; a
+// running one loops until the log end is fsynced, so it covers this
+// append too.
+func (l *Log) startFlusherLocked() {
+	if l.flusherRunning || l.closed {
+		return
+	}
+	l.flusherRunning = true
+	l.bg.Add(1)
+	go l.flushLoop()
+}
+
+func (l *Log) flushLoop() {
+	defer l.bg.Done()
+	for {
+		l.mu.Lock()
+		if l.closed || l.recoveryPoint >= l.leoLocked() {
+			l.flusherRunning = false
+			l.mu.Unlock()
+			return
+		}
+		target := l.leoLocked()
+		l.mu.Unlock()
+		if err := l.FlushTo(target); err != nil {
+			// FlushTo told the waiters; the next append starts a new try.
+			l.mu.Lock()
+			l.flusherRunning = false
+			l.mu.Unlock()
+			return
+		}
+	}
+}
+
+// signalFlushedLocked records the outcome of a flush attempt (or the
+// log's closing) and wakes WaitDurable.
+func (l *Log) signalFlushedLocked(err error) {
+	if err != nil {
+		l.flushErr = err
+	}
+	close(l.flushed)
+	l.flushed = make(chan struct{})
+}
+
+// WaitDurable blocks until offset is fsynced. It returns the flush's
+// KAFKA_STORAGE_ERROR if the fsync failed, the log's error if it was
+// closed, and ctx's error at ctx's end. onWake, if not nil, is a channel
+// that also ends a wait without a result (nil is returned with done false),
+// so a caller can re-check leadership.
+func (l *Log) WaitDurable(ctx context.Context, offset int64, onWake <-chan struct{}) (done bool, err error) {
+	for {
+		l.mu.RLock()
+		rp, ch, ferr := l.recoveryPoint, l.flushed, l.flushErr
+		cerr := l.checkOpen()
+		l.mu.RUnlock()
+		switch {
+		case rp > offset:
+			return true, nil
+		case cerr != nil:
+			return false, cerr
+		case ferr != nil:
+			return false, ferr
+		}
+		select {
+		case <-ch:
+		case <-onWake:
+			return false, nil
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+}
+
 // maybeFlush applies the flush policy after an append.
 func (l *Log) maybeFlush() error {
 	l.mu.RLock()
@@ -395,6 +510,15 @@ func (l *Log) FlushTo(target int64) error {
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
 	l.mu.RLock()
+	if ferr := l.flushErr; ferr != nil {
+		// A failed fsync is not retried: Linux may have dropped the dirty
+		// pages it could not write, and a later fsync would succeed and
+		// move the recovery point (and the HW) over data that is not on
+		// disk. The log stays failed until the broker restarts and
+		// recovery checks the tail (Kafka takes the log dir offline).
+		l.mu.RUnlock()
+		return ferr
+	}
 	if l.recoveryPoint >= target || l.closed {
 		l.mu.RUnlock()
 		return nil
@@ -415,8 +539,8 @@ func (l *Log) FlushTo(target int64) error {
 	// fsync without the log lock: appends go on meanwhile. (Segments are
 	// only removed under flushMu, so the files stay open.)
 	for _, s := range dirty {
-		if err := s.f.Sync(); err != nil {
-			return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "fsync %s: %v", s.f.Name(), err)
+		if err := l.fsync(s.f); err != nil {
+			return l.flushFailed(errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "fsync %s: %v", s.f.Name(), err))
 		}
 	}
 	// The .txnindex of a segment below the recovery point is trusted at the
@@ -424,7 +548,7 @@ func (l *Log) FlushTo(target int64) error {
 	// as well.
 	for _, p := range txnFiles {
 		if err := syncFile(p); err != nil {
-			return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "fsync %s: %v", p, err)
+			return l.flushFailed(errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "fsync %s: %v", p, err))
 		}
 	}
 	l.mu.Lock()
@@ -443,12 +567,30 @@ func (l *Log) FlushTo(target int64) error {
 		l.unflushed = 0
 	}
 	l.lastFlushMs = l.clk.Now().UnixMilli()
+	l.signalFlushedLocked(nil)
 	cb := l.onRecoverPoint
 	l.mu.Unlock()
 	if cb != nil {
 		cb()
 	}
 	return nil
+}
+
+// fsync syncs a segment file (tests replace it through syncHook).
+func (l *Log) fsync(f *os.File) error {
+	if l.syncHook != nil {
+		return l.syncHook(f)
+	}
+	return f.Sync()
+}
+
+// flushFailed makes err the log's flush failure (sticky, see FlushTo),
+// wakes WaitDurable and returns err.
+func (l *Log) flushFailed(err error) error {
+	l.mu.Lock()
+	l.signalFlushedLocked(err)
+	l.mu.Unlock()
+	return err
 }
 
 // OnFlush registers a function called after every flush (the partition uses

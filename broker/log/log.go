@@ -45,6 +45,16 @@ type Log struct {
 	closed         bool
 	onRecoverPoint func()
 
+	// The background flusher of leader appends under flush.messages=1
+	// (AppendAsLeaderDeferred): at most one runs; it is the Log's, and it
+	// ends on its own once nothing is left to flush or the log is closed
+	// (Close waits for it).
+	flusherRunning bool
+	flushErr       error         // a failed fsync (sticky: see FlushTo)
+	flushed        chan struct{} // closed and replaced after every flush attempt
+	bg             sync.WaitGroup
+	syncHook       func(*os.File) error // tests: replaces a segment's fsync in FlushTo
+
 	flushMu sync.Mutex
 }
 
@@ -193,7 +203,7 @@ func Open(dir string, key PartitionKey, cfg Config, recoveryPoint int64, clk clo
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	l := &Log{dir: dir, key: key, clk: clk, cfg: cfg, psm: NewProducerStateManager()}
+	l := &Log{dir: dir, key: key, clk: clk, cfg: cfg, psm: NewProducerStateManager(), flushed: make(chan struct{})}
 	l.epochs.path = filepath.Join(dir, EpochCheckpointFile)
 	if err := l.recover(recoveryPoint); err != nil {
 		l.closeFiles()
@@ -222,6 +232,12 @@ func (l *Log) closeFiles() {
 // closes the files. After Close the recovery point equals the log end, so
 // the next Open rescans nothing.
 func (l *Log) Close() error {
+	err := l.close()
+	l.bg.Wait() // the background flusher sees the log closed and ends
+	return err
+}
+
+func (l *Log) close() error {
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
 	l.mu.Lock()
@@ -245,21 +261,24 @@ func (l *Log) Close() error {
 	if err := l.psm.WriteSnapshot(l.dir, l.leoLocked()); err != nil && firstErr == nil {
 		firstErr = err
 	}
-	if firstErr == nil {
+	if firstErr == nil && l.flushErr == nil {
 		l.recoveryPoint = l.leoLocked()
 	}
 	l.closeFiles()
+	l.signalFlushedLocked(nil)
 	return firstErr
 }
 
 // Delete closes the log and removes its directory.
 func (l *Log) Delete() error {
 	l.flushMu.Lock()
-	defer l.flushMu.Unlock()
 	l.mu.Lock()
 	l.closed = true
 	l.closeFiles()
+	l.signalFlushedLocked(nil)
 	l.mu.Unlock()
+	l.flushMu.Unlock()
+	l.bg.Wait()
 	return os.RemoveAll(l.dir)
 }
 

@@ -1,0 +1,191 @@
+package log
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/strand-io/strand/internal/errs"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// gatedSync is a segment fsync that tests can hold: every call announces
+// itself on entered and waits for release.
+type gatedSync struct {
+	calls   atomic.Int32
+	entered chan struct{}
+	release chan struct{}
+}
+
+func newGatedSync() *gatedSync {
+	return &gatedSync{entered: make(chan struct{}, 16), release: make(chan struct{})}
+}
+
+func (g *gatedSync) sync(f *os.File) error {
+	g.calls.Add(1)
+	g.entered <- struct{}{}
+	<-g.release
+	return f.Sync()
+}
+
+func (f *fixture) appendDeferred(s batchSpec) AppendResult {
+	f.t.Helper()
+	res, err := f.l.AppendAsLeaderDeferred(buildBatch(f.t, s), 0)
+	if err != nil {
+		f.t.Fatalf("AppendAsLeaderDeferred: %v", err)
+	}
+	return res
+}
+
+func flusherRunning(l *Log) bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.flusherRunning
+}
+
+// Under flush.messages=1 a leader append returns before its fsync; appends
+// made while an fsync runs share the next one; WaitDurable and the durable
+// end (what counts towards the HW) follow the fsyncs, not the appends.
+func TestDeferredLeaderFlushGroupsAppends(t *testing.T) {
+	cfg := testConfig()
+	cfg.FlushMessages = 1
+	f := newFixture(t, cfg)
+	g := newGatedSync()
+	f.l.syncHook = g.sync
+
+	r1 := f.appendDeferred(plain(2, f.nowMs()))
+	if !r1.FlushDeferred {
+		t.Fatal("flush.messages=1: the append did not defer its fsync")
+	}
+	select {
+	case <-g.entered: // the background fsync of r1 runs, and is held
+	case <-time.After(5 * time.Second):
+		t.Fatal("no background fsync started")
+	}
+	// More appends while that fsync is held: they do not wait for it.
+	r2 := f.appendDeferred(plain(3, f.nowMs()))
+	r3 := f.appendDeferred(plain(1, f.nowMs()))
+	if de := f.l.DurableEnd(); de != 0 {
+		t.Fatalf("durable end %d while the first fsync is held, want 0", de)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	done, err := f.l.WaitDurable(ctx, r1.LastOffset, nil)
+	cancel()
+	if done || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitDurable before the fsync: done %v, err %v", done, err)
+	}
+
+	close(g.release) // every fsync from now on passes
+	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if done, err := f.l.WaitDurable(ctx, r3.LastOffset, nil); !done || err != nil {
+		t.Fatalf("WaitDurable(%d): done %v, err %v", r3.LastOffset, done, err)
+	}
+	if rp := f.l.RecoveryPoint(); rp != r3.LastOffset+1 {
+		t.Fatalf("recovery point %d, want %d", rp, r3.LastOffset+1)
+	}
+	// One fsync for r1, one for r2 and r3 together.
+	if n := g.calls.Load(); n != 2 {
+		t.Fatalf("%d fsyncs for three appends (r2 at %d, r3 at %d), want 2", n, r2.FirstOffset, r3.FirstOffset)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for flusherRunning(f.l) {
+		if time.Now().After(deadline) {
+			t.Fatal("the background flusher did not end with nothing left to flush")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// Without flush.messages=1 nothing is deferred: the HW never waits
+	// for fsyncs there.
+	c := f.l.Config()
+	c.FlushMessages = 1 << 62
+	f.l.SetConfig(c)
+	if r := f.appendDeferred(plain(1, f.nowMs())); r.FlushDeferred {
+		t.Fatal("deferred without flush.messages=1")
+	}
+}
+
+// A failed fsync is reported to every waiter and is not retried: a later
+// fsync must not move the recovery point over pages Linux may have
+// dropped.
+func TestDeferredFlushFailureIsSticky(t *testing.T) {
+	cfg := testConfig()
+	cfg.FlushMessages = 1
+	f := newFixture(t, cfg)
+	var fail atomic.Bool
+	fail.Store(true)
+	var calls atomic.Int32
+	f.l.syncHook = func(fl *os.File) error {
+		calls.Add(1)
+		if fail.Load() {
+			return errors.New("input/output error")
+		}
+		return fl.Sync()
+	}
+	r := f.appendDeferred(plain(1, f.nowMs()))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	done, err := f.l.WaitDurable(ctx, r.LastOffset, nil)
+	if done {
+		t.Fatal("durable after a failed fsync")
+	}
+	wantCode(t, err, pb.ErrorCode_KAFKA_STORAGE_ERROR)
+
+	fail.Store(false)
+	before := calls.Load()
+	r2 := f.appendDeferred(plain(1, f.nowMs()))
+	_, err = f.l.WaitDurable(ctx, r2.LastOffset, nil)
+	wantCode(t, err, pb.ErrorCode_KAFKA_STORAGE_ERROR)
+	wantCode(t, f.l.Flush(), pb.ErrorCode_KAFKA_STORAGE_ERROR)
+	if rp, de := f.l.RecoveryPoint(), f.l.DurableEnd(); rp != 0 || de != 0 {
+		t.Fatalf("recovery point %d, durable end %d after a failed fsync, want 0", rp, de)
+	}
+	if n := calls.Load(); n != before {
+		t.Fatalf("the failed log fsynced again (%d more calls)", n-before)
+	}
+	// Close does not vouch for those offsets either.
+	if err := f.l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if rp := f.l.RecoveryPoint(); rp != 0 {
+		t.Fatalf("Close moved the recovery point to %d after a failed fsync", rp)
+	}
+}
+
+// Close waits for the background flusher, and a waiter learns the log
+// closed instead of waiting out its deadline.
+func TestCloseEndsTheFlusher(t *testing.T) {
+	cfg := testConfig()
+	cfg.FlushMessages = 1
+	f := newFixture(t, cfg)
+	g := newGatedSync()
+	f.l.syncHook = g.sync
+	r := f.appendDeferred(plain(1, f.nowMs()))
+	<-g.entered
+	closed := make(chan error, 1)
+	go func() { closed <- f.l.Close() }()
+	time.AfterFunc(20*time.Millisecond, func() { close(g.release) })
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return")
+	}
+	if flusherRunning(f.l) {
+		t.Fatal("the flusher outlived Close")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// The held fsync completed before Close's own, so the batch is durable.
+	if done, err := f.l.WaitDurable(ctx, r.LastOffset, nil); !done || err != nil {
+		t.Fatalf("after Close: done %v, err %v", done, err)
+	}
+	if done, err := f.l.WaitDurable(ctx, r.LastOffset+1, nil); done || errs.CodeOf(err) != pb.ErrorCode_KAFKA_STORAGE_ERROR {
+		t.Fatalf("waiting past the end of a closed log: done %v, err %v", done, err)
+	}
+}
