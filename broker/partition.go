@@ -263,6 +263,11 @@ func (p *Partition) WaitDurable(ctx context.Context, offset int64, epoch int32) 
 		done, err := p.Log.WaitDurable(ctx, offset, ch)
 		switch {
 		case done:
+			// Still the same leadership: a truncation and new appends
+			// could otherwise have moved the recovery point past offset.
+			if l := p.Leadership(); l.Role != RoleLeader || l.LeaderEpoch != epoch {
+				continue
+			}
 			return nil
 		case err != nil && ctx.Err() != nil:
 			return errs.New(pb.ErrorCode_REQUEST_TIMED_OUT, "%s: offset %d not fsynced before the request timed out", p.Key, offset)

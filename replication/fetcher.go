@@ -371,6 +371,14 @@ func (f *fetcher) handle(st *fetchState, r *pb.FetchPartitionResponse) bool {
 	}
 	if len(r.Records) > 0 {
 		if _, err := p.AppendAsFollower(r.Records, st.leaderEpoch); err != nil {
+			if errs.CodeOf(err) == pb.ErrorCode_KAFKA_STORAGE_ERROR {
+				// The log failed (an fsync did) and takes no writes until
+				// the node restarts; its fetch offset stops, so the leader
+				// drops this replica from the ISR. Nothing to truncate.
+				m.lg.Error("replica log failed; not replicating it until restart", "partition", p.Key.String(), "err", err)
+				f.delay(st, m.cfg.FetchBackoff*10)
+				return false
+			}
 			m.lg.Warn("append replicated batches", "partition", p.Key.String(), "err", err)
 			f.mu.Lock()
 			st.truncate = true

@@ -86,6 +86,16 @@ type Manager struct {
 	// named, partitions their answers carried (fetch sessions shrink both).
 	fetchRequests, fetchNamed, fetchAnswered atomic.Int64
 
+	// Partitions whose log fsynced (flush.messages=1), for hwLoop to
+	// re-evaluate their HW. A log calls OnFlush callbacks wherever its
+	// flush ran, possibly under the partition's leaderMu (markers,
+	// follower appends), so the callback only queues: advancing the HW
+	// takes leaderEntry.mu, which ISR changes hold while they take
+	// leaderMu for writing.
+	flushedMu sync.Mutex
+	flushed   map[log.PartitionKey]struct{}
+	flushQ    chan struct{}
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -142,15 +152,49 @@ func New(cfg Config, parts *broker.Manager, ctrl ControllerClient, peers Peers, 
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{sessions: newSessionCache(cfg.FetchSessionSlots), cfg: cfg, clk: clk, lg: lg.With("node", cfg.NodeID), parts: parts, ctrl: ctrl, peers: peers, brokerEpoch: brokerEpoch,
 		leaders: map[log.PartitionKey]*leaderEntry{}, fetchers: map[int32]*fetcher{}, follows: map[log.PartitionKey]int32{},
-		alterQ: make(chan struct{}, 1), listeners: map[string][]LeaderListener{}, ctx: ctx, cancel: cancel}
+		alterQ: make(chan struct{}, 1), listeners: map[string][]LeaderListener{}, ctx: ctx, cancel: cancel,
+		flushed: map[log.PartitionKey]struct{}{}, flushQ: make(chan struct{}, 1)}
 	m.img.Store(controller.EmptyImage())
 	return m
 }
 
-// Start runs the ISR maintenance loop.
+// Start runs the ISR maintenance loop and the HW loop for fsyncs.
 func (m *Manager) Start() {
-	m.wg.Add(1)
+	m.wg.Add(2)
 	go m.isrLoop()
+	go m.hwLoop()
+}
+
+// logFlushed queues key for hwLoop (a log's OnFlush callback: it must not
+// block).
+func (m *Manager) logFlushed(key log.PartitionKey) {
+	m.flushedMu.Lock()
+	m.flushed[key] = struct{}{}
+	m.flushedMu.Unlock()
+	select {
+	case m.flushQ <- struct{}{}:
+	default:
+	}
+}
+
+// hwLoop re-evaluates the HW of partitions whose log fsynced: under
+// flush.messages=1 a leader's own offsets count only once on disk.
+func (m *Manager) hwLoop() {
+	defer m.wg.Done()
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-m.flushQ:
+		}
+		m.flushedMu.Lock()
+		keys := m.flushed
+		m.flushed = map[log.PartitionKey]struct{}{}
+		m.flushedMu.Unlock()
+		for key := range keys {
+			m.OnLeaderAppend(key)
+		}
+	}
 }
 
 // Stop stops fetchers and loops and waits for them.
@@ -298,7 +342,7 @@ func (m *Manager) becomeLeader(p *broker.Partition, np *controller.Partition) {
 		m.lg.Error("assign leader epoch", "partition", p.Key.String(), "err", err)
 	}
 	key := p.Key
-	p.Log.OnFlush(func() { m.OnLeaderAppend(key) })
+	p.Log.OnFlush(func() { m.logFlushed(key) })
 	now := m.clk.Now()
 	le.st = NewLeaderState(m.cfg.NodeID, np.Replicas, np.ISR, np.LeaderEpoch, np.PartitionEpoch, p.Log.LogEndOffset(), now)
 	if err := p.SetLeadership(leadershipOf(np, broker.RoleLeader, le.st.MaximalISR()), nil); err != nil {

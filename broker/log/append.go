@@ -51,19 +51,15 @@ func validateBatches(buf []byte) ([]record.Header, error) {
 // two header fields outside the CRC, and appends. Records are never decoded.
 // A duplicate of one of a producer's last five batches appends nothing and
 // returns the original offsets. Control batches are refused: only the
-// coordinator writes markers, through AppendMarker.
+// coordinator writes markers, through AppendMarker. Under flush.messages=1
+// it returns once the batch is fsynced (AppendAsLeaderDeferred does not wait).
 func (l *Log) AppendAsLeader(buf []byte, leaderEpoch int32) (AppendResult, error) {
-	hs, err := l.checkLeaderBatches(buf)
-	if err != nil {
-		return AppendResult{}, err
-	}
-	l.mu.Lock()
-	res, err := l.appendLeaderLocked(buf, hs, leaderEpoch)
-	l.mu.Unlock()
-	if err != nil || res.Duplicate {
+	res, err := l.AppendAsLeaderDeferred(buf, leaderEpoch)
+	if err != nil || !res.FlushDeferred {
 		return res, err
 	}
-	return res, l.maybeFlush()
+	_, err = l.WaitDurable(context.Background(), res.LastOffset, nil)
+	return res, err
 }
 
 // checkLeaderBatches validates a client's batches before the lock.
@@ -88,7 +84,7 @@ func (l *Log) checkLeaderBatches(buf []byte) ([]record.Header, error) {
 }
 
 func (l *Log) appendLeaderLocked(buf []byte, hs []record.Header, leaderEpoch int32) (AppendResult, error) {
-	if err := l.checkOpen(); err != nil {
+	if err := l.checkWritable(); err != nil {
 		return AppendResult{}, err
 	}
 	if len(hs) == 1 && hs[0].HasProducerID() {
@@ -191,7 +187,7 @@ func (l *Log) rollLocked(nowMs int64) error {
 	s := l.active()
 	base := s.next
 	if err := s.seal(); err != nil {
-		return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "seal segment %d: %v", s.base, err)
+		return l.failLocked(errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "seal segment %d: %v", s.base, err))
 	}
 	if err := l.psm.WriteSnapshot(l.dir, base); err != nil {
 		return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "producer snapshot at %d: %v", base, err)
@@ -224,6 +220,9 @@ func (l *Log) allSealedBelow(base int64) bool {
 func (l *Log) Roll() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if err := l.checkWritable(); err != nil {
+		return err
+	}
 	if l.active().size == 0 {
 		return nil
 	}
@@ -249,7 +248,7 @@ func (l *Log) AppendAsFollower(buf []byte) (AppendResult, error) {
 }
 
 func (l *Log) appendFollowerLocked(buf []byte, hs []record.Header) (AppendResult, error) {
-	if err := l.checkOpen(); err != nil {
+	if err := l.checkWritable(); err != nil {
 		return AppendResult{}, err
 	}
 	next := l.leoLocked()
@@ -308,7 +307,7 @@ func (l *Log) indexAbortLocked(done *CompletedTxn, seg *segment) error {
 	}
 	a := AbortedTxn{ProducerID: done.ProducerID, FirstOffset: done.FirstOffset, LastOffset: done.LastOffset, LastStableOffset: lso}
 	if err := seg.txn.append(a, l.cfg.SyncEveryWrite()); err != nil {
-		return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "append %s: %v", seg.txn.path, err)
+		return l.failLocked(errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "append %s: %v", seg.txn.path, err))
 	}
 	return nil
 }
@@ -343,7 +342,7 @@ func (l *Log) AppendMarkerVersion(pid int64, epoch int16, coordinatorEpoch int32
 }
 
 func (l *Log) appendMarkerLocked(pid int64, epoch int16, coordinatorEpoch int32, typ record.ControlType, leaderEpoch int32, txnVersion int32) (MarkerResult, error) {
-	if err := l.checkOpen(); err != nil {
+	if err := l.checkWritable(); err != nil {
 		return MarkerResult{}, err
 	}
 	check := l.psm.CheckMarker
@@ -396,23 +395,31 @@ func (l *Log) AppendAsLeaderDeferred(buf []byte, leaderEpoch int32) (AppendResul
 	}
 	l.mu.Lock()
 	res, err := l.appendLeaderLocked(buf, hs, leaderEpoch)
-	deferred := err == nil && !res.Duplicate && l.cfg.SyncEveryWrite()
+	// A duplicate (a retry) is answered with the original's offsets, and
+	// not before the original is on disk.
+	deferred := err == nil && l.cfg.SyncEveryWrite() && (!res.Duplicate || l.recoveryPoint <= res.LastOffset)
 	if deferred {
+		if end := res.LastOffset + 1; end > l.deferredEnd {
+			l.deferredEnd = end
+		}
 		l.startFlusherLocked()
 	}
 	l.mu.Unlock()
-	if err != nil || res.Duplicate {
+	if err != nil {
 		return res, err
 	}
 	if deferred {
 		res.FlushDeferred = true
 		return res, nil
 	}
+	if res.Duplicate {
+		return res, nil
+	}
 	return res, l.maybeFlush()
 }
 
 // startFlusherLocked starts the background flusher unless it runs; a
-// running one loops until the log end is fsynced, so it covers this
+// running one loops until deferredEnd is fsynced, so it covers this
 // append too.
 func (l *Log) startFlusherLocked() {
 	if l.flusherRunning || l.closed {
@@ -427,12 +434,14 @@ func (l *Log) flushLoop() {
 	defer l.bg.Done()
 	for {
 		l.mu.Lock()
-		if l.closed || l.recoveryPoint >= l.leoLocked() {
+		// Only as far as the deferred appends: a flusher does not outlive
+		// the last of them (after flush.messages changes, or as a follower).
+		if l.closed || l.recoveryPoint >= l.deferredEnd {
 			l.flusherRunning = false
 			l.mu.Unlock()
 			return
 		}
-		target := l.leoLocked()
+		target := l.deferredEnd
 		l.mu.Unlock()
 		if err := l.FlushTo(target); err != nil {
 			// FlushTo told the waiters; the next append starts a new try.
@@ -505,10 +514,22 @@ func (l *Log) Flush() error {
 	return l.FlushTo(target)
 }
 
-// FlushTo makes sure offsets below target are on disk.
+// FlushTo makes sure offsets below target are on disk. The OnFlush
+// callback runs after flushMu is released, so the next group fsync does not
+// wait for it.
 func (l *Log) FlushTo(target int64) error {
 	l.flushMu.Lock()
-	defer l.flushMu.Unlock()
+	cb, err := l.flushToLocked(target)
+	l.flushMu.Unlock()
+	if cb != nil {
+		cb()
+	}
+	return err
+}
+
+// flushToLocked is FlushTo with flushMu held; it returns the callback to
+// run if the recovery point moved.
+func (l *Log) flushToLocked(target int64) (func(), error) {
 	l.mu.RLock()
 	if ferr := l.flushErr; ferr != nil {
 		// A failed fsync is not retried: Linux may have dropped the dirty
@@ -517,11 +538,11 @@ func (l *Log) FlushTo(target int64) error {
 		// disk. The log stays failed until the broker restarts and
 		// recovery checks the tail (Kafka takes the log dir offline).
 		l.mu.RUnlock()
-		return ferr
+		return nil, ferr
 	}
 	if l.recoveryPoint >= target || l.closed {
 		l.mu.RUnlock()
-		return nil
+		return nil, nil
 	}
 	end := l.leoLocked()
 	pending := l.unflushed
@@ -540,7 +561,7 @@ func (l *Log) FlushTo(target int64) error {
 	// only removed under flushMu, so the files stay open.)
 	for _, s := range dirty {
 		if err := l.fsync(s.f); err != nil {
-			return l.flushFailed(errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "fsync %s: %v", s.f.Name(), err))
+			return nil, l.flushFailed(errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "fsync %s: %v", s.f.Name(), err))
 		}
 	}
 	// The .txnindex of a segment below the recovery point is trusted at the
@@ -548,7 +569,7 @@ func (l *Log) FlushTo(target int64) error {
 	// as well.
 	for _, p := range txnFiles {
 		if err := syncFile(p); err != nil {
-			return l.flushFailed(errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "fsync %s: %v", p, err))
+			return nil, l.flushFailed(errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "fsync %s: %v", p, err))
 		}
 	}
 	l.mu.Lock()
@@ -570,10 +591,7 @@ func (l *Log) FlushTo(target int64) error {
 	l.signalFlushedLocked(nil)
 	cb := l.onRecoverPoint
 	l.mu.Unlock()
-	if cb != nil {
-		cb()
-	}
-	return nil
+	return cb, nil
 }
 
 // fsync syncs a segment file (tests replace it through syncHook).
@@ -588,13 +606,23 @@ func (l *Log) fsync(f *os.File) error {
 // wakes WaitDurable and returns err.
 func (l *Log) flushFailed(err error) error {
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.failLocked(err)
+}
+
+// failLocked records a failed fsync of the log's files (FlushTo, a roll's
+// seal, truncation, the .txnindex): from then on the log takes no appends
+// and fsyncs nothing more, so nothing can move the recovery point (and the
+// HW) over pages the kernel may have dropped. Reads go on.
+func (l *Log) failLocked(err error) error {
 	l.signalFlushedLocked(err)
-	l.mu.Unlock()
 	return err
 }
 
-// OnFlush registers a function called after every flush (the partition uses
-// it to re-evaluate the high watermark under flush.messages=1).
+// OnFlush registers a function called after every flush that moved the
+// recovery point (the replication manager re-evaluates the high watermark
+// under flush.messages=1). It runs without the log's locks but possibly
+// under the caller's (an append's), so it must not block.
 func (l *Log) OnFlush(f func()) {
 	l.mu.Lock()
 	l.onRecoverPoint = f

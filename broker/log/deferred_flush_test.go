@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/internal/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -136,10 +137,19 @@ func TestDeferredFlushFailureIsSticky(t *testing.T) {
 
 	fail.Store(false)
 	before := calls.Load()
-	r2 := f.appendDeferred(plain(1, f.nowMs()))
-	_, err = f.l.WaitDurable(ctx, r2.LastOffset, nil)
+	// The failed log takes no more writes: not as leader, not as follower,
+	// no roll (a roll's seal would fsync and move the recovery point).
+	_, err = f.l.AppendAsLeaderDeferred(buildBatch(t, plain(1, f.nowMs())), 0)
 	wantCode(t, err, pb.ErrorCode_KAFKA_STORAGE_ERROR)
+	follower := buildBatch(t, plain(1, f.nowMs()))
+	record.SetBaseOffset(follower, f.l.LogEndOffset())
+	_, err = f.l.AppendAsFollower(follower)
+	wantCode(t, err, pb.ErrorCode_KAFKA_STORAGE_ERROR)
+	wantCode(t, f.l.Roll(), pb.ErrorCode_KAFKA_STORAGE_ERROR)
 	wantCode(t, f.l.Flush(), pb.ErrorCode_KAFKA_STORAGE_ERROR)
+	if end := f.l.LogEndOffset(); end != r.LastOffset+1 {
+		t.Fatalf("log end %d after the failure, want %d", end, r.LastOffset+1)
+	}
 	if rp, de := f.l.RecoveryPoint(), f.l.DurableEnd(); rp != 0 || de != 0 {
 		t.Fatalf("recovery point %d, durable end %d after a failed fsync, want 0", rp, de)
 	}
@@ -187,5 +197,37 @@ func TestCloseEndsTheFlusher(t *testing.T) {
 	}
 	if done, err := f.l.WaitDurable(ctx, r.LastOffset+1, nil); done || errs.CodeOf(err) != pb.ErrorCode_KAFKA_STORAGE_ERROR {
 		t.Fatalf("waiting past the end of a closed log: done %v, err %v", done, err)
+	}
+}
+
+// A retry of a batch whose fsync is still running is a duplicate: it gets
+// the original offsets, and must wait for that fsync as well (an acks=1
+// retry after a timed-out first try would otherwise be answered from the
+// page cache).
+func TestDeferredDuplicateWaitsForTheOriginalsFsync(t *testing.T) {
+	cfg := testConfig()
+	cfg.FlushMessages = 1
+	f := newFixture(t, cfg)
+	g := newGatedSync()
+	f.l.syncHook = g.sync
+	b := idem(7, 0, 0, 3, f.nowMs())
+	r1 := f.appendDeferred(b)
+	<-g.entered
+	r2 := f.appendDeferred(b)
+	if !r2.Duplicate || r2.FirstOffset != r1.FirstOffset {
+		t.Fatalf("retry: %+v, want a duplicate of %+v", r2, r1)
+	}
+	if !r2.FlushDeferred {
+		t.Fatal("the duplicate of an unfsynced batch did not wait for its fsync")
+	}
+	close(g.release)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if done, err := f.l.WaitDurable(ctx, r2.LastOffset, nil); !done || err != nil {
+		t.Fatalf("WaitDurable: done %v, err %v", done, err)
+	}
+	// Once on disk, a duplicate has nothing to wait for.
+	if r3 := f.appendDeferred(b); !r3.Duplicate || r3.FlushDeferred {
+		t.Fatalf("duplicate of a fsynced batch: %+v", r3)
 	}
 }

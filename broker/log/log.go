@@ -50,6 +50,7 @@ type Log struct {
 	// ends on its own once nothing is left to flush or the log is closed
 	// (Close waits for it).
 	flusherRunning bool
+	deferredEnd    int64         // the end of the last deferred leader append
 	flushErr       error         // a failed fsync (sticky: see FlushTo)
 	flushed        chan struct{} // closed and replaced after every flush attempt
 	bg             sync.WaitGroup
@@ -289,6 +290,15 @@ func (l *Log) segmentFor(offset int64) int {
 		return 0
 	}
 	return i - 1
+}
+
+// checkWritable is checkOpen for appends, rolls and truncation: a log
+// whose fsync failed takes no more writes (failLocked).
+func (l *Log) checkWritable() error {
+	if err := l.checkOpen(); err != nil {
+		return err
+	}
+	return l.flushErr
 }
 
 func (l *Log) checkOpen() error {

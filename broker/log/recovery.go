@@ -352,7 +352,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	defer l.flushMu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := l.checkOpen(); err != nil {
+	if err := l.checkWritable(); err != nil {
 		return err
 	}
 	if offset >= l.leoLocked() {
@@ -382,7 +382,7 @@ func (l *Log) TruncateTo(offset int64) error {
 		}
 	}
 	if err := s.f.Sync(); err != nil {
-		return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "truncate %s: %v", l.key, err)
+		return l.failLocked(errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "truncate %s: %v", l.key, err))
 	}
 	s.dirty = false
 	_ = s.idx.flush(false)
@@ -403,7 +403,7 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 	defer l.flushMu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := l.checkOpen(); err != nil {
+	if err := l.checkWritable(); err != nil {
 		return err
 	}
 	for _, s := range l.segs {
