@@ -103,17 +103,37 @@ func TestDurableEndFollowsFlushes(t *testing.T) {
 	if de := f.l.DurableEnd(); de != 0 {
 		t.Fatalf("durable end %d before any fsync, want 0", de)
 	}
+	// The callback runs after the flush released its locks; an append
+	// under flush.messages=1 returns once its batch is durable, which can
+	// be before the background flusher ran the callback.
+	var mu sync.Mutex
 	var seen []int64
-	f.l.OnFlush(func() { seen = append(seen, f.l.DurableEnd()) })
+	f.l.OnFlush(func() {
+		mu.Lock()
+		seen = append(seen, f.l.DurableEnd())
+		mu.Unlock()
+	})
+	seenNow := func(n int) []int64 {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			mu.Lock()
+			s := append([]int64(nil), seen...)
+			mu.Unlock()
+			if len(s) >= n || time.Now().After(deadline) {
+				return s
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
 	if err := f.l.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if de := f.l.DurableEnd(); de != 5 || len(seen) != 1 || seen[0] != 5 {
-		t.Fatalf("durable end %d after the flush (callback saw %v)", de, seen)
+	if de, s := f.l.DurableEnd(), seenNow(1); de != 5 || len(s) != 1 || s[0] != 5 {
+		t.Fatalf("durable end %d after the flush (callback saw %v)", de, s)
 	}
 	f.appendLeader(plain(1, f.nowMs()))
-	if de := f.l.DurableEnd(); de != 6 || len(seen) != 2 || seen[1] != 6 {
-		t.Fatalf("durable end %d, callback saw %v", de, seen)
+	if de, s := f.l.DurableEnd(), seenNow(2); de != 6 || len(s) != 2 || s[1] != 6 {
+		t.Fatalf("durable end %d, callback saw %v", de, s)
 	}
 }
 
