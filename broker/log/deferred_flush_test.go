@@ -32,6 +32,17 @@ func (g *gatedSync) sync(f *os.File) error {
 	return f.Sync()
 }
 
+// newGatedFixture is a flush.messages=1 log whose segment fsyncs are held
+// by a gatedSync.
+func newGatedFixture(t *testing.T) (*fixture, *gatedSync) {
+	cfg := testConfig()
+	cfg.FlushMessages = 1
+	f := newFixture(t, cfg)
+	g := newGatedSync()
+	f.l.syncHook = g.sync
+	return f, g
+}
+
 func (f *fixture) appendDeferred(s batchSpec) AppendResult {
 	f.t.Helper()
 	res, err := f.l.AppendAsLeaderDeferred(buildBatch(f.t, s), 0)
@@ -51,11 +62,7 @@ func flusherRunning(l *Log) bool {
 // made while an fsync runs share the next one; WaitDurable and the durable
 // end (what counts towards the HW) follow the fsyncs, not the appends.
 func TestDeferredLeaderFlushGroupsAppends(t *testing.T) {
-	cfg := testConfig()
-	cfg.FlushMessages = 1
-	f := newFixture(t, cfg)
-	g := newGatedSync()
-	f.l.syncHook = g.sync
+	f, g := newGatedFixture(t)
 
 	r1 := f.appendDeferred(plain(2, f.nowMs()))
 	if !r1.FlushDeferred {
@@ -168,11 +175,7 @@ func TestDeferredFlushFailureIsSticky(t *testing.T) {
 // Close waits for the background flusher, and a waiter learns the log
 // closed instead of waiting out its deadline.
 func TestCloseEndsTheFlusher(t *testing.T) {
-	cfg := testConfig()
-	cfg.FlushMessages = 1
-	f := newFixture(t, cfg)
-	g := newGatedSync()
-	f.l.syncHook = g.sync
+	f, g := newGatedFixture(t)
 	r := f.appendDeferred(plain(1, f.nowMs()))
 	<-g.entered
 	closed := make(chan error, 1)
@@ -205,11 +208,7 @@ func TestCloseEndsTheFlusher(t *testing.T) {
 // retry after a timed-out first try would otherwise be answered from the
 // page cache).
 func TestDeferredDuplicateWaitsForTheOriginalsFsync(t *testing.T) {
-	cfg := testConfig()
-	cfg.FlushMessages = 1
-	f := newFixture(t, cfg)
-	g := newGatedSync()
-	f.l.syncHook = g.sync
+	f, g := newGatedFixture(t)
 	b := idem(7, 0, 0, 3, f.nowMs())
 	r1 := f.appendDeferred(b)
 	<-g.entered
