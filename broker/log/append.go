@@ -436,6 +436,11 @@ func (l *Log) flushLoop() {
 		l.mu.Lock()
 		// Only as far as the deferred appends: a flusher does not outlive
 		// the last of them (after flush.messages changes, or as a follower).
+		// A truncation may have cut them: then only up to the log end,
+		// which an fsync can reach.
+		if leo := l.leoLocked(); l.deferredEnd > leo {
+			l.deferredEnd = leo
+		}
 		if l.closed || l.recoveryPoint >= l.deferredEnd {
 			l.flusherRunning = false
 			l.mu.Unlock()

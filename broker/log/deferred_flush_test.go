@@ -230,3 +230,32 @@ func TestDeferredDuplicateWaitsForTheOriginalsFsync(t *testing.T) {
 		t.Fatalf("duplicate of a fsynced batch: %+v", r3)
 	}
 }
+
+// A follower's truncation can cut deferred appends whose fsync has not run
+// (a leader demoted mid-flush): the flusher must then stop at the new log
+// end, not fsync forever towards offsets that are gone.
+func TestFlusherEndsAfterTruncationBelowDeferredEnd(t *testing.T) {
+	for range 20 { // the truncation and the flusher race for flushMu
+		f, g := newGatedFixture(t)
+		rA := f.appendDeferred(plain(2, f.nowMs()))
+		<-g.entered
+		f.appendDeferred(plain(3, f.nowMs()))
+		truncated := make(chan error, 1)
+		go func() { truncated <- f.l.TruncateTo(rA.LastOffset + 1) }()
+		close(g.release)
+		if err := <-truncated; err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(2 * time.Second)
+		for flusherRunning(f.l) {
+			if time.Now().After(deadline) {
+				t.Fatal("the flusher still runs after a truncation below its target")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if end, rp := f.l.LogEndOffset(), f.l.RecoveryPoint(); end != rA.LastOffset+1 || rp != end {
+			t.Fatalf("log end %d, recovery point %d, want both %d", end, rp, rA.LastOffset+1)
+		}
+		f.l.Abandon()
+	}
+}
