@@ -82,6 +82,9 @@ func Open(cfg Config, clk clock.Clock) (*Manager, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
+	if cfg.Log.Stats == nil {
+		cfg.Log.Stats = new(log.Stats) // shared by every log of this broker
+	}
 	rps, err := log.ReadOffsetCheckpoint(filepath.Join(cfg.DataDir, RecoveryPointFile))
 	if err != nil {
 		lg.Warn("recovery point checkpoint unreadable; recovering every log from its start", "err", err)
@@ -141,6 +144,9 @@ func ParseDirName(name string) (log.PartitionKey, bool) {
 	}
 	return log.PartitionKey{Topic: name[:i], Partition: int32(p)}, true
 }
+
+// LogStats counts the fsyncs of this broker's logs.
+func (m *Manager) LogStats() *log.Stats { return m.cfg.Log.Stats }
 
 // LogConfig merges topic configs over the broker defaults.
 func (m *Manager) LogConfig(topicConfigs map[string]string) (log.Config, int) {

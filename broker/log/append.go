@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"os"
+	"time"
 
 	"github.com/strand-io/strand/internal/errs"
 	"github.com/strand-io/strand/internal/record"
@@ -561,9 +562,11 @@ func (l *Log) flushToLocked(target int64) (func(), error) {
 			}
 		}
 	}
+	stats := l.cfg.Stats
 	l.mu.RUnlock()
 	// fsync without the log lock: appends go on meanwhile. (Segments are
 	// only removed under flushMu, so the files stay open.)
+	start := time.Now()
 	for _, s := range dirty {
 		if err := l.fsync(s.f); err != nil {
 			return nil, l.flushFailed(errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "fsync %s: %v", s.f.Name(), err))
@@ -576,6 +579,10 @@ func (l *Log) flushToLocked(target int64) (func(), error) {
 		if err := syncFile(p); err != nil {
 			return nil, l.flushFailed(errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "fsync %s: %v", p, err))
 		}
+	}
+	if stats != nil && len(dirty) > 0 {
+		stats.Flushes.Add(1)
+		stats.FlushNanos.Add(int64(time.Since(start)))
 	}
 	l.mu.Lock()
 	for _, s := range dirty {
@@ -597,6 +604,13 @@ func (l *Log) flushToLocked(target int64) (func(), error) {
 	cb := l.onRecoverPoint
 	l.mu.Unlock()
 	return cb, nil
+}
+
+// Failed is the fsync failure that stopped the log's writes, or nil.
+func (l *Log) Failed() error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.flushErr
 }
 
 // fsync syncs a segment file (tests replace it through syncHook).

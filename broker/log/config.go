@@ -2,6 +2,7 @@ package log
 
 import (
 	"math"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,6 +28,14 @@ type Config struct {
 	FlushMs int64
 	// ProducerIDExpirationMs forgets idle producers (producer.id.expiration.ms).
 	ProducerIDExpirationMs int64
+	// Stats, if not nil, counts this log's flushes; a broker's logs share one.
+	Stats *Stats
+}
+
+// Stats counts the fsyncs of a broker's logs (Kafka's LogFlushRateAndTimeMs).
+type Stats struct {
+	Flushes    atomic.Int64 // flushes that fsynced segment files
+	FlushNanos atomic.Int64 // the time those fsyncs took
 }
 
 // DefaultConfig is Kafka's defaults: 1 GiB segments, 7 days, no size limit,

@@ -40,13 +40,17 @@ var (
 	descReplicaFetches  = prometheus.NewDesc("strand_replica_fetch_requests_total", "Fetch requests this broker sent as a follower.", nil, nil)
 	descReplicaNamed    = prometheus.NewDesc("strand_replica_fetch_partitions_named_total", "Partitions named in those requests (a fetch session names only moved ones).", nil, nil)
 	descReplicaAnswered = prometheus.NewDesc("strand_replica_fetch_partitions_answered_total", "Partitions carried by their answers (a fetch session answers only changed ones).", nil, nil)
+	descLogFlushes      = prometheus.NewDesc("strand_log_flush_total", "Flushes (fsync rounds) of this broker's logs; one covers every batch appended while the previous ran (LogFlushRateAndTimeMs).", nil, nil)
+	descLogFlushSeconds = prometheus.NewDesc("strand_log_flush_seconds_total", "Time spent in those fsyncs.", nil, nil)
+	descFailedLogs      = prometheus.NewDesc("strand_failed_log_count", "Partition logs on this broker stopped by a failed fsync; they take no writes until the node restarts (OfflineLogDirectoryCount).", nil, nil)
 	descMetadataOffset  = prometheus.NewDesc("strand_broker_metadata_offset", "The metadata offset this broker has applied.", nil, nil)
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descUnderReplicated, descUnderMinISR, descOffline, descLeaders, descISRShrinks, descISRExpands, descLSOLag, descTxnAge,
 		descLateTxns, descProducerIDs, descHW, descMarkers, descRaftLeader, descRaftCommit, descMetadataOffset,
-		descFetchSessions, descSessionParts, descReplicaFetches, descReplicaNamed, descReplicaAnswered} {
+		descFetchSessions, descSessionParts, descReplicaFetches, descReplicaNamed, descReplicaAnswered,
+		descLogFlushes, descLogFlushSeconds, descFailedLogs} {
 		ch <- d
 	}
 }
@@ -89,10 +93,17 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descReplicaFetches, prometheus.CounterValue, float64(fr))
 	ch <- prometheus.MustNewConstMetric(descReplicaNamed, prometheus.CounterValue, float64(fn))
 	ch <- prometheus.MustNewConstMetric(descReplicaAnswered, prometheus.CounterValue, float64(fa))
-	under, underMin, leaders, late, producers := 0, 0, 0, 0, 0
+	if st := n.Parts.LogStats(); st != nil {
+		ch <- prometheus.MustNewConstMetric(descLogFlushes, prometheus.CounterValue, float64(st.Flushes.Load()))
+		ch <- prometheus.MustNewConstMetric(descLogFlushSeconds, prometheus.CounterValue, float64(st.FlushNanos.Load())/1e9)
+	}
+	under, underMin, leaders, late, producers, failed := 0, 0, 0, 0, 0, 0
 	now := time.Now().UnixMilli()
 	maxTimeout := n.cfg.TxnConfig.MaxTimeout.Milliseconds()
 	for _, p := range n.Parts.All() {
+		if p.Log.Failed() != nil {
+			failed++
+		}
 		l := p.Leadership()
 		if l.Role != broker.RoleLeader {
 			continue
@@ -123,6 +134,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descUnderMinISR, float64(underMin))
 	gauge(descLateTxns, float64(late))
 	gauge(descProducerIDs, float64(producers))
+	gauge(descFailedLogs, float64(failed))
 	if n.TxnCoord != nil {
 		gauge(descMarkers, float64(n.TxnCoord.PendingMarkers()))
 	}
