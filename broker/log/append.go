@@ -2,6 +2,7 @@ package log
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"time"
@@ -634,8 +635,19 @@ func (l *Log) flushFailed(err error) error {
 // and fsyncs nothing more, so nothing can move the recovery point (and the
 // HW) over pages the kernel may have dropped. Reads go on.
 func (l *Log) failLocked(err error) error {
+	if l.flushErr == nil && l.cfg.Stats != nil {
+		l.cfg.Stats.fail(fmt.Errorf("%s: %w", l.key, err))
+	}
 	l.signalFlushedLocked(err)
 	return err
+}
+
+// SetSyncHookForTesting replaces the fsync of the log's segment files in
+// flushes (tests of storage failures outside this package).
+func (l *Log) SetSyncHookForTesting(f func(*os.File) error) {
+	l.flushMu.Lock()
+	l.syncHook = f
+	l.flushMu.Unlock()
 }
 
 // OnFlush registers a function called after every flush that moved the

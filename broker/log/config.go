@@ -2,6 +2,7 @@ package log
 
 import (
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -32,10 +33,46 @@ type Config struct {
 	Stats *Stats
 }
 
-// Stats counts the fsyncs of a broker's logs (Kafka's LogFlushRateAndTimeMs).
+// Stats counts the fsyncs of a broker's logs (Kafka's LogFlushRateAndTimeMs)
+// and reports the first of them that failed. The zero value is ready.
 type Stats struct {
 	Flushes    atomic.Int64 // flushes that fsynced segment files
 	FlushNanos atomic.Int64 // the time those fsyncs took
+
+	mu      sync.Mutex
+	failed  chan struct{} // closed at the first failed fsync
+	failErr error
+}
+
+// StorageFailed is closed when an fsync of any log sharing these stats
+// fails (the broker's storage is no longer trusted; StorageErr says why).
+func (s *Stats) StorageFailed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failed == nil {
+		s.failed = make(chan struct{})
+	}
+	return s.failed
+}
+
+// StorageErr is the first failed fsync, or nil.
+func (s *Stats) StorageErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failErr
+}
+
+func (s *Stats) fail(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failErr != nil {
+		return
+	}
+	s.failErr = err
+	if s.failed == nil {
+		s.failed = make(chan struct{})
+	}
+	close(s.failed)
 }
 
 // DefaultConfig is Kafka's defaults: 1 GiB segments, 7 days, no size limit,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -133,6 +134,10 @@ func TestDeferredFlushFailureIsSticky(t *testing.T) {
 		}
 		return fl.Sync()
 	}
+	st := new(Stats)
+	c := f.l.Config()
+	c.Stats = st
+	f.l.SetConfig(c)
 	r := f.appendDeferred(plain(1, f.nowMs()))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -141,6 +146,14 @@ func TestDeferredFlushFailureIsSticky(t *testing.T) {
 		t.Fatal("durable after a failed fsync")
 	}
 	wantCode(t, err, pb.ErrorCode_KAFKA_STORAGE_ERROR)
+	select {
+	case <-st.StorageFailed():
+	default:
+		t.Fatal("the broker's stats did not report the failed fsync")
+	}
+	if serr := st.StorageErr(); serr == nil || !strings.Contains(serr.Error(), testKey.String()) {
+		t.Fatalf("StorageErr %v, want the partition named", serr)
+	}
 
 	fail.Store(false)
 	before := calls.Load()

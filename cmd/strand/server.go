@@ -131,9 +131,19 @@ topics use replication factor 1.`,
 			}
 			ctx, stop := signalContext()
 			defer stop()
-			<-ctx.Done()
-			lg.Info("shutting down")
-			return n.Stop()
+			select {
+			case <-ctx.Done():
+				lg.Info("shutting down")
+				return n.Stop()
+			case <-n.StorageFailed():
+				// As Kafka halts a broker whose log directories have all
+				// failed: leadership moves away, and the restart's recovery
+				// re-checks what the failed fsync may have lost.
+				err := n.StorageErr()
+				lg.Error("an fsync of a partition log failed; stopping this node (restart it to recover the log)", "err", err)
+				_ = n.Stop()
+				return fmt.Errorf("storage failure: %w", err)
+			}
 		},
 	}
 	f := cmd.Flags()

@@ -2,13 +2,17 @@ package node_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
+	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/strand-io/strand/broker/log"
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/internal/node"
 	"github.com/strand-io/strand/internal/testutil"
@@ -116,5 +120,46 @@ func TestMetricsCountLogFlushes(t *testing.T) {
 	}
 	if f := metric(t, body, "strand_failed_log_count"); f != 0 {
 		t.Fatalf("strand_failed_log_count %v", f)
+	}
+}
+
+// TestStorageFailureIsReported: a failed fsync of a partition log fails
+// the produce waiting for it and is reported to the node (StorageFailed,
+// which `strand server` answers by stopping) and in the metrics.
+func TestStorageFailureIsReported(t *testing.T) {
+	maddr := testutil.FreeAddr(t)
+	n := testutil.StartDev(t, t.TempDir(), func(cfg *node.Config) { cfg.MetricsListen = maddr })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm, _ := client.NewAdmin(client.Bootstrap(n.Addr()))
+	defer adm.Close()
+	if err := adm.CreateTopic(ctx, client.TopicSpec{Name: "f", Partitions: 1, ReplicationFactor: 1, Configs: map[string]string{"flush.messages": "1"}}); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := client.NewProducer(client.Bootstrap(n.Addr()), client.DeliveryTimeout(3*time.Second), client.RequestTimeout(time.Second))
+	defer p.Close(ctx)
+	if err := p.ProduceSync(ctx, &client.Record{Topic: "f", Value: []byte("before")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-n.StorageFailed():
+		t.Fatal("storage failure reported before any failed fsync")
+	default:
+	}
+	part := n.Parts.Get(log.PartitionKey{Topic: "f", Partition: 0})
+	part.Log.SetSyncHookForTesting(func(*os.File) error { return errors.New("input/output error") })
+	if err := p.ProduceSync(ctx, &client.Record{Topic: "f", Value: []byte("after")}).FirstErr(); err == nil {
+		t.Fatal("a produce was acknowledged although its fsync failed")
+	}
+	select {
+	case <-n.StorageFailed():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the failed fsync was not reported to the node")
+	}
+	if err := n.StorageErr(); err == nil || !strings.Contains(err.Error(), "f-0") {
+		t.Fatalf("StorageErr %v, want the partition f-0 named", err)
+	}
+	if f := metric(t, scrape(t, maddr), "strand_failed_log_count"); f != 1 {
+		t.Fatalf("strand_failed_log_count %v, want 1", f)
 	}
 }

@@ -452,6 +452,26 @@ func (n *Node) WaitReady(ctx context.Context) error {
 // partitions move), then every log closed cleanly.
 func (n *Node) Stop() error { return n.shutdown(true) }
 
+// StorageFailed is closed when an fsync of one of this broker's logs
+// fails; StorageErr says which. The node's storage is then not trusted:
+// like Kafka with every log directory failed, the node should stop, so
+// that leadership moves and recovery re-checks the logs at the restart
+// (`strand server` does). Nil without the broker role.
+func (n *Node) StorageFailed() <-chan struct{} {
+	if n.Parts == nil {
+		return nil
+	}
+	return n.Parts.LogStats().StorageFailed()
+}
+
+// StorageErr is the failed fsync StorageFailed reported, or nil.
+func (n *Node) StorageErr() error {
+	if n.Parts == nil {
+		return nil
+	}
+	return n.Parts.LogStats().StorageErr()
+}
+
 // Kill stops the node as a crash would: no controlled shutdown, logs left
 // without a clean close (tests; the data stays like the page cache keeps it).
 func (n *Node) Kill() { n.shutdown(false) }
