@@ -39,18 +39,26 @@ func metric(t *testing.T, body, name string) float64 {
 	return v
 }
 
-// TestMetricsShowTheOpenTransaction: while a transaction is open its
-// partition's LSO lag and oldest-open-transaction age are visible.
-func TestMetricsShowTheOpenTransaction(t *testing.T) {
+// devWithTopic starts a dev node serving /metrics and creates a topic of
+// one partition there; the context ends with the test.
+func devWithTopic(t *testing.T, topic string, configs map[string]string) (*node.Node, string, context.Context) {
+	t.Helper()
 	maddr := testutil.FreeAddr(t)
 	n := testutil.StartDev(t, t.TempDir(), func(cfg *node.Config) { cfg.MetricsListen = maddr })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
 	adm, _ := client.NewAdmin(client.Bootstrap(n.Addr()))
 	defer adm.Close()
-	if err := adm.CreateTopic(ctx, client.TopicSpec{Name: "m", Partitions: 1, ReplicationFactor: 1}); err != nil {
+	if err := adm.CreateTopic(ctx, client.TopicSpec{Name: topic, Partitions: 1, ReplicationFactor: 1, Configs: configs}); err != nil {
 		t.Fatal(err)
 	}
+	return n, maddr, ctx
+}
+
+// TestMetricsShowTheOpenTransaction: while a transaction is open its
+// partition's LSO lag and oldest-open-transaction age are visible.
+func TestMetricsShowTheOpenTransaction(t *testing.T) {
+	n, maddr, ctx := devWithTopic(t, "m", nil)
 	p, _ := client.NewProducer(client.Bootstrap(n.Addr()), client.TransactionalID("metrics"), client.WithPartitioner(client.ManualPartitioner{}))
 	defer p.Close(ctx)
 	if err := p.InitTransactions(ctx); err != nil {
@@ -92,15 +100,7 @@ func TestMetricsShowTheOpenTransaction(t *testing.T) {
 // produce is fsynced, and the flush counters (LogFlushRateAndTimeMs) show
 // it; no log has failed.
 func TestMetricsCountLogFlushes(t *testing.T) {
-	maddr := testutil.FreeAddr(t)
-	n := testutil.StartDev(t, t.TempDir(), func(cfg *node.Config) { cfg.MetricsListen = maddr })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	adm, _ := client.NewAdmin(client.Bootstrap(n.Addr()))
-	defer adm.Close()
-	if err := adm.CreateTopic(ctx, client.TopicSpec{Name: "f", Partitions: 1, ReplicationFactor: 1, Configs: map[string]string{"flush.messages": "1"}}); err != nil {
-		t.Fatal(err)
-	}
+	n, maddr, ctx := devWithTopic(t, "f", map[string]string{"flush.messages": "1"})
 	before := metric(t, scrape(t, maddr), "strand_log_flush_total")
 	p, _ := client.NewProducer(client.Bootstrap(n.Addr()))
 	defer p.Close(ctx)
@@ -127,15 +127,7 @@ func TestMetricsCountLogFlushes(t *testing.T) {
 // the produce waiting for it and is reported to the node (StorageFailed,
 // which `strand server` answers by stopping) and in the metrics.
 func TestStorageFailureIsReported(t *testing.T) {
-	maddr := testutil.FreeAddr(t)
-	n := testutil.StartDev(t, t.TempDir(), func(cfg *node.Config) { cfg.MetricsListen = maddr })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	adm, _ := client.NewAdmin(client.Bootstrap(n.Addr()))
-	defer adm.Close()
-	if err := adm.CreateTopic(ctx, client.TopicSpec{Name: "f", Partitions: 1, ReplicationFactor: 1, Configs: map[string]string{"flush.messages": "1"}}); err != nil {
-		t.Fatal(err)
-	}
+	n, maddr, ctx := devWithTopic(t, "f", map[string]string{"flush.messages": "1"})
 	p, _ := client.NewProducer(client.Bootstrap(n.Addr()), client.DeliveryTimeout(3*time.Second), client.RequestTimeout(time.Second))
 	defer p.Close(ctx)
 	if err := p.ProduceSync(ctx, &client.Record{Topic: "f", Value: []byte("before")}).FirstErr(); err != nil {
