@@ -49,6 +49,10 @@ type Stats struct {
 func (s *Stats) StorageFailed() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.failedLocked()
+}
+
+func (s *Stats) failedLocked() chan struct{} {
 	if s.failed == nil {
 		s.failed = make(chan struct{})
 	}
@@ -69,10 +73,7 @@ func (s *Stats) fail(err error) {
 		return
 	}
 	s.failErr = err
-	if s.failed == nil {
-		s.failed = make(chan struct{})
-	}
-	close(s.failed)
+	close(s.failedLocked())
 }
 
 // DefaultConfig is Kafka's defaults: 1 GiB segments, 7 days, no size limit,
