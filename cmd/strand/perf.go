@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"strconv"
@@ -162,6 +163,7 @@ start (metadata, producer id, connections) is in them.`,
 				}
 			}()
 			txnStart := time.Now()
+			commits := newCommitTimer()
 			for i := int64(0); i < num && ctx.Err() == nil; i++ {
 				throttle.Wait()
 				sent := time.Now()
@@ -185,8 +187,8 @@ start (metadata, producer id, connections) is in them.`,
 					acked.Add(1)
 				})
 				if txnID != "" && time.Since(txnStart) >= time.Duration(txnMs)*time.Millisecond {
-					if err := p.CommitTransaction(ctx); err != nil {
-						return fmt.Errorf("commit: %w", err)
+					if err := commits.commit(ctx, p); err != nil {
+						return err
 					}
 					if err := p.BeginTransaction(); err != nil {
 						return err
@@ -195,8 +197,8 @@ start (metadata, producer id, connections) is in them.`,
 				}
 			}
 			if txnID != "" {
-				if err := p.CommitTransaction(ctx); err != nil {
-					return fmt.Errorf("commit: %w", err)
+				if err := commits.commit(ctx, p); err != nil {
+					return err
 				}
 			}
 			if err := p.Flush(ctx); err != nil {
@@ -208,6 +210,9 @@ start (metadata, producer id, connections) is in them.`,
 			printPerfSummary("records sent", acked.Load(), elapsed, size, total)
 			if warmup > 0 && !steadyStart.IsZero() {
 				printPerfSummary("steady state records sent", steadyAcked.Load(), elapsed-steadyStart.Sub(start).Seconds(), size, steady)
+			}
+			if txnID != "" {
+				commits.print(os.Stdout, elapsed)
 			}
 			if f := failed.Load(); f > 0 {
 				return fmt.Errorf("%d records failed; first: %v", f, firstErr.get())
@@ -232,6 +237,60 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 
 // printPerfSummary prints kafka-producer-perf-test's final line for n
 // records of size bytes acknowledged over secs, with h's latencies.
+// commitTimer commits a perf run's transactions and times the two parts
+// of each commit: waiting for the transaction's records (the producer's
+// flush) and EndTxn (the coordinator's PREPARE_COMMIT write). While either
+// runs the loop sends nothing, so their sum over the run is what
+// transactions cost against an idempotent run.
+type commitTimer struct {
+	flush, end, total *perf.Histogram
+	spent             time.Duration
+	now               func() time.Time
+}
+
+func newCommitTimer() *commitTimer {
+	return &commitTimer{flush: perf.NewHistogram(), end: perf.NewHistogram(), total: perf.NewHistogram(), now: time.Now}
+}
+
+// txnCommitter is the part of client.Producer a commit uses.
+type txnCommitter interface {
+	Flush(ctx context.Context) error
+	CommitTransaction(ctx context.Context) error
+}
+
+func (c *commitTimer) commit(ctx context.Context, p txnCommitter) error {
+	t0 := c.now()
+	if err := p.Flush(ctx); err != nil {
+		return fmt.Errorf("commit: waiting for the transaction's records: %w", err)
+	}
+	t1 := c.now()
+	if err := p.CommitTransaction(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	t2 := c.now()
+	c.flush.Record(t1.Sub(t0))
+	c.end.Record(t2.Sub(t1))
+	c.total.Record(t2.Sub(t0))
+	c.spent += t2.Sub(t0)
+	return nil
+}
+
+// print reports the commits: count, the average transaction from begin to
+// committed, commit latency, and the share of the run's wall time spent
+// committing. A producer whose buffer.memory holds more than
+// --transaction-duration-ms of sending makes transactions longer than that:
+// the commit waits for the buffer to drain, and the average shows it.
+func (c *commitTimer) print(w io.Writer, secs float64) {
+	n := c.total.Count()
+	if n == 0 {
+		fmt.Fprintln(w, "0 transactions committed.")
+		return
+	}
+	fmt.Fprintf(w, "%d transactions committed, %.1f ms avg transaction, %.2f ms avg commit (%.2f ms waiting for records, %.2f ms EndTxn), %.2f ms 99th, %.2f ms max; %.1f%% of the run spent committing.\n",
+		n, 1000*secs/float64(n), ms(c.total.Mean()), ms(c.flush.Mean()), ms(c.end.Mean()),
+		ms(c.total.Quantile(0.99)), ms(c.total.Max()), 100*c.spent.Seconds()/secs)
+}
+
 func printPerfSummary(what string, n int64, secs float64, size int, h *perf.Histogram) {
 	fmt.Printf("%d %s, %.1f records/sec (%.2f MB/sec), %.2f ms avg latency, %.2f ms max latency, %.2f ms 50th, %.2f ms 95th, %.2f ms 99th, %.2f ms 99.9th.\n",
 		n, what, float64(n)/secs, float64(n)*float64(size)/secs/(1<<20), ms(h.Mean()), ms(h.Max()),
