@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/strand-io/strand/controller"
+	"github.com/strand-io/strand/internal/config"
 	"github.com/strand-io/strand/internal/errs"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
@@ -29,9 +30,11 @@ func addressFor(b *controller.Broker, external bool) string {
 	return b.Address
 }
 
-// TopicMetadata renders one topic from an image.
-func TopicMetadata(img *controller.Image, t *controller.Topic) *pb.TopicMetadata {
-	tm := &pb.TopicMetadata{Name: t.Name, IsInternal: t.Internal, TopicId: t.ID, Configs: t.Configs}
+// TopicMetadata renders one topic from an image; messageMaxBytes is the
+// broker's message.max.bytes, the topic's max.message.bytes default.
+func TopicMetadata(img *controller.Image, t *controller.Topic, messageMaxBytes int) *pb.TopicMetadata {
+	tm := &pb.TopicMetadata{Name: t.Name, IsInternal: t.Internal, TopicId: t.ID, Configs: t.Configs,
+		MaxMessageBytes: int32(config.Int(t.Configs, config.MaxMessageBytes, int64(messageMaxBytes)))}
 	for _, p := range t.Partitions {
 		pm := &pb.PartitionMetadata{Partition: p.Partition, LeaderId: p.Leader, LeaderEpoch: p.LeaderEpoch,
 			Replicas: p.Replicas, Isr: p.ISR, PartitionEpoch: p.PartitionEpoch}
@@ -67,7 +70,7 @@ func (s *metadataService) Metadata(ctx context.Context, req *pb.MetadataRequest)
 			resp.Topics = append(resp.Topics, &pb.TopicMetadata{Name: n, ErrorCode: e.Code, ErrorMessage: e.Error()})
 			continue
 		}
-		resp.Topics = append(resp.Topics, TopicMetadata(img, t))
+		resp.Topics = append(resp.Topics, TopicMetadata(img, t, s.d.MessageMaxBytes))
 	}
 	return resp, nil
 }

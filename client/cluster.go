@@ -38,6 +38,9 @@ type topicInfo struct {
 	name       string
 	partitions []partitionInfo
 	err        error
+	// maxMessageBytes is the topic's effective max.message.bytes (0 when
+	// the broker did not say).
+	maxMessageBytes int
 }
 
 // cluster is the shared connection and metadata layer of every client type.
@@ -218,7 +221,7 @@ func (c *cluster) apply(resp *pb.MetadataResponse) {
 		c.brokers = brokers
 	}
 	for _, t := range resp.Topics {
-		ti := &topicInfo{name: t.Name}
+		ti := &topicInfo{name: t.Name, maxMessageBytes: int(t.MaxMessageBytes)}
 		if t.ErrorCode != pb.ErrorCode_NONE {
 			ti.err = errs.FromCode(t.ErrorCode, t.ErrorMessage)
 		}

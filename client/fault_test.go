@@ -56,8 +56,16 @@ func (s *droppingStream) RecvMsg(m any) error {
 
 // TestProducerExactlyOnceWithLostResponses: with responses lost, every
 // record is acknowledged exactly once, none is duplicated in the log, and
-// each partition holds its records in send order, with 5 requests in flight.
+// each partition holds its records in send order, with 5 requests in flight;
+// with batches of batch.size, and with batches growing (batch.max.size) while
+// the window is full, so that retried batches are bigger than batch.size.
 func TestProducerExactlyOnceWithLostResponses(t *testing.T) {
+	for _, c := range []struct{ batch, batchMax int }{{512, 512}, {128, 512}} {
+		t.Run(fmt.Sprintf("batch.size=%d,batch.max.size=%d", c.batch, c.batchMax), func(t *testing.T) { exactlyOnceWithLostResponses(t, c.batch, c.batchMax) })
+	}
+}
+
+func exactlyOnceWithLostResponses(t *testing.T, batch, batchMax int) {
 	n := testutil.StartDev(t, t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -68,7 +76,7 @@ func TestProducerExactlyOnceWithLostResponses(t *testing.T) {
 		t.Fatal(err)
 	}
 	drop := &dropResponses{rate: 0.2, rng: rand.New(rand.NewPCG(1, 2))}
-	p, err := client.NewProducer(client.Bootstrap(n.Addr()), client.MaxInFlight(5), client.Linger(2*time.Millisecond), client.BatchSize(512),
+	p, err := client.NewProducer(client.Bootstrap(n.Addr()), client.MaxInFlight(5), client.Linger(2*time.Millisecond), client.BatchSize(batch), client.BatchMaxSize(batchMax),
 		client.RequestTimeout(300*time.Millisecond), client.DeliveryTimeout(time.Minute), client.RetryBackoff(10*time.Millisecond, 50*time.Millisecond),
 		client.WithPartitioner(client.ManualPartitioner{}),
 		client.DialOptions(grpc.WithStreamInterceptor(drop.intercept)))
@@ -144,5 +152,4 @@ func TestProducerExactlyOnceWithLostResponses(t *testing.T) {
 	if total != N {
 		t.Fatalf("logs hold %d records, want %d", total, N)
 	}
-	_ = fmt.Sprint
 }

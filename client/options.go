@@ -77,6 +77,7 @@ type config struct {
 	idempotence      Idempotence
 	linger           time.Duration
 	batchSize        int
+	batchMaxSize     int
 	maxInFlight      int
 	deliveryTimeout  time.Duration
 	retries          int
@@ -126,6 +127,7 @@ func defaultCfg() config {
 		acks:            AllISRAcks,
 		linger:          5 * time.Millisecond,
 		batchSize:       16384,
+		batchMaxSize:    256 << 10,
 		maxInFlight:     5,
 		deliveryTimeout: 120 * time.Second,
 		retries:         1<<31 - 1,
@@ -197,6 +199,9 @@ func (c *config) validateProducer() error {
 	if c.batchSize < 0 || c.batchSize > c.maxRequestSize {
 		return fmt.Errorf("strand: batch.size %d must be between 0 and max.request.size %d", c.batchSize, c.maxRequestSize)
 	}
+	if c.batchMaxSize < 0 {
+		return fmt.Errorf("strand: batch.max.size must not be negative, got %d", c.batchMaxSize)
+	}
 	if !c.compression.Valid() {
 		return fmt.Errorf("strand: unknown compression.type %d", c.compression)
 	}
@@ -267,6 +272,19 @@ func Linger(d time.Duration) Opt { return func(c *config) { c.linger = d } }
 
 // BatchSize is batch.size in bytes.
 func BatchSize(n int) Opt { return func(c *config) { c.batchSize = n } }
+
+// BatchMaxSize is batch.max.size in bytes (default 256 KiB; KIP-782's
+// proposal, which Kafka never adopted): how far a partition's batch may
+// grow past batch.size while it could not be sent anyway, because the
+// partition already has max.in.flight batches out or others queued. A
+// batch is sent once it reaches batch.size and the window has room, so a
+// producer that keeps up sends batch.size batches as before; one that does
+// not (five batches in flight hold only 80 KiB at the default batch.size)
+// sends fewer, bigger batches instead of queueing many small ones. The
+// growth also stays within 90 % of the topic's max.message.bytes (from
+// metadata) and max.request.size. batch.max.size <= batch.size turns it
+// off.
+func BatchMaxSize(n int) Opt { return func(c *config) { c.batchMaxSize = n } }
 
 // MaxInFlight is max.in.flight.requests.per.connection.
 func MaxInFlight(n int) Opt { return func(c *config) { c.maxInFlight = n } }

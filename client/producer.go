@@ -93,6 +93,10 @@ type ppart struct {
 	// lastBytes and lastCount size the next batch's buffers like the
 	// previous one's, so a busy partition's batch is allocated once.
 	lastBytes, lastCount int
+	// growCap is how big the open batch may grow while it could not be
+	// sent anyway (batch.max.size, capped by the topic's limit); at most
+	// batch.size means it does not grow.
+	growCap int
 }
 
 // pbatch is a batch of records for one partition.
@@ -224,7 +228,8 @@ func (p *Producer) produce(ctx context.Context, rec *Record, promise Promise) er
 	if err != nil {
 		return err
 	}
-	if b := pp.open; b != nil && b.size > 0 && b.size+size > p.cfg.batchSize {
+	pp.growCap = p.growCap(ti)
+	if b := pp.open; b != nil && b.size > 0 && b.size+size > p.cfg.batchSize && !p.mayGrowLocked(pp, b.size+size) {
 		p.closeOpen(pp)
 		if rec.Key == nil && p.cfg.partitioner == nil {
 			// Sticky partitioning moves on when a batch fills.
@@ -232,7 +237,8 @@ func (p *Producer) produce(ctx context.Context, rec *Record, promise Promise) er
 			if pp, err = p.ppartLocked(rec, p.part.Partition(rec, n), n); err != nil {
 				return err
 			}
-			if b := pp.open; b != nil && b.size > 0 && b.size+size > p.cfg.batchSize {
+			pp.growCap = p.growCap(ti)
+			if b := pp.open; b != nil && b.size > 0 && b.size+size > p.cfg.batchSize && !p.mayGrowLocked(pp, b.size+size) {
 				p.closeOpen(pp)
 			}
 		}
@@ -270,11 +276,37 @@ func (p *Producer) ppartLocked(rec *Record, part int32, n int) (*ppart, error) {
 	return pp, nil
 }
 
+// growCap is how far a batch of topic ti may grow past batch.size:
+// batch.max.size, within max.request.size and 90 % of the topic's
+// max.message.bytes (compression may add a little to incompressible
+// data). A topic whose limit is unknown gets no growth.
+func (p *Producer) growCap(ti *topicInfo) int {
+	c := min(p.cfg.batchMaxSize, p.cfg.maxRequestSize-record.HeaderSize)
+	if ti.maxMessageBytes <= 0 {
+		return p.cfg.batchSize
+	}
+	c = min(c, ti.maxMessageBytes/10*9-record.HeaderSize)
+	return max(c, p.cfg.batchSize)
+}
+
+// mayGrowLocked reports whether pp's open batch may take records up to
+// size bytes rather than close: it is within growCap, and the batch could
+// not be sent now anyway (batches queued ahead of it, the partition
+// blocked, or max.in.flight batches out).
+func (p *Producer) mayGrowLocked(pp *ppart, size int) bool {
+	return size <= pp.growCap && p.windowFullLocked(pp)
+}
+
+// windowFullLocked: a batch closed now would wait.
+func (p *Producer) windowFullLocked(pp *ppart) bool {
+	return len(pp.queued) > 0 || pp.blocked || len(pp.window) >= p.cfg.maxInFlight
+}
+
 func (p *Producer) appendLocked(pp *ppart, rec *Record, promise Promise, w record.Record, size int) {
 	if pp.open == nil {
 		opts := record.BatchOptions{Compression: p.cfg.compression, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, PartitionLeaderEpoch: -1}
 		bld := record.NewBuilder(opts)
-		bld.SizeHint(min(pp.lastBytes, p.cfg.batchSize+record.HeaderSize)) // not a lone large record's size
+		bld.SizeHint(min(pp.lastBytes, max(p.cfg.batchSize, pp.growCap)+record.HeaderSize)) // not a lone large record's size
 		pp.open = &pbatch{tp: pp.tp, b: bld, created: time.Now(), seq: -1}
 		if pp.lastCount > 1 {
 			pp.open.recs = make([]*Record, 0, pp.lastCount)
@@ -291,7 +323,7 @@ func (p *Producer) appendLocked(pp *ppart, rec *Record, promise Promise, w recor
 		p.idle = make(chan struct{})
 	}
 	p.pending++
-	if b.size >= p.cfg.batchSize {
+	if b.size >= p.cfg.batchSize && (b.size >= pp.growCap || !p.windowFullLocked(pp)) {
 		p.closeOpen(pp)
 	}
 	if b.full || p.cfg.linger == 0 || len(b.recs) == 1 {
@@ -561,6 +593,7 @@ func (p *Producer) drain() time.Duration {
 	// more: a Flush or a transaction's commit drained at half speed.)
 	for {
 		byBroker := map[int32][]*pbatch{}
+		reqBytes := map[int32]int{}
 		for _, tp := range keys {
 			pp := p.parts[tp]
 			if pp.blocked && len(pp.inflight) == 0 {
@@ -574,12 +607,18 @@ func (p *Producer) drain() time.Duration {
 			if len(pp.queued) > 0 {
 				head = pp.queued[0]
 			} else if b := pp.open; b != nil {
+				// Due: lingered enough, flushed, or full. A due batch
+				// that could not be sent yet (the window is full) stays
+				// open and takes more records; the answer that frees a
+				// place in the window sends it.
 				due := b.created.Add(p.cfg.linger)
-				if p.flushing > 0 || !now.Before(due) {
+				ready := p.flushing > 0 || !now.Before(due) || b.size >= p.cfg.batchSize
+				switch {
+				case !ready:
+					soon(due.Sub(now))
+				case !p.windowFullLocked(pp):
 					p.closeOpen(pp)
 					head = pp.queued[0]
-				} else {
-					soon(due.Sub(now))
 				}
 			}
 			if head == nil {
@@ -601,6 +640,11 @@ func (p *Producer) drain() time.Duration {
 			if len(pp.inflight) > 0 && pp.inflight[0].broker != leader {
 				continue // let the old leader answer first
 			}
+			// A request stays within max.request.size (its first batch
+			// always goes); the next round takes what did not fit.
+			if len(byBroker[leader]) > 0 && reqBytes[leader]+head.size > p.cfg.maxRequestSize {
+				continue
+			}
 			s := p.sinkLocked(leader)
 			if !s.canSend(len(byBroker[leader]) > 0) {
 				continue
@@ -620,6 +664,7 @@ func (p *Producer) drain() time.Duration {
 			}
 			pp.inflight = append(pp.inflight, head)
 			byBroker[leader] = append(byBroker[leader], head)
+			reqBytes[leader] += head.size
 		}
 		if len(byBroker) == 0 {
 			break

@@ -50,6 +50,8 @@ func producerOpts(props []string, acks string) ([]client.Opt, error) {
 			opts = append(opts, client.Linger(time.Duration(n)*time.Millisecond))
 		case "batch.size":
 			opts = append(opts, client.BatchSize(n))
+		case "batch.max.size":
+			opts = append(opts, client.BatchMaxSize(n))
 		case "max.in.flight.requests.per.connection":
 			opts = append(opts, client.MaxInFlight(n))
 		case "buffer.memory":
@@ -228,7 +230,7 @@ start (metadata, producer id, connections) is in them.`,
 	f.StringVar(&acks, "acks", "all", "all, 1 or 0")
 	f.StringVar(&txnID, "transactional-id", "", "produce in transactions")
 	f.IntVar(&txnMs, "transaction-duration-ms", 0, "commit every this many ms (default 3000 with --transactional-id)")
-	f.StringArrayVar(&props, "producer-props", nil, "producer properties key=value (linger.ms, batch.size, max.in.flight.requests.per.connection, buffer.memory, compression.type, enable.idempotence)")
+	f.StringArrayVar(&props, "producer-props", nil, "producer properties key=value (linger.ms, batch.size, batch.max.size, max.in.flight.requests.per.connection, buffer.memory, compression.type, enable.idempotence)")
 	f.Int64Var(&warmup, "warmup-records", 0, "also report the steady state: all but the first N records")
 	return cmd
 }

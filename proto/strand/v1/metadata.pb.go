@@ -273,16 +273,21 @@ func (x *BrokerInfo) GetBrokerEpoch() int64 {
 }
 
 type TopicMetadata struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	ErrorCode     ErrorCode              `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=strand.v1.ErrorCode" json:"error_code,omitempty"`
-	ErrorMessage  string                 `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
-	IsInternal    bool                   `protobuf:"varint,4,opt,name=is_internal,json=isInternal,proto3" json:"is_internal,omitempty"`
-	TopicId       string                 `protobuf:"bytes,5,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
-	Partitions    []*PartitionMetadata   `protobuf:"bytes,6,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	Configs       map[string]string      `protobuf:"bytes,7,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Name         string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	ErrorCode    ErrorCode              `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=strand.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage string                 `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	IsInternal   bool                   `protobuf:"varint,4,opt,name=is_internal,json=isInternal,proto3" json:"is_internal,omitempty"`
+	TopicId      string                 `protobuf:"bytes,5,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	Partitions   []*PartitionMetadata   `protobuf:"bytes,6,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	Configs      map[string]string      `protobuf:"bytes,7,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The largest batch the topic's leaders accept: the topic's
+	// max.message.bytes, or the broker's message.max.bytes when the topic
+	// does not set it (0 from a broker that does not say). Producers cap
+	// batch.max.size's growth by it.
+	MaxMessageBytes int32 `protobuf:"varint,8,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *TopicMetadata) Reset() {
@@ -362,6 +367,13 @@ func (x *TopicMetadata) GetConfigs() map[string]string {
 		return x.Configs
 	}
 	return nil
+}
+
+func (x *TopicMetadata) GetMaxMessageBytes() int32 {
+	if x != nil {
+		return x.MaxMessageBytes
+	}
+	return 0
 }
 
 type PartitionMetadata struct {
@@ -823,7 +835,7 @@ const file_strand_v1_metadata_proto_rawDesc = "" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04rack\x18\x03 \x01(\tR\x04rack\x12\x16\n" +
 	"\x06fenced\x18\x04 \x01(\bR\x06fenced\x12!\n" +
-	"\fbroker_epoch\x18\x05 \x01(\x03R\vbrokerEpoch\"\xf4\x02\n" +
+	"\fbroker_epoch\x18\x05 \x01(\x03R\vbrokerEpoch\"\xa0\x03\n" +
 	"\rTopicMetadata\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
 	"\n" +
@@ -835,7 +847,8 @@ const file_strand_v1_metadata_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x06 \x03(\v2\x1c.strand.v1.PartitionMetadataR\n" +
 	"partitions\x12?\n" +
-	"\aconfigs\x18\a \x03(\v2%.strand.v1.TopicMetadata.ConfigsEntryR\aconfigs\x1a:\n" +
+	"\aconfigs\x18\a \x03(\v2%.strand.v1.TopicMetadata.ConfigsEntryR\aconfigs\x12*\n" +
+	"\x11max_message_bytes\x18\b \x01(\x05R\x0fmaxMessageBytes\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa8\x02\n" +

@@ -1,0 +1,265 @@
+package client
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/strand-io/strand/internal/record"
+	"github.com/strand-io/strand/internal/testutil"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// gateBroker leads partition 0 of topic "t". It holds its first produce
+// request until release is closed and answers every other one at once,
+// recording each batch's size and record count.
+type gateBroker struct {
+	pb.UnimplementedMetadataServer
+	pb.UnimplementedProducerServer
+	addr            string
+	maxMessageBytes int32
+	parts           int // partitions of "t" (default 1)
+	release         chan struct{}
+
+	mu       sync.Mutex
+	sizes    []int
+	counts   []int32
+	reqBytes []int         // records bytes per request
+	arrived  chan struct{} // closed when the first request is in
+}
+
+func (b *gateBroker) Metadata(ctx context.Context, req *pb.MetadataRequest) (*pb.MetadataResponse, error) {
+	tm := &pb.TopicMetadata{Name: "t", MaxMessageBytes: b.maxMessageBytes}
+	for i := 0; i < max(b.parts, 1); i++ {
+		tm.Partitions = append(tm.Partitions, &pb.PartitionMetadata{Partition: int32(i), LeaderId: 1, Replicas: []int32{1}, Isr: []int32{1}})
+	}
+	return &pb.MetadataResponse{ClusterId: "c", ControllerId: 1,
+		Brokers: []*pb.BrokerInfo{{NodeId: 1, Address: b.addr}}, Topics: []*pb.TopicMetadata{tm}}, nil
+}
+
+func (b *gateBroker) Produce(stream pb.Producer_ProduceServer) error {
+	next, first := int64(0), true
+	for {
+		r, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		resp := &pb.ProduceResponse{CorrelationId: r.CorrelationId}
+		n := 0
+		for _, p := range r.Partitions {
+			n += len(p.Records)
+			h, err := record.ParseHeader(p.Records)
+			if err != nil {
+				return err
+			}
+			b.mu.Lock()
+			b.sizes = append(b.sizes, len(p.Records))
+			b.counts = append(b.counts, h.RecordCount)
+			b.mu.Unlock()
+			resp.Partitions = append(resp.Partitions, &pb.ProducePartitionResponse{Topic: p.Topic, Partition: p.Partition, BaseOffset: next})
+			next += int64(h.RecordCount)
+		}
+		b.mu.Lock()
+		b.reqBytes = append(b.reqBytes, n)
+		b.mu.Unlock()
+		if first {
+			first = false
+			close(b.arrived)
+			select {
+			case <-b.release:
+			case <-stream.Context().Done():
+				return stream.Context().Err()
+			}
+		}
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
+	}
+}
+
+// growRun starts a gateBroker announcing maxMessageBytes for the topic and
+// a producer with max.in.flight 1, linger 0, batch.size 1 KiB and the given
+// batch.max.size. It sends one record, which the broker holds; produces n
+// records of 100 bytes while it is held; releases it; flushes; and
+// returns the batches the broker saw after the first.
+func growRun(t *testing.T, maxMessageBytes int32, batchMax, n int) (sizes []int, counts []int32) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &gateBroker{addr: lis.Addr().String(), maxMessageBytes: maxMessageBytes, release: make(chan struct{}), arrived: make(chan struct{})}
+	srv := grpc.NewServer()
+	pb.RegisterMetadataServer(srv, b)
+	pb.RegisterProducerServer(srv, b)
+	go srv.Serve(lis)
+	defer srv.Stop()
+
+	p, err := NewProducer(Bootstrap(b.addr), EnableIdempotence(IdempotenceOff), Linger(0), BatchSize(1024), BatchMaxSize(batchMax), MaxInFlight(1), Logger(testutil.Logger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	defer p.Close(ctx)
+	p.Produce(ctx, &Record{Topic: "t", Value: []byte("first")}, nil)
+	select {
+	case <-b.arrived:
+	case <-ctx.Done():
+		t.Fatal("the first request never arrived")
+	}
+	failed := 0
+	var mu sync.Mutex
+	for i := 0; i < n; i++ {
+		p.Produce(ctx, &Record{Topic: "t", Value: make([]byte, 100)}, func(_ *Record, err error) {
+			if err != nil {
+				mu.Lock()
+				failed++
+				mu.Unlock()
+			}
+		})
+	}
+	close(b.release)
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if failed > 0 {
+		t.Fatalf("%d records failed", failed)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	total := int32(0)
+	for _, c := range b.counts[1:] {
+		total += c
+	}
+	if total != int32(n) {
+		t.Fatalf("the broker got %d records after the first, want %d", total, n)
+	}
+	return append([]int(nil), b.sizes[1:]...), append([]int32(nil), b.counts[1:]...)
+}
+
+// While the window is full (one batch in flight, max.in.flight 1), the
+// open batch grows past batch.size up to batch.max.size instead of queueing
+// batch.size batches behind it (KIP-782's batch.max.size).
+func TestBatchGrowsWhileTheWindowIsFull(t *testing.T) {
+	// 60 records of about 110 bytes: more than batch.size, less than 8 KiB.
+	sizes, counts := growRun(t, 1<<20, 8192, 60)
+	if len(sizes) != 1 || counts[0] != 60 {
+		t.Fatalf("batches after the held one: sizes %v, records %v; want one batch of all 60", sizes, counts)
+	}
+	if sizes[0] <= 1024 || sizes[0] > 8192+record.HeaderSize {
+		t.Fatalf("grown batch is %d bytes; want more than batch.size and at most batch.max.size", sizes[0])
+	}
+}
+
+// Growth stops at batch.max.size: a backlog bigger than that goes out as
+// several batches, each within it.
+func TestBatchGrowthStopsAtBatchMaxSize(t *testing.T) {
+	sizes, _ := growRun(t, 1<<20, 4096, 200) // about 22 KB of records
+	if len(sizes) < 5 {
+		t.Fatalf("%d batches (%v) for about 22 KB under batch.max.size 4096; want at least 5", len(sizes), sizes)
+	}
+	grown := 0
+	for _, s := range sizes {
+		if s > 4096+record.HeaderSize {
+			t.Fatalf("a batch of %d bytes is over batch.max.size 4096 (sizes %v)", s, sizes)
+		}
+		if s > 1024+record.HeaderSize+200 {
+			grown++
+		}
+	}
+	if grown == 0 {
+		t.Fatalf("no batch grew past batch.size (sizes %v)", sizes)
+	}
+}
+
+// Growth stays within 90 % of the topic's max.message.bytes, is off when
+// the broker does not say the limit, and is off with batch.max.size at or
+// below batch.size: then every batch is at most batch.size plus the record
+// that crossed it (Kafka's behaviour).
+func TestBatchGrowthLimits(t *testing.T) {
+	cases := []struct {
+		name            string
+		maxMessageBytes int32
+		batchMax        int
+		limit           int
+	}{
+		{"topic limit", 3000, 1 << 20, 3000/10*9 + 200},
+		{"limit unknown", 0, 1 << 20, 1024 + record.HeaderSize + 200},
+		{"batch.max.size off", 1 << 20, 0, 1024 + record.HeaderSize + 200},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			sizes, _ := growRun(t, c.maxMessageBytes, c.batchMax, 100)
+			for _, s := range sizes {
+				if s > c.limit {
+					t.Fatalf("a batch of %d bytes; want at most %d (sizes %v)", s, c.limit, sizes)
+				}
+			}
+		})
+	}
+}
+
+// byPartition sends each record to the partition it names.
+type byPartition struct{}
+
+func (byPartition) Partition(rec *Record, n int) int32 { return rec.Partition }
+func (byPartition) OnNewBatch(string, int)             {}
+
+// A request stays within max.request.size: the batches of four partitions,
+// about 2 KB each, go out in requests of at most 6000 bytes, not all in one
+// (Kafka's producer does the same).
+func TestRequestsStayWithinMaxRequestSize(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &gateBroker{addr: lis.Addr().String(), maxMessageBytes: 1 << 20, parts: 4, release: make(chan struct{}), arrived: make(chan struct{})}
+	close(b.release)
+	srv := grpc.NewServer()
+	pb.RegisterMetadataServer(srv, b)
+	pb.RegisterProducerServer(srv, b)
+	go srv.Serve(lis)
+	defer srv.Stop()
+
+	p, err := NewProducer(Bootstrap(b.addr), EnableIdempotence(IdempotenceOff), Linger(time.Minute), BatchSize(4096),
+		MaxRequestSize(6000), MaxInFlight(5), WithPartitioner(byPartition{}), Logger(testutil.Logger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	defer p.Close(ctx)
+	for part := int32(0); part < 4; part++ {
+		for i := 0; i < 18; i++ {
+			p.Produce(ctx, &Record{Topic: "t", Partition: part, Value: make([]byte, 100)}, nil)
+		}
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.sizes) != 4 {
+		t.Fatalf("%d batches, want one per partition: %v", len(b.sizes), b.sizes)
+	}
+	if len(b.reqBytes) < 2 {
+		t.Fatalf("all four batches in %d request(s) of %v bytes; want requests within max.request.size 6000", len(b.reqBytes), b.reqBytes)
+	}
+	for _, n := range b.reqBytes {
+		if n > 6000 {
+			t.Fatalf("a request of %d bytes, over max.request.size 6000 (requests %v)", n, b.reqBytes)
+		}
+	}
+}
+
+// batch.max.size cannot be negative.
+func TestBatchMaxSizeValidated(t *testing.T) {
+	if _, err := NewProducer(Bootstrap("127.0.0.1:1"), BatchMaxSize(-1)); err == nil {
+		t.Fatal("batch.max.size -1 accepted")
+	}
+}
