@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"net"
 	"sync"
 	"testing"
@@ -20,16 +21,21 @@ import (
 type gateBroker struct {
 	pb.UnimplementedMetadataServer
 	pb.UnimplementedProducerServer
+	pb.UnimplementedTransactionsServer
 	addr            string
 	maxMessageBytes int32
-	parts           int // partitions of "t" (default 1)
+	parts           int  // partitions of "t" (default 1)
+	holdAll         bool // answer no produce request at all
 	release         chan struct{}
+	pids            int // InitProducerId calls; the first is answered, later ones hang
 
-	mu       sync.Mutex
-	sizes    []int
-	counts   []int32
-	reqBytes []int         // records bytes per request
-	arrived  chan struct{} // closed when the first request is in
+	mu        sync.Mutex
+	sizes     []int
+	counts    []int32
+	reqBytes  []int     // records bytes per request
+	reqParts  [][]int32 // partitions per request
+	seenFirst bool
+	arrived   chan struct{} // closed when the first request is in
 }
 
 func (b *gateBroker) Metadata(ctx context.Context, req *pb.MetadataRequest) (*pb.MetadataResponse, error) {
@@ -42,7 +48,7 @@ func (b *gateBroker) Metadata(ctx context.Context, req *pb.MetadataRequest) (*pb
 }
 
 func (b *gateBroker) Produce(stream pb.Producer_ProduceServer) error {
-	next, first := int64(0), true
+	next := int64(0)
 	for {
 		r, err := stream.Recv()
 		if err != nil {
@@ -50,8 +56,10 @@ func (b *gateBroker) Produce(stream pb.Producer_ProduceServer) error {
 		}
 		resp := &pb.ProduceResponse{CorrelationId: r.CorrelationId}
 		n := 0
+		var parts []int32
 		for _, p := range r.Partitions {
 			n += len(p.Records)
+			parts = append(parts, p.Partition)
 			h, err := record.ParseHeader(p.Records)
 			if err != nil {
 				return err
@@ -65,10 +73,17 @@ func (b *gateBroker) Produce(stream pb.Producer_ProduceServer) error {
 		}
 		b.mu.Lock()
 		b.reqBytes = append(b.reqBytes, n)
+		b.reqParts = append(b.reqParts, parts)
+		first := !b.seenFirst
+		b.seenFirst = true
 		b.mu.Unlock()
 		if first {
-			first = false
 			close(b.arrived)
+		}
+		if b.holdAll {
+			continue
+		}
+		if first {
 			select {
 			case <-b.release:
 			case <-stream.Context().Done():
@@ -81,6 +96,37 @@ func (b *gateBroker) Produce(stream pb.Producer_ProduceServer) error {
 	}
 }
 
+func (b *gateBroker) InitProducerId(ctx context.Context, req *pb.InitProducerIdRequest) (*pb.InitProducerIdResponse, error) {
+	b.mu.Lock()
+	b.pids++
+	n := b.pids
+	b.mu.Unlock()
+	if n == 1 {
+		return &pb.InitProducerIdResponse{ProducerId: 7, ProducerEpoch: 0}, nil
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func startGate(t *testing.T, b *gateBroker) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.addr = lis.Addr().String()
+	if b.release == nil {
+		b.release = make(chan struct{})
+	}
+	b.arrived = make(chan struct{})
+	srv := grpc.NewServer()
+	pb.RegisterMetadataServer(srv, b)
+	pb.RegisterProducerServer(srv, b)
+	pb.RegisterTransactionsServer(srv, b)
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+}
+
 // growRun starts a gateBroker announcing maxMessageBytes for the topic and
 // a producer with max.in.flight 1, linger 0, batch.size 1 KiB and the given
 // batch.max.size. It sends one record, which the broker holds; produces n
@@ -88,17 +134,8 @@ func (b *gateBroker) Produce(stream pb.Producer_ProduceServer) error {
 // returns the batches the broker saw after the first.
 func growRun(t *testing.T, maxMessageBytes int32, batchMax, n int) (sizes []int, counts []int32) {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &gateBroker{addr: lis.Addr().String(), maxMessageBytes: maxMessageBytes, release: make(chan struct{}), arrived: make(chan struct{})}
-	srv := grpc.NewServer()
-	pb.RegisterMetadataServer(srv, b)
-	pb.RegisterProducerServer(srv, b)
-	go srv.Serve(lis)
-	defer srv.Stop()
-
+	b := &gateBroker{maxMessageBytes: maxMessageBytes}
+	startGate(t, b)
 	p, err := NewProducer(Bootstrap(b.addr), EnableIdempotence(IdempotenceOff), Linger(0), BatchSize(1024), BatchMaxSize(batchMax), MaxInFlight(1), Logger(testutil.Logger()))
 	if err != nil {
 		t.Fatal(err)
@@ -187,18 +224,24 @@ func TestBatchGrowthLimits(t *testing.T) {
 		maxMessageBytes int32
 		batchMax        int
 		limit           int
+		mustGrow        bool
 	}{
-		{"topic limit", 3000, 1 << 20, 3000/10*9 + 200},
-		{"limit unknown", 0, 1 << 20, 1024 + record.HeaderSize + 200},
-		{"batch.max.size off", 1 << 20, 0, 1024 + record.HeaderSize + 200},
+		{"topic limit", 3000, 1 << 20, 3000 / 10 * 9, true},
+		{"limit unknown", 0, 1 << 20, 1024 + record.HeaderSize + 200, false},
+		{"batch.max.size off", 1 << 20, 0, 1024 + record.HeaderSize + 200, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			sizes, _ := growRun(t, c.maxMessageBytes, c.batchMax, 100)
+			grew := false
 			for _, s := range sizes {
 				if s > c.limit {
 					t.Fatalf("a batch of %d bytes; want at most %d (sizes %v)", s, c.limit, sizes)
 				}
+				grew = grew || s > 1024+record.HeaderSize+200
+			}
+			if c.mustGrow && !grew {
+				t.Fatalf("no batch grew past batch.size (sizes %v)", sizes)
 			}
 		})
 	}
@@ -214,17 +257,9 @@ func (byPartition) OnNewBatch(string, int)             {}
 // about 2 KB each, go out in requests of at most 6000 bytes, not all in one
 // (Kafka's producer does the same).
 func TestRequestsStayWithinMaxRequestSize(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &gateBroker{addr: lis.Addr().String(), maxMessageBytes: 1 << 20, parts: 4, release: make(chan struct{}), arrived: make(chan struct{})}
+	b := &gateBroker{maxMessageBytes: 1 << 20, parts: 4, release: make(chan struct{})}
 	close(b.release)
-	srv := grpc.NewServer()
-	pb.RegisterMetadataServer(srv, b)
-	pb.RegisterProducerServer(srv, b)
-	go srv.Serve(lis)
-	defer srv.Stop()
+	startGate(t, b)
 
 	p, err := NewProducer(Bootstrap(b.addr), EnableIdempotence(IdempotenceOff), Linger(time.Minute), BatchSize(4096),
 		MaxRequestSize(6000), MaxInFlight(5), WithPartitioner(byPartition{}), Logger(testutil.Logger()))
@@ -261,5 +296,137 @@ func TestRequestsStayWithinMaxRequestSize(t *testing.T) {
 func TestBatchMaxSizeValidated(t *testing.T) {
 	if _, err := NewProducer(Bootstrap("127.0.0.1:1"), BatchMaxSize(-1)); err == nil {
 		t.Fatal("batch.max.size -1 accepted")
+	}
+}
+
+// Requests cut short by max.request.size do not keep going to the same
+// partitions: each round of the drain starts one partition further on, so
+// partition 3 is served within the first three requests after the backlog
+// built up, not after partitions 0 and 1 have sent all they have (Kafka's
+// drainIndex).
+func TestDrainRotatesAcrossPartitions(t *testing.T) {
+	b := &gateBroker{maxMessageBytes: 1 << 20, parts: 4}
+	startGate(t, b)
+	p, err := NewProducer(Bootstrap(b.addr), EnableIdempotence(IdempotenceOff), Linger(time.Minute), BatchSize(2048), BatchMaxSize(0),
+		MaxRequestSize(5000), MaxInFlight(1), WithPartitioner(byPartition{}), Logger(testutil.Logger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	defer p.Close(ctx)
+	// Partition 0's first full batch goes out and is held (max.in.flight
+	// 1 keeps everything else back) while the backlog builds.
+	for part := int32(0); part < 4; part++ {
+		for i := 0; i < 3*16; i++ { // three batches of about 1.9 KB each
+			p.Produce(ctx, &Record{Topic: "t", Partition: part, Value: make([]byte, 100)}, nil)
+		}
+		if part == 0 {
+			select {
+			case <-b.arrived:
+			case <-ctx.Done():
+				t.Fatal("the first request never arrived")
+			}
+		}
+	}
+	close(b.release)
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	first := -1
+	for i, parts := range b.reqParts[1:] {
+		for _, part := range parts {
+			if part == 3 && first < 0 {
+				first = i
+			}
+		}
+	}
+	if first < 0 || first > 2 {
+		t.Fatalf("partition 3 first served in request %d after the held one; requests carried partitions %v", first, b.reqParts)
+	}
+}
+
+// An open batch that cannot be sent because the window stays full fails
+// with ErrDeliveryTimeout at delivery.timeout.ms, as a queued batch does,
+// and Flush returns. Here the leader answers nothing: the batch in flight
+// times out, the producer needs a new producer id, and that request hangs.
+func TestOpenBatchExpiresWhileTheWindowIsFull(t *testing.T) {
+	b := &gateBroker{maxMessageBytes: 1 << 20, holdAll: true}
+	startGate(t, b)
+	p, err := NewProducer(Bootstrap(b.addr), Linger(0), BatchSize(1024), MaxInFlight(1),
+		RequestTimeout(200*time.Millisecond), DeliveryTimeout(600*time.Millisecond), RetryBackoff(20*time.Millisecond, 50*time.Millisecond), Logger(testutil.Logger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	defer p.Close(ctx)
+	p.Produce(ctx, &Record{Topic: "t", Value: []byte("first")}, nil)
+	select {
+	case <-b.arrived:
+	case <-ctx.Done():
+		t.Fatal("the first request never arrived")
+	}
+	var mu sync.Mutex
+	var errsSeen []error
+	for i := 0; i < 10; i++ {
+		p.Produce(ctx, &Record{Topic: "t", Value: make([]byte, 100)}, func(_ *Record, err error) {
+			mu.Lock()
+			errsSeen = append(errsSeen, err)
+			mu.Unlock()
+		})
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatalf("Flush: %v (the open batch never completed)", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(errsSeen) != 10 {
+		t.Fatalf("%d outcomes, want 10", len(errsSeen))
+	}
+	for _, err := range errsSeen {
+		if !errors.Is(err, ErrDeliveryTimeout) || Indefinite(err) {
+			t.Fatalf("outcome %v; want a definite ErrDeliveryTimeout (never sent)", err)
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, c := range b.counts {
+		if c != 1 {
+			t.Fatalf("the broker got a batch of %d records; only the first record's batch was ever sendable", c)
+		}
+	}
+}
+
+// mayGrowLocked lets a batch grow only while one closed now would wait:
+// batches queued ahead, the partition blocked, or max.in.flight batches out;
+// and never past growCap.
+func TestMayGrowOnlyWhileABatchWouldWait(t *testing.T) {
+	p := &Producer{cfg: config{maxInFlight: 2}}
+	pp := &ppart{growCap: 4096}
+	if p.mayGrowLocked(pp, 2000) {
+		t.Fatal("grew with the window empty")
+	}
+	pp.window = []*pbatch{{}}
+	if p.mayGrowLocked(pp, 2000) {
+		t.Fatal("grew with room in the window")
+	}
+	pp.window = append(pp.window, &pbatch{})
+	if !p.mayGrowLocked(pp, 2000) {
+		t.Fatal("did not grow with the window full")
+	}
+	if p.mayGrowLocked(pp, 5000) {
+		t.Fatal("grew past growCap")
+	}
+	pp.window = nil
+	pp.queued = []*pbatch{{}}
+	if !p.mayGrowLocked(pp, 2000) {
+		t.Fatal("did not grow behind a queued batch")
+	}
+	pp.queued, pp.blocked = nil, true
+	if !p.mayGrowLocked(pp, 2000) {
+		t.Fatal("did not grow while the partition is blocked")
 	}
 }

@@ -57,8 +57,9 @@ func (s *droppingStream) RecvMsg(m any) error {
 // TestProducerExactlyOnceWithLostResponses: with responses lost, every
 // record is acknowledged exactly once, none is duplicated in the log, and
 // each partition holds its records in send order, with 5 requests in flight;
-// with batches of batch.size, and with batches growing (batch.max.size) while
-// the window is full, so that retried batches are bigger than batch.size.
+// with batches of batch.size, and with batches allowed to grow
+// (batch.max.size) while the window is full, so that retried batches may be
+// bigger than batch.size.
 func TestProducerExactlyOnceWithLostResponses(t *testing.T) {
 	for _, c := range []struct{ batch, batchMax int }{{512, 512}, {128, 512}} {
 		t.Run(fmt.Sprintf("batch.size=%d,batch.max.size=%d", c.batch, c.batchMax), func(t *testing.T) { exactlyOnceWithLostResponses(t, c.batch, c.batchMax) })

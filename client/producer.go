@@ -47,6 +47,7 @@ type Producer struct {
 	resetting bool // a new producer id is needed once nothing is in flight
 
 	nextExpiry time.Time // no batch reaches delivery.timeout.ms before (see expireLocked)
+	drainFrom  int       // where drain's next round starts in the partition order
 
 	txn *txnState
 
@@ -228,16 +229,24 @@ func (p *Producer) produce(ctx context.Context, rec *Record, promise Promise) er
 	if err != nil {
 		return err
 	}
-	pp.growCap = p.growCap(ti)
+	// Keyless records spread over several partitions move on when a batch
+	// reaches batch.size (sticky partitioning) rather than grow it: a
+	// partition with a full window would otherwise keep them longest.
+	sticky := rec.Key == nil && p.cfg.partitioner == nil
+	growCap := p.growCap(ti)
+	if sticky && n > 1 {
+		growCap = p.cfg.batchSize
+	}
+	pp.growCap = growCap
 	if b := pp.open; b != nil && b.size > 0 && b.size+size > p.cfg.batchSize && !p.mayGrowLocked(pp, b.size+size) {
 		p.closeOpen(pp)
-		if rec.Key == nil && p.cfg.partitioner == nil {
+		if sticky {
 			// Sticky partitioning moves on when a batch fills.
 			p.part.OnNewBatch(rec.Topic, n)
 			if pp, err = p.ppartLocked(rec, p.part.Partition(rec, n), n); err != nil {
 				return err
 			}
-			pp.growCap = p.growCap(ti)
+			pp.growCap = growCap
 			if b := pp.open; b != nil && b.size > 0 && b.size+size > p.cfg.batchSize && !p.mayGrowLocked(pp, b.size+size) {
 				p.closeOpen(pp)
 			}
@@ -282,7 +291,7 @@ func (p *Producer) ppartLocked(rec *Record, part int32, n int) (*ppart, error) {
 // data). A topic whose limit is unknown gets no growth.
 func (p *Producer) growCap(ti *topicInfo) int {
 	c := min(p.cfg.batchMaxSize, p.cfg.maxRequestSize-record.HeaderSize)
-	if ti.maxMessageBytes <= 0 {
+	if ti.maxMessageBytes <= 0 || p.cfg.batchSize == 0 { // unknown limit; batching off
 		return p.cfg.batchSize
 	}
 	c = min(c, ti.maxMessageBytes/10*9-record.HeaderSize)
@@ -306,7 +315,12 @@ func (p *Producer) appendLocked(pp *ppart, rec *Record, promise Promise, w recor
 	if pp.open == nil {
 		opts := record.BatchOptions{Compression: p.cfg.compression, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, PartitionLeaderEpoch: -1}
 		bld := record.NewBuilder(opts)
-		bld.SizeHint(min(pp.lastBytes, max(p.cfg.batchSize, pp.growCap)+record.HeaderSize)) // not a lone large record's size
+		// Like the previous batch, but not a lone large record's size.
+		hint := p.cfg.batchSize
+		if pp.lastCount > 1 {
+			hint = max(hint, pp.growCap)
+		}
+		bld.SizeHint(min(pp.lastBytes, hint+record.HeaderSize))
 		pp.open = &pbatch{tp: pp.tp, b: bld, created: time.Now(), seq: -1}
 		if pp.lastCount > 1 {
 			pp.open.recs = make([]*Record, 0, pp.lastCount)
@@ -594,7 +608,15 @@ func (p *Producer) drain() time.Duration {
 	for {
 		byBroker := map[int32][]*pbatch{}
 		reqBytes := map[int32]int{}
-		for _, tp := range keys {
+		// Each round starts one partition further on: when max.request.size
+		// leaves some partitions for the next request, the first ones in
+		// the order do not take every request (Kafka's drainIndex).
+		start := 0
+		if len(keys) > 0 {
+			start = p.drainFrom % len(keys)
+		}
+		for i := range keys {
+			tp := keys[(start+i)%len(keys)]
 			pp := p.parts[tp]
 			if pp.blocked && len(pp.inflight) == 0 {
 				p.renumberLocked(pp)
@@ -642,7 +664,7 @@ func (p *Producer) drain() time.Duration {
 			}
 			// A request stays within max.request.size (its first batch
 			// always goes); the next round takes what did not fit.
-			if len(byBroker[leader]) > 0 && reqBytes[leader]+head.size > p.cfg.maxRequestSize {
+			if len(byBroker[leader]) > 0 && reqBytes[leader]+head.size+record.HeaderSize > p.cfg.maxRequestSize {
 				continue
 			}
 			s := p.sinkLocked(leader)
@@ -664,11 +686,12 @@ func (p *Producer) drain() time.Duration {
 			}
 			pp.inflight = append(pp.inflight, head)
 			byBroker[leader] = append(byBroker[leader], head)
-			reqBytes[leader] += head.size
+			reqBytes[leader] += head.size + record.HeaderSize
 		}
 		if len(byBroker) == 0 {
 			break
 		}
+		p.drainFrom++
 		for id, bs := range byBroker {
 			p.sinks[id].send(bs)
 		}
@@ -808,6 +831,10 @@ func (p *Producer) initProducerID() {
 		p.pidState = pidNone
 		return
 	}
+	if resp == nil { // closed before the first attempt
+		p.pidState = pidNone
+		return
+	}
 	p.pid, p.epoch = resp.ProducerId, int16(resp.ProducerEpoch)
 	p.pidState = pidReady
 	p.resetting = false
@@ -860,8 +887,16 @@ func (p *Producer) expireLocked(now time.Time) {
 		for _, b := range pp.inflight {
 			earliest(b)
 		}
-		if pp.open != nil {
-			earliest(pp.open)
+		// The open batch, never sent, can wait past its deadline while
+		// the window stays full (a leader gone, a producer id being
+		// fetched): it fails like a queued one.
+		if b := pp.open; b != nil {
+			if now.Sub(b.created) >= p.cfg.deliveryTimeout {
+				pp.open = nil
+				p.completeLocked(b, -1, fmt.Errorf("%w: %s, %d records, never sent (the partition's window stayed full)", ErrDeliveryTimeout, b.tp, len(b.recs)))
+			} else {
+				earliest(b)
+			}
 		}
 	}
 	p.nextExpiry = next

@@ -471,7 +471,7 @@ s_produce() { # key topic records size [perf flags...]
   fi
   c1=$(cpu_ticks "${S_PIDS[@]}")
   mend "$key" $((c1 - c0))
-  line=$(grep ' 99th' "$log" | tail -1 || true)
+  line=$(grep ' records sent, .* 99th' "$log" | tail -1 || true)
   # N records sent, R records/sec (M MB/sec), A ms avg latency, X ms max latency, P ms 50th, P ms 95th, P ms 99th, P ms 99.9th.
   read -r rate p50 p99 p999 < <(awk -F', ' '{ split($2, a, " "); split($5, b, " "); split($7, c, " "); split($8, d, " ");
     print a[1], b[1], c[1], d[1] }' <<<"$line") || true
