@@ -108,6 +108,32 @@ func (b *gateBroker) InitProducerId(ctx context.Context, req *pb.InitProducerIdR
 	return nil, ctx.Err()
 }
 
+// awaitFirst waits until the broker has the first produce request.
+func (b *gateBroker) awaitFirst(ctx context.Context, t *testing.T) {
+	t.Helper()
+	select {
+	case <-b.arrived:
+	case <-ctx.Done():
+		t.Fatal("the first request never arrived")
+	}
+}
+
+// gateProducer starts a producer on b with opts; it is closed, and its
+// context (20 s) cancelled, when the test ends.
+func gateProducer(t *testing.T, b *gateBroker, opts ...Opt) (*Producer, context.Context) {
+	t.Helper()
+	p, err := NewProducer(append([]Opt{Bootstrap(b.addr), Logger(testutil.Logger())}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(func() {
+		p.Close(ctx)
+		cancel()
+	})
+	return p, ctx
+}
+
 func startGate(t *testing.T, b *gateBroker) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -136,19 +162,9 @@ func growRun(t *testing.T, maxMessageBytes int32, batchMax, n int) (sizes []int,
 	t.Helper()
 	b := &gateBroker{maxMessageBytes: maxMessageBytes}
 	startGate(t, b)
-	p, err := NewProducer(Bootstrap(b.addr), EnableIdempotence(IdempotenceOff), Linger(0), BatchSize(1024), BatchMaxSize(batchMax), MaxInFlight(1), Logger(testutil.Logger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	defer p.Close(ctx)
+	p, ctx := gateProducer(t, b, EnableIdempotence(IdempotenceOff), Linger(0), BatchSize(1024), BatchMaxSize(batchMax), MaxInFlight(1))
 	p.Produce(ctx, &Record{Topic: "t", Value: []byte("first")}, nil)
-	select {
-	case <-b.arrived:
-	case <-ctx.Done():
-		t.Fatal("the first request never arrived")
-	}
+	b.awaitFirst(ctx, t)
 	failed := 0
 	var mu sync.Mutex
 	for i := 0; i < n; i++ {
@@ -261,14 +277,8 @@ func TestRequestsStayWithinMaxRequestSize(t *testing.T) {
 	close(b.release)
 	startGate(t, b)
 
-	p, err := NewProducer(Bootstrap(b.addr), EnableIdempotence(IdempotenceOff), Linger(time.Minute), BatchSize(4096),
-		MaxRequestSize(6000), MaxInFlight(5), WithPartitioner(byPartition{}), Logger(testutil.Logger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	defer p.Close(ctx)
+	p, ctx := gateProducer(t, b, EnableIdempotence(IdempotenceOff), Linger(time.Minute), BatchSize(4096),
+		MaxRequestSize(6000), MaxInFlight(5), WithPartitioner(byPartition{}))
 	for part := int32(0); part < 4; part++ {
 		for i := 0; i < 18; i++ {
 			p.Produce(ctx, &Record{Topic: "t", Partition: part, Value: make([]byte, 100)}, nil)
@@ -307,14 +317,8 @@ func TestBatchMaxSizeValidated(t *testing.T) {
 func TestDrainRotatesAcrossPartitions(t *testing.T) {
 	b := &gateBroker{maxMessageBytes: 1 << 20, parts: 4}
 	startGate(t, b)
-	p, err := NewProducer(Bootstrap(b.addr), EnableIdempotence(IdempotenceOff), Linger(time.Minute), BatchSize(2048), BatchMaxSize(0),
-		MaxRequestSize(5000), MaxInFlight(1), WithPartitioner(byPartition{}), Logger(testutil.Logger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	defer p.Close(ctx)
+	p, ctx := gateProducer(t, b, EnableIdempotence(IdempotenceOff), Linger(time.Minute), BatchSize(2048), BatchMaxSize(0),
+		MaxRequestSize(5000), MaxInFlight(1), WithPartitioner(byPartition{}))
 	// Partition 0's first full batch goes out and is held (max.in.flight
 	// 1 keeps everything else back) while the backlog builds.
 	for part := int32(0); part < 4; part++ {
@@ -322,11 +326,7 @@ func TestDrainRotatesAcrossPartitions(t *testing.T) {
 			p.Produce(ctx, &Record{Topic: "t", Partition: part, Value: make([]byte, 100)}, nil)
 		}
 		if part == 0 {
-			select {
-			case <-b.arrived:
-			case <-ctx.Done():
-				t.Fatal("the first request never arrived")
-			}
+			b.awaitFirst(ctx, t)
 		}
 	}
 	close(b.release)
@@ -355,20 +355,10 @@ func TestDrainRotatesAcrossPartitions(t *testing.T) {
 func TestOpenBatchExpiresWhileTheWindowIsFull(t *testing.T) {
 	b := &gateBroker{maxMessageBytes: 1 << 20, holdAll: true}
 	startGate(t, b)
-	p, err := NewProducer(Bootstrap(b.addr), Linger(0), BatchSize(1024), MaxInFlight(1),
-		RequestTimeout(200*time.Millisecond), DeliveryTimeout(600*time.Millisecond), RetryBackoff(20*time.Millisecond, 50*time.Millisecond), Logger(testutil.Logger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	defer p.Close(ctx)
+	p, ctx := gateProducer(t, b, Linger(0), BatchSize(1024), MaxInFlight(1),
+		RequestTimeout(200*time.Millisecond), DeliveryTimeout(600*time.Millisecond), RetryBackoff(20*time.Millisecond, 50*time.Millisecond))
 	p.Produce(ctx, &Record{Topic: "t", Value: []byte("first")}, nil)
-	select {
-	case <-b.arrived:
-	case <-ctx.Done():
-		t.Fatal("the first request never arrived")
-	}
+	b.awaitFirst(ctx, t)
 	var mu sync.Mutex
 	var errsSeen []error
 	for i := 0; i < 10; i++ {
