@@ -82,6 +82,8 @@ func (c *cluster) conn(addr string) (*grpc.ClientConn, error) {
 		// Fixed flow-control windows, as the brokers use (irpc.WindowSize):
 		// no BDP pings, a WINDOW_UPDATE per MiB fetched instead of per 16 KiB.
 		grpc.WithInitialWindowSize(irpc.WindowSize), grpc.WithInitialConnWindowSize(irpc.WindowSize),
+		// Transport buffers that hold a whole grown batch (irpc.TransportBufferSize).
+		grpc.WithReadBufferSize(irpc.TransportBufferSize), grpc.WithWriteBufferSize(irpc.TransportBufferSize),
 	}, c.cfg.dialOpts...)
 	cc, err := grpc.NewClient("passthrough:///"+addr, opts...)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -87,6 +88,7 @@ func perfProduceCmd() *cobra.Command {
 	var txnMs int
 	var props []string
 	var warmup int64
+	var cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "produce",
 		Short: "Produce records at a target rate and report throughput and latency",
@@ -115,6 +117,13 @@ start (metadata, producer id, connections) is in them.`,
 				if txnMs <= 0 {
 					txnMs = 3000
 				}
+			}
+			if cpuProfile != "" {
+				stopProfile, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stopProfile()
 			}
 			ctx, stop := signalContext()
 			defer stop()
@@ -232,7 +241,21 @@ start (metadata, producer id, connections) is in them.`,
 	f.IntVar(&txnMs, "transaction-duration-ms", 0, "commit every this many ms (default 3000 with --transactional-id)")
 	f.StringArrayVar(&props, "producer-props", nil, "producer properties key=value (linger.ms, batch.size, batch.max.size, max.in.flight.requests.per.connection, buffer.memory, compression.type, enable.idempotence)")
 	f.Int64Var(&warmup, "warmup-records", 0, "also report the steady state: all but the first N records")
+	f.StringVar(&cpuProfile, "cpu-profile", "", "write a Go CPU profile of the producer process to this file")
 	return cmd
+}
+
+// startCPUProfile profiles this process into path until the returned func runs.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
