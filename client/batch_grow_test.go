@@ -28,8 +28,15 @@ type gateBroker struct {
 	holdAll         bool // answer no produce request at all
 	release         chan struct{}
 	pids            int // InitProducerId calls; the first is answered, later ones hang
+	// keepValues: check every batch's CRC and keep its record values, in
+	// the order written. failEvery n > 0: every nth request is answered
+	// NOT_ENOUGH_REPLICAS for all its partitions and nothing of it is kept.
+	keepValues bool
+	failEvery  int
 
 	mu        sync.Mutex
+	values    [][]byte
+	requests  int
 	sizes     []int
 	counts    []int32
 	reqBytes  []int     // records bytes per request
@@ -55,9 +62,37 @@ func (b *gateBroker) Produce(stream pb.Producer_ProduceServer) error {
 			return err
 		}
 		resp := &pb.ProduceResponse{CorrelationId: r.CorrelationId}
+		b.mu.Lock()
+		b.requests++
+		fail := b.failEvery > 0 && b.requests%b.failEvery == 0
+		b.mu.Unlock()
+		if fail {
+			for _, p := range r.Partitions {
+				resp.Partitions = append(resp.Partitions, &pb.ProducePartitionResponse{Topic: p.Topic, Partition: p.Partition, BaseOffset: -1,
+					ErrorCode: pb.ErrorCode_NOT_ENOUGH_REPLICAS, ErrorMessage: "test: refused"})
+			}
+			if err := stream.Send(resp); err != nil {
+				return err
+			}
+			continue
+		}
 		n := 0
 		var parts []int32
 		for _, p := range r.Partitions {
+			if b.keepValues {
+				if _, err := record.Validate(p.Records); err != nil {
+					return err
+				}
+				_, recs, err := record.Decode(p.Records)
+				if err != nil {
+					return err
+				}
+				b.mu.Lock()
+				for _, rec := range recs {
+					b.values = append(b.values, append([]byte(nil), rec.Value...))
+				}
+				b.mu.Unlock()
+			}
 			n += len(p.Records)
 			parts = append(parts, p.Partition)
 			h, err := record.ParseHeader(p.Records)

@@ -71,6 +71,10 @@ func removeBatch(s *[]*pbatch, b *pbatch) bool {
 
 func (p *Producer) ackLocked(pp *ppart, b *pbatch, base int64) {
 	b.acked = true
+	// The broker answered the request that carried b (acks=0: it was
+	// written to the stream), so its bytes are not needed again.
+	p.bufs.put(b.bytes)
+	b.bytes = nil
 	for len(pp.window) > 0 && pp.window[0].acked {
 		pp.window[0].inWindow = false
 		pp.window = pp.window[1:]

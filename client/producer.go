@@ -32,6 +32,7 @@ type Producer struct {
 	mu       sync.Mutex
 	parts    map[TopicPartition]*ppart
 	sinks    map[int32]*sink
+	bufs     batchBufs // buffers of acknowledged batches, for new ones
 	bufUsed  int
 	bufFreed chan struct{}
 	pending  int // records not yet completed
@@ -131,6 +132,8 @@ func NewProducer(opts ...Opt) (*Producer, error) {
 	p := &Producer{cfg: cfg, parts: map[TopicPartition]*ppart{}, sinks: map[int32]*sink{}, wake: make(chan struct{}, 1),
 		bufFreed: make(chan struct{}), idle: make(chan struct{}), pid: -1, epoch: -1}
 	close(p.idle)
+	// A batch's buffer is sized like its predecessor plus 1/16 (record.Builder).
+	p.bufs.limit = 2*max(cfg.batchSize, cfg.batchMaxSize) + record.HeaderSize
 	p.cl = newCluster(&p.cfg)
 	p.part = cfg.partitioner
 	if p.part == nil {
@@ -320,7 +323,11 @@ func (p *Producer) appendLocked(pp *ppart, rec *Record, promise Promise, w recor
 		if pp.lastCount > 1 {
 			hint = max(hint, pp.growCap)
 		}
-		bld.SizeHint(min(pp.lastBytes, hint+record.HeaderSize))
+		size := min(pp.lastBytes, hint+record.HeaderSize)
+		bld.SizeHint(size)
+		if buf := p.bufs.get(size + size/16); buf != nil {
+			bld.SetBuffer(buf)
+		}
 		pp.open = &pbatch{tp: pp.tp, b: bld, created: time.Now(), seq: -1}
 		if pp.lastCount > 1 {
 			pp.open.recs = make([]*Record, 0, pp.lastCount)

@@ -141,6 +141,12 @@ func (b *Builder) SizeHint(n int) {
 	}
 }
 
+// SetBuffer gives b an empty buffer to build its next batch in (a
+// recycled one), used instead of allocating if it holds the header.
+func (b *Builder) SetBuffer(buf []byte) {
+	b.buf = buf[:0]
+}
+
 // Reset empties b and sets the options of its next batch, keeping its
 // buffer for reuse.
 func (b *Builder) Reset(opts BatchOptions) {

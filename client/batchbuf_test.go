@@ -1,0 +1,98 @@
+package client
+
+import (
+	"bytes"
+	"fmt"
+	"sync"
+	"testing"
+)
+
+func TestBatchBufsGetPut(t *testing.T) {
+	f := batchBufs{limit: 1 << 20}
+	if f.get(1) != nil {
+		t.Fatal("an empty list gave a buffer")
+	}
+	a := make([]byte, 10, 4096)
+	f.put(a)
+	if f.get(8192) != nil {
+		t.Fatal("a 4 KiB buffer was given for 8 KiB")
+	}
+	got := f.get(4000)
+	if cap(got) != 4096 || len(got) != 0 || &got[:1][0] != &a[:1][0] {
+		t.Fatalf("get(4000) = len %d cap %d, want the kept buffer, emptied", len(got), cap(got))
+	}
+	if f.get(1) != nil {
+		t.Fatal("a buffer was given twice")
+	}
+	f.put(make([]byte, 0, 2<<20)) // over the limit
+	if f.get(1) != nil {
+		t.Fatal("a buffer over the limit was kept")
+	}
+	for i := 1; i <= maxFreeBatchBufs; i++ {
+		f.put(make([]byte, 0, i*1024))
+	}
+	f.put(make([]byte, 0, 64*1024)) // full: replaces the smallest (1 KiB)
+	if len(f.free) != maxFreeBatchBufs {
+		t.Fatalf("%d buffers kept, want at most %d", len(f.free), maxFreeBatchBufs)
+	}
+	if b := f.get(64 * 1024); cap(b) != 64*1024 {
+		t.Fatalf("the larger buffer was not kept (got cap %d)", cap(b))
+	}
+	for _, b := range f.free {
+		if cap(b) == 1024 {
+			t.Fatal("the smallest buffer was kept over a larger one")
+		}
+	}
+}
+
+// Acknowledged batches lend their buffers to new ones, and neither the
+// batches written nor a batch retried after an error ever carry another
+// batch's bytes: the broker checks every CRC and every value arrives once,
+// in order. Every third request is refused (retriable), so batches are
+// retried while new ones are built in recycled buffers.
+func TestProducerReusesAckedBatchBuffers(t *testing.T) {
+	b := &gateBroker{keepValues: true, failEvery: 3, release: make(chan struct{})}
+	close(b.release)
+	startGate(t, b)
+	p, ctx := gateProducer(t, b, Linger(0), BatchSize(4096), MaxInFlight(1), RetryBackoff(0, 0))
+	const n = 600
+	want := make([][]byte, n)
+	var mu sync.Mutex
+	var failed []error
+	for i := range want {
+		want[i] = bytes.Repeat([]byte(fmt.Sprintf("record %06d;", i)), 80) // about 1 KiB
+		p.Produce(ctx, &Record{Topic: "t", Value: want[i]}, func(_ *Record, err error) {
+			if err != nil {
+				mu.Lock()
+				failed = append(failed, err)
+				mu.Unlock()
+			}
+		})
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(failed) > 0 {
+		t.Fatalf("%d records failed; first: %v", len(failed), failed[0])
+	}
+	b.mu.Lock()
+	got, requests := b.values, b.requests
+	b.mu.Unlock()
+	if requests < 30 {
+		t.Fatalf("only %d requests: too few batches to recycle buffers", requests)
+	}
+	if len(got) != n {
+		t.Fatalf("the broker kept %d records, want %d", len(got), n)
+	}
+	for i := range got {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("record %d arrived as %.20q..., want %.20q...", i, got[i], want[i])
+		}
+	}
+	p.mu.Lock()
+	reused := p.bufs.reused
+	p.mu.Unlock()
+	if reused == 0 {
+		t.Fatal("no batch was built in an acknowledged batch's buffer")
+	}
+}
