@@ -18,6 +18,11 @@ func ServerOptions() []grpc.ServerOption {
 		grpc.MaxRecvMsgSize(rpc.MaxMessageSize), grpc.MaxSendMsgSize(rpc.MaxMessageSize),
 		grpc.InitialWindowSize(rpc.WindowSize), grpc.InitialConnWindowSize(rpc.WindowSize),
 		grpc.ReadBufferSize(rpc.TransportBufferSize), grpc.WriteBufferSize(rpc.TransportBufferSize),
+		// An idle connection holds no buffer: the write buffer goes back to
+		// a pool after each flush (the read buffer always does in gRPC
+		// 1.85), so a broker's memory follows its busy connections, not
+		// all of them.
+		grpc.SharedWriteBuffer(true),
 		experimental.BufferPool(mem.DefaultBufferPool()),
 		grpc.ForceServerCodecV2(newServerCodec()),
 	}

@@ -31,7 +31,7 @@
 # (the machine-wide busy time minus brokers and load client) measures noise.
 #
 # Knobs (environment): OUT, ROUNDS, WINDOW, LINGER_MS, RATE, FIXED_SECS,
-# CONSUME_REPS, S_EXTRA_PROPS, S_PORT_BASE, J_PORT_BASE, BENCH_DIR and the
+# CONSUME_REPS, WARM_RECORDS, S_EXTRA_PROPS, S_PORT_BASE, J_PORT_BASE, BENCH_DIR and the
 # record counts below (S_* for Strand, J_* for JetStream). Logs of the last
 # run: $BENCH/logs; raw values: $BENCH/last-results.tsv. It stops exactly the
 # processes it started and removes its temporary directories on exit.
@@ -64,6 +64,7 @@ S_F1K=${S_F1K:-200000} J_F1K=${J_F1K:-150000}
 S_F100=${S_F100:-500000} J_F100=${J_F100:-300000}
 S_F1KW=${S_F1KW:-300000}  # fsync, 1 KiB with batch.size 64 KiB
 S_TXN=${S_TXN:-600000}    # both the transactional run and its idempotent baseline
+WARM_RECORDS=${WARM_RECORDS:-100000} # unmeasured warm-up of each fresh cluster (warm_both)
 # buffer.memory of the transactional run and its baseline. Transactions
 # last --transaction-duration-ms of sending plus the commit, which waits for
 # the buffer to drain: with the default 32 MiB a "100 ms" transaction lasts
@@ -637,6 +638,24 @@ j_run() { # key records size [jsload flags...]   (records 0: -duration FIXED_SEC
   fi
   say "   jetstream $key: ${line#RESULT }  cpu $(cpu_per_mib $((c1 - c0)) "$msgs" "$size") s/MiB"
 }
+# An unmeasured run on each freshly started cluster before the first
+# measured ones (WARM_RECORDS of 1 KiB; 0 turns it off). In the run of
+# 2026-12-03 19:09, Strand's 1 KiB run went first after both clusters had
+# started in two rounds (94 k and 99 k msgs/s) and after JetStream's run in
+# the third (143 k); on a single cluster, a run straight after start-up was
+# 8-10 % slower than one after a short warm-up. Both systems get the same.
+warm_both() {
+  ((WARM_RECORDS > 0)) || return 0
+  if strand_topic warm0; then
+    timeout 120 "$SB" perf produce --topic warm0 --num-records "$WARM_RECORDS" --record-size 1024 --acks all "${SPROPS[@]}" \
+      --bootstrap "$SBOOT" >"$LOGS/r$r-s.warm.log" 2>&1 || warn "round $r: Strand warm-up failed"
+  fi
+  if js_stream j-warm; then
+    timeout 120 "$JSLOAD" -url "$J_URL" -stream j-warm -subject j-warm.x -size 1024 -window "$WINDOW" -msgs "$WARM_RECORDS" \
+      >"$LOGS/r$r-j.warm.log" 2>&1 || warn "round $r: JetStream warm-up failed"
+    jnats stream rm j-warm -f >/dev/null 2>&1 || true
+  fi
+}
 
 pair() { # strand-command ; jetstream-command — in alternating order
   local s=$1 j=$2
@@ -652,6 +671,7 @@ for r in $(seq 1 "$ROUNDS"); do
   strand_start
   for t in p1k p1kw p100 lat e2e; do strand_topic "$t" || true; done
   js_start default
+  warm_both
   # The second Strand run matches JetStream's window in bytes: 5 batches of
   # 64 KiB in flight hold about 320 unacknowledged 1 KiB records (256 for
   # JetStream); with the default 16 KiB batches they hold 80.
@@ -748,6 +768,7 @@ inv() { [[ $1 == n/a ]] && echo n/a || awk -v x="$1" 'BEGIN { print (x <= 1) ? 1
   echo "One producer, one partition/stream, three replicas on one machine (servers and client share all cores)." \
     "Strand: \`perf produce --acks all\` (idempotent), min.insync.replicas=2, max.in.flight=5, linger.ms=$LINGER_MS, batch.size 16 KiB, batch.max.size 256 KiB (batches grow while the window is full)," \
     "buffer.memory 32 MiB (the transactional row and its idempotent baseline: $((TXN_BUFFER / 1024)) KiB, so that a transaction lasts about 100 ms)${S_EXTRA_PROPS:+, and $S_EXTRA_PROPS}. JetStream: R3 file stream, async publish with a sliding window of $WINDOW, default acks (quorum)." \
+    "Each round starts both clusters afresh and gives each an unmeasured run of $WARM_RECORDS 1 KiB records before the first measured ones." \
     "Latencies in ms (p50 / p99) are send → ack, except the end-to-end row (send → consumer)." \
     "CPU is the three brokers' utime+stime per MiB of payload produced." \
     "Strand's p50/p99 in the unthrottled rows include the time a record waits in the 32 MiB producer buffer" \

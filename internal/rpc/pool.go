@@ -36,7 +36,9 @@ const WindowSize = 4 << 20
 // system calls, and as many wake-ups of the goroutines behind them.
 // Alternating runs at 1 KiB, fresh process clusters: 256 KiB buffers won
 // all six pairs, +24 % records/s and -18 % CPU per MiB on average; 1 MiB
-// gave no more (docs/BENCHMARKS.md).
+// gave no more (docs/BENCHMARKS.md). gRPC takes the read buffer from a
+// pool only while bytes wait in it; servers share write buffers too
+// (api.ServerOptions), so idle connections cost no buffer memory.
 const TransportBufferSize = 256 << 10
 
 // Pool keeps one client connection per address.
