@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/strand-io/strand/internal/record"
 )
 
 func TestBatchBufsGetPut(t *testing.T) {
@@ -17,9 +20,13 @@ func TestBatchBufsGetPut(t *testing.T) {
 	if f.get(8192) != nil {
 		t.Fatal("a 4 KiB buffer was given for 8 KiB")
 	}
+	f.put(make([]byte, 0, 64*1024))
 	got := f.get(4000)
 	if cap(got) != 4096 || len(got) != 0 || &got[:1][0] != &a[:1][0] {
-		t.Fatalf("get(4000) = len %d cap %d, want the kept buffer, emptied", len(got), cap(got))
+		t.Fatalf("get(4000) = len %d cap %d, want the smallest kept buffer that fits, emptied", len(got), cap(got))
+	}
+	if b := f.get(4000); cap(b) != 64*1024 {
+		t.Fatalf("get(4000) = cap %d, want the 64 KiB buffer", cap(b))
 	}
 	if f.get(1) != nil {
 		t.Fatal("a buffer was given twice")
@@ -45,54 +52,88 @@ func TestBatchBufsGetPut(t *testing.T) {
 	}
 }
 
-// Acknowledged batches lend their buffers to new ones, and neither the
-// batches written nor a batch retried after an error ever carry another
-// batch's bytes: the broker checks every CRC and every value arrives once,
-// in order. Every third request is refused (retriable), so batches are
-// retried while new ones are built in recycled buffers.
+// Acknowledged batches lend their buffers to new ones (compressed ones:
+// the buffers they were built in), and neither the batches written nor a
+// batch retried after an error ever carry another batch's bytes: the
+// broker checks every CRC and every value arrives once, in order. With
+// failEvery 3 every third request is refused (retriable), so batches are
+// retried while new ones are built in recycled buffers (one in flight, so
+// that the fake broker, which does not check sequences, keeps the order).
 func TestProducerReusesAckedBatchBuffers(t *testing.T) {
-	b := &gateBroker{keepValues: true, failEvery: 3, release: make(chan struct{})}
-	close(b.release)
-	startGate(t, b)
-	p, ctx := gateProducer(t, b, Linger(0), BatchSize(4096), MaxInFlight(1), RetryBackoff(0, 0))
-	const n = 600
-	want := make([][]byte, n)
-	var mu sync.Mutex
-	var failed []error
-	for i := range want {
-		want[i] = bytes.Repeat([]byte(fmt.Sprintf("record %06d;", i)), 80) // about 1 KiB
-		p.Produce(ctx, &Record{Topic: "t", Value: want[i]}, func(_ *Record, err error) {
-			if err != nil {
-				mu.Lock()
-				failed = append(failed, err)
-				mu.Unlock()
+	for _, tc := range []struct {
+		name      string
+		failEvery int
+		opts      []Opt
+		reuse     bool
+	}{
+		{"retries", 3, []Opt{MaxInFlight(1)}, true},
+		{"retries lz4", 3, []Opt{MaxInFlight(1), Compression(record.LZ4)}, true},
+		{"five in flight", 0, []Opt{MaxInFlight(5)}, true},
+		{"acks=0 keeps none", 0, []Opt{MaxInFlight(5), RequiredAcks(NoAck), EnableIdempotence(IdempotenceOff)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &gateBroker{keepValues: true, failEvery: tc.failEvery, release: make(chan struct{})}
+			close(b.release)
+			startGate(t, b)
+			p, ctx := gateProducer(t, b, append([]Opt{Linger(0), BatchSize(4096), RetryBackoff(0, 0)}, tc.opts...)...)
+			const n = 600
+			want := make([][]byte, n)
+			var mu sync.Mutex
+			var failed []error
+			for i := range want {
+				want[i] = bytes.Repeat([]byte(fmt.Sprintf("record %06d;", i)), 80) // about 1 KiB
+				p.Produce(ctx, &Record{Topic: "t", Value: want[i]}, func(_ *Record, err error) {
+					if err != nil {
+						mu.Lock()
+						failed = append(failed, err)
+						mu.Unlock()
+					}
+				})
+				// In waves, so that batches are answered before the
+				// next ones are built.
+				if i%100 == 99 {
+					if err := p.Flush(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if len(failed) > 0 {
+				t.Fatalf("%d records failed; first: %v", len(failed), failed[0])
+			}
+			// acks=0: the broker may not have read the last requests yet.
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				b.mu.Lock()
+				k := len(b.values)
+				b.mu.Unlock()
+				if k >= n || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			b.mu.Lock()
+			got, requests := b.values, b.requests
+			b.mu.Unlock()
+			if requests < 30 {
+				t.Fatalf("only %d requests: too few batches to recycle buffers", requests)
+			}
+			if len(got) != n {
+				t.Fatalf("the broker kept %d records, want %d", len(got), n)
+			}
+			for i := range got {
+				if !bytes.Equal(got[i], want[i]) {
+					t.Fatalf("record %d arrived as %.20q..., want %.20q...", i, got[i], want[i])
+				}
+			}
+			p.mu.Lock()
+			reused := p.bufs.reused
+			p.mu.Unlock()
+			if tc.reuse && reused == 0 {
+				t.Fatal("no batch was built in a recycled buffer")
+			}
+			if !tc.reuse && reused != 0 {
+				t.Fatalf("%d batches were built in recycled buffers, want none", reused)
 			}
 		})
-	}
-	if err := p.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if len(failed) > 0 {
-		t.Fatalf("%d records failed; first: %v", len(failed), failed[0])
-	}
-	b.mu.Lock()
-	got, requests := b.values, b.requests
-	b.mu.Unlock()
-	if requests < 30 {
-		t.Fatalf("only %d requests: too few batches to recycle buffers", requests)
-	}
-	if len(got) != n {
-		t.Fatalf("the broker kept %d records, want %d", len(got), n)
-	}
-	for i := range got {
-		if !bytes.Equal(got[i], want[i]) {
-			t.Fatalf("record %d arrived as %.20q..., want %.20q...", i, got[i], want[i])
-		}
-	}
-	p.mu.Lock()
-	reused := p.bufs.reused
-	p.mu.Unlock()
-	if reused == 0 {
-		t.Fatal("no batch was built in an acknowledged batch's buffer")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/internal/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -71,9 +72,13 @@ func removeBatch(s *[]*pbatch, b *pbatch) bool {
 
 func (p *Producer) ackLocked(pp *ppart, b *pbatch, base int64) {
 	b.acked = true
-	// The broker answered the request that carried b (acks=0: it was
-	// written to the stream), so its bytes are not needed again.
-	p.bufs.put(b.bytes)
+	// The broker answered the request that carried b, so its bytes are not
+	// needed again. Not with acks=0 (answered as soon as it is handed to
+	// the stream, where a codec from DialOptions might still hold it), nor
+	// compressed batches (exact-size copies, too small to build in).
+	if p.cfg.acks != NoAck && p.cfg.compression == record.None {
+		p.bufs.put(b.bytes)
+	}
 	b.bytes = nil
 	for len(pp.window) > 0 && pp.window[0].acked {
 		pp.window[0].inWindow = false

@@ -751,6 +751,9 @@ func (p *Producer) prepareLocked(pp *ppart, b *pbatch) error {
 		if err != nil {
 			return err
 		}
+		if p.cfg.compression != record.None {
+			p.bufs.put(b.b.TakeBuffer()) // the records were compressed out of it
+		}
 		b.bytes, b.b = out, nil
 	}
 	if p.idempotent() && b.seq < 0 {

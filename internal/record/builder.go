@@ -147,6 +147,14 @@ func (b *Builder) SetBuffer(buf []byte) {
 	b.buf = buf[:0]
 }
 
+// TakeBuffer hands over b's buffer (after a compressed Build, the one the
+// records were built in), leaving b without one.
+func (b *Builder) TakeBuffer() []byte {
+	buf := b.buf
+	b.buf = nil
+	return buf[:0]
+}
+
 // Reset empties b and sets the options of its next batch, keeping its
 // buffer for reuse.
 func (b *Builder) Reset(opts BatchOptions) {

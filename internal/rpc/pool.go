@@ -37,8 +37,10 @@ const WindowSize = 4 << 20
 // Alternating runs at 1 KiB, fresh process clusters: 256 KiB buffers won
 // all six pairs, +24 % records/s and -18 % CPU per MiB on average; 1 MiB
 // gave no more (docs/BENCHMARKS.md). gRPC takes the read buffer from a
-// pool only while bytes wait in it; servers share write buffers too
-// (api.ServerOptions), so idle connections cost no buffer memory.
+// pool only while bytes wait in it, and servers share write buffers
+// between flushes (api.ServerOptions), so a broker's idle client
+// connections hold no buffer. A client connection (to another broker, or
+// the SDK's to each broker) keeps its 256 KiB write buffer.
 const TransportBufferSize = 256 << 10
 
 // Pool keeps one client connection per address.
