@@ -640,7 +640,7 @@ j_run() { # key records size [jsload flags...]   (records 0: -duration FIXED_SEC
 }
 # An unmeasured run on each freshly started cluster before the first
 # measured ones (WARM_RECORDS of 1 KiB; 0 turns it off). In the run of
-# 2026-12-03 19:09, Strand's 1 KiB run went first after both clusters had
+# 2026-12-03 18:49, Strand's 1 KiB run went first after both clusters had
 # started in two rounds (94 k and 99 k msgs/s) and after JetStream's run in
 # the third (143 k); on a single cluster, a run straight after start-up was
 # 8-10 % slower than one after a short warm-up. Both systems get the same.
