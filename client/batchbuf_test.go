@@ -137,3 +137,37 @@ func TestProducerReusesAckedBatchBuffers(t *testing.T) {
 		})
 	}
 }
+
+// With acks=0 nothing tells the producer where its records landed: every
+// record's offset is -1, not -1, 0, 1, ... counted from the unknown base.
+func TestNoAckOffsetsAreUnknown(t *testing.T) {
+	b := &gateBroker{release: make(chan struct{})}
+	close(b.release)
+	startGate(t, b)
+	p, ctx := gateProducer(t, b, RequiredAcks(NoAck), EnableIdempotence(IdempotenceOff), Linger(time.Second), BatchSize(1<<20))
+	var mu sync.Mutex
+	var offsets []int64
+	for i := 0; i < 5; i++ {
+		p.Produce(ctx, &Record{Topic: "t", Value: []byte("v")}, func(r *Record, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				t.Errorf("record failed: %v", err)
+			}
+			offsets = append(offsets, r.Offset)
+		})
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(offsets) != 5 {
+		t.Fatalf("%d promises ran, want 5", len(offsets))
+	}
+	for i, o := range offsets {
+		if o != -1 {
+			t.Fatalf("record %d: offset %d, want -1 (unknown with acks=0)", i, o)
+		}
+	}
+}

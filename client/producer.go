@@ -521,7 +521,13 @@ func (p *Producer) promiser() {
 		for _, c := range q {
 			for i, r := range c.b.recs {
 				if c.err == nil {
-					r.Offset = c.base + int64(i)
+					// base -1: acks=0, or a duplicate whose offset the broker
+					// no longer knows; every record's offset is unknown, as
+					// in Kafka's RecordMetadata.
+					r.Offset = -1
+					if c.base >= 0 {
+						r.Offset = c.base + int64(i)
+					}
 					r.ProducerID, r.ProducerEpoch = c.pid, c.epoch
 				}
 				c.b.proms[i](r, c.err)
