@@ -149,13 +149,15 @@ loop:
 			}
 		}
 		s.mu.Unlock()
-		for _, sr := range q {
+		for i, sr := range q {
 			if err := stream.Send(sr.req); err != nil {
 				sessErr = err
-				// Unsent requests of this round are failed with the rest.
+				// Unsent requests of this round are failed with the rest,
+				// acks=0 ones too: only those already written to the
+				// stream were answered.
 				s.mu.Lock()
-				for _, o := range q {
-					if o.req.Acks == 0 {
+				for j, o := range q {
+					if o.req.Acks == 0 && j < i {
 						continue
 					}
 					s.inflight[o.corr] = o
