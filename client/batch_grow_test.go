@@ -143,6 +143,22 @@ func (b *gateBroker) InitProducerId(ctx context.Context, req *pb.InitProducerIdR
 	return nil, ctx.Err()
 }
 
+// awaitValues waits up to d for the broker to keep n record values
+// (keepValues; with acks=0 a Flush returns before the broker has read
+// the last requests) and returns how many it has.
+func (b *gateBroker) awaitValues(n int, d time.Duration) int {
+	deadline := time.Now().Add(d)
+	for {
+		b.mu.Lock()
+		k := len(b.values)
+		b.mu.Unlock()
+		if k >= n || time.Now().After(deadline) {
+			return k
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // awaitFirst waits until the broker has the first produce request.
 func (b *gateBroker) awaitFirst(ctx context.Context, t *testing.T) {
 	t.Helper()

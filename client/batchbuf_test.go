@@ -100,17 +100,7 @@ func TestProducerReusesAckedBatchBuffers(t *testing.T) {
 			if len(failed) > 0 {
 				t.Fatalf("%d records failed; first: %v", len(failed), failed[0])
 			}
-			// acks=0: the broker may not have read the last requests yet.
-			deadline := time.Now().Add(5 * time.Second)
-			for {
-				b.mu.Lock()
-				k := len(b.values)
-				b.mu.Unlock()
-				if k >= n || time.Now().After(deadline) {
-					break
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+			b.awaitValues(n, 5*time.Second)
 			b.mu.Lock()
 			got, requests := b.values, b.requests
 			b.mu.Unlock()

@@ -76,17 +76,7 @@ func TestNoAckRequestsAfterAFailedSendAreRetried(t *testing.T) {
 	if f := failed.Load(); f > 0 {
 		t.Fatalf("%d records failed, want every one retried", f)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		b.mu.Lock()
-		k := len(b.values)
-		b.mu.Unlock()
-		if k >= n || time.Now().After(deadline) {
-			if k != n {
-				t.Fatalf("the broker has %d records, want %d", k, n)
-			}
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
+	if k := b.awaitValues(n, 5*time.Second); k != n {
+		t.Fatalf("the broker has %d records, want %d", k, n)
 	}
 }
