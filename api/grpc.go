@@ -10,7 +10,8 @@ import (
 
 // ServerOptions are the options of every gRPC server a node runs: message
 // size limits, fixed flow-control windows (rpc.WindowSize: no BDP pings,
-// few WINDOW_UPDATEs), 256 KiB transport buffers (rpc.TransportBufferSize), the non-zeroing buffer pool (bufpool.go) for
+// few WINDOW_UPDATEs), 256 KiB transport buffers shared between flushes
+// (rpc.TransportBufferSize), the non-zeroing buffer pool (bufpool.go) for
 // reading frames, and the codec that returns Fetch read buffers
 // (fetchbuf.go).
 func ServerOptions() []grpc.ServerOption {
