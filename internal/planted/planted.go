@@ -1,0 +1,147 @@
+// Package planted holds switches that put known, fixed bugs back into the
+// code, one switch per fix. A checker that cannot catch a bug is part of the
+// bug: each fix's test (and, for the exactly-once fixes, `strand verify`)
+// is shown to fail with its switch on.
+//
+// Every switch is off unless a test turns it on with Set, or a server is
+// started with STRAND_PLANTED_BUGS=name,name (a drill rehearsing a checker;
+// the server logs a warning for each switch it finds on). Production code
+// asks On(bug) at exactly the place its fix changed, and behaves as before
+// the fix when it is on. On costs one atomic load.
+package planted
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync/atomic"
+)
+
+// Bug names one fixed bug.
+type Bug uint
+
+// The bugs that can be put back. Their names (String) are what
+// STRAND_PLANTED_BUGS takes.
+const (
+	// MarkerRetryUnreplicated: a re-sent marker that the partition already
+	// applied is answered at once, before the ISR has it (issue 15, item 1).
+	MarkerRetryUnreplicated Bug = iota
+	// LSOPassesUnreplicatedMarker: a completed transaction stops holding
+	// back the last stable offset as soon as its marker is appended, not
+	// once the high watermark passes the marker (item 2).
+	LSOPassesUnreplicatedMarker
+	// FenceEpochOverflow: the fence path of InitProducerId bumps the epoch
+	// without the exhaustion check (item 3).
+	FenceEpochOverflow
+	// EmptyAbortRefused: an abort with no partition in the transaction is
+	// answered INVALID_TXN_STATE (item 4).
+	EmptyAbortRefused
+	// FenceWritesPrepareEpochFence: a fence writes PREPARE_EPOCH_FENCE to the
+	// transaction log instead of keeping it in memory (item 5).
+	FenceWritesPrepareEpochFence
+	// UnknownProducerSequenceRefused: a batch from a producer id the
+	// partition does not know, with a sequence other than 0, is refused
+	// UNKNOWN_PRODUCER_ID (item 6).
+	UnknownProducerSequenceRefused
+	// TxnOffsetCommitRefusedWhileCompleting: TxnOffsetCommit is refused while
+	// the group is CompletingRebalance (item 7).
+	TxnOffsetCommitRefusedWhileCompleting
+	// ServeBeforeReady: a node answers client requests before it is
+	// registered, unfenced and caught up with metadata (item 8).
+	ServeBeforeReady
+
+	numBugs
+)
+
+var names = [numBugs]string{
+	MarkerRetryUnreplicated:               "marker-retry-unreplicated",
+	LSOPassesUnreplicatedMarker:           "lso-passes-unreplicated-marker",
+	FenceEpochOverflow:                    "fence-epoch-overflow",
+	EmptyAbortRefused:                     "empty-abort-refused",
+	FenceWritesPrepareEpochFence:          "fence-writes-prepare-epoch-fence",
+	UnknownProducerSequenceRefused:        "unknown-producer-sequence-refused",
+	TxnOffsetCommitRefusedWhileCompleting: "txn-offset-commit-refused-while-completing",
+	ServeBeforeReady:                      "serve-before-ready",
+}
+
+// String is the bug's name.
+func (b Bug) String() string {
+	if b < numBugs {
+		return names[b]
+	}
+	return fmt.Sprintf("bug(%d)", uint(b))
+}
+
+// EnvVar is the environment variable a server reads its switches from.
+const EnvVar = "STRAND_PLANTED_BUGS"
+
+var on atomic.Uint64
+
+func init() {
+	if v := os.Getenv(EnvVar); v != "" {
+		bugs, err := Parse(v)
+		if err != nil {
+			// A misspelt switch must not silently rehearse nothing.
+			panic(fmt.Sprintf("%s: %v", EnvVar, err))
+		}
+		for _, b := range bugs {
+			on.Or(1 << b)
+		}
+	}
+}
+
+// On reports whether bug b is put back.
+func On(b Bug) bool { return on.Load()&(1<<b) != 0 }
+
+// Set puts b back until the returned function is called (tests: defer
+// it, or pass it to t.Cleanup). Tests that use Set must not run in
+// parallel with tests that depend on the fix.
+func Set(b Bug) (restore func()) {
+	on.Or(1 << b)
+	return func() { on.And(^(uint64(1) << b)) }
+}
+
+// Active lists the switches that are on (a server logs them at start).
+func Active() []Bug {
+	var out []Bug
+	for b := Bug(0); b < numBugs; b++ {
+		if On(b) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// All lists every switch.
+func All() []Bug {
+	out := make([]Bug, numBugs)
+	for b := range out {
+		out[b] = Bug(b)
+	}
+	return out
+}
+
+// Parse reads a comma-separated list of names.
+func Parse(s string) ([]Bug, error) {
+	var out []Bug
+	for _, n := range strings.Split(s, ",") {
+		n = strings.TrimSpace(n)
+		if n == "" {
+			continue
+		}
+		found := false
+		for b, name := range names {
+			if name == n {
+				out = append(out, Bug(b))
+				found = true
+			}
+		}
+		if !found {
+			known := append([]string(nil), names[:]...)
+			sort.Strings(known)
+			return nil, fmt.Errorf("unknown planted bug %q (known: %s)", n, strings.Join(known, ", "))
+		}
+	}
+	return out, nil
+}
