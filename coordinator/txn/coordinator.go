@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"sync"
 	"time"
 
@@ -34,7 +33,11 @@ type Config struct {
 	// WriteTimeout bounds how long a request waits for its log write to
 	// replicate before it is answered retriably (the write carries on).
 	WriteTimeout time.Duration
-	Logger       *slog.Logger
+	// FirstEpoch is the epoch a new transactional id's first InitProducerId
+	// answers (Kafka: 0). Only drills and tests set it, to drive producers
+	// across the end of their epochs in a few transactions.
+	FirstEpoch int16
+	Logger     *slog.Logger
 }
 
 // DefaultConfig is Kafka's defaults.
@@ -42,9 +45,6 @@ func DefaultConfig(nodeID int32) Config {
 	return Config{NodeID: nodeID, Topic: coordinator.DefaultTransactionTopic(), MaxTimeout: 15 * time.Minute,
 		AbortTimedOutInterval: 10 * time.Second, RemoveExpiredInterval: time.Hour, IDExpiration: 7 * 24 * time.Hour, WriteTimeout: 10 * time.Second}
 }
-
-// maxEpoch: past it a producer gets a new producer id.
-const maxEpoch = math.MaxInt16
 
 // Coordinator is the transaction coordinator of the __transaction_state
 // partitions this broker leads.
@@ -168,7 +168,7 @@ func (c *Coordinator) load(o *owned) {
 			break
 		}
 		c.lg.Warn("loading transaction log partition failed; retrying", "partition", o.id, "err", err)
-		time.Sleep(200 * time.Millisecond)
+		c.sleep(o.ctx, 200*time.Millisecond)
 	}
 	c.mu.Lock()
 	if c.parts[o.id] != o || o.ctx.Err() != nil {
@@ -186,14 +186,23 @@ func (c *Coordinator) load(o *owned) {
 	c.mu.Unlock()
 	c.lg.Info("loaded transaction log partition", "partition", o.id, "coordinatorEpoch", o.epoch, "transactionalIds", loaded, "resuming", len(resume), "took", time.Since(start).Round(time.Millisecond))
 	for _, m := range resume {
-		c.mu.Lock()
-		switch m.State {
-		case PrepareEpochFence:
-			c.abortFencedLocked(o, m)
-		default:
-			c.sendMarkersLocked(o, m)
+		if m.State == PrepareEpochFence {
+			c.background(o, m.TransactionalID, Request{Kind: KindResumeFence})
+			continue
 		}
+		c.mu.Lock()
+		c.sendMarkersLocked(o, m)
 		c.mu.Unlock()
+	}
+}
+
+// sleep waits d on the coordinator's clock, or until ctx ends.
+func (c *Coordinator) sleep(ctx context.Context, d time.Duration) {
+	t := c.clk.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+	case <-ctx.Done():
 	}
 }
 
@@ -369,7 +378,7 @@ func (c *Coordinator) waitUntil(ctx context.Context, m *Metadata, d time.Duratio
 func (c *Coordinator) sendMarkersLocked(o *owned, m *Metadata) {
 	committed := m.State == PrepareCommit
 	job := &markerJob{owner: o, transactionalID: m.TransactionalID, producerID: m.ProducerID, epoch: m.ProducerEpoch,
-		committed: committed, coordinatorEpoch: o.epoch, remaining: map[TopicPartition]bool{}}
+		committed: committed, coordinatorEpoch: o.epoch, txnVersion: m.TxnVersion, remaining: map[TopicPartition]bool{}}
 	for tp := range m.Partitions {
 		job.remaining[tp] = true
 	}
@@ -381,64 +390,159 @@ func (c *Coordinator) sendMarkersLocked(o *owned, m *Metadata) {
 	c.markers.enqueue(job)
 }
 
-// complete writes COMPLETE_COMMIT / COMPLETE_ABORT once every marker is written.
-func (c *Coordinator) complete(job *markerJob) {
-	o := job.owner
-	for attempt := 0; o.ctx.Err() == nil; attempt++ {
-		c.mu.Lock()
-		m := o.txns[job.transactionalID]
-		if c.parts[o.id] != o || m == nil || !m.State.IsPrepare() || m.ProducerID != job.producerID || m.ProducerEpoch != job.epoch {
+// handle runs one request of a producer or partition leader through the
+// state machine and carries out its decision.
+func (c *Coordinator) handle(ctx context.Context, id string, r Request) (Decision, error) {
+	c.mu.Lock()
+	o, err := c.ownerLocked(id)
+	if err != nil {
+		c.mu.Unlock()
+		return Decision{}, err
+	}
+	m, d, err := c.decideLocked(ctx, o, id, r, pendingWait)
+	if err != nil {
+		c.mu.Unlock()
+		return Decision{}, err
+	}
+	return d, c.perform(o, m, d)
+}
+
+// decideLocked asks the state machine, giving it what it asks for: a new
+// producer id from the controller's block (NeedProducerID; on an unknown
+// id the metadata is created with it first, as Kafka does), and, while the
+// id is busy with another transition or its markers, up to wait for that
+// to finish. c.mu is held on entry and on return (it is released while
+// waiting and allocating); err is set when the coordinator moved meanwhile.
+func (c *Coordinator) decideLocked(ctx context.Context, o *owned, id string, r Request, wait time.Duration) (*Metadata, Decision, error) {
+	r.NewProducerID = -1
+	deadline := time.Now().Add(wait)
+	for {
+		m := o.txns[id]
+		r.Now = c.now()
+		d := Decide(m, r)
+		switch {
+		case d.NeedProducerID:
 			c.mu.Unlock()
-			return
-		}
-		if !c.waitPending(o.ctx, m, time.Second) {
-			c.mu.Unlock()
+			pid, err := c.pids.Next(ctx)
+			c.mu.Lock()
+			if err != nil {
+				return nil, Decision{}, err
+			}
+			if o2, err := c.ownerLocked(id); err != nil || o2 != o {
+				return nil, Decision{}, errs.New(pb.ErrorCode_NOT_COORDINATOR, "coordinator moved while allocating a producer id")
+			}
+			if cur := o.txns[id]; r.Kind == KindInitProducerId && (cur == nil || cur.State == Dead) {
+				m := newMetadata(id, pid, r.TimeoutMs, c.now())
+				if c.cfg.FirstEpoch > 0 && c.cfg.FirstEpoch < MaxEpoch {
+					m.ProducerEpoch = c.cfg.FirstEpoch - 1
+				}
+				o.txns[id] = m
+			} else {
+				r.NewProducerID = pid
+			}
+			continue
+		case d.Busy && m != nil:
+			remaining := time.Until(deadline)
+			if remaining <= 0 {
+				return m, d, nil
+			}
+			c.waitUntil(ctx, m, remaining, true)
+			if o2, err := c.ownerLocked(id); err != nil || o2 != o {
+				return nil, Decision{}, errs.New(pb.ErrorCode_NOT_COORDINATOR, "the coordinator of %q moved while waiting", id)
+			}
+			if ctx.Err() != nil {
+				return m, d, nil
+			}
 			continue
 		}
-		to := CompleteAbort
-		if job.committed {
-			to = CompleteCommit
-		}
-		t := m.base(to, c.now())
-		t.partitions = map[TopicPartition]bool{}
-		if m.NextProducerID >= 0 {
-			// The epoch is spent: the next transaction runs under a new producer id.
-			t.prevPID, t.producerID, t.nextPID, t.epoch, t.lastEpoch = m.ProducerID, m.NextProducerID, -1, 0, -1
-		}
-		if !m.begin(t) {
-			c.mu.Unlock()
-			return
-		}
+		return m, d, nil
+	}
+}
+
+// perform carries out a decision: append its transition, wait for the ISR,
+// apply it, then send markers if it asks to. c.mu is held on entry and
+// released on return. The answer is the decision's, or the write's error.
+func (c *Coordinator) perform(o *owned, m *Metadata, d Decision) error {
+	if d.Write == nil {
 		c.mu.Unlock()
-		err := c.write(o, m, t, nil)
+		return d.Err
+	}
+	if !m.begin(d.Write) {
+		c.mu.Unlock()
+		return errs.New(pb.ErrorCode_CONCURRENT_TRANSACTIONS, "another change of %q is in progress", m.TransactionalID)
+	}
+	c.mu.Unlock()
+	if d.Write.state == Dead {
+		return c.writeTombstone(o, m)
+	}
+	var after func()
+	if d.SendMarkers {
+		after = func() { c.afterPrepareLocked(o, m) }
+	}
+	if err := c.write(o, m, d.Write, after); err != nil {
+		return err
+	}
+	return d.Err
+}
+
+// afterPrepareLocked starts the markers of the Prepare* state just applied
+// (or, for a PREPARE_EPOCH_FENCE record, the abort that follows it).
+func (c *Coordinator) afterPrepareLocked(o *owned, m *Metadata) {
+	if m.State == PrepareEpochFence {
+		c.background(o, m.TransactionalID, Request{Kind: KindResumeFence})
+		return
+	}
+	c.sendMarkersLocked(o, m)
+}
+
+// background runs a request of the coordinator's own (a fence's abort, a
+// timeout, markers done, an expiry) apart from the caller.
+func (c *Coordinator) background(o *owned, id string, r Request) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		if err := c.own(o, id, r, time.Second); err != nil && errs.CodeOf(err) != pb.ErrorCode_NOT_COORDINATOR {
+			c.lg.Warn("transaction coordinator step failed", "transactionalId", id, "step", r.Kind.String(), "err", err)
+		}
+	}()
+}
+
+// own is handle for the coordinator's own requests, on a partition it
+// already holds.
+func (c *Coordinator) own(o *owned, id string, r Request, wait time.Duration) error {
+	c.mu.Lock()
+	if c.parts[o.id] != o || o.ctx.Err() != nil {
+		c.mu.Unlock()
+		return errs.New(pb.ErrorCode_NOT_COORDINATOR, "no longer the coordinator of %q", id)
+	}
+	m, d, err := c.decideLocked(o.ctx, o, id, r, wait)
+	if err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	if d.Busy {
+		c.mu.Unlock()
+		return d.Err
+	}
+	return c.perform(o, m, d)
+}
+
+// complete writes COMPLETE_COMMIT / COMPLETE_ABORT once every marker is
+// written, retrying while the transaction log cannot be written.
+func (c *Coordinator) complete(job *markerJob) {
+	o := job.owner
+	r := Request{Kind: KindMarkersDone, ProducerID: job.producerID, Epoch: job.epoch}
+	for attempt := 0; o.ctx.Err() == nil; attempt++ {
+		err := c.own(o, job.transactionalID, r, time.Second)
 		if err == nil {
-			c.lg.Debug("transaction completed", "transactionalId", job.transactionalID, "state", to.String())
+			c.lg.Debug("transaction completed", "transactionalId", job.transactionalID, "committed", job.committed)
 			return
 		}
 		if errs.CodeOf(err) == pb.ErrorCode_NOT_COORDINATOR {
 			return
 		}
-		select {
-		case <-o.ctx.Done():
-		case <-time.After(time.Duration(min(attempt+1, 10)) * 100 * time.Millisecond):
-		}
+		c.sleep(o.ctx, time.Duration(min(attempt+1, 10))*100*time.Millisecond)
 	}
-}
-
-// abortFencedLocked continues a fence: PREPARE_EPOCH_FENCE → PREPARE_ABORT
-// at the fenced (already bumped) epoch, then markers.
-func (c *Coordinator) abortFencedLocked(o *owned, m *Metadata) {
-	t := m.base(PrepareAbort, c.now())
-	if !m.begin(t) {
-		return
-	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		if err := c.write(o, m, t, func() { c.sendMarkersLocked(o, m) }); err != nil && errs.CodeOf(err) != pb.ErrorCode_NOT_COORDINATOR {
-			c.lg.Warn("aborting a fenced transaction", "transactionalId", m.TransactionalID, "err", err)
-		}
-	}()
 }
 
 // scanLoop aborts timed-out transactions and expires idle ids.
@@ -460,79 +564,63 @@ func (c *Coordinator) scanLoop() {
 	}
 }
 
-// AbortTimedOut aborts, with an epoch bump, every transaction open longer
-// than its transaction.timeout.ms.
-func (c *Coordinator) AbortTimedOut() {
-	now := c.now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, o := range c.parts {
-		if !o.loaded {
-			continue
-		}
-		for _, m := range o.txns {
-			if m.State != Ongoing || m.pending != nil || now-m.StartTimeMs <= int64(m.TimeoutMs) {
-				continue
-			}
-			t := m.base(PrepareAbort, now)
-			t.lastEpoch, t.reason = m.ProducerEpoch, reasonTimeout
-			if m.ProducerEpoch+1 >= maxEpoch {
-				c.mu.Unlock()
-				next, err := c.pids.Next(c.ctx)
-				c.mu.Lock()
-				if err != nil || m.pending != nil {
-					continue
-				}
-				t.nextPID = next
-			}
-			t.epoch = m.ProducerEpoch + 1
-			if !m.begin(t) {
-				continue
-			}
-			c.lg.Info("aborting timed-out transaction", "transactionalId", m.TransactionalID, "producerId", m.ProducerID, "age", time.Duration(now-m.StartTimeMs)*time.Millisecond, "timeoutMs", m.TimeoutMs)
-			o, m, t := o, m, t
-			c.wg.Add(1)
-			go func() {
-				defer c.wg.Done()
-				_ = c.write(o, m, t, func() { c.sendMarkersLocked(o, m) })
-			}()
-		}
+// scan runs a coordinator request of kind on every id of every loaded
+// partition the state machine would act on now.
+func (c *Coordinator) scan(r Request, log func(m *Metadata)) {
+	type due struct {
+		o  *owned
+		id string
 	}
-}
-
-// RemoveExpired forgets ids idle past transactional.id.expiration.ms (never
-// one with a transaction open), writing a tombstone for each.
-func (c *Coordinator) RemoveExpired() {
-	now := c.now()
+	var todo []due
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	for _, o := range c.parts {
 		if !o.loaded {
 			continue
 		}
 		for id, m := range o.txns {
-			if !m.State.IsComplete() || m.pending != nil || now-m.LastUpdateMs < c.cfg.IDExpiration.Milliseconds() {
-				continue
+			r.Now = c.now()
+			if d := Decide(m, r); d.Write != nil || d.NeedProducerID {
+				log(m)
+				todo = append(todo, due{o, id})
 			}
-			t := m.base(Dead, now)
-			if !m.begin(t) {
-				continue
-			}
-			o, m, id := o, m, id
-			idle := time.Duration(now-m.LastUpdateMs) * time.Millisecond
-			c.wg.Add(1)
-			go func() {
-				defer c.wg.Done()
-				batch, err := record.Build(record.BatchOptions{ProducerID: record.NoProducerID, ProducerEpoch: record.NoProducerEpoch, BaseSequence: record.NoSequence, PartitionLeaderEpoch: -1},
-					[]record.Record{{Key: EncodeKey(id), Value: nil, Timestamp: now}})
-				if err != nil {
-					c.abandon(m)
-					return
-				}
-				if err := c.appendWait(o, m, batch, func() { delete(o.txns, id) }); err == nil {
-					c.lg.Info("expired transactional id", "transactionalId", id, "idleFor", idle)
-				}
-			}()
 		}
 	}
+	c.mu.Unlock()
+	for _, t := range todo {
+		c.background(t.o, t.id, r)
+	}
+}
+
+// AbortTimedOut aborts, with an epoch bump, every transaction open longer
+// than its transaction.timeout.ms.
+func (c *Coordinator) AbortTimedOut() {
+	c.scan(Request{Kind: KindTimeout}, func(m *Metadata) {
+		c.lg.Info("aborting timed-out transaction", "transactionalId", m.TransactionalID, "producerId", m.ProducerID,
+			"age", time.Duration(c.now()-m.StartTimeMs)*time.Millisecond, "timeoutMs", m.TimeoutMs)
+	})
+}
+
+// RemoveExpired forgets ids idle past transactional.id.expiration.ms (never
+// one with a transaction open), writing a tombstone for each.
+func (c *Coordinator) RemoveExpired() {
+	c.scan(Request{Kind: KindExpire, ExpirationMs: c.cfg.IDExpiration.Milliseconds()}, func(m *Metadata) {
+		c.lg.Info("expiring transactional id", "transactionalId", m.TransactionalID, "idleFor", time.Duration(c.now()-m.LastUpdateMs)*time.Millisecond)
+	})
+}
+
+// writeTombstone appends the tombstone of an expired id (its DEAD
+// transition, already begun) and forgets it once replicated.
+func (c *Coordinator) writeTombstone(o *owned, m *Metadata) error {
+	id := m.TransactionalID
+	batch, err := record.Build(record.BatchOptions{ProducerID: record.NoProducerID, ProducerEpoch: record.NoProducerEpoch, BaseSequence: record.NoSequence, PartitionLeaderEpoch: -1},
+		[]record.Record{{Key: EncodeKey(id), Value: nil, Timestamp: c.now()}})
+	if err != nil {
+		c.abandon(m)
+		return err
+	}
+	return c.appendWait(o, m, batch, func() {
+		if o.txns[id] == m {
+			delete(o.txns, id)
+		}
+	})
 }

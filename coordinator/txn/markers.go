@@ -19,6 +19,7 @@ type markerJob struct {
 	epoch            int16 // the marker epoch (the bumped one)
 	committed        bool
 	coordinatorEpoch int32
+	txnVersion       int16 // the marker's epoch rule: 2 for the bumped epoch
 	remaining        map[TopicPartition]bool
 }
 
@@ -172,7 +173,7 @@ func (s *markerSender) send(addr string, items []markerItem) bool {
 		sort.Slice(tps, func(a, b int) bool {
 			return tps[a].Topic < tps[b].Topic || tps[a].Topic == tps[b].Topic && tps[a].Partition < tps[b].Partition
 		})
-		m := &pb.TxnMarker{ProducerId: j.producerID, ProducerEpoch: int32(j.epoch), Committed: j.committed, CoordinatorEpoch: j.coordinatorEpoch, TransactionVersion: 2}
+		m := &pb.TxnMarker{ProducerId: j.producerID, ProducerEpoch: int32(j.epoch), Committed: j.committed, CoordinatorEpoch: j.coordinatorEpoch, TransactionVersion: int32(j.txnVersion)}
 		for _, tp := range tps {
 			m.Partitions = append(m.Partitions, &pb.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
 		}

@@ -39,6 +39,9 @@ type Metadata struct {
 	// ask for it (a timeout abort, a fence); persisted so a new coordinator
 	// answers the same.
 	Reason string
+	// TxnVersion is the transaction version of the producer's last
+	// transaction (its markers follow that version's epoch rule).
+	TxnVersion int16
 
 	pending *transition
 	waiters chan struct{} // closed when pending clears
@@ -68,11 +71,12 @@ type transition struct {
 	startTimeMs  int64
 	updateTimeMs int64
 	reason       string
+	txnVersion   int16
 }
 
 func newMetadata(id string, pid int64, timeoutMs int32, now int64) *Metadata {
 	return &Metadata{TransactionalID: id, ProducerID: pid, PrevProducerID: -1, NextProducerID: -1, ProducerEpoch: -1, LastProducerEpoch: -1,
-		TimeoutMs: timeoutMs, State: Empty, Partitions: map[TopicPartition]bool{}, StartTimeMs: -1, LastUpdateMs: now}
+		TimeoutMs: timeoutMs, State: Empty, Partitions: map[TopicPartition]bool{}, StartTimeMs: -1, LastUpdateMs: now, TxnVersion: 2}
 }
 
 // base starts a transition from the current state.
@@ -82,7 +86,7 @@ func (m *Metadata) base(to State, now int64) *transition {
 		parts[tp] = true
 	}
 	return &transition{state: to, producerID: m.ProducerID, prevPID: m.PrevProducerID, nextPID: m.NextProducerID, epoch: m.ProducerEpoch,
-		lastEpoch: m.LastProducerEpoch, timeoutMs: m.TimeoutMs, partitions: parts, startTimeMs: m.StartTimeMs, updateTimeMs: now, reason: m.Reason}
+		lastEpoch: m.LastProducerEpoch, timeoutMs: m.TimeoutMs, partitions: parts, startTimeMs: m.StartTimeMs, updateTimeMs: now, reason: m.Reason, txnVersion: m.TxnVersion}
 }
 
 // begin marks t in flight; it refuses an illegal transition (a bug, since
@@ -101,7 +105,7 @@ func (m *Metadata) apply() {
 	t := m.pending
 	m.State, m.ProducerID, m.PrevProducerID, m.NextProducerID = t.state, t.producerID, t.prevPID, t.nextPID
 	m.ProducerEpoch, m.LastProducerEpoch, m.TimeoutMs = t.epoch, t.lastEpoch, t.timeoutMs
-	m.Partitions, m.StartTimeMs, m.LastUpdateMs, m.Reason = t.partitions, t.startTimeMs, t.updateTimeMs, t.reason
+	m.Partitions, m.StartTimeMs, m.LastUpdateMs, m.Reason, m.TxnVersion = t.partitions, t.startTimeMs, t.updateTimeMs, t.reason, t.txnVersion
 	m.finish()
 }
 
@@ -137,7 +141,7 @@ func sortedPartitions(set map[TopicPartition]bool) []TopicPartition {
 func (t *transition) value() *pb.TransactionLogValue {
 	v := &pb.TransactionLogValue{ProducerId: t.producerID, ProducerEpoch: int32(t.epoch), TransactionTimeoutMs: t.timeoutMs,
 		TransactionStatus: int32(t.state), TransactionLastUpdateTimestampMs: t.updateTimeMs, TransactionStartTimestampMs: t.startTimeMs,
-		PreviousProducerId: t.prevPID, NextProducerId: t.nextPID, ClientTransactionVersion: 2, LastProducerEpoch: int32(t.lastEpoch), Reason: t.reason}
+		PreviousProducerId: t.prevPID, NextProducerId: t.nextPID, ClientTransactionVersion: int32(t.txnVersion), LastProducerEpoch: int32(t.lastEpoch), Reason: t.reason}
 	byTopic := map[string]*pb.TxnLogPartitions{}
 	for _, tp := range sortedPartitions(t.partitions) {
 		tl := byTopic[tp.Topic]
@@ -156,7 +160,10 @@ func fromValue(id string, v *pb.TransactionLogValue) *Metadata {
 	m := &Metadata{TransactionalID: id, ProducerID: v.ProducerId, PrevProducerID: v.PreviousProducerId, NextProducerID: v.NextProducerId,
 		ProducerEpoch: int16(v.ProducerEpoch), LastProducerEpoch: int16(v.LastProducerEpoch), TimeoutMs: v.TransactionTimeoutMs,
 		State: State(v.TransactionStatus), Partitions: map[TopicPartition]bool{}, StartTimeMs: v.TransactionStartTimestampMs,
-		LastUpdateMs: v.TransactionLastUpdateTimestampMs, Reason: v.Reason}
+		LastUpdateMs: v.TransactionLastUpdateTimestampMs, Reason: v.Reason, TxnVersion: int16(v.ClientTransactionVersion)}
+	if m.TxnVersion == 0 {
+		m.TxnVersion = 2 // every record Strand wrote before it kept the version was version 2
+	}
 	for _, tl := range v.TransactionPartitions {
 		for _, p := range tl.PartitionIds {
 			m.Partitions[TopicPartition{tl.Topic, p}] = true

@@ -51,12 +51,15 @@ func AllStates() []State {
 	return []State{Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort, Dead, PrepareEpochFence}
 }
 
-// validPrevious is Kafka's table of the states each state may follow.
+// validPrevious is Kafka's table of the states each state may follow
+// (Kafka 4.5's TransactionState.VALID_PREVIOUS_STATES): under transaction
+// version 2 an empty transaction may be committed or aborted, so
+// PREPARE_COMMIT and PREPARE_ABORT may follow EMPTY and COMPLETE_*.
 var validPrevious = map[State][]State{
 	Empty:             {Empty, CompleteCommit, CompleteAbort},
 	Ongoing:           {Ongoing, Empty, CompleteCommit, CompleteAbort},
-	PrepareCommit:     {Ongoing},
-	PrepareAbort:      {Ongoing, PrepareEpochFence},
+	PrepareCommit:     {Ongoing, Empty, CompleteCommit, CompleteAbort},
+	PrepareAbort:      {Ongoing, PrepareEpochFence, Empty, CompleteCommit, CompleteAbort},
 	CompleteCommit:    {PrepareCommit},
 	CompleteAbort:     {PrepareAbort},
 	Dead:              {Empty, CompleteAbort, CompleteCommit},

@@ -9,8 +9,8 @@ func TestStateTransitions(t *testing.T) {
 	for to, froms := range map[State][]State{
 		Empty:             {Empty, CompleteCommit, CompleteAbort},
 		Ongoing:           {Ongoing, Empty, CompleteCommit, CompleteAbort},
-		PrepareCommit:     {Ongoing},
-		PrepareAbort:      {Ongoing, PrepareEpochFence},
+		PrepareCommit:     {Ongoing, Empty, CompleteCommit, CompleteAbort},
+		PrepareAbort:      {Ongoing, PrepareEpochFence, Empty, CompleteCommit, CompleteAbort},
 		CompleteCommit:    {PrepareCommit},
 		CompleteAbort:     {PrepareAbort},
 		Dead:              {Empty, CompleteAbort, CompleteCommit},

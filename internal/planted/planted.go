@@ -50,6 +50,10 @@ const (
 	// ServeBeforeReady: a node answers client requests before it is
 	// registered, unfenced and caught up with metadata (item 8).
 	ServeBeforeReady
+	// EndTxnRetryAfterRotationRefused: a transaction that rotated to a new
+	// producer id forgets the last epoch of the old one, so the retry of the
+	// EndTxn that rotated is refused INVALID_PRODUCER_ID_MAPPING (item 4).
+	EndTxnRetryAfterRotationRefused
 
 	numBugs
 )
@@ -63,6 +67,7 @@ var names = [numBugs]string{
 	UnknownProducerSequenceRefused:        "unknown-producer-sequence-refused",
 	TxnOffsetCommitRefusedWhileCompleting: "txn-offset-commit-refused-while-completing",
 	ServeBeforeReady:                      "serve-before-ready",
+	EndTxnRetryAfterRotationRefused:       "end-txn-retry-after-rotation-refused",
 }
 
 // String is the bug's name.
