@@ -160,11 +160,15 @@ func TestStaticRejoinWithoutRebalance(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			staticRejoin(t, c.staticFirst, c.metadata, c.protocols, c.rebalance)
 		})
-		t.Run(c.name+"/planted", func(t *testing.T) {
-			defer planted.Set(planted.StaticRejoinRebalances)()
-			staticRejoin(t, c.staticFirst, c.metadata, c.protocols, c.plantedRebalances)
-		})
 	}
+	t.Run("planted", func(t *testing.T) {
+		defer planted.Set(planted.StaticRejoinRebalances)()
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				staticRejoin(t, c.staticFirst, c.metadata, c.protocols, c.plantedRebalances)
+			})
+		}
+	})
 }
 
 func staticRejoin(t *testing.T, staticFirst bool, metadata string, protocols []string, rebalance bool) {
@@ -186,6 +190,9 @@ func staticRejoin(t *testing.T, staticFirst bool, metadata string, protocols []s
 		}
 		wantCode(t, "the other member's heartbeat", h.heartbeat("g", p.dyn, p.gen), pb.ErrorCode_REBALANCE_IN_PROGRESS)
 		return
+	}
+	if st := h.state("g"); st != Stable {
+		t.Fatalf("state %v right after the restart, want Stable: the restart started a rebalance", st)
 	}
 	again := recv(t, ch)
 	wantCode(t, "restart", again.ErrorCode, pb.ErrorCode_NONE)
