@@ -69,6 +69,10 @@ var (
 	ErrIllegalGeneration            = errs.IllegalGeneration
 	ErrUnknownMemberID              = errs.UnknownMemberID
 	ErrRebalanceInProgress          = errs.RebalanceInProgress
+	// ErrFencedInstanceID: another consumer joined the group with this
+	// consumer's GroupInstanceID. Poll returns it from then on; close the
+	// consumer (two processes must not share a group.instance.id).
+	ErrFencedInstanceID = errs.FencedInstanceID
 )
 
 // SDK-side errors.

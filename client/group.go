@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/internal/planted"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -78,6 +79,11 @@ type groupMember struct {
 	results    chan joinResult
 	retryAt    time.Time // after a failed join, the next attempt waits until then
 	failures   int
+	// fenced: another process joined with this consumer's
+	// group.instance.id (FENCED_INSTANCE_ID). As in Kafka's consumer it is
+	// fatal: the member never rejoins (that would fence the other process
+	// in turn), drops its partitions, and Poll returns this error.
+	fenced error
 }
 
 func newGroupMember(c *Consumer) *groupMember {
@@ -170,10 +176,13 @@ func (g *groupMember) poll(ctx context.Context) error {
 	default:
 	}
 	g.mu.Lock()
-	lost, start := g.lost, g.needRejoin && !g.joining && !time.Now().Before(g.retryAt)
+	lost, start, fenced := g.lost, g.needRejoin && !g.joining && !time.Now().Before(g.retryAt) && g.fenced == nil, g.fenced
 	g.mu.Unlock()
 	if lost {
 		g.dropLost()
+	}
+	if fenced != nil {
+		return fenced
 	}
 	if start {
 		g.startJoin(ctx)
@@ -276,6 +285,14 @@ func (g *groupMember) dropLost() {
 
 // apply installs a join round's outcome (on Poll's goroutine).
 func (g *groupMember) apply(ctx context.Context, r joinResult) error {
+	if errors.Is(r.err, errs.FencedInstanceID) {
+		g.mu.Lock()
+		g.joining = false
+		g.mu.Unlock()
+		err := g.fence(r.err)
+		g.dropLost()
+		return err
+	}
 	g.mu.Lock()
 	g.joining = false
 	if r.err != nil || r.lost {
@@ -382,6 +399,7 @@ func (g *groupMember) runJoin(sub subscription) joinResult {
 		case pb.ErrorCode_REBALANCE_IN_PROGRESS:
 			continue
 		default:
+			// FENCED_INSTANCE_ID among them: apply makes it final.
 			return joinResult{err: err}
 		}
 		g.setMember(jr.MemberId, jr.GenerationId)
@@ -392,7 +410,7 @@ func (g *groupMember) runJoin(sub subscription) joinResult {
 			}
 		}
 		var sr *pb.SyncGroupResponse
-		sreq := &pb.SyncGroupRequest{GroupId: g.cfg.groupID, GenerationId: jr.GenerationId, MemberId: jr.MemberId, Assignments: assignments}
+		sreq := &pb.SyncGroupRequest{GroupId: g.cfg.groupID, GenerationId: jr.GenerationId, MemberId: jr.MemberId, GroupInstanceId: g.instanceID(), Assignments: assignments}
 		err = g.call(g.ctx, g.cfg.rebalanceTimeout+g.cfg.requestTimeout, "SyncGroup", rpc(&sr, func(ctx context.Context, gc pb.GroupsClient) (*pb.SyncGroupResponse, error) {
 			return gc.SyncGroup(ctx, sreq)
 		}))
@@ -446,6 +464,28 @@ func (g *groupMember) setMember(id string, generation int32) {
 	g.mu.Lock()
 	g.memberID, g.generation = id, generation
 	g.mu.Unlock()
+}
+
+// instanceID is the group.instance.id every call of the member names, so
+// the coordinator can fence an old incarnation of a static member.
+func (g *groupMember) instanceID() string {
+	if planted.On(planted.ClientIgnoresInstanceFencing) {
+		return ""
+	}
+	return g.cfg.instanceID
+}
+
+// fence makes FENCED_INSTANCE_ID final: no more heartbeats or rejoins,
+// and Poll drops the partitions and returns the error.
+func (g *groupMember) fence(err error) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.fenced == nil {
+		g.fenced = fmt.Errorf("strand: group.instance.id %q of group %q was taken over by another member (is a second consumer running with it?): %w", g.cfg.instanceID, g.cfg.groupID, err)
+		g.lg.Error("fenced: another consumer joined with this group.instance.id; this consumer stops", "group.instance.id", g.cfg.instanceID, "err", err)
+	}
+	g.needRejoin, g.inSession, g.lost, g.generation = false, false, true, -1
+	return g.fenced
 }
 
 // computeAssignment is the leader's part: decode every member's
@@ -539,9 +579,13 @@ func (g *groupMember) commit(ctx context.Context, offsets map[TopicPartition]int
 		return nil
 	}
 	g.mu.Lock()
+	if g.fenced != nil {
+		defer g.mu.Unlock()
+		return g.fenced
+	}
 	req := &pb.OffsetCommitRequest{GroupId: g.cfg.groupID, GenerationId: -1}
 	if g.subscribe {
-		req.GenerationId, req.MemberId = g.generation, g.memberID
+		req.GenerationId, req.MemberId, req.GroupInstanceId = g.generation, g.memberID, g.instanceID()
 	}
 	g.mu.Unlock()
 	for tp, off := range offsets {
@@ -562,6 +606,9 @@ func (g *groupMember) commit(ctx context.Context, offsets map[TopicPartition]int
 		}
 		return pb.ErrorCode_NONE, "", nil
 	})
+	if errors.Is(err, errs.FencedInstanceID) {
+		return g.fence(err)
+	}
 	if err != nil {
 		return fmt.Errorf("strand: commit of group %q: %w", g.cfg.groupID, err)
 	}
@@ -635,11 +682,20 @@ func (g *groupMember) heartbeatLoop() {
 		ctx, cancel := context.WithTimeout(g.ctx, min(g.cfg.requestTimeout, g.cfg.sessionTimeout))
 		var hr *pb.HeartbeatResponse
 		err := g.call(ctx, g.cfg.requestTimeout, "Heartbeat", rpc(&hr, func(ctx context.Context, gc pb.GroupsClient) (*pb.HeartbeatResponse, error) {
-			return gc.Heartbeat(ctx, &pb.HeartbeatRequest{GroupId: g.cfg.groupID, GenerationId: gen, MemberId: id})
+			return gc.Heartbeat(ctx, &pb.HeartbeatRequest{GroupId: g.cfg.groupID, GenerationId: gen, MemberId: id, GroupInstanceId: g.instanceID()})
 		}))
 		cancel()
 		code := errs.CodeOf(err)
 		if err == nil || g.ctx.Err() != nil {
+			continue
+		}
+		if code == pb.ErrorCode_FENCED_INSTANCE_ID {
+			g.mu.Lock()
+			current := g.generation == gen && g.memberID == id
+			g.mu.Unlock()
+			if current {
+				g.fence(err)
+			}
 			continue
 		}
 		g.mu.Lock()
@@ -682,8 +738,13 @@ func (g *groupMember) close(ctx context.Context) error {
 	default:
 	}
 	g.mu.Lock()
-	owned, inSession, memberID := g.ownedList(), g.inSession, g.memberID
+	owned, inSession, memberID, fenced := g.ownedList(), g.inSession, g.memberID, g.fenced != nil
 	g.mu.Unlock()
+	if fenced {
+		// The membership belongs to another process now; its partitions
+		// were dropped (reported lost) when the fencing was seen.
+		return nil
+	}
 	if !g.subscribe {
 		owned, inSession = g.c.Assignment(), true
 	}

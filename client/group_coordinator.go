@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/internal/planted"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -85,6 +86,9 @@ func (g *groupMember) call(ctx context.Context, timeout time.Duration, what stri
 		rctx, cancel := context.WithTimeout(ctx, timeout)
 		code, msg, err := fn(rctx, pb.NewGroupsClient(cc))
 		cancel()
+		if planted.On(planted.ClientIgnoresInstanceFencing) && code == pb.ErrorCode_FENCED_INSTANCE_ID {
+			code = pb.ErrorCode_UNKNOWN_MEMBER_ID
+		}
 		switch {
 		case err != nil:
 			if ctx.Err() != nil {

@@ -361,7 +361,14 @@ func AutoCommit(every time.Duration) Opt {
 // ("cooperative-sticky", "range").
 func Assignors(names ...string) Opt { return func(c *config) { c.assignors = names } }
 
-// GroupInstanceID is group.instance.id (static membership).
+// GroupInstanceID is group.instance.id (static membership, KIP-345): a
+// name for this consumer that outlives its process. Close does not leave
+// the group, so its partitions stay assigned to it until
+// session.timeout.ms passes without a heartbeat; a consumer started with
+// the same id within that time takes over the membership and the
+// assignment without the other members rebalancing. The id must be
+// unique among running consumers: a consumer whose id another one took
+// over gets ErrFencedInstanceID from Poll and must be closed.
 func GroupInstanceID(id string) Opt { return func(c *config) { c.instanceID = id } }
 
 // OnPartitionsAssigned is called (from Poll) after each rebalance with the

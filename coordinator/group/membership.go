@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/internal/planted"
 	"github.com/strand-io/strand/internal/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
@@ -23,9 +24,15 @@ import (
 // protocol: one every member supports, by vote of each member's first
 // preference.
 //
+// A static member (group.instance.id) that rejoins with an empty member
+// id replaces its previous incarnation: the old member id is fenced, and
+// unless the group's protocol would change the member keeps its
+// assignment without a rebalance (KIP-345; see keepStaticMember).
+//
 // Errors: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, INVALID_GROUP_ID,
-// UNKNOWN_MEMBER_ID, INCONSISTENT_GROUP_PROTOCOL, INVALID_SESSION_TIMEOUT,
-// REBALANCE_IN_PROGRESS (a newer JoinGroup of the same member replaced this one).
+// UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, INCONSISTENT_GROUP_PROTOCOL,
+// INVALID_SESSION_TIMEOUT, REBALANCE_IN_PROGRESS (a newer JoinGroup of the
+// same member replaced this one).
 func (c *Coordinator) JoinGroup(ctx context.Context, req *pb.JoinGroupRequest) (*pb.JoinGroupResponse, error) {
 	resp, ch := c.join(req)
 	if ch == nil {
@@ -76,9 +83,8 @@ func (c *Coordinator) join(req *pb.JoinGroupRequest) (*pb.JoinGroupResponse, <-c
 	}
 	var m *member
 	if req.MemberId != "" {
-		m = g.members[req.MemberId]
-		if m == nil {
-			return joinError(errs.New(pb.ErrorCode_UNKNOWN_MEMBER_ID, "member %q is not in group %q (it left, or its session timed out); rejoin with an empty member id", req.MemberId, req.GroupId), req.MemberId), nil
+		if m, err = identify(g, req.MemberId, req.GroupInstanceId); err != nil {
+			return joinError(err, req.MemberId), nil
 		}
 	}
 	if !g.compatible(req.MemberId, req.ProtocolType, req.Protocols) {
@@ -91,17 +97,37 @@ func (c *Coordinator) join(req *pb.JoinGroupRequest) (*pb.JoinGroupResponse, <-c
 	if m == nil {
 		if old := g.byInstance(req.GroupInstanceId); old != nil {
 			// A static member restarted: its new id replaces the old one,
-			// whose calls are answered as unknown.
-			old.answerJoin(&pb.JoinGroupResponse{ErrorCode: pb.ErrorCode_UNKNOWN_MEMBER_ID, ErrorMessage: fmt.Sprintf("group.instance.id %q rejoined with a new member id", req.GroupInstanceId), GenerationId: -1})
-			old.answerSync(&pb.SyncGroupResponse{ErrorCode: pb.ErrorCode_UNKNOWN_MEMBER_ID, ErrorMessage: fmt.Sprintf("group.instance.id %q rejoined with a new member id", req.GroupInstanceId)})
+			// whose calls are fenced (KIP-345).
+			fenced := pb.ErrorCode_FENCED_INSTANCE_ID
+			if planted.On(planted.StaleInstanceIDAnsweredUnknownMember) {
+				fenced = pb.ErrorCode_UNKNOWN_MEMBER_ID
+			}
+			why := fmt.Sprintf("group.instance.id %q rejoined group %q with a new member id", req.GroupInstanceId, g.id)
+			old.answerJoin(&pb.JoinGroupResponse{ErrorCode: fenced, ErrorMessage: why, MemberId: old.id, GenerationId: -1})
+			old.answerSync(&pb.SyncGroupResponse{ErrorCode: fenced, ErrorMessage: why})
 			unchanged := sameProtocols(old.protocols, req.Protocols) || sameMetadata(old, req.Protocols, g.protocol)
 			wasLeader := g.leader == old.id
+			prev := staticSnapshot{id: old.id, clientID: old.clientID, protocols: old.protocols, session: old.sessionTimeout, rebalance: old.rebalanceTimeout}
+			leaderBefore := g.leader
 			g.renameMember(old, newMemberID(req.ClientId))
 			m = old
 			m.sessionTimeout, m.rebalanceTimeout, m.clientID, m.protocols, m.lastHeartbeat = session, rebalance, req.ClientId, req.Protocols, now
-			if g.state == Stable && unchanged && !wasLeader {
+			var keep bool
+			if planted.On(planted.StaticRejoinRebalances) {
+				keep = unchanged && !wasLeader
+			} else {
+				// Kafka's rule: the group rebalances only if the protocol
+				// it would choose changes. The member's metadata (its
+				// owned partitions, say) may differ after a restart; the
+				// leader sees it at the next rebalance.
+				keep = g.selectProtocol() == g.protocol
+			}
+			if g.state == Stable && keep {
 				// Nothing changed for the group: hand back the current generation.
-				return &pb.JoinGroupResponse{GenerationId: g.generation, ProtocolName: g.protocol, Leader: g.leader, MemberId: m.id}, nil
+				if planted.On(planted.StaticRejoinNotPersisted) {
+					return &pb.JoinGroupResponse{GenerationId: g.generation, ProtocolName: g.protocol, Leader: g.leader, MemberId: m.id}, nil
+				}
+				return nil, c.keepStaticMember(s, g, m, prev, leaderBefore, now)
 			}
 		} else {
 			m = &member{id: newMemberID(req.ClientId), instanceID: req.GroupInstanceId}
@@ -143,6 +169,64 @@ func sameMetadata(m *member, protos []*pb.GroupProtocol, name string) bool {
 		}
 	}
 	return false
+}
+
+// staticSnapshot is what a static member's rejoin changed, to undo it if
+// the new member id cannot be stored.
+type staticSnapshot struct {
+	id, clientID       string
+	protocols          []*pb.GroupProtocol
+	session, rebalance time.Duration
+}
+
+// keepStaticMember ends the rejoin of a restarted static member that
+// changes nothing for the group (Kafka's updateStaticMemberAndRebalance in
+// Stable): the membership with its new member id is written first, so a
+// coordinator failover cannot bring the old id back; then the member is
+// answered the current generation and keeps its assignment, and no other
+// member rebalances. The leader of the answer is the leader before the
+// rejoin, so a restarted leader does not compute an assignment the Stable
+// group would ignore. If the write fails the old member id is put back and
+// the member is answered the error (it retries). If the group moves on
+// meanwhile (a rebalance, another restart of the instance, leadership
+// lost), whatever moved it answers the member.
+func (c *Coordinator) keepStaticMember(s *shard, g *group, m *member, prev staticSnapshot, leaderBefore string, now time.Time) <-chan *pb.JoinGroupResponse {
+	ch := make(chan *pb.JoinGroupResponse, 1)
+	// Waiting like a rejoined member: a rebalance that starts before the
+	// write ends counts it as joined and answers it.
+	m.joinCh, m.joined = ch, true
+	gen, newID := g.generation, m.id
+	val, err := proto.Marshal(g.metadataValue(now))
+	if err != nil {
+		c.lg.Error("encode group metadata", "group", g.id, "err", err)
+	}
+	write := func() {
+		werr := err
+		if werr == nil {
+			_, werr = c.w.write(c.ctx, s, []record.Record{{Key: groupKey(g.id), Value: val}}, nil)
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.status != active || m.joinCh != ch || g.state != Stable || g.generation != gen || m.id != newID {
+			return
+		}
+		m.joined = false
+		if werr != nil {
+			g.renameMember(m, prev.id)
+			m.clientID, m.protocols, m.sessionTimeout, m.rebalanceTimeout = prev.clientID, prev.protocols, prev.session, prev.rebalance
+			code, msg := errs.Split(werr)
+			m.answerJoin(&pb.JoinGroupResponse{ErrorCode: code, ErrorMessage: "storing the static member's new member id failed: " + msg, GenerationId: -1})
+			return
+		}
+		m.lastHeartbeat = c.clk.Now()
+		m.answerJoin(&pb.JoinGroupResponse{GenerationId: g.generation, ProtocolName: g.protocol, Leader: leaderBefore, MemberId: m.id})
+		c.lg.Info("static member rejoined without a rebalance", "group", g.id, "group.instance.id", m.instanceID, "member", m.id, "replaced", prev.id, "generation", g.generation)
+	}
+	if !c.goBackground(write) {
+		m.joined = false
+		m.answerJoin(&pb.JoinGroupResponse{ErrorCode: pb.ErrorCode_NOT_COORDINATOR, ErrorMessage: "the group coordinator is shutting down", GenerationId: -1})
+	}
+	return ch
 }
 
 func keys(m map[string]bool) []string {
@@ -294,8 +378,8 @@ func (c *Coordinator) persistAsync(s *shard, g *group, v *pb.GroupMetadataValue)
 // the leader wait; once Stable a call answers at once.
 //
 // Errors: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, UNKNOWN_MEMBER_ID,
-// ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE
-// (the write failed; rejoin).
+// FENCED_INSTANCE_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS,
+// COORDINATOR_NOT_AVAILABLE (the write failed; rejoin).
 func (c *Coordinator) SyncGroup(ctx context.Context, req *pb.SyncGroupRequest) (*pb.SyncGroupResponse, error) {
 	resp, ch, write := c.sync(req)
 	if write != nil {
@@ -321,14 +405,41 @@ func syncError(err error) *pb.SyncGroupResponse {
 	return &pb.SyncGroupResponse{ErrorCode: code, ErrorMessage: msg}
 }
 
-// checkMember finds a member of the current generation, or the error.
-func checkMember(g *group, groupID, memberID string, generation int32) (*member, error) {
-	if g == nil || g.state == Dead {
-		return nil, errs.New(pb.ErrorCode_UNKNOWN_MEMBER_ID, "group %q has no members on this coordinator", groupID)
+// identify finds the member a request names (Kafka's current-member
+// check, KIP-345). A group.instance.id, when given, must belong to the
+// member id: one that belongs to another member id now answers
+// FENCED_INSTANCE_ID — the instance restarted (this is its old
+// incarnation) or another process uses the same id — and one the group
+// does not know answers UNKNOWN_MEMBER_ID. The member id must be in the
+// group.
+func identify(g *group, memberID, instanceID string) (*member, error) {
+	if instanceID != "" {
+		cur := g.byInstance(instanceID)
+		switch {
+		case cur == nil:
+			return nil, errs.New(pb.ErrorCode_UNKNOWN_MEMBER_ID, "group.instance.id %q is not in group %q (it left, or its session timed out)", instanceID, g.id)
+		case cur.id != memberID:
+			if planted.On(planted.StaleInstanceIDAnsweredUnknownMember) {
+				return nil, errs.New(pb.ErrorCode_UNKNOWN_MEMBER_ID, "member %q is not in group %q (it left, or its session timed out)", memberID, g.id)
+			}
+			return nil, errs.New(pb.ErrorCode_FENCED_INSTANCE_ID, "group.instance.id %q of group %q belongs to member %q now, not %q: another process with this instance id joined", instanceID, g.id, cur.id, memberID)
+		}
 	}
 	m := g.members[memberID]
 	if m == nil {
-		return nil, errs.New(pb.ErrorCode_UNKNOWN_MEMBER_ID, "member %q is not in group %q (it left, or its session timed out)", memberID, groupID)
+		return nil, errs.New(pb.ErrorCode_UNKNOWN_MEMBER_ID, "member %q is not in group %q (it left, or its session timed out)", memberID, g.id)
+	}
+	return m, nil
+}
+
+// checkMember finds a member of the current generation, or the error.
+func checkMember(g *group, groupID, memberID, instanceID string, generation int32) (*member, error) {
+	if g == nil || g.state == Dead {
+		return nil, errs.New(pb.ErrorCode_UNKNOWN_MEMBER_ID, "group %q has no members on this coordinator", groupID)
+	}
+	m, err := identify(g, memberID, instanceID)
+	if err != nil {
+		return nil, err
 	}
 	if generation != g.generation {
 		return nil, errs.New(pb.ErrorCode_ILLEGAL_GENERATION, "group %q is at generation %d, the request is for generation %d", groupID, g.generation, generation)
@@ -344,7 +455,7 @@ func (c *Coordinator) sync(req *pb.SyncGroupRequest) (*pb.SyncGroupResponse, <-c
 	defer s.mu.Unlock()
 	now := c.clk.Now()
 	g := s.groups[req.GroupId]
-	m, err := checkMember(g, req.GroupId, req.MemberId, req.GenerationId)
+	m, err := checkMember(g, req.GroupId, req.MemberId, req.GroupInstanceId, req.GenerationId)
 	if err != nil {
 		return syncError(err), nil, nil
 	}
@@ -413,7 +524,7 @@ func (c *Coordinator) sync(req *pb.SyncGroupRequest) (*pb.SyncGroupResponse, <-c
 // REBALANCE_IN_PROGRESS (rejoin).
 //
 // Errors: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, UNKNOWN_MEMBER_ID,
-// ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS.
+// FENCED_INSTANCE_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS.
 func (c *Coordinator) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.HeartbeatResponse, error) {
 	out := func(err error) (*pb.HeartbeatResponse, error) {
 		code, msg := errs.Split(err)
@@ -425,7 +536,7 @@ func (c *Coordinator) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (
 	}
 	defer s.mu.Unlock()
 	g := s.groups[req.GroupId]
-	m, err := checkMember(g, req.GroupId, req.MemberId, req.GenerationId)
+	m, err := checkMember(g, req.GroupId, req.MemberId, req.GroupInstanceId, req.GenerationId)
 	if err != nil {
 		return out(err)
 	}
@@ -443,7 +554,8 @@ func (c *Coordinator) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (
 // LeaveGroup removes a member at once (no session timeout to wait for) and
 // rebalances the rest.
 //
-// Errors: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, UNKNOWN_MEMBER_ID.
+// Errors: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, UNKNOWN_MEMBER_ID,
+// FENCED_INSTANCE_ID.
 func (c *Coordinator) LeaveGroup(ctx context.Context, req *pb.LeaveGroupRequest) (*pb.LeaveGroupResponse, error) {
 	out := func(err error) (*pb.LeaveGroupResponse, error) {
 		code, msg := errs.Split(err)
@@ -455,12 +567,14 @@ func (c *Coordinator) LeaveGroup(ctx context.Context, req *pb.LeaveGroupRequest)
 	}
 	defer s.mu.Unlock()
 	g := s.groups[req.GroupId]
-	var m *member
-	if g != nil && g.state != Dead {
-		m = g.members[req.MemberId]
-	}
-	if m == nil {
+	if g == nil || g.state == Dead || req.MemberId == "" {
+		// (Kafka's removal of a static member by its group.instance.id
+		// alone, an admin operation, is not supported.)
 		return out(errs.New(pb.ErrorCode_UNKNOWN_MEMBER_ID, "member %q is not in group %q", req.MemberId, req.GroupId))
+	}
+	m, err := identify(g, req.MemberId, req.GroupInstanceId)
+	if err != nil {
+		return out(err)
 	}
 	now := c.clk.Now()
 	g.removeMember(m, pb.ErrorCode_UNKNOWN_MEMBER_ID, "the member left the group")

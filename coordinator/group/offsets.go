@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/internal/planted"
 	"github.com/strand-io/strand/internal/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
@@ -27,9 +28,10 @@ func partitionErrors(offsets []*pb.PartitionOffset, err error) []*pb.PartitionEr
 }
 
 // checkCommit validates an offset commit against the group: a member of
-// the current generation, or (generation < 0, no member id) a group with
-// no members, the way Kafka's standalone consumers commit.
-func checkCommit(g *group, groupID, memberID string, generation int32) (*member, error) {
+// the current generation (its group.instance.id, if given, still its own),
+// or (generation < 0, no member id) a group with no members, the way
+// Kafka's standalone consumers commit.
+func checkCommit(g *group, groupID, memberID, instanceID string, generation int32) (*member, error) {
 	if g == nil || len(g.members) == 0 && g.state != Dead {
 		if generation < 0 && memberID == "" {
 			return nil, nil
@@ -39,7 +41,7 @@ func checkCommit(g *group, groupID, memberID string, generation int32) (*member,
 		}
 		return nil, errs.New(pb.ErrorCode_ILLEGAL_GENERATION, "group %q has no members; generation %d is not current (commit with generation -1 outside a group)", groupID, generation)
 	}
-	m, err := checkMember(g, groupID, memberID, generation)
+	m, err := checkMember(g, groupID, memberID, instanceID, generation)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +83,7 @@ func offsetRecords(groupID string, offsets []*pb.PartitionOffset, nowMs int64, t
 //
 // Errors per partition: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
 // COORDINATOR_NOT_AVAILABLE, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
-// REBALANCE_IN_PROGRESS, INVALID_COMMIT_OFFSET_SIZE.
+// FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS, INVALID_COMMIT_OFFSET_SIZE.
 func (c *Coordinator) OffsetCommit(ctx context.Context, req *pb.OffsetCommitRequest) (*pb.OffsetCommitResponse, error) {
 	fail := func(err error) (*pb.OffsetCommitResponse, error) {
 		return &pb.OffsetCommitResponse{Partitions: partitionErrors(req.Offsets, err)}, nil
@@ -91,7 +93,7 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *pb.OffsetCommitRequ
 		return fail(err)
 	}
 	now := c.clk.Now()
-	m, err := checkCommit(s.groups[req.GroupId], req.GroupId, req.MemberId, req.GenerationId)
+	m, err := checkCommit(s.groups[req.GroupId], req.GroupId, req.MemberId, req.GroupInstanceId, req.GenerationId)
 	if err != nil {
 		s.mu.Unlock()
 		return fail(err)
@@ -192,9 +194,55 @@ func pendingWhy(g *group, p tp, now time.Time) string {
 	return fmt.Sprintf("group %q has a transactional offset commit of %s-%d waiting for its transaction's marker: %s", g.id, p.topic, p.partition, strings.Join(holders, ", "))
 }
 
-// checkTxnCommit validates a TxnOffsetCommit's group fields (KIP-447):
-// only what the request gives is checked.
+// checkTxnCommit validates a TxnOffsetCommit's group fields (KIP-447) by
+// Kafka's rules for a classic group (its validateOffsetCommit with
+// isTransactional): unlike OffsetCommit, the group's state does not
+// matter, so a member of the current generation may commit while the
+// group is CompletingRebalance (it got the generation from JoinGroup; the
+// offsets are of partitions it read in the generation before, and they
+// become visible only if its transaction commits).
+//
+//   - Generation < 0 and no group, or an Empty one: accepted, whatever
+//     the member fields (nobody to fence; a "simple" group).
+//   - Generation < 0, no member id, no group.instance.id: accepted in any
+//     state (a producer that does not name its consumer, before KIP-447).
+//   - Otherwise the request must name a current member (its
+//     group.instance.id, if given, still its own: else FENCED_INSTANCE_ID)
+//     of the current generation (else ILLEGAL_GENERATION).
+//
+// A group that does not exist answers ILLEGAL_GENERATION, or
+// UNKNOWN_MEMBER_ID when a member id is given.
 func checkTxnCommit(g *group, req *pb.TxnOffsetCommitRequest) error {
+	if planted.On(planted.TxnOffsetCommitMemberRulesUnlikeKafka) {
+		return checkTxnCommitBeforeKafkaRules(g, req)
+	}
+	switch {
+	case g != nil && g.state == Dead:
+		// Kafka's answer; Strand's handlers do not reach a Dead group
+		// (its shard is gone: NOT_COORDINATOR).
+		return errs.New(pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, "group %q is Dead on this coordinator", req.GroupId)
+	case req.GenerationId < 0 && (g == nil || g.state == Empty):
+		return nil
+	case req.GenerationId < 0 && req.MemberId == "" && req.GroupInstanceId == "":
+		return nil
+	case g == nil && req.MemberId == "":
+		return errs.New(pb.ErrorCode_ILLEGAL_GENERATION, "group %q has no members; generation %d is not current", req.GroupId, req.GenerationId)
+	}
+	if _, err := checkMember(g, req.GroupId, req.MemberId, req.GroupInstanceId, req.GenerationId); err != nil {
+		return err
+	}
+	if planted.On(planted.TxnOffsetCommitRefusedWhileCompleting) && g.state == CompletingRebalance {
+		return errs.New(pb.ErrorCode_REBALANCE_IN_PROGRESS, "group %q is waiting for its leader's assignment (generation %d)", g.id, g.generation)
+	}
+	return nil
+}
+
+// checkTxnCommitBeforeKafkaRules is checkTxnCommit as it was before it
+// followed Kafka (planted.TxnOffsetCommitMemberRulesUnlikeKafka): a
+// generation without a member id was enough, a member id with generation
+// -1 was looked up even in an empty group, and CompletingRebalance was
+// refused.
+func checkTxnCommitBeforeKafkaRules(g *group, req *pb.TxnOffsetCommitRequest) error {
 	if req.MemberId == "" && req.GroupInstanceId == "" && req.GenerationId < 0 {
 		return nil
 	}
@@ -208,7 +256,7 @@ func checkTxnCommit(g *group, req *pb.TxnOffsetCommitRequest) error {
 		}
 		return nil
 	}
-	m, err := checkMember(g, req.GroupId, req.MemberId, req.GenerationId)
+	m, err := checkMember(g, req.GroupId, req.MemberId, "", req.GenerationId)
 	if err != nil {
 		return err
 	}
@@ -231,7 +279,7 @@ func checkTxnCommit(g *group, req *pb.TxnOffsetCommitRequest) error {
 //
 // Errors: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
 // COORDINATOR_NOT_AVAILABLE, INVALID_PRODUCER_EPOCH, PRODUCER_FENCED,
-// ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS,
+// ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
 // CONCURRENT_TRANSACTIONS, TRANSACTION_ABORTABLE, INVALID_REQUEST.
 func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *pb.TxnOffsetCommitRequest) (*pb.TxnOffsetCommitResponse, error) {
 	fail := func(err error) (*pb.TxnOffsetCommitResponse, error) {

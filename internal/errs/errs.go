@@ -195,6 +195,11 @@ var table = map[pb.ErrorCode]entry{
 	pb.ErrorCode_NEW_LEADER_ELECTED:               retry,
 	pb.ErrorCode_TRANSACTION_ABORTABLE:            {false, Abortable},
 	pb.ErrorCode_TRANSACTION_TIMED_OUT:            {false, Abortable},
+
+	// FENCED_INSTANCE_ID: another process took over the group.instance.id
+	// (KIP-345). A transaction that named the fenced member must abort, as
+	// in Kafka's producer; the consumer itself stops (ErrFencedInstanceID).
+	pb.ErrorCode_FENCED_INSTANCE_ID: {false, Abortable},
 }
 
 // Sentinels for errors.Is.
@@ -244,5 +249,6 @@ var (
 	UnknownMemberID              = &Error{Code: pb.ErrorCode_UNKNOWN_MEMBER_ID}
 	RebalanceInProgress          = &Error{Code: pb.ErrorCode_REBALANCE_IN_PROGRESS}
 	MemberIDRequired             = &Error{Code: pb.ErrorCode_MEMBER_ID_REQUIRED}
+	FencedInstanceID             = &Error{Code: pb.ErrorCode_FENCED_INSTANCE_ID}
 	UnsupportedCompressionType   = &Error{Code: pb.ErrorCode_UNSUPPORTED_COMPRESSION_TYPE}
 )

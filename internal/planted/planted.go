@@ -54,6 +54,31 @@ const (
 	// producer id forgets the last epoch of the old one, so the retry of the
 	// EndTxn that rotated is refused INVALID_PRODUCER_ID_MAPPING (item 4).
 	EndTxnRetryAfterRotationRefused
+	// TxnOffsetCommitMemberRulesUnlikeKafka: TxnOffsetCommit checks who is
+	// committing by Strand's older rules instead of Kafka's: a commit with a
+	// generation but no member id is accepted, and one with generation -1
+	// and a member id is refused even when the group is empty or unknown
+	// (item 7).
+	TxnOffsetCommitMemberRulesUnlikeKafka
+	// StaleInstanceIDAnsweredUnknownMember: a request naming a
+	// group.instance.id that now belongs to another member id, and the calls
+	// of a static member replaced by its restart, are answered
+	// UNKNOWN_MEMBER_ID instead of FENCED_INSTANCE_ID (item 7, KIP-345).
+	StaleInstanceIDAnsweredUnknownMember
+	// StaticRejoinRebalances: a static member rejoining a Stable group with
+	// a new member id starts a rebalance when it is the leader or its
+	// metadata bytes changed, instead of only when the group's protocol
+	// would change (item 7, KIP-345).
+	StaticRejoinRebalances
+	// StaticRejoinNotPersisted: a static member's new member id is kept in
+	// memory only, so a coordinator failover brings the old id back and
+	// fences the running instance (item 7, KIP-345).
+	StaticRejoinNotPersisted
+	// ClientIgnoresInstanceFencing: the consumer leaves its group.instance.id
+	// off SyncGroup, Heartbeat and OffsetCommit and takes FENCED_INSTANCE_ID
+	// for UNKNOWN_MEMBER_ID, so a fenced instance rejoins and fences its
+	// replacement in turn (item 7, KIP-345).
+	ClientIgnoresInstanceFencing
 
 	numBugs
 )
@@ -68,6 +93,11 @@ var names = [numBugs]string{
 	TxnOffsetCommitRefusedWhileCompleting: "txn-offset-commit-refused-while-completing",
 	ServeBeforeReady:                      "serve-before-ready",
 	EndTxnRetryAfterRotationRefused:       "end-txn-retry-after-rotation-refused",
+	TxnOffsetCommitMemberRulesUnlikeKafka: "txn-offset-commit-member-rules-unlike-kafka",
+	StaleInstanceIDAnsweredUnknownMember:  "stale-instance-id-answered-unknown-member",
+	StaticRejoinRebalances:                "static-rejoin-rebalances",
+	StaticRejoinNotPersisted:              "static-rejoin-not-persisted",
+	ClientIgnoresInstanceFencing:          "client-ignores-instance-fencing",
 }
 
 // String is the bug's name.

@@ -86,6 +86,7 @@ const (
 	ErrorCode_OFFSET_NOT_AVAILABLE             ErrorCode = 78
 	ErrorCode_MEMBER_ID_REQUIRED               ErrorCode = 79
 	ErrorCode_PREFERRED_LEADER_NOT_AVAILABLE   ErrorCode = 80
+	ErrorCode_FENCED_INSTANCE_ID               ErrorCode = 82
 	ErrorCode_ELIGIBLE_LEADERS_NOT_AVAILABLE   ErrorCode = 83
 	ErrorCode_ELECTION_NOT_NEEDED              ErrorCode = 84
 	ErrorCode_INVALID_RECORD                   ErrorCode = 87
@@ -170,6 +171,7 @@ var (
 		78:    "OFFSET_NOT_AVAILABLE",
 		79:    "MEMBER_ID_REQUIRED",
 		80:    "PREFERRED_LEADER_NOT_AVAILABLE",
+		82:    "FENCED_INSTANCE_ID",
 		83:    "ELIGIBLE_LEADERS_NOT_AVAILABLE",
 		84:    "ELECTION_NOT_NEEDED",
 		87:    "INVALID_RECORD",
@@ -247,6 +249,7 @@ var (
 		"OFFSET_NOT_AVAILABLE":             78,
 		"MEMBER_ID_REQUIRED":               79,
 		"PREFERRED_LEADER_NOT_AVAILABLE":   80,
+		"FENCED_INSTANCE_ID":               82,
 		"ELIGIBLE_LEADERS_NOT_AVAILABLE":   83,
 		"ELECTION_NOT_NEEDED":              84,
 		"INVALID_RECORD":                   87,
@@ -400,7 +403,7 @@ const file_strand_v1_common_proto_rawDesc = "" +
 	"\x16strand/v1/common.proto\x12\tstrand.v1\"D\n" +
 	"\x0eTopicPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
-	"\tpartition\x18\x02 \x01(\x05R\tpartition*\xf8\x0f\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition*\x90\x10\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12!\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\x17\n" +
@@ -461,7 +464,8 @@ const file_strand_v1_common_proto_rawDesc = "" +
 	"\x12STALE_BROKER_EPOCH\x10M\x12\x18\n" +
 	"\x14OFFSET_NOT_AVAILABLE\x10N\x12\x16\n" +
 	"\x12MEMBER_ID_REQUIRED\x10O\x12\"\n" +
-	"\x1ePREFERRED_LEADER_NOT_AVAILABLE\x10P\x12\"\n" +
+	"\x1ePREFERRED_LEADER_NOT_AVAILABLE\x10P\x12\x16\n" +
+	"\x12FENCED_INSTANCE_ID\x10R\x12\"\n" +
 	"\x1eELIGIBLE_LEADERS_NOT_AVAILABLE\x10S\x12\x17\n" +
 	"\x13ELECTION_NOT_NEEDED\x10T\x12\x12\n" +
 	"\x0eINVALID_RECORD\x10W\x12\x1a\n" +

@@ -334,13 +334,15 @@ func (x *GroupMember) GetClientId() string {
 }
 
 type SyncGroupRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	GroupId       string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
-	GenerationId  int32                  `protobuf:"varint,2,opt,name=generation_id,json=generationId,proto3" json:"generation_id,omitempty"`
-	MemberId      string                 `protobuf:"bytes,3,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
-	Assignments   []*GroupAssignment     `protobuf:"bytes,4,rep,name=assignments,proto3" json:"assignments,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	GroupId      string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	GenerationId int32                  `protobuf:"varint,2,opt,name=generation_id,json=generationId,proto3" json:"generation_id,omitempty"`
+	MemberId     string                 `protobuf:"bytes,3,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	Assignments  []*GroupAssignment     `protobuf:"bytes,4,rep,name=assignments,proto3" json:"assignments,omitempty"`
+	// group.instance.id of a static member (KIP-345); empty for a dynamic one.
+	GroupInstanceId string `protobuf:"bytes,5,opt,name=group_instance_id,json=groupInstanceId,proto3" json:"group_instance_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SyncGroupRequest) Reset() {
@@ -399,6 +401,13 @@ func (x *SyncGroupRequest) GetAssignments() []*GroupAssignment {
 		return x.Assignments
 	}
 	return nil
+}
+
+func (x *SyncGroupRequest) GetGroupInstanceId() string {
+	if x != nil {
+		return x.GroupInstanceId
+	}
+	return ""
 }
 
 type GroupAssignment struct {
@@ -522,12 +531,14 @@ func (x *SyncGroupResponse) GetProtocolName() string {
 }
 
 type HeartbeatRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	GroupId       string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
-	GenerationId  int32                  `protobuf:"varint,2,opt,name=generation_id,json=generationId,proto3" json:"generation_id,omitempty"`
-	MemberId      string                 `protobuf:"bytes,3,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	GroupId      string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	GenerationId int32                  `protobuf:"varint,2,opt,name=generation_id,json=generationId,proto3" json:"generation_id,omitempty"`
+	MemberId     string                 `protobuf:"bytes,3,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// group.instance.id of a static member (KIP-345); empty for a dynamic one.
+	GroupInstanceId string `protobuf:"bytes,4,opt,name=group_instance_id,json=groupInstanceId,proto3" json:"group_instance_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *HeartbeatRequest) Reset() {
@@ -577,6 +588,13 @@ func (x *HeartbeatRequest) GetGenerationId() int32 {
 func (x *HeartbeatRequest) GetMemberId() string {
 	if x != nil {
 		return x.MemberId
+	}
+	return ""
+}
+
+func (x *HeartbeatRequest) GetGroupInstanceId() string {
+	if x != nil {
+		return x.GroupInstanceId
 	}
 	return ""
 }
@@ -634,11 +652,13 @@ func (x *HeartbeatResponse) GetErrorMessage() string {
 }
 
 type LeaveGroupRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	GroupId       string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
-	MemberId      string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	GroupId  string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	MemberId string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// group.instance.id of a static member (KIP-345); empty for a dynamic one.
+	GroupInstanceId string `protobuf:"bytes,3,opt,name=group_instance_id,json=groupInstanceId,proto3" json:"group_instance_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *LeaveGroupRequest) Reset() {
@@ -681,6 +701,13 @@ func (x *LeaveGroupRequest) GetGroupId() string {
 func (x *LeaveGroupRequest) GetMemberId() string {
 	if x != nil {
 		return x.MemberId
+	}
+	return ""
+}
+
+func (x *LeaveGroupRequest) GetGroupInstanceId() string {
+	if x != nil {
+		return x.GroupInstanceId
 	}
 	return ""
 }
@@ -738,13 +765,15 @@ func (x *LeaveGroupResponse) GetErrorMessage() string {
 }
 
 type OffsetCommitRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	GroupId       string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
-	GenerationId  int32                  `protobuf:"varint,2,opt,name=generation_id,json=generationId,proto3" json:"generation_id,omitempty"`
-	MemberId      string                 `protobuf:"bytes,3,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
-	Offsets       []*PartitionOffset     `protobuf:"bytes,4,rep,name=offsets,proto3" json:"offsets,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	GroupId      string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	GenerationId int32                  `protobuf:"varint,2,opt,name=generation_id,json=generationId,proto3" json:"generation_id,omitempty"`
+	MemberId     string                 `protobuf:"bytes,3,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	Offsets      []*PartitionOffset     `protobuf:"bytes,4,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	// group.instance.id of a static member (KIP-345); empty for a dynamic one.
+	GroupInstanceId string `protobuf:"bytes,5,opt,name=group_instance_id,json=groupInstanceId,proto3" json:"group_instance_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *OffsetCommitRequest) Reset() {
@@ -803,6 +832,13 @@ func (x *OffsetCommitRequest) GetOffsets() []*PartitionOffset {
 		return x.Offsets
 	}
 	return nil
+}
+
+func (x *OffsetCommitRequest) GetGroupInstanceId() string {
+	if x != nil {
+		return x.GroupInstanceId
+	}
+	return ""
 }
 
 type PartitionOffset struct {
@@ -1517,12 +1553,13 @@ const file_strand_v1_groups_proto_rawDesc = "" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12*\n" +
 	"\x11group_instance_id\x18\x02 \x01(\tR\x0fgroupInstanceId\x12\x1a\n" +
 	"\bmetadata\x18\x03 \x01(\fR\bmetadata\x12\x1b\n" +
-	"\tclient_id\x18\x04 \x01(\tR\bclientId\"\xad\x01\n" +
+	"\tclient_id\x18\x04 \x01(\tR\bclientId\"\xd9\x01\n" +
 	"\x10SyncGroupRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12#\n" +
 	"\rgeneration_id\x18\x02 \x01(\x05R\fgenerationId\x12\x1b\n" +
 	"\tmember_id\x18\x03 \x01(\tR\bmemberId\x12<\n" +
-	"\vassignments\x18\x04 \x03(\v2\x1a.strand.v1.GroupAssignmentR\vassignments\"N\n" +
+	"\vassignments\x18\x04 \x03(\v2\x1a.strand.v1.GroupAssignmentR\vassignments\x12*\n" +
+	"\x11group_instance_id\x18\x05 \x01(\tR\x0fgroupInstanceId\"N\n" +
 	"\x0fGroupAssignment\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x1e\n" +
 	"\n" +
@@ -1535,27 +1572,30 @@ const file_strand_v1_groups_proto_rawDesc = "" +
 	"\n" +
 	"assignment\x18\x03 \x01(\fR\n" +
 	"assignment\x12#\n" +
-	"\rprotocol_name\x18\x04 \x01(\tR\fprotocolName\"o\n" +
+	"\rprotocol_name\x18\x04 \x01(\tR\fprotocolName\"\x9b\x01\n" +
 	"\x10HeartbeatRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12#\n" +
 	"\rgeneration_id\x18\x02 \x01(\x05R\fgenerationId\x12\x1b\n" +
-	"\tmember_id\x18\x03 \x01(\tR\bmemberId\"m\n" +
+	"\tmember_id\x18\x03 \x01(\tR\bmemberId\x12*\n" +
+	"\x11group_instance_id\x18\x04 \x01(\tR\x0fgroupInstanceId\"m\n" +
 	"\x11HeartbeatResponse\x123\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x14.strand.v1.ErrorCodeR\terrorCode\x12#\n" +
-	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\"K\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\"w\n" +
 	"\x11LeaveGroupRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x1b\n" +
-	"\tmember_id\x18\x02 \x01(\tR\bmemberId\"n\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12*\n" +
+	"\x11group_instance_id\x18\x03 \x01(\tR\x0fgroupInstanceId\"n\n" +
 	"\x12LeaveGroupResponse\x123\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x14.strand.v1.ErrorCodeR\terrorCode\x12#\n" +
-	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\"\xa8\x01\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\"\xd4\x01\n" +
 	"\x13OffsetCommitRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12#\n" +
 	"\rgeneration_id\x18\x02 \x01(\x05R\fgenerationId\x12\x1b\n" +
 	"\tmember_id\x18\x03 \x01(\tR\bmemberId\x124\n" +
-	"\aoffsets\x18\x04 \x03(\v2\x1a.strand.v1.PartitionOffsetR\aoffsets\"\x9c\x01\n" +
+	"\aoffsets\x18\x04 \x03(\v2\x1a.strand.v1.PartitionOffsetR\aoffsets\x12*\n" +
+	"\x11group_instance_id\x18\x05 \x01(\tR\x0fgroupInstanceId\"\x9c\x01\n" +
 	"\x0fPartitionOffset\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +

@@ -36,26 +36,39 @@ const (
 // Groups is the classic consumer-group protocol, answered by the group's
 // coordinator (the leader of its __consumer_offsets partition).
 type GroupsClient interface {
+	// A request naming a group.instance.id that now belongs to another
+	// member id (the instance restarted, or a second process uses the same
+	// id) answers FENCED_INSTANCE_ID (KIP-345), on every call below that
+	// carries one.
+	//
 	// Errors: NONE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
-	// MEMBER_ID_REQUIRED, UNKNOWN_MEMBER_ID, INCONSISTENT_GROUP_PROTOCOL,
-	// INVALID_SESSION_TIMEOUT, REBALANCE_IN_PROGRESS.
-	JoinGroup(ctx context.Context, in *JoinGroupRequest, opts ...grpc.CallOption) (*JoinGroupResponse, error)
-	// Errors: NONE, NOT_COORDINATOR, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION,
+	// MEMBER_ID_REQUIRED, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
+	// INCONSISTENT_GROUP_PROTOCOL, INVALID_SESSION_TIMEOUT,
 	// REBALANCE_IN_PROGRESS.
+	JoinGroup(ctx context.Context, in *JoinGroupRequest, opts ...grpc.CallOption) (*JoinGroupResponse, error)
+	// Errors: NONE, NOT_COORDINATOR, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
+	// ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS.
 	SyncGroup(ctx context.Context, in *SyncGroupRequest, opts ...grpc.CallOption) (*SyncGroupResponse, error)
+	// Errors: NONE, NOT_COORDINATOR, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
+	// ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS.
 	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error)
+	// Errors: NONE, NOT_COORDINATOR, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID.
 	LeaveGroup(ctx context.Context, in *LeaveGroupRequest, opts ...grpc.CallOption) (*LeaveGroupResponse, error)
 	// Errors per partition: NONE, NOT_COORDINATOR, ILLEGAL_GENERATION,
-	// UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS, OFFSET_METADATA_TOO_LARGE.
+	// UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS,
+	// OFFSET_METADATA_TOO_LARGE.
 	OffsetCommit(ctx context.Context, in *OffsetCommitRequest, opts ...grpc.CallOption) (*OffsetCommitResponse, error)
 	// With require_stable, partitions with a pending transactional commit
 	// answer UNSTABLE_OFFSET_COMMIT.
 	OffsetFetch(ctx context.Context, in *OffsetFetchRequest, opts ...grpc.CallOption) (*OffsetFetchResponse, error)
 	// TxnOffsetCommit stages offsets in a transaction; they become visible with
 	// its COMMIT marker and vanish with ABORT.
+	// Unlike OffsetCommit it is accepted while the group is
+	// CompletingRebalance (as in Kafka: the group's state is not checked).
 	// Errors: NONE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
 	// INVALID_PRODUCER_EPOCH, PRODUCER_FENCED, ILLEGAL_GENERATION,
-	// UNKNOWN_MEMBER_ID, CONCURRENT_TRANSACTIONS, TRANSACTION_ABORTABLE.
+	// UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, CONCURRENT_TRANSACTIONS,
+	// TRANSACTION_ABORTABLE.
 	TxnOffsetCommit(ctx context.Context, in *TxnOffsetCommitRequest, opts ...grpc.CallOption) (*TxnOffsetCommitResponse, error)
 	DescribeGroups(ctx context.Context, in *DescribeGroupsRequest, opts ...grpc.CallOption) (*DescribeGroupsResponse, error)
 }
@@ -155,26 +168,39 @@ func (c *groupsClient) DescribeGroups(ctx context.Context, in *DescribeGroupsReq
 // Groups is the classic consumer-group protocol, answered by the group's
 // coordinator (the leader of its __consumer_offsets partition).
 type GroupsServer interface {
+	// A request naming a group.instance.id that now belongs to another
+	// member id (the instance restarted, or a second process uses the same
+	// id) answers FENCED_INSTANCE_ID (KIP-345), on every call below that
+	// carries one.
+	//
 	// Errors: NONE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
-	// MEMBER_ID_REQUIRED, UNKNOWN_MEMBER_ID, INCONSISTENT_GROUP_PROTOCOL,
-	// INVALID_SESSION_TIMEOUT, REBALANCE_IN_PROGRESS.
-	JoinGroup(context.Context, *JoinGroupRequest) (*JoinGroupResponse, error)
-	// Errors: NONE, NOT_COORDINATOR, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION,
+	// MEMBER_ID_REQUIRED, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
+	// INCONSISTENT_GROUP_PROTOCOL, INVALID_SESSION_TIMEOUT,
 	// REBALANCE_IN_PROGRESS.
+	JoinGroup(context.Context, *JoinGroupRequest) (*JoinGroupResponse, error)
+	// Errors: NONE, NOT_COORDINATOR, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
+	// ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS.
 	SyncGroup(context.Context, *SyncGroupRequest) (*SyncGroupResponse, error)
+	// Errors: NONE, NOT_COORDINATOR, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
+	// ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS.
 	Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error)
+	// Errors: NONE, NOT_COORDINATOR, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID.
 	LeaveGroup(context.Context, *LeaveGroupRequest) (*LeaveGroupResponse, error)
 	// Errors per partition: NONE, NOT_COORDINATOR, ILLEGAL_GENERATION,
-	// UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS, OFFSET_METADATA_TOO_LARGE.
+	// UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS,
+	// OFFSET_METADATA_TOO_LARGE.
 	OffsetCommit(context.Context, *OffsetCommitRequest) (*OffsetCommitResponse, error)
 	// With require_stable, partitions with a pending transactional commit
 	// answer UNSTABLE_OFFSET_COMMIT.
 	OffsetFetch(context.Context, *OffsetFetchRequest) (*OffsetFetchResponse, error)
 	// TxnOffsetCommit stages offsets in a transaction; they become visible with
 	// its COMMIT marker and vanish with ABORT.
+	// Unlike OffsetCommit it is accepted while the group is
+	// CompletingRebalance (as in Kafka: the group's state is not checked).
 	// Errors: NONE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
 	// INVALID_PRODUCER_EPOCH, PRODUCER_FENCED, ILLEGAL_GENERATION,
-	// UNKNOWN_MEMBER_ID, CONCURRENT_TRANSACTIONS, TRANSACTION_ABORTABLE.
+	// UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, CONCURRENT_TRANSACTIONS,
+	// TRANSACTION_ABORTABLE.
 	TxnOffsetCommit(context.Context, *TxnOffsetCommitRequest) (*TxnOffsetCommitResponse, error)
 	DescribeGroups(context.Context, *DescribeGroupsRequest) (*DescribeGroupsResponse, error)
 	mustEmbedUnimplementedGroupsServer()
