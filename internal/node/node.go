@@ -129,6 +129,7 @@ type Node struct {
 	// ctrlCatchUp is, on a controller-only node, the Raft commit index it
 	// must apply before it is ready (0: not known yet).
 	ctrlCatchUp atomic.Uint64
+	readyOnce   sync.Once
 
 	Quorum     *controller.Quorum
 	Controller *controller.Controller
@@ -330,12 +331,7 @@ func Start(cfg Config) (*Node, error) {
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
-		if n.WaitReady(ctx) == nil {
-			// The gate first: whoever sees SERVING is served.
-			n.gate.Open()
-			n.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-			lg.Info("node ready: serving clients")
-		}
+		_ = n.WaitReady(ctx) // opens the gate
 	}()
 	n.wg.Add(1)
 	go func() {
@@ -450,12 +446,14 @@ func (n *Node) addressOf(id int32) string {
 	return ""
 }
 
-// WaitReady blocks until the node is ready (Ready). A node starts serving
-// clients the first time it is; WaitReady asks again each time it is
-// called, so after a fencing it waits for the node to be unfenced again.
+// WaitReady blocks until the node is ready (Ready). The first time the
+// node is, it starts serving clients before WaitReady returns. WaitReady
+// asks again each time it is called, so after a fencing it waits for the
+// node to be unfenced again.
 func (n *Node) WaitReady(ctx context.Context) error {
 	for {
 		if n.Ready() {
+			n.serveClients()
 			return nil
 		}
 		select {
@@ -464,6 +462,18 @@ func (n *Node) WaitReady(ctx context.Context) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// serveClients opens the start-up gate and turns health SERVING, the first
+// time the node is ready (whoever sees it ready, the node's own watcher or
+// a WaitReady caller, finds clients served). The gate first: whoever sees
+// SERVING is served.
+func (n *Node) serveClients() {
+	n.readyOnce.Do(func() {
+		n.gate.Open()
+		n.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+		n.lg.Info("node ready: serving clients")
+	})
 }
 
 // Ready reports whether the node can serve clients now:
