@@ -303,8 +303,10 @@ func (l *Log) applyMarkerLocked(h *record.Header, typ record.ControlType, coordE
 }
 
 func (l *Log) indexAbortLocked(done *CompletedTxn, seg *segment) error {
+	// Only open transactions count here, as in Kafka's .txnindex: whether
+	// markers are replicated is no part of the stored entry.
 	lso := done.LastOffset + 1
-	if fu, ok := l.psm.FirstUnstableOffset(); ok && fu < lso {
+	if fu, ok := l.psm.FirstUndecidedOffset(); ok && fu < lso {
 		lso = fu
 	}
 	a := AbortedTxn{ProducerID: done.ProducerID, FirstOffset: done.FirstOffset, LastOffset: done.LastOffset, LastStableOffset: lso}

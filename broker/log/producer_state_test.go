@@ -384,14 +384,14 @@ func TestTransactionVersion2Cycle(t *testing.T) {
 
 	step(psBatch(pid, 0, 0, 3, 0, true))
 	step(psBatch(pid, 0, 3, 2, 3, true))
-	if fu, ok := m.FirstUnstableOffset(); !ok || fu != 0 {
-		t.Fatalf("FirstUnstableOffset = %d, %v; want 0", fu, ok)
+	if fu, ok := m.FirstUndecidedOffset(); !ok || fu != 0 {
+		t.Fatalf("FirstUndecidedOffset = %d, %v; want 0", fu, ok)
 	}
 	c := marker(1, record.ControlCommit, 5)
 	if want := (CompletedTxn{ProducerID: pid, FirstOffset: 0, LastOffset: 5}); c == nil || *c != want {
 		t.Fatalf("commit completed %+v, want %+v", c, want)
 	}
-	if _, ok := m.FirstUnstableOffset(); ok {
+	if _, ok := m.FirstUndecidedOffset(); ok {
 		t.Fatal("a transaction is still open after the commit")
 	}
 	// The commit re-sent (coordinator failover) is already done.
@@ -407,8 +407,8 @@ func TestTransactionVersion2Cycle(t *testing.T) {
 	}
 	step(psBatch(pid, 1, 0, 1, 6, true))
 	step(psBatch(pid, 1, 1, 1, 7, true))
-	if fu, _ := m.FirstUnstableOffset(); fu != 6 {
-		t.Fatalf("FirstUnstableOffset = %d, want 6", fu)
+	if fu, _ := m.FirstUndecidedOffset(); fu != 6 {
+		t.Fatalf("FirstUndecidedOffset = %d, want 6", fu)
 	}
 	if _, err := m.CheckMarker(pid, 1, 0); psCode(err) != pb.ErrorCode_INVALID_PRODUCER_EPOCH {
 		t.Fatalf("unbumped marker for an open transaction: %v", err)
@@ -425,17 +425,17 @@ func TestTransactionVersion2Cycle(t *testing.T) {
 	step(psBatch(pid, 2, 0, 1, 9, false))
 }
 
-func TestFirstUnstableOffsetOverlapping(t *testing.T) {
+func TestFirstUndecidedOffsetOverlapping(t *testing.T) {
 	m := NewProducerStateManager()
-	if _, ok := m.FirstUnstableOffset(); ok {
-		t.Fatal("empty manager has an unstable offset")
+	if _, ok := m.FirstUndecidedOffset(); ok {
+		t.Fatal("empty manager has an undecided offset")
 	}
 	m.ApplyData(psBatch(1, 0, 0, 2, 10, true)) // A opens at 10
 	m.ApplyData(psBatch(2, 0, 0, 2, 12, true)) // B opens at 12
 	m.ApplyData(psBatch(1, 0, 2, 2, 14, true)) // A goes on
 	m.ApplyData(psBatch(3, 0, 0, 1, 16, false))
-	if fu, ok := m.FirstUnstableOffset(); !ok || fu != 10 {
-		t.Fatalf("FirstUnstableOffset = %d, %v; want 10", fu, ok)
+	if fu, ok := m.FirstUndecidedOffset(); !ok || fu != 10 {
+		t.Fatalf("FirstUndecidedOffset = %d, %v; want 10", fu, ok)
 	}
 	got := m.OngoingTxns()
 	want := []OngoingTxn{
@@ -446,19 +446,19 @@ func TestFirstUnstableOffsetOverlapping(t *testing.T) {
 		t.Fatalf("OngoingTxns = %+v, want %+v", got, want)
 	}
 	m.ApplyMarker(1, 1, 0, record.ControlCommit, 17, 0) // A commits
-	if fu, ok := m.FirstUnstableOffset(); !ok || fu != 12 {
-		t.Fatalf("after A's commit FirstUnstableOffset = %d, %v; want 12", fu, ok)
+	if fu, ok := m.FirstUndecidedOffset(); !ok || fu != 12 {
+		t.Fatalf("after A's commit FirstUndecidedOffset = %d, %v; want 12", fu, ok)
 	}
 	m.ApplyData(psBatch(1, 1, 0, 1, 18, true)) // A opens again at 18
-	if fu, _ := m.FirstUnstableOffset(); fu != 12 {
-		t.Fatalf("FirstUnstableOffset = %d, want 12", fu)
+	if fu, _ := m.FirstUndecidedOffset(); fu != 12 {
+		t.Fatalf("FirstUndecidedOffset = %d, want 12", fu)
 	}
 	m.ApplyMarker(2, 1, 0, record.ControlAbort, 19, 0) // B aborts
-	if fu, ok := m.FirstUnstableOffset(); !ok || fu != 18 {
-		t.Fatalf("after B's abort FirstUnstableOffset = %d, %v; want 18", fu, ok)
+	if fu, ok := m.FirstUndecidedOffset(); !ok || fu != 18 {
+		t.Fatalf("after B's abort FirstUndecidedOffset = %d, %v; want 18", fu, ok)
 	}
 	m.ApplyMarker(1, 2, 0, record.ControlAbort, 20, 0)
-	if _, ok := m.FirstUnstableOffset(); ok || len(m.OngoingTxns()) != 0 {
+	if _, ok := m.FirstUndecidedOffset(); ok || len(m.OngoingTxns()) != 0 {
 		t.Fatal("transactions still open")
 	}
 }
@@ -476,12 +476,12 @@ func TestOngoingIndexOutOfOrder(t *testing.T) {
 		t.Fatalf("order %v, want %v", got, want)
 	}
 	m.ApplyMarker(2, 1, 0, record.ControlCommit, 40, 0)
-	if fu, _ := m.FirstUnstableOffset(); fu != 10 {
-		t.Fatalf("FirstUnstableOffset = %d, want 10 (producer 4)", fu)
+	if fu, _ := m.FirstUndecidedOffset(); fu != 10 {
+		t.Fatalf("FirstUndecidedOffset = %d, want 10 (producer 4)", fu)
 	}
 	m.ApplyMarker(4, 1, 0, record.ControlCommit, 41, 0)
-	if fu, _ := m.FirstUnstableOffset(); fu != 20 {
-		t.Fatalf("FirstUnstableOffset = %d, want 20", fu)
+	if fu, _ := m.FirstUndecidedOffset(); fu != 20 {
+		t.Fatalf("FirstUndecidedOffset = %d, want 20", fu)
 	}
 }
 
