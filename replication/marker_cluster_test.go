@@ -109,6 +109,50 @@ func (r *markerRig) fetchCommitted(t *testing.T) (lso, end int64) {
 	return p.LastStableOffset, nextOffset(p.Records)
 }
 
+// A re-sent marker the partition already applied is answered only once the
+// ISR has it (issue 15 item 1): while the follower still cannot fetch, a
+// re-send of either transaction version times out; once it can, the
+// answer comes after the follower has the marker and the HW passed it.
+func TestResentMarkerWaitsForTheISR(t *testing.T) {
+	r := newMarkerRig(t)
+	for _, tv := range []int32{2, 1} {
+		res, err := r.writeMarker(tv, 300*time.Millisecond)
+		if err == nil {
+			t.Fatalf("re-sent marker (transaction version %d) answered success with the HW at %d, not past the marker at %d", tv, r.lp.HighWatermark(), r.marker)
+		}
+		if code := errs.CodeOf(err); code != pb.ErrorCode_REQUEST_TIMED_OUT || !res.AlreadyDone {
+			t.Fatalf("re-sent marker (transaction version %d): %+v, %v; want AlreadyDone and REQUEST_TIMED_OUT", tv, res, err)
+		}
+	}
+	if end := r.c.Log(r.leader, rigTopic, 0).LogEndOffset(); end != r.marker+1 {
+		t.Fatalf("re-sends wrote something: leader log end %d, want %d", end, r.marker+1)
+	}
+	r.heal()
+	res, err := r.writeMarker(2, 30*time.Second)
+	if err != nil || !res.AlreadyDone {
+		t.Fatalf("re-sent marker once the follower fetches: %+v, %v", res, err)
+	}
+	if end := r.c.Log(r.follower, rigTopic, 0).LogEndOffset(); end <= r.marker {
+		t.Fatalf("re-sent marker answered with the follower's log ending at %d, before the marker at %d", end, r.marker)
+	}
+	if hw := r.lp.HighWatermark(); hw <= r.marker {
+		t.Fatalf("re-sent marker answered with the HW at %d, not past the marker at %d", hw, r.marker)
+	}
+}
+
+// With marker-retry-unreplicated planted the re-send is a success at once,
+// while the marker is on the leader only.
+func TestResentMarkerWaitsForTheISRCatchesPlantedBug(t *testing.T) {
+	r := newMarkerRig(t)
+	defer planted.Set(planted.MarkerRetryUnreplicated)()
+	if _, err := r.writeMarker(2, 300*time.Millisecond); err != nil {
+		t.Fatalf("with the bug planted the re-send still failed (%v): the planted bug is not exercised", err)
+	}
+	if hw := r.lp.HighWatermark(); hw > r.marker {
+		t.Fatalf("HW %d passed the marker at %d while the follower was held", hw, r.marker)
+	}
+}
+
 // The last stable offset does not pass a transaction whose marker the HW
 // has not passed (issue 15 item 2), on the partition and in what a
 // read_committed Fetch returns; once the follower has the marker and the HW
