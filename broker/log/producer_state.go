@@ -179,13 +179,19 @@ func NewProducerStateManager() *ProducerStateManager {
 // the caller appends nothing and answers NONE with dup's offsets. It
 // returns (nil, nil) when the batch may be appended, and otherwise:
 //
-//   - UNKNOWN_PRODUCER_ID: no state for the producer and baseSequence != 0;
 //   - INVALID_PRODUCER_EPOCH: the batch's epoch is older than the stored one;
 //   - OUT_OF_ORDER_SEQUENCE_NUMBER: a newer epoch not starting at 0, or at
 //     the same epoch a baseSequence other than lastSeq+1 (wrapping from
 //     MaxInt32 to 0; lastSeq is -1 when the epoch has no batch yet);
 //   - INVALID_TXN_STATE: a non-transactional batch from a producer with an
 //     open transaction in this partition.
+//
+// A producer id the partition has no state for is accepted at any
+// sequence, as Kafka accepts it when there is no current producer epoch
+// (KIP-360): its state may have been removed by retention (the log start
+// moved past its batches) or by producer.id.expiration.ms while the
+// producer went on, and refusing it would fail a healthy producer. Its
+// batch starts the producer's state, so the next one must follow it.
 //
 // Batches without a producer id are never checked.
 func (m *ProducerStateManager) CheckData(h *record.Header) (*BatchMetadata, error) {
@@ -194,12 +200,13 @@ func (m *ProducerStateManager) CheckData(h *record.Header) (*BatchMetadata, erro
 	}
 	s, ok := m.producers[h.ProducerID]
 	if !ok {
-		if h.BaseSequence != 0 {
+		if planted.On(planted.UnknownProducerSequenceRefused) && h.BaseSequence != 0 {
 			return nil, errs.New(pb.ErrorCode_UNKNOWN_PRODUCER_ID,
 				"no state for producerId=%d (idle producers are forgotten after producer.id.expiration.ms) and baseSequence=%d is not 0",
 				h.ProducerID, h.BaseSequence)
+		} else {
+			return nil, nil
 		}
-		return nil, nil
 	}
 	switch {
 	case h.ProducerEpoch < s.epoch:

@@ -5,8 +5,10 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/internal/planted"
 	"github.com/strand-io/strand/internal/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
@@ -83,10 +85,10 @@ func TestCheckData(t *testing.T) {
 			batch: psBatch(pid, 0, 0, 2, 0, false),
 		},
 		{
-			name:    "unknown producer not at sequence 0",
-			batch:   psBatch(pid, 0, 5, 1, 0, false),
-			code:    pb.ErrorCode_UNKNOWN_PRODUCER_ID,
-			msgHave: []string{"producerId=7", "producer.id.expiration.ms", "baseSequence=5"},
+			// KIP-360: its state may have been removed by retention or
+			// producer-id expiration.
+			name:  "unknown producer not at sequence 0",
+			batch: psBatch(pid, 0, 5, 1, 0, false),
 		},
 		{
 			name:  "duplicate of the last batch returns its original offsets",
@@ -508,8 +510,9 @@ func TestRemoveExpired(t *testing.T) {
 	if want := []int64{2, 3, 5}; !reflect.DeepEqual(pids, want) {
 		t.Fatalf("left %v, want %v", pids, want)
 	}
-	if _, err := m.CheckData(psBatch(1, 0, 1, 1, 3000, false)); psCode(err) != pb.ErrorCode_UNKNOWN_PRODUCER_ID {
-		t.Fatalf("expired producer: %v", err)
+	// An expired producer that goes on is taken at its next sequence (KIP-360).
+	if dup, err := m.CheckData(psBatch(1, 0, 1, 1, 3000, false)); err != nil || dup != nil {
+		t.Fatalf("expired producer: %v, %v", dup, err)
 	}
 	if n := m.RemoveExpired(1<<40, expiration); n != 2 || m.Len() != 1 {
 		t.Fatalf("removed %d, left %d; want 2 removed and the transactional one kept", n, m.Len())
@@ -542,5 +545,71 @@ func TestClearAndMapEndOffset(t *testing.T) {
 	m.ApplyData(psBatch(1, 0, 0, 1, 10, true))
 	if fu, _ := m.FirstUnstableOffset(); fu != 10 {
 		t.Fatalf("FirstUnstableOffset after Clear = %d", fu)
+	}
+}
+
+// afterExpiry is issue 15 item 6 in a log: producer 7 writes sequences 0..2,
+// is forgotten after producer.id.expiration.ms (retention could do the
+// same), and goes on at sequence 3. It returns that append's error and the
+// fixture.
+func afterExpiry(t *testing.T) (*fixture, error) {
+	t.Helper()
+	cfg := testConfig()
+	cfg.ProducerIDExpirationMs = 60_000
+	f := newFixture(t, cfg)
+	f.appendLeader(idem(7, 0, 0, 3, f.nowMs())) // 0..2
+	f.clk.Advance(2 * time.Minute)
+	if n := f.l.RemoveExpiredProducers(); n != 1 {
+		t.Fatalf("RemoveExpiredProducers = %d, want producer 7 gone", n)
+	}
+	_, err := f.l.AppendAsLeader(buildBatch(t, idem(7, 0, 3, 2, f.nowMs())), 0)
+	return f, err
+}
+
+// A producer id the partition has no state for is accepted at any sequence
+// (Kafka's checkSequence with no current epoch, KIP-360), and its batch
+// starts its state: the next batch must follow it.
+func TestUnknownProducerAcceptedAtAnySequence(t *testing.T) {
+	m := NewProducerStateManager()
+	for _, seq := range []int32{0, 1, 5, math.MaxInt32} {
+		if dup, err := m.CheckData(psBatch(9, 3, seq, 1, 0, false)); err != nil || dup != nil {
+			t.Fatalf("unknown producer at sequence %d: %v, %v", seq, dup, err)
+		}
+	}
+	// Transactional too.
+	if _, err := m.CheckData(psBatch(9, 3, 17, 2, 0, true)); err != nil {
+		t.Fatalf("unknown transactional producer at sequence 17: %v", err)
+	}
+
+	f, err := afterExpiry(t)
+	if err != nil {
+		t.Fatalf("the expired producer going on at sequence 3: %v", err)
+	}
+	if e, ok := f.l.psm.Get(7); !ok || e.LastSequence() != 4 {
+		t.Fatalf("producer 7 after the append: %+v, %v; want last sequence 4", e, ok)
+	}
+	if got := f.l.LogEndOffset(); got != 5 {
+		t.Fatalf("log end %d, want 5", got)
+	}
+	// From there the usual rules: a re-send is a duplicate, a gap is refused.
+	res, err := f.l.AppendAsLeader(buildBatch(t, idem(7, 0, 3, 2, f.nowMs())), 0)
+	if err != nil || !res.Duplicate || res.FirstOffset != 3 {
+		t.Fatalf("re-sent batch: %+v, %v; want the duplicate at 3", res, err)
+	}
+	_, err = f.l.AppendAsLeader(buildBatch(t, idem(7, 0, 7, 1, f.nowMs())), 0)
+	wantCode(t, err, pb.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER)
+	f.appendLeader(idem(7, 0, 5, 1, f.nowMs()))
+}
+
+// With the planted bug the expired producer is refused UNKNOWN_PRODUCER_ID.
+func TestUnknownProducerAcceptedAtAnySequenceCatchesPlantedBug(t *testing.T) {
+	defer planted.Set(planted.UnknownProducerSequenceRefused)()
+	f, err := afterExpiry(t)
+	if err == nil {
+		t.Fatal("with unknown-producer-sequence-refused planted the expired producer was still accepted at sequence 3")
+	}
+	wantCode(t, err, pb.ErrorCode_UNKNOWN_PRODUCER_ID)
+	if got := f.l.LogEndOffset(); got != 3 {
+		t.Fatalf("the refused batch was written: log end %d", got)
 	}
 }
