@@ -72,6 +72,9 @@ func removeBatch(s *[]*pbatch, b *pbatch) bool {
 
 func (p *Producer) ackLocked(pp *ppart, b *pbatch, base int64) {
 	b.acked = true
+	if b.pid >= 0 && p.cfg.acks != NoAck {
+		pp.ackedPID = b.pid
+	}
 	// The broker answered the request that carried b, so its bytes are not
 	// needed again. Not with acks=0 (answered as soon as it is handed to
 	// the stream, where a codec from DialOptions might still hold it), nor

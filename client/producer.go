@@ -99,6 +99,12 @@ type ppart struct {
 	// sent anyway (batch.max.size, capped by the topic's limit); at most
 	// batch.size means it does not grow.
 	growCap int
+	// ackedPID is the producer id under which a batch of this partition
+	// was last acknowledged (-1 none). Until one is, the partition sends one
+	// batch at a time: a leader that does not know a producer id accepts
+	// its batches at any sequence (KIP-360), so a later batch sent while
+	// the first is retried would be written ahead of it.
+	ackedPID int64
 }
 
 // pbatch is a batch of records for one partition.
@@ -111,6 +117,7 @@ type pbatch struct {
 	created  time.Time
 	full     bool
 	seq      int32 // -1 until first sent
+	pid      int64 // the producer id stamped on the batch (-1 until first sent)
 	bytes    []byte
 	attempts int
 	retryAt  time.Time
@@ -282,7 +289,7 @@ func (p *Producer) ppartLocked(rec *Record, part int32, n int) (*ppart, error) {
 	tp := TopicPartition{rec.Topic, part}
 	pp := p.parts[tp]
 	if pp == nil {
-		pp = &ppart{tp: tp, renumberFrom: -1}
+		pp = &ppart{tp: tp, renumberFrom: -1, ackedPID: -1}
 		p.parts[tp] = pp
 	}
 	return pp, nil
@@ -328,7 +335,7 @@ func (p *Producer) appendLocked(pp *ppart, rec *Record, promise Promise, w recor
 		if buf := p.bufs.get(size + size/16); buf != nil {
 			bld.SetBuffer(buf)
 		}
-		pp.open = &pbatch{tp: pp.tp, b: bld, created: time.Now(), seq: -1}
+		pp.open = &pbatch{tp: pp.tp, b: bld, created: time.Now(), seq: -1, pid: -1}
 		if pp.lastCount > 1 {
 			pp.open.recs = make([]*Record, 0, pp.lastCount)
 			pp.open.proms = make([]Promise, 0, pp.lastCount)
@@ -662,6 +669,9 @@ func (p *Producer) drain() time.Duration {
 			if !head.inWindow && len(pp.window) >= p.cfg.maxInFlight {
 				continue
 			}
+			if !head.inWindow && len(pp.window) > 0 && p.idempotent() && pp.ackedPID != p.pid {
+				continue // the first batch under this producer id goes alone
+			}
 			if now.Before(head.retryAt) {
 				soon(head.retryAt.Sub(now))
 				continue
@@ -768,13 +778,16 @@ func (p *Producer) prepareLocked(pp *ppart, b *pbatch) error {
 	}
 	if p.idempotent() {
 		record.SetProducerFields(b.bytes, p.pid, p.epoch, b.seq, p.txn != nil)
+		b.pid = p.pid
 	}
 	return nil
 }
 
 // renumberLocked closes the sequence gap a definitely failed batch left:
-// the batches after it (none of which can have been written, the broker
-// refuses anything past a gap) move down to follow what precedes it.
+// the batches after it (none of which can have been written: a leader that
+// knows the producer refuses anything past a gap, and one that does not is
+// sent only the first batch until it is acknowledged) move down to follow
+// what precedes it.
 func (p *Producer) renumberLocked(pp *ppart) {
 	if !p.idempotent() || pp.renumberFrom < 0 {
 		return
