@@ -143,6 +143,8 @@ func TestProduceValidation(t *testing.T) {
 	torn := append(append([]byte(nil), good...), good[:30]...)
 	negLen := append([]byte(nil), good...)
 	binary.BigEndian.PutUint32(negLen[8:], 0xffffff00)
+	noSeq, _ := record.Build(record.BatchOptions{ProducerID: 11, ProducerEpoch: 0, BaseSequence: -1}, []record.Record{{Value: []byte("x")}})
+	noEpoch, _ := record.Build(record.BatchOptions{ProducerID: 11, ProducerEpoch: -1, BaseSequence: 0}, []record.Record{{Value: []byte("x")}})
 	cases := []struct {
 		name      string
 		topic     string
@@ -162,6 +164,10 @@ func TestProduceValidation(t *testing.T) {
 		{"negative length", "val", 0, -1, negLen, pb.ErrorCode_CORRUPT_MESSAGE},
 		{"empty", "val", 0, -1, nil, pb.ErrorCode_INVALID_RECORD},
 		{"client control batch", "val", 0, -1, record.BuildControlBatch(9, 1, record.ControlCommit, 0, 1), pb.ErrorCode_INVALID_RECORD},
+		// A producer id with no sequence was taken for a batch -1..-1, and
+		// every later one for its duplicate (answered NONE, dropped).
+		{"producer id without sequence", "val", 0, -1, noSeq, pb.ErrorCode_INVALID_RECORD},
+		{"producer id without epoch", "val", 0, -1, noEpoch, pb.ErrorCode_INVALID_RECORD},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

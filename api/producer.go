@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -175,23 +176,39 @@ func (s *producerService) addToTxn(ctx context.Context, txnID string, h *record.
 		return errs.New(pb.ErrorCode_NOT_ENOUGH_REPLICAS, "node %d cannot reach a transaction coordinator", s.d.NodeID)
 	}
 	if p, err := s.d.Repl.Partition(topic, partition); err == nil {
-		if epoch, open := p.Log.ProducerTxn(h.ProducerID); open && epoch == h.ProducerEpoch {
+		epoch, open := p.Log.ProducerTxn(h.ProducerID)
+		if open && epoch == h.ProducerEpoch {
 			return nil
+		}
+		if epoch >= 0 && h.ProducerEpoch < epoch {
+			// Kafka checks this before asking the coordinator: a zombie is
+			// refused here, coordinator or not.
+			return errs.New(pb.ErrorCode_INVALID_PRODUCER_EPOCH, "producerId=%d: batch epoch %d is older than the epoch %d this partition has seen", h.ProducerID, h.ProducerEpoch, epoch)
 		}
 	}
 	vctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	err := s.d.TxnClient.AddPartition(vctx, txnID, h.ProducerID, h.ProducerEpoch, topic, partition)
+	return addPartitionAnswer(s.d.TxnClient.AddPartition(vctx, txnID, h.ProducerID, h.ProducerEpoch, topic, partition), txnID, topic, partition)
+}
+
+// addPartitionAnswer is what a transactional batch is answered when adding
+// its partition to the transaction failed (Kafka's translation): a fenced
+// producer sees its epoch refused, and a coordinator that could not add the
+// partition yet makes the batch retriable (NOT_ENOUGH_REPLICAS: not written).
+func addPartitionAnswer(err error, txnID, topic string, partition int32) error {
 	switch errs.CodeOf(err) {
 	case pb.ErrorCode_NONE:
 		return nil
 	case pb.ErrorCode_PRODUCER_FENCED:
-		// The producer sees its epoch refused on produce (DESIGN §5).
 		_, msg := errs.Split(err)
 		return errs.New(pb.ErrorCode_INVALID_PRODUCER_EPOCH, "%s", msg)
-	case pb.ErrorCode_NOT_COORDINATOR, pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, pb.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS, pb.ErrorCode_UNKNOWN_SERVER_ERROR:
+	case pb.ErrorCode_NOT_COORDINATOR, pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, pb.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS,
+		pb.ErrorCode_CONCURRENT_TRANSACTIONS, pb.ErrorCode_NETWORK_EXCEPTION, pb.ErrorCode_REQUEST_TIMED_OUT:
 		_, msg := errs.Split(err)
-		return errs.New(pb.ErrorCode_NOT_ENOUGH_REPLICAS, "the transaction coordinator of %q is not available: %s", txnID, msg)
+		return errs.New(pb.ErrorCode_NOT_ENOUGH_REPLICAS, "unable to add %s-%d to the transaction of %q yet: %s", topic, partition, txnID, msg)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return errs.New(pb.ErrorCode_NOT_ENOUGH_REPLICAS, "unable to add %s-%d to the transaction of %q yet: %v", topic, partition, txnID, err)
 	}
 	return err
 }

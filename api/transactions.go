@@ -63,10 +63,14 @@ func InitIdempotent(ctx context.Context, d *Deps, req *pb.InitProducerIdRequest)
 func (s *transactionsService) EndTxn(ctx context.Context, req *pb.EndTxnRequest) (*pb.EndTxnResponse, error) {
 	if s.d.TxnCoord == nil {
 		code, msg := errs.Split(s.noCoordinator())
-		return &pb.EndTxnResponse{ErrorCode: code, ErrorMessage: msg}, nil
+		return &pb.EndTxnResponse{ErrorCode: code, ErrorMessage: msg, ProducerId: -1, ProducerEpoch: -1}, nil
 	}
 	res, err := s.d.TxnCoord.EndTxn(ctx, req.TransactionalId, req.ProducerId, int16(req.ProducerEpoch), req.Committed)
 	code, msg := errs.Split(err)
+	if err != nil {
+		// As Kafka: no producer id or epoch with an error.
+		return &pb.EndTxnResponse{ErrorCode: code, ErrorMessage: msg, ProducerId: -1, ProducerEpoch: -1}, nil
+	}
 	return &pb.EndTxnResponse{ErrorCode: code, ErrorMessage: msg, ProducerId: res.ProducerID, ProducerEpoch: int32(res.Epoch)}, nil
 }
 

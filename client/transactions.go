@@ -318,7 +318,9 @@ func (p *Producer) endTxn(ctx context.Context, commit bool) error {
 	})
 	if err != nil {
 		switch {
-		case errors.Is(err, ErrProducerFenced):
+		case errors.Is(err, ErrProducerFenced), errs.CodeOf(err) == pb.ErrorCode_INVALID_PRODUCER_EPOCH:
+			// On EndTxn an epoch the coordinator refuses is a fence (Kafka's
+			// EndTxnHandler treats both alike).
 			p.txn.fail(err)
 			return err
 		case errs.CodeOf(err) == pb.ErrorCode_TRANSACTION_TIMED_OUT:

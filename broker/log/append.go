@@ -76,6 +76,13 @@ func (l *Log) checkLeaderBatches(buf []byte) ([]record.Header, error) {
 			return nil, errs.New(pb.ErrorCode_INVALID_RECORD, "control batches may only be written by a transaction coordinator")
 		}
 		if hs[i].HasProducerID() {
+			// Kafka refuses these too (LogValidator): a producer id without a
+			// sequence would be remembered as the batch -1..-1, and every
+			// later one taken for its duplicate and dropped.
+			if hs[i].BaseSequence < 0 || hs[i].ProducerEpoch < 0 {
+				return nil, errs.New(pb.ErrorCode_INVALID_RECORD, "a batch with producerId=%d needs a producer epoch and a base sequence, got epoch %d and baseSequence %d",
+					hs[i].ProducerID, hs[i].ProducerEpoch, hs[i].BaseSequence)
+			}
 			idempotent++
 		}
 	}

@@ -330,7 +330,8 @@ func epochError(m *Metadata, pid int64, epoch int16) error {
 	if epoch < m.ProducerEpoch {
 		return errs.New(pb.ErrorCode_PRODUCER_FENCED, "producerId=%d epoch %d of %q is older than the current epoch %d: a newer producer took over", pid, epoch, m.TransactionalID, m.ProducerEpoch)
 	}
-	return errs.New(pb.ErrorCode_INVALID_PRODUCER_EPOCH, "producerId=%d epoch %d of %q is newer than the coordinator's %d", pid, epoch, m.TransactionalID, m.ProducerEpoch)
+	// An epoch the coordinator never handed out: Kafka fences it too.
+	return errs.New(pb.ErrorCode_PRODUCER_FENCED, "producerId=%d epoch %d of %q is newer than the coordinator's %d (its state was lost, or the epoch is forged)", pid, epoch, m.TransactionalID, m.ProducerEpoch)
 }
 
 func verb(commit bool) string {

@@ -109,7 +109,7 @@ func TestDecideTable(t *testing.T) {
 	end := func(tv int16, pid int64, epoch int16, commit bool) Request {
 		return Request{Kind: KindEndTxn, TxnVersion: tv, ProducerID: pid, Epoch: epoch, Commit: commit}
 	}
-	const PF, ITS, IPM, IPE = "PRODUCER_FENCED", "INVALID_TXN_STATE", "INVALID_PRODUCER_ID_MAPPING", "INVALID_PRODUCER_EPOCH"
+	const PF, ITS, IPM = "PRODUCER_FENCED", "INVALID_TXN_STATE", "INVALID_PRODUCER_ID_MAPPING"
 	fenceAbort := "PrepareAbort@6+markers → CONCURRENT_TRANSACTIONS"
 	rows := []struct {
 		name string
@@ -146,10 +146,8 @@ func TestDecideTable(t *testing.T) {
 			[]string{IPM, IPM, "Ongoing@5", "-", "busy", "busy", "Ongoing@5", "Ongoing@5", "busy", "busy"}},
 		{"add stale epoch", add(KindAddPartitions, 100, 4, tp0),
 			[]string{IPM, IPM, PF, PF, PF, PF, PF, PF, PF, PF}},
-		// Kafka answers PRODUCER_FENCED to any other epoch; Strand calls
-		// an epoch above the coordinator's INVALID_PRODUCER_EPOCH.
 		{"add newer epoch", add(KindAddPartitions, 100, 6, tp0),
-			[]string{IPM, IPM, IPE, IPE, IPE, IPE, IPE, IPE, IPE, IPE}},
+			[]string{IPM, IPM, PF, PF, PF, PF, PF, PF, PF, PF}},
 		{"add other producer id", add(KindAddPartitions, 999, 5, tp0),
 			[]string{IPM, IPM, IPM, IPM, IPM, IPM, IPM, IPM, IPM, IPM}},
 		// Verify-only never writes. Kafka answers TRANSACTION_ABORTABLE per
@@ -183,9 +181,9 @@ func TestDecideTable(t *testing.T) {
 		{"end v2 commit stale", end(2, 100, 3, true),
 			[]string{IPM, IPM, PF, PF, PF, PF, PF, PF, PF, "busy"}},
 		// Kafka: PRODUCER_FENCED "even in the cases where the epoch is
-		// higher"; Strand names a higher epoch INVALID_PRODUCER_EPOCH.
+		// higher".
 		{"end v2 abort newer", end(2, 100, 6, false),
-			[]string{IPM, IPM, IPE, IPE, IPE, IPE, IPE, IPE, IPE, "busy"}},
+			[]string{IPM, IPM, PF, PF, PF, PF, PF, PF, PF, "busy"}},
 		{"end v2 other producer id", end(2, 999, 5, true),
 			[]string{IPM, IPM, IPM, IPM, IPM, IPM, IPM, IPM, IPM, IPM}},
 

@@ -201,9 +201,14 @@ func (s *markerSender) send(addr string, items []markerItem) bool {
 		for _, pr := range r.Partitions {
 			tp := TopicPartition{pr.Topic, pr.Partition}
 			switch pr.ErrorCode {
-			case pb.ErrorCode_NONE, pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION:
+			case pb.ErrorCode_NONE:
 				delete(j.remaining, tp)
 				progress = true
+			case pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION:
+				// The broker does not know the partition (its metadata may
+				// lag); only the coordinator's own metadata losing the topic
+				// (round) drops it. Retried like any other error.
+				s.c.lg.Debug("marker's partition unknown to its leader; retrying", "transactionalId", j.transactionalID, "partition", tp)
 			case pb.ErrorCode_INVALID_PRODUCER_EPOCH, pb.ErrorCode_TRANSACTION_COORDINATOR_FENCED:
 				// A newer epoch or coordinator has written here: this marker is moot.
 				s.c.lg.Warn("marker refused as stale", "transactionalId", j.transactionalID, "partition", tp, "err", errs.FromCode(pr.ErrorCode, pr.ErrorMessage))

@@ -140,7 +140,9 @@ func (c *Coordinator) List(req *pb.ListTransactionsRequest) (*pb.ListTransaction
 			if m.State == Dead || (len(states) > 0 && !states[m.State.String()]) || (len(pids) > 0 && !pids[m.ProducerID]) || (re != nil && !re.MatchString(id)) {
 				continue
 			}
-			if req.DurationFilterMs > 0 && (m.State != Ongoing || now-m.StartTimeMs < req.DurationFilterMs) {
+			// Kafka's filter: transactions running longer than the duration
+			// (a start time of -1, no transaction, never matches).
+			if req.DurationFilterMs > 0 && (m.StartTimeMs < 0 || now-m.StartTimeMs <= req.DurationFilterMs) {
 				continue
 			}
 			resp.Transactions = append(resp.Transactions, &pb.TransactionListing{TransactionalId: id, ProducerId: m.ProducerID, State: m.State.String()})
