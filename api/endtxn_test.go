@@ -1,0 +1,21 @@
+package api_test
+
+import (
+	"context"
+	"testing"
+
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// TestEndTxnErrorCarriesNoProducer: an EndTxn answered with an error names
+// no producer id or epoch (-1, as Kafka), not 0/0 (which is a real id).
+func TestEndTxnErrorCarriesNoProducer(t *testing.T) {
+	h := newHarness(t, "e", 1)
+	r, err := pb.NewTransactionsClient(h.conn).EndTxn(context.Background(), &pb.EndTxnRequest{TransactionalId: "never-initialised", ProducerId: 5, ProducerEpoch: 0, Committed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ErrorCode != pb.ErrorCode_INVALID_PRODUCER_ID_MAPPING || r.ProducerId != -1 || r.ProducerEpoch != -1 {
+		t.Fatalf("EndTxn for an unknown id: %v %q producer %d/%d, want INVALID_PRODUCER_ID_MAPPING with -1/-1", r.ErrorCode, r.ErrorMessage, r.ProducerId, r.ProducerEpoch)
+	}
+}
