@@ -56,19 +56,24 @@ var (
 	ErrInvalidProducerEpoch         = errs.InvalidProducerEpoch
 	ErrUnknownProducerID            = errs.UnknownProducerID
 	ErrProducerFenced               = errs.ProducerFenced
-	ErrConcurrentTransactions       = errs.ConcurrentTransactions
-	ErrCoordinatorLoadInProgress    = errs.CoordinatorLoadInProgress
-	ErrNotCoordinator               = errs.NotCoordinator
-	ErrInvalidTxnState              = errs.InvalidTxnState
-	ErrTransactionAbortable         = errs.TransactionAbortable
-	ErrTransactionTimedOut          = errs.TransactionTimedOut
-	ErrOffsetOutOfRange             = errs.OffsetOutOfRange
-	ErrTopicAlreadyExists           = errs.TopicAlreadyExists
-	ErrInvalidReplicationFactor     = errs.InvalidReplicationFactor
-	ErrUnstableOffsetCommit         = errs.UnstableOffsetCommit
-	ErrIllegalGeneration            = errs.IllegalGeneration
-	ErrUnknownMemberID              = errs.UnknownMemberID
-	ErrRebalanceInProgress          = errs.RebalanceInProgress
+	// ErrInvalidProducerIDMapping: the coordinator no longer knows the
+	// producer id (the transactional id expired after
+	// transactional.id.expiration.ms idle). Abortable: AbortTransaction
+	// gets a new producer id and the producer carries on.
+	ErrInvalidProducerIDMapping  = errs.InvalidProducerIDMapping
+	ErrConcurrentTransactions    = errs.ConcurrentTransactions
+	ErrCoordinatorLoadInProgress = errs.CoordinatorLoadInProgress
+	ErrNotCoordinator            = errs.NotCoordinator
+	ErrInvalidTxnState           = errs.InvalidTxnState
+	ErrTransactionAbortable      = errs.TransactionAbortable
+	ErrTransactionTimedOut       = errs.TransactionTimedOut
+	ErrOffsetOutOfRange          = errs.OffsetOutOfRange
+	ErrTopicAlreadyExists        = errs.TopicAlreadyExists
+	ErrInvalidReplicationFactor  = errs.InvalidReplicationFactor
+	ErrUnstableOffsetCommit      = errs.UnstableOffsetCommit
+	ErrIllegalGeneration         = errs.IllegalGeneration
+	ErrUnknownMemberID           = errs.UnknownMemberID
+	ErrRebalanceInProgress       = errs.RebalanceInProgress
 	// ErrFencedInstanceID: another consumer joined the group with this
 	// consumer's GroupInstanceID. Poll returns it from then on; close the
 	// consumer (two processes must not share a group.instance.id).

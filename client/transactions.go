@@ -93,10 +93,26 @@ func (p *Producer) InitTransactions(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := p.initTxnProducerID(ctx, -1, -1); err != nil {
+		if errors.Is(err, ErrProducerFenced) {
+			t.fail(err)
+		}
+		return fmt.Errorf("InitTransactions for %q: %w", p.cfg.transactionalID, err)
+	}
+	t.mu.Lock()
+	t.initialized, t.inTxn, t.err, t.reinit = true, false, nil, false
+	t.mu.Unlock()
+	return nil
+}
+
+// initTxnProducerID sends InitProducerId for the transactional id (with the
+// producer's current id and epoch, or -1 for a new producer) and moves to
+// the answer's id and epoch, every partition's sequences from 0.
+func (p *Producer) initTxnProducerID(ctx context.Context, pid int64, epoch int16) error {
 	var resp *pb.InitProducerIdResponse
-	_, err = p.coordinatorCall(ctx, pb.CoordinatorType_TRANSACTION, p.cfg.transactionalID, func(ctx context.Context, cc *grpc.ClientConn) (pb.ErrorCode, string, error) {
+	_, err := p.coordinatorCall(ctx, pb.CoordinatorType_TRANSACTION, p.cfg.transactionalID, func(ctx context.Context, cc *grpc.ClientConn) (pb.ErrorCode, string, error) {
 		r, err := pb.NewTransactionsClient(cc).InitProducerId(ctx, &pb.InitProducerIdRequest{TransactionalId: p.cfg.transactionalID,
-			TransactionTimeoutMs: int32(p.cfg.txnTimeout / time.Millisecond), ProducerId: -1, ProducerEpoch: -1})
+			TransactionTimeoutMs: int32(p.cfg.txnTimeout / time.Millisecond), ProducerId: pid, ProducerEpoch: int32(epoch)})
 		if err != nil {
 			return 0, "", err
 		}
@@ -104,10 +120,7 @@ func (p *Producer) InitTransactions(ctx context.Context) error {
 		return r.ErrorCode, r.ErrorMessage, nil
 	})
 	if err != nil {
-		if errors.Is(err, ErrProducerFenced) {
-			t.fail(err)
-		}
-		return fmt.Errorf("InitTransactions for %q: %w", p.cfg.transactionalID, err)
+		return err
 	}
 	p.mu.Lock()
 	p.pid, p.epoch, p.pidState = resp.ProducerId, int16(resp.ProducerEpoch), pidReady
@@ -115,9 +128,6 @@ func (p *Producer) InitTransactions(ctx context.Context) error {
 		p.restartSequencesLocked(pp)
 	}
 	p.mu.Unlock()
-	t.mu.Lock()
-	t.initialized, t.inTxn, t.err = true, false, nil
-	t.mu.Unlock()
 	return nil
 }
 
@@ -266,11 +276,30 @@ func (p *Producer) AbortTransaction(ctx context.Context) error {
 		return fmt.Errorf("abort: waiting for records in flight: %w", err)
 	}
 	t.mu.Lock()
-	needEnd := t.produced || t.offsetsSent
-	if !needEnd {
+	needEnd, reinit := t.produced || t.offsetsSent, t.reinit
+	if !needEnd && !reinit {
 		t.inTxn, t.err = false, nil
 	}
 	t.mu.Unlock()
+	if reinit {
+		// The coordinator forgot this producer id (the transactional id
+		// expired): there is no transaction of it to end. As Kafka's
+		// producer does, ask for a new producer id naming the old one
+		// (KIP-360) and carry on with it.
+		p.mu.Lock()
+		pid, epoch := p.pid, p.epoch
+		p.mu.Unlock()
+		if err := p.initTxnProducerID(ctx, pid, epoch); err != nil {
+			if errors.Is(err, ErrProducerFenced) {
+				t.fail(err)
+			}
+			return fmt.Errorf("abort: a new producer id for %q: %w", p.cfg.transactionalID, err)
+		}
+		t.mu.Lock()
+		t.inTxn, t.err, t.reinit, t.produced, t.offsetsSent = false, nil, false, false, false
+		t.mu.Unlock()
+		return nil
+	}
 	if !needEnd {
 		return nil
 	}
@@ -323,7 +352,7 @@ func (p *Producer) endTxn(ctx context.Context, commit bool) error {
 			// EndTxnHandler treats both alike).
 			p.txn.fail(err)
 			return err
-		case errs.CodeOf(err) == pb.ErrorCode_TRANSACTION_TIMED_OUT:
+		case errs.CodeOf(err) == pb.ErrorCode_TRANSACTION_TIMED_OUT, errs.CodeOf(err) == pb.ErrorCode_INVALID_PRODUCER_ID_MAPPING:
 			p.txn.abortable(err)
 			return fmt.Errorf("%w: %w", ErrAbortable, err)
 		case commit && sent && (errs.IsRetriable(err) || errs.CodeOf(err) == pb.ErrorCode_UNKNOWN_SERVER_ERROR):

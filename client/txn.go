@@ -3,6 +3,8 @@ package client
 import (
 	"errors"
 	"fmt"
+	"github.com/strand-io/strand/internal/errs"
+	pb "github.com/strand-io/strand/proto/strand/v1"
 	"sync"
 )
 
@@ -17,6 +19,10 @@ type txnState struct {
 	err         error // why the current transaction must be aborted
 	fatal       error // why the producer can only be closed
 	acks        int
+	// reinit: the coordinator no longer knows the producer id (its
+	// transactional id expired: INVALID_PRODUCER_ID_MAPPING). The abort then
+	// asks for a new producer id (KIP-360) instead of sending EndTxn.
+	reinit bool
 }
 
 func newTxnState() *txnState { return &txnState{partitions: map[TopicPartition]bool{}} }
@@ -69,6 +75,9 @@ func (t *txnState) abortable(err error) {
 	t.mu.Lock()
 	if t.err == nil {
 		t.err = err
+	}
+	if errs.CodeOf(err) == pb.ErrorCode_INVALID_PRODUCER_ID_MAPPING {
+		t.reinit = true
 	}
 	t.mu.Unlock()
 }

@@ -414,7 +414,7 @@ func (c *Coordinator) handle(ctx context.Context, id string, r Request) (Decisio
 // to finish. c.mu is held on entry and on return (it is released while
 // waiting and allocating); err is set when the coordinator moved meanwhile.
 func (c *Coordinator) decideLocked(ctx context.Context, o *owned, id string, r Request, wait time.Duration) (*Metadata, Decision, error) {
-	r.NewProducerID = -1
+	r.NewProducerID, r.TransactionalID = -1, id
 	deadline := time.Now().Add(wait)
 	for {
 		m := o.txns[id]

@@ -64,6 +64,8 @@ func (k Kind) String() string { return kindNames[k] }
 // Request is one input of the state machine.
 type Request struct {
 	Kind Kind
+	// TransactionalID names the id in answers (the metadata may be nil).
+	TransactionalID string
 	// TxnVersion is the client's transaction version (1 or 2): 2 bumps the
 	// epoch at every EndTxn and writes markers with the bumped epoch.
 	TxnVersion int16
@@ -142,12 +144,12 @@ func Decide(m *Metadata, r Request) Decision {
 		return decideInit(m, r)
 	case KindAddPartitions, KindVerifyPartitions:
 		if !known {
-			return fail(pb.ErrorCode_INVALID_PRODUCER_ID_MAPPING, "no producer is initialised for transactional id %q", idOf(m))
+			return fail(pb.ErrorCode_INVALID_PRODUCER_ID_MAPPING, "no producer is initialised for transactional id %q (never, or it expired after transactional.id.expiration.ms idle)", r.TransactionalID)
 		}
 		return decideAdd(m, r)
 	case KindEndTxn:
 		if !known {
-			return fail(pb.ErrorCode_INVALID_PRODUCER_ID_MAPPING, "no producer is initialised for transactional id %q", idOf(m))
+			return fail(pb.ErrorCode_INVALID_PRODUCER_ID_MAPPING, "no producer is initialised for transactional id %q (never, or it expired after transactional.id.expiration.ms idle)", r.TransactionalID)
 		}
 		if r.TxnVersion < 2 {
 			return decideEndV1(m, r)
@@ -178,13 +180,6 @@ func Decide(m *Metadata, r Request) Decision {
 		return Decision{Write: t, SendMarkers: true}
 	}
 	return fail(pb.ErrorCode_INVALID_REQUEST, "unknown request kind %d", int(r.Kind))
-}
-
-func idOf(m *Metadata) string {
-	if m == nil {
-		return ""
-	}
-	return m.TransactionalID
 }
 
 // decideInit is InitProducerId on a known id (Kafka's

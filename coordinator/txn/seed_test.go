@@ -411,3 +411,59 @@ func TestEndTxnRetryAfterRotationEndToEnd(t *testing.T) {
 	}
 	waitLSO(t, n.Addr(), "r", 2)
 }
+
+// TestExpiredTransactionalIDRecovers: a producer idle past
+// transactional.id.expiration.ms finds its id forgotten
+// (INVALID_PRODUCER_ID_MAPPING). As with Kafka's producer, that is
+// abortable: the abort asks for a new producer id naming the old one
+// (KIP-360), and the next transaction commits.
+func TestExpiredTransactionalIDRecovers(t *testing.T) {
+	n := testutil.StartDev(t, t.TempDir(), func(cfg *node.Config) {
+		cfg.TxnConfig.IDExpiration = 200 * time.Millisecond
+		cfg.TxnConfig.RemoveExpiredInterval = 50 * time.Millisecond
+	})
+	setupTopic(t, n, "idle")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p := newTxnProducer(t, n.Addr(), "sleepy")
+	if err := p.InitTransactions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	txnProduce(t, p, "idle", "before")
+	if err := p.CommitTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		st := n.TxnCoord.Describe([]string{"sleepy"})
+		if st[0].ErrorCode == pb.ErrorCode_TRANSACTIONAL_ID_NOT_FOUND {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the id did not expire: %v", st[0])
+		}
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	err := p.ProduceSync(ctx, &client.Record{Topic: "idle", Partition: 0, Value: []byte("lost")}).FirstErr()
+	if !errors.Is(err, client.ErrInvalidProducerIDMapping) || client.Classify(err) != client.Abortable {
+		t.Fatalf("produce after the id expired: %v (%v), want an abortable INVALID_PRODUCER_ID_MAPPING", err, client.Classify(err))
+	}
+	if err := p.AbortTransaction(ctx); err != nil {
+		t.Fatalf("abort after the id expired: %v", err)
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	txnProduce(t, p, "idle", "after")
+	if err := p.CommitTransaction(ctx); err != nil {
+		t.Fatalf("commit under the new producer id: %v", err)
+	}
+	waitLSO(t, n.Addr(), "idle", 4)
+	if com, _ := consumeAll(t, n.Addr(), client.ReadCommitted, "idle", 4); values(com) != "before after" {
+		t.Fatalf("read_committed: %s", values(com))
+	}
+}
