@@ -84,8 +84,11 @@ func expect(t *testing.T, r *pb.ProducePartitionResponse, code pb.ErrorCode, off
 	}
 }
 
-// TestIdempotenceScenario is the foundation issue's scenario over real gRPC
-// with hand-built batches of one producer id.
+// TestIdempotenceScenario is the seed's example 2 over real gRPC, with its
+// exact answers and offsets: hand-built batches of one producer id, the same
+// batch twice (NONE, offset 0), a sequence gap (OUT_OF_ORDER_SEQUENCE_NUMBER),
+// then batches at 3, 6, 9, 12, 15, and the first batch again once five newer
+// ones pushed it out of the window (OUT_OF_ORDER_SEQUENCE_NUMBER).
 func TestIdempotenceScenario(t *testing.T) {
 	h := newHarness(t, "idem", 1)
 	expect(t, h.produce("idem", 0, -1, idemBatch(t, 0, 3)), pb.ErrorCode_NONE, 0)

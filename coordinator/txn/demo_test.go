@@ -11,7 +11,6 @@ import (
 	"github.com/strand-io/strand/broker/log"
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/internal/node"
-	"github.com/strand-io/strand/internal/record"
 	"github.com/strand-io/strand/internal/testutil"
 )
 
@@ -58,8 +57,10 @@ func txnProduce(t *testing.T, p *client.Producer, topic string, vals ...string) 
 	}
 }
 
-// TestDemoFlow is `make demo` as a test: transaction A (c1..c3) commits,
-// B (a1..a3) aborts, C (c4..c5) commits, on one partition.
+// TestDemoFlow is `make demo` as a test and the seed's example 1 with its
+// exact offsets, epochs, .txnindex and transaction-log states: transaction
+// A (c1..c3) commits, B (a1..a3) aborts, C (c4..c5) commits, on one
+// partition.
 func TestDemoFlow(t *testing.T) {
 	dir := t.TempDir()
 	n := testutil.StartDev(t, dir)
@@ -136,48 +137,49 @@ func TestDemoFlow(t *testing.T) {
 	if posU != 11 || posC != 11 {
 		t.Fatalf("positions %d and %d, want 11", posU, posC)
 	}
-	// The log itself: markers at 3, 7, 10 with epochs 1, 2, 3; data epochs 0, 1, 2.
+	// Seed example 1 exactly: the log (data batches of one epoch merged,
+	// since batch boundaries vary), the .txnindex entry with its LSO, and
+	// the transaction log's states with their epochs.
+	if got, want := strings.Join(mergeData(batchesOf(t, n, "demo", false)), " "),
+		"data@0-2/e0 COMMIT@3-3/e1 data@4-6/e1 ABORT@7-7/e2 data@8-9/e2 COMMIT@10-10/e3"; got != want {
+		t.Fatalf("batches %s, want %s", got, want)
+	}
 	part := n.Parts.Get(log.PartitionKey{Topic: "demo", Partition: 0})
-	res, err := part.Log.Read(0, 1<<20, 11, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var batches []string
-	for it := record.NewIter(res.Records); it.Next(); {
-		h := it.Header()
-		kind := "data"
-		if h.IsControl() {
-			typ, _, err := record.ReadControlBatch(it.Batch())
-			if err != nil {
-				t.Fatal(err)
-			}
-			kind = typ.String()
-		}
-		batches = append(batches, fmt.Sprintf("%s@%d-%d/e%d", kind, h.BaseOffset, h.LastOffset(), h.ProducerEpoch))
-	}
-	got := strings.Join(batches, " ")
-	for _, want := range []string{"COMMIT@3-3/e1", "ABORT@7-7/e2", "COMMIT@10-10/e3"} {
-		if !strings.Contains(got, want) {
-			t.Fatalf("batches %s: missing %s", got, want)
-		}
-	}
-	for _, b := range batches {
-		if strings.HasPrefix(b, "data@") {
-			var first, last int64
-			var epoch int
-			fmt.Sscanf(b, "data@%d-%d/e%d", &first, &last, &epoch)
-			want := map[bool]int{true: 0, false: 0}
-			_ = want
-			switch {
-			case last < 3 && epoch != 0, first > 3 && last < 7 && epoch != 1, first > 7 && epoch != 2:
-				t.Fatalf("data batch %s has the wrong epoch (batches: %s)", b, got)
-			}
-		}
-	}
 	aborted := part.Log.AllAborted()
-	if len(aborted) != 1 || aborted[0].FirstOffset != 4 || aborted[0].LastOffset != 7 {
-		t.Fatalf(".txnindex holds %+v, want one entry 4..7", aborted)
+	if len(aborted) != 1 || aborted[0].FirstOffset != 4 || aborted[0].LastOffset != 7 || aborted[0].LastStableOffset != 8 {
+		t.Fatalf(".txnindex holds %+v, want one entry first 4 last 7 lastStableOffset 8", aborted)
+	}
+	want := "Empty(0) Ongoing(0) PrepareCommit(1) CompleteCommit(1) Ongoing(1) PrepareAbort(2) CompleteAbort(2) Ongoing(2) PrepareCommit(3) CompleteCommit(3)"
+	var states string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		states = strings.Join(txnLogStates(t, n, "order-writer"), " ")
+		if strings.HasSuffix(states, "CompleteCommit(3)") || time.Now().After(deadline) {
+			break
+		}
+	}
+	if states != want {
+		t.Fatalf("transaction log %s, want %s", states, want)
 	}
 	_ = filepath.Join
 	_ = node.Config{}
+}
+
+// mergeData merges consecutive data batches of one epoch (as batchesOf
+// lists them) into one range.
+func mergeData(batches []string) []string {
+	var out []string
+	for _, b := range batches {
+		var first, last int64
+		var epoch int
+		if _, err := fmt.Sscanf(b, "data@%d-%d/e%d", &first, &last, &epoch); err == nil && len(out) > 0 {
+			var pf, pl int64
+			var pe int
+			if _, err := fmt.Sscanf(out[len(out)-1], "data@%d-%d/e%d", &pf, &pl, &pe); err == nil && pe == epoch && pl+1 == first {
+				out[len(out)-1] = fmt.Sprintf("data@%d-%d/e%d", pf, last, epoch)
+				continue
+			}
+		}
+		out = append(out, b)
+	}
+	return out
 }
