@@ -78,7 +78,7 @@ func New(cfg Config, q *Quorum, clk clock.Clock) *Controller {
 	if lg == nil {
 		lg = slog.Default()
 	}
-	return &Controller{cfg: cfg, Q: q, clk: clk, lg: lg.With("controller", cfg.NodeID), leases: map[int32]time.Time{}}
+	return &Controller{cfg: cfg, Q: q, clk: clk, lg: lg.With("component", "controller"), leases: map[int32]time.Time{}}
 }
 
 // Start runs the controller's loop: it notices gaining and losing Raft

@@ -150,7 +150,7 @@ func New(cfg Config, parts *broker.Manager, ctrl ControllerClient, peers Peers, 
 		lg = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &Manager{sessions: newSessionCache(cfg.FetchSessionSlots), cfg: cfg, clk: clk, lg: lg.With("node", cfg.NodeID), parts: parts, ctrl: ctrl, peers: peers, brokerEpoch: brokerEpoch,
+	m := &Manager{sessions: newSessionCache(cfg.FetchSessionSlots), cfg: cfg, clk: clk, lg: lg.With("component", "replication"), parts: parts, ctrl: ctrl, peers: peers, brokerEpoch: brokerEpoch,
 		leaders: map[log.PartitionKey]*leaderEntry{}, fetchers: map[int32]*fetcher{}, follows: map[log.PartitionKey]int32{},
 		alterQ: make(chan struct{}, 1), listeners: map[string][]LeaderListener{}, ctx: ctx, cancel: cancel,
 		flushed: map[log.PartitionKey]struct{}{}, flushQ: make(chan struct{}, 1)}
