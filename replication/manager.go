@@ -85,6 +85,8 @@ type Manager struct {
 	// This node's replica fetches as a follower: requests, partitions they
 	// named, partitions their answers carried (fetch sessions shrink both).
 	fetchRequests, fetchNamed, fetchAnswered atomic.Int64
+	// fetchWaiting: fetches parked in a long poll (the fetch purgatory).
+	fetchWaiting atomic.Int64
 
 	// Partitions whose log fsynced (flush.messages=1), for hwLoop to
 	// re-evaluate their HW. A log calls OnFlush callbacks wherever its
@@ -224,6 +226,11 @@ func (m *Manager) ISRChanges() (shrinks, expands int64) {
 func (m *Manager) FetchStats() (requests, named, answered int64) {
 	return m.fetchRequests.Load(), m.fetchNamed.Load(), m.fetchAnswered.Load()
 }
+
+// FetchPurgatory is the number of fetches (consumers' and followers')
+// parked in a long poll, waiting for data or max_wait_ms (PurgatorySize,
+// Fetch).
+func (m *Manager) FetchPurgatory() int64 { return m.fetchWaiting.Load() }
 
 // FetchSessions is the fetch sessions this node keeps as a leader
 // (NumIncrementalFetchSessions) and the partitions they hold
