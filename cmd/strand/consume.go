@@ -40,7 +40,8 @@ after that time, in ms since the epoch). With --group it reads the
 partitions the group assigns it from the group's committed offsets (else
 the end, or the beginning with --from-beginning) and, like a Kafka
 consumer, commits the position of every partition it was assigned, read
-from or not, when it exits.
+from or not: after each batch it prints, when partitions are revoked, and
+when it exits.
 
 It exits after --max-records records, or when no record arrived for
 --timeout (with --group: counted from the moment the group assigned it
