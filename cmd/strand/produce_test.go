@@ -65,7 +65,7 @@ func TestProduceAcksAndCompressionCodec(t *testing.T) {
 		want string
 	}{
 		{[]string{"--acks", "2"}, "--acks"},
-		{[]string{"--compression-codec", "brotli"}, "want none, gzip, snappy, lz4 or zstd"},
+		{[]string{"--compression-codec", "brotli"}, "none, gzip, snappy, lz4 or zstd"},
 		{[]string{"--transactional-id", "t", "--acks", "1"}, "needs acks=all"},
 	} {
 		if _, errOut, err := runErr(t, "x\n", append([]string{"produce", "ac", b}, bad.args...)...); err == nil || !strings.Contains(errOut, bad.want) {
