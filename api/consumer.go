@@ -36,6 +36,7 @@ func (s *consumerService) Fetch(ctx context.Context, req *pb.FetchRequest) (*pb.
 		resp = &pb.FetchResponse{}
 	}
 	resp.Partitions = append(resp.Partitions, bad...)
+	s.d.Metrics.fetched(resp, req.ReplicaId >= 0)
 	return resp, nil
 }
 

@@ -35,23 +35,29 @@ func (s *producerService) Produce(stream pb.Producer_ProduceServer) error {
 	}()
 	var wg sync.WaitGroup
 	var recvErr error
+	m := s.d.Metrics
 	for {
 		req, err := stream.Recv()
 		if err != nil {
 			recvErr = err
 			break
 		}
+		start := time.Now()
 		resp, waits := s.handle(ctx, req)
 		if req.Acks == 0 && resp != nil && allOK(resp) {
+			m.observe("Produce", start)
 			continue
 		}
 		if len(waits) == 0 {
 			out <- resp
+			m.observe("Produce", start)
 			continue
 		}
+		m.waiting(1) // in the produce purgatory until its waits end
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() { m.waiting(-1); m.observe("Produce", start) }()
 			timeout := time.Duration(req.TimeoutMs) * time.Millisecond
 			if timeout <= 0 {
 				timeout = 30 * time.Second
@@ -160,6 +166,9 @@ func (s *producerService) appendOne(ctx context.Context, req *pb.ProduceRequest,
 		}
 	}
 	a := s.d.Repl.AppendLeader(pr.Topic, pr.Partition, pr.Records, req.Acks)
+	if a.Err == nil && !a.Result.Duplicate {
+		s.d.Metrics.produced(pr.Topic, pr.Records)
+	}
 	return a, a.Err
 }
 

@@ -41,6 +41,8 @@ type Deps struct {
 	TxnCoord  *txn.Coordinator
 	TxnClient *txn.Client
 	Groups    pb.GroupsServer
+	// Metrics counts bytes, records and requests (nil: not counted).
+	Metrics *Metrics
 }
 
 // Register installs every service this node serves on s.

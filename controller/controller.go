@@ -78,7 +78,7 @@ func New(cfg Config, q *Quorum, clk clock.Clock) *Controller {
 	if lg == nil {
 		lg = slog.Default()
 	}
-	return &Controller{cfg: cfg, Q: q, clk: clk, lg: lg.With("controller", cfg.NodeID), leases: map[int32]time.Time{}}
+	return &Controller{cfg: cfg, Q: q, clk: clk, lg: lg.With("component", "controller"), leases: map[int32]time.Time{}}
 }
 
 // Start runs the controller's loop: it notices gaining and losing Raft
@@ -522,7 +522,11 @@ func (c *Controller) topicRecords(t *pb.CreatableTopic, res *pb.CreatableTopicRe
 	for _, tt := range img.Topics {
 		total += len(tt.Partitions)
 	}
-	assign := Assign(ids, int(parts), int(rf), total)
+	// Kafka picks the start index and the first follower shift at random;
+	// taking both from the number of partitions the cluster already has
+	// keeps leaders balanced across topics (each topic continues the round
+	// robin where the last one stopped) and placement reproducible.
+	assign := Assign(ids, int(parts), int(rf), total, total/len(ids))
 	id := newID()
 	recs := []*pb.MetadataRecord{{Record: &pb.MetadataRecord_Topic{Topic: &pb.TopicRecord{Name: t.Name, TopicId: id, Configs: t.Configs, Internal: IsInternalTopic(t.Name)}}}}
 	for p, reps := range assign {

@@ -141,20 +141,37 @@ func UncleanChanges(im *Image) []*pb.MetadataRecord {
 	return out
 }
 
-// Assign places partitions × rf replicas on brokers (sorted by id), the
-// leaders spread round-robin from start so that topics balance together.
-func Assign(brokers []int32, partitions, rf int, start int) [][]int32 {
+// Assign places partitions × rf replicas on brokers (sorted by id) the way
+// Kafka's rack-unaware assignment does. The leader of partition p is broker
+// (start+p) mod n. Its followers sit at distances 1+(s+j) mod (n-1) from it
+// (j = 0 … rf-2), where s is shift plus the number of times the partitions
+// have wrapped around the brokers (p/n). So the partitions one broker leads
+// get differently ordered followers, and when that broker fails, the first
+// live follower of each of its partitions (its new leader) is a different
+// broker, instead of one broker taking them all.
+func Assign(brokers []int32, partitions, rf int, start, shift int) [][]int32 {
 	b := append([]int32(nil), brokers...)
 	sort.Slice(b, func(i, j int) bool { return b[i] < b[j] })
 	n := len(b)
+	start, shift = nonNegMod(start, n), max(shift, 0)
 	out := make([][]int32, partitions)
 	for p := 0; p < partitions; p++ {
 		first := (start + p) % n
-		reps := make([]int32, rf)
-		for j := 0; j < rf; j++ {
-			reps[j] = b[(first+j)%n]
+		reps := make([]int32, 0, rf)
+		reps = append(reps, b[first])
+		s := shift + p/n
+		for j := 0; j < rf-1; j++ {
+			dist := 1 + (s+j)%(n-1)
+			reps = append(reps, b[(first+dist)%n])
 		}
 		out[p] = reps
 	}
 	return out
+}
+
+func nonNegMod(a, n int) int {
+	if n <= 0 {
+		return 0
+	}
+	return ((a % n) + n) % n
 }

@@ -325,20 +325,26 @@ func TestAssign(t *testing.T) {
 	cases := []struct {
 		brokers        []int32
 		partitions, rf int
-		start          int
+		start, shift   int
 		want           [][]int32 // nil: check properties only
 	}{
-		{brokers: []int32{3, 1, 2}, partitions: 4, rf: 2, start: 0, want: [][]int32{{1, 2}, {2, 3}, {3, 1}, {1, 2}}},
+		// The fourth partition wraps around: its follower shift grows.
+		{brokers: []int32{3, 1, 2}, partitions: 4, rf: 2, start: 0, want: [][]int32{{1, 2}, {2, 3}, {3, 1}, {1, 3}}},
 		{brokers: []int32{1, 2, 3}, partitions: 3, rf: 3, start: 1, want: [][]int32{{2, 3, 1}, {3, 1, 2}, {1, 2, 3}}},
+		// Kafka's example shape: 6 partitions, RF 3, 3 brokers.
+		{brokers: []int32{1, 2, 3}, partitions: 6, rf: 3, start: 0, want: [][]int32{{1, 2, 3}, {2, 3, 1}, {3, 1, 2}, {1, 3, 2}, {2, 1, 3}, {3, 2, 1}}},
+		{brokers: []int32{1, 2, 3}, partitions: 6, rf: 3, start: 2, shift: 1, want: [][]int32{{3, 2, 1}, {1, 3, 2}, {2, 1, 3}, {3, 1, 2}, {1, 2, 3}, {2, 3, 1}}},
 		{brokers: []int32{5}, partitions: 2, rf: 1, start: 7, want: [][]int32{{5}, {5}}},
-		{brokers: []int32{10, 4, 7, 1, 9}, partitions: 17, rf: 3, start: 3},
+		{brokers: []int32{10, 4, 7, 1, 9}, partitions: 17, rf: 3, start: 3, shift: 2},
+		{brokers: []int32{10, 4, 7, 1, 9}, partitions: 20, rf: 2, start: 4, shift: 9},
 		{brokers: []int32{2, 4, 6, 8}, partitions: 8, rf: 4, start: 0},
+		{brokers: []int32{2, 4, 6, 8}, partitions: 12, rf: 3, start: 1, shift: 3},
 		{brokers: []int32{1, 2, 3, 4, 5, 6}, partitions: 1, rf: 6, start: 100},
 	}
 	for _, c := range cases {
-		t.Run(fmt.Sprintf("%v_p%d_rf%d_s%d", c.brokers, c.partitions, c.rf, c.start), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%v_p%d_rf%d_s%d_sh%d", c.brokers, c.partitions, c.rf, c.start, c.shift), func(t *testing.T) {
 			in := append([]int32(nil), c.brokers...)
-			got := controller.Assign(in, c.partitions, c.rf, c.start)
+			got := controller.Assign(in, c.partitions, c.rf, c.start, c.shift)
 			if !reflect.DeepEqual(in, c.brokers) {
 				t.Fatalf("Assign reordered its input: %v", in)
 			}
@@ -377,6 +383,9 @@ func TestAssign(t *testing.T) {
 			}
 			if hi-lo > 1 {
 				t.Fatalf("leaders unbalanced: %v", leaders)
+			}
+			if c.partitions%len(sorted) == 0 {
+				checkSpread(t, sorted, got)
 			}
 		})
 	}

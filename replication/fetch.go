@@ -90,14 +90,17 @@ func (m *Manager) fetch(ctx context.Context, req *pb.FetchRequest, alloc log.All
 			continue
 		}
 		t := time.NewTimer(time.Until(deadline))
+		m.fetchWaiting.Add(1)
 		select {
 		case <-wake:
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
+			m.fetchWaiting.Add(-1)
 			return resp
 		}
 		t.Stop()
+		m.fetchWaiting.Add(-1)
 	}
 }
 

@@ -85,6 +85,8 @@ type Manager struct {
 	// This node's replica fetches as a follower: requests, partitions they
 	// named, partitions their answers carried (fetch sessions shrink both).
 	fetchRequests, fetchNamed, fetchAnswered atomic.Int64
+	// fetchWaiting: fetches parked in a long poll (the fetch purgatory).
+	fetchWaiting atomic.Int64
 
 	// Partitions whose log fsynced (flush.messages=1), for hwLoop to
 	// re-evaluate their HW. A log calls OnFlush callbacks wherever its
@@ -150,7 +152,7 @@ func New(cfg Config, parts *broker.Manager, ctrl ControllerClient, peers Peers, 
 		lg = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &Manager{sessions: newSessionCache(cfg.FetchSessionSlots), cfg: cfg, clk: clk, lg: lg.With("node", cfg.NodeID), parts: parts, ctrl: ctrl, peers: peers, brokerEpoch: brokerEpoch,
+	m := &Manager{sessions: newSessionCache(cfg.FetchSessionSlots), cfg: cfg, clk: clk, lg: lg.With("component", "replication"), parts: parts, ctrl: ctrl, peers: peers, brokerEpoch: brokerEpoch,
 		leaders: map[log.PartitionKey]*leaderEntry{}, fetchers: map[int32]*fetcher{}, follows: map[log.PartitionKey]int32{},
 		alterQ: make(chan struct{}, 1), listeners: map[string][]LeaderListener{}, ctx: ctx, cancel: cancel,
 		flushed: map[log.PartitionKey]struct{}{}, flushQ: make(chan struct{}, 1)}
@@ -224,6 +226,11 @@ func (m *Manager) ISRChanges() (shrinks, expands int64) {
 func (m *Manager) FetchStats() (requests, named, answered int64) {
 	return m.fetchRequests.Load(), m.fetchNamed.Load(), m.fetchAnswered.Load()
 }
+
+// FetchPurgatory is the number of fetches (consumers' and followers')
+// parked in a long poll, waiting for data or max_wait_ms (PurgatorySize,
+// Fetch).
+func (m *Manager) FetchPurgatory() int64 { return m.fetchWaiting.Load() }
 
 // FetchSessions is the fetch sessions this node keeps as a leader
 // (NumIncrementalFetchSessions) and the partitions they hold

@@ -49,7 +49,7 @@ compose)
   down
   log "starting the compose cluster"
   compose -f "$F" up -d
-  BOOT=127.0.0.1:19092,127.0.0.1:29092,127.0.0.1:39092
+  BOOT=127.0.0.1:${STRAND_NODE1_PORT:-19092},127.0.0.1:${STRAND_NODE2_PORT:-29092},127.0.0.1:${STRAND_NODE3_PORT:-39092}
   for a in ${BOOT//,/ }; do bin/strand health --addr "$a" --wait 120s >/dev/null; done
   log "three nodes healthy; running strand verify for $DURATION with drills: $DRILLS"
   verify "$BOOT"

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,6 +51,10 @@ Also reads .index, .timeindex, .txnindex and producer .snapshot files.
 
 func dumpFile(w io.Writer, path string, deep, data, txnDecoder bool) error {
 	fmt.Fprintf(w, "Dumping %s\n", path)
+	if note, ok := missingIndexNote(path); ok {
+		fmt.Fprintln(os.Stderr, note)
+		return nil
+	}
 	switch {
 	case strings.HasSuffix(path, log.LogSuffix):
 		return dumpSegment(w, path, deep, data, txnDecoder)
@@ -95,7 +101,39 @@ func dumpFile(w io.Writer, path string, deep, data, txnDecoder bool) error {
 	return nil
 }
 
+// missingIndexNote explains an index file that is not on disk next to its
+// segment's .log: the offset and time indexes of the active segment live in
+// memory (they are written when the segment rolls, when the log is flushed
+// and when the node stops, not on every append), and a .txnindex is created
+// with the segment's first aborted transaction, as Kafka's is. Without the
+// .log there is nothing to explain: the caller reports the missing file.
+func missingIndexNote(path string) (string, bool) {
+	var suffix string
+	for _, s := range []string{log.IndexSuffix, log.TimeIndexSuffix, log.TxnIndexSuffix} {
+		if strings.HasSuffix(path, s) {
+			suffix = s
+		}
+	}
+	if suffix == "" {
+		return "", false
+	}
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		return "", false
+	}
+	logPath := strings.TrimSuffix(path, suffix) + log.LogSuffix
+	if _, err := os.Stat(logPath); err != nil {
+		return "", false
+	}
+	if suffix == log.TxnIndexSuffix {
+		return fmt.Sprintf("%s does not exist: no transaction aborted in this segment (a segment's .txnindex is created with its first aborted transaction)", path), true
+	}
+	return fmt.Sprintf("%s is not on disk yet: the active segment's offset and time indexes are kept in memory and written when the segment rolls, when the log is flushed (flush.ms, flush.messages) and when the node stops; its batches are in %s", path, logPath), true
+}
+
 func reportTrailing(err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 	}

@@ -12,7 +12,7 @@ import (
 // open transaction older than the maximum timeout whose transactional id
 // is unknown, or whose coordinator's transaction does not list the
 // partition, are hanging.
-func findHanging(ctx context.Context, adm *client.Admin, topic string, part int32, maxMin int64) ([][]string, error) {
+func findHanging(ctx context.Context, adm *client.Admin, topic string, part int32, maxMin int64) ([][]any, error) {
 	md, err := adm.Metadata(ctx, true, topic)
 	if err != nil {
 		return nil, err
@@ -29,7 +29,7 @@ func findHanging(ctx context.Context, adm *client.Admin, topic string, part int3
 	for _, l := range listing {
 		byPID[l.ProducerID] = append(byPID[l.ProducerID], l.TransactionalID)
 	}
-	var rows [][]string
+	var rows [][]any
 	for _, p := range md.Topics[0].Partitions {
 		if part >= 0 && p.Partition != part {
 			continue
@@ -56,8 +56,8 @@ func findHanging(ctx context.Context, adm *client.Admin, topic string, part int3
 				}
 			}
 			if hanging {
-				rows = append(rows, []string{topic, fmt.Sprint(p.Partition), fmt.Sprint(ps.ProducerId), fmt.Sprint(ps.ProducerEpoch), fmt.Sprint(ps.CoordinatorEpoch),
-					fmt.Sprint(ps.CurrentTxnStartOffset), fmt.Sprint(ps.LastTimestamp), fmt.Sprint((now - ps.LastTimestamp) / 60000)})
+				rows = append(rows, []any{topic, p.Partition, ps.ProducerId, ps.ProducerEpoch, ps.CoordinatorEpoch,
+					ps.CurrentTxnStartOffset, ps.LastTimestamp, (now - ps.LastTimestamp) / 60000})
 			}
 		}
 	}
@@ -81,23 +81,23 @@ func printBlocking(ctx context.Context, adm *client.Admin, tp client.TopicPartit
 		return err
 	}
 	headers := []string{"Topic", "Partition", "HighWatermark", "LastStableOffset", "ProducerId", "ProducerEpoch", "StartOffset", "Age", "TransactionalId", "CoordinatorState"}
-	var rows [][]string
+	var rows [][]any
 	now := time.Now().UnixMilli()
 	for _, ps := range pp.ActiveProducers {
 		if ps.CurrentTxnStartOffset < 0 || ps.CurrentTxnStartOffset != o.LastStableOffset {
 			continue
 		}
-		id, state := "None", "None"
+		var id, state any
 		listing, err := adm.ListTransactions(ctx, client.ListTransactionsFilter{ProducerIDs: []int64{ps.ProducerId}})
 		if err == nil && len(listing) > 0 {
 			id, state = listing[0].TransactionalID, listing[0].State
 		}
 		age := time.Duration(now-ps.LastTimestamp) * time.Millisecond
-		rows = append(rows, []string{tp.Topic, fmt.Sprint(tp.Partition), fmt.Sprint(o.HighWatermark), fmt.Sprint(o.LastStableOffset), fmt.Sprint(ps.ProducerId),
-			fmt.Sprint(ps.ProducerEpoch), fmt.Sprint(ps.CurrentTxnStartOffset), age.Round(time.Second).String(), id, state})
+		rows = append(rows, []any{tp.Topic, tp.Partition, o.HighWatermark, o.LastStableOffset, ps.ProducerId,
+			ps.ProducerEpoch, ps.CurrentTxnStartOffset, age.Round(time.Second).String(), id, state})
 	}
 	if len(rows) == 0 {
-		rows = append(rows, []string{tp.Topic, fmt.Sprint(tp.Partition), fmt.Sprint(o.HighWatermark), fmt.Sprint(o.LastStableOffset), "None", "None", "None", "None", "None", "None"})
+		rows = append(rows, []any{tp.Topic, tp.Partition, o.HighWatermark, o.LastStableOffset, nil, nil, nil, nil, nil, nil})
 	}
 	return printOut(format, headers, rows)
 }

@@ -10,7 +10,7 @@ import (
 )
 
 func init() {
-	extraCommands = append(extraCommands, healthCmd)
+	extraCommands = append(extraCommands, func() *cobra.Command { return noBootstrap(healthCmd()) })
 }
 
 // healthCmd asks a node's gRPC health service whether it serves: SERVING

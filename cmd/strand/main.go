@@ -23,8 +23,21 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.PersistentFlags().String("bootstrap", "127.0.0.1:9092", "brokers to connect to, host:port[,host:port…]")
-	root.AddCommand(serverCmd(), topicsCmd(), produceCmd(), consumeCmd(), dumpLogCmd(), clusterCmd(), featuresCmd())
+	root.PersistentFlags().String("bootstrap", "", "brokers to connect to, host:port[,host:port…] (default: $STRAND_BOOTSTRAP, else make run's three nodes "+defaultBootstrap+")")
+	root.PersistentFlags().Duration("bootstrap-wait", 5*time.Second, "how long to wait for one of the bootstrap servers to accept a connection")
+	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
+		if !needsBootstrap(cmd) {
+			return nil
+		}
+		wait, _ := cmd.Flags().GetDuration("bootstrap-wait")
+		addrs, err := probeBootstrap(cmd.Context(), bootstrapList(cmd), wait)
+		if err != nil {
+			return err
+		}
+		resolvedBootstrap = addrs
+		return nil
+	}
+	root.AddCommand(noBootstrap(serverCmd()), topicsCmd(), produceCmd(), consumeCmd(), noBootstrap(dumpLogCmd()), clusterCmd(), featuresCmd())
 	for _, c := range extraCommands {
 		root.AddCommand(c())
 	}
@@ -37,8 +50,31 @@ func main() {
 // extraCommands lets other files add commands.
 var extraCommands []func() *cobra.Command
 
+// defaultBootstrap is the cluster scripts/run.sh (make run) starts.
+const defaultBootstrap = "127.0.0.1:9092,127.0.0.1:9102,127.0.0.1:9112"
+
+// resolvedBootstrap is the bootstrap list after probing, the servers that
+// accepted a connection first.
+var resolvedBootstrap []string
+
+// bootstrap is the list of servers to give the SDK.
 func bootstrap(cmd *cobra.Command) []string {
+	if resolvedBootstrap != nil {
+		return resolvedBootstrap
+	}
+	return bootstrapList(cmd)
+}
+
+// bootstrapList is --bootstrap, else $STRAND_BOOTSTRAP, else the three
+// nodes of make run.
+func bootstrapList(cmd *cobra.Command) []string {
 	v, _ := cmd.Flags().GetString("bootstrap")
+	if v == "" {
+		v = os.Getenv("STRAND_BOOTSTRAP")
+	}
+	if strings.TrimSpace(v) == "" {
+		v = defaultBootstrap
+	}
 	var out []string
 	for _, a := range strings.Split(v, ",") {
 		if a = strings.TrimSpace(a); a != "" {

@@ -113,7 +113,7 @@ topics use replication factor 1.`,
 				lg.Warn("dev mode: one node, every role, internal topics with replication factor 1 and min.insync.replicas 1; not for production")
 			}
 			if configFile != "" {
-				if err := applyConfigFile(&cfg, configFile); err != nil {
+				if err := applyConfigFile(&cfg, configFile, lg); err != nil {
 					return err
 				}
 			}
@@ -215,7 +215,7 @@ var serverSettings = map[string]func(cfg *node.Config, v string) error{
 	"default.replication.factor":                                  intSetting(func(c *node.Config, n int64) { c.ControllerConfig.DefaultReplicationFactor = int32(n) }),
 	"broker.session.timeout.ms":                                   msSetting(func(c *node.Config, d time.Duration) { c.ControllerConfig.SessionTimeout = d }),
 	"broker.heartbeat.interval.ms":                                msSetting(func(c *node.Config, d time.Duration) { c.HeartbeatInterval = d }),
-	"leader.imbalance.check.interval.ms":                          msSetting(func(c *node.Config, d time.Duration) { c.ControllerConfig.LeaderImbalanceInterval = d }),
+	"leader.imbalance.check.interval.seconds":                     secondsSetting(func(c *node.Config, d time.Duration) { c.ControllerConfig.LeaderImbalanceInterval = d }),
 	"auto.leader.rebalance.enable":                                boolSetting(func(c *node.Config, b bool) { c.ControllerConfig.AutoLeaderRebalance = b }),
 	"replica.lag.time.max.ms":                                     msSetting(func(c *node.Config, d time.Duration) { c.ReplicationConfig.ReplicaLagTimeMax = d }),
 	"replica.fetch.wait.max.ms":                                   msSetting(func(c *node.Config, d time.Duration) { c.ReplicationConfig.FetchWaitMax = d }),
@@ -227,6 +227,16 @@ var serverSettings = map[string]func(cfg *node.Config, v string) error{
 	// Testing only (drills): new transactional ids start at this epoch, so
 	// producers cross the end of their epochs after a few transactions.
 	"strand.testing.transaction.first.producer.epoch": intSetting(func(c *node.Config, n int64) { c.TxnConfig.FirstEpoch = int16(min(max(n, 0), 32766)) }),
+}
+
+// deprecatedSettings are names Strand used before it took Kafka's; they
+// still work, with a warning naming the setting to use instead.
+var deprecatedSettings = map[string]struct {
+	instead string
+	set     func(*node.Config, string) error
+}{
+	"leader.imbalance.check.interval.ms": {"leader.imbalance.check.interval.seconds",
+		msSetting(func(c *node.Config, d time.Duration) { c.ControllerConfig.LeaderImbalanceInterval = d })},
 }
 
 func intSetting(f func(*node.Config, int64)) func(*node.Config, string) error {
@@ -244,6 +254,10 @@ func msSetting(f func(*node.Config, time.Duration)) func(*node.Config, string) e
 	return intSetting(func(c *node.Config, n int64) { f(c, time.Duration(n)*time.Millisecond) })
 }
 
+func secondsSetting(f func(*node.Config, time.Duration)) func(*node.Config, string) error {
+	return intSetting(func(c *node.Config, n int64) { f(c, time.Duration(n)*time.Second) })
+}
+
 func boolSetting(f func(*node.Config, bool)) func(*node.Config, string) error {
 	return func(c *node.Config, v string) error {
 		b, err := strconv.ParseBool(v)
@@ -255,8 +269,9 @@ func boolSetting(f func(*node.Config, bool)) func(*node.Config, string) error {
 	}
 }
 
-// applyConfigFile reads "key: value" (or key=value) lines.
-func applyConfigFile(cfg *node.Config, path string) error {
+// applyConfigFile reads "key: value" (or key=value) lines. A deprecated
+// key is applied with a warning on lg.
+func applyConfigFile(cfg *node.Config, path string, lg *slog.Logger) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -277,6 +292,10 @@ func applyConfigFile(cfg *node.Config, path string) error {
 		}
 		k, v = strings.TrimSpace(k), strings.Trim(strings.TrimSpace(v), `"'`)
 		set, known := serverSettings[k]
+		if d, old := deprecatedSettings[k]; !known && old {
+			lg.Warn("deprecated setting: use Kafka's name "+d.instead+" (in its unit) instead", "setting", k, "file", path, "line", line)
+			set, known = d.set, true
+		}
 		if !known {
 			return fmt.Errorf("%s:%d: unknown setting %q", path, line, k)
 		}

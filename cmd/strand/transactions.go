@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -43,29 +45,67 @@ func prettyTable(headers []string, rows [][]string) {
 	}
 }
 
-func printOut(format string, headers []string, rows [][]string) error {
+// printOut prints rows as kafka-transactions' table, or with --format json
+// as an array of objects keyed by the column headers, in column order.
+// Cells are strings or integers (JSON strings and numbers); a nil cell is
+// a missing value: None in the table, null in JSON.
+func printOut(format string, headers []string, rows [][]any) error {
 	if format == "json" {
-		var out []map[string]string
-		for _, r := range rows {
-			m := map[string]string{}
-			for i, h := range headers {
-				m[h] = r[i]
-			}
-			out = append(out, m)
-		}
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return printJSON(os.Stdout, headers, rows)
 	}
-	prettyTable(headers, rows)
+	text := make([][]string, len(rows))
+	for i, r := range rows {
+		text[i] = make([]string, len(r))
+		for j, c := range r {
+			text[i][j] = cellText(c)
+		}
+	}
+	prettyTable(headers, text)
 	return nil
 }
 
-func orNone(v int64) string {
-	if v < 0 {
+func cellText(c any) string {
+	if c == nil {
 		return "None"
 	}
-	return fmt.Sprint(v)
+	return fmt.Sprint(c)
+}
+
+func printJSON(w io.Writer, headers []string, rows [][]any) error {
+	var b bytes.Buffer
+	b.WriteString("[")
+	for i, r := range rows {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString("\n  {")
+		for j, h := range headers {
+			if j > 0 {
+				b.WriteString(",")
+			}
+			k, _ := json.Marshal(h)
+			v, err := json.Marshal(r[j])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(&b, "\n    %s: %s", k, v)
+		}
+		b.WriteString("\n  }")
+	}
+	if len(rows) > 0 {
+		b.WriteString("\n")
+	}
+	b.WriteString("]\n")
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+// orNone is v, or nil (None) when negative.
+func orNone(v int64) any {
+	if v < 0 {
+		return nil
+	}
+	return v
 }
 
 func transactionsCmd() *cobra.Command {
@@ -86,9 +126,9 @@ increase. blocking answers "who holds this partition's LSO" in one go.`}
 				if err != nil {
 					return err
 				}
-				var rows [][]string
+				var rows [][]any
 				for _, l := range ls {
-					rows = append(rows, []string{l.TransactionalID, fmt.Sprint(l.Coordinator), fmt.Sprint(l.ProducerID), l.State})
+					rows = append(rows, []any{l.TransactionalID, l.Coordinator, l.ProducerID, l.State})
 				}
 				return printOut(format, []string{"TransactionalId", "Coordinator", "ProducerId", "TransactionState"}, rows)
 			})
@@ -111,12 +151,12 @@ increase. blocking answers "who holds this partition's LSO" in one go.`}
 				for _, p := range st.Partitions {
 					parts = append(parts, fmt.Sprintf("%s-%d", p.Topic, p.Partition))
 				}
-				dur := "None"
+				var dur any
 				if st.TransactionStartTimeMs >= 0 {
-					dur = fmt.Sprint(time.Now().UnixMilli() - st.TransactionStartTimeMs)
+					dur = time.Now().UnixMilli() - st.TransactionStartTimeMs
 				}
 				return printOut(format, []string{"CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch", "TransactionState", "TransactionTimeoutMs", "CurrentTransactionStartTimeMs", "TransactionDurationMs", "TopicPartitions"},
-					[][]string{{fmt.Sprint(st.CoordinatorId), st.TransactionalId, fmt.Sprint(st.ProducerId), fmt.Sprint(st.ProducerEpoch), st.State, fmt.Sprint(st.TransactionTimeoutMs), orNone(st.TransactionStartTimeMs), dur, strings.Join(parts, ",")}})
+					[][]any{{st.CoordinatorId, st.TransactionalId, st.ProducerId, st.ProducerEpoch, st.State, st.TransactionTimeoutMs, orNone(st.TransactionStartTimeMs), dur, strings.Join(parts, ",")}})
 			})
 		}}
 	describe.Flags().String("transactional-id", "", "the transactional id")
@@ -133,9 +173,9 @@ increase. blocking answers "who holds this partition's LSO" in one go.`}
 				if err != nil {
 					return err
 				}
-				var rows [][]string
+				var rows [][]any
 				for _, p := range pp.ActiveProducers {
-					rows = append(rows, []string{fmt.Sprint(p.ProducerId), fmt.Sprint(p.ProducerEpoch), fmt.Sprint(p.CoordinatorEpoch), fmt.Sprint(p.LastSequence), fmt.Sprint(p.LastTimestamp), orNone(p.CurrentTxnStartOffset)})
+					rows = append(rows, []any{p.ProducerId, p.ProducerEpoch, p.CoordinatorEpoch, p.LastSequence, p.LastTimestamp, orNone(p.CurrentTxnStartOffset)})
 				}
 				return printOut(format, []string{"ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence", "LastTimestamp", "CurrentTransactionStartOffset"}, rows)
 			})

@@ -492,3 +492,37 @@ func (c *Coordinator) writeError(s *shard, err error) error {
 	}
 	return errs.New(code, "%s: %s", where, msg)
 }
+
+// CommittedOffset is a group's committed offset of one partition.
+type CommittedOffset struct {
+	Group     string
+	Topic     string
+	Partition int32
+	Offset    int64
+}
+
+// CommittedOffsets lists the committed offsets of every group this
+// coordinator serves (the groups of the __consumer_offsets partitions it
+// leads and has loaded), for consumer-lag metrics. Pending transactional
+// offsets are not committed yet and are left out.
+func (c *Coordinator) CommittedOffsets() []CommittedOffset {
+	c.mu.Lock()
+	shards := make([]*shard, 0, len(c.shards))
+	for _, s := range c.shards {
+		shards = append(shards, s)
+	}
+	c.mu.Unlock()
+	var out []CommittedOffset
+	for _, s := range shards {
+		s.mu.Lock()
+		if s.status == active {
+			for _, g := range s.groups {
+				for p, e := range g.offsets {
+					out = append(out, CommittedOffset{Group: g.id, Topic: p.topic, Partition: p.partition, Offset: e.offset})
+				}
+			}
+		}
+		s.mu.Unlock()
+	}
+	return out
+}

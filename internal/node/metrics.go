@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/strand-io/strand/broker"
+	"github.com/strand-io/strand/broker/log"
 )
 
 // collector computes the gauges operators alert on when scraped, from the
@@ -44,13 +45,15 @@ var (
 	descLogFlushSeconds = prometheus.NewDesc("strand_log_flush_seconds_total", "Time spent in those fsyncs.", nil, nil)
 	descFailedLogs      = prometheus.NewDesc("strand_failed_log_count", "Partition logs on this broker stopped by a failed fsync; they take no writes until the node restarts (OfflineLogDirectoryCount).", nil, nil)
 	descMetadataOffset  = prometheus.NewDesc("strand_broker_metadata_offset", "The metadata offset this broker has applied.", nil, nil)
+	descPurgatory       = prometheus.NewDesc("strand_purgatory_size", "Requests waiting in a purgatory (PurgatorySize): produce requests waiting for acks=all, fetches parked in a long poll.", []string{"operation"}, nil)
+	descGroupLag        = prometheus.NewDesc("strand_consumer_group_lag", "High watermark minus the committed offset, per partition of each group this broker coordinates (for partitions with a replica here; a follower's HW may trail the leader's a little).", []string{"group", "topic", "partition"}, nil)
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descUnderReplicated, descUnderMinISR, descOffline, descLeaders, descISRShrinks, descISRExpands, descLSOLag, descTxnAge,
 		descLateTxns, descProducerIDs, descHW, descMarkers, descRaftLeader, descRaftCommit, descMetadataOffset,
 		descFetchSessions, descSessionParts, descReplicaFetches, descReplicaNamed, descReplicaAnswered,
-		descLogFlushes, descLogFlushSeconds, descFailedLogs} {
+		descLogFlushes, descLogFlushSeconds, descFailedLogs, descPurgatory, descGroupLag} {
 		ch <- d
 	}
 }
@@ -138,12 +141,24 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	if n.TxnCoord != nil {
 		gauge(descMarkers, float64(n.TxnCoord.PendingMarkers()))
 	}
+	gauge(descPurgatory, float64(n.metrics.ProducePurgatory()), "produce")
+	gauge(descPurgatory, float64(n.Repl.FetchPurgatory()), "fetch")
+	if n.Groups != nil {
+		for _, o := range n.Groups.CommittedOffsets() {
+			p := n.Parts.Get(log.PartitionKey{Topic: o.Topic, Partition: o.Partition})
+			if p == nil || o.Offset < 0 {
+				continue
+			}
+			gauge(descGroupLag, float64(max(p.HighWatermark()-o.Offset, 0)), o.Group, o.Topic, strconv.Itoa(int(o.Partition)))
+		}
+	}
 }
 
 // startHTTP serves /metrics (Prometheus) and /debug/pprof.
 func (n *Node) startHTTP(addr string) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collector{n}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(n.metrics.Collectors()...)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/debug/pprof/", pprof.Index)

@@ -144,6 +144,9 @@ type Node struct {
 	Groups     *group.Coordinator
 	TxnCoord   *txn.Coordinator
 
+	// metrics counts the front door's bytes, records and requests.
+	metrics *api.Metrics
+
 	applied   atomic.Int64
 	clusterID atomic.Pointer[string]
 	cancel    context.CancelFunc
@@ -257,7 +260,8 @@ func Start(cfg Config) (*Node, error) {
 	}
 	n.Remote = controller.NewRemote(n.pool, n.addressOf, func() []int32 { return voters }, localLeader)
 
-	deps := &api.Deps{NodeID: cfg.NodeID, Controller: n.Controller, Remote: n.Remote, MessageMaxBytes: cfg.MessageMaxBytes, Addr: n.addressOf, Logger: lg}
+	n.metrics = api.NewMetrics()
+	deps := &api.Deps{NodeID: cfg.NodeID, Controller: n.Controller, Remote: n.Remote, MessageMaxBytes: cfg.MessageMaxBytes, Addr: n.addressOf, Logger: lg, Metrics: n.metrics}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 	if cfg.Broker {
@@ -322,7 +326,9 @@ func Start(cfg Config) (*Node, error) {
 	// other nodes send passes (api.StartupGate), so the port can answer
 	// from the start.
 	n.gate = api.NewStartupGate(n.notReadyMessage)
-	serverOpts := append(api.ServerOptions(), n.gate.Interceptors(cfg.UnaryInterceptors...)...)
+	// The request metrics come first, so they count (and time) refusals too.
+	serverOpts := append(api.ServerOptions(), grpc.ChainUnaryInterceptor(n.metrics.Unary))
+	serverOpts = append(serverOpts, n.gate.Interceptors(cfg.UnaryInterceptors...)...)
 	n.grpc = grpc.NewServer(serverOpts...)
 	api.Register(n.grpc, deps)
 	n.health = health.NewServer()

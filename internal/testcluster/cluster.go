@@ -105,7 +105,7 @@ func New(t testing.TB, opts Options) *Cluster {
 		cfg.ReplicationConfig.ReplicaLagTimeMax = opts.ReplicaLag
 		cfg.ReplicationConfig.FetchBackoff = 100 * time.Millisecond
 		cfg.ReplicationConfig.FetchWaitMax = 200 * time.Millisecond
-		cfg.Logger = testutil.Logger().With("node", id)
+		cfg.Logger = testutil.Logger() // node.Start adds node=<id>
 		m := &Member{ID: id, Dir: dir, Cfg: cfg}
 		c.Net.Register(m.Name(), cfg.Listen)
 		c.Net.Register(m.Name(), cfg.ControllerListen)

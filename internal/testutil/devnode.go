@@ -75,3 +75,14 @@ func StartNode(t testing.TB, cfg node.Config) *node.Node {
 	}
 	return n
 }
+
+// FreePortBlock returns the first of n consecutive free loopback ports,
+// claimed for this test binary.
+func FreePortBlock(t testing.TB, n int) int {
+	t.Helper()
+	base, err := ports.Block(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base
+}

@@ -77,23 +77,69 @@ func Addr() (string, error) {
 		if _, ok := held[p]; ok {
 			continue
 		}
-		f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(p)+".lock"), os.O_CREATE|os.O_RDWR, 0o666)
-		if err != nil {
-			continue
+		if f, ok := claim(dir, p); ok {
+			held[p] = f
+			return net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), nil
 		}
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-			f.Close()
-			continue // another test binary holds it
-		}
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
-		if !bindable(addr) {
-			f.Close() // in use by something outside our claims; leave it
-			continue
-		}
-		held[p] = f
-		return addr, nil
 	}
 	return "", fmt.Errorf("ports: no free loopback port in [%d, %d)", lo, hi)
+}
+
+// Block claims n consecutive ports and returns the first, for a server (or
+// a script) that derives its ports from a base, such as scripts/run.sh's
+// PORT_BASE (node N at base+10(N-1), plus 1, 2 and 3 for Raft, gossip and
+// metrics).
+func Block(n int) (int, error) {
+	mu.Lock()
+	defer mu.Unlock()
+	setup()
+	dir := filepath.Join(os.TempDir(), "strand-test-ports")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return 0, err
+	}
+	_ = os.Chmod(dir, 0o777|os.ModeSticky)
+	for range 500 {
+		base := lo + rand.IntN(hi-lo-n)
+		var got []*os.File
+		for p := base; p < base+n; p++ {
+			if _, ok := held[p]; ok {
+				break
+			}
+			f, ok := claim(dir, p)
+			if !ok {
+				break
+			}
+			got = append(got, f)
+		}
+		if len(got) == n {
+			for i, f := range got {
+				held[base+i] = f
+			}
+			return base, nil
+		}
+		for _, f := range got {
+			f.Close() // releases the lock
+		}
+	}
+	return 0, fmt.Errorf("ports: no %d consecutive free loopback ports in [%d, %d)", n, lo, hi)
+}
+
+// claim locks port p's file and checks the port binds; the open file holds
+// the claim.
+func claim(dir string, p int) (*os.File, bool) {
+	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(p)+".lock"), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return nil, false
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, false // another test binary holds it
+	}
+	if !bindable(net.JoinHostPort("127.0.0.1", strconv.Itoa(p))) {
+		f.Close() // in use by something outside our claims; leave it
+		return nil, false
+	}
+	return f, true
 }
 
 func bindable(addr string) bool {

@@ -29,3 +29,25 @@ func TestAddrsAreDistinctBindableAndOutsideEphemeralRange(t *testing.T) {
 		l.Close()
 	}
 }
+
+func TestBlockIsConsecutiveAndDistinct(t *testing.T) {
+	base, err := Block(24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := base; p < base+24; p++ {
+		if !bindable(net.JoinHostPort("127.0.0.1", strconv.Itoa(p))) {
+			t.Fatalf("port %d of the block does not bind", p)
+		}
+	}
+	for range 20 {
+		a, err := Addr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, ps, _ := net.SplitHostPort(a)
+		if p, _ := strconv.Atoi(ps); p >= base && p < base+24 {
+			t.Fatalf("Addr handed out %d, inside the block at %d", p, base)
+		}
+	}
+}

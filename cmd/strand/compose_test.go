@@ -1,0 +1,70 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// composeTools are the Compose implementations on this machine: docker
+// compose (v2+) and docker-compose (v1).
+func composeTools() [][]string {
+	var out [][]string
+	if exec.Command("docker", "compose", "version").Run() == nil {
+		out = append(out, []string{"docker", "compose"})
+	}
+	if _, err := exec.LookPath("docker-compose"); err == nil {
+		out = append(out, []string{"docker-compose"})
+	}
+	return out
+}
+
+// The compose file's host ports can be moved with STRAND_NODE<N>_PORT and
+// STRAND_NODE<N>_METRICS_PORT (each node advertising its moved client
+// port), and stay at 19092/19095… by default, under both docker compose
+// and docker-compose v1. `config` only renders the file: nothing starts.
+func TestComposeHostPortsOverridable(t *testing.T) {
+	tools := composeTools()
+	if len(tools) == 0 {
+		t.Skip("neither docker compose nor docker-compose is installed")
+	}
+	file := filepath.Join("..", "..", "deploy", "docker-compose.yml")
+	render := func(t *testing.T, tool []string, env ...string) string {
+		t.Helper()
+		args := append(append([]string{}, tool[1:]...), "-p", "strand-config-test", "-f", file, "config")
+		cmd := exec.Command(tool[0], args...)
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s config: %v\n%s", strings.Join(tool, " "), err, out)
+		}
+		return string(out)
+	}
+	for _, tool := range tools {
+		t.Run(strings.Join(tool, "-"), func(t *testing.T) {
+			def := render(t, tool)
+			for _, want := range []string{"127.0.0.1:19092", "127.0.0.1:29092", "127.0.0.1:39092"} {
+				if strings.Count(def, want) < 2 { // the published port and --external-advertise
+					t.Errorf("default rendering lacks %s twice:\n%s", want, def)
+				}
+			}
+			moved := render(t, tool, "STRAND_NODE1_PORT=41092", "STRAND_NODE2_PORT=42092", "STRAND_NODE3_PORT=43092",
+				"STRAND_NODE1_METRICS_PORT=41095", "STRAND_NODE2_METRICS_PORT=42095", "STRAND_NODE3_METRICS_PORT=43095")
+			for _, port := range []string{"41092", "42092", "43092", "41095", "42095", "43095"} {
+				if !strings.Contains(moved, "127.0.0.1:"+port) {
+					t.Errorf("with STRAND_NODE*_PORT set, no host port %s:\n%s", port, moved)
+				}
+			}
+			for _, old := range []string{"127.0.0.1:19092", "127.0.0.1:29095", "127.0.0.1:39092"} {
+				if strings.Contains(moved, old) {
+					t.Errorf("with the ports moved, %s is still there:\n%s", old, moved)
+				}
+			}
+			if strings.Count(moved, "127.0.0.1:42092") < 2 {
+				t.Errorf("node 2 does not advertise its moved port:\n%s", moved)
+			}
+		})
+	}
+}
