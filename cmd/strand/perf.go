@@ -17,7 +17,6 @@ import (
 
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/internal/perf"
-	"github.com/strand-io/strand/internal/record"
 )
 
 func init() { extraCommands = append(extraCommands, perfCmd) }
@@ -63,10 +62,9 @@ func producerOpts(props []string, acks string) ([]client.Opt, error) {
 			}
 			nerr = nil
 		case "compression.type":
-			codec := map[string]record.Compression{"none": record.None, "gzip": record.Gzip, "snappy": record.Snappy, "lz4": record.LZ4, "zstd": record.Zstd}
-			c, ok := codec[v]
-			if !ok {
-				return nil, fmt.Errorf("compression.type %q", v)
+			c, err := client.ParseCompression(v)
+			if err != nil {
+				return nil, err
 			}
 			opts = append(opts, client.Compression(c))
 			nerr = nil
