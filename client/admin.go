@@ -204,14 +204,14 @@ func (a *Admin) listOffsets(ctx context.Context, tps []TopicPartition, ts int64,
 		}
 		if len(unknown) > 0 {
 			if err := a.cl.refresh(ctx, unknown); err != nil {
-				lastErr = err
+				lastErr = keepLast(lastErr, err)
 			}
 		}
 		var retry []TopicPartition
 		for leader, parts := range byLeader {
 			cc, err := a.cl.brokerConn(leader)
 			if err != nil {
-				lastErr = err
+				lastErr = keepLast(lastErr, err)
 				for _, p := range parts {
 					retry = append(retry, TopicPartition{p.Topic, p.Partition})
 				}
@@ -225,7 +225,7 @@ func (a *Admin) listOffsets(ctx context.Context, tps []TopicPartition, ts int64,
 			resp, err := pb.NewConsumerClient(cc).ListOffsets(rctx, &pb.ListOffsetsRequest{IsolationLevel: isoW, Partitions: parts})
 			cancel()
 			if err != nil {
-				lastErr = err
+				lastErr = keepLast(lastErr, err)
 				for _, p := range parts {
 					retry = append(retry, TopicPartition{p.Topic, p.Partition})
 				}
@@ -261,8 +261,8 @@ func (a *Admin) listOffsets(ctx context.Context, tps []TopicPartition, ts int64,
 		if len(pending) == 0 {
 			break
 		}
-		if err := sleepCtx(ctx, backoff(&a.cfg, attempt)); err != nil {
-			return out, fmt.Errorf("list offsets: %w (last: %v)", err, lastErr)
+		if sleepCtx(ctx, backoff(&a.cfg, attempt)) != nil {
+			return out, fmt.Errorf("list offsets: %w", expired(ctx, lastErr))
 		}
 	}
 	return out, nil

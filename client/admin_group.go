@@ -16,6 +16,7 @@ func (a *Admin) CommittedOffsets(ctx context.Context, group string, tps []TopicP
 	for _, tp := range tps {
 		req.Partitions = append(req.Partitions, &pb.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
 	}
+	var last error
 	for attempt := 0; ; attempt++ {
 		co, err := a.FindCoordinator(ctx, pb.CoordinatorType_GROUP, group)
 		var resp *pb.OffsetFetchResponse
@@ -42,11 +43,15 @@ func (a *Admin) CommittedOffsets(ctx context.Context, group string, tps []TopicP
 				}
 			}
 		}
-		if !errs.IsRetriable(err) {
+		last = keepLast(last, err)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("offsets of group %s: %w", group, expired(ctx, last))
+		}
+		if !errs.IsRetriable(err) && !ctxOnly(err) {
 			return nil, fmt.Errorf("offsets of group %s: %w", group, err)
 		}
-		if serr := sleepCtx(ctx, backoff(&a.cfg, attempt)); serr != nil {
-			return nil, fmt.Errorf("offsets of group %s: %w (last: %v)", group, serr, err)
+		if sleepCtx(ctx, backoff(&a.cfg, attempt)) != nil {
+			return nil, fmt.Errorf("offsets of group %s: %w", group, expired(ctx, last))
 		}
 	}
 }

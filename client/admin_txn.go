@@ -50,6 +50,12 @@ func (a *Admin) ListTransactions(ctx context.Context, f ListTransactionsFilter) 
 			defer cancel()
 			var err error
 			r, err = pb.NewTransactionsClient(cc).ListTransactions(rctx, &pb.ListTransactionsRequest{StateFilters: f.States, ProducerIdFilters: f.ProducerIDs, DurationFilterMs: f.DurationMs, TransactionalIdPattern: f.Pattern})
+			if err == nil {
+				// COORDINATOR_LOAD_IN_PROGRESS: the broker is still loading
+				// a partition of __transaction_state, so its list would
+				// miss what that partition holds.
+				err = errs.FromCode(r.ErrorCode, "")
+			}
 			return err
 		})
 		if err != nil {
@@ -168,7 +174,7 @@ func (a *Admin) AbortTransaction(ctx context.Context, tp TopicPartition, startOf
 		Partitions: []*pb.TopicPartition{{Topic: tp.Topic, Partition: tp.Partition}},
 	}}})
 	if err != nil {
-		return err
+		return rpcErr(ctx, err)
 	}
 	pe := r.Markers[0].Partitions[0]
 	return errs.FromCode(pe.ErrorCode, pe.ErrorMessage)

@@ -170,6 +170,9 @@ func (c *Consumer) Poll(ctx context.Context) ([]*Record, error) {
 	if c.group != nil {
 		c.group.consumed(out)
 	}
+	if n == 0 && ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
 	return out, nil
 }
 
@@ -258,6 +261,16 @@ func (c *Consumer) refreshSoon() {
 }
 
 func (c *Consumer) handleFetch(resp *pb.FetchResponse) error {
+	if err := errs.FromCode(resp.ErrorCode, resp.ErrorMessage); err != nil {
+		// The whole request was refused (a fetch session's error,
+		// INVALID_REQUEST): retriable ones are tried again, as a
+		// partition's are.
+		if errs.IsRetriable(err) {
+			go c.refreshSoon()
+			return nil
+		}
+		return fmt.Errorf("fetch: %w", err)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var firstErr error
@@ -391,10 +404,11 @@ func (c *Consumer) resetPositions(ctx context.Context) error {
 	earliest, errE := adm.listOffsets(rctx, tps, OffsetEarliest, c.cfg.isolation)
 	latest, errL := adm.listOffsets(rctx, tps, OffsetLatest, c.cfg.isolation)
 	if err := errors.Join(errE, errL); err != nil && len(earliest) == 0 && len(latest) == 0 {
-		return nil // retried at the next poll
+		return nil // retriable, or ctx ended: retried at the next poll
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	var firstErr error
 	for tp, w := range want {
 		cp := c.assigned[tp]
 		if cp == nil || cp.pos != w {
@@ -404,11 +418,18 @@ func (c *Consumer) resetPositions(ctx context.Context) error {
 		if w == OffsetEarliest {
 			src = earliest
 		}
-		if o, ok := src[tp]; ok && o.Err == nil {
+		o, ok := src[tp]
+		switch {
+		case !ok:
+		case o.Err == nil:
 			cp.pos = o.Offset
+		case firstErr == nil:
+			// Not retriable (listOffsets retried the others): the
+			// partition has no position to read from.
+			firstErr = fmt.Errorf("strand: resetting the offset of %s: %w", tp, o.Err)
 		}
 	}
-	return nil
+	return firstErr
 }
 
 // Close leaves the group (if any) and releases connections.

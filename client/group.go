@@ -305,7 +305,13 @@ func (g *groupMember) apply(ctx context.Context, r joinResult) error {
 			g.retryAt = time.Now().Add(backoff(g.cfg, g.failures))
 		}
 		g.mu.Unlock()
-		if r.err != nil && g.ctx.Err() == nil && !errors.Is(r.err, context.Canceled) && !errors.Is(r.err, context.DeadlineExceeded) {
+		switch {
+		case r.err == nil, g.ctx.Err() != nil, errors.Is(r.err, context.Canceled), errors.Is(r.err, context.DeadlineExceeded):
+		case errs.IsRetriable(r.err):
+			// As Kafka's poll: a retriable error is retried (the next
+			// Poll rejoins), not returned.
+			g.lg.Debug("joining the group failed; retrying", "err", r.err)
+		default:
 			return fmt.Errorf("strand: joining group %q: %w", g.cfg.groupID, r.err)
 		}
 		return nil
@@ -373,6 +379,12 @@ func (g *groupMember) apply(ctx context.Context, r joinResult) error {
 func (g *groupMember) runJoin(sub subscription) joinResult {
 	meta := encodeSubscription(sub)
 	for attempt := 0; ; attempt++ {
+		// A first JoinGroup is answered MEMBER_ID_REQUIRED and the second
+		// goes at once; a round that keeps being sent back (the group
+		// rebalancing, this member forgotten) backs off.
+		if attempt >= 2 && sleepCtx(g.ctx, backoff(g.cfg, attempt-2)) != nil {
+			return joinResult{err: g.ctx.Err()}
+		}
 		g.mu.Lock()
 		memberID := g.memberID
 		g.mu.Unlock()
@@ -558,17 +570,17 @@ func (g *groupMember) fetchCommitted(ctx context.Context, tps []TopicPartition) 
 			case pb.ErrorCode_NONE:
 				out[tp] = p.Offset
 			case pb.ErrorCode_UNSTABLE_OFFSET_COMMIT:
-				unstable = errs.New(p.ErrorCode, "%s", p.ErrorMessage)
+				unstable = errs.FromCode(p.ErrorCode, p.ErrorMessage)
 			default:
-				return nil, fmt.Errorf("committed offset of %s: %w", tp, errs.New(p.ErrorCode, "%s", p.ErrorMessage))
+				return nil, fmt.Errorf("committed offset of %s: %w", tp, errs.FromCode(p.ErrorCode, p.ErrorMessage))
 			}
 		}
 		if unstable == nil {
 			return out, nil
 		}
 		g.lg.Debug("committed offsets unstable, retrying", "err", unstable)
-		if err := sleepCtx(ctx, backoff(g.cfg, attempt)); err != nil {
-			return nil, fmt.Errorf("%w (still %v)", err, unstable)
+		if sleepCtx(ctx, backoff(g.cfg, attempt)) != nil {
+			return nil, fmt.Errorf("committed offsets: %w", expired(ctx, unstable))
 		}
 	}
 }

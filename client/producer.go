@@ -186,13 +186,12 @@ func (p *Producer) produce(ctx context.Context, rec *Record, promise Promise) er
 	// made only when one of them blocks: a timer per record was a few
 	// allocations and a good part of this function's cost.
 	now := time.Now()
-	deadline := now.Add(p.cfg.maxBlock)
 	var bctx context.Context
 	cancel := context.CancelFunc(func() {})
 	defer func() { cancel() }()
 	blockCtx := func() context.Context {
 		if bctx == nil {
-			bctx, cancel = context.WithDeadline(ctx, deadline)
+			bctx, cancel = context.WithDeadlineCause(ctx, now.Add(p.cfg.maxBlock), maxBlockExpired(p.cfg.maxBlock))
 		}
 		return bctx
 	}
@@ -221,7 +220,7 @@ func (p *Producer) produce(ctx context.Context, rec *Record, promise Promise) er
 		select {
 		case <-ch:
 		case <-bc.Done():
-			return fmt.Errorf("strand: buffer.memory=%d full for max.block.ms: %w", p.cfg.bufferMemory, bc.Err())
+			return fmt.Errorf("strand: waiting for room in buffer.memory (%d bytes): %w", p.cfg.bufferMemory, context.Cause(bc))
 		}
 		p.mu.Lock()
 	}
@@ -371,10 +370,18 @@ func (p *Producer) closeOpen(pp *ppart) {
 }
 
 // ProduceSync produces recs and waits for every outcome, without lingering.
+// If ctx ends first, it returns then: the records without an outcome yet
+// fail with ctx's error, marked Indefinite (they may still be written).
+// Each record's error is one Produce's promise could get.
 func (p *Producer) ProduceSync(ctx context.Context, recs ...*Record) ProduceResults {
 	res := make(ProduceResults, len(recs))
-	var wg sync.WaitGroup
-	wg.Add(len(recs))
+	var mu sync.Mutex // guards res and returned
+	returned := false
+	left := len(recs)
+	all := make(chan struct{})
+	if left == 0 {
+		close(all)
+	}
 	p.mu.Lock()
 	p.flushing++
 	p.mu.Unlock()
@@ -384,14 +391,31 @@ func (p *Producer) ProduceSync(ctx context.Context, recs ...*Record) ProduceResu
 		p.mu.Unlock()
 	}()
 	for i, r := range recs {
-		i := i
 		p.Produce(ctx, r, func(r *Record, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if returned {
+				return
+			}
 			res[i] = ProduceResult{Record: r, Err: err}
-			wg.Done()
+			if left--; left == 0 {
+				close(all)
+			}
 		})
 	}
 	p.kick()
-	wg.Wait()
+	select {
+	case <-all:
+	case <-ctx.Done():
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	returned = true
+	for i, r := range res {
+		if r.Record == nil {
+			res[i] = ProduceResult{Record: recs[i], Err: &indefiniteError{fmt.Errorf("strand: no outcome before the context ended: %w", expired(ctx, nil))}}
+		}
+	}
 	return res
 }
 
@@ -905,10 +929,10 @@ func (p *Producer) expireLocked(now time.Time) {
 		}
 		pp.queued = keep
 		for _, b := range expired {
-			err := fmt.Errorf("%w: %s, %d records, after %d attempts (last error: %v)", ErrDeliveryTimeout, b.tp, len(b.recs), b.attempts, b.lastErr)
+			err := deliveryExpired(b, fmt.Sprintf("after %d attempts", b.attempts))
 			if b.sentOnce {
 				err = &indefiniteError{err}
-				p.needResetLocked()
+				p.needResetLocked(err)
 			}
 			p.dropLocked(pp, b)
 			p.completeLocked(b, -1, err)
@@ -922,7 +946,7 @@ func (p *Producer) expireLocked(now time.Time) {
 		if b := pp.open; b != nil {
 			if now.Sub(b.created) >= p.cfg.deliveryTimeout {
 				pp.open = nil
-				p.completeLocked(b, -1, fmt.Errorf("%w: %s, %d records, never sent (the partition's window stayed full)", ErrDeliveryTimeout, b.tp, len(b.recs)))
+				p.completeLocked(b, -1, deliveryExpired(b, "never sent (the partition's window stayed full)"))
 			} else {
 				earliest(b)
 			}
@@ -931,14 +955,25 @@ func (p *Producer) expireLocked(now time.Time) {
 	p.nextExpiry = next
 }
 
-// needResetLocked: a sent batch is given up without a definite answer, so
-// its sequence may be taken; the producer continues under a new id.
-func (p *Producer) needResetLocked() {
+// deliveryExpired is the error of a batch that reached delivery.timeout.ms:
+// ErrDeliveryTimeout (so context.DeadlineExceeded) and the last error the
+// batch was retried for, both matchable.
+func deliveryExpired(b *pbatch, how string) error {
+	if b.lastErr == nil {
+		return fmt.Errorf("%w: %s, %d records, %s", ErrDeliveryTimeout, b.tp, len(b.recs), how)
+	}
+	return fmt.Errorf("%w: %s, %d records, %s (last error: %w)", ErrDeliveryTimeout, b.tp, len(b.recs), how, b.lastErr)
+}
+
+// needResetLocked: a sent batch is given up without a definite answer
+// (err), so its sequence may be taken; the producer continues under a new
+// id, or a transaction must abort.
+func (p *Producer) needResetLocked(err error) {
 	if !p.idempotent() {
 		return
 	}
 	if p.txn != nil {
-		p.txn.abortable(errors.New("a batch of the transaction failed without a definite answer"))
+		p.txn.abortable(fmt.Errorf("a batch of the transaction failed without a definite answer: %w", err))
 		return
 	}
 	p.resetting = true

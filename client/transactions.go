@@ -35,11 +35,14 @@ func (p *Producer) requireTxn() (*txnState, error) {
 }
 
 // coordinatorCall runs fn against the coordinator of key (of typ),
-// retrying coordinator moves and loads and CONCURRENT_TRANSACTIONS within
-// max.block.ms (or ctx). sent reports whether some attempt reached a
-// coordinator, so an unanswered commit is known to be in doubt.
+// retrying coordinator moves and loads, CONCURRENT_TRANSACTIONS and every
+// other retriable answer within max.block.ms (or ctx); an answer that is
+// not retriable, from FindCoordinator or fn, ends it at once. sent
+// reports whether some attempt reached a coordinator, so an unanswered
+// commit is known to be in doubt. Once the time is up the error matches
+// context.DeadlineExceeded (or ctx's error) and the last error retried.
 func (p *Producer) coordinatorCall(ctx context.Context, typ pb.CoordinatorType, key string, fn func(ctx context.Context, cc *grpc.ClientConn) (pb.ErrorCode, string, error)) (sent bool, err error) {
-	bctx, cancel := context.WithTimeout(ctx, p.cfg.maxBlock)
+	bctx, cancel := context.WithTimeoutCause(ctx, p.cfg.maxBlock, maxBlockExpired(p.cfg.maxBlock))
 	defer cancel()
 	var last error
 	for attempt := 0; ; attempt++ {
@@ -53,9 +56,13 @@ func (p *Producer) coordinatorCall(ctx context.Context, typ pb.CoordinatorType, 
 		})
 		switch {
 		case ferr != nil:
-			last = ferr
+			last = keepLast(last, ferr)
 		case co.ErrorCode != pb.ErrorCode_NONE:
-			last = errs.FromCode(co.ErrorCode, co.ErrorMessage)
+			e := errs.FromCode(co.ErrorCode, co.ErrorMessage)
+			if !errs.IsRetriable(e) {
+				return sent, fmt.Errorf("finding the coordinator of %q: %w", key, e)
+			}
+			last = e
 		default:
 			cc, err := p.cl.conn(co.Address)
 			if err != nil {
@@ -66,7 +73,7 @@ func (p *Producer) coordinatorCall(ctx context.Context, typ pb.CoordinatorType, 
 			rcancel()
 			if err != nil {
 				sent = true
-				last = err
+				last = keepLast(last, err)
 				break
 			}
 			sent = true
@@ -79,8 +86,8 @@ func (p *Producer) coordinatorCall(ctx context.Context, typ pb.CoordinatorType, 
 				return sent, e
 			}
 		}
-		if serr := sleepCtx(bctx, backoff(&p.cfg, attempt)); serr != nil {
-			return sent, fmt.Errorf("%w (after max.block.ms=%v; last error: %v)", ErrRequestTimedOut, p.cfg.maxBlock, last)
+		if sleepCtx(bctx, backoff(&p.cfg, attempt)) != nil {
+			return sent, expired(bctx, last)
 		}
 	}
 }
@@ -325,7 +332,7 @@ func (p *Producer) endTxn(ctx context.Context, commit bool) error {
 			p.txn.abortable(err)
 			return fmt.Errorf("%w: %w", ErrAbortable, err)
 		case commit && sent && (errs.IsRetriable(err) || errs.CodeOf(err) == pb.ErrorCode_UNKNOWN_SERVER_ERROR):
-			return fmt.Errorf("%w: %v", ErrCommitOutcomeUnknown, err)
+			return fmt.Errorf("%w: %w", ErrCommitOutcomeUnknown, err)
 		case errs.CategoryOf(err) == errs.Fatal && errs.CodeOf(err) != pb.ErrorCode_UNKNOWN_SERVER_ERROR:
 			p.txn.fail(err)
 			return err
