@@ -182,16 +182,23 @@ func (p *Producer) produce(ctx context.Context, rec *Record, promise Promise) er
 	if rec.Topic == "" {
 		return errors.New("strand: record has no topic")
 	}
-	// max.block.ms bounds the two waits below together. Their context is
-	// made only when one of them blocks: a timer per record was a few
-	// allocations and a good part of this function's cost.
+	// max.block.ms bounds the two waits below together, and so does
+	// delivery.timeout.ms: a record still waiting for its topic's metadata
+	// or for buffer space when it could no longer be delivered in time
+	// fails then (with ErrDeliveryTimeout) rather than at max.block.ms.
+	// Their context is made only when one of them blocks: a timer per
+	// record was a few allocations and a good part of this function's cost.
 	now := time.Now()
 	var bctx context.Context
 	cancel := context.CancelFunc(func() {})
 	defer func() { cancel() }()
 	blockCtx := func() context.Context {
 		if bctx == nil {
-			bctx, cancel = context.WithDeadlineCause(ctx, now.Add(p.cfg.maxBlock), maxBlockExpired(p.cfg.maxBlock))
+			d, cause := p.cfg.maxBlock, maxBlockExpired(p.cfg.maxBlock)
+			if p.cfg.deliveryTimeout < d {
+				d, cause = p.cfg.deliveryTimeout, ErrDeliveryTimeout
+			}
+			bctx, cancel = context.WithDeadlineCause(ctx, now.Add(d), cause)
 		}
 		return bctx
 	}
