@@ -10,7 +10,10 @@ import (
 
 // CommittedOffsets returns a group's committed offsets for tps (-1 when
 // none), asking for stable offsets: a partition with a transactional
-// commit still pending is retried until it settles or ctx ends.
+// commit still pending (UNSTABLE_OFFSET_COMMIT) is retried until it
+// settles or ctx ends, as is every retriable answer (the coordinator
+// moving or loading); then the error matches ctx's error and the last
+// answer. Other answers are returned at once.
 func (a *Admin) CommittedOffsets(ctx context.Context, group string, tps []TopicPartition) (map[TopicPartition]int64, error) {
 	req := &pb.OffsetFetchRequest{GroupId: group, RequireStable: true}
 	for _, tp := range tps {

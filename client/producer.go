@@ -131,6 +131,8 @@ type pbatch struct {
 func (b *pbatch) count() int32 { return int32(len(b.recs)) }
 
 // NewProducer returns a producer; no connection is made until it is used.
+// Options that contradict each other are refused with an error saying why
+// (Fatal: enable.idempotence requires acks=all, …).
 func NewProducer(opts ...Opt) (*Producer, error) {
 	cfg := newConfig(opts)
 	if err := cfg.validateProducer(); err != nil {
@@ -167,8 +169,31 @@ func (p *Producer) kick() {
 }
 
 // Produce buffers rec for sending and calls promise (which may be nil)
-// with the outcome. It blocks only to look up the topic or when
-// buffer.memory is full, for at most max.block.ms or until ctx ends.
+// with the outcome, on the producer's promise goroutine (one at a time, in
+// the order the records of a partition were written). It blocks only to
+// look up the topic or when buffer.memory is full, for at most
+// max.block.ms or delivery.timeout.ms, whichever is shorter, or until ctx
+// ends; ctx has no say once the record is buffered.
+//
+// The promise's error is nil once the record is acknowledged, or:
+//   - a broker error the SDK does not retry (MESSAGE_TOO_LARGE, also for a
+//     record over max.request.size, INVALID_RECORD, CORRUPT_MESSAGE after
+//     Retries ran out, INVALID_PRODUCER_EPOCH, …), or the last retriable
+//     one once Retries ran out;
+//   - ErrDeliveryTimeout (which matches context.DeadlineExceeded) when the
+//     record was not acknowledged within delivery.timeout.ms, wrapping the
+//     last broker error it was retried for (NOT_LEADER_OR_FOLLOWER,
+//     NOT_ENOUGH_REPLICAS, UNKNOWN_TOPIC_OR_PARTITION for a topic that does
+//     not exist, …); Indefinite reports whether it may have been written;
+//   - while waiting for the topic or for buffer space: ctx's error, or a
+//     max.block.ms error that matches context.DeadlineExceeded, wrapping
+//     the last metadata error; a topic error that is not retriable
+//     (INVALID_TOPIC_EXCEPTION, …) at once;
+//   - in a transaction: ErrProducerFenced; an error wrapping ErrAbortable
+//     once the transaction must be aborted; ErrAborted for records still
+//     buffered when AbortTransaction was called; a plain error before
+//     InitTransactions or outside a transaction;
+//   - ErrClosed once the producer is closed.
 func (p *Producer) Produce(ctx context.Context, rec *Record, promise Promise) {
 	if promise == nil {
 		promise = func(*Record, error) {}
@@ -377,9 +402,10 @@ func (p *Producer) closeOpen(pp *ppart) {
 }
 
 // ProduceSync produces recs and waits for every outcome, without lingering.
-// If ctx ends first, it returns then: the records without an outcome yet
-// fail with ctx's error, marked Indefinite (they may still be written).
-// Each record's error is one Produce's promise could get.
+// Each record's error is one Produce's promise could get (see Produce). If
+// ctx ends first, it returns then: the records without an outcome yet fail
+// with ctx's error (context.DeadlineExceeded or context.Canceled), marked
+// Indefinite, since they may still be written.
 func (p *Producer) ProduceSync(ctx context.Context, recs ...*Record) ProduceResults {
 	res := make(ProduceResults, len(recs))
 	var mu sync.Mutex // guards res and returned
@@ -446,7 +472,8 @@ func (rs ProduceResults) FirstErr() error {
 }
 
 // Flush sends everything buffered without lingering and waits until every
-// record so far has its outcome, or ctx ends.
+// record so far has its outcome (its promise has run), or ctx ends. It
+// returns nil, or ctx's error; records' failures go to their promises.
 func (p *Producer) Flush(ctx context.Context) error {
 	p.mu.Lock()
 	p.flushing++
@@ -467,7 +494,9 @@ func (p *Producer) Flush(ctx context.Context) error {
 }
 
 // Close flushes (for at most delivery.timeout.ms or until ctx ends), then
-// fails whatever is left with ErrClosed and releases connections.
+// fails whatever is left with ErrClosed and releases connections. It
+// returns Flush's error: nil, ctx's, or context.DeadlineExceeded when
+// delivery.timeout.ms passed first. Closing twice returns nil.
 func (p *Producer) Close(ctx context.Context) error {
 	fctx, cancel := context.WithTimeout(ctx, p.cfg.deliveryTimeout)
 	err := p.Flush(fctx)
