@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/internal/errs"
@@ -20,7 +21,7 @@ func (s *consumerService) Fetch(ctx context.Context, req *pb.FetchRequest) (*pb.
 	for _, fp := range req.Partitions {
 		if fp.FetchOffset < 0 {
 			bad = append(bad, &pb.FetchPartitionResponse{Topic: fp.Topic, Partition: fp.Partition, ErrorCode: pb.ErrorCode_OFFSET_OUT_OF_RANGE,
-				ErrorMessage: errs.New(pb.ErrorCode_OFFSET_OUT_OF_RANGE, "negative fetch offset %d", fp.FetchOffset).Error(), HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1})
+				ErrorMessage: fmt.Sprintf("negative fetch offset %d", fp.FetchOffset), HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1})
 			continue
 		}
 		good = append(good, fp)

@@ -2,10 +2,10 @@ package api
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/internal/config"
-	"github.com/strand-io/strand/internal/errs"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -66,8 +66,8 @@ func (s *metadataService) Metadata(ctx context.Context, req *pb.MetadataRequest)
 	for _, n := range names {
 		t := img.Topic(n)
 		if t == nil {
-			e := errs.New(pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic %q does not exist", n)
-			resp.Topics = append(resp.Topics, &pb.TopicMetadata{Name: n, ErrorCode: e.Code, ErrorMessage: e.Error()})
+			// The message says why; the code travels beside it.
+			resp.Topics = append(resp.Topics, &pb.TopicMetadata{Name: n, ErrorCode: pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, ErrorMessage: fmt.Sprintf("topic %q does not exist", n)})
 			continue
 		}
 		resp.Topics = append(resp.Topics, TopicMetadata(img, t, s.d.MessageMaxBytes))

@@ -12,12 +12,20 @@ import (
 )
 
 // Admin manages topics and reads cluster state.
+//
+// Every call tries the brokers it knows in turn until one answers, and
+// retries connection failures and a node that is still starting
+// (BROKER_NOT_AVAILABLE) until ctx ends: then its error matches ctx's
+// error (context.DeadlineExceeded or context.Canceled) and the last
+// failure. A broker's answer is returned as it is (an *Error with its
+// code), except those a method says it retries.
 type Admin struct {
 	cfg config
 	cl  *cluster
 }
 
-// NewAdmin returns an admin client.
+// NewAdmin returns an admin client; it refuses to be made without
+// Bootstrap.
 func NewAdmin(opts ...Opt) (*Admin, error) {
 	cfg := newConfig(opts)
 	if len(cfg.bootstrap) == 0 {
@@ -52,7 +60,12 @@ func controllerRoutingError(code pb.ErrorCode) bool {
 
 // CreateTopic creates one topic and waits until the broker that answered
 // knows its leaders. A node that is still starting, or a request that did
-// not reach the active controller, is retried with backoff until ctx ends.
+// not reach the active controller (NOT_CONTROLLER, REQUEST_TIMED_OUT), is
+// retried with backoff until ctx ends. Other answers are returned:
+// TOPIC_ALREADY_EXISTS (ErrTopicAlreadyExists; also when a retried
+// request had created it), INVALID_TOPIC_EXCEPTION, INVALID_PARTITIONS,
+// INVALID_REPLICATION_FACTOR (more replicas than live brokers),
+// INVALID_CONFIG, ….
 func (a *Admin) CreateTopic(ctx context.Context, spec TopicSpec) error {
 	var resp *pb.CreateTopicsResponse
 	err := a.cl.any(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
@@ -75,7 +88,9 @@ func (a *Admin) CreateTopic(ctx context.Context, spec TopicSpec) error {
 	return errs.FromCode(resp.Topics[0].ErrorCode, resp.Topics[0].ErrorMessage)
 }
 
-// DeleteTopic deletes a topic.
+// DeleteTopic deletes a topic. NOT_CONTROLLER and a starting node are
+// retried until ctx ends; UNKNOWN_TOPIC_OR_PARTITION (no such topic) and
+// other answers are returned.
 func (a *Admin) DeleteTopic(ctx context.Context, name string) error {
 	var resp *pb.DeleteTopicsResponse
 	err := a.cl.any(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
@@ -99,7 +114,10 @@ func (a *Admin) DeleteTopic(ctx context.Context, name string) error {
 	return errs.FromCode(resp.Topics[0].ErrorCode, resp.Topics[0].ErrorMessage)
 }
 
-// Metadata returns the cluster's metadata for topics (all when none).
+// Metadata returns the cluster's metadata for topics (all when none;
+// internal topics too when internal). A topic's or partition's error
+// (UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE) is in the answer, not
+// in err, which is only a failure to get one before ctx ended.
 func (a *Admin) Metadata(ctx context.Context, internal bool, topics ...string) (*pb.MetadataResponse, error) {
 	var resp *pb.MetadataResponse
 	err := a.cl.any(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
@@ -113,7 +131,10 @@ func (a *Admin) Metadata(ctx context.Context, internal bool, topics ...string) (
 	return resp, err
 }
 
-// DescribeCluster reports brokers and the controller quorum.
+// DescribeCluster reports brokers and the controller quorum. When the
+// answering broker cannot reach the quorum the answer still lists the
+// brokers it knows, with ErrorCode NOT_CONTROLLER; err is only a failure
+// to get an answer before ctx ended.
 func (a *Admin) DescribeCluster(ctx context.Context) (*pb.DescribeClusterResponse, error) {
 	var resp *pb.DescribeClusterResponse
 	err := a.cl.any(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
@@ -124,7 +145,8 @@ func (a *Admin) DescribeCluster(ctx context.Context) (*pb.DescribeClusterRespons
 	return resp, err
 }
 
-// DescribeTopicConfigs returns a topic's effective configs.
+// DescribeTopicConfigs returns a topic's effective configs, or the
+// broker's answer (UNKNOWN_TOPIC_OR_PARTITION, …).
 func (a *Admin) DescribeTopicConfigs(ctx context.Context, topic string) ([]*pb.ConfigEntry, error) {
 	var resp *pb.DescribeConfigsResponse
 	err := a.cl.any(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
@@ -140,6 +162,9 @@ func (a *Admin) DescribeTopicConfigs(ctx context.Context, topic string) ([]*pb.C
 }
 
 // AlterTopicConfigs sets (and, with empty values, deletes) topic configs.
+// A request that did not reach the active controller is retried until ctx
+// ends; other answers (INVALID_CONFIG, UNKNOWN_TOPIC_OR_PARTITION, …) are
+// returned.
 func (a *Admin) AlterTopicConfigs(ctx context.Context, topic string, set map[string]string) error {
 	req := &pb.IncrementalAlterConfigsRequest{Resource: &pb.ConfigResource{Type: "topic", Name: topic}, Set: map[string]string{}}
 	for k, v := range set {
@@ -183,6 +208,11 @@ type PartitionOffsets struct {
 
 // ListOffsets answers, for each partition, the offset for ts
 // (OffsetEarliest, OffsetLatest or a Unix-ms timestamp), with HW and LSO.
+// Partitions whose leader is unknown or moved, or that answer a retriable
+// code (NOT_LEADER_OR_FOLLOWER, OFFSET_NOT_AVAILABLE, …), are asked again
+// until ctx ends: then err matches ctx's error and the last failure, and
+// the map holds the partitions answered. A partition that answered a code
+// that is not retriable has it in its PartitionOffsets.Err.
 func (a *Admin) ListOffsets(ctx context.Context, tps []TopicPartition, ts int64, iso IsolationLevel) (map[TopicPartition]PartitionOffsets, error) {
 	return a.listOffsets(ctx, tps, ts, iso)
 }
@@ -204,14 +234,14 @@ func (a *Admin) listOffsets(ctx context.Context, tps []TopicPartition, ts int64,
 		}
 		if len(unknown) > 0 {
 			if err := a.cl.refresh(ctx, unknown); err != nil {
-				lastErr = err
+				lastErr = keepLast(lastErr, err)
 			}
 		}
 		var retry []TopicPartition
 		for leader, parts := range byLeader {
 			cc, err := a.cl.brokerConn(leader)
 			if err != nil {
-				lastErr = err
+				lastErr = keepLast(lastErr, err)
 				for _, p := range parts {
 					retry = append(retry, TopicPartition{p.Topic, p.Partition})
 				}
@@ -225,7 +255,7 @@ func (a *Admin) listOffsets(ctx context.Context, tps []TopicPartition, ts int64,
 			resp, err := pb.NewConsumerClient(cc).ListOffsets(rctx, &pb.ListOffsetsRequest{IsolationLevel: isoW, Partitions: parts})
 			cancel()
 			if err != nil {
-				lastErr = err
+				lastErr = keepLast(lastErr, err)
 				for _, p := range parts {
 					retry = append(retry, TopicPartition{p.Topic, p.Partition})
 				}
@@ -261,8 +291,8 @@ func (a *Admin) listOffsets(ctx context.Context, tps []TopicPartition, ts int64,
 		if len(pending) == 0 {
 			break
 		}
-		if err := sleepCtx(ctx, backoff(&a.cfg, attempt)); err != nil {
-			return out, fmt.Errorf("list offsets: %w (last: %v)", err, lastErr)
+		if sleepCtx(ctx, backoff(&a.cfg, attempt)) != nil {
+			return out, fmt.Errorf("list offsets: %w", expired(ctx, lastErr))
 		}
 	}
 	return out, nil

@@ -10,12 +10,16 @@ import (
 
 // CommittedOffsets returns a group's committed offsets for tps (-1 when
 // none), asking for stable offsets: a partition with a transactional
-// commit still pending is retried until it settles or ctx ends.
+// commit still pending (UNSTABLE_OFFSET_COMMIT) is retried until it
+// settles or ctx ends, as is every retriable answer (the coordinator
+// moving or loading); then the error matches ctx's error and the last
+// answer. Other answers are returned at once.
 func (a *Admin) CommittedOffsets(ctx context.Context, group string, tps []TopicPartition) (map[TopicPartition]int64, error) {
 	req := &pb.OffsetFetchRequest{GroupId: group, RequireStable: true}
 	for _, tp := range tps {
 		req.Partitions = append(req.Partitions, &pb.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
 	}
+	var last error
 	for attempt := 0; ; attempt++ {
 		co, err := a.FindCoordinator(ctx, pb.CoordinatorType_GROUP, group)
 		var resp *pb.OffsetFetchResponse
@@ -42,11 +46,15 @@ func (a *Admin) CommittedOffsets(ctx context.Context, group string, tps []TopicP
 				}
 			}
 		}
-		if !errs.IsRetriable(err) {
+		last = keepLast(last, err)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("offsets of group %s: %w", group, expired(ctx, last))
+		}
+		if !errs.IsRetriable(err) && !ctxOnly(err) {
 			return nil, fmt.Errorf("offsets of group %s: %w", group, err)
 		}
-		if serr := sleepCtx(ctx, backoff(&a.cfg, attempt)); serr != nil {
-			return nil, fmt.Errorf("offsets of group %s: %w (last: %v)", group, serr, err)
+		if sleepCtx(ctx, backoff(&a.cfg, attempt)) != nil {
+			return nil, fmt.Errorf("offsets of group %s: %w", group, expired(ctx, last))
 		}
 	}
 }

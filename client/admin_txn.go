@@ -29,7 +29,11 @@ type ListTransactionsFilter struct {
 	Pattern string
 }
 
-// ListTransactions asks every broker for the transactional ids it coordinates.
+// ListTransactions asks every broker for the transactional ids it
+// coordinates. A broker that answers a retriable code
+// (COORDINATOR_LOAD_IN_PROGRESS: its list would miss what it is loading)
+// is asked again until ctx ends; then the error matches ctx's error and
+// that code. Other codes are returned.
 func (a *Admin) ListTransactions(ctx context.Context, f ListTransactionsFilter) ([]TransactionListing, error) {
 	md, err := a.Metadata(ctx, false)
 	if err != nil {
@@ -50,6 +54,12 @@ func (a *Admin) ListTransactions(ctx context.Context, f ListTransactionsFilter) 
 			defer cancel()
 			var err error
 			r, err = pb.NewTransactionsClient(cc).ListTransactions(rctx, &pb.ListTransactionsRequest{StateFilters: f.States, ProducerIdFilters: f.ProducerIDs, DurationFilterMs: f.DurationMs, TransactionalIdPattern: f.Pattern})
+			if err == nil {
+				// COORDINATOR_LOAD_IN_PROGRESS: the broker is still loading
+				// a partition of __transaction_state, so its list would
+				// miss what that partition holds.
+				err = errs.FromCode(r.ErrorCode, "")
+			}
 			return err
 		})
 		if err != nil {
@@ -64,6 +74,8 @@ func (a *Admin) ListTransactions(ctx context.Context, f ListTransactionsFilter) 
 }
 
 // FindCoordinator locates the coordinator of a transactional id or group.
+// Its answer's code is returned as it is, retriable or not
+// (COORDINATOR_NOT_AVAILABLE while the internal topic is being created).
 func (a *Admin) FindCoordinator(ctx context.Context, typ pb.CoordinatorType, key string) (*pb.Coordinator, error) {
 	var co *pb.Coordinator
 	err := a.cl.any(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
@@ -80,6 +92,8 @@ func (a *Admin) FindCoordinator(ctx context.Context, typ pb.CoordinatorType, key
 }
 
 // DescribeTransaction asks a transactional id's coordinator for its state.
+// FindCoordinator's errors, and the coordinator's answer for the id
+// (TRANSACTIONAL_ID_NOT_FOUND, NOT_COORDINATOR, …), are returned.
 func (a *Admin) DescribeTransaction(ctx context.Context, id string) (*pb.TransactionState, error) {
 	co, err := a.FindCoordinator(ctx, pb.CoordinatorType_TRANSACTION, id)
 	if err != nil {
@@ -106,7 +120,9 @@ func (a *Admin) DescribeTransaction(ctx context.Context, id string) (*pb.Transac
 }
 
 // DescribeProducers lists a partition's active producers, asking its leader
-// (or broker, when >= 0).
+// (or broker, when >= 0). The partition's answer (NOT_LEADER_OR_FOLLOWER,
+// UNKNOWN_TOPIC_OR_PARTITION, …) is returned with it; LEADER_NOT_AVAILABLE
+// when the partition has no leader.
 func (a *Admin) DescribeProducers(ctx context.Context, tp TopicPartition, broker int32) (*pb.PartitionProducers, error) {
 	if broker < 0 {
 		if _, err := a.Metadata(ctx, true, tp.Topic); err != nil {
@@ -139,7 +155,9 @@ func (a *Admin) DescribeProducers(ctx context.Context, tp TopicPartition, broker
 // AbortTransaction aborts the open transaction that starts at startOffset
 // in tp by writing an ABORT marker straight to the partition's leader: it
 // works even when the transaction's coordinator is unavailable (the cure
-// for a hanging transaction that pins the LSO).
+// for a hanging transaction that pins the LSO). DescribeProducers' errors,
+// a plain error when no transaction starts at startOffset, and the
+// partition's answer to the marker are returned.
 func (a *Admin) AbortTransaction(ctx context.Context, tp TopicPartition, startOffset int64) error {
 	pp, err := a.DescribeProducers(ctx, tp, -1)
 	if err != nil {
@@ -168,7 +186,7 @@ func (a *Admin) AbortTransaction(ctx context.Context, tp TopicPartition, startOf
 		Partitions: []*pb.TopicPartition{{Topic: tp.Topic, Partition: tp.Partition}},
 	}}})
 	if err != nil {
-		return err
+		return rpcErr(ctx, err)
 	}
 	pe := r.Markers[0].Partitions[0]
 	return errs.FromCode(pe.ErrorCode, pe.ErrorMessage)

@@ -39,8 +39,9 @@ type gateBroker struct {
 	requests  int
 	sizes     []int
 	counts    []int32
-	reqBytes  []int     // records bytes per request
-	reqParts  [][]int32 // partitions per request
+	codecs    []record.Compression // each batch's
+	reqBytes  []int                // records bytes per request
+	reqParts  [][]int32            // partitions per request
 	seenFirst bool
 	arrived   chan struct{} // closed when the first request is in
 }
@@ -102,6 +103,7 @@ func (b *gateBroker) Produce(stream pb.Producer_ProduceServer) error {
 			b.mu.Lock()
 			b.sizes = append(b.sizes, len(p.Records))
 			b.counts = append(b.counts, h.RecordCount)
+			b.codecs = append(b.codecs, h.Compression())
 			b.mu.Unlock()
 			resp.Partitions = append(resp.Partitions, &pb.ProducePartitionResponse{Topic: p.Topic, Partition: p.Partition, BaseOffset: next})
 			next += int64(h.RecordCount)

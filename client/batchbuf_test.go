@@ -6,8 +6,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/strand-io/strand/internal/record"
 )
 
 func TestBatchBufsGetPut(t *testing.T) {
@@ -67,7 +65,7 @@ func TestProducerReusesAckedBatchBuffers(t *testing.T) {
 		reuse     bool
 	}{
 		{"retries", 3, []Opt{MaxInFlight(1)}, true},
-		{"retries lz4", 3, []Opt{MaxInFlight(1), Compression(record.LZ4)}, true},
+		{"retries lz4", 3, []Opt{MaxInFlight(1), Compression(LZ4)}, true},
 		{"five in flight", 0, []Opt{MaxInFlight(5)}, true},
 		{"acks=0 keeps none", 0, []Opt{MaxInFlight(5), RequiredAcks(NoAck), EnableIdempotence(IdempotenceOff)}, false},
 	} {

@@ -85,6 +85,7 @@ func (c *cluster) conn(addr string) (*grpc.ClientConn, error) {
 		// Transport buffers that hold a whole grown batch (irpc.TransportBufferSize).
 		grpc.WithReadBufferSize(irpc.TransportBufferSize), grpc.WithWriteBufferSize(irpc.TransportBufferSize),
 	}, irpc.ErrorCodeDialOptions()...)
+	opts = append(opts, grpc.WithChainUnaryInterceptor(contextErrorsUnary), grpc.WithChainStreamInterceptor(contextErrorsStream))
 	// A call refused with a Kafka error code (a node that is still
 	// starting answers BROKER_NOT_AVAILABLE) fails with that *errs.Error,
 	// which the retry loops know to retry.
@@ -134,8 +135,8 @@ func (c *cluster) seeds() []string {
 // any runs fn against some broker, trying each in turn, with backoff after
 // each round, until one answers (fn returns nil) or ctx ends: transport
 // errors, refusals such as a starting node's BROKER_NOT_AVAILABLE, and
-// whatever fn returns are all retried. The error after ctx ends wraps both
-// ctx's error and the last one.
+// whatever fn returns are all retried. The error after ctx ends matches
+// both ctx's error and the last one (expired).
 func (c *cluster) any(ctx context.Context, fn func(ctx context.Context, cc *grpc.ClientConn) error) error {
 	var last error
 	for attempt := 0; ; attempt++ {
@@ -150,13 +151,13 @@ func (c *cluster) any(ctx context.Context, fn func(ctx context.Context, cc *grpc
 			if err == nil {
 				return nil
 			}
-			last = err
+			last = keepLast(last, err)
 			if ctx.Err() != nil {
-				return fmt.Errorf("%w (last error: %w)", ctx.Err(), last)
+				return expired(ctx, last)
 			}
 		}
-		if err := sleepCtx(ctx, backoff(c.cfg, attempt)); err != nil {
-			return fmt.Errorf("%w (last error: %w)", err, last)
+		if sleepCtx(ctx, backoff(c.cfg, attempt)) != nil {
+			return expired(ctx, last)
 		}
 	}
 }
@@ -166,13 +167,22 @@ func (c *cluster) any(ctx context.Context, fn func(ctx context.Context, cc *grpc
 // BROKER_NOT_AVAILABLE, which is), or ctx ends, with backoff between
 // attempts. For calls that must go to one broker (cluster.any picks any).
 func retry(ctx context.Context, cfg *config, fn func() error) error {
+	var last error
 	for attempt := 0; ; attempt++ {
 		err := fn()
-		if err == nil || !errs.IsRetriable(err) {
+		if err == nil {
+			return nil
+		}
+		last = keepLast(last, err)
+		if ctx.Err() != nil {
+			return expired(ctx, last)
+		}
+		// A request that ran out of its time is tried again (REQUEST_TIMED_OUT).
+		if !errs.IsRetriable(err) && !ctxOnly(err) {
 			return err
 		}
-		if serr := sleepCtx(ctx, backoff(cfg, attempt)); serr != nil {
-			return fmt.Errorf("%w (last error: %w)", serr, err)
+		if sleepCtx(ctx, backoff(cfg, attempt)) != nil {
+			return expired(ctx, last)
 		}
 	}
 }
@@ -283,21 +293,27 @@ func (c *cluster) topic(ctx context.Context, name string) (*topicInfo, error) {
 	return ti, ti.err
 }
 
-// waitTopic retries topic until it has partitions or ctx ends.
+// waitTopic retries topic until it has partitions or ctx ends. A code
+// that is not retriable (INVALID_TOPIC_EXCEPTION, …) ends it at once.
 func (c *cluster) waitTopic(ctx context.Context, name string) (*topicInfo, error) {
+	var last error
 	for attempt := 0; ; attempt++ {
 		ti, err := c.topic(ctx, name)
 		if err == nil && len(ti.partitions) > 0 {
 			return ti, nil
 		}
-		if err != nil && !errs.IsRetriable(err) {
+		if err == nil {
+			err = fmt.Errorf("topic %q has no partitions", name)
+		}
+		last = keepLast(last, err)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("strand: waiting for the metadata of topic %q: %w", name, expired(ctx, last))
+		}
+		if _, coded := errors.AsType[*errs.Error](err); (coded && !errs.IsRetriable(err)) || errors.Is(err, ErrClosed) {
 			return nil, err
 		}
-		if serr := sleepCtx(ctx, backoff(c.cfg, attempt)); serr != nil {
-			if err == nil {
-				err = errors.New("topic has no partitions")
-			}
-			return nil, fmt.Errorf("topic %s: %w (last: %v)", name, serr, err)
+		if sleepCtx(ctx, backoff(c.cfg, attempt)) != nil {
+			return nil, fmt.Errorf("strand: waiting for the metadata of topic %q: %w", name, expired(ctx, last))
 		}
 		c.mu.Lock()
 		delete(c.topics, name)

@@ -46,7 +46,8 @@ type cpart struct {
 	paused bool
 }
 
-// NewConsumer returns a consumer.
+// NewConsumer returns a consumer; no connection is made until it is used.
+// Options that contradict each other are refused with an error saying why.
 func NewConsumer(opts ...Opt) (*Consumer, error) {
 	cfg := newConfig(opts)
 	if err := cfg.validateConsumer(); err != nil {
@@ -144,7 +145,21 @@ func (c *Consumer) Marks(tp TopicPartition) (hw, lso int64) {
 
 // Poll returns up to max.poll.records records, waiting up to
 // fetch.max.wait.ms (or until ctx ends) when none are buffered. It returns
-// an empty slice and nil when nothing arrived in time.
+// an empty slice and nil when nothing arrived in time. A group consumer
+// joins its group, applies rebalances (calling the OnPartitions…
+// callbacks) and commits automatically from Poll.
+//
+// Like Kafka's poll, it keeps going through retriable errors (a leader
+// moved, the coordinator is loading, the group is rebalancing): they are
+// retried at the next Poll. It returns ctx's error when ctx ended and it
+// has nothing to return; a fetch error that is not retriable (an
+// OFFSET_OUT_OF_RANGE with AutoOffsetReset(ResetNone), a partition that
+// cannot be read) or a refused offset lookup, wrapping the broker's error;
+// a join error that is not retriable (INCONSISTENT_GROUP_PROTOCOL,
+// INVALID_SESSION_TIMEOUT, …); a plain error when a partition it is given
+// has no committed offset under AutoOffsetReset(ResetNone);
+// ErrFencedInstanceID (wrapped) once another consumer took over this one's
+// GroupInstanceID, and from then on; ErrClosed after Close.
 func (c *Consumer) Poll(ctx context.Context) ([]*Record, error) {
 	if c.group != nil {
 		if err := c.group.poll(ctx); err != nil {
@@ -169,6 +184,9 @@ func (c *Consumer) Poll(ctx context.Context) ([]*Record, error) {
 	c.mu.Unlock()
 	if c.group != nil {
 		c.group.consumed(out)
+	}
+	if n == 0 && ctx.Err() != nil {
+		return nil, ctx.Err()
 	}
 	return out, nil
 }
@@ -258,6 +276,16 @@ func (c *Consumer) refreshSoon() {
 }
 
 func (c *Consumer) handleFetch(resp *pb.FetchResponse) error {
+	if err := errs.FromCode(resp.ErrorCode, resp.ErrorMessage); err != nil {
+		// The whole request was refused (a fetch session's error,
+		// INVALID_REQUEST): retriable ones are tried again, as a
+		// partition's are.
+		if errs.IsRetriable(err) {
+			go c.refreshSoon()
+			return nil
+		}
+		return fmt.Errorf("fetch: %w", err)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var firstErr error
@@ -391,10 +419,11 @@ func (c *Consumer) resetPositions(ctx context.Context) error {
 	earliest, errE := adm.listOffsets(rctx, tps, OffsetEarliest, c.cfg.isolation)
 	latest, errL := adm.listOffsets(rctx, tps, OffsetLatest, c.cfg.isolation)
 	if err := errors.Join(errE, errL); err != nil && len(earliest) == 0 && len(latest) == 0 {
-		return nil // retried at the next poll
+		return nil // retriable, or ctx ended: retried at the next poll
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	var firstErr error
 	for tp, w := range want {
 		cp := c.assigned[tp]
 		if cp == nil || cp.pos != w {
@@ -404,14 +433,23 @@ func (c *Consumer) resetPositions(ctx context.Context) error {
 		if w == OffsetEarliest {
 			src = earliest
 		}
-		if o, ok := src[tp]; ok && o.Err == nil {
+		o, ok := src[tp]
+		switch {
+		case !ok:
+		case o.Err == nil:
 			cp.pos = o.Offset
+		case firstErr == nil:
+			// Not retriable (listOffsets retried the others): the
+			// partition has no position to read from.
+			firstErr = fmt.Errorf("strand: resetting the offset of %s: %w", tp, o.Err)
 		}
 	}
-	return nil
+	return firstErr
 }
 
-// Close leaves the group (if any) and releases connections.
+// Close leaves the group (if any) and releases connections. With
+// auto-commit on, a group consumer first commits its positions and
+// returns that commit's error (see CommitOffsets), if any.
 func (c *Consumer) Close(ctx context.Context) error {
 	var err error
 	if c.group != nil {

@@ -115,10 +115,14 @@ func (c *Consumer) GroupMetadata() GroupMetadata {
 // for the consumer's group, as a member of its current generation — or, for
 // a consumer with a GroupID but no Topics, as a standalone consumer
 // (generation -1), which the coordinator accepts while the group has no
-// members. Errors: ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID /
+// members. It retries retriable answers (the coordinator moving or
+// loading, …) until ctx ends; then the error matches ctx's error and the
+// last answer. It returns at once ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID /
 // REBALANCE_IN_PROGRESS when the generation moved on (the partitions may
-// belong to someone else by now), or the coordinator's failure after
-// retries within ctx.
+// belong to someone else by now), ErrFencedInstanceID (wrapped) when this
+// static member was fenced, and any other answer that is not retriable
+// (a partition's, such as UNKNOWN_TOPIC_OR_PARTITION); a plain error
+// without a GroupID.
 func (c *Consumer) CommitOffsets(ctx context.Context, offsets map[TopicPartition]int64) error {
 	if c.group == nil {
 		return errors.New("strand: CommitOffsets needs a consumer with a GroupID")
@@ -128,7 +132,8 @@ func (c *Consumer) CommitOffsets(ctx context.Context, offsets map[TopicPartition
 
 // CommitPolled commits the position of every assigned partition: the
 // offset after the last record Poll returned (past control records), so a
-// restarted member of the group resumes right after what was polled.
+// restarted member of the group resumes right after what was polled. Its
+// errors are CommitOffsets'.
 func (c *Consumer) CommitPolled(ctx context.Context) error {
 	if c.group == nil {
 		return errors.New("strand: CommitPolled needs a consumer with a GroupID")
@@ -137,7 +142,11 @@ func (c *Consumer) CommitPolled(ctx context.Context) error {
 }
 
 // Committed returns the group's committed offsets of tps (-1: none). It
-// waits while a transactional commit of one of them is pending (require_stable).
+// waits while a transactional commit of one of them is pending
+// (require_stable), and retries retriable answers, until ctx ends; then
+// the error matches ctx's error and the last answer
+// (UNSTABLE_OFFSET_COMMIT, NOT_COORDINATOR, …). Other answers are
+// returned at once.
 func (c *Consumer) Committed(ctx context.Context, tps []TopicPartition) (map[TopicPartition]int64, error) {
 	if c.group == nil {
 		return nil, errors.New("strand: Committed needs a consumer with a GroupID")
@@ -305,7 +314,13 @@ func (g *groupMember) apply(ctx context.Context, r joinResult) error {
 			g.retryAt = time.Now().Add(backoff(g.cfg, g.failures))
 		}
 		g.mu.Unlock()
-		if r.err != nil && g.ctx.Err() == nil && !errors.Is(r.err, context.Canceled) && !errors.Is(r.err, context.DeadlineExceeded) {
+		switch {
+		case r.err == nil, g.ctx.Err() != nil, errors.Is(r.err, context.Canceled), errors.Is(r.err, context.DeadlineExceeded):
+		case errs.IsRetriable(r.err):
+			// As Kafka's poll: a retriable error is retried (the next
+			// Poll rejoins), not returned.
+			g.lg.Debug("joining the group failed; retrying", "err", r.err)
+		default:
 			return fmt.Errorf("strand: joining group %q: %w", g.cfg.groupID, r.err)
 		}
 		return nil
@@ -373,6 +388,12 @@ func (g *groupMember) apply(ctx context.Context, r joinResult) error {
 func (g *groupMember) runJoin(sub subscription) joinResult {
 	meta := encodeSubscription(sub)
 	for attempt := 0; ; attempt++ {
+		// A first JoinGroup is answered MEMBER_ID_REQUIRED and the second
+		// goes at once; a round that keeps being sent back (the group
+		// rebalancing, this member forgotten) backs off.
+		if attempt >= 2 && sleepCtx(g.ctx, backoff(g.cfg, attempt-2)) != nil {
+			return joinResult{err: g.ctx.Err()}
+		}
 		g.mu.Lock()
 		memberID := g.memberID
 		g.mu.Unlock()
@@ -558,17 +579,17 @@ func (g *groupMember) fetchCommitted(ctx context.Context, tps []TopicPartition) 
 			case pb.ErrorCode_NONE:
 				out[tp] = p.Offset
 			case pb.ErrorCode_UNSTABLE_OFFSET_COMMIT:
-				unstable = errs.New(p.ErrorCode, "%s", p.ErrorMessage)
+				unstable = errs.FromCode(p.ErrorCode, p.ErrorMessage)
 			default:
-				return nil, fmt.Errorf("committed offset of %s: %w", tp, errs.New(p.ErrorCode, "%s", p.ErrorMessage))
+				return nil, fmt.Errorf("committed offset of %s: %w", tp, errs.FromCode(p.ErrorCode, p.ErrorMessage))
 			}
 		}
 		if unstable == nil {
 			return out, nil
 		}
 		g.lg.Debug("committed offsets unstable, retrying", "err", unstable)
-		if err := sleepCtx(ctx, backoff(g.cfg, attempt)); err != nil {
-			return nil, fmt.Errorf("%w (still %v)", err, unstable)
+		if sleepCtx(ctx, backoff(g.cfg, attempt)) != nil {
+			return nil, fmt.Errorf("committed offsets: %w", expired(ctx, unstable))
 		}
 	}
 }

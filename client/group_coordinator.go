@@ -50,8 +50,8 @@ func (g *groupMember) coordinator(ctx context.Context) (*pb.Coordinator, error) 
 		if !retriableCoordinator(found.ErrorCode) {
 			return nil, fmt.Errorf("finding the coordinator of group %q: %w", g.cfg.groupID, ferr)
 		}
-		if err := sleepCtx(ctx, backoff(g.cfg, attempt)); err != nil {
-			return nil, fmt.Errorf("finding the coordinator of group %q: %w (last: %v)", g.cfg.groupID, err, ferr)
+		if sleepCtx(ctx, backoff(g.cfg, attempt)) != nil {
+			return nil, fmt.Errorf("finding the coordinator of group %q: %w", g.cfg.groupID, expired(ctx, ferr))
 		}
 	}
 }
@@ -69,14 +69,20 @@ func (g *groupMember) forgetCoordinator(co *pb.Coordinator) {
 }
 
 // call runs one Groups RPC against the coordinator, rediscovering it on
-// NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE / transport errors and
-// retrying those and COORDINATOR_LOAD_IN_PROGRESS until ctx ends. Any
-// other code is returned as an *errs.Error.
+// NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE / transport errors, and
+// retrying those and every other retriable answer until ctx ends, except
+// the two the group's callers act on (REBALANCE_IN_PROGRESS,
+// MEMBER_ID_REQUIRED): as Kafka's consumer retries a retriable error.
+// Any other code is returned as an *errs.Error; once ctx ends, the error
+// matches ctx's and the last one retried.
 func (g *groupMember) call(ctx context.Context, timeout time.Duration, what string, fn func(ctx context.Context, gc pb.GroupsClient) (pb.ErrorCode, string, error)) error {
 	var last error
 	for attempt := 0; ; attempt++ {
 		co, err := g.coordinator(ctx)
 		if err != nil {
+			if ctx.Err() != nil && last != nil {
+				return fmt.Errorf("%s: %w", what, expired(ctx, keepLast(last, err)))
+			}
 			return err
 		}
 		cc, err := g.c.cl.conn(co.Address)
@@ -92,22 +98,26 @@ func (g *groupMember) call(ctx context.Context, timeout time.Duration, what stri
 		switch {
 		case err != nil:
 			if ctx.Err() != nil {
-				return fmt.Errorf("%s: %w (last error: %v)", what, ctx.Err(), err)
+				return fmt.Errorf("%s: %w", what, expired(ctx, keepLast(last, err)))
 			}
 			g.forgetCoordinator(co)
-			last = fmt.Errorf("%s to node %d: %w", what, co.NodeId, err)
+			last = keepLast(last, fmt.Errorf("%s to node %d: %w", what, co.NodeId, err))
 		case code == pb.ErrorCode_NONE:
 			return nil
 		case retriableCoordinator(code):
 			if code != pb.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS {
 				g.forgetCoordinator(co)
 			}
-			last = errs.New(code, "%s", msg)
+			last = errs.FromCode(code, msg)
+		case code == pb.ErrorCode_REBALANCE_IN_PROGRESS, code == pb.ErrorCode_MEMBER_ID_REQUIRED:
+			return errs.FromCode(code, msg)
+		case errs.IsRetriable(errs.FromCode(code, msg)):
+			last = errs.FromCode(code, msg)
 		default:
-			return errs.New(code, "%s", msg)
+			return errs.FromCode(code, msg)
 		}
-		if err := sleepCtx(ctx, backoff(g.cfg, attempt)); err != nil {
-			return fmt.Errorf("%s: %w (last error: %v)", what, err, last)
+		if sleepCtx(ctx, backoff(g.cfg, attempt)) != nil {
+			return fmt.Errorf("%s: %w", what, expired(ctx, last))
 		}
 	}
 }

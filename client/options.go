@@ -203,7 +203,7 @@ func (c *config) validateProducer() error {
 		return fmt.Errorf("strand: batch.max.size must not be negative, got %d", c.batchMaxSize)
 	}
 	if !c.compression.Valid() {
-		return fmt.Errorf("strand: unknown compression.type %d", c.compression)
+		return fmt.Errorf("strand: unknown compression.type %d (use NoCompression, Gzip, Snappy, LZ4 or Zstd)", c.compression)
 	}
 	if c.txnTimeout <= 0 {
 		return errors.New("strand: transaction.timeout.ms must be positive")
@@ -295,8 +295,11 @@ func DeliveryTimeout(d time.Duration) Opt { return func(c *config) { c.deliveryT
 // Retries is retries.
 func Retries(n int) Opt { return func(c *config) { c.retries, c.retriesSet = n, true } }
 
-// Compression is compression.type.
-func Compression(codec record.Compression) Opt { return func(c *config) { c.compression = codec } }
+// Compression is compression.type: the codec every batch is compressed
+// with (NoCompression, the default, Gzip, Snappy, LZ4 or Zstd).
+func Compression(codec CompressionCodec) Opt {
+	return func(c *config) { c.compression = codec.internal() }
+}
 
 // BufferMemory is buffer.memory.
 func BufferMemory(n int) Opt { return func(c *config) { c.bufferMemory = n } }

@@ -131,6 +131,7 @@ func (p *Producer) failOrRetryLocked(pp *ppart, b *pbatch, err error) {
 		}
 		// The broker has no usable state for this producer here (it expired,
 		// or was lost with an unclean election). The batch was not written.
+		b.lastErr = err
 		if p.txn != nil {
 			p.dropLocked(pp, b)
 			p.txn.abortable(err)
@@ -153,7 +154,11 @@ func (p *Producer) failOrRetryLocked(pp *ppart, b *pbatch, err error) {
 		return
 	}
 	p.dropLocked(pp, b)
-	if p.txn != nil {
+	if p.txn != nil && code == pb.ErrorCode_PRODUCER_FENCED {
+		// Another producer took over the transactional id: as in Kafka,
+		// this one can only be closed.
+		p.txn.fail(err)
+	} else if p.txn != nil {
 		p.txn.produceFailed(err)
 		if errs.CategoryOf(err) == errs.Abortable || code == pb.ErrorCode_INVALID_PRODUCER_EPOCH {
 			err = fmt.Errorf("%w: %w", ErrAbortable, err)
@@ -176,10 +181,12 @@ func (p *Producer) retryLocked(pp *ppart, b *pbatch, err error, mayHaveLanded bo
 		var out error = err
 		if b.sentOnce {
 			out = &indefiniteError{err}
-			p.needResetLocked()
 		}
 		if expired {
 			out = fmt.Errorf("%w: %w", ErrDeliveryTimeout, out)
+		}
+		if b.sentOnce {
+			p.needResetLocked(out)
 		}
 		p.dropLocked(pp, b)
 		p.completeLocked(b, -1, out)

@@ -131,6 +131,8 @@ type pbatch struct {
 func (b *pbatch) count() int32 { return int32(len(b.recs)) }
 
 // NewProducer returns a producer; no connection is made until it is used.
+// Options that contradict each other are refused with an error saying why
+// (Fatal: enable.idempotence requires acks=all, …).
 func NewProducer(opts ...Opt) (*Producer, error) {
 	cfg := newConfig(opts)
 	if err := cfg.validateProducer(); err != nil {
@@ -167,8 +169,31 @@ func (p *Producer) kick() {
 }
 
 // Produce buffers rec for sending and calls promise (which may be nil)
-// with the outcome. It blocks only to look up the topic or when
-// buffer.memory is full, for at most max.block.ms or until ctx ends.
+// with the outcome, on the producer's promise goroutine (one at a time, in
+// the order the records of a partition were written). It blocks only to
+// look up the topic or when buffer.memory is full, for at most
+// max.block.ms or delivery.timeout.ms, whichever is shorter, or until ctx
+// ends; ctx has no say once the record is buffered.
+//
+// The promise's error is nil once the record is acknowledged, or:
+//   - a broker error the SDK does not retry (MESSAGE_TOO_LARGE, also for a
+//     record over max.request.size, INVALID_RECORD, CORRUPT_MESSAGE after
+//     Retries ran out, INVALID_PRODUCER_EPOCH, …), or the last retriable
+//     one once Retries ran out;
+//   - ErrDeliveryTimeout (which matches context.DeadlineExceeded) when the
+//     record was not acknowledged within delivery.timeout.ms, wrapping the
+//     last broker error it was retried for (NOT_LEADER_OR_FOLLOWER,
+//     NOT_ENOUGH_REPLICAS, UNKNOWN_TOPIC_OR_PARTITION for a topic that does
+//     not exist, …); Indefinite reports whether it may have been written;
+//   - while waiting for the topic or for buffer space: ctx's error, or a
+//     max.block.ms error that matches context.DeadlineExceeded, wrapping
+//     the last metadata error; a topic error that is not retriable
+//     (INVALID_TOPIC_EXCEPTION, …) at once;
+//   - in a transaction: ErrProducerFenced; an error wrapping ErrAbortable
+//     once the transaction must be aborted; ErrAborted for records still
+//     buffered when AbortTransaction was called; a plain error before
+//     InitTransactions or outside a transaction;
+//   - ErrClosed once the producer is closed.
 func (p *Producer) Produce(ctx context.Context, rec *Record, promise Promise) {
 	if promise == nil {
 		promise = func(*Record, error) {}
@@ -182,17 +207,23 @@ func (p *Producer) produce(ctx context.Context, rec *Record, promise Promise) er
 	if rec.Topic == "" {
 		return errors.New("strand: record has no topic")
 	}
-	// max.block.ms bounds the two waits below together. Their context is
-	// made only when one of them blocks: a timer per record was a few
-	// allocations and a good part of this function's cost.
+	// max.block.ms bounds the two waits below together, and so does
+	// delivery.timeout.ms: a record still waiting for its topic's metadata
+	// or for buffer space when it could no longer be delivered in time
+	// fails then (with ErrDeliveryTimeout) rather than at max.block.ms.
+	// Their context is made only when one of them blocks: a timer per
+	// record was a few allocations and a good part of this function's cost.
 	now := time.Now()
-	deadline := now.Add(p.cfg.maxBlock)
 	var bctx context.Context
 	cancel := context.CancelFunc(func() {})
 	defer func() { cancel() }()
 	blockCtx := func() context.Context {
 		if bctx == nil {
-			bctx, cancel = context.WithDeadline(ctx, deadline)
+			d, cause := p.cfg.maxBlock, maxBlockExpired(p.cfg.maxBlock)
+			if p.cfg.deliveryTimeout < d {
+				d, cause = p.cfg.deliveryTimeout, ErrDeliveryTimeout
+			}
+			bctx, cancel = context.WithDeadlineCause(ctx, now.Add(d), cause)
 		}
 		return bctx
 	}
@@ -221,7 +252,7 @@ func (p *Producer) produce(ctx context.Context, rec *Record, promise Promise) er
 		select {
 		case <-ch:
 		case <-bc.Done():
-			return fmt.Errorf("strand: buffer.memory=%d full for max.block.ms: %w", p.cfg.bufferMemory, bc.Err())
+			return fmt.Errorf("strand: waiting for room in buffer.memory (%d bytes): %w", p.cfg.bufferMemory, context.Cause(bc))
 		}
 		p.mu.Lock()
 	}
@@ -371,10 +402,19 @@ func (p *Producer) closeOpen(pp *ppart) {
 }
 
 // ProduceSync produces recs and waits for every outcome, without lingering.
+// Each record's error is one Produce's promise could get (see Produce). If
+// ctx ends first, it returns then: the records without an outcome yet fail
+// with ctx's error (context.DeadlineExceeded or context.Canceled), marked
+// Indefinite, since they may still be written.
 func (p *Producer) ProduceSync(ctx context.Context, recs ...*Record) ProduceResults {
 	res := make(ProduceResults, len(recs))
-	var wg sync.WaitGroup
-	wg.Add(len(recs))
+	var mu sync.Mutex // guards res and returned
+	returned := false
+	left := len(recs)
+	all := make(chan struct{})
+	if left == 0 {
+		close(all)
+	}
 	p.mu.Lock()
 	p.flushing++
 	p.mu.Unlock()
@@ -384,14 +424,31 @@ func (p *Producer) ProduceSync(ctx context.Context, recs ...*Record) ProduceResu
 		p.mu.Unlock()
 	}()
 	for i, r := range recs {
-		i := i
 		p.Produce(ctx, r, func(r *Record, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if returned {
+				return
+			}
 			res[i] = ProduceResult{Record: r, Err: err}
-			wg.Done()
+			if left--; left == 0 {
+				close(all)
+			}
 		})
 	}
 	p.kick()
-	wg.Wait()
+	select {
+	case <-all:
+	case <-ctx.Done():
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	returned = true
+	for i, r := range res {
+		if r.Record == nil {
+			res[i] = ProduceResult{Record: recs[i], Err: &indefiniteError{fmt.Errorf("strand: no outcome before the context ended: %w", expired(ctx, nil))}}
+		}
+	}
 	return res
 }
 
@@ -415,7 +472,8 @@ func (rs ProduceResults) FirstErr() error {
 }
 
 // Flush sends everything buffered without lingering and waits until every
-// record so far has its outcome, or ctx ends.
+// record so far has its outcome (its promise has run), or ctx ends. It
+// returns nil, or ctx's error; records' failures go to their promises.
 func (p *Producer) Flush(ctx context.Context) error {
 	p.mu.Lock()
 	p.flushing++
@@ -436,7 +494,9 @@ func (p *Producer) Flush(ctx context.Context) error {
 }
 
 // Close flushes (for at most delivery.timeout.ms or until ctx ends), then
-// fails whatever is left with ErrClosed and releases connections.
+// fails whatever is left with ErrClosed and releases connections. It
+// returns Flush's error: nil, ctx's, or context.DeadlineExceeded when
+// delivery.timeout.ms passed first. Closing twice returns nil.
 func (p *Producer) Close(ctx context.Context) error {
 	fctx, cancel := context.WithTimeout(ctx, p.cfg.deliveryTimeout)
 	err := p.Flush(fctx)
@@ -905,10 +965,10 @@ func (p *Producer) expireLocked(now time.Time) {
 		}
 		pp.queued = keep
 		for _, b := range expired {
-			err := fmt.Errorf("%w: %s, %d records, after %d attempts (last error: %v)", ErrDeliveryTimeout, b.tp, len(b.recs), b.attempts, b.lastErr)
+			err := deliveryExpired(b, fmt.Sprintf("after %d attempts", b.attempts))
 			if b.sentOnce {
 				err = &indefiniteError{err}
-				p.needResetLocked()
+				p.needResetLocked(err)
 			}
 			p.dropLocked(pp, b)
 			p.completeLocked(b, -1, err)
@@ -922,7 +982,7 @@ func (p *Producer) expireLocked(now time.Time) {
 		if b := pp.open; b != nil {
 			if now.Sub(b.created) >= p.cfg.deliveryTimeout {
 				pp.open = nil
-				p.completeLocked(b, -1, fmt.Errorf("%w: %s, %d records, never sent (the partition's window stayed full)", ErrDeliveryTimeout, b.tp, len(b.recs)))
+				p.completeLocked(b, -1, deliveryExpired(b, "never sent (the partition's window stayed full)"))
 			} else {
 				earliest(b)
 			}
@@ -931,14 +991,25 @@ func (p *Producer) expireLocked(now time.Time) {
 	p.nextExpiry = next
 }
 
-// needResetLocked: a sent batch is given up without a definite answer, so
-// its sequence may be taken; the producer continues under a new id.
-func (p *Producer) needResetLocked() {
+// deliveryExpired is the error of a batch that reached delivery.timeout.ms:
+// ErrDeliveryTimeout (so context.DeadlineExceeded) and the last error the
+// batch was retried for, both matchable.
+func deliveryExpired(b *pbatch, how string) error {
+	if b.lastErr == nil {
+		return fmt.Errorf("%w: %s, %d records, %s", ErrDeliveryTimeout, b.tp, len(b.recs), how)
+	}
+	return fmt.Errorf("%w: %s, %d records, %s (last error: %w)", ErrDeliveryTimeout, b.tp, len(b.recs), how, b.lastErr)
+}
+
+// needResetLocked: a sent batch is given up without a definite answer
+// (err), so its sequence may be taken; the producer continues under a new
+// id, or a transaction must abort.
+func (p *Producer) needResetLocked(err error) {
 	if !p.idempotent() {
 		return
 	}
 	if p.txn != nil {
-		p.txn.abortable(errors.New("a batch of the transaction failed without a definite answer"))
+		p.txn.abortable(fmt.Errorf("a batch of the transaction failed without a definite answer: %w", err))
 		return
 	}
 	p.resetting = true

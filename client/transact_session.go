@@ -19,12 +19,35 @@ import (
 // group's committed offsets, so the aborted input is read again (unlike
 // Kafka's consumer, KAFKA-17582).
 //
-//	s, _ := client.NewTransactSession(client.Bootstrap(addrs...), client.GroupID("etl"), client.Topics("in"), client.TransactionalID("etl-1"))
+// Like any group, the session's group starts a partition that has no
+// committed offset at its end (auto.offset.reset=latest): add
+// AutoOffsetReset(ResetEarliest) to process what the input topics already
+// hold when the group is new.
+//
+//	s, err := client.NewTransactSession(ctx, client.Bootstrap(addrs...),
+//		client.GroupID("etl"), client.Topics("in"), client.TransactionalID("etl-1"),
+//		client.AutoOffsetReset(client.ResetEarliest))
+//	if err != nil {
+//		return err
+//	}
+//	defer s.Close(ctx)
 //	for {
-//		recs, _ := s.Poll(ctx)
-//		s.Begin()
-//		for _, r := range recs { s.Produce(ctx, transform(r), nil) }
-//		committed, err := s.End(ctx, client.TryCommit)
+//		recs, err := s.Poll(ctx)
+//		if err != nil {
+//			return err
+//		}
+//		if len(recs) == 0 {
+//			continue // no transaction for nothing
+//		}
+//		if err := s.Begin(); err != nil {
+//			return err
+//		}
+//		for _, r := range recs {
+//			s.Produce(ctx, transform(r), nil)
+//		}
+//		if _, err := s.End(ctx, client.TryCommit); err != nil {
+//			return err // fenced, or the commit's outcome is unknown: see End
+//		}
 //	}
 type TransactSession struct {
 	c *Consumer
@@ -47,7 +70,9 @@ const (
 
 // NewTransactSession builds the consumer (forced to read_committed without
 // auto-commit) and the producer from the same options; GroupID, Topics and
-// TransactionalID are required. It initialises the producer's transactions.
+// TransactionalID are required. It initialises the producer's
+// transactions, so it returns InitTransactions' errors (see
+// Producer.InitTransactions), and the constructors' refusals.
 func NewTransactSession(ctx context.Context, opts ...Opt) (*TransactSession, error) {
 	cfg := newConfig(opts)
 	if cfg.groupID == "" || len(cfg.topics) == 0 || cfg.transactionalID == "" {
@@ -100,10 +125,13 @@ func (s *TransactSession) Consumer() *Consumer { return s.c }
 // Producer is the session's producer.
 func (s *TransactSession) Producer() *Producer { return s.p }
 
-// Poll returns the next records (read_committed).
+// Poll returns the next records (read_committed), with Consumer.Poll's
+// errors. When it returns none, there is no need for a transaction.
 func (s *TransactSession) Poll(ctx context.Context) ([]*Record, error) { return s.c.Poll(ctx) }
 
-// Begin starts a transaction.
+// Begin starts a transaction. Its errors are Producer.BeginTransaction's:
+// a transaction is already open, or the producer is unusable
+// (ErrProducerFenced).
 func (s *TransactSession) Begin() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -114,7 +142,8 @@ func (s *TransactSession) Begin() error {
 	return nil
 }
 
-// Produce writes a record in the open transaction.
+// Produce writes a record in the open transaction; the promise gets
+// Producer.Produce's outcome. A failed record makes End abort.
 func (s *TransactSession) Produce(ctx context.Context, r *Record, promise Promise) {
 	s.p.Produce(ctx, r, promise)
 }
@@ -124,8 +153,21 @@ func (s *TransactSession) Produce(ctx context.Context, r *Record, promise Promis
 // instead of committing when partitions were revoked during the
 // transaction or anything made it abortable, and then rewinds the consumer
 // to the committed offsets. committed reports what happened; err is set
-// when neither commit nor abort could be completed (ErrProducerFenced:
-// another instance took over; ErrCommitOutcomeUnknown: call End again).
+// when neither commit nor abort could be completed:
+//   - ErrProducerFenced: another instance took over the transactional id;
+//     close the session;
+//   - ErrCommitOutcomeUnknown (Retriable): the commit was sent and its
+//     answer lost, or it was still retried when max.block.ms ran out; call
+//     End again;
+//   - an error starting "abort:": the abort failed (it was retried within
+//     max.block.ms; a timeout matches context.DeadlineExceeded); call
+//     End(ctx, TryAbort), or close the session (the coordinator aborts the
+//     transaction after transaction.timeout.ms);
+//   - an error starting "rewind after abort:": the transaction was aborted
+//     but the committed offsets could not be read (Consumer.Committed's
+//     errors); the consumer did not move.
+//
+// Each carries the broker's error, if there was one.
 func (s *TransactSession) End(ctx context.Context, action EndAction) (committed bool, err error) {
 	s.mu.Lock()
 	revoked := s.revoked
@@ -189,7 +231,9 @@ func (s *TransactSession) rewind(ctx context.Context) error {
 	return nil
 }
 
-// Close aborts an open transaction, leaves the group and closes both clients.
+// Close aborts an open transaction, leaves the group and closes both
+// clients, and returns what failed of that, joined (the abort's error, the
+// consumer's and the producer's Close errors).
 func (s *TransactSession) Close(ctx context.Context) error {
 	s.mu.Lock()
 	open := s.inTxn

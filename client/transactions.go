@@ -35,11 +35,14 @@ func (p *Producer) requireTxn() (*txnState, error) {
 }
 
 // coordinatorCall runs fn against the coordinator of key (of typ),
-// retrying coordinator moves and loads and CONCURRENT_TRANSACTIONS within
-// max.block.ms (or ctx). sent reports whether some attempt reached a
-// coordinator, so an unanswered commit is known to be in doubt.
+// retrying coordinator moves and loads, CONCURRENT_TRANSACTIONS and every
+// other retriable answer within max.block.ms (or ctx); an answer that is
+// not retriable, from FindCoordinator or fn, ends it at once. sent
+// reports whether some attempt reached a coordinator, so an unanswered
+// commit is known to be in doubt. Once the time is up the error matches
+// context.DeadlineExceeded (or ctx's error) and the last error retried.
 func (p *Producer) coordinatorCall(ctx context.Context, typ pb.CoordinatorType, key string, fn func(ctx context.Context, cc *grpc.ClientConn) (pb.ErrorCode, string, error)) (sent bool, err error) {
-	bctx, cancel := context.WithTimeout(ctx, p.cfg.maxBlock)
+	bctx, cancel := context.WithTimeoutCause(ctx, p.cfg.maxBlock, maxBlockExpired(p.cfg.maxBlock))
 	defer cancel()
 	var last error
 	for attempt := 0; ; attempt++ {
@@ -53,9 +56,13 @@ func (p *Producer) coordinatorCall(ctx context.Context, typ pb.CoordinatorType, 
 		})
 		switch {
 		case ferr != nil:
-			last = ferr
+			last = keepLast(last, ferr)
 		case co.ErrorCode != pb.ErrorCode_NONE:
-			last = errs.FromCode(co.ErrorCode, co.ErrorMessage)
+			e := errs.FromCode(co.ErrorCode, co.ErrorMessage)
+			if !errs.IsRetriable(e) {
+				return sent, fmt.Errorf("finding the coordinator of %q: %w", key, e)
+			}
+			last = e
 		default:
 			cc, err := p.cl.conn(co.Address)
 			if err != nil {
@@ -66,7 +73,7 @@ func (p *Producer) coordinatorCall(ctx context.Context, typ pb.CoordinatorType, 
 			rcancel()
 			if err != nil {
 				sent = true
-				last = err
+				last = keepLast(last, err)
 				break
 			}
 			sent = true
@@ -79,8 +86,8 @@ func (p *Producer) coordinatorCall(ctx context.Context, typ pb.CoordinatorType, 
 				return sent, e
 			}
 		}
-		if serr := sleepCtx(bctx, backoff(&p.cfg, attempt)); serr != nil {
-			return sent, fmt.Errorf("%w (after max.block.ms=%v; last error: %v)", ErrRequestTimedOut, p.cfg.maxBlock, last)
+		if sleepCtx(bctx, backoff(&p.cfg, attempt)) != nil {
+			return sent, expired(bctx, last)
 		}
 	}
 }
@@ -88,6 +95,14 @@ func (p *Producer) coordinatorCall(ctx context.Context, typ pb.CoordinatorType, 
 // InitTransactions obtains the producer id and epoch of the transactional
 // id, fencing any older producer with the same id (its open transaction is
 // aborted). It blocks up to max.block.ms.
+//
+// It retries retriable answers (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
+// COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS, …); when
+// max.block.ms or ctx ends first, the error matches
+// context.DeadlineExceeded (or ctx's error) and the last answer. Other
+// answers end it at once: INVALID_TRANSACTION_TIMEOUT (transaction.timeout.ms
+// above the broker's maximum), PRODUCER_FENCED, TRANSACTIONAL_ID_NOT_FOUND,
+// …. A producer without TransactionalID gets a plain error.
 func (p *Producer) InitTransactions(ctx context.Context) error {
 	t, err := p.requireTxn()
 	if err != nil {
@@ -132,7 +147,9 @@ func (p *Producer) initTxnProducerID(ctx context.Context, pid int64, epoch int16
 }
 
 // BeginTransaction starts a transaction (locally: the partitions join it as
-// records reach their leaders).
+// records reach their leaders). It fails, without a broker, before
+// InitTransactions or with a transaction open, and with the error that
+// made the producer unusable (ErrProducerFenced, or a fatal one).
 func (p *Producer) BeginTransaction() error {
 	t, err := p.requireTxn()
 	if err != nil {
@@ -157,6 +174,15 @@ func (p *Producer) BeginTransaction() error {
 // offset to read per partition) as part of the transaction: they become
 // visible only if it commits. gm is the consumer's GroupMetadata, which
 // fences zombies of older generations (KIP-447).
+//
+// It retries retriable answers within max.block.ms. Any failure but these
+// two makes the transaction abortable and returns an error wrapping
+// ErrAbortable (ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID: the consumer's
+// generation is gone; FENCED_INSTANCE_ID; running out of time, which also
+// matches context.DeadlineExceeded): PRODUCER_FENCED makes the producer
+// unusable (ErrProducerFenced), and an answer of the Fatal category
+// (INVALID_TXN_STATE, …) too. Outside an open transaction it returns a
+// plain error.
 func (p *Producer) SendOffsetsToTransaction(ctx context.Context, offsets map[TopicPartition]int64, gm GroupMetadata) error {
 	t, err := p.requireTxn()
 	if err != nil {
@@ -237,9 +263,15 @@ func (p *Producer) openTxn(op string) (*txnState, error) {
 }
 
 // CommitTransaction flushes every record of the transaction, waits for all
-// of them, then commits. If any record failed it returns an abortable
-// error and commits nothing. A commit whose answer was lost is
-// ErrCommitOutcomeUnknown: call CommitTransaction again.
+// of them, then commits. If any record failed it returns an error wrapping
+// ErrAbortable and the record's error, and commits nothing: call
+// AbortTransaction. A commit that was sent and whose answer was lost, or
+// still retriable when max.block.ms ran out, or UNKNOWN_SERVER_ERROR, is
+// ErrCommitOutcomeUnknown (wrapping what happened): call CommitTransaction
+// again. TRANSACTION_TIMED_OUT (the coordinator aborted it) wraps
+// ErrAbortable; PRODUCER_FENCED is ErrProducerFenced; an answer of the
+// Fatal category leaves the producer unusable. If ctx ends while it waits
+// for the records, the error wraps ctx's (nothing was committed yet).
 func (p *Producer) CommitTransaction(ctx context.Context) error {
 	t, err := p.openTxn("CommitTransaction")
 	if err != nil {
@@ -266,6 +298,11 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 // AbortTransaction fails the records still buffered (ErrAborted), waits
 // for those in flight, and aborts: no record of this transaction becomes
 // visible to read_committed readers, and none can land in the next one.
+// It retries retriable answers within max.block.ms (then the error matches
+// context.DeadlineExceeded and the last answer: call it again);
+// PRODUCER_FENCED is ErrProducerFenced; TRANSACTION_TIMED_OUT wraps
+// ErrAbortable; other answers are returned as they are. If ctx ends while
+// it waits for the records in flight, the error wraps ctx's.
 func (p *Producer) AbortTransaction(ctx context.Context) error {
 	t, err := p.openTxn("AbortTransaction")
 	if err != nil {
@@ -356,7 +393,7 @@ func (p *Producer) endTxn(ctx context.Context, commit bool) error {
 			p.txn.abortable(err)
 			return fmt.Errorf("%w: %w", ErrAbortable, err)
 		case commit && sent && (errs.IsRetriable(err) || errs.CodeOf(err) == pb.ErrorCode_UNKNOWN_SERVER_ERROR):
-			return fmt.Errorf("%w: %v", ErrCommitOutcomeUnknown, err)
+			return fmt.Errorf("%w: %w", ErrCommitOutcomeUnknown, err)
 		case errs.CategoryOf(err) == errs.Fatal && errs.CodeOf(err) != pb.ErrorCode_UNKNOWN_SERVER_ERROR:
 			p.txn.fail(err)
 			return err

@@ -62,7 +62,7 @@ func producerOpts(props []string, acks string) ([]client.Opt, error) {
 			}
 			nerr = nil
 		case "compression.type":
-			c, err := parseCodec(v)
+			c, err := client.ParseCompression(v)
 			if err != nil {
 				return nil, fmt.Errorf("compression.type: %w", err)
 			}

@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/strand-io/strand/client"
-	"github.com/strand-io/strand/internal/record"
 )
 
 func produceCmd() *cobra.Command {
@@ -50,7 +49,7 @@ transaction, committed at the end of input, or aborted with --abort.`,
 			if txnID != "" && acks != "all" && acks != "-1" {
 				return fmt.Errorf("--acks %s: a transactional producer needs acks=all", acks)
 			}
-			c, err := parseCodec(codec)
+			c, err := client.ParseCompression(codec)
 			if err != nil {
 				return fmt.Errorf("--compression-codec: %w", err)
 			}
@@ -195,14 +194,4 @@ func parseHeaders(args []string) ([]client.Header, error) {
 		out = append(out, client.Header{Key: k, Value: []byte(v)})
 	}
 	return out, nil
-}
-
-// parseCodec reads a compression codec's name (Kafka's compression.type values).
-func parseCodec(name string) (record.Compression, error) {
-	for _, c := range []record.Compression{record.None, record.Gzip, record.Snappy, record.LZ4, record.Zstd} {
-		if strings.EqualFold(name, c.String()) {
-			return c, nil
-		}
-	}
-	return record.None, fmt.Errorf("want none, gzip, snappy, lz4 or zstd, got %q", name)
 }

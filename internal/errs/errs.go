@@ -26,8 +26,13 @@ const (
 	Fatal
 )
 
+// NoError is the category of the nil error: there is nothing to handle.
+const NoError Category = -1
+
 func (c Category) String() string {
 	switch c {
+	case NoError:
+		return "none"
 	case Retriable:
 		return "retriable"
 	case Abortable:
@@ -73,12 +78,14 @@ func New(code pb.ErrorCode, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// FromCode returns nil for NONE and an *Error otherwise.
+// FromCode returns nil for NONE and an *Error otherwise. A message that
+// starts with the code's name (as one made from Error() rather than Split
+// does) loses it, so the error names its code once.
 func FromCode(code pb.ErrorCode, msg string) error {
 	if code == pb.ErrorCode_NONE {
 		return nil
 	}
-	return &Error{Code: code, Message: msg}
+	return &Error{Code: code, Message: strings.TrimPrefix(msg, code.String()+": ")}
 }
 
 // CodeOf extracts the code of err: NONE for nil, UNKNOWN_SERVER_ERROR when
@@ -116,8 +123,12 @@ func IsRetriable(err error) bool {
 	return errors.As(err, &e) && e.Retriable()
 }
 
-// CategoryOf reports the category of err (Fatal for errors without a code).
+// CategoryOf reports the category of err: NoError for nil, Fatal for
+// errors without a code.
 func CategoryOf(err error) Category {
+	if err == nil {
+		return NoError
+	}
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Category()

@@ -48,3 +48,23 @@ func TestCategories(t *testing.T) {
 		}
 	}
 }
+
+// A message made from an error's Error() (which starts with the code's
+// name) does not name the code twice once it is an error again.
+func TestFromCodeNamesTheCodeOnce(t *testing.T) {
+	sent := New(pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic %q does not exist", "x")
+	got := FromCode(sent.Code, sent.Error())
+	if want := `UNKNOWN_TOPIC_OR_PARTITION: topic "x" does not exist`; got.Error() != want {
+		t.Fatalf("FromCode(code, Error()) = %q, want %q", got, want)
+	}
+	if got := FromCode(pb.ErrorCode_NOT_COORDINATOR, "node 2 is"); got.Error() != "NOT_COORDINATOR: node 2 is" {
+		t.Fatalf("FromCode changed a plain message: %q", got)
+	}
+}
+
+// The nil error is in no category.
+func TestCategoryOfNil(t *testing.T) {
+	if got := CategoryOf(nil); got != NoError || got.String() != "none" {
+		t.Fatalf("CategoryOf(nil) = %v", got)
+	}
+}

@@ -38,15 +38,51 @@ var FastQuorum = node.QuorumTimeouts{Heartbeat: 100 * time.Millisecond, Election
 
 // DevConfig is a one-node config in dir with fast timeouts.
 func DevConfig(t testing.TB, dir string) node.Config {
+	cfg, err := devConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func devConfig(dir string) (node.Config, error) {
 	cfg := node.DefaultConfig(1, dir)
-	cfg.Listen = FreeAddr(t)
-	cfg.ControllerListen = FreeAddr(t)
+	var err error
+	if cfg.Listen, err = ports.Addr(); err != nil {
+		return cfg, err
+	}
+	if cfg.ControllerListen, err = ports.Addr(); err != nil {
+		return cfg, err
+	}
 	cfg.Voters = []controller.Voter{{ID: 1, Addr: cfg.ControllerListen}}
 	cfg.HeartbeatInterval = 100 * time.Millisecond
 	cfg.QuorumTimeouts = FastQuorum
 	cfg.Dev = true
 	cfg.Logger = Logger()
-	return cfg
+	return cfg, nil
+}
+
+// StartDevNode starts a one-node server in dir, as StartDev does, for code
+// that has no testing.TB (a TestMain serving a package's examples), and
+// waits until it serves. stop stops it.
+func StartDevNode(dir string, mutate ...func(*node.Config)) (n *node.Node, stop func(), err error) {
+	cfg, err := devConfig(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	if n, err = node.Start(cfg); err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := n.WaitReady(ctx); err != nil {
+		n.Stop()
+		return nil, nil, err
+	}
+	return n, func() { n.Stop() }, nil
 }
 
 // StartDev starts a one-node server and waits until it serves; it is
