@@ -73,6 +73,9 @@ func NewPartition(key log.PartitionKey, l *log.Log, hw int64) *Partition {
 	if ls := l.LogStartOffset(); hw < ls {
 		hw = ls
 	}
+	// Recovery replayed markers as completed but unreplicated transactions;
+	// those below the checkpointed HW are replicated.
+	l.OnHighWatermarkUpdated(hw)
 	return &Partition{Key: key, Log: l, hw: hw, minISR: 1, lead: Leadership{Leader: -1, LeaderEpoch: -1}, watchers: map[chan struct{}]struct{}{}, hwWait: make(chan struct{})}
 }
 
@@ -131,7 +134,10 @@ func (p *Partition) HighWatermark() int64 {
 	return p.hw
 }
 
-// LastStableOffset is min(first offset of the oldest open transaction, HW).
+// LastStableOffset is min(HW, first unstable offset): the first offset of
+// the oldest transaction that is open or whose marker the HW has not passed
+// yet (Kafka's unreplicated transactions), so a read_committed reader never
+// passes a transaction whose outcome a leader change could still lose.
 func (p *Partition) LastStableOffset() int64 {
 	hw := p.HighWatermark()
 	if fu, ok := p.Log.FirstUnstableOffset(); ok && fu < hw {
@@ -142,17 +148,32 @@ func (p *Partition) LastStableOffset() int64 {
 
 // SetHighWatermark moves the HW (it never passes the log end). Leaders only
 // move it forward; followers take the leader's HW capped at their log end.
+//
+// The log's producer state hears hw first, on every call: completed
+// transactions whose marker is below it stop holding back the last stable
+// offset. Doing that before the HW is published means whoever reads a HW
+// finds the last stable offset already released up to it (a read_committed
+// long poll woken by the HW, a marker writer waiting for it). Releasing
+// before publishing is safe: hw says the ISR has those markers, and the LSO
+// never passes the published HW anyway. A call that leaves the HW where it
+// was still lets a state rebuilt after a truncation forget what it
+// replayed below the HW.
 func (p *Partition) SetHighWatermark(hw int64, allowBackwards bool) bool {
 	if leo := p.Log.LogEndOffset(); hw > leo {
 		hw = leo
 	}
+	// Without p.mu: the log's lock can be held across an fsync. Racing
+	// calls may reach the log out of order; the producer state only
+	// forgets below the HW it hears, so a lower value heard late changes
+	// nothing.
+	released := p.Log.OnHighWatermarkUpdated(hw)
 	p.mu.Lock()
 	changed := hw > p.hw || (allowBackwards && hw != p.hw)
 	if changed {
 		p.hw = hw
 	}
 	p.mu.Unlock()
-	if changed {
+	if changed || released {
 		p.wake()
 	}
 	return changed

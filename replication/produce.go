@@ -7,6 +7,7 @@ import (
 	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/broker/log"
 	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/internal/planted"
 	"github.com/strand-io/strand/internal/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
@@ -101,17 +102,36 @@ func (a *Append) Wait(ctx context.Context) error {
 
 // WriteMarker appends a transaction marker on a partition this node leads
 // and waits until the ISR has it (markers are always written with acks=all).
+//
+// A marker the partition already applied (AlreadyDone: the coordinator
+// re-sends after a failover, or because the first attempt's answer was
+// lost, for example when it timed out waiting for slow followers) is
+// answered only once the HW has passed it too: the coordinator writes
+// COMPLETE_* on a success, and a marker on the leader alone can still be
+// lost by the next leader change. The partition does not record where the
+// applied marker is, so the wait is for the log end it saw when it checked
+// the repeat, which is above that marker; in the worst case it also waits
+// for records appended after the marker, which the HW passes anyway.
 func (m *Manager) WriteMarker(ctx context.Context, topic string, partition int32, pid int64, epoch int16, coordinatorEpoch int32, typ record.ControlType, txnVersion int32, timeout time.Duration) (log.MarkerResult, error) {
 	p, err := m.partitionFor(topic, partition)
 	if err != nil {
 		return log.MarkerResult{}, err
 	}
 	res, leaderEpoch, err := p.AppendMarkerVersion(pid, epoch, coordinatorEpoch, typ, txnVersion)
-	if err != nil || res.AlreadyDone {
+	if err != nil {
 		return res, err
 	}
-	m.OnLeaderAppend(p.Key)
+	wait := res.Offset
+	if res.AlreadyDone {
+		if planted.On(planted.MarkerRetryUnreplicated) {
+			return res, nil
+		} else {
+			wait = res.LogEndOffset - 1
+		}
+	} else {
+		m.OnLeaderAppend(p.Key)
+	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return res, p.WaitForHW(wctx, res.Offset, leaderEpoch)
+	return res, p.WaitForHW(wctx, wait, leaderEpoch)
 }

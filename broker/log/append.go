@@ -303,8 +303,10 @@ func (l *Log) applyMarkerLocked(h *record.Header, typ record.ControlType, coordE
 }
 
 func (l *Log) indexAbortLocked(done *CompletedTxn, seg *segment) error {
+	// Only open transactions count here, as in Kafka's .txnindex: whether
+	// markers are replicated is no part of the stored entry.
 	lso := done.LastOffset + 1
-	if fu, ok := l.psm.FirstUnstableOffset(); ok && fu < lso {
+	if fu, ok := l.psm.FirstUndecidedOffset(); ok && fu < lso {
 		lso = fu
 	}
 	a := AbortedTxn{ProducerID: done.ProducerID, FirstOffset: done.FirstOffset, LastOffset: done.LastOffset, LastStableOffset: lso}
@@ -316,10 +318,16 @@ func (l *Log) indexAbortLocked(done *CompletedTxn, seg *segment) error {
 
 // MarkerResult describes an appended (or already present) marker.
 type MarkerResult struct {
+	// Offset is the marker's offset (-1 when AlreadyDone).
 	Offset int64
 	// AlreadyDone: the marker repeats one this partition already applied
-	// (a coordinator re-sending after failover); nothing was written.
+	// (a coordinator re-sending after failover, or after the first
+	// attempt's answer was lost); nothing was written.
 	AlreadyDone bool
+	// LogEndOffset, for AlreadyDone, is the log end offset when the repeat
+	// was checked, under the same lock: the marker it repeats is below it,
+	// so once the high watermark reaches it the ISR has that marker.
+	LogEndOffset int64
 	// Completed: an open transaction of the producer ended here.
 	Completed *CompletedTxn
 }
@@ -356,7 +364,7 @@ func (l *Log) appendMarkerLocked(pid int64, epoch int16, coordinatorEpoch int32,
 		return MarkerResult{}, err
 	}
 	if done {
-		return MarkerResult{AlreadyDone: true, Offset: -1}, nil
+		return MarkerResult{AlreadyDone: true, Offset: -1, LogEndOffset: l.leoLocked()}, nil
 	}
 	now := l.clk.Now().UnixMilli()
 	batch := record.BuildControlBatch(pid, epoch, typ, coordinatorEpoch, now)

@@ -157,11 +157,49 @@ func (l *Log) EndOffsetForEpoch(epoch int32) (int32, int64) {
 	return l.epochs.EndOffsetFor(epoch, l.leoLocked())
 }
 
-// FirstUnstableOffset is the first offset of the oldest open transaction.
+// FirstUnstableOffset is the first offset a read_committed reader must not
+// pass (the last stable offset is at most this): the first offset of the
+// oldest transaction that is open, or completed by a marker the high
+// watermark has not passed yet (as last reported to OnHighWatermarkUpdated).
 func (l *Log) FirstUnstableOffset() (int64, bool) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return l.psm.FirstUnstableOffset()
+}
+
+// FirstUndecidedOffset is the first offset of the oldest open transaction,
+// whether or not completed transactions' markers are replicated.
+func (l *Log) FirstUndecidedOffset() (int64, bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.psm.FirstUndecidedOffset()
+}
+
+// OnHighWatermarkUpdated tells the producer state the partition's high
+// watermark: completed transactions whose marker is below hw stop holding
+// back the first unstable offset. The owner of the high watermark calls it
+// whenever the HW may have moved. It reports whether anything changed (the
+// last stable offset may then move without the HW moving). It takes the
+// write lock only when there is something to forget.
+func (l *Log) OnHighWatermarkUpdated(hw int64) bool {
+	l.mu.RLock()
+	due := l.psm.hasReplicatedTxns(hw)
+	l.mu.RUnlock()
+	if !due {
+		return false
+	}
+	l.mu.Lock()
+	l.psm.OnHighWatermarkUpdated(hw)
+	l.mu.Unlock()
+	return true
+}
+
+// UnreplicatedTxns lists the completed transactions whose marker the high
+// watermark has not passed yet (they hold back the last stable offset).
+func (l *Log) UnreplicatedTxns() []CompletedTxn {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.psm.UnreplicatedTxns()
 }
 
 // Producers returns the active producers' state.

@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/internal/planted"
 	"github.com/strand-io/strand/internal/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
@@ -141,19 +142,29 @@ type ongoingRef struct {
 // ProducerStateManager is one partition's producer-state map: per producer
 // id the epoch, the last NumBatchesToRetain batches, the coordinator epoch,
 // the open transaction's first offset and the last timestamp; plus the
-// index of open transactions that gives the first unstable offset.
+// index of open transactions and the list of completed transactions whose
+// marker the high watermark has not passed yet, which together give the
+// first unstable offset.
 //
 // It is pure and synchronous: no goroutines, no I/O (except the snapshot
-// file functions), time passed in. It is not safe for concurrent use: the
-// owning Log serialises writers, and the read-only methods (CheckData,
-// CheckMarker, FirstUnstableOffset, Producers, Get, Len, OngoingTxns,
-// MapEndOffset, WriteSnapshot) never modify it, so they may run together
-// under a read lock.
+// file functions), time and the high watermark passed in. It is not safe
+// for concurrent use: the owning Log serialises writers, and the read-only
+// methods (CheckData, CheckMarker, FirstUnstableOffset,
+// FirstUndecidedOffset, Producers, Get, Len, OngoingTxns, UnreplicatedTxns,
+// hasReplicatedTxns, MapEndOffset, WriteSnapshot) never modify it, so they
+// may run together under a read lock.
 type ProducerStateManager struct {
 	producers map[int64]*producerState
 	// ongoing holds the open transactions sorted by (firstOffset, pid).
-	ongoing   []ongoingRef
-	mapEndOff int64
+	ongoing []ongoingRef
+	// unreplicated holds the transactions a marker completed whose marker
+	// offset (LastOffset) is not below the high watermark the owner last
+	// reported (OnHighWatermarkUpdated), sorted by (FirstOffset,
+	// ProducerID). They still hold back the first unstable offset: until
+	// the ISR has the marker, a leader change can lose it and leave the
+	// transaction open again. Snapshots do not keep them (as in Kafka).
+	unreplicated []CompletedTxn
+	mapEndOff    int64
 }
 
 // NewProducerStateManager returns an empty map whose state is built up to
@@ -168,13 +179,19 @@ func NewProducerStateManager() *ProducerStateManager {
 // the caller appends nothing and answers NONE with dup's offsets. It
 // returns (nil, nil) when the batch may be appended, and otherwise:
 //
-//   - UNKNOWN_PRODUCER_ID: no state for the producer and baseSequence != 0;
 //   - INVALID_PRODUCER_EPOCH: the batch's epoch is older than the stored one;
 //   - OUT_OF_ORDER_SEQUENCE_NUMBER: a newer epoch not starting at 0, or at
 //     the same epoch a baseSequence other than lastSeq+1 (wrapping from
 //     MaxInt32 to 0; lastSeq is -1 when the epoch has no batch yet);
 //   - INVALID_TXN_STATE: a non-transactional batch from a producer with an
 //     open transaction in this partition.
+//
+// A producer id the partition has no state for is accepted at any
+// sequence, as Kafka accepts it when there is no current producer epoch
+// (KIP-360): its state may have been removed by retention (the log start
+// moved past its batches) or by producer.id.expiration.ms while the
+// producer went on, and refusing it would fail a healthy producer. Its
+// batch starts the producer's state, so the next one must follow it.
 //
 // Batches without a producer id are never checked.
 func (m *ProducerStateManager) CheckData(h *record.Header) (*BatchMetadata, error) {
@@ -183,12 +200,13 @@ func (m *ProducerStateManager) CheckData(h *record.Header) (*BatchMetadata, erro
 	}
 	s, ok := m.producers[h.ProducerID]
 	if !ok {
-		if h.BaseSequence != 0 {
+		if planted.On(planted.UnknownProducerSequenceRefused) && h.BaseSequence != 0 {
 			return nil, errs.New(pb.ErrorCode_UNKNOWN_PRODUCER_ID,
 				"no state for producerId=%d (idle producers are forgotten after producer.id.expiration.ms) and baseSequence=%d is not 0",
 				h.ProducerID, h.BaseSequence)
+		} else {
+			return nil, nil
 		}
-		return nil, nil
 	}
 	switch {
 	case h.ProducerEpoch < s.epoch:
@@ -329,9 +347,10 @@ func (m *ProducerStateManager) CheckLegacyMarker(pid int64, markerEpoch int16, c
 // markerEpoch, forgetting its retained batches when the epoch changes so
 // the next transaction at that epoch starts at sequence 0, and takes
 // coordinatorEpoch and timestamp. If a transaction was open it is ended and
-// returned (Aborted for an ABORT marker, LastOffset = markerOffset);
-// otherwise ApplyMarker returns nil. MapEndOffset moves to at least
-// markerOffset+1.
+// returned (Aborted for an ABORT marker, LastOffset = markerOffset), and it
+// joins the unreplicated transactions until OnHighWatermarkUpdated reports
+// a high watermark above markerOffset; otherwise ApplyMarker returns nil.
+// MapEndOffset moves to at least markerOffset+1.
 func (m *ProducerStateManager) ApplyMarker(pid int64, markerEpoch int16, coordinatorEpoch int32, typ record.ControlType, markerOffset int64, timestamp int64) *CompletedTxn {
 	m.advanceMapEnd(markerOffset + 1)
 	s, ok := m.producers[pid]
@@ -348,16 +367,100 @@ func (m *ProducerStateManager) ApplyMarker(pid int64, markerEpoch int16, coordin
 	done := &CompletedTxn{ProducerID: pid, FirstOffset: s.txnFirst, LastOffset: markerOffset, Aborted: typ == record.ControlAbort}
 	m.removeOngoing(pid, s.txnFirst)
 	s.txnFirst = -1
+	m.addUnreplicated(*done)
 	return done
 }
 
-// FirstUnstableOffset is the smallest first offset among the open
-// transactions, and false when none is open. It costs O(1).
+// FirstUnstableOffset is the first offset a read_committed reader must not
+// pass: the smallest first offset among the open transactions and the
+// completed transactions whose marker the high watermark has not passed
+// (as last reported to OnHighWatermarkUpdated), and false when there is
+// none. It costs O(1).
 func (m *ProducerStateManager) FirstUnstableOffset() (int64, bool) {
+	fu, ok := m.FirstUndecidedOffset()
+	if planted.On(planted.LSOPassesUnreplicatedMarker) {
+		return fu, ok
+	} else if len(m.unreplicated) > 0 && (!ok || m.unreplicated[0].FirstOffset < fu) {
+		return m.unreplicated[0].FirstOffset, true
+	}
+	return fu, ok
+}
+
+// FirstUndecidedOffset is the smallest first offset among the open
+// transactions, and false when none is open; unlike FirstUnstableOffset it
+// ignores whether completed transactions' markers are replicated (the
+// .txnindex's last stable offsets use it). It costs O(1).
+func (m *ProducerStateManager) FirstUndecidedOffset() (int64, bool) {
 	if len(m.ongoing) == 0 {
 		return -1, false
 	}
 	return m.ongoing[0].firstOffset, true
+}
+
+// OnHighWatermarkUpdated forgets the unreplicated transactions whose marker
+// is below hw: every ISR member has it, so they no longer hold back the
+// first unstable offset. The owner calls it whenever the high watermark may
+// have moved (and with the log start offset when that moves: a marker below
+// the log start is below the high watermark too). It never adds anything
+// back, so a call with an older, lower value is harmless.
+func (m *ProducerStateManager) OnHighWatermarkUpdated(hw int64) {
+	if !m.hasReplicatedTxns(hw) {
+		return
+	}
+	kept := m.unreplicated[:0]
+	for _, c := range m.unreplicated {
+		if c.LastOffset >= hw {
+			kept = append(kept, c)
+		}
+	}
+	clear(m.unreplicated[len(kept):])
+	m.unreplicated = kept
+}
+
+// hasReplicatedTxns reports whether OnHighWatermarkUpdated(hw) would
+// forget anything (so a caller can skip taking a write lock).
+func (m *ProducerStateManager) hasReplicatedTxns(hw int64) bool {
+	for _, c := range m.unreplicated {
+		if c.LastOffset < hw {
+			return true
+		}
+	}
+	return false
+}
+
+// UnreplicatedTxns lists the completed transactions that still hold back
+// the first unstable offset because their marker is at or above the high
+// watermark last reported, sorted by first offset.
+func (m *ProducerStateManager) UnreplicatedTxns() []CompletedTxn {
+	return append([]CompletedTxn(nil), m.unreplicated...)
+}
+
+// keepUnreplicatedBelow copies into m the unreplicated transactions of old
+// whose marker is below end and that m does not have yet. A log rebuilding
+// its state after a truncation to end uses it: the rebuilt state replays
+// only from its snapshot, which does not hold unreplicated transactions,
+// while those whose marker is still in the log must go on holding back the
+// first unstable offset. Those at or above end went with their marker.
+func (m *ProducerStateManager) keepUnreplicatedBelow(old *ProducerStateManager, end int64) {
+	for _, c := range old.unreplicated {
+		if c.LastOffset < end {
+			m.addUnreplicated(c)
+		}
+	}
+}
+
+// addUnreplicated inserts c in order, unless it is there already.
+func (m *ProducerStateManager) addUnreplicated(c CompletedTxn) {
+	i := sort.Search(len(m.unreplicated), func(i int) bool {
+		u := m.unreplicated[i]
+		return u.FirstOffset > c.FirstOffset || (u.FirstOffset == c.FirstOffset && u.ProducerID >= c.ProducerID)
+	})
+	if i < len(m.unreplicated) && m.unreplicated[i].FirstOffset == c.FirstOffset && m.unreplicated[i].ProducerID == c.ProducerID {
+		return
+	}
+	m.unreplicated = append(m.unreplicated, CompletedTxn{})
+	copy(m.unreplicated[i+1:], m.unreplicated[i:])
+	m.unreplicated[i] = c
 }
 
 // MapEndOffset is the offset up to which the state is built: the offset
@@ -375,11 +478,13 @@ func (m *ProducerStateManager) advanceMapEnd(off int64) {
 	}
 }
 
-// Clear forgets every producer and open transaction and sets MapEndOffset
-// to 0; the log then rebuilds state from a snapshot and a replay.
+// Clear forgets every producer, open transaction and unreplicated
+// transaction and sets MapEndOffset to 0; the log then rebuilds state from
+// a snapshot and a replay.
 func (m *ProducerStateManager) Clear() {
 	m.producers = make(map[int64]*producerState)
 	m.ongoing = nil
+	m.unreplicated = nil
 	m.mapEndOff = 0
 }
 

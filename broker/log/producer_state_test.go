@@ -5,8 +5,10 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/internal/planted"
 	"github.com/strand-io/strand/internal/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
@@ -83,10 +85,10 @@ func TestCheckData(t *testing.T) {
 			batch: psBatch(pid, 0, 0, 2, 0, false),
 		},
 		{
-			name:    "unknown producer not at sequence 0",
-			batch:   psBatch(pid, 0, 5, 1, 0, false),
-			code:    pb.ErrorCode_UNKNOWN_PRODUCER_ID,
-			msgHave: []string{"producerId=7", "producer.id.expiration.ms", "baseSequence=5"},
+			// KIP-360: its state may have been removed by retention or
+			// producer-id expiration.
+			name:  "unknown producer not at sequence 0",
+			batch: psBatch(pid, 0, 5, 1, 0, false),
 		},
 		{
 			name:  "duplicate of the last batch returns its original offsets",
@@ -384,14 +386,14 @@ func TestTransactionVersion2Cycle(t *testing.T) {
 
 	step(psBatch(pid, 0, 0, 3, 0, true))
 	step(psBatch(pid, 0, 3, 2, 3, true))
-	if fu, ok := m.FirstUnstableOffset(); !ok || fu != 0 {
-		t.Fatalf("FirstUnstableOffset = %d, %v; want 0", fu, ok)
+	if fu, ok := m.FirstUndecidedOffset(); !ok || fu != 0 {
+		t.Fatalf("FirstUndecidedOffset = %d, %v; want 0", fu, ok)
 	}
 	c := marker(1, record.ControlCommit, 5)
 	if want := (CompletedTxn{ProducerID: pid, FirstOffset: 0, LastOffset: 5}); c == nil || *c != want {
 		t.Fatalf("commit completed %+v, want %+v", c, want)
 	}
-	if _, ok := m.FirstUnstableOffset(); ok {
+	if _, ok := m.FirstUndecidedOffset(); ok {
 		t.Fatal("a transaction is still open after the commit")
 	}
 	// The commit re-sent (coordinator failover) is already done.
@@ -407,8 +409,8 @@ func TestTransactionVersion2Cycle(t *testing.T) {
 	}
 	step(psBatch(pid, 1, 0, 1, 6, true))
 	step(psBatch(pid, 1, 1, 1, 7, true))
-	if fu, _ := m.FirstUnstableOffset(); fu != 6 {
-		t.Fatalf("FirstUnstableOffset = %d, want 6", fu)
+	if fu, _ := m.FirstUndecidedOffset(); fu != 6 {
+		t.Fatalf("FirstUndecidedOffset = %d, want 6", fu)
 	}
 	if _, err := m.CheckMarker(pid, 1, 0); psCode(err) != pb.ErrorCode_INVALID_PRODUCER_EPOCH {
 		t.Fatalf("unbumped marker for an open transaction: %v", err)
@@ -425,17 +427,17 @@ func TestTransactionVersion2Cycle(t *testing.T) {
 	step(psBatch(pid, 2, 0, 1, 9, false))
 }
 
-func TestFirstUnstableOffsetOverlapping(t *testing.T) {
+func TestFirstUndecidedOffsetOverlapping(t *testing.T) {
 	m := NewProducerStateManager()
-	if _, ok := m.FirstUnstableOffset(); ok {
-		t.Fatal("empty manager has an unstable offset")
+	if _, ok := m.FirstUndecidedOffset(); ok {
+		t.Fatal("empty manager has an undecided offset")
 	}
 	m.ApplyData(psBatch(1, 0, 0, 2, 10, true)) // A opens at 10
 	m.ApplyData(psBatch(2, 0, 0, 2, 12, true)) // B opens at 12
 	m.ApplyData(psBatch(1, 0, 2, 2, 14, true)) // A goes on
 	m.ApplyData(psBatch(3, 0, 0, 1, 16, false))
-	if fu, ok := m.FirstUnstableOffset(); !ok || fu != 10 {
-		t.Fatalf("FirstUnstableOffset = %d, %v; want 10", fu, ok)
+	if fu, ok := m.FirstUndecidedOffset(); !ok || fu != 10 {
+		t.Fatalf("FirstUndecidedOffset = %d, %v; want 10", fu, ok)
 	}
 	got := m.OngoingTxns()
 	want := []OngoingTxn{
@@ -446,19 +448,19 @@ func TestFirstUnstableOffsetOverlapping(t *testing.T) {
 		t.Fatalf("OngoingTxns = %+v, want %+v", got, want)
 	}
 	m.ApplyMarker(1, 1, 0, record.ControlCommit, 17, 0) // A commits
-	if fu, ok := m.FirstUnstableOffset(); !ok || fu != 12 {
-		t.Fatalf("after A's commit FirstUnstableOffset = %d, %v; want 12", fu, ok)
+	if fu, ok := m.FirstUndecidedOffset(); !ok || fu != 12 {
+		t.Fatalf("after A's commit FirstUndecidedOffset = %d, %v; want 12", fu, ok)
 	}
 	m.ApplyData(psBatch(1, 1, 0, 1, 18, true)) // A opens again at 18
-	if fu, _ := m.FirstUnstableOffset(); fu != 12 {
-		t.Fatalf("FirstUnstableOffset = %d, want 12", fu)
+	if fu, _ := m.FirstUndecidedOffset(); fu != 12 {
+		t.Fatalf("FirstUndecidedOffset = %d, want 12", fu)
 	}
 	m.ApplyMarker(2, 1, 0, record.ControlAbort, 19, 0) // B aborts
-	if fu, ok := m.FirstUnstableOffset(); !ok || fu != 18 {
-		t.Fatalf("after B's abort FirstUnstableOffset = %d, %v; want 18", fu, ok)
+	if fu, ok := m.FirstUndecidedOffset(); !ok || fu != 18 {
+		t.Fatalf("after B's abort FirstUndecidedOffset = %d, %v; want 18", fu, ok)
 	}
 	m.ApplyMarker(1, 2, 0, record.ControlAbort, 20, 0)
-	if _, ok := m.FirstUnstableOffset(); ok || len(m.OngoingTxns()) != 0 {
+	if _, ok := m.FirstUndecidedOffset(); ok || len(m.OngoingTxns()) != 0 {
 		t.Fatal("transactions still open")
 	}
 }
@@ -476,12 +478,12 @@ func TestOngoingIndexOutOfOrder(t *testing.T) {
 		t.Fatalf("order %v, want %v", got, want)
 	}
 	m.ApplyMarker(2, 1, 0, record.ControlCommit, 40, 0)
-	if fu, _ := m.FirstUnstableOffset(); fu != 10 {
-		t.Fatalf("FirstUnstableOffset = %d, want 10 (producer 4)", fu)
+	if fu, _ := m.FirstUndecidedOffset(); fu != 10 {
+		t.Fatalf("FirstUndecidedOffset = %d, want 10 (producer 4)", fu)
 	}
 	m.ApplyMarker(4, 1, 0, record.ControlCommit, 41, 0)
-	if fu, _ := m.FirstUnstableOffset(); fu != 20 {
-		t.Fatalf("FirstUnstableOffset = %d, want 20", fu)
+	if fu, _ := m.FirstUndecidedOffset(); fu != 20 {
+		t.Fatalf("FirstUndecidedOffset = %d, want 20", fu)
 	}
 }
 
@@ -508,8 +510,9 @@ func TestRemoveExpired(t *testing.T) {
 	if want := []int64{2, 3, 5}; !reflect.DeepEqual(pids, want) {
 		t.Fatalf("left %v, want %v", pids, want)
 	}
-	if _, err := m.CheckData(psBatch(1, 0, 1, 1, 3000, false)); psCode(err) != pb.ErrorCode_UNKNOWN_PRODUCER_ID {
-		t.Fatalf("expired producer: %v", err)
+	// An expired producer that goes on is taken at its next sequence (KIP-360).
+	if dup, err := m.CheckData(psBatch(1, 0, 1, 1, 3000, false)); err != nil || dup != nil {
+		t.Fatalf("expired producer: %v, %v", dup, err)
 	}
 	if n := m.RemoveExpired(1<<40, expiration); n != 2 || m.Len() != 1 {
 		t.Fatalf("removed %d, left %d; want 2 removed and the transactional one kept", n, m.Len())
@@ -542,5 +545,71 @@ func TestClearAndMapEndOffset(t *testing.T) {
 	m.ApplyData(psBatch(1, 0, 0, 1, 10, true))
 	if fu, _ := m.FirstUnstableOffset(); fu != 10 {
 		t.Fatalf("FirstUnstableOffset after Clear = %d", fu)
+	}
+}
+
+// afterExpiry is issue 15 item 6 in a log: producer 7 writes sequences 0..2,
+// is forgotten after producer.id.expiration.ms (retention could do the
+// same), and goes on at sequence 3. It returns that append's error and the
+// fixture.
+func afterExpiry(t *testing.T) (*fixture, error) {
+	t.Helper()
+	cfg := testConfig()
+	cfg.ProducerIDExpirationMs = 60_000
+	f := newFixture(t, cfg)
+	f.appendLeader(idem(7, 0, 0, 3, f.nowMs())) // 0..2
+	f.clk.Advance(2 * time.Minute)
+	if n := f.l.RemoveExpiredProducers(); n != 1 {
+		t.Fatalf("RemoveExpiredProducers = %d, want producer 7 gone", n)
+	}
+	_, err := f.l.AppendAsLeader(buildBatch(t, idem(7, 0, 3, 2, f.nowMs())), 0)
+	return f, err
+}
+
+// A producer id the partition has no state for is accepted at any sequence
+// (Kafka's checkSequence with no current epoch, KIP-360), and its batch
+// starts its state: the next batch must follow it.
+func TestUnknownProducerAcceptedAtAnySequence(t *testing.T) {
+	m := NewProducerStateManager()
+	for _, seq := range []int32{0, 1, 5, math.MaxInt32} {
+		if dup, err := m.CheckData(psBatch(9, 3, seq, 1, 0, false)); err != nil || dup != nil {
+			t.Fatalf("unknown producer at sequence %d: %v, %v", seq, dup, err)
+		}
+	}
+	// Transactional too.
+	if _, err := m.CheckData(psBatch(9, 3, 17, 2, 0, true)); err != nil {
+		t.Fatalf("unknown transactional producer at sequence 17: %v", err)
+	}
+
+	f, err := afterExpiry(t)
+	if err != nil {
+		t.Fatalf("the expired producer going on at sequence 3: %v", err)
+	}
+	if e, ok := f.l.psm.Get(7); !ok || e.LastSequence() != 4 {
+		t.Fatalf("producer 7 after the append: %+v, %v; want last sequence 4", e, ok)
+	}
+	if got := f.l.LogEndOffset(); got != 5 {
+		t.Fatalf("log end %d, want 5", got)
+	}
+	// From there the usual rules: a re-send is a duplicate, a gap is refused.
+	res, err := f.l.AppendAsLeader(buildBatch(t, idem(7, 0, 3, 2, f.nowMs())), 0)
+	if err != nil || !res.Duplicate || res.FirstOffset != 3 {
+		t.Fatalf("re-sent batch: %+v, %v; want the duplicate at 3", res, err)
+	}
+	_, err = f.l.AppendAsLeader(buildBatch(t, idem(7, 0, 7, 1, f.nowMs())), 0)
+	wantCode(t, err, pb.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER)
+	f.appendLeader(idem(7, 0, 5, 1, f.nowMs()))
+}
+
+// With the planted bug the expired producer is refused UNKNOWN_PRODUCER_ID.
+func TestUnknownProducerAcceptedAtAnySequenceCatchesPlantedBug(t *testing.T) {
+	defer planted.Set(planted.UnknownProducerSequenceRefused)()
+	f, err := afterExpiry(t)
+	if err == nil {
+		t.Fatal("with unknown-producer-sequence-refused planted the expired producer was still accepted at sequence 3")
+	}
+	wantCode(t, err, pb.ErrorCode_UNKNOWN_PRODUCER_ID)
+	if got := f.l.LogEndOffset(); got != 3 {
+		t.Fatalf("the refused batch was written: log end %d", got)
 	}
 }

@@ -393,7 +393,17 @@ func (l *Log) TruncateTo(offset int64) error {
 	if err := l.epochs.truncateFromEnd(offset); err != nil {
 		return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "truncate epochs %s: %v", l.key, err)
 	}
-	return l.rebuildProducerStateLocked(offset, offset, nil)
+	old := l.psm
+	if err := l.rebuildProducerStateLocked(offset, offset, nil); err != nil {
+		return err
+	}
+	// The rebuilt state knows only the unreplicated transactions whose
+	// marker it replayed; those completed before its snapshot, with the
+	// marker still in the log, go on holding back the first unstable
+	// offset until the HW passes the marker. Those whose marker was cut
+	// went with it.
+	l.psm.keepUnreplicatedBelow(old, offset)
+	return nil
 }
 
 // TruncateFullyAndStartAt empties the log and restarts it at offset (a
@@ -469,6 +479,9 @@ func (l *Log) DeleteRetention(hw int64) (int, error) {
 			l.recoveryPoint = l.logStart
 		}
 		_ = l.epochs.truncateFromStart(l.logStart)
+		// A marker below the log start is below the HW: nothing there
+		// holds back the first unstable offset any more.
+		l.psm.OnHighWatermarkUpdated(l.logStart)
 		offs, _ := ListSnapshots(l.dir)
 		// Keep the snapshot at the new start so a restart can replay from it.
 		for _, o := range offs {

@@ -35,15 +35,33 @@ func TestTransactionsInTheLog(t *testing.T) {
 	if m.Offset != 8 || m.AlreadyDone || m.Completed == nil || *m.Completed != (CompletedTxn{ProducerID: 1, FirstOffset: 1, LastOffset: 8, Aborted: true}) {
 		t.Fatalf("abort marker: %+v %+v", m, m.Completed)
 	}
-	if fu, ok := f.l.FirstUnstableOffset(); !ok || fu != 4 {
-		t.Fatalf("first unstable after the abort %d %v, want 4", fu, ok)
+	if fu, ok := f.l.FirstUndecidedOffset(); !ok || fu != 4 {
+		t.Fatalf("first undecided after the abort %d %v, want 4", fu, ok)
 	}
+	// Producer 1's transaction holds the first unstable offset until the
+	// HW passes its marker.
+	wantUnstable := func(want int64, when string) {
+		t.Helper()
+		if fu, ok := f.l.FirstUnstableOffset(); !ok || fu != want {
+			t.Fatalf("first unstable %s: %d %v, want %d", when, fu, ok, want)
+		}
+	}
+	wantUnstable(1, "after the abort")
+	f.l.OnHighWatermarkUpdated(8)
+	wantUnstable(1, "with the HW at the abort marker")
+	f.l.OnHighWatermarkUpdated(9)
+	wantUnstable(4, "with the HW past the abort marker")
 	m = f.marker(2, 1, record.ControlCommit) // 9
 	if m.Offset != 9 || m.Completed == nil || m.Completed.Aborted || m.Completed.FirstOffset != 4 {
 		t.Fatalf("commit marker: %+v", m)
 	}
+	if fu, ok := f.l.FirstUndecidedOffset(); ok {
+		t.Fatalf("first undecided %d after both ended", fu)
+	}
+	wantUnstable(4, "after the commit")
+	f.l.OnHighWatermarkUpdated(10)
 	if fu, ok := f.l.FirstUnstableOffset(); ok {
-		t.Fatalf("first unstable %d after both ended", fu)
+		t.Fatalf("first unstable %d after both ended and the HW passed both markers", fu)
 	}
 	wantAborted := []AbortedTxn{{ProducerID: 1, FirstOffset: 1, LastOffset: 8, LastStableOffset: 4}}
 	if got := f.l.AllAborted(); !reflect.DeepEqual(got, wantAborted) {
@@ -81,11 +99,13 @@ func TestTransactionsInTheLog(t *testing.T) {
 	}
 	checkCollect("live")
 
-	// A marker repeated after a coordinator failover writes nothing.
+	// A marker repeated after a coordinator failover writes nothing; it
+	// reports the log end it was checked against (the marker it repeats,
+	// at 8, is below it: the caller waits for the HW to reach it).
 	size := f.l.Size()
 	for _, typ := range []record.ControlType{record.ControlAbort, record.ControlCommit} {
 		m, err := f.l.AppendMarker(1, 1, 0, typ, 0)
-		if err != nil || !m.AlreadyDone || m.Completed != nil {
+		if err != nil || !m.AlreadyDone || m.Completed != nil || m.LogEndOffset != 10 {
 			t.Fatalf("repeated marker: %+v %v", m, err)
 		}
 	}
@@ -264,8 +284,17 @@ func TestAppendAsFollowerAppliesMarkersInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	compareReplica(t, leader.l, follower.l)
+	if fu, ok := follower.l.FirstUndecidedOffset(); !ok || fu != 3 {
+		t.Fatalf("follower first undecided %d %v, want 3", fu, ok)
+	}
+	// The follower keeps the completed transactions as the leader does,
+	// until the HW passes their markers.
+	if fu, ok := follower.l.FirstUnstableOffset(); !ok || fu != 0 {
+		t.Fatalf("follower first unstable %d %v before the HW moved, want 0", fu, ok)
+	}
+	follower.l.OnHighWatermarkUpdated(7)
 	if fu, ok := follower.l.FirstUnstableOffset(); !ok || fu != 3 {
-		t.Fatalf("follower first unstable %d %v, want 3", fu, ok)
+		t.Fatalf("follower first unstable %d %v with the HW past both markers, want 3", fu, ok)
 	}
 }
 
