@@ -39,8 +39,20 @@ type TopicSpec struct {
 	Configs           map[string]string
 }
 
+// controllerRoutingError reports the per-item answers of an admin request
+// forwarded to the active controller that cluster.any retries like
+// transport errors: the request did not reach the controller
+// (NOT_CONTROLLER), timed out on the way (REQUEST_TIMED_OUT: a retried
+// create may then find the topic it made, TOPIC_ALREADY_EXISTS), or the
+// node was not ready (BROKER_NOT_AVAILABLE). Other retriable codes are
+// answers: UNKNOWN_TOPIC_OR_PARTITION from DeleteTopics means no such topic.
+func controllerRoutingError(code pb.ErrorCode) bool {
+	return code == pb.ErrorCode_NOT_CONTROLLER || code == pb.ErrorCode_REQUEST_TIMED_OUT || code == pb.ErrorCode_BROKER_NOT_AVAILABLE
+}
+
 // CreateTopic creates one topic and waits until the broker that answered
-// knows its leaders.
+// knows its leaders. A node that is still starting, or a request that did
+// not reach the active controller, is retried with backoff until ctx ends.
 func (a *Admin) CreateTopic(ctx context.Context, spec TopicSpec) error {
 	var resp *pb.CreateTopicsResponse
 	err := a.cl.any(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
@@ -48,7 +60,7 @@ func (a *Admin) CreateTopic(ctx context.Context, spec TopicSpec) error {
 		resp, err = pb.NewAdminClient(cc).CreateTopics(ctx, &pb.CreateTopicsRequest{TimeoutMs: int32(a.cfg.requestTimeout / time.Millisecond),
 			Topics: []*pb.CreatableTopic{{Name: spec.Name, NumPartitions: spec.Partitions, ReplicationFactor: spec.ReplicationFactor, Configs: spec.Configs}}})
 		if err == nil && len(resp.Topics) == 1 {
-			if code := resp.Topics[0].ErrorCode; code == pb.ErrorCode_NOT_CONTROLLER || code == pb.ErrorCode_REQUEST_TIMED_OUT {
+			if code := resp.Topics[0].ErrorCode; controllerRoutingError(code) {
 				return errs.FromCode(code, resp.Topics[0].ErrorMessage)
 			}
 		}
@@ -69,6 +81,13 @@ func (a *Admin) DeleteTopic(ctx context.Context, name string) error {
 	err := a.cl.any(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
 		var err error
 		resp, err = pb.NewAdminClient(cc).DeleteTopics(ctx, &pb.DeleteTopicsRequest{Names: []string{name}})
+		// Not REQUEST_TIMED_OUT: a delete that happened would be retried
+		// into UNKNOWN_TOPIC_OR_PARTITION.
+		if err == nil && len(resp.Topics) == 1 {
+			if code := resp.Topics[0].ErrorCode; code == pb.ErrorCode_NOT_CONTROLLER || code == pb.ErrorCode_BROKER_NOT_AVAILABLE {
+				return errs.FromCode(code, resp.Topics[0].ErrorMessage)
+			}
+		}
 		return err
 	})
 	if err != nil {
@@ -134,6 +153,9 @@ func (a *Admin) AlterTopicConfigs(ctx context.Context, topic string, set map[str
 	err := a.cl.any(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
 		var err error
 		resp, err = pb.NewAdminClient(cc).IncrementalAlterConfigs(ctx, req)
+		if err == nil && controllerRoutingError(resp.ErrorCode) {
+			return errs.FromCode(resp.ErrorCode, resp.ErrorMessage)
+		}
 		return err
 	})
 	if err != nil {

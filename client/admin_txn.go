@@ -44,9 +44,14 @@ func (a *Admin) ListTransactions(ctx context.Context, f ListTransactionsFilter) 
 		if err != nil {
 			return nil, err
 		}
-		rctx, cancel := context.WithTimeout(ctx, a.cfg.requestTimeout)
-		r, err := pb.NewTransactionsClient(cc).ListTransactions(rctx, &pb.ListTransactionsRequest{StateFilters: f.States, ProducerIdFilters: f.ProducerIDs, DurationFilterMs: f.DurationMs, TransactionalIdPattern: f.Pattern})
-		cancel()
+		var r *pb.ListTransactionsResponse
+		err = retry(ctx, &a.cfg, func() error {
+			rctx, cancel := context.WithTimeout(ctx, a.cfg.requestTimeout)
+			defer cancel()
+			var err error
+			r, err = pb.NewTransactionsClient(cc).ListTransactions(rctx, &pb.ListTransactionsRequest{StateFilters: f.States, ProducerIdFilters: f.ProducerIDs, DurationFilterMs: f.DurationMs, TransactionalIdPattern: f.Pattern})
+			return err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("ListTransactions on broker %d: %w", b.NodeId, err)
 		}
@@ -84,7 +89,12 @@ func (a *Admin) DescribeTransaction(ctx context.Context, id string) (*pb.Transac
 	if err != nil {
 		return nil, err
 	}
-	r, err := pb.NewTransactionsClient(cc).DescribeTransactions(ctx, &pb.DescribeTransactionsRequest{TransactionalIds: []string{id}})
+	var r *pb.DescribeTransactionsResponse
+	err = retry(ctx, &a.cfg, func() error {
+		var err error
+		r, err = pb.NewTransactionsClient(cc).DescribeTransactions(ctx, &pb.DescribeTransactionsRequest{TransactionalIds: []string{id}})
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +123,12 @@ func (a *Admin) DescribeProducers(ctx context.Context, tp TopicPartition, broker
 	if err != nil {
 		return nil, err
 	}
-	r, err := pb.NewTransactionsClient(cc).DescribeProducers(ctx, &pb.DescribeProducersRequest{Partitions: []*pb.TopicPartition{{Topic: tp.Topic, Partition: tp.Partition}}})
+	var r *pb.DescribeProducersResponse
+	err = retry(ctx, &a.cfg, func() error {
+		var err error
+		r, err = pb.NewTransactionsClient(cc).DescribeProducers(ctx, &pb.DescribeProducersRequest{Partitions: []*pb.TopicPartition{{Topic: tp.Topic, Partition: tp.Partition}}})
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

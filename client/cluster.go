@@ -84,7 +84,11 @@ func (c *cluster) conn(addr string) (*grpc.ClientConn, error) {
 		grpc.WithInitialWindowSize(irpc.WindowSize), grpc.WithInitialConnWindowSize(irpc.WindowSize),
 		// Transport buffers that hold a whole grown batch (irpc.TransportBufferSize).
 		grpc.WithReadBufferSize(irpc.TransportBufferSize), grpc.WithWriteBufferSize(irpc.TransportBufferSize),
-	}, c.cfg.dialOpts...)
+	}, irpc.ErrorCodeDialOptions()...)
+	// A call refused with a Kafka error code (a node that is still
+	// starting answers BROKER_NOT_AVAILABLE) fails with that *errs.Error,
+	// which the retry loops know to retry.
+	opts = append(opts, c.cfg.dialOpts...)
 	cc, err := grpc.NewClient("passthrough:///"+addr, opts...)
 	if err != nil {
 		return nil, err
@@ -127,8 +131,11 @@ func (c *cluster) seeds() []string {
 	return out
 }
 
-// any runs fn against some broker, trying each in turn until one answers
-// at the transport level.
+// any runs fn against some broker, trying each in turn, with backoff after
+// each round, until one answers (fn returns nil) or ctx ends: transport
+// errors, refusals such as a starting node's BROKER_NOT_AVAILABLE, and
+// whatever fn returns are all retried. The error after ctx ends wraps both
+// ctx's error and the last one.
 func (c *cluster) any(ctx context.Context, fn func(ctx context.Context, cc *grpc.ClientConn) error) error {
 	var last error
 	for attempt := 0; ; attempt++ {
@@ -145,11 +152,27 @@ func (c *cluster) any(ctx context.Context, fn func(ctx context.Context, cc *grpc
 			}
 			last = err
 			if ctx.Err() != nil {
-				return fmt.Errorf("%w (last error: %v)", ctx.Err(), last)
+				return fmt.Errorf("%w (last error: %w)", ctx.Err(), last)
 			}
 		}
 		if err := sleepCtx(ctx, backoff(c.cfg, attempt)); err != nil {
-			return fmt.Errorf("no broker reachable: %v", last)
+			return fmt.Errorf("%w (last error: %w)", err, last)
+		}
+	}
+}
+
+// retry runs fn until it succeeds, fails with an error that is not
+// retriable (errs.IsRetriable; a node that is still starting answers
+// BROKER_NOT_AVAILABLE, which is), or ctx ends, with backoff between
+// attempts. For calls that must go to one broker (cluster.any picks any).
+func retry(ctx context.Context, cfg *config, fn func() error) error {
+	for attempt := 0; ; attempt++ {
+		err := fn()
+		if err == nil || !errs.IsRetriable(err) {
+			return err
+		}
+		if serr := sleepCtx(ctx, backoff(cfg, attempt)); serr != nil {
+			return fmt.Errorf("%w (last error: %w)", serr, err)
 		}
 	}
 }

@@ -3,35 +3,61 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
+	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/internal/rpc"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
+// dial connects to one node. Calls refused with a Kafka error code (a node
+// that is still starting answers BROKER_NOT_AVAILABLE) fail with that
+// *errs.Error.
 func dial(addr string) (*grpc.ClientConn, error) {
-	return grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20))}, rpc.ErrorCodeDialOptions()...)
+	return grpc.NewClient("passthrough:///"+addr, opts...)
 }
 
-// anyBroker calls fn against the first bootstrap broker that answers.
+// anyBroker calls fn against the bootstrap brokers in turn until one
+// answers. After a round in which some broker failed retriably (it was
+// unreachable, or still starting), it tries again with backoff until ctx
+// ends; otherwise it returns the last error.
 func anyBroker(ctx context.Context, addrs []string, fn func(*grpc.ClientConn) error) error {
 	var last error = errors.New("no bootstrap servers")
-	for _, a := range addrs {
-		cc, err := dial(a)
-		if err != nil {
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		retriable := false
+		for _, a := range addrs {
+			cc, err := dial(a)
+			if err != nil {
+				last = err
+				continue
+			}
+			err = fn(cc)
+			cc.Close()
+			if err == nil {
+				return nil
+			}
 			last = err
-			continue
+			retriable = retriable || errs.IsRetriable(err) || status.Code(err) == codes.Unavailable
 		}
-		err = fn(cc)
-		cc.Close()
-		if err == nil {
-			return nil
+		if !retriable {
+			return last
 		}
-		last = err
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (last error: %w)", ctx.Err(), last)
+		case <-t.C:
+		}
 	}
-	return last
 }
 
 func describeFeatures(ctx context.Context, addrs []string) ([]*pb.Feature, error) {

@@ -13,9 +13,12 @@ func init() {
 	extraCommands = append(extraCommands, healthCmd)
 }
 
-// healthCmd asks a node's gRPC health service whether it serves (it does
-// once its broker is registered, unfenced and caught up with metadata). It
-// is what container healthchecks and scripts run.
+// healthCmd asks a node's gRPC health service whether it serves: SERVING
+// once its broker is registered, unfenced and caught up with metadata (a
+// controller-only node: once it knows the active controller and has caught
+// up with the metadata log); NOT_SERVING before, while the node refuses
+// client requests as starting. It is what container healthchecks and
+// scripts run.
 func healthCmd() *cobra.Command {
 	var addr string
 	var wait time.Duration

@@ -32,6 +32,7 @@ import (
 	"github.com/strand-io/strand/internal/clock"
 	"github.com/strand-io/strand/internal/errs"
 	"github.com/strand-io/strand/internal/gossip"
+	"github.com/strand-io/strand/internal/planted"
 	"github.com/strand-io/strand/internal/rpc"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/replication"
@@ -83,6 +84,10 @@ type Config struct {
 	MarkerDial rpc.DialFunc
 	Clock      clock.Clock
 	Logger     *slog.Logger
+	// UnaryInterceptors run first on every unary call the node's gRPC
+	// servers take, before the start-up gate (tests: hold or refuse
+	// chosen RPCs, such as this broker's registration).
+	UnaryInterceptors []grpc.UnaryServerInterceptor
 }
 
 // QuorumTimeouts tunes Raft (zero keeps hashicorp/raft's defaults).
@@ -119,6 +124,12 @@ type Node struct {
 	pool    *rpc.Pool
 	// markerPool is the transaction coordinator's own pool when MarkerDial is set.
 	markerPool *rpc.Pool
+	// gate refuses client requests until the node is ready (api.StartupGate).
+	gate *api.StartupGate
+	// ctrlCatchUp is, on a controller-only node, the Raft commit index it
+	// must apply before it is ready (0: not known yet).
+	ctrlCatchUp atomic.Uint64
+	readyOnce   sync.Once
 
 	Quorum     *controller.Quorum
 	Controller *controller.Controller
@@ -162,6 +173,9 @@ func Start(cfg Config) (*Node, error) {
 		lg = slog.Default()
 	}
 	lg = lg.With("node", cfg.NodeID)
+	for _, b := range planted.Active() {
+		lg.Warn("planted bug switched on: this node runs with a fixed bug put back (for rehearsing a checker; never in production)", "bug", b.String(), "env", planted.EnvVar)
+	}
 	if !cfg.Broker && !cfg.Controller {
 		return nil, errors.New("a node needs at least one role: broker, controller")
 	}
@@ -304,7 +318,12 @@ func Start(cfg Config) (*Node, error) {
 			}
 		}()
 	}
-	n.grpc = grpc.NewServer(api.ServerOptions()...)
+	// Client requests wait behind the gate until the node is ready; what
+	// other nodes send passes (api.StartupGate), so the port can answer
+	// from the start.
+	n.gate = api.NewStartupGate(n.notReadyMessage)
+	serverOpts := append(api.ServerOptions(), n.gate.Interceptors(cfg.UnaryInterceptors...)...)
+	n.grpc = grpc.NewServer(serverOpts...)
 	api.Register(n.grpc, deps)
 	n.health = health.NewServer()
 	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
@@ -312,9 +331,7 @@ func Start(cfg Config) (*Node, error) {
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
-		if n.WaitReady(ctx) == nil {
-			n.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-		}
+		_ = n.WaitReady(ctx) // opens the gate
 	}()
 	n.wg.Add(1)
 	go func() {
@@ -328,7 +345,7 @@ func Start(cfg Config) (*Node, error) {
 		}
 		ext := *deps
 		ext.External = true
-		n.extGRPC = grpc.NewServer(api.ServerOptions()...)
+		n.extGRPC = grpc.NewServer(serverOpts...)
 		api.Register(n.extGRPC, &ext)
 		healthpb.RegisterHealthServer(n.extGRPC, n.health)
 		n.wg.Add(1)
@@ -429,15 +446,14 @@ func (n *Node) addressOf(id int32) string {
 	return ""
 }
 
-// WaitReady blocks until the broker is registered, unfenced and has applied
-// metadata (or the node is controller-only and a leader is known).
+// WaitReady blocks until the node is ready (Ready). The first time the
+// node is, it starts serving clients before WaitReady returns. WaitReady
+// asks again each time it is called, so after a fencing it waits for the
+// node to be unfenced again.
 func (n *Node) WaitReady(ctx context.Context) error {
 	for {
-		if n.Lifecycle != nil {
-			if n.Lifecycle.Epoch() > 0 && !n.Lifecycle.Fenced() && n.AppliedOffset() >= n.Lifecycle.Epoch() {
-				return nil
-			}
-		} else if n.Quorum.LeaderID() >= 0 {
+		if n.Ready() {
+			n.serveClients()
 			return nil
 		}
 		select {
@@ -445,6 +461,90 @@ func (n *Node) WaitReady(ctx context.Context) error {
 			return fmt.Errorf("node %d not ready: %w", n.cfg.NodeID, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
+	}
+}
+
+// serveClients opens the start-up gate and turns health SERVING, the first
+// time the node is ready (whoever sees it ready, the node's own watcher or
+// a WaitReady caller, finds clients served). The gate first: whoever sees
+// SERVING is served.
+func (n *Node) serveClients() {
+	n.readyOnce.Do(func() {
+		n.gate.Open()
+		n.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+		n.lg.Info("node ready: serving clients")
+	})
+}
+
+// Ready reports whether the node can serve clients now:
+//
+//   - with the broker role (alone or with the controller): the broker is
+//     registered with the active controller (it has a broker epoch), the
+//     controller has unfenced it, and the broker has applied the metadata
+//     log up to its own registration and unfencing, so its image lists it
+//     as a live broker (a node with both roles needs nothing more of its
+//     controller: its broker's metadata is its controller's log, and the
+//     registration needed an active controller);
+//   - controller-only: the quorum has a leader this node knows, and the
+//     node has applied its Raft log up to the commit index it learned
+//     once it knew the leader. Such a node registers no client service;
+//     readiness is what its health check reports.
+func (n *Node) Ready() bool {
+	if n.Lifecycle == nil {
+		return n.controllerReady()
+	}
+	epoch := n.Lifecycle.Epoch()
+	if epoch <= 0 || n.Lifecycle.Fenced() || n.AppliedOffset() < epoch {
+		return false
+	}
+	b := n.Repl.Image().Brokers[n.cfg.NodeID]
+	return b != nil && b.Epoch == epoch && !b.Fenced
+}
+
+func (n *Node) controllerReady() bool {
+	if n.Quorum.LeaderID() < 0 {
+		return false
+	}
+	target := n.ctrlCatchUp.Load()
+	if target == 0 {
+		if target = n.Quorum.Raft.CommitIndex(); target == 0 {
+			return false
+		}
+		n.ctrlCatchUp.Store(target)
+	}
+	return n.Quorum.Raft.AppliedIndex() >= target
+}
+
+// notReadyMessage is what a starting node answers client requests with
+// (after BROKER_NOT_AVAILABLE): what it is and what it waits for.
+func (n *Node) notReadyMessage() string {
+	what := "it serves clients once its broker is registered with the controller, unfenced and caught up with the metadata log"
+	if n.Lifecycle == nil {
+		what = "a controller-only node is ready once it knows the active controller and has caught up with the metadata log"
+	}
+	return fmt.Sprintf("node %d is starting: %s; %s", n.cfg.NodeID, what, n.waitingFor())
+}
+
+func (n *Node) waitingFor() string {
+	if n.Lifecycle == nil {
+		if n.Quorum.LeaderID() < 0 {
+			return "waiting for the controller quorum to elect a leader"
+		}
+		return "catching up with the metadata log"
+	}
+	epoch := n.Lifecycle.Epoch()
+	switch {
+	case epoch <= 0:
+		if leader := n.Remote.LeaderHint(); leader >= 0 {
+			return fmt.Sprintf("waiting to register with the active controller (node %d)", leader)
+		}
+		return "waiting to register with the active controller (none known yet)"
+	case n.AppliedOffset() < epoch:
+		return fmt.Sprintf("registered with broker epoch %d, catching up with the metadata log", epoch)
+	case n.Lifecycle.Fenced():
+		return fmt.Sprintf("registered with broker epoch %d and caught up, waiting for the controller to unfence it", epoch)
+	default:
+		return fmt.Sprintf("unfenced with broker epoch %d, applying its unfencing from the metadata log", epoch)
 	}
 }
 

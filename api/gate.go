@@ -1,0 +1,110 @@
+package api
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/internal/planted"
+	"github.com/strand-io/strand/internal/rpc"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// StartupGate keeps a starting node from answering clients. Until Open,
+// every client RPC is refused with BROKER_NOT_AVAILABLE (retriable) and a
+// message saying what the node waits for, as a status error made by
+// rpc.StatusError (gRPC code UNAVAILABLE); the SDK retries it within its
+// timeouts. A Kafka broker does the same by not enabling request handling
+// before its broker is registered, unfenced and caught up with metadata:
+// answered early, a request sees an image without this broker (CreateTopics
+// found "available brokers: 0").
+//
+// What other nodes send passes at once, since the node needs it to become
+// ready and its peers need it to make progress: the Controller service
+// (registration, heartbeats, metadata, AlterPartition, producer-id blocks,
+// requests forwarded by brokers), follower Fetch and OffsetForLeaderEpoch
+// (replica_id >= 0), WriteTxnMarkers and AddPartitionsToTxn (sent by
+// transaction coordinators and partition leaders), and the health service
+// (which says NOT_SERVING meanwhile).
+//
+// The gate opens once: like Kafka, a node that was ready keeps serving if
+// it is fenced later (its requests then fail request by request).
+type StartupGate struct {
+	open atomic.Bool
+	why  func() string
+}
+
+// NewStartupGate returns a closed gate; why gives the message of the
+// refusals (what the node is waiting for).
+func NewStartupGate(why func() string) *StartupGate {
+	return &StartupGate{why: why}
+}
+
+// Open lets client requests in, for good.
+func (g *StartupGate) Open() { g.open.Store(true) }
+
+// IsOpen reports whether client requests are served.
+func (g *StartupGate) IsOpen() bool { return g.open.Load() }
+
+// Interceptors are the server options that enforce the gate; unary runs
+// after extra (so a test can hold or refuse chosen RPCs before it).
+func (g *StartupGate) Interceptors(extra ...grpc.UnaryServerInterceptor) []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(append(extra[:len(extra):len(extra)], g.unary)...),
+		grpc.ChainStreamInterceptor(g.stream),
+	}
+}
+
+func (g *StartupGate) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if err := g.admit(info.FullMethod, req); err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+func (g *StartupGate) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if err := g.admit(info.FullMethod, nil); err != nil {
+		return err
+	}
+	return handler(srv, ss)
+}
+
+// admit is the gate: nil lets the call in. req is nil for streams.
+func (g *StartupGate) admit(method string, req any) error {
+	if g.open.Load() || fromPeer(method, req) {
+		return nil
+	}
+	if planted.On(planted.ServeBeforeReady) {
+		return nil // the bug put back: a client is answered before the node is ready
+	}
+	return g.refusal()
+}
+
+func (g *StartupGate) refusal() error {
+	return rpc.StatusError(codes.Unavailable, errs.New(pb.ErrorCode_BROKER_NOT_AVAILABLE, "%s", g.why()))
+}
+
+// fromPeer reports whether a call is one other nodes make (or the health
+// service): those are served while the node starts. req is nil for streams.
+func fromPeer(method string, req any) bool {
+	switch method {
+	case pb.Transactions_WriteTxnMarkers_FullMethodName, pb.Transactions_AddPartitionsToTxn_FullMethodName:
+		return true
+	case pb.Consumer_Fetch_FullMethodName:
+		r, ok := req.(*pb.FetchRequest)
+		return ok && r.ReplicaId >= 0
+	case pb.Consumer_OffsetForLeaderEpoch_FullMethodName:
+		r, ok := req.(*pb.OffsetForLeaderEpochRequest)
+		return ok && r.ReplicaId >= 0
+	}
+	service := strings.TrimPrefix(method, "/")
+	if i := strings.LastIndexByte(service, '/'); i >= 0 {
+		service = service[:i]
+	}
+	return service == pb.Controller_ServiceDesc.ServiceName || service == healthpb.Health_ServiceDesc.ServiceName
+}

@@ -1,0 +1,81 @@
+package api
+
+import (
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/internal/planted"
+	"github.com/strand-io/strand/internal/rpc"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// TestStartupGateLetsPeersThrough: a closed gate refuses every client call
+// with a retriable BROKER_NOT_AVAILABLE and passes what other nodes send;
+// an open gate passes everything.
+func TestStartupGateLetsPeersThrough(t *testing.T) {
+	g := NewStartupGate(func() string { return "node 7 is starting: waiting to register" })
+	client := []struct {
+		method string
+		req    any
+	}{
+		{pb.Metadata_Metadata_FullMethodName, &pb.MetadataRequest{}},
+		{pb.Admin_CreateTopics_FullMethodName, &pb.CreateTopicsRequest{}},
+		{pb.Producer_Produce_FullMethodName, nil},
+		{pb.Consumer_Fetch_FullMethodName, &pb.FetchRequest{ReplicaId: -1}},
+		{pb.Consumer_ListOffsets_FullMethodName, &pb.ListOffsetsRequest{}},
+		{pb.Consumer_OffsetForLeaderEpoch_FullMethodName, &pb.OffsetForLeaderEpochRequest{ReplicaId: -1}},
+		{pb.Transactions_InitProducerId_FullMethodName, &pb.InitProducerIdRequest{}},
+		{pb.Transactions_EndTxn_FullMethodName, &pb.EndTxnRequest{}},
+		{pb.Groups_JoinGroup_FullMethodName, &pb.JoinGroupRequest{}},
+		{"/strand.v1.Unknown/Call", nil},
+	}
+	peer := []struct {
+		method string
+		req    any
+	}{
+		{pb.Controller_RegisterBroker_FullMethodName, &pb.RegisterBrokerRequest{}},
+		{pb.Controller_BrokerHeartbeat_FullMethodName, &pb.BrokerHeartbeatRequest{}},
+		{pb.Controller_AllocateProducerIds_FullMethodName, &pb.AllocateProducerIdsRequest{}},
+		{pb.Controller_FetchMetadata_FullMethodName, nil},
+		{pb.Controller_CreateTopics_FullMethodName, &pb.CreateTopicsRequest{}},
+		{pb.Consumer_Fetch_FullMethodName, &pb.FetchRequest{ReplicaId: 2}},
+		{pb.Consumer_OffsetForLeaderEpoch_FullMethodName, &pb.OffsetForLeaderEpochRequest{ReplicaId: 0}},
+		{pb.Transactions_WriteTxnMarkers_FullMethodName, &pb.WriteTxnMarkersRequest{}},
+		{pb.Transactions_AddPartitionsToTxn_FullMethodName, &pb.AddPartitionsToTxnRequest{}},
+		{healthpb.Health_Check_FullMethodName, &healthpb.HealthCheckRequest{}},
+		{healthpb.Health_Watch_FullMethodName, nil},
+	}
+	for _, c := range client {
+		err := g.admit(c.method, c.req)
+		if errs.CodeOf(err) != pb.ErrorCode_BROKER_NOT_AVAILABLE || !errs.IsRetriable(err) || status.Code(err) != codes.Unavailable ||
+			!strings.Contains(err.Error(), "node 7 is starting: waiting to register") {
+			t.Errorf("closed gate, client call %s: %v", c.method, err)
+		}
+		// What a client reads off the wire.
+		if back := rpc.FromStatus(status.Convert(err).Err()); errs.CodeOf(back) != pb.ErrorCode_BROKER_NOT_AVAILABLE || back.Error() != err.Error() {
+			t.Errorf("closed gate, client call %s: read back as %v", c.method, back)
+		}
+	}
+	for _, c := range peer {
+		if err := g.admit(c.method, c.req); err != nil {
+			t.Errorf("closed gate, peer call %s: %v", c.method, err)
+		}
+	}
+	func() {
+		defer planted.Set(planted.ServeBeforeReady)()
+		if err := g.admit(pb.Admin_CreateTopics_FullMethodName, &pb.CreateTopicsRequest{}); err != nil {
+			t.Errorf("serve-before-ready planted: the closed gate still refuses: %v", err)
+		}
+	}()
+	g.Open()
+	for _, c := range append(client, peer...) {
+		if err := g.admit(c.method, c.req); err != nil {
+			t.Errorf("open gate, %s: %v", c.method, err)
+		}
+	}
+}
