@@ -113,6 +113,11 @@ func (a *Admin) Metadata(ctx context.Context, internal bool, topics ...string) (
 	return resp, err
 }
 
+// BrokerConn returns the client's connection to broker id (known from the
+// last Metadata answer), for tools that speak the wire protocol directly,
+// such as strand verify's protocol-level read_committed reader.
+func (a *Admin) BrokerConn(id int32) (*grpc.ClientConn, error) { return a.cl.brokerConn(id) }
+
 // DescribeCluster reports brokers and the controller quorum.
 func (a *Admin) DescribeCluster(ctx context.Context) (*pb.DescribeClusterResponse, error) {
 	var resp *pb.DescribeClusterResponse
