@@ -51,7 +51,25 @@ type markerPlan struct {
 }
 
 func (e *Env) markerDrill(ctx context.Context, o *Outcome, logf func(string, ...any), failover bool) error {
-	plan, err := e.planMarker(ctx, failover)
+	// After a drill that moved leaderships (restart-all, a cut), one node
+	// may lead everything until the preferred-leader election spreads
+	// them again: wait for that a while.
+	var plan markerPlan
+	var err error
+	deadline := time.Now().Add(min(e.SettleTimeout, 45*time.Second))
+	for waited := false; ; waited = true {
+		plan, err = e.planMarker(ctx, failover)
+		var skip skipError
+		if err == nil || !errors.As(err, &skip) || time.Now().After(deadline) {
+			break
+		}
+		if !waited {
+			logf("%s: waiting for the leaderships to spread", skip.reason)
+		}
+		if sleepCtx(ctx, 2*time.Second) != nil {
+			break
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -72,6 +90,9 @@ func (e *Env) markerDrill(ctx context.Context, o *Outcome, logf func(string, ...
 	id := plan.busyID
 	if w != nil {
 		id = w.TransactionalID()
+	}
+	if id == "" {
+		return skipError{fmt.Sprintf("no witness transaction and no busy transactional id coordinated by node %d", C)}
 	}
 	if err := e.Target.HoldFollowerFetch(ctx, L, tp.Topic, tp.Partition, e.Hold); err != nil {
 		if w != nil {

@@ -14,7 +14,7 @@ import (
 )
 
 // Names lists the drills in the order `strand verify --drill all` runs them.
-var Names = []string{"kill-leader", "kill-coordinator", "kill-controller", "pause", "partition", "restart-all", "marker-failover"}
+var Names = []string{"kill-leader", "kill-coordinator", "kill-controller", "pause", "partition", "marker-failover", "restart-all"}
 
 // Optional lists the drills that run only when named: marker-leader-loss is
 // marker-failover without the coordinator failover (a subset of what it

@@ -242,9 +242,14 @@ func (r *run) abort(ctx context.Context, p *client.Producer, t *verify.Txn) (ver
 }
 
 // abortFailed records a failed abort in t, unless the producer was fenced
-// or the workload's own deadline for the step ran out.
+// or the workload's own deadline for the step ran out. Fenced is
+// PRODUCER_FENCED or INVALID_PRODUCER_EPOCH (Kafka's producer takes either
+// from a transaction coordinator as a fence): a coordinator cut off from
+// the cluster answers the latter from its stale state until it learns it
+// lost its partitions, and the new incarnation the workload then starts
+// aborts the transaction for sure.
 func (r *run) abortFailed(ctx context.Context, t *verify.Txn, err error) {
-	if errors.Is(err, client.ErrProducerFenced) || ctx.Err() != nil {
+	if errors.Is(err, client.ErrProducerFenced) || errors.Is(err, client.ErrInvalidProducerEpoch) || ctx.Err() != nil {
 		return
 	}
 	t.AbortErr = err.Error()
@@ -276,7 +281,7 @@ func (r *run) commit(ctx context.Context, p *client.Producer, t *verify.Txn) (ve
 	if aerr == nil {
 		return verify.Aborted, true
 	}
-	if !errors.Is(err, client.ErrProducerFenced) {
+	if !errors.Is(err, client.ErrProducerFenced) && !errors.Is(err, client.ErrInvalidProducerEpoch) {
 		// A fenced producer cannot abort either; any other failed commit
 		// must leave the abort possible.
 		r.abortFailed(ctx, t, aerr)
