@@ -44,9 +44,11 @@ records handed to read_committed before their marker was replicated, producer ep
 anomalies and failed aborts. Exit status: 0 when every count is zero and every drill
 succeeded, 1 otherwise, 2 when the run could not be completed.
 
-Drills: ` + strings.Join(drill.Names, ", ") + ` (or all), and ` + strings.Join(drill.Optional, ", ") + `. Targets: the docker compose
-cluster of deploy/docker-compose.yml (containers strand-node1..3), the local process
-cluster of 'make run' (pids under --data-dir), or auto (compose if its containers run).
+Drills: ` + strings.Join(drill.Names, ", ") + `
+(all of them: all), and ` + strings.Join(drill.Optional, ", ") + ` (only when named).
+Targets: the docker compose cluster of deploy/docker-compose.yml (containers
+strand-node1..3), the local process cluster of 'make run' (pids under --data-dir), or
+auto (compose if its containers run).
 The marker drills hold a partition's follower fetches through the nodes' test-only
 endpoint, which a node serves only when started with STRAND_TESTING_FAULTS=1 (else they
 are skipped); their --hold must stay below the brokers' replica.lag.time.max.ms.`,
