@@ -131,6 +131,11 @@ func (a *Admin) Metadata(ctx context.Context, internal bool, topics ...string) (
 	return resp, err
 }
 
+// BrokerConn returns the client's connection to broker id (known from the
+// last Metadata answer), for tools that speak the wire protocol directly,
+// such as strand verify's protocol-level read_committed reader.
+func (a *Admin) BrokerConn(id int32) (*grpc.ClientConn, error) { return a.cl.brokerConn(id) }
+
 // DescribeCluster reports brokers and the controller quorum. When the
 // answering broker cannot reach the quorum the answer still lists the
 // brokers it knows, with ErrorCode NOT_CONTROLLER; err is only a failure

@@ -154,6 +154,10 @@ func (m *Manager) fetchPartition(fp *pb.FetchPartition, req *pb.FetchRequest, fo
 	switch {
 	case follower:
 		upper = logEnd
+		if limit, held := m.holds.limit(key, m.clk.Now()); held && limit < upper {
+			// A testing fault (hold.go): nothing appended since the hold.
+			upper = max(limit, fp.FetchOffset)
+		}
 	case req.IsolationLevel == pb.IsolationLevel_READ_COMMITTED:
 		upper = lso
 	}

@@ -98,6 +98,9 @@ type Manager struct {
 	flushed   map[log.PartitionKey]struct{}
 	flushQ    chan struct{}
 
+	// holds are the test-only follower-fetch holds (hold.go).
+	holds holds
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup

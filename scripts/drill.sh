@@ -7,6 +7,15 @@
 #
 #   scripts/drill.sh                      # DURATION=2m, every drill once
 #   DURATION=30m REPEAT=1 scripts/drill.sh   # the soak: drills in a loop
+#   PLANTED_BUGS=marker-retry-unreplicated scripts/drill.sh
+#                                         # rehearse the checker: the nodes run
+#                                         # with that fixed bug put back
+#
+# The drill cluster is not the one users run: deploy/docker-compose.drill.yml
+# (over deploy/docker-compose.yml) and, for processes, the environment below
+# switch on the nodes' test-only fault endpoint (STRAND_TESTING_FAULTS=1, for
+# the marker drills), the first-epoch knob (transactional ids start at epoch
+# 32740, so producers cross the end of their epochs) and PLANTED_BUGS.
 #
 # Exit status is strand verify's: 0 only when every anomaly count is zero
 # and every drill succeeded.
@@ -18,8 +27,10 @@ TARGET=${TARGET:-auto}
 OUT=${OUT:-data/drill}
 EXTRA=(--min-committed "${MIN_COMMITTED:-0}" --producers "${PRODUCERS:-3}")
 [[ -n ${REPEAT:-} ]] && EXTRA+=(--repeat)
+export PLANTED_BUGS=${PLANTED_BUGS:-}
 mkdir -p "$OUT"
 log() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*"; }
+[[ -n $PLANTED_BUGS ]] && log "the nodes run with planted bugs: $PLANTED_BUGS (strand verify must fail)"
 
 compose() {
   if docker compose version >/dev/null 2>&1; then docker compose "$@"; else docker-compose "$@"; fi
@@ -41,14 +52,14 @@ verify() {
 
 case $TARGET in
 compose)
-  F=deploy/docker-compose.yml
-  down() { compose -f "$F" down -v --remove-orphans >/dev/null 2>&1 || true; }
-  trap 'log "tearing the compose cluster down"; compose -f "$F" logs --no-color >"$OUT/compose.log" 2>&1 || true; down' EXIT
+  F=(-f deploy/docker-compose.yml -f deploy/docker-compose.drill.yml)
+  down() { compose "${F[@]}" down -v --remove-orphans >/dev/null 2>&1 || true; }
+  trap 'log "tearing the compose cluster down"; compose "${F[@]}" logs --no-color >"$OUT/compose.log" 2>&1 || true; down' EXIT
   log "building the image (FROM scratch)"
   make -s image
   down
   log "starting the compose cluster"
-  compose -f "$F" up -d
+  compose "${F[@]}" up -d
   BOOT=127.0.0.1:${STRAND_NODE1_PORT:-19092},127.0.0.1:${STRAND_NODE2_PORT:-29092},127.0.0.1:${STRAND_NODE3_PORT:-39092}
   for a in ${BOOT//,/ }; do bin/strand health --addr "$a" --wait 120s >/dev/null; done
   log "three nodes healthy; running strand verify for $DURATION with drills: $DRILLS"
@@ -56,6 +67,9 @@ compose)
   ;;
 process)
   export DATA=$OUT/cluster PORT_BASE=${PORT_BASE:-9600}
+  # Nodes started again by a drill inherit strand verify's environment.
+  export STRAND_TESTING_FAULTS=1 STRAND_PLANTED_BUGS=$PLANTED_BUGS SERVER_CONFIG=$OUT/drill.conf
+  printf 'strand.testing.transaction.first.producer.epoch: 32740\n' >"$SERVER_CONFIG"
   trap 'log "stopping the process cluster"; scripts/run.sh stop >/dev/null 2>&1 || true' EXIT
   rm -rf "$DATA"
   log "starting a process cluster under $DATA (ports from $PORT_BASE)"

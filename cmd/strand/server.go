@@ -18,6 +18,11 @@ import (
 	"github.com/strand-io/strand/internal/node"
 )
 
+// testingFaultsEnv switches on the test-only fault endpoints of the
+// metrics listener (POST /debug/faults/...), which drills use to hold a
+// partition's follower fetches. Never set it in production.
+const testingFaultsEnv = "STRAND_TESTING_FAULTS"
+
 func serverCmd() *cobra.Command {
 	var (
 		nodeID                                     int32
@@ -108,6 +113,15 @@ topics use replication factor 1.`,
 			}
 			if metricsListen != "off" {
 				cfg.MetricsListen = metricsListen
+			}
+			switch v := os.Getenv(testingFaultsEnv); v {
+			case "", "0", "false":
+			case "1", "true":
+				// Test-only fault endpoints for drills (internal/node/faults.go);
+				// node.Start logs a warning.
+				cfg.TestingFaults = true
+			default:
+				return fmt.Errorf("%s=%q: want 1 (or unset)", testingFaultsEnv, v)
 			}
 			if dev {
 				lg.Warn("dev mode: one node, every role, internal topics with replication factor 1 and min.insync.replicas 1; not for production")

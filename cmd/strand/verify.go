@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,18 +30,28 @@ func verifyCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "verify",
 		Short: "Run an exactly-once workload (with fault drills) and check what it saw",
-		Long: `verify runs transactional producers (some transactions aborted on purpose) writing
-unique values to a source topic, a consume-transform-produce stage copying it to a sink
-topic, and a live read_committed reader, while the drills kill, pause or cut off nodes.
+		Long: `verify runs transactional producers (some transactions aborted on purpose, some of
+those right after the records are handed to the client, before they are sent; producers
+fenced by a new incarnation when their epoch reaches 32766 and now and then at random)
+writing unique values to a source topic, a consume-transform-produce stage copying it to
+a sink topic, a live read_committed reader and a protocol-level read_committed reader
+(raw Fetch), while the drills kill, pause or cut off nodes and lose transaction markers.
 It then reads every partition back with read_committed and read_uncommitted and counts:
 lost acknowledged records, duplicates, aborted records visible, records visible before
-their commit, out-of-order records, offsets inconsistent between reads, torn transactions
-and stage offsets that disagree with the output. Exit status: 0 when every count is zero
-and every drill succeeded, 1 otherwise, 2 when the run could not be completed.
+their commit, out-of-order records, offsets inconsistent between reads, torn transactions,
+stage offsets that disagree with the output, values nobody wrote, hanging transactions,
+records handed to read_committed before their marker was replicated, producer epoch
+anomalies and failed aborts. Exit status: 0 when every count is zero and every drill
+succeeded, 1 otherwise, 2 when the run could not be completed.
 
-Drills: ` + strings.Join(drill.Names, ", ") + ` (or all). Targets: the docker compose
-cluster of deploy/docker-compose.yml (containers strand-node1..3), the local process
-cluster of 'make run' (pids under --data-dir), or auto (compose if its containers run).`,
+Drills: ` + strings.Join(drill.Names, ", ") + `
+(all of them: all), and ` + strings.Join(drill.Optional, ", ") + ` (only when named).
+Targets: the docker compose cluster of deploy/docker-compose.yml (containers
+strand-node1..3), the local process cluster of 'make run' (pids under --data-dir), or
+auto (compose if its containers run).
+The marker drills hold a partition's follower fetches through the nodes' test-only
+endpoint, which a node serves only when started with STRAND_TESTING_FAULTS=1 (else they
+are skipped); their --hold must stay below the brokers' replica.lag.time.max.ms.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, d := range drills {
 				if d == "all" {
@@ -49,7 +60,7 @@ cluster of 'make run' (pids under --data-dir), or auto (compose if its container
 				}
 				for _, one := range strings.Split(d, ",") {
 					if !drill.Valid(one) {
-						return fmt.Errorf("--drill %q: want one of %s or all", one, strings.Join(drill.Names, ", "))
+						return fmt.Errorf("--drill %q: want one of %s or all", one, strings.Join(append(slices.Clone(drill.Names), drill.Optional...), ", "))
 					}
 					cfg.Drills = append(cfg.Drills, one)
 				}
@@ -116,7 +127,7 @@ cluster of 'make run' (pids under --data-dir), or auto (compose if its container
 	}
 	f := cmd.Flags()
 	f.DurationVar(&cfg.Duration, "duration", time.Minute, "how long producers run (drills are spread over it)")
-	f.StringArrayVar(&drills, "drill", nil, "drill to run (repeatable, comma-separated, or all): "+strings.Join(drill.Names, ", "))
+	f.StringArrayVar(&drills, "drill", nil, "drill to run (repeatable, comma-separated, or all): "+strings.Join(append(slices.Clone(drill.Names), drill.Optional...), ", "))
 	f.BoolVar(&cfg.Repeat, "repeat", false, "cycle through the drills until --duration ends (a soak)")
 	f.StringVar(&target, "target", "auto", "where drills act: auto, compose, process or none")
 	f.StringVar(&dataDir, "data-dir", "data/cluster", "the process cluster's directory (node<N>.pid / node<N>.cmd)")
@@ -131,6 +142,10 @@ cluster of 'make run' (pids under --data-dir), or auto (compose if its container
 	f.DurationVar(&cfg.DrillEnv.Down, "down", 3*time.Second, "how long a killed node stays down")
 	f.DurationVar(&cfg.DrillEnv.Cut, "cut", 12*time.Second, "how long a node stays paused or cut off (past the 9 s session timeout)")
 	f.DurationVar(&cfg.DrillEnv.SettleTimeout, "settle-timeout", 90*time.Second, "how long to wait for the cluster to be whole after a drill")
+	f.DurationVar(&cfg.DrillEnv.Hold, "hold", 20*time.Second, "marker drills: how long a partition's follower fetches are held at most (below replica.lag.time.max.ms)")
+	f.Float64Var(&cfg.EarlyAbortShare, "early-abort-share", 0.5, "share of the deliberate aborts made before the records are sent (negative: none)")
+	f.Float64Var(&cfg.ZombieFenceRate, "zombie-fence-rate", 0.02, "fraction of transactions whose producer is fenced by a new incarnation (negative: none; producers are always fenced at epoch 32766)")
+	f.DurationVar(&cfg.HangGrace, "hang-grace", 0, "how long open transactions may take to end after the producers stop before they count as hanging (default: 30s past the transaction timeout)")
 	f.StringVar(&jsonPath, "json", "", "write the result (report, drills) as JSON to this file (- for stdout)")
 	f.IntVar(&minTxns, "min-committed", 0, "fail unless at least this many transactions committed (CI uses 1000)")
 	f.StringVar(&historyOut, "history", "", "write the full history (every write and read) as JSON to this file")

@@ -269,6 +269,9 @@ func coordinatorAbort(m *Metadata, r Request, reason string, answer error) Decis
 // decideAdd is AddPartitionsToTxn (Kafka's handleAddPartitionsToTransaction
 // and, for verify-only, handleVerifyPartitionsInTransaction).
 func decideAdd(m *Metadata, r Request) Decision {
+	if rotating(m, r) {
+		return busy("the previous transaction of %q is completing onto producerId=%d", m.TransactionalID, r.ProducerID)
+	}
 	if r.ProducerID != m.ProducerID {
 		if r.ProducerID == m.PrevProducerID && m.PrevProducerID >= 0 {
 			// Strand: the id moved on to a new producer id; this one is old.
@@ -310,6 +313,17 @@ func decideAdd(m *Metadata, r Request) Decision {
 		t.partitions[tp] = true
 	}
 	return Decision{Write: t}
+}
+
+// rotating reports a request of the producer id the transaction being
+// completed moves to (an EndTxn at the end of the epochs answered it, epoch
+// 0): its next transaction's first AddPartitions, or an abort of it before
+// anything was sent, racing the markers. Strand: it waits for the markers
+// like a request of the current producer id, instead of being answered
+// INVALID_PRODUCER_ID_MAPPING (fatal to the producer) because the id only
+// becomes current at COMPLETE_*.
+func rotating(m *Metadata, r Request) bool {
+	return m.NextProducerID >= 0 && r.ProducerID == m.NextProducerID && r.Epoch == 0 && m.State.IsPrepare()
 }
 
 // epochError explains a request from an epoch that is not the current one.
@@ -365,6 +379,9 @@ func decideEndV2(m *Metadata, r Request) Decision {
 		}
 		// Aborting what the coordinator aborted on timeout: a retry of
 		// that abort (Kafka answers the same).
+	}
+	if rotating(m, r) {
+		return busy("the previous transaction of %q is completing onto producerId=%d", m.TransactionalID, r.ProducerID)
 	}
 	if r.ProducerID != m.ProducerID && !retryOnOverflow {
 		return fail(pb.ErrorCode_INVALID_PRODUCER_ID_MAPPING, "transactional id %q belongs to producerId=%d, not %d", m.TransactionalID, m.ProducerID, r.ProducerID)

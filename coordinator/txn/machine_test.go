@@ -455,6 +455,48 @@ func TestEndTxnRetryAfterRotation(t *testing.T) {
 	})
 }
 
+// TestRotatedProducerDuringMarkers: the EndTxn at the end of the epochs
+// answered the next producer id at epoch 0; that producer's next
+// transaction reaches the coordinator (its first AddPartitions, or an abort
+// before anything was sent) while the markers of the rotating one are still
+// being written. It waits for them (busy), then goes on under the new id,
+// never INVALID_PRODUCER_ID_MAPPING, which the producer could only die of.
+func TestRotatedProducerDuringMarkers(t *testing.T) {
+	s := newSim(t, 32766)
+	d := s.do(Request{Kind: KindInitProducerId, ProducerID: -1, TimeoutMs: 60000})
+	s.do(Request{Kind: KindAddPartitions, ProducerID: d.ProducerID, Epoch: d.Epoch, Partitions: []TopicPartition{{"t", 0}}})
+	first := Decide(s.m, Request{Kind: KindEndTxn, TxnVersion: 2, ProducerID: d.ProducerID, Epoch: d.Epoch, Commit: true, NewProducerID: 1000, Now: 1})
+	if first.Err != nil || first.ProducerID != 1000 || first.Epoch != 0 {
+		t.Fatalf("the rotating commit: %s", describe(first))
+	}
+	s.m.begin(first.Write)
+	s.m.apply()
+	add := Request{Kind: KindAddPartitions, TxnVersion: 2, ProducerID: 1000, Epoch: 0, Partitions: []TopicPartition{{"t", 1}}, NewProducerID: -1, Now: 2}
+	abort := Request{Kind: KindEndTxn, TxnVersion: 2, ProducerID: 1000, Epoch: 0, NewProducerID: -1, Now: 2}
+	verify := add
+	verify.Kind = KindVerifyPartitions
+	for name, r := range map[string]Request{"add": add, "verify": verify, "empty abort": abort} {
+		if got := describe(Decide(s.m, r)); got != "busy" {
+			t.Errorf("%s from the next producer id during the markers: %s, want busy", name, got)
+		}
+	}
+	// Any other producer id, or another epoch of the next one, is still refused.
+	other := add
+	other.ProducerID = 999
+	if got := describe(Decide(s.m, other)); got != "INVALID_PRODUCER_ID_MAPPING" {
+		t.Errorf("another producer id during the markers: %s", got)
+	}
+	done := Decide(s.m, Request{Kind: KindMarkersDone, ProducerID: d.ProducerID, Epoch: MaxEpoch})
+	s.m.begin(done.Write)
+	s.m.apply()
+	if got := describe(Decide(s.m, abort)); got != "PrepareAbort@1+markers → 1000/1" {
+		t.Errorf("the empty abort after the markers: %s", got)
+	}
+	if got := describe(Decide(s.m, add)); !strings.HasPrefix(got, "Ongoing@0") {
+		t.Errorf("the add after the markers: %s", got)
+	}
+}
+
 // TestEmptyAbort: a producer that aborts before any of its records reached
 // a broker (no partition in the transaction) gets NONE and a bumped epoch,
 // from Empty and from both Complete states; with the bug put back it gets

@@ -14,10 +14,15 @@ import (
 )
 
 // Names lists the drills in the order `strand verify --drill all` runs them.
-var Names = []string{"kill-leader", "kill-coordinator", "kill-controller", "pause", "partition", "restart-all"}
+var Names = []string{"kill-leader", "kill-coordinator", "kill-controller", "pause", "partition", "marker-failover", "restart-all"}
+
+// Optional lists the drills that run only when named: marker-leader-loss is
+// marker-failover without the coordinator failover (a subset of what it
+// does, so "all" leaves it out to keep the CI drill short).
+var Optional = []string{"marker-leader-loss"}
 
 // Valid reports whether name is a drill.
-func Valid(name string) bool { return slices.Contains(Names, name) }
+func Valid(name string) bool { return slices.Contains(Names, name) || slices.Contains(Optional, name) }
 
 // Env is what a drill needs besides its target: a way to ask the cluster
 // who leads what, the topics whose partitions are busy, and the
@@ -41,6 +46,39 @@ type Env struct {
 	// SettleTimeout bounds the wait for the cluster to be whole again
 	// (default 90 s).
 	SettleTimeout time.Duration
+	// Hold bounds the marker drills' follower-fetch hold (default 20 s).
+	// They kill the partition's leader before it ends, and it must end
+	// well before replica.lag.time.max.ms: a follower held longer leaves
+	// the ISR, and then the leader's loss loses nothing.
+	Hold time.Duration
+	// Witness, when set, opens a transaction that has written a record to
+	// tp (acknowledged, so replicated) and whose transactional id node
+	// coordinator coordinates. The marker drills commit it once tp's
+	// follower fetches are held, so that at least one commit marker is
+	// sure to sit on the leader alone; the workload's own transactions are
+	// caught only when they happen to commit then. The workload records
+	// the witness like its other transactions.
+	Witness func(ctx context.Context, tp client.TopicPartition, coordinator int32) (WitnessTxn, error)
+	// KeepOff, when set, makes the workload's producers write nothing to
+	// tp and waits until none of their open transactions has written to
+	// it, until resume is called. The marker drills keep the workload off
+	// the partition while they start the hold: a transaction that had
+	// written to it and commits just after would have its first marker
+	// wait for the held HW, and a broker answers the markers of one
+	// WriteTxnMarkers request one after another, each waiting up to 10 s,
+	// so that marker would hold up the re-sent markers the drill is about
+	// for as long. Once the hold is on, the producers may write there
+	// again (such writes wait for the HW, and go when the leader does).
+	KeepOff func(ctx context.Context, tp client.TopicPartition) (resume func())
+}
+
+// WitnessTxn is a marker drill's own open transaction (Env.Witness).
+type WitnessTxn interface {
+	TransactionalID() string
+	// Commit commits it; Abort aborts it (when the drill gives up before
+	// its commit).
+	Commit(ctx context.Context) error
+	Abort(ctx context.Context) error
 }
 
 // Outcome is what one drill did.
@@ -67,6 +105,9 @@ func (e *Env) defaults() {
 	}
 	if e.SettleTimeout <= 0 {
 		e.SettleTimeout = 90 * time.Second
+	}
+	if e.Hold <= 0 {
+		e.Hold = 20 * time.Second
 	}
 	if e.Logf == nil {
 		e.Logf = func(string, ...any) {}
@@ -155,6 +196,8 @@ func Run(ctx context.Context, e *Env, name string) Outcome {
 			}
 			logf("node %d back (%s)", leader, map[string]string{"pause": "SIGCONT", "partition": "reconnected"}[name])
 			return nil
+		case "marker-failover", "marker-leader-loss":
+			return e.markerDrill(ctx, &o, logf, name == "marker-failover")
 		case "restart-all":
 			nodes := e.Target.Nodes()
 			logf("kill -9 nodes %v together", nodes)
@@ -172,9 +215,16 @@ func Run(ctx context.Context, e *Env, name string) Outcome {
 			}
 			return nil
 		default:
-			return fmt.Errorf("unknown drill %q (want one of %s)", name, strings.Join(Names, ", "))
+			return fmt.Errorf("unknown drill %q (want one of %s)", name, strings.Join(append(slices.Clone(Names), Optional...), ", "))
 		}
 	}()
+	var skip skipError
+	if errors.As(err, &skip) {
+		o.Skipped = skip.reason
+		logf("skipped (%s)", o.Skipped)
+		o.End = time.Now()
+		return o
+	}
 	if errors.Is(err, ErrUnsupported) {
 		o.Skipped = fmt.Sprintf("%s: %v", e.Target.Name(), err)
 		logf("skipped (%s)", o.Skipped)

@@ -10,6 +10,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,29 +26,53 @@ import (
 // ErrUnsupported: the target cannot do this fault.
 var ErrUnsupported = errors.New("not supported by this target")
 
-// Target acts on the nodes of one deployment.
+// Target acts on the nodes of one deployment. A target that cannot do a
+// fault returns ErrUnsupported (the drill is then reported as skipped).
 type Target interface {
 	Name() string
 	Nodes() []int32
+	// Kill stops a node as kill -9 does; Start starts it again.
 	Kill(ctx context.Context, id int32) error
 	Start(ctx context.Context, id int32) error
+	// Stop stops a node gracefully (SIGTERM, docker stop): its controlled
+	// shutdown moves its leaderships at once. It returns once the node is
+	// down; Start starts it again.
+	Stop(ctx context.Context, id int32) error
 	Pause(ctx context.Context, id int32) error
 	Resume(ctx context.Context, id int32) error
 	Isolate(ctx context.Context, id int32) error
 	Heal(ctx context.Context, id int32) error
+	// HoldFollowerFetch makes node id, the leader of topic/partition, serve
+	// its followers nothing of that partition appended from now on, for d
+	// (it ends by itself); ReleaseFollowerFetch ends it early. Real
+	// deployments need the node's testing fault endpoint
+	// (STRAND_TESTING_FAULTS=1).
+	HoldFollowerFetch(ctx context.Context, id int32, topic string, partition int32, d time.Duration) error
+	ReleaseFollowerFetch(ctx context.Context, id int32, topic string, partition int32) error
 }
 
 // Compose drives the docker compose cluster of deploy/docker-compose.yml:
-// containers strand-node1..N on the network strand-net.
+// containers strand-node1..N on the network strand-net, metrics listeners
+// published on the host.
 type Compose struct {
 	N         int
 	Network   string
 	Container func(id int32) string
+	// Metrics is the host address of a node's metrics listener (the
+	// testing fault endpoint is there).
+	Metrics func(id int32) string
 }
 
 // NewCompose returns the target for the standard compose file.
 func NewCompose() *Compose {
-	return &Compose{N: 3, Network: "strand-net", Container: func(id int32) string { return fmt.Sprintf("strand-node%d", id) }}
+	return &Compose{N: 3, Network: "strand-net", Container: func(id int32) string { return fmt.Sprintf("strand-node%d", id) },
+		Metrics: func(id int32) string {
+			// The compose file's STRAND_NODE<N>_METRICS_PORT, default N9095.
+			if p := os.Getenv(fmt.Sprintf("STRAND_NODE%d_METRICS_PORT", id)); p != "" {
+				return "127.0.0.1:" + p
+			}
+			return fmt.Sprintf("127.0.0.1:%d9095", id)
+		}}
 }
 
 // Detect reports whether the compose cluster's first container runs.
@@ -76,6 +104,18 @@ func (c *Compose) Kill(ctx context.Context, id int32) error {
 }
 func (c *Compose) Start(ctx context.Context, id int32) error {
 	return docker(ctx, "start", c.Container(id))
+}
+
+// Stop is docker stop: SIGTERM, the server's controlled shutdown, then
+// SIGKILL after the grace period.
+func (c *Compose) Stop(ctx context.Context, id int32) error {
+	return docker(ctx, "stop", "-t", "20", c.Container(id))
+}
+func (c *Compose) HoldFollowerFetch(ctx context.Context, id int32, topic string, partition int32, d time.Duration) error {
+	return holdFollowerFetch(ctx, c.Metrics(id), topic, partition, d)
+}
+func (c *Compose) ReleaseFollowerFetch(ctx context.Context, id int32, topic string, partition int32) error {
+	return releaseFollowerFetch(ctx, c.Metrics(id), topic, partition)
 }
 func (c *Compose) Pause(ctx context.Context, id int32) error {
 	return docker(ctx, "pause", c.Container(id))
@@ -169,9 +209,123 @@ func (p *Process) Start(ctx context.Context, id int32) error {
 	return cmd.Process.Release()
 }
 
+// Stop sends SIGTERM (the server's controlled shutdown) and waits for the
+// process to exit, killing it after 30 s.
+func (p *Process) Stop(ctx context.Context, id int32) error {
+	pid, err := p.pid(id)
+	if err != nil {
+		return err
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !exited(pid) {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			return fmt.Errorf("node %d (pid %d) did not stop within 30s; killed", id, pid)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nil
+}
+
+// exited reports whether pid is gone, reaping it if it is a child of ours
+// (a node this process started again), which would otherwise linger as a
+// zombie that signal 0 still finds.
+func exited(pid int) bool {
+	var ws syscall.WaitStatus
+	_, _ = syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+	return syscall.Kill(pid, 0) == syscall.ESRCH
+}
+
+// metrics is a node's metrics listener, from its recorded command line
+// (--metrics-listen, else the --listen port + 3, as strand server does).
+func (p *Process) metrics(id int32) (string, error) {
+	b, err := os.ReadFile(filepath.Join(p.Dir, fmt.Sprintf("node%d.cmd", id)))
+	if err != nil {
+		return "", err
+	}
+	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	flag := func(name string) string {
+		for i, a := range args {
+			if a == name && i+1 < len(args) {
+				return args[i+1]
+			}
+			if v, ok := strings.CutPrefix(a, name+"="); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	if m := flag("--metrics-listen"); m != "" {
+		return m, nil
+	}
+	host, port, err := net.SplitHostPort(flag("--listen"))
+	if err != nil {
+		return "", fmt.Errorf("node %d: no --metrics-listen or --listen in its command line", id)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		return "", err
+	}
+	return net.JoinHostPort(host, strconv.Itoa(n+3)), nil
+}
+
+func (p *Process) HoldFollowerFetch(ctx context.Context, id int32, topic string, partition int32, d time.Duration) error {
+	addr, err := p.metrics(id)
+	if err != nil {
+		return err
+	}
+	return holdFollowerFetch(ctx, addr, topic, partition, d)
+}
+
+func (p *Process) ReleaseFollowerFetch(ctx context.Context, id int32, topic string, partition int32) error {
+	addr, err := p.metrics(id)
+	if err != nil {
+		return err
+	}
+	return releaseFollowerFetch(ctx, addr, topic, partition)
+}
+
 func (p *Process) Pause(ctx context.Context, id int32) error  { return p.signal(id, syscall.SIGSTOP) }
 func (p *Process) Resume(ctx context.Context, id int32) error { return p.signal(id, syscall.SIGCONT) }
 
 // Isolate is not possible for processes sharing 127.0.0.1.
 func (p *Process) Isolate(ctx context.Context, id int32) error { return ErrUnsupported }
 func (p *Process) Heal(ctx context.Context, id int32) error    { return ErrUnsupported }
+
+// holdFollowerFetch and releaseFollowerFetch call a node's testing fault
+// endpoint (internal/node/faults.go). A node started without
+// STRAND_TESTING_FAULTS=1 does not serve it (404): ErrUnsupported.
+func holdFollowerFetch(ctx context.Context, metrics, topic string, partition int32, d time.Duration) error {
+	q := url.Values{"topic": {topic}, "partition": {strconv.Itoa(int(partition))}, "duration": {d.String()}}
+	return faultCall(ctx, "http://"+metrics+"/debug/faults/hold-follower-fetch?"+q.Encode())
+}
+
+func releaseFollowerFetch(ctx context.Context, metrics, topic string, partition int32) error {
+	q := url.Values{"topic": {topic}, "partition": {strconv.Itoa(int(partition))}}
+	return faultCall(ctx, "http://"+metrics+"/debug/faults/release-follower-fetch?"+q.Encode())
+}
+
+func faultCall(ctx context.Context, u string) error {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(cctx, http.MethodPost, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		return fmt.Errorf("%w: the node serves no /debug/faults/ endpoint (start it with STRAND_TESTING_FAULTS=1)", ErrUnsupported)
+	case resp.StatusCode != http.StatusOK:
+		return fmt.Errorf("POST %s: %s: %s", u, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return nil
+}

@@ -166,6 +166,9 @@ func (n *Node) startHTTP(addr string) error {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if n.cfg.TestingFaults {
+		n.registerFaults(mux)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err

@@ -84,6 +84,10 @@ type Config struct {
 	MarkerDial rpc.DialFunc
 	Clock      clock.Clock
 	Logger     *slog.Logger
+	// TestingFaults serves the test-only fault endpoints under
+	// /debug/faults/ on the metrics listener (faults.go). Only drills set
+	// it (strand server reads STRAND_TESTING_FAULTS=1); never in production.
+	TestingFaults bool
 	// UnaryInterceptors run first on every unary call the node's gRPC
 	// servers take, before the start-up gate (tests: hold or refuse
 	// chosen RPCs, such as this broker's registration).
@@ -178,6 +182,9 @@ func Start(cfg Config) (*Node, error) {
 	lg = lg.With("node", cfg.NodeID)
 	for _, b := range planted.Active() {
 		lg.Warn("planted bug switched on: this node runs with a fixed bug put back (for rehearsing a checker; never in production)", "bug", b.String(), "env", planted.EnvVar)
+	}
+	if cfg.TestingFaults {
+		lg.Warn("testing faults enabled: the metrics listener serves /debug/faults/ (for drills; never in production)", "metricsListen", cfg.MetricsListen)
 	}
 	if !cfg.Broker && !cfg.Controller {
 		return nil, errors.New("a node needs at least one role: broker, controller")

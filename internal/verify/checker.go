@@ -89,6 +89,10 @@ import (
 //     write put in that partition.
 //   - Malformed (per problem): the history breaks its own rules (see
 //     validate).
+//   - HangingTxns, ReadCommittedBeforeReplicated, EpochAnomalies and
+//     AbortFailed judge the faults of issue 15: see faultChecks. A write
+//     the client never sent (Write.Unsent) is not attributed, so a read
+//     of it is Unwritten.
 func Check(h *History) Report {
 	var r Report
 	if h == nil {
@@ -111,6 +115,8 @@ func Check(h *History) Report {
 	c.tornTxns()
 	c.offsetMismatch()
 	c.unwritten()
+	c.faultChecks()
+	c.faultTotals()
 	return r
 }
 
@@ -260,10 +266,16 @@ func (c *checker) validate() {
 		if t.Outcome == Committed && t.CommitRequested.IsZero() {
 			m.add("txn %s: committed but CommitRequested is zero", t.ID)
 		}
+		if t.Fence != "" && t.Fence != FenceEpochEnd && t.Fence != FenceZombie {
+			m.add("txn %s: fence %q is not %q or %q", t.ID, t.Fence, FenceEpochEnd, FenceZombie)
+		}
 		for wi := range t.Writes {
 			w := &t.Writes[wi]
 			if w.Offset < -1 {
 				m.add("txn %s: write %q has offset %d (use -1 for unacknowledged)", t.ID, w.Value, w.Offset)
+			}
+			if w.Unsent && (w.Offset != -1 || t.Outcome != Aborted) {
+				m.add("txn %s: write %q is unsent but has offset %d in a %s transaction (want -1, aborted)", t.ID, w.Value, w.Offset, t.Outcome)
 			}
 			k := prodSeq{t.Producer, w.ProducerSeq}
 			if prev, ok := seqs[k]; ok {
@@ -299,6 +311,11 @@ func (c *checker) validate() {
 	for i := range h.Reads {
 		checkRead(&h.Reads[i], "read")
 	}
+	for _, in := range h.Incarnations {
+		if in.Producer == "" {
+			m.add("an incarnation (producerId=%d epoch %d) names no producer", in.PID.ID, in.PID.Epoch)
+		}
+	}
 }
 
 func (c *checker) indexWrites() {
@@ -308,6 +325,11 @@ func (c *checker) indexWrites() {
 		for wi, w := range c.h.Txns[ti].Writes {
 			i := len(c.writes)
 			c.writes = append(c.writes, wref{ti, wi})
+			if w.Unsent {
+				// Never sent: no position may be attributed to it, so a
+				// read of it is Unwritten.
+				continue
+			}
 			k := tpValue{w.TP, w.Value}
 			c.byTV[k] = append(c.byTV[k], i)
 			c.byValue[w.Value] = append(c.byValue[w.Value], i)

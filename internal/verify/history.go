@@ -97,7 +97,32 @@ type Write struct {
 	// transactions (never reused, also not by a new incarnation that
 	// keeps the same Producer name).
 	ProducerSeq int64 `json:"producer_seq"`
+	// Unsent: the client failed the record with client.ErrAborted, because
+	// its transaction was aborted before the record was sent. It was never
+	// written anywhere, so no read may see it (a read that does is
+	// Unwritten); Offset is -1 and the transaction Aborted.
+	Unsent bool `json:"unsent,omitempty"`
 }
+
+// MaxProducerEpoch is the largest epoch a producer may be handed: the
+// markers of transaction version 2 carry the epoch after it.
+const MaxProducerEpoch = 32766
+
+// PID is a producer id and epoch as a client held them.
+type PID struct {
+	ID    int64 `json:"id"`
+	Epoch int16 `json:"epoch"`
+}
+
+// Fence kinds (Txn.Fence, Incarnation.Fence): why the workload fenced a
+// producer on purpose by starting a new incarnation of its transactional
+// id while a transaction of it was open.
+const (
+	// FenceEpochEnd: the producer's epoch had reached MaxProducerEpoch.
+	FenceEpochEnd = "epoch-end"
+	// FenceZombie: at a random epoch.
+	FenceZombie = "zombie"
+)
 
 // Read is one record a consumer observed.
 type Read struct {
@@ -143,6 +168,24 @@ type Txn struct {
 	// SendOffsetsToTransaction (next offset to consume, per source
 	// partition).
 	Offsets Offsets `json:"offsets,omitempty"`
+	// PID is the producer id and epoch the transaction's records were
+	// sent with, when known.
+	PID *PID `json:"pid,omitempty"`
+	// Fence is FenceEpochEnd or FenceZombie when the workload fenced this
+	// transaction's producer on purpose after its records were produced
+	// (Incarnations holds the new incarnation). Its commit, attempted
+	// afterwards, must fail and its records must stay invisible: the
+	// workload records it Aborted when the commit failed and Committed
+	// when it succeeded (an epoch anomaly).
+	Fence string `json:"fence,omitempty"`
+	// EarlyAbort: the transaction was aborted right after its records were
+	// handed to the client, without waiting for any to be sent (some are
+	// then Unsent; when all are, the abort reached the coordinator with no
+	// partition in the transaction).
+	EarlyAbort bool `json:"early_abort,omitempty"`
+	// AbortErr is why AbortTransaction failed, when it failed for another
+	// reason than the producer being fenced.
+	AbortErr string `json:"abort_error,omitempty"`
 }
 
 // IsStage reports whether t is a consume-transform-produce transaction:
@@ -168,4 +211,82 @@ type History struct {
 	// the run, per source partition; a partition without an entry has no
 	// committed offset (nothing was consumed from it).
 	GroupOffsets Offsets `json:"group_offsets,omitempty"`
+	// Incarnations are the InitTransactions answers of the transactional
+	// producers, in time order per producer.
+	Incarnations []Incarnation `json:"incarnations,omitempty"`
+	// Spans are the transactions a protocol-level read_committed reader
+	// followed, one per producer transaction and partition.
+	Spans []TxnSpan `json:"spans,omitempty"`
+	// OpenAtEnd are the partitions whose last stable offset was still
+	// below their high watermark at the end of the run, after the
+	// producers and the stage had stopped, the cluster had settled, and a
+	// grace period for open transactions to end had passed.
+	OpenAtEnd []OpenPartition `json:"open_at_end,omitempty"`
+	// Drills names the drills that ran (not those skipped), in order.
+	Drills []string `json:"drills,omitempty"`
+}
+
+// Incarnation is one InitTransactions of a transactional producer.
+type Incarnation struct {
+	Producer string    `json:"producer"`
+	PID      PID       `json:"pid"`
+	Time     time.Time `json:"time,omitzero"`
+	// Fence is FenceEpochEnd or FenceZombie when this incarnation was
+	// started to fence the previous one, whose id and epoch were Fenced.
+	Fence  string `json:"fence,omitempty"`
+	Fenced *PID   `json:"fenced,omitempty"`
+}
+
+// TxnSpan is one transaction of one producer in one partition, as a
+// protocol-level read_committed reader (Fetch, isolation READ_COMMITTED)
+// saw it: from its first data batch to its marker. Batches the reader
+// dropped as aborted (the response's aborted-transaction list) are part of
+// it but not delivered.
+type TxnSpan struct {
+	TP
+	Reader      string `json:"reader"`
+	ProducerID  int64  `json:"producer_id"`
+	Epoch       int16  `json:"epoch"`
+	FirstOffset int64  `json:"first_offset"`
+	// Delivered is the offset of its first data batch the reader delivered,
+	// -1 when it delivered none. DeliveredHW is the high watermark of the
+	// Fetch response that delivered it (the larger of its high watermark
+	// and last stable offset: the LSO is never above the HW, so this is
+	// the HW at some moment while the response was built).
+	Delivered   int64 `json:"delivered"`
+	DeliveredHW int64 `json:"delivered_hw"`
+	// LeaderHW is the highest high watermark the leader that delivered
+	// them reported from then on, while it led at the same leader epoch
+	// (including the response that carried the marker, when it came from
+	// that leader). A leader releases a transaction for read_committed
+	// readers as it computes a HW past the marker, which its responses
+	// report a moment later: a marker at or above DeliveredHW but below
+	// LeaderHW was replicated, just not reported yet.
+	LeaderHW int64 `json:"leader_hw"`
+	// Marker is the offset of the COMMIT (Commit) or ABORT marker that
+	// ended it, -1 when the reader read none (the run ended first, or
+	// Orphaned).
+	Marker int64 `json:"marker"`
+	Commit bool  `json:"commit,omitempty"`
+	// Orphaned is the offset of a data batch of the same producer at a
+	// newer epoch that came while this transaction had no marker (-1:
+	// none): its own marker never came, so it hung until a later
+	// transaction's marker ended it with that one's outcome.
+	Orphaned int64 `json:"orphaned"`
+	// Time is when the reader read its first batch.
+	Time time.Time `json:"time,omitzero"`
+}
+
+// OpenPartition is a partition whose last stable offset stayed below its
+// high watermark at the end of the run.
+type OpenPartition struct {
+	TP
+	HighWatermark    int64 `json:"high_watermark"`
+	LastStableOffset int64 `json:"last_stable_offset"`
+	// Waited is how long the workload waited for it to close, seconds.
+	Waited float64 `json:"waited_seconds"`
+	// Blocking describes the open transaction at the LSO: producer id,
+	// epoch and start offset from the leader's producer state, and the
+	// transactional id with its coordinator's state when one is found.
+	Blocking string `json:"blocking,omitempty"`
 }

@@ -41,6 +41,32 @@ type Totals struct {
 	// Reads counts observations: live reads, stage inputs and final reads.
 	Reads      int `json:"reads"`
 	FinalReads int `json:"final_reads"`
+
+	// The faults the run drove its producers into and injected, so that
+	// a report shows they happened. EpochEndFences and ZombieFences count
+	// the producers fenced on purpose (Txn.Fence); Rotations the times a
+	// transactional id's producer id changed (at the end of its epochs);
+	// MaxEpoch is the largest epoch a producer held.
+	EpochEndFences int   `json:"epoch_end_fences"`
+	ZombieFences   int   `json:"zombie_fences"`
+	Rotations      int   `json:"producer_id_rotations"`
+	MaxEpoch       int16 `json:"max_epoch"`
+	// EarlyAborts counts transactions aborted right after their records
+	// were handed to the client; EmptyAborts those of them none of whose
+	// records was sent (the abort reached the coordinator with no
+	// partition); UnsentWrites the records the client never sent.
+	EarlyAborts  int `json:"early_aborts"`
+	EmptyAborts  int `json:"empty_aborts"`
+	UnsentWrites int `json:"unsent_writes"`
+	// MarkerFailovers and MarkerLeaderLosses count the marker drills that
+	// ran.
+	MarkerFailovers    int `json:"marker_failover_drills"`
+	MarkerLeaderLosses int `json:"marker_leader_loss_drills"`
+	// Spans counts the transactions the protocol-level read_committed
+	// reader followed (History.Spans), SpansDelivered those it delivered
+	// records of and then read the marker of.
+	Spans          int `json:"reader_spans"`
+	SpansDelivered int `json:"reader_spans_delivered"`
 }
 
 // Report is the verdict of Check. Each anomaly has its own Finding; see
@@ -60,6 +86,24 @@ type Report struct {
 	// (in that partition): corruption, or a record landing in the wrong
 	// partition.
 	Unwritten Finding `json:"unwritten"`
+	// HangingTxns counts partitions still holding an open transaction at
+	// the end of the run (History.OpenAtEnd), and transactions the
+	// protocol reader saw ended by another transaction's marker
+	// (TxnSpan.Orphaned): a transaction its coordinator considers ended
+	// but a partition does not.
+	HangingTxns Finding `json:"hanging_txns"`
+	// ReadCommittedBeforeReplicated counts transactions whose records a
+	// read_committed Fetch delivered while their marker was not below the
+	// high watermark (TxnSpan: Marker >= DeliveredHW): a leader change
+	// could still lose the marker.
+	ReadCommittedBeforeReplicated Finding `json:"read_committed_before_replicated"`
+	// EpochAnomalies counts producer epochs outside [0, MaxProducerEpoch],
+	// fenced transactions whose commit succeeded, and fences at the end
+	// of the epochs that did not move to a new producer id.
+	EpochAnomalies Finding `json:"epoch_anomalies"`
+	// AbortFailed counts AbortTransaction calls that failed other than
+	// by fencing.
+	AbortFailed Finding `json:"abort_failed"`
 	// Malformed counts violations of the history model itself (a bad
 	// outcome, a reused value, a wrong transform rule...). They are a bug
 	// in the workload, not in Strand, but other counts may be unreliable
@@ -86,6 +130,10 @@ func (r Report) Checks() []NamedFinding {
 		{"torn-txns", "transaction partly visible to the final read_committed read", r.TornTxns},
 		{"offset-mismatch", "stage offsets disagree with inputs processed", r.OffsetMismatch},
 		{"unwritten", "value read that nobody wrote there", r.Unwritten},
+		{"hanging-txns", "open transaction nobody will end (LSO pinned at the end, or ended by a later txn's marker)", r.HangingTxns},
+		{"read-committed-before-replicated", "read_committed records delivered before their txn's marker was below the HW", r.ReadCommittedBeforeReplicated},
+		{"epoch-anomalies", "epoch outside [0, 32766], fenced commit succeeded, or no new producer id at the epoch end", r.EpochAnomalies},
+		{"abort-failed", "AbortTransaction failed (other than by fencing)", r.AbortFailed},
 		{"malformed-history", "history breaks the model's rules", r.Malformed},
 	}
 }
@@ -119,6 +167,9 @@ func (r Report) Table() string {
 		t.CommittedTxns, t.AbortedTxns, t.UnknownTxns, t.UnknownVisible, t.StageTxns)
 	fmt.Fprintf(&b, "records: %d committed, %d aborted, %d unknown; reads: %d (%d final)\n",
 		t.CommittedRecords, t.AbortedRecords, t.UnknownRecords, t.Reads, t.FinalReads)
+	fmt.Fprintf(&b, "faults: %d fences at the epoch end, %d zombie fences, %d producer-id rotations (epochs up to %d); %d early aborts (%d with nothing sent, %d records unsent); drills: %d marker-failover, %d marker-leader-loss\n",
+		t.EpochEndFences, t.ZombieFences, t.Rotations, t.MaxEpoch, t.EarlyAborts, t.EmptyAborts, t.UnsentWrites, t.MarkerFailovers, t.MarkerLeaderLosses)
+	fmt.Fprintf(&b, "protocol reader: %d transactions followed, %d delivered and their marker read\n", t.Spans, t.SpansDelivered)
 	for _, c := range r.Checks() {
 		if c.Count == 0 {
 			continue

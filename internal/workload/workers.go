@@ -23,6 +23,14 @@ const commitRetries = 10
 // producer is transactional producer i: it writes transactions of unique
 // values to random source partitions until the run stops starting them,
 // and records each with its outcome.
+//
+// Besides committing and aborting on purpose it drives the faults of
+// issue 15: once its epoch has reached the last one a producer may hold
+// (verify.MaxProducerEpoch) with a transaction open, and at a small random
+// rate at any epoch, it fences itself by starting a new incarnation of its
+// transactional id, then tries to commit with the old one (which must
+// fail); and a share of its deliberate aborts happen right after the
+// records are handed to the client, before they are sent.
 func (r *run) producer(ctx context.Context, i int) {
 	name := fmt.Sprintf("verify-%s-p%d", r.cfg.RunID, i)
 	rng := r.rng(1, i)
@@ -43,7 +51,7 @@ func (r *run) producer(ctx context.Context, i int) {
 		}
 		if p == nil {
 			var err error
-			p, err = r.newTxnProducer(ctx, name)
+			p, err = r.newTxnProducer(ctx, name, "", nil)
 			if err != nil {
 				r.logf("%s: init: %v (retrying)", name, err)
 				sleep(ctx, time.Second)
@@ -60,31 +68,69 @@ func (r *run) producer(ctx context.Context, i int) {
 		}
 		k := 1 + rng.IntN(r.cfg.TxnMaxRecords)
 		recs := make([]*client.Record, k)
+		parts := r.choosePartitions(i, k, rng)
 		for j := range recs {
-			part := rng.Int32N(r.cfg.Partitions)
+			part := parts[j]
 			v := fmt.Sprintf("%s-%d", name, seq)
 			recs[j] = &client.Record{Topic: r.src, Partition: part, Value: []byte(v)}
 			t.Writes = append(t.Writes, verify.Write{TP: verify.TP{Topic: r.src, Partition: part}, Value: v, Offset: -1, ProducerSeq: seq})
 			seq++
 		}
+		deliberate := rng.Float64() < r.cfg.AbortRate
 		octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
+		if deliberate && rng.Float64() < r.cfg.EarlyAbortShare {
+			healthy := r.earlyAbort(octx, p, &t, recs, time.Duration(rng.IntN(4000))*time.Microsecond)
+			cancel()
+			r.record(t)
+			r.txnDone(i)
+			if !healthy {
+				p.Close(context.WithoutCancel(ctx))
+				p = nil
+			}
+			continue
+		}
 		res := p.ProduceSync(octx, recs...)
 		for j, pr := range res {
 			if pr.Err == nil && pr.Record != nil {
 				t.Writes[j].Offset = pr.Record.Offset
 			}
 		}
-		abort := res.FirstErr() != nil || rng.Float64() < r.cfg.AbortRate
+		pid, epoch := p.ProducerID()
+		t.PID = &verify.PID{ID: pid, Epoch: epoch}
+		fence := ""
+		if res.FirstErr() == nil {
+			switch {
+			case epoch >= verify.MaxProducerEpoch:
+				fence = verify.FenceEpochEnd
+			case rng.Float64() < r.cfg.ZombieFenceRate:
+				fence = verify.FenceZombie
+			}
+		}
+		if fence != "" {
+			if next, ok := r.fence(octx, p, &t, name, fence); ok {
+				cancel()
+				t.End = time.Now()
+				r.record(t)
+				r.txnDone(i)
+				p.Close(context.WithoutCancel(ctx))
+				p = next
+				continue
+			}
+			// The new incarnation did not start: nothing was fenced for
+			// sure, so the transaction goes on as any other.
+		}
+		abort := res.FirstErr() != nil || deliberate
 		var healthy bool
 		if abort {
-			t.Outcome, healthy = r.abort(octx, p)
+			t.Outcome, healthy = r.abort(octx, p, &t)
 		} else {
 			t.CommitRequested = time.Now()
-			t.Outcome, healthy = r.commit(octx, p, name)
+			t.Outcome, healthy = r.commit(octx, p, &t)
 		}
 		cancel()
 		t.End = time.Now()
 		r.record(t)
+		r.txnDone(i)
 		if !healthy {
 			p.Close(context.WithoutCancel(ctx))
 			p = nil
@@ -92,7 +138,10 @@ func (r *run) producer(ctx context.Context, i int) {
 	}
 }
 
-func (r *run) newTxnProducer(ctx context.Context, id string) (*client.Producer, error) {
+// newTxnProducer starts an incarnation of transactional id id and records
+// it; fence and fenced say it was started to fence the incarnation that
+// held fenced.
+func (r *run) newTxnProducer(ctx context.Context, id, fence string, fenced *verify.PID) (*client.Producer, error) {
 	p, err := client.NewProducer(r.opts(client.TransactionalID(id), client.TransactionTimeout(r.cfg.TransactionTimeout),
 		client.WithPartitioner(client.ManualPartitioner{}), client.Linger(2*time.Millisecond), client.DeliveryTimeout(opTimeout))...)
 	if err != nil {
@@ -104,24 +153,115 @@ func (r *run) newTxnProducer(ctx context.Context, id string) (*client.Producer, 
 		p.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
+	pid, epoch := p.ProducerID()
+	r.incarnation(verify.Incarnation{Producer: id, PID: verify.PID{ID: pid, Epoch: epoch}, Time: time.Now(), Fence: fence, Fenced: fenced})
 	return p, nil
+}
+
+// fence starts a new incarnation of p's transactional id while p's
+// transaction t is open with its records produced, then asks p to commit:
+// the commit must fail (the new incarnation's InitTransactions aborted the
+// transaction), so t is Aborted; a commit that succeeds is recorded
+// Committed, which the checker reports. It returns the new incarnation,
+// or false when it could not be started (then nothing is known to be
+// fenced and t is left open).
+func (r *run) fence(ctx context.Context, p *client.Producer, t *verify.Txn, name, kind string) (*client.Producer, bool) {
+	next, err := r.newTxnProducer(ctx, name, kind, t.PID)
+	if err != nil {
+		r.logf("%s: fence (%s) at epoch %d: new incarnation: %v (committing instead)", name, kind, t.PID.Epoch, err)
+		return nil, false
+	}
+	r.fences.Add(1)
+	t.Fence = kind
+	t.CommitRequested = time.Now()
+	if err := p.CommitTransaction(ctx); err != nil {
+		t.Outcome = verify.Aborted
+	} else {
+		t.Outcome = verify.Committed
+		r.logf("%s: the commit of fenced txn %s (epoch %d) succeeded", name, t.ID, t.PID.Epoch)
+	}
+	return next, true
+}
+
+// earlyAbort hands t's records to p without waiting (after wait, a few
+// milliseconds at most: some records are on their way then, most are
+// still buffered) and aborts at once. The client fails what it had not
+// sent with client.ErrAborted: such writes are Unsent. When nothing was
+// sent, the abort reaches the coordinator with no partition in the
+// transaction, which it must accept like any other.
+func (r *run) earlyAbort(ctx context.Context, p *client.Producer, t *verify.Txn, recs []*client.Record, wait time.Duration) bool {
+	t.EarlyAbort = true
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for j, rec := range recs {
+		wg.Add(1)
+		p.Produce(ctx, rec, func(got *client.Record, err error) {
+			defer wg.Done()
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil && got != nil:
+				t.Writes[j].Offset = got.Offset
+			case errors.Is(err, client.ErrAborted):
+				t.Writes[j].Unsent = true
+			}
+		})
+	}
+	if wait > 0 {
+		sleep(ctx, wait)
+	}
+	var healthy bool
+	t.Outcome, healthy = r.abort(ctx, p, t)
+	waitGroup(&wg, opTimeout)
+	pid, epoch := p.ProducerID()
+	mu.Lock()
+	t.Writes = append([]verify.Write(nil), t.Writes...) // a late promise must not touch the recorded copy
+	mu.Unlock()
+	if t.PID == nil {
+		t.PID = &verify.PID{ID: pid, Epoch: epoch}
+	}
+	t.End = time.Now()
+	return healthy
 }
 
 // abort aborts the open transaction. It is Aborted either way: commit was
 // never requested, so the coordinator can only abort it (now, when a new
-// incarnation fences this one, or on its timeout).
-func (r *run) abort(ctx context.Context, p *client.Producer) (verify.Outcome, bool) {
+// incarnation fences this one, or on its timeout). An abort that fails
+// other than by fencing is recorded in t.AbortErr (an anomaly: an abort
+// must always be possible).
+func (r *run) abort(ctx context.Context, p *client.Producer, t *verify.Txn) (verify.Outcome, bool) {
+	if t.PID == nil {
+		pid, epoch := p.ProducerID()
+		t.PID = &verify.PID{ID: pid, Epoch: epoch}
+	}
 	if err := p.AbortTransaction(ctx); err != nil {
+		r.abortFailed(ctx, t, err)
 		return verify.Aborted, false
 	}
 	return verify.Aborted, true
+}
+
+// abortFailed records a failed abort in t, unless the producer was fenced
+// or the workload's own deadline for the step ran out. Fenced is
+// PRODUCER_FENCED or INVALID_PRODUCER_EPOCH (Kafka's producer takes either
+// from a transaction coordinator as a fence): a coordinator cut off from
+// the cluster answers the latter from its stale state until it learns it
+// lost its partitions, and the new incarnation the workload then starts
+// aborts the transaction for sure.
+func (r *run) abortFailed(ctx context.Context, t *verify.Txn, err error) {
+	if errors.Is(err, client.ErrProducerFenced) || errors.Is(err, client.ErrInvalidProducerEpoch) || ctx.Err() != nil {
+		return
+	}
+	t.AbortErr = err.Error()
+	r.logf("%s: abort of txn %s failed: %v", t.Producer, t.ID, err)
 }
 
 // commit commits, retrying while the outcome is unknown. A commit that
 // failed is Aborted only if the abort that follows succeeds (the
 // coordinator then says the transaction did not commit); otherwise the
 // outcome is Unknown and the producer is replaced.
-func (r *run) commit(ctx context.Context, p *client.Producer, name string) (verify.Outcome, bool) {
+func (r *run) commit(ctx context.Context, p *client.Producer, t *verify.Txn) (verify.Outcome, bool) {
+	name := t.Producer
 	var err error
 	for attempt := 0; attempt < commitRetries; attempt++ {
 		err = p.CommitTransaction(ctx)
@@ -137,8 +277,14 @@ func (r *run) commit(ctx context.Context, p *client.Producer, name string) (veri
 		r.logf("%s: commit outcome unknown after %d attempts: %v", name, commitRetries, err)
 		return verify.Unknown, false
 	}
-	if aerr := p.AbortTransaction(ctx); aerr == nil {
+	aerr := p.AbortTransaction(ctx)
+	if aerr == nil {
 		return verify.Aborted, true
+	}
+	if !errors.Is(err, client.ErrProducerFenced) && !errors.Is(err, client.ErrInvalidProducerEpoch) {
+		// A fenced producer cannot abort either; any other failed commit
+		// must leave the abort possible.
+		r.abortFailed(ctx, t, aerr)
 	}
 	return verify.Unknown, false
 }
@@ -218,6 +364,9 @@ func (r *run) stageWorker(ctx context.Context, i int, stop <-chan struct{}) {
 					mu.Unlock()
 				}
 			})
+		}
+		if pid, epoch := s.Producer().ProducerID(); pid >= 0 {
+			t.PID = &verify.PID{ID: pid, Epoch: epoch}
 		}
 		// The offsets End will send: the position of every assigned
 		// partition (End reads the same positions; nothing polls between).

@@ -63,7 +63,22 @@ type Config struct {
 	// TransactionTimeout of the workload's producers (default 15 s), so a
 	// transaction a dead client left open is aborted soon.
 	TransactionTimeout time.Duration
-	Seed               uint64
+	// EarlyAbortShare is the share of the deliberate aborts made right
+	// after the records are handed to the client, before they are sent
+	// (default 0.5; negative: none).
+	EarlyAbortShare float64
+	// ZombieFenceRate is the fraction of producer transactions whose
+	// producer is fenced on purpose by a new incarnation while the
+	// transaction is open (default 0.02; negative: none). Producers are
+	// always fenced so when their epoch reaches the end of its range.
+	ZombieFenceRate float64
+	// HangGrace is how long the end of the run waits for the last
+	// transactions to end before a partition whose last stable offset is
+	// still below its high watermark counts as hanging (default the
+	// transaction timeout + 30 s: a transaction a dead client left open
+	// ends by the coordinator's timeout).
+	HangGrace time.Duration
+	Seed      uint64
 }
 
 func (c *Config) defaults() {
@@ -99,6 +114,21 @@ func (c *Config) defaults() {
 	}
 	if c.Seed == 0 {
 		c.Seed = uint64(time.Now().UnixNano())
+	}
+	switch {
+	case c.EarlyAbortShare == 0:
+		c.EarlyAbortShare = 0.5
+	case c.EarlyAbortShare < 0:
+		c.EarlyAbortShare = 0
+	}
+	switch {
+	case c.ZombieFenceRate == 0:
+		c.ZombieFenceRate = 0.02
+	case c.ZombieFenceRate < 0:
+		c.ZombieFenceRate = 0
+	}
+	if c.HangGrace <= 0 {
+		c.HangGrace = c.TransactionTimeout + 30*time.Second
 	}
 }
 
@@ -138,11 +168,27 @@ type run struct {
 	quiet  *slog.Logger
 	stopTx chan struct{} // closed when producers must stop starting transactions
 	timeUp chan struct{} // closed when Duration has passed
+	// hangDeadline is when a transaction still open at the end counts as
+	// hanging: HangGrace after the producers stopped.
+	hangDeadline time.Time
 
-	mu        sync.Mutex
-	txns      []verify.Txn
-	reads     []verify.Read
-	perTxnID  map[string]int // committed transactions per transactional id
+	mu           sync.Mutex
+	txns         []verify.Txn
+	reads        []verify.Read
+	incarnations []verify.Incarnation
+	spans        []verify.TxnSpan
+	perTxnID     map[string]int // committed transactions per transactional id
+	fences       atomic.Int64
+	earlyAborts  atomic.Int64
+	witnesses    atomic.Int64 // witness transactional ids tried
+
+	// keepMu guards avoid (a source partition producers must not write
+	// to, -1 for none: drill.Env.KeepOff) and txnParts (per producer, the
+	// source partitions its open transaction writes to, as a bit set).
+	keepMu   sync.Mutex
+	avoid    int32
+	txnParts []uint64
+
 	committed atomic.Int64
 	aborted   atomic.Int64
 	unknown   atomic.Int64
@@ -186,6 +232,15 @@ func (r *run) record(t verify.Txn) {
 	if t.IsStage() {
 		r.stageTx.Add(1)
 	}
+	if t.EarlyAbort {
+		r.earlyAborts.Add(1)
+	}
+}
+
+func (r *run) incarnation(in verify.Incarnation) {
+	r.mu.Lock()
+	r.incarnations = append(r.incarnations, in)
+	r.mu.Unlock()
 }
 
 func (r *run) busiest() string {
@@ -207,6 +262,7 @@ func (r *run) busiest() string {
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cfg.defaults()
 	r := &run{cfg: cfg, start: time.Now(), stopTx: make(chan struct{}), timeUp: make(chan struct{}), perTxnID: map[string]int{},
+		avoid: -1, txnParts: make([]uint64, cfg.Producers),
 		src: "verify-" + cfg.RunID + "-src", dst: "verify-" + cfg.RunID + "-dst", group: "verify-" + cfg.RunID + "-stage",
 		quiet: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	r.drillNow.Store("")
@@ -232,8 +288,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	var live, stage, prods, bg sync.WaitGroup
 	liveStop, stageStop := make(chan struct{}), make(chan struct{})
 
-	live.Add(1)
+	live.Add(2)
 	go func() { defer live.Done(); r.liveReader(work, liveStop) }()
+	go func() { defer live.Done(); r.protoReader(work, liveStop) }()
 	for i := 0; i < cfg.StageWorkers; i++ {
 		stage.Add(1)
 		go func(i int) { defer stage.Done(); r.stageWorker(work, i, stageStop) }(i)
@@ -261,9 +318,17 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	// last one has settled.
 	close(r.timeUp)
 	res.Drills = <-drillsDone
+	var ran []string
+	for _, d := range res.Drills {
+		if d.Skipped == "" {
+			ran = append(ran, d.Drill)
+		}
+	}
 	close(r.stopTx)
 	r.logf("workload: producers finishing their last transactions")
 	prods.Wait()
+	// Open transactions have HangGrace from now to end.
+	r.hangDeadline = time.Now().Add(cfg.HangGrace)
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
@@ -290,6 +355,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	h.Drills = ran
 	res.History = h
 	res.Report = verify.Check(h)
 	res.Elapsed = time.Since(r.start).Seconds()
@@ -368,6 +434,7 @@ func (r *run) drillEnv() *drill.Env {
 	e := r.cfg.DrillEnv
 	e.Admin, e.Target, e.Topics, e.BusiestTxnID = r.admin, r.cfg.Target, r.topics(), r.busiest
 	e.Logf = r.logf
+	e.Witness, e.KeepOff = r.witness, r.keepOff
 	if e.Target == nil {
 		e.Target = noTarget{}
 	}
@@ -418,6 +485,10 @@ func (r *run) drills(ctx context.Context) []drill.Outcome {
 
 // drainStage waits until the stage group's committed offsets reach the
 // end of every source partition.
+//
+// A partition whose transaction stays open (LSO below HW) holds the stage
+// back for good if nobody ends it: past the hang deadline the wait gives
+// up (the read-back reports the partition as hanging).
 func (r *run) drainStage(ctx context.Context, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	tps := r.partitions(r.src)
@@ -432,10 +503,12 @@ func (r *run) drainStage(ctx context.Context, timeout time.Duration) error {
 		cancel()
 		if err == nil {
 			behind = ""
+			open := false
 			for _, tp := range tps {
 				end := ends[tp]
 				if end.LastStableOffset < end.HighWatermark {
 					behind = fmt.Sprintf("%s has an open transaction (LSO %d < HW %d)", tp, end.LastStableOffset, end.HighWatermark)
+					open = true
 					break
 				}
 				if got[tp] < end.LastStableOffset && end.LastStableOffset > 0 {
@@ -449,6 +522,9 @@ func (r *run) drainStage(ctx context.Context, timeout time.Duration) error {
 			}
 			if behind == "" {
 				return nil
+			}
+			if open && time.Now().After(r.hangDeadline) {
+				return fmt.Errorf("the stage cannot catch up: %s, %s after the producers stopped", behind, r.cfg.HangGrace)
 			}
 		} else {
 			behind = err.Error()
@@ -511,9 +587,9 @@ func (r *run) progress(ctx context.Context, stop <-chan struct{}) {
 		if r.cfg.Repeat {
 			drills = fmt.Sprintf("%d (cycling through %d)", r.drillsRun.Load(), len(r.cfg.Drills))
 		}
-		r.logf("progress: %.0fs, %.0f committed records/s, txns committed %d aborted %d unknown %d (stage %d), live reads %d, drills %s%s",
-			now.Sub(r.start).Seconds(), rate, r.committed.Load(), r.aborted.Load(), r.unknown.Load(), r.stageTx.Load(),
-			r.liveReads.Load(), drills, cur)
+		r.logf("progress: %.0fs, %.0f committed records/s, txns committed %d aborted %d (%d early) unknown %d (stage %d), fences %d, live reads %d, drills %s%s",
+			now.Sub(r.start).Seconds(), rate, r.committed.Load(), r.aborted.Load(), r.earlyAborts.Load(), r.unknown.Load(), r.stageTx.Load(),
+			r.fences.Load(), r.liveReads.Load(), drills, cur)
 	}
 }
 
@@ -526,33 +602,42 @@ func (r *run) readBack(ctx context.Context) (*verify.History, error) {
 		tps = append(tps, r.partitions(t)...)
 	}
 	// Transactions left open by a dead client end by the coordinator's
-	// timeout; wait a little longer than that.
-	deadline := time.Now().Add(r.cfg.TransactionTimeout + 90*time.Second)
+	// timeout: wait HangGrace for them. A partition still open then holds
+	// a transaction nobody will end: hanging (History.OpenAtEnd).
+	h := &verify.History{SourceTopic: r.src, SinkTopic: r.dst, Transform: verify.TransformRule}
+	deadline := r.hangDeadline
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		ends, err := r.admin.ListOffsets(cctx, tps, client.OffsetLatest, client.ReadCommitted)
 		cancel()
-		open := ""
+		var open []client.TopicPartition
 		if err == nil {
 			for _, tp := range tps {
 				if ends[tp].LastStableOffset != ends[tp].HighWatermark {
-					open = fmt.Sprintf("%s LSO %d HW %d", tp, ends[tp].LastStableOffset, ends[tp].HighWatermark)
+					open = append(open, tp)
 				}
 			}
-		} else {
-			open = err.Error()
-		}
-		if open == "" {
-			break
+			if len(open) == 0 {
+				break
+			}
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("transactions still open at the end: %s", open)
+			if err != nil {
+				return nil, fmt.Errorf("the partitions' ends cannot be read: %w", err)
+			}
+			for _, tp := range open {
+				o := verify.OpenPartition{TP: verify.TP{Topic: tp.Topic, Partition: tp.Partition}, HighWatermark: ends[tp].HighWatermark,
+					LastStableOffset: ends[tp].LastStableOffset, Waited: time.Since(r.hangDeadline.Add(-r.cfg.HangGrace)).Seconds(),
+					Blocking: r.blocking(ctx, tp, ends[tp].LastStableOffset)}
+				r.logf("workload: %s is hanging: LSO %d < HW %d after %.0fs; %s", tp, o.LastStableOffset, o.HighWatermark, o.Waited, o.Blocking)
+				h.OpenAtEnd = append(h.OpenAtEnd, o)
+			}
+			break
 		}
 		if err := sleep(ctx, time.Second); err != nil {
 			return nil, err
 		}
 	}
-	h := &verify.History{SourceTopic: r.src, SinkTopic: r.dst, Transform: verify.TransformRule}
 	for _, iso := range []client.IsolationLevel{client.ReadCommitted, client.ReadUncommitted} {
 		reads, err := r.readAll(ctx, tps, iso)
 		if err != nil {
@@ -576,6 +661,8 @@ func (r *run) readBack(ctx context.Context) (*verify.History, error) {
 	r.mu.Lock()
 	h.Txns = append(h.Txns, r.txns...)
 	h.Reads = append(h.Reads, r.reads...)
+	h.Incarnations = append(h.Incarnations, r.incarnations...)
+	h.Spans = append(h.Spans, r.spans...)
 	r.mu.Unlock()
 	sort.SliceStable(h.Txns, func(i, j int) bool { return h.Txns[i].Begin.Before(h.Txns[j].Begin) })
 	return h, nil
@@ -717,3 +804,10 @@ func (noTarget) Pause(ctx context.Context, id int32) error   { return drill.ErrU
 func (noTarget) Resume(ctx context.Context, id int32) error  { return drill.ErrUnsupported }
 func (noTarget) Isolate(ctx context.Context, id int32) error { return drill.ErrUnsupported }
 func (noTarget) Heal(ctx context.Context, id int32) error    { return drill.ErrUnsupported }
+func (noTarget) Stop(ctx context.Context, id int32) error    { return drill.ErrUnsupported }
+func (noTarget) HoldFollowerFetch(ctx context.Context, id int32, topic string, partition int32, d time.Duration) error {
+	return drill.ErrUnsupported
+}
+func (noTarget) ReleaseFollowerFetch(ctx context.Context, id int32, topic string, partition int32) error {
+	return drill.ErrUnsupported
+}

@@ -3,6 +3,7 @@ package workload_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -26,10 +27,59 @@ type clusterTarget struct {
 
 func (t *clusterTarget) Name() string   { return "in-process test cluster" }
 func (t *clusterTarget) Nodes() []int32 { return []int32{1, 2, 3} }
-func (t *clusterTarget) Kill(ctx context.Context, id int32) error {
+
+// take removes node id from its member (nil if it is down): killing or
+// stopping it then runs without the lock, so a slow graceful stop does not
+// hold up a kill of another node.
+func (t *clusterTarget) take(id int32) *node.Node {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.c.Kill(id)
+	m := t.c.Member(id)
+	n := m.Node
+	m.Node = nil
+	return n
+}
+
+func (t *clusterTarget) Kill(ctx context.Context, id int32) error {
+	if n := t.take(id); n != nil {
+		n.Kill()
+	}
+	return nil
+}
+
+// Stop is a graceful stop: the node's controlled shutdown moves its
+// leaderships first.
+func (t *clusterTarget) Stop(ctx context.Context, id int32) error {
+	if n := t.take(id); n != nil {
+		return n.Stop()
+	}
+	return nil
+}
+
+func (t *clusterTarget) running(id int32) (*node.Node, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n := t.c.Member(id).Node; n != nil {
+		return n, nil
+	}
+	return nil, fmt.Errorf("node %d is down", id)
+}
+
+func (t *clusterTarget) HoldFollowerFetch(ctx context.Context, id int32, topic string, partition int32, d time.Duration) error {
+	n, err := t.running(id)
+	if err != nil {
+		return err
+	}
+	_, err = n.HoldFollowerFetch(topic, partition, d)
+	return err
+}
+
+func (t *clusterTarget) ReleaseFollowerFetch(ctx context.Context, id int32, topic string, partition int32) error {
+	n, err := t.running(id)
+	if err != nil {
+		return err
+	}
+	n.ReleaseFollowerFetch(topic, partition)
 	return nil
 }
 func (t *clusterTarget) Start(ctx context.Context, id int32) error {
