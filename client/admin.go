@@ -131,6 +131,23 @@ func (a *Admin) Metadata(ctx context.Context, internal bool, topics ...string) (
 	return resp, err
 }
 
+// Leader returns the leader of tp from fresh metadata (-1 while it has
+// none); UNKNOWN_TOPIC_OR_PARTITION when the metadata does not list tp.
+func (a *Admin) Leader(ctx context.Context, tp TopicPartition) (int32, error) {
+	md, err := a.Metadata(ctx, false, tp.Topic)
+	if err != nil {
+		return -1, err
+	}
+	for _, t := range md.Topics {
+		for _, p := range t.Partitions {
+			if t.Name == tp.Topic && p.Partition == tp.Partition {
+				return p.LeaderId, nil
+			}
+		}
+	}
+	return -1, errs.New(pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "%s is not in the metadata", tp)
+}
+
 // BrokerConn returns the client's connection to broker id (known from the
 // last Metadata answer), for tools that speak the wire protocol directly,
 // such as strand verify's protocol-level read_committed reader.

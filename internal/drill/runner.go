@@ -395,18 +395,7 @@ func (e *Env) leaderMoved(ctx context.Context, tp client.TopicPartition, old int
 }
 
 func (e *Env) leaderOf(ctx context.Context, tp client.TopicPartition) (int32, error) {
-	md, err := e.Admin.Metadata(ctx, false, tp.Topic)
-	if err != nil {
-		return -1, err
-	}
-	for _, t := range md.Topics {
-		for _, p := range t.Partitions {
-			if t.Name == tp.Topic && p.Partition == tp.Partition {
-				return p.LeaderId, nil
-			}
-		}
-	}
-	return -1, fmt.Errorf("%s not in metadata", tp)
+	return e.Admin.Leader(ctx, tp)
 }
 
 // sleepCtx sleeps d or until ctx ends.

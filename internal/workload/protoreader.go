@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"time"
 
@@ -132,20 +133,13 @@ func (r *run) protoReadPartition(ctx context.Context, stop <-chan struct{}, tp c
 	}
 }
 
-// leaderOf asks the metadata for tp's leader (-1: none).
+// leaderOf asks the metadata for tp's leader (-1: none, or tp not listed).
 func (r *run) leaderOf(ctx context.Context, tp client.TopicPartition) (int32, error) {
-	md, err := r.admin.Metadata(ctx, false, tp.Topic)
-	if err != nil {
-		return -1, err
+	l, err := r.admin.Leader(ctx, tp)
+	if errors.Is(err, client.ErrUnknownTopicOrPartition) {
+		return -1, nil
 	}
-	for _, t := range md.Topics {
-		for _, p := range t.Partitions {
-			if t.Name == tp.Topic && p.Partition == tp.Partition {
-				return p.LeaderId, nil
-			}
-		}
-	}
-	return -1, nil
+	return l, err
 }
 
 // protoApply takes one partition's Fetch answer: it delivers the records
