@@ -154,7 +154,7 @@ func (s *markerSender) round() bool {
 				progress = true
 				mu.Unlock()
 			}
-		}(b.Address, items)
+		}(b.PeerAddress(), items) // markers go to the leader's inter-broker listener
 	}
 	wg.Wait()
 	return progress
@@ -173,7 +173,8 @@ func (s *markerSender) send(addr string, items []markerItem) bool {
 		sort.Slice(tps, func(a, b int) bool {
 			return tps[a].Topic < tps[b].Topic || tps[a].Topic == tps[b].Topic && tps[a].Partition < tps[b].Partition
 		})
-		m := &pb.TxnMarker{ProducerId: j.producerID, ProducerEpoch: int32(j.epoch), Committed: j.committed, CoordinatorEpoch: j.coordinatorEpoch, TransactionVersion: int32(j.txnVersion)}
+		m := &pb.TxnMarker{ProducerId: j.producerID, ProducerEpoch: int32(j.epoch), Committed: j.committed, CoordinatorEpoch: j.coordinatorEpoch,
+			TransactionVersion: int32(j.txnVersion), TransactionalId: j.transactionalID}
 		for _, tp := range tps {
 			m.Partitions = append(m.Partitions, &pb.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
 		}
