@@ -5,6 +5,7 @@ package api
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/coordinator"
@@ -41,4 +42,7 @@ type Deps struct {
 	Groups    pb.GroupsServer
 	// Metrics counts bytes, records and requests (nil: not counted).
 	Metrics *Metrics
+	// TxnMaxTimeout is transaction.max.timeout.ms: the administrator's
+	// AbortTransaction ends only transactions open longer than this.
+	TxnMaxTimeout time.Duration
 }

@@ -203,6 +203,9 @@ func (s *markerSender) send(addr string, items []markerItem) bool {
 			tp := TopicPartition{pr.Topic, pr.Partition}
 			switch pr.ErrorCode {
 			case pb.ErrorCode_NONE:
+				// Written and in the ISR, a repeat of one that is, or
+				// nothing to end there (the transaction's batch never
+				// reached the partition): done either way.
 				delete(j.remaining, tp)
 				progress = true
 			case pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION:

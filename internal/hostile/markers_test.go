@@ -186,3 +186,56 @@ func TestClientMarkerCannotLockOutProducer(t *testing.T) {
 	}
 	tg.assertServes()
 }
+
+// TestAdminAbortCannotTearLiveTransaction: the administrator's abort
+// (Transactions.AbortTransaction, what `strand transactions abort` sends)
+// is a client RPC, so a hostile client can send it too. Aimed at the
+// victim's live transaction — exactly named, at its current epoch, at the
+// last epoch — it is refused (the transaction is younger than
+// transaction.max.timeout.ms); aimed at the committed one, there is
+// nothing open to abort. The victim commits and is read, and goes on.
+func TestAdminAbortCannotTearLiveTransaction(t *testing.T) {
+	tg := devTarget(t)
+	tg.createTopic("victim", 1, 1)
+	v := newVictim(tg, "victim", "victim-admin")
+	v.begin("v1", "v2")
+	st := v.state()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tc := pb.NewTransactionsClient(tg.raw(tg.dev.Addr()))
+	abort := func(epoch int32, start int64) pb.ErrorCode {
+		r, err := tc.AbortTransaction(ctx, &pb.AbortTransactionRequest{Topic: "victim", Partition: 0, ProducerId: st.ProducerId, ProducerEpoch: epoch, StartOffset: start})
+		if err != nil {
+			t.Fatalf("AbortTransaction: %v", err)
+		}
+		return r.ErrorCode
+	}
+	for _, c := range []struct {
+		epoch int32
+		start int64
+		want  pb.ErrorCode
+	}{
+		{st.ProducerEpoch, st.CurrentTxnStartOffset, pb.ErrorCode_INVALID_TXN_STATE},
+		{32767, st.CurrentTxnStartOffset, pb.ErrorCode_INVALID_PRODUCER_EPOCH},
+		{st.ProducerEpoch, st.CurrentTxnStartOffset + 1, pb.ErrorCode_INVALID_TXN_STATE},
+	} {
+		if got := abort(c.epoch, c.start); got != c.want {
+			t.Errorf("admin abort of the live transaction at epoch %d from offset %d: %v, want %v", c.epoch, c.start, got, c.want)
+		}
+	}
+	if err := v.end(true); err != nil {
+		t.Fatalf("victim's commit: %v", err)
+	}
+	if got := abort(st.ProducerEpoch, st.CurrentTxnStartOffset); got != pb.ErrorCode_INVALID_TXN_STATE {
+		t.Errorf("admin abort of the committed transaction: %v, want INVALID_TXN_STATE", got)
+	}
+	v.begin("v3")
+	if err := v.end(true); err != nil {
+		t.Fatalf("victim's next transaction: %v", err)
+	}
+	if got := tg.readAll("victim", 0, client.ReadCommitted, 3); !slices.Equal(got, []string{"v1", "v2", "v3"}) {
+		t.Fatalf("read_committed: %q, want [v1 v2 v3]", got)
+	}
+	tg.dropRaw()
+	tg.assertServes()
+}

@@ -296,7 +296,8 @@ func Start(cfg Config) (*Node, error) {
 	n.Remote = controller.NewRemote(n.pool, n.addressOf, func() []int32 { return voters }, localLeader)
 
 	n.metrics = api.NewMetrics()
-	deps := &api.Deps{NodeID: cfg.NodeID, Controller: n.Controller, Remote: n.Remote, MessageMaxBytes: cfg.MessageMaxBytes, Addr: n.addressOf, Logger: lg, Metrics: n.metrics}
+	deps := &api.Deps{NodeID: cfg.NodeID, Controller: n.Controller, Remote: n.Remote, MessageMaxBytes: cfg.MessageMaxBytes, Addr: n.addressOf, Logger: lg, Metrics: n.metrics,
+		TxnMaxTimeout: cfg.TxnConfig.MaxTimeout}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 	if cfg.Broker {
