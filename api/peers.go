@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -44,12 +45,17 @@ type PeerFilter struct {
 	now     func() time.Time
 	lg      *slog.Logger
 
-	mu       sync.Mutex
+	set     atomic.Pointer[peerSet]
+	rebuild sync.Mutex   // one rebuild (and its lookups) at a time
+	logged  atomic.Int64 // when a refusal was last logged (Unix ms)
+}
+
+// peerSet is the admitted addresses as built from one version of the hosts.
+type peerSet struct {
 	version  int64
 	names    []string // the sorted hosts allowed was built from
 	allowed  map[netip.Addr]bool
-	resolved time.Time // when host names were last resolved
-	logged   time.Time // when a refusal was last logged
+	resolved time.Time // when its host names were looked up
 }
 
 // NewPeerFilter returns a filter over the hosts hosts reports; version
@@ -58,7 +64,7 @@ func NewPeerFilter(hosts func() (version int64, hosts []string), lg *slog.Logger
 	if lg == nil {
 		lg = slog.Default()
 	}
-	return &PeerFilter{hosts: hosts, lg: lg, version: -2, now: time.Now, resolve: func(ctx context.Context, host string) ([]netip.Addr, error) {
+	return &PeerFilter{hosts: hosts, lg: lg, now: time.Now, resolve: func(ctx context.Context, host string) ([]netip.Addr, error) {
 		return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 	}}
 }
@@ -68,44 +74,60 @@ func NewPeerFilter(hosts func() (version int64, hosts []string), lg *slog.Logger
 // container is reconnected to its network).
 const reresolveEvery = time.Second
 
-// Admits reports whether a call from ip may be served.
+// Admits reports whether a call from ip may be served. The common case
+// (a known caller, hosts unchanged) takes no lock; lookups run with no
+// caller waiting on them but the one that needs the new set.
 func (f *PeerFilter) Admits(ip netip.Addr) bool {
 	ip = ip.Unmap()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if v, hs := f.hosts(); v != f.version {
-		f.version = v
-		f.rebuildLocked(hs, false)
-	}
-	if f.allowed[ip] {
+	v, hs := f.hosts()
+	st := f.set.Load()
+	if st != nil && st.version == v && st.allowed[ip] {
 		return true
 	}
-	if f.now().Sub(f.resolved) >= reresolveEvery {
-		f.rebuildLocked(f.names, true)
-		return f.allowed[ip]
+	if st == nil || st.version != v {
+		f.rebuild.Lock()
+		if st = f.set.Load(); st == nil || st.version != v {
+			st = f.build(v, hs, st, false)
+			f.set.Store(st)
+		}
+		f.rebuild.Unlock()
+		if st.allowed[ip] {
+			return true
+		}
 	}
-	return false
+	// Unknown: look the names up again, at most once a second, and never
+	// while another rebuild runs (a stranger knocking waits for nothing).
+	if !hasName(st.names) || f.now().Sub(st.resolved) < reresolveEvery || !f.rebuild.TryLock() {
+		return false
+	}
+	defer f.rebuild.Unlock()
+	if cur := f.set.Load(); cur != st {
+		return cur.allowed[ip]
+	}
+	st = f.build(st.version, st.names, st, true)
+	f.set.Store(st)
+	return st.allowed[ip]
 }
 
-// rebuildLocked makes the allowed set from hosts; names are looked up
-// again only when the hosts changed or force is set.
-func (f *PeerFilter) rebuildLocked(hosts []string, force bool) {
+// build makes the set for hosts at version; names are looked up again
+// only when they differ from prev's or force is set.
+func (f *PeerFilter) build(version int64, hosts []string, prev *peerSet, force bool) *peerSet {
 	names := slices.Clone(hosts)
 	slices.Sort(names)
 	names = slices.Compact(names)
-	if !force && f.allowed != nil && slices.Equal(names, f.names) {
-		return
+	if !force && prev != nil && slices.Equal(names, prev.names) {
+		return &peerSet{version: version, names: prev.names, allowed: prev.allowed, resolved: prev.resolved}
 	}
-	allowed := map[netip.Addr]bool{}
+	st := &peerSet{version: version, names: names, allowed: map[netip.Addr]bool{}}
 	for _, h := range names {
 		for _, a := range f.lookup(h) {
-			allowed[a] = true
+			st.allowed[a] = true
 		}
 	}
-	f.names, f.allowed = names, allowed
 	if hasName(names) {
-		f.resolved = f.now()
+		st.resolved = f.now()
 	}
+	return st
 }
 
 func hasName(hosts []string) bool {
@@ -185,12 +207,9 @@ func (f *PeerFilter) check(ctx context.Context, method string, req any) error {
 	if method == pb.Controller_RegisterBroker_FullMethodName && f.selfRegistration(ip, req) {
 		return nil
 	}
-	f.mu.Lock()
-	if f.now().Sub(f.logged) >= 10*time.Second {
-		f.logged = f.now()
+	if now, last := f.now().UnixMilli(), f.logged.Load(); now-last >= 10_000 && f.logged.CompareAndSwap(last, now) {
 		f.lg.Warn("inter-broker listener: refused a call from an address that is no node of this cluster (logged at most every 10s)", "from", ip.String(), "method", method)
 	}
-	f.mu.Unlock()
 	return rpc.StatusError(codes.PermissionDenied, errs.New(pb.ErrorCode_CLUSTER_AUTHORIZATION_FAILED,
 		"the inter-broker listener serves this cluster's nodes only, and %s is not the address of a registered broker or a controller voter", ip))
 }
