@@ -24,13 +24,10 @@ import (
 // answered early, a request sees an image without this broker (CreateTopics
 // found "available brokers: 0").
 //
-// What other nodes send passes at once, since the node needs it to become
-// ready and its peers need it to make progress: the Controller service
-// (registration, heartbeats, metadata, AlterPartition, producer-id blocks,
-// requests forwarded by brokers), follower Fetch and OffsetForLeaderEpoch
-// (replica_id >= 0), WriteTxnMarkers and AddPartitionsToTxn (sent by
-// transaction coordinators and partition leaders), and the health service
-// (which says NOT_SERVING meanwhile).
+// The gate stands on the client listeners only. What other nodes send
+// arrives on the inter-broker listener (listeners.go), which has no gate:
+// the node needs it to become ready and its peers need it to make
+// progress. The health service passes (it says NOT_SERVING meanwhile).
 //
 // The gate opens once: like Kafka, a node that was ready keeps serving if
 // it is fenced later (its requests then fail request by request).
@@ -76,7 +73,7 @@ func (g *StartupGate) stream(srv any, ss grpc.ServerStream, info *grpc.StreamSer
 
 // admit is the gate: nil lets the call in. req is nil for streams.
 func (g *StartupGate) admit(method string, req any) error {
-	if g.open.Load() || fromPeer(method, req) {
+	if g.open.Load() || isHealth(method) {
 		return nil
 	}
 	if planted.On(planted.ServeBeforeReady) {
@@ -89,22 +86,11 @@ func (g *StartupGate) refusal() error {
 	return rpc.StatusError(codes.Unavailable, errs.New(pb.ErrorCode_BROKER_NOT_AVAILABLE, "%s", g.why()))
 }
 
-// fromPeer reports whether a call is one other nodes make (or the health
-// service): those are served while the node starts. req is nil for streams.
-func fromPeer(method string, req any) bool {
-	switch method {
-	case pb.Transactions_WriteTxnMarkers_FullMethodName, pb.Transactions_AddPartitionsToTxn_FullMethodName:
-		return true
-	case pb.Consumer_Fetch_FullMethodName:
-		r, ok := req.(*pb.FetchRequest)
-		return ok && r.ReplicaId >= 0
-	case pb.Consumer_OffsetForLeaderEpoch_FullMethodName:
-		r, ok := req.(*pb.OffsetForLeaderEpochRequest)
-		return ok && r.ReplicaId >= 0
-	}
+// isHealth reports whether a call is the health service's.
+func isHealth(method string) bool {
 	service := strings.TrimPrefix(method, "/")
 	if i := strings.LastIndexByte(service, '/'); i >= 0 {
 		service = service[:i]
 	}
-	return service == pb.Controller_ServiceDesc.ServiceName || service == healthpb.Health_ServiceDesc.ServiceName
+	return service == healthpb.Health_ServiceDesc.ServiceName
 }

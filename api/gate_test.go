@@ -14,10 +14,11 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-// TestStartupGateLetsPeersThrough: a closed gate refuses every client call
-// with a retriable BROKER_NOT_AVAILABLE and passes what other nodes send;
-// an open gate passes everything.
-func TestStartupGateLetsPeersThrough(t *testing.T) {
+// TestStartupGateLetsHealthThrough: a closed gate (it stands on the client
+// listeners) refuses every call but the health service's with a retriable
+// BROKER_NOT_AVAILABLE, including those only peers send, which a client
+// listener does not serve anyway; an open gate passes everything.
+func TestStartupGateLetsHealthThrough(t *testing.T) {
 	g := NewStartupGate(func() string { return "node 7 is starting: waiting to register" })
 	client := []struct {
 		method string
@@ -33,11 +34,6 @@ func TestStartupGateLetsPeersThrough(t *testing.T) {
 		{pb.Transactions_EndTxn_FullMethodName, &pb.EndTxnRequest{}},
 		{pb.Groups_JoinGroup_FullMethodName, &pb.JoinGroupRequest{}},
 		{"/strand.v1.Unknown/Call", nil},
-	}
-	peer := []struct {
-		method string
-		req    any
-	}{
 		{pb.Controller_RegisterBroker_FullMethodName, &pb.RegisterBrokerRequest{}},
 		{pb.Controller_BrokerHeartbeat_FullMethodName, &pb.BrokerHeartbeatRequest{}},
 		{pb.Controller_AllocateProducerIds_FullMethodName, &pb.AllocateProducerIdsRequest{}},
@@ -47,6 +43,11 @@ func TestStartupGateLetsPeersThrough(t *testing.T) {
 		{pb.Consumer_OffsetForLeaderEpoch_FullMethodName, &pb.OffsetForLeaderEpochRequest{ReplicaId: 0}},
 		{pb.Transactions_WriteTxnMarkers_FullMethodName, &pb.WriteTxnMarkersRequest{}},
 		{pb.Transactions_AddPartitionsToTxn_FullMethodName, &pb.AddPartitionsToTxnRequest{}},
+	}
+	health := []struct {
+		method string
+		req    any
+	}{
 		{healthpb.Health_Check_FullMethodName, &healthpb.HealthCheckRequest{}},
 		{healthpb.Health_Watch_FullMethodName, nil},
 	}
@@ -61,9 +62,9 @@ func TestStartupGateLetsPeersThrough(t *testing.T) {
 			t.Errorf("closed gate, client call %s: read back as %v", c.method, back)
 		}
 	}
-	for _, c := range peer {
+	for _, c := range health {
 		if err := g.admit(c.method, c.req); err != nil {
-			t.Errorf("closed gate, peer call %s: %v", c.method, err)
+			t.Errorf("closed gate, health call %s: %v", c.method, err)
 		}
 	}
 	func() {
@@ -73,7 +74,7 @@ func TestStartupGateLetsPeersThrough(t *testing.T) {
 		}
 	}()
 	g.Open()
-	for _, c := range append(client, peer...) {
+	for _, c := range append(client, health...) {
 		if err := g.admit(c.method, c.req); err != nil {
 			t.Errorf("open gate, %s: %v", c.method, err)
 		}

@@ -5,8 +5,7 @@ package api
 
 import (
 	"log/slog"
-
-	"google.golang.org/grpc"
+	"time"
 
 	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/coordinator"
@@ -28,10 +27,10 @@ type Deps struct {
 	PIDs   *coordinator.ProducerIDManager
 	// MessageMaxBytes is message.max.bytes (per batch).
 	MessageMaxBytes int
-	// Addr maps node ids to gRPC addresses.
+	// Addr maps node ids to the addresses of their inter-broker listeners.
 	Addr controller.AddressBook
-	// External: these services answer on the client-facing listener, so
-	// the addresses they hand out are brokers' external addresses.
+	// External: these services answer on the external client listener,
+	// so the addresses they hand out are brokers' external addresses.
 	External bool
 	Logger   *slog.Logger
 	// Locator answers FindCoordinator.
@@ -43,24 +42,7 @@ type Deps struct {
 	Groups    pb.GroupsServer
 	// Metrics counts bytes, records and requests (nil: not counted).
 	Metrics *Metrics
-}
-
-// Register installs every service this node serves on s.
-func Register(s *grpc.Server, d *Deps) {
-	if d.Logger == nil {
-		d.Logger = slog.Default()
-	}
-	if d.Repl != nil {
-		pb.RegisterProducerServer(s, &producerService{d: d})
-		pb.RegisterConsumerServer(s, &consumerService{d: d})
-		pb.RegisterMetadataServer(s, &metadataService{d: d})
-		pb.RegisterAdminServer(s, &adminService{d: d})
-		pb.RegisterTransactionsServer(s, &transactionsService{d: d})
-		if d.Groups != nil {
-			pb.RegisterGroupsServer(s, d.Groups)
-		}
-	}
-	if d.Controller != nil {
-		pb.RegisterControllerServer(s, &controllerService{d: d})
-	}
+	// TxnMaxTimeout is transaction.max.timeout.ms: the administrator's
+	// AbortTransaction ends only transactions open longer than this.
+	TxnMaxTimeout time.Duration
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/controller"
+	"github.com/strand-io/strand/coordinator"
 	"github.com/strand-io/strand/coordinator/txn"
 	"github.com/strand-io/strand/internal/errs"
 	"github.com/strand-io/strand/internal/record"
@@ -99,7 +100,16 @@ func (s *transactionsService) AddPartitionsToTxn(ctx context.Context, req *pb.Ad
 }
 
 // WriteTxnMarkers appends COMMIT/ABORT markers on partitions this broker
-// leads, each waited for until the ISR has it.
+// leads, each waited for until the ISR has it. Only transaction
+// coordinators send it, on the inter-broker listener (listeners.go). A
+// marker names its transactional id, and its coordinator epoch may not be
+// above the leader epoch of the __transaction_state partition that
+// coordinates that id, as this broker's metadata knows it: a coordinator
+// this broker cannot know is current is answered COORDINATOR_NOT_AVAILABLE
+// (the coordinator retries once the metadata here has caught up). The
+// partition checks the rest (log.ProducerStateManager.CheckMarker): a
+// marker only ends an open transaction, and one for a producer with
+// nothing open here is answered NONE without a write.
 func (s *transactionsService) WriteTxnMarkers(ctx context.Context, req *pb.WriteTxnMarkersRequest) (*pb.WriteTxnMarkersResponse, error) {
 	resp := &pb.WriteTxnMarkersResponse{}
 	for _, m := range req.Markers {
@@ -113,8 +123,12 @@ func (s *transactionsService) WriteTxnMarkers(ctx context.Context, req *pb.Write
 		if coordEpoch < 0 {
 			coordEpoch = 0
 		}
+		known := s.knownCoordinator(m.TransactionalId, coordEpoch)
 		for _, tp := range m.Partitions {
-			_, err := s.d.Repl.WriteMarker(ctx, tp.Topic, tp.Partition, m.ProducerId, int16(m.ProducerEpoch), coordEpoch, typ, m.TransactionVersion, 10*time.Second)
+			err := known
+			if err == nil {
+				_, err = s.d.Repl.WriteMarker(ctx, tp.Topic, tp.Partition, m.ProducerId, int16(m.ProducerEpoch), coordEpoch, typ, m.TransactionVersion, 10*time.Second)
+			}
 			if err == nil && tp.Topic == controller.InternalOffsetsTopic {
 				if g, ok := s.d.Groups.(GroupMarkers); ok {
 					g.OnTxnMarker(tp.Partition, m.ProducerId, m.Committed)
@@ -125,6 +139,57 @@ func (s *transactionsService) WriteTxnMarkers(ctx context.Context, req *pb.Write
 		}
 	}
 	return resp, nil
+}
+
+// knownCoordinator checks a marker's coordinator epoch against the leader
+// epoch of the __transaction_state partition of its transactional id in
+// this broker's metadata (a coordinator's epoch is that leader epoch when
+// it took the partition over).
+func (s *transactionsService) knownCoordinator(transactionalID string, coordEpoch int32) error {
+	if transactionalID == "" {
+		return errs.New(pb.ErrorCode_INVALID_REQUEST, "a transaction marker names the transactional id its coordinator ends")
+	}
+	name := controller.InternalTransactionTopic
+	if s.d.Locator != nil {
+		name = s.d.Locator.Topic(pb.CoordinatorType_TRANSACTION).Name
+	}
+	img := s.d.Repl.Image()
+	t := img.Topic(name)
+	if t == nil || len(t.Partitions) == 0 {
+		return errs.New(pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, "%s is not in this broker's metadata yet", name)
+	}
+	part := coordinator.PartitionFor(transactionalID, int32(len(t.Partitions)))
+	p := img.Partition(name, part)
+	if p == nil || coordEpoch > p.LeaderEpoch {
+		epoch := int32(-1)
+		if p != nil {
+			epoch = p.LeaderEpoch
+		}
+		return errs.New(pb.ErrorCode_COORDINATOR_NOT_AVAILABLE,
+			"marker for %q from coordinator epoch %d, but %s-%d is at leader epoch %d in this broker's metadata; retry once it has caught up",
+			transactionalID, coordEpoch, name, part, epoch)
+	}
+	return nil
+}
+
+// AbortTransaction is the administrator's abort of a hanging transaction
+// on one partition this broker leads (`strand transactions abort`,
+// kafka-transactions abort): see log.Log.AbortHanging for what it aborts
+// and what it refuses. Unlike a marker it is a client request, served on
+// the client listeners.
+func (s *transactionsService) AbortTransaction(ctx context.Context, req *pb.AbortTransactionRequest) (*pb.AbortTransactionResponse, error) {
+	res, err := s.d.Repl.AbortHanging(ctx, req.Topic, req.Partition, req.ProducerId, int16(req.ProducerEpoch), req.StartOffset, s.d.TxnMaxTimeout, 10*time.Second)
+	if err == nil && req.Topic == controller.InternalOffsetsTopic {
+		if g, ok := s.d.Groups.(GroupMarkers); ok {
+			g.OnTxnMarker(req.Partition, req.ProducerId, false)
+		}
+	}
+	code, msg := errs.Split(err)
+	out := &pb.AbortTransactionResponse{ErrorCode: code, ErrorMessage: msg, MarkerOffset: -1}
+	if res.Completed != nil {
+		out.MarkerOffset = res.Offset
+	}
+	return out, nil
 }
 
 // DescribeTransactions reports transactional ids this broker coordinates.

@@ -8,6 +8,7 @@ package broker
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/strand-io/strand/broker/log"
 	"github.com/strand-io/strand/internal/errs"
@@ -313,6 +314,22 @@ func (p *Partition) AppendMarkerVersion(pid int64, epoch int16, coordinatorEpoch
 	}
 	res, err := p.Log.AppendMarkerVersion(pid, epoch, coordinatorEpoch, typ, l.LeaderEpoch, txnVersion)
 	if err == nil && !res.AlreadyDone {
+		p.appended()
+	}
+	return res, l.LeaderEpoch, err
+}
+
+// AbortHanging is the administrator's abort of a hanging transaction
+// (log.Log.AbortHanging) if this replica leads.
+func (p *Partition) AbortHanging(pid int64, epoch int16, startOffset int64, minOpen time.Duration) (log.MarkerResult, int32, error) {
+	p.leaderMu.RLock()
+	defer p.leaderMu.RUnlock()
+	l := p.lead
+	if l.Role != RoleLeader {
+		return log.MarkerResult{}, l.LeaderEpoch, p.notLeader(l)
+	}
+	res, err := p.Log.AbortHanging(pid, epoch, startOffset, minOpen, l.LeaderEpoch)
+	if err == nil {
 		p.appended()
 	}
 	return res, l.LeaderEpoch, err

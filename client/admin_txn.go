@@ -153,11 +153,15 @@ func (a *Admin) DescribeProducers(ctx context.Context, tp TopicPartition, broker
 }
 
 // AbortTransaction aborts the open transaction that starts at startOffset
-// in tp by writing an ABORT marker straight to the partition's leader: it
-// works even when the transaction's coordinator is unavailable (the cure
-// for a hanging transaction that pins the LSO). DescribeProducers' errors,
-// a plain error when no transaction starts at startOffset, and the
-// partition's answer to the marker are returned.
+// in tp, straight at the partition's leader (Transactions.AbortTransaction,
+// kafka-transactions abort): it works even when the transaction's
+// coordinator is unavailable — the cure for a hanging transaction that pins
+// the LSO. The leader writes an ABORT marker at the producer's current
+// epoch, and refuses (INVALID_TXN_STATE) a transaction that is not open
+// there, starts elsewhere, or has been open on it for less than
+// transaction.max.timeout.ms (its coordinator may still end it; aborting
+// it here would tear it). DescribeProducers' errors, a plain error when no
+// transaction starts at startOffset, and the leader's answer are returned.
 func (a *Admin) AbortTransaction(ctx context.Context, tp TopicPartition, startOffset int64) error {
 	pp, err := a.DescribeProducers(ctx, tp, -1)
 	if err != nil {
@@ -177,17 +181,11 @@ func (a *Admin) AbortTransaction(ctx context.Context, tp TopicPartition, startOf
 	if err != nil {
 		return err
 	}
-	ce := target.CoordinatorEpoch
-	if ce < 0 {
-		ce = 0
-	}
-	r, err := pb.NewTransactionsClient(cc).WriteTxnMarkers(ctx, &pb.WriteTxnMarkersRequest{Markers: []*pb.TxnMarker{{
-		ProducerId: target.ProducerId, ProducerEpoch: target.ProducerEpoch, Committed: false, CoordinatorEpoch: ce, TransactionVersion: 0,
-		Partitions: []*pb.TopicPartition{{Topic: tp.Topic, Partition: tp.Partition}},
-	}}})
+	r, err := pb.NewTransactionsClient(cc).AbortTransaction(ctx, &pb.AbortTransactionRequest{
+		Topic: tp.Topic, Partition: tp.Partition, ProducerId: target.ProducerId, ProducerEpoch: target.ProducerEpoch, StartOffset: startOffset,
+	})
 	if err != nil {
 		return rpcErr(ctx, err)
 	}
-	pe := r.Markers[0].Partitions[0]
-	return errs.FromCode(pe.ErrorCode, pe.ErrorMessage)
+	return errs.FromCode(r.ErrorCode, r.ErrorMessage)
 }

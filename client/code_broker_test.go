@@ -26,7 +26,7 @@ import (
 // FetchTop (the response's), ListOffsets, JoinGroup, SyncGroup,
 // OffsetCommit, OffsetFetch, TxnOffsetCommit, CreateTopics, DeleteTopics,
 // DescribeConfigs, IncrementalAlterConfigs, ListTransactions,
-// DescribeTransactions, DescribeProducers, WriteTxnMarkers.
+// DescribeTransactions, DescribeProducers, AbortTransaction.
 type codeBroker struct {
 	pb.UnimplementedMetadataServer
 	pb.UnimplementedProducerServer
@@ -364,18 +364,9 @@ func (b *codeBroker) DescribeProducers(ctx context.Context, req *pb.DescribeProd
 	return resp, nil
 }
 
-func (b *codeBroker) WriteTxnMarkers(ctx context.Context, req *pb.WriteTxnMarkersRequest) (*pb.WriteTxnMarkersResponse, error) {
-	resp := &pb.WriteTxnMarkersResponse{}
-	for _, m := range req.Markers {
-		r := &pb.TxnMarkerResult{ProducerId: m.ProducerId}
-		for _, tp := range m.Partitions {
-			pe := &pb.PartitionError{Topic: tp.Topic, Partition: tp.Partition}
-			if b.refuse("WriteTxnMarkers") {
-				pe.ErrorCode, pe.ErrorMessage = b.code, codeMessage
-			}
-			r.Partitions = append(r.Partitions, pe)
-		}
-		resp.Markers = append(resp.Markers, r)
+func (b *codeBroker) AbortTransaction(ctx context.Context, req *pb.AbortTransactionRequest) (*pb.AbortTransactionResponse, error) {
+	if b.refuse("AbortTransaction") {
+		return &pb.AbortTransactionResponse{ErrorCode: b.code, ErrorMessage: codeMessage, MarkerOffset: -1}, nil
 	}
-	return resp, nil
+	return &pb.AbortTransactionResponse{MarkerOffset: 1}, nil
 }

@@ -477,7 +477,7 @@ var contractCases = []contractCase{
 			})
 		},
 		outcome: alwaysAnswered},
-	{name: "Admin.AbortTransaction", fail: "WriteTxnMarkers",
+	{name: "Admin.AbortTransaction", fail: "AbortTransaction",
 		run: func(ctx context.Context, opts []Opt) error {
 			return withAdmin(opts, func(a *Admin) error { return a.AbortTransaction(ctx, tp0, 0) })
 		},

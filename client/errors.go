@@ -103,6 +103,9 @@ var (
 	ErrInvalidSessionTimeout        = &Error{Code: pb.ErrorCode_INVALID_SESSION_TIMEOUT}
 	ErrRebalanceInProgress          = &Error{Code: pb.ErrorCode_REBALANCE_IN_PROGRESS}
 	ErrInvalidCommitOffsetSize      = &Error{Code: pb.ErrorCode_INVALID_COMMIT_OFFSET_SIZE}
+	// ErrClusterAuthorizationFailed: the request is one only other nodes
+	// may send (a follower's Fetch, replica_id >= 0).
+	ErrClusterAuthorizationFailed   = &Error{Code: pb.ErrorCode_CLUSTER_AUTHORIZATION_FAILED}
 	ErrInvalidTimestamp             = &Error{Code: pb.ErrorCode_INVALID_TIMESTAMP}
 	ErrUnsupportedVersion           = &Error{Code: pb.ErrorCode_UNSUPPORTED_VERSION}
 	ErrTopicAlreadyExists           = &Error{Code: pb.ErrorCode_TOPIC_ALREADY_EXISTS}
@@ -146,6 +149,9 @@ var (
 	ErrResourceNotFound            = &Error{Code: pb.ErrorCode_RESOURCE_NOT_FOUND}
 	ErrInvalidUpdateVersion        = &Error{Code: pb.ErrorCode_INVALID_UPDATE_VERSION}
 	ErrFeatureUpdateFailed         = &Error{Code: pb.ErrorCode_FEATURE_UPDATE_FAILED}
+	// ErrDuplicateBrokerRegistration: a broker id is registered by a live
+	// session of another incarnation (brokers see it, clients do not).
+	ErrDuplicateBrokerRegistration = &Error{Code: pb.ErrorCode_DUPLICATE_BROKER_REGISTRATION}
 	ErrBrokerIDNotRegistered       = &Error{Code: pb.ErrorCode_BROKER_ID_NOT_REGISTERED}
 	ErrInconsistentClusterID       = &Error{Code: pb.ErrorCode_INCONSISTENT_CLUSTER_ID}
 	ErrTransactionalIDNotFound     = &Error{Code: pb.ErrorCode_TRANSACTIONAL_ID_NOT_FOUND}

@@ -59,9 +59,17 @@ type Controller struct {
 	clk clock.Clock
 	lg  *slog.Logger
 
-	mu       sync.Mutex
-	leases   map[int32]time.Time // last heartbeat per broker (active controller only)
-	active   bool                // leadership as last established (barrier done)
+	mu     sync.Mutex
+	leases map[int32]time.Time // last heartbeat per broker (active controller only)
+	// heard holds the brokers whose current incarnation this controller
+	// has heard from (a registration or a heartbeat) since it became
+	// active, and whose session has not ended since (fenced when its lease
+	// expired, by gossip, or at its own request). Only their sessions are
+	// alive (sessionAliveLocked): a registration inherited from an earlier
+	// controller proves nothing about the process behind it, so a node
+	// that restarts after the whole cluster stopped is not kept waiting.
+	heard    map[int32]bool
+	active   bool // leadership as last established (barrier done)
 	lastPref time.Time
 	lastUncl time.Time
 
@@ -78,7 +86,7 @@ func New(cfg Config, q *Quorum, clk clock.Clock) *Controller {
 	if lg == nil {
 		lg = slog.Default()
 	}
-	return &Controller{cfg: cfg, Q: q, clk: clk, lg: lg.With("component", "controller"), leases: map[int32]time.Time{}}
+	return &Controller{cfg: cfg, Q: q, clk: clk, lg: lg.With("component", "controller"), leases: map[int32]time.Time{}, heard: map[int32]bool{}}
 }
 
 // Start runs the controller's loop: it notices gaining and losing Raft
@@ -166,6 +174,7 @@ func (c *Controller) becomeActiveLocked(ctx context.Context) error {
 	now := c.clk.Now()
 	img := c.Q.FSM.Image()
 	c.leases = map[int32]time.Time{}
+	c.heard = map[int32]bool{}
 	for id := range img.Brokers {
 		c.leases[id] = now
 	}
@@ -209,8 +218,16 @@ func (c *Controller) checkLeasesLocked(ctx context.Context) {
 			c.lg.Warn("fence broker", "broker", b.ID, "err", err)
 			return
 		}
+		delete(c.heard, b.ID)
 		img = c.Q.FSM.Image()
 	}
+}
+
+// sessionAliveLocked reports whether broker id holds a live session: this
+// controller heard its current incarnation, the session did not end, and
+// its lease (broker.session.timeout.ms) has not run out.
+func (c *Controller) sessionAliveLocked(id int32) bool {
+	return c.heard[id] && c.clk.Now().Sub(c.leases[id]) < c.cfg.SessionTimeout
 }
 
 // proposeLocked commits records; c.mu is held.
@@ -249,10 +266,17 @@ func (c *Controller) IsActive() bool {
 }
 
 // RegisterBroker records a broker incarnation (fenced) and returns its
-// epoch. A repeated registration of the same incarnation returns the same
-// epoch. A new incarnation replaces the old one, which is first fenced in
-// the same batch: its partitions move and it leaves every ISR until it has
-// caught up again (a restarted broker may have lost unflushed data).
+// epoch. A repeated registration of the same incarnation at the same
+// addresses returns the same epoch. A registration that would replace the
+// current one (another incarnation, or other addresses) is refused with
+// DUPLICATE_BROKER_REGISTRATION while the current one's session is alive
+// (as Kafka refuses it): otherwise anyone who can reach the controller could
+// point a live broker's id at an address of their own. Once that session
+// has ended (the lease expired, gossip reported the node dead, or it shut
+// down cleanly), the new incarnation replaces the old one, which is first
+// fenced in the same batch: its partitions move and it leaves every ISR
+// until it has caught up again (a restarted broker may have lost unflushed
+// data).
 func (c *Controller) RegisterBroker(ctx context.Context, req *pb.RegisterBrokerRequest) (int64, error) {
 	if err := c.lockActive(); err != nil {
 		return 0, err
@@ -266,23 +290,32 @@ func (c *Controller) RegisterBroker(ctx context.Context, req *pb.RegisterBrokerR
 		return 0, errs.New(pb.ErrorCode_INCONSISTENT_CLUSTER_ID, "broker %d belongs to cluster %s, this is %s", req.NodeId, req.ClusterId, img.ClusterID)
 	}
 	cur := img.Brokers[req.NodeId]
-	if cur != nil && cur.IncarnationID == req.IncarnationId && cur.Address == req.Address && cur.ExternalAddress == req.ExternalAddress {
+	if cur != nil && cur.IncarnationID == req.IncarnationId && cur.Address == req.Address && cur.ExternalAddress == req.ExternalAddress &&
+		cur.InterBrokerAddress == req.InterBrokerAddress {
 		c.leases[req.NodeId] = c.clk.Now()
+		c.heard[req.NodeId] = true
 		return cur.Epoch, nil
+	}
+	if cur != nil && c.sessionAliveLocked(req.NodeId) {
+		return 0, errs.New(pb.ErrorCode_DUPLICATE_BROKER_REGISTRATION,
+			"broker %d is registered by incarnation %s (broker epoch %d), whose session is alive (heard %v ago; broker.session.timeout.ms is %v): incarnation %s at %s is refused until that session expires",
+			req.NodeId, cur.IncarnationID, cur.Epoch, c.clk.Now().Sub(c.leases[req.NodeId]).Round(time.Millisecond), c.cfg.SessionTimeout, req.IncarnationId, req.InterBrokerAddress)
 	}
 	var recs []*pb.MetadataRecord
 	if cur != nil {
 		recs = append(recs, FenceChanges(img, req.NodeId)...)
 	}
 	recs = append(recs, &pb.MetadataRecord{Record: &pb.MetadataRecord_RegisterBroker{RegisterBroker: &pb.RegisterBrokerRecord{
-		NodeId: req.NodeId, IncarnationId: req.IncarnationId, Address: req.Address, ExternalAddress: req.ExternalAddress, Rack: req.Rack, Fenced: true,
+		NodeId: req.NodeId, IncarnationId: req.IncarnationId, Address: req.Address, ExternalAddress: req.ExternalAddress,
+		InterBrokerAddress: req.InterBrokerAddress, Rack: req.Rack, Fenced: true,
 	}}})
 	off, err := c.proposeLocked(ctx, recs...)
 	if err != nil {
 		return 0, err
 	}
 	c.leases[req.NodeId] = c.clk.Now()
-	c.lg.Info("registered broker", "broker", req.NodeId, "epoch", off, "address", req.Address, "replaced", cur != nil)
+	c.heard[req.NodeId] = true
+	c.lg.Info("registered broker", "broker", req.NodeId, "epoch", off, "address", req.Address, "interBrokerAddress", req.InterBrokerAddress, "replaced", cur != nil)
 	return off, nil
 }
 
@@ -308,6 +341,7 @@ func (c *Controller) BrokerHeartbeat(ctx context.Context, req *pb.BrokerHeartbea
 		return HeartbeatResult{}, errs.New(pb.ErrorCode_STALE_BROKER_EPOCH, "broker %d heartbeat with epoch %d, registered epoch is %d", req.NodeId, req.BrokerEpoch, cur.Epoch)
 	}
 	c.leases[req.NodeId] = c.clk.Now()
+	c.heard[req.NodeId] = !req.WantFence && !req.WantShutdown // a controlled shutdown ends the session
 	caughtUp := req.CurrentMetadataOffset >= cur.Epoch
 	switch {
 	case cur.Fenced && caughtUp && !req.WantFence && !req.WantShutdown:
@@ -642,6 +676,8 @@ func (c *Controller) Suspect(ctx context.Context, id int32, heartbeatInterval ti
 		recs := append([]*pb.MetadataRecord{{Record: &pb.MetadataRecord_FenceBroker{FenceBroker: &pb.FenceBrokerRecord{NodeId: b.ID, BrokerEpoch: b.Epoch}}}}, FenceChanges(img, b.ID)...)
 		if _, err := c.proposeLocked(ctx, recs...); err != nil {
 			c.lg.Warn("fence broker", "broker", id, "err", err)
+		} else {
+			delete(c.heard, id)
 		}
 		c.mu.Unlock()
 		return

@@ -39,8 +39,21 @@ type Broker struct {
 	Address       string
 	// ExternalAddress is what clients outside the nodes' network dial ("" = Address).
 	ExternalAddress string
-	Rack            string
-	Fenced          bool
+	// InterBrokerAddress is what other nodes dial for the internal RPCs
+	// ("" in registrations made before there was an inter-broker listener).
+	InterBrokerAddress string
+	Rack               string
+	Fenced             bool
+}
+
+// PeerAddress is the address other nodes dial to reach this broker's
+// internal RPCs: its inter-broker listener, or, for a registration made
+// before that listener existed, its only one.
+func (b *Broker) PeerAddress() string {
+	if b.InterBrokerAddress != "" {
+		return b.InterBrokerAddress
+	}
+	return b.Address
 }
 
 // Partition is a partition's replicas, ISR and leadership.
@@ -335,7 +348,8 @@ func (b *builder) record(r *pb.MetadataRecord, offset int64) error {
 		if epoch <= 0 {
 			epoch = offset
 		}
-		b.brokers()[rb.NodeId] = &Broker{ID: rb.NodeId, Epoch: epoch, IncarnationID: rb.IncarnationId, Address: rb.Address, ExternalAddress: rb.ExternalAddress, Rack: rb.Rack, Fenced: rb.Fenced}
+		b.brokers()[rb.NodeId] = &Broker{ID: rb.NodeId, Epoch: epoch, IncarnationID: rb.IncarnationId, Address: rb.Address, ExternalAddress: rb.ExternalAddress,
+			InterBrokerAddress: rb.InterBrokerAddress, Rack: rb.Rack, Fenced: rb.Fenced}
 		b.delta.Brokers = append(b.delta.Brokers, rb.NodeId)
 	case *pb.MetadataRecord_UnregisterBroker:
 		if cur := b.im.Brokers[x.UnregisterBroker.NodeId]; cur != nil {
@@ -461,7 +475,8 @@ func (im *Image) SnapshotRecords() *pb.MetadataBatch {
 	}
 	for _, br := range im.SortedBrokers() {
 		add(&pb.MetadataRecord{Record: &pb.MetadataRecord_RegisterBroker{RegisterBroker: &pb.RegisterBrokerRecord{
-			NodeId: br.ID, IncarnationId: br.IncarnationID, BrokerEpoch: br.Epoch, Address: br.Address, ExternalAddress: br.ExternalAddress, Rack: br.Rack, Fenced: br.Fenced,
+			NodeId: br.ID, IncarnationId: br.IncarnationID, BrokerEpoch: br.Epoch, Address: br.Address, ExternalAddress: br.ExternalAddress,
+			InterBrokerAddress: br.InterBrokerAddress, Rack: br.Rack, Fenced: br.Fenced,
 		}}})
 	}
 	for _, name := range im.TopicNames() {

@@ -23,17 +23,23 @@ type Lifecycle struct {
 	Address       string
 	// ExternalAddress is the client-facing address of a second listener.
 	ExternalAddress string
-	Rack            string
-	ClusterID       func() string
-	Interval        time.Duration
-	Remote          *Remote
-	Applied         func() int64
-	Logger          *slog.Logger
+	// InterBrokerAddress is the address other nodes dial for the internal
+	// RPCs (the inter-broker listener).
+	InterBrokerAddress string
+	Rack               string
+	ClusterID          func() string
+	Interval           time.Duration
+	Remote             *Remote
+	Applied            func() int64
+	Logger             *slog.Logger
 
 	epoch  atomic.Int64
 	fenced atomic.Bool
-	ready  chan struct{}
-	once   sync.Once
+	// duplicate is set once a registration was refused as a duplicate, so
+	// that the refusal is logged once, not every retry.
+	duplicate bool
+	ready     chan struct{}
+	once      sync.Once
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -62,7 +68,12 @@ func (l *Lifecycle) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		if l.epoch.Load() == 0 {
 			if err := l.register(ctx); err != nil {
-				if ctx.Err() == nil {
+				switch {
+				case ctx.Err() != nil:
+				case errs.CodeOf(err) == pb.ErrorCode_DUPLICATE_BROKER_REGISTRATION && !l.duplicate:
+					l.duplicate = true
+					l.Logger.Warn("broker registration refused while an earlier registration of this id is alive; retrying until its session expires", "err", err)
+				default:
 					l.Logger.Debug("broker registration failed; retrying", "err", err)
 				}
 				sleep(ctx, 200*time.Millisecond)
@@ -84,7 +95,8 @@ func sleep(ctx context.Context, d time.Duration) {
 }
 
 func (l *Lifecycle) register(ctx context.Context) error {
-	req := &pb.RegisterBrokerRequest{NodeId: l.NodeID, IncarnationId: l.IncarnationID, Address: l.Address, ExternalAddress: l.ExternalAddress, Rack: l.Rack}
+	req := &pb.RegisterBrokerRequest{NodeId: l.NodeID, IncarnationId: l.IncarnationID, Address: l.Address, ExternalAddress: l.ExternalAddress,
+		InterBrokerAddress: l.InterBrokerAddress, Rack: l.Rack}
 	if l.ClusterID != nil {
 		req.ClusterId = l.ClusterID()
 	}

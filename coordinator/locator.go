@@ -107,6 +107,16 @@ func (l *Locator) Find(ctx context.Context, typ pb.CoordinatorType, key string) 
 	return out
 }
 
+// PeerAddress is the address of broker id's inter-broker listener, which
+// other nodes dial ("" when the broker is not registered). Find answers
+// with the client listener's, what clients dial.
+func (l *Locator) PeerAddress(id int32) string {
+	if b := l.repl.Image().Brokers[id]; b != nil {
+		return b.PeerAddress()
+	}
+	return ""
+}
+
 // ensure creates the internal topic if it does not exist yet.
 func (l *Locator) ensure(ctx context.Context, it InternalTopic) error {
 	if l.repl.Image().Topic(it.Name) != nil {

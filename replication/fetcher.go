@@ -173,7 +173,7 @@ func (f *fetcher) client() (pb.ConsumerClient, error) {
 	if b == nil {
 		return nil, errs.New(pb.ErrorCode_BROKER_NOT_AVAILABLE, "broker %d is not registered", f.source)
 	}
-	return f.m.peers.Consumer(b.Address)
+	return f.m.peers.Consumer(b.PeerAddress()) // its inter-broker listener
 }
 
 // truncate finds, per partition, where this log and the leader's agree

@@ -135,3 +135,21 @@ func (m *Manager) WriteMarker(ctx context.Context, topic string, partition int32
 	defer cancel()
 	return res, p.WaitForHW(wctx, wait, leaderEpoch)
 }
+
+// AbortHanging is the administrator's abort of a hanging transaction on a
+// partition this node leads (log.Log.AbortHanging), waited for like a
+// marker until the ISR has it.
+func (m *Manager) AbortHanging(ctx context.Context, topic string, partition int32, pid int64, epoch int16, startOffset int64, minOpen, timeout time.Duration) (log.MarkerResult, error) {
+	p, err := m.partitionFor(topic, partition)
+	if err != nil {
+		return log.MarkerResult{}, err
+	}
+	res, leaderEpoch, err := p.AbortHanging(pid, epoch, startOffset, minOpen)
+	if err != nil {
+		return res, err
+	}
+	m.OnLeaderAppend(p.Key)
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return res, p.WaitForHW(wctx, res.Offset, leaderEpoch)
+}

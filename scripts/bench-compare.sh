@@ -89,7 +89,7 @@ WARNINGS=()
 # ---------------------------------------------------------------- ports
 forbidden() { (($1 >= 9092 && $1 <= 9120)) || (($1 >= 19092 && $1 <= 39095)); }
 S_PORTS=() J_PORTS=()
-for n in 0 10 20; do for o in 0 1 2 3; do S_PORTS+=($((S_PORT_BASE + n + o))); done; done
+for n in 0 10 20; do for o in 0 1 2 3 4; do S_PORTS+=($((S_PORT_BASE + n + o))); done; done
 for i in 0 1 2; do J_PORTS+=($((J_PORT_BASE + i)) $((J_PORT_BASE + 2000 + i)) $((J_PORT_BASE + 4000 + i))); done
 for p in "${S_PORTS[@]}" "${J_PORTS[@]}"; do
   forbidden "$p" && { say "port $p is reserved for others (9092-9120, 19092-39095); pick another S_PORT_BASE/J_PORT_BASE"; exit 2; }

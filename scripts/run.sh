@@ -25,6 +25,7 @@ port() { echo $((PORT_BASE + ($1 - 1) * 10)); }      # 9092, 9102, 9112
 addr() { echo "127.0.0.1:$(port "$1")"; }
 raft() { echo "127.0.0.1:$(($(port "$1") + 1))"; }
 gossip() { echo "127.0.0.1:$(($(port "$1") + 2))"; }
+interbroker() { echo "127.0.0.1:$(($(port "$1") + 4))"; }   # what the nodes dial each other on
 VOTERS=$(for n in "${NODES[@]}"; do printf '%s@%s,' "$n" "$(raft "$n")"; done)
 VOTERS=${VOTERS%,}
 BOOT=$(for n in "${NODES[@]}"; do printf '%s,' "$(addr "$n")"; done)
@@ -126,7 +127,7 @@ stop >/dev/null 2>&1 || true
 
 for n in "${NODES[@]}"; do
   join=$(for m in "${NODES[@]}"; do [[ $m == "$n" ]] || printf '%s,' "$(gossip "$m")"; done)
-  args=("$(realpath "$BIN")" server --node-id "$n" --listen "$(addr "$n")" --controller-listen "$(raft "$n")"
+  args=("$(realpath "$BIN")" server --node-id "$n" --listen "$(addr "$n")" --inter-broker-listen "$(interbroker "$n")" --controller-listen "$(raft "$n")"
     --gossip-listen "$(gossip "$n")" --join "${join%,}" --controller-voters "$VOTERS"
     --metrics-listen "127.0.0.1:$(($(port "$n") + 3))" --data-dir "$(realpath -m "$DATA/node$n")")
   [[ -n ${SERVER_CONFIG:-} ]] && args+=(--config "$(realpath "$SERVER_CONFIG")")   # broker settings file (experiments)

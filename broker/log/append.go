@@ -97,6 +97,9 @@ func (l *Log) appendLeaderLocked(buf []byte, hs []record.Header, leaderEpoch int
 		return AppendResult{}, err
 	}
 	if len(hs) == 1 && hs[0].HasProducerID() {
+		if err := l.guard.checkFence(&hs[0], l.clk.Now().UnixMilli()); err != nil {
+			return AppendResult{}, err
+		}
 		dup, err := l.psm.CheckData(&hs[0])
 		if err != nil {
 			return AppendResult{}, err
@@ -119,7 +122,11 @@ func (l *Log) appendLeaderLocked(buf []byte, hs []record.Header, leaderEpoch int
 	if _, err := l.epochs.assign(leaderEpoch, hs[0].BaseOffset); err != nil {
 		return AppendResult{}, errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "write leader-epoch-checkpoint: %v", err)
 	}
-	return l.writeLocked(buf, hs, nil)
+	res, err := l.writeLocked(buf, hs, nil)
+	if err == nil && len(hs) == 1 && hs[0].HasProducerID() {
+		l.guard.appended(&hs[0])
+	}
+	return res, err
 }
 
 // markerInfo is a decoded transaction marker of a replicated batch.
@@ -157,7 +164,11 @@ func (l *Log) writeLocked(buf []byte, hs []record.Header, markers []markerInfo) 
 		pos += int64(h.Size())
 		switch {
 		case !h.IsControl():
+			opens := h.IsTransactional() && h.ProducerID >= 0 && !l.psm.txnOpen(h.ProducerID)
 			l.psm.ApplyData(h)
+			if opens {
+				l.guard.txnOpened(h.ProducerID, l.clk.Now().UnixMilli())
+			}
 		case markers != nil:
 			if err := l.applyMarkerLocked(h, markers[i].typ, markers[i].coordEpoch, s); err != nil && firstErr == nil {
 				firstErr = err
@@ -303,6 +314,9 @@ func (l *Log) applyMarkerBatchLocked(h *record.Header, batch []byte, seg *segmen
 // applyMarkerLocked applies the decoded marker of the stored control batch h.
 func (l *Log) applyMarkerLocked(h *record.Header, typ record.ControlType, coordEpoch int32, seg *segment) error {
 	done := l.psm.ApplyMarker(h.ProducerID, h.ProducerEpoch, coordEpoch, typ, h.BaseOffset, h.MaxTimestamp)
+	if done != nil {
+		l.guard.txnEnded(h.ProducerID)
+	}
 	if done == nil || !done.Aborted || seg == nil {
 		return nil
 	}
@@ -327,10 +341,14 @@ func (l *Log) indexAbortLocked(done *CompletedTxn, seg *segment) error {
 type MarkerResult struct {
 	// Offset is the marker's offset (-1 when AlreadyDone).
 	Offset int64
-	// AlreadyDone: the marker repeats one this partition already applied
-	// (a coordinator re-sending after failover, or after the first
-	// attempt's answer was lost); nothing was written.
+	// AlreadyDone: nothing was written, because the marker repeats one
+	// this partition already applied (a coordinator re-sending after
+	// failover, or after the first attempt's answer was lost), or because
+	// the producer has no open transaction here (NothingToEnd).
 	AlreadyDone bool
+	// NothingToEnd, with AlreadyDone: the producer has no open
+	// transaction here (MarkerNothingToEnd).
+	NothingToEnd bool
 	// LogEndOffset, for AlreadyDone, is the log end offset when the repeat
 	// was checked, under the same lock: the marker it repeats is below it,
 	// so once the high watermark reaches it the ISR has that marker.
@@ -347,7 +365,11 @@ func (l *Log) AppendMarker(pid int64, epoch int16, coordinatorEpoch int32, typ r
 
 // AppendMarkerVersion is AppendMarker with the transaction version of the
 // writer: 2 applies the strict epoch rule (the marker carries the bumped
-// epoch), lower versions and the admin abort accept the current epoch.
+// epoch), lower versions accept the current epoch (CheckLegacyMarker). A
+// marker that ends no open transaction writes nothing (AlreadyDone); under
+// version 2 one with nothing to end also fences the producer's older
+// epochs on this leader for MarkerFenceTTL (txnGuard), as the marker would
+// have had it been written.
 func (l *Log) AppendMarkerVersion(pid int64, epoch int16, coordinatorEpoch int32, typ record.ControlType, leaderEpoch int32, txnVersion int32) (MarkerResult, error) {
 	l.mu.Lock()
 	res, err := l.appendMarkerLocked(pid, epoch, coordinatorEpoch, typ, leaderEpoch, txnVersion)
@@ -366,13 +388,24 @@ func (l *Log) appendMarkerLocked(pid int64, epoch int16, coordinatorEpoch int32,
 	if txnVersion < 2 {
 		check = l.psm.CheckLegacyMarker
 	}
-	done, err := check(pid, epoch, coordinatorEpoch)
+	verdict, err := check(pid, epoch, coordinatorEpoch)
 	if err != nil {
 		return MarkerResult{}, err
 	}
-	if done {
+	switch verdict {
+	case MarkerRepeat:
 		return MarkerResult{AlreadyDone: true, Offset: -1, LogEndOffset: l.leoLocked()}, nil
+	case MarkerNothingToEnd:
+		if txnVersion >= 2 {
+			l.guard.fence(pid, epoch, l.clk.Now().UnixMilli())
+		}
+		return MarkerResult{AlreadyDone: true, NothingToEnd: true, Offset: -1, LogEndOffset: l.leoLocked()}, nil
 	}
+	return l.writeMarkerLocked(pid, epoch, coordinatorEpoch, typ, leaderEpoch)
+}
+
+// writeMarkerLocked appends a checked marker as leader and applies it.
+func (l *Log) writeMarkerLocked(pid int64, epoch int16, coordinatorEpoch int32, typ record.ControlType, leaderEpoch int32) (MarkerResult, error) {
 	now := l.clk.Now().UnixMilli()
 	batch := record.BuildControlBatch(pid, epoch, typ, coordinatorEpoch, now)
 	off := l.leoLocked()
@@ -389,9 +422,12 @@ func (l *Log) appendMarkerLocked(pid int64, epoch int16, coordinatorEpoch int32,
 		return MarkerResult{}, err
 	}
 	completed := l.psm.ApplyMarker(pid, epoch, coordinatorEpoch, typ, off, now)
-	if completed != nil && completed.Aborted {
-		if err := l.indexAbortLocked(completed, l.active()); err != nil {
-			return MarkerResult{}, err
+	if completed != nil {
+		l.guard.txnEnded(pid)
+		if completed.Aborted {
+			if err := l.indexAbortLocked(completed, l.active()); err != nil {
+				return MarkerResult{}, err
+			}
 		}
 	}
 	return MarkerResult{Offset: off, Completed: completed}, nil

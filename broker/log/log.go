@@ -44,6 +44,8 @@ type Log struct {
 	lastFlushMs    int64
 	closed         bool
 	onRecoverPoint func()
+	// guard is the leader's in-memory transaction bookkeeping (txnguard.go).
+	guard txnGuard
 
 	// The background flusher of leader appends under flush.messages=1
 	// (AppendAsLeaderDeferred): at most one runs; it is the Log's, and it
@@ -242,7 +244,7 @@ func Open(dir string, key PartitionKey, cfg Config, recoveryPoint int64, clk clo
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	l := &Log{dir: dir, key: key, clk: clk, cfg: cfg, psm: NewProducerStateManager(), flushed: make(chan struct{})}
+	l := &Log{dir: dir, key: key, clk: clk, cfg: cfg, psm: NewProducerStateManager(), flushed: make(chan struct{}), guard: txnGuard{since: clk.Now().UnixMilli()}}
 	l.epochs.path = filepath.Join(dir, EpochCheckpointFile)
 	if err := l.recover(recoveryPoint); err != nil {
 		l.closeFiles()

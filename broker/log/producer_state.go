@@ -273,39 +273,79 @@ func (m *ProducerStateManager) ApplyData(h *record.Header) {
 	}
 }
 
+// MarkerVerdict is what a marker does to a partition, as CheckMarker and
+// CheckLegacyMarker find it.
+type MarkerVerdict int
+
+const (
+	// MarkerEnds: the marker ends the producer's open transaction; the
+	// caller appends it.
+	MarkerEnds MarkerVerdict = iota
+	// MarkerRepeat: the marker repeats one this partition already applied
+	// (a coordinator re-sending after a failover, or after the first
+	// attempt's answer was lost); the caller appends nothing and answers
+	// success once the ISR has the log end.
+	MarkerRepeat
+	// MarkerNothingToEnd: the producer has no open transaction here (no
+	// state at all, or none open at a newer epoch), so the marker has
+	// nothing to end; the caller appends nothing and answers as for a
+	// repeat. A coordinator sends one when a batch of the transaction
+	// never reached this partition (its append failed after the partition
+	// joined the transaction); a marker never creates or moves producer
+	// state on its own, so one that did not come from the producer's
+	// coordinator cannot fence the producer out.
+	MarkerNothingToEnd
+)
+
+func (v MarkerVerdict) String() string {
+	switch v {
+	case MarkerEnds:
+		return "ends the open transaction"
+	case MarkerRepeat:
+		return "repeats the last marker"
+	case MarkerNothingToEnd:
+		return "nothing to end"
+	}
+	return "MarkerVerdict(?)"
+}
+
 // CheckMarker validates a COMMIT/ABORT marker the coordinator asks the
 // leader to write (transaction version 2: markerEpoch = data epoch + 1),
-// without changing anything. For a known producer:
+// without changing anything:
 //
+//   - a producer with no state here: MarkerNothingToEnd;
 //   - markerEpoch older than the stored epoch: INVALID_PRODUCER_EPOCH;
 //   - coordinatorEpoch older than the stored coordinator epoch:
 //     TRANSACTION_COORDINATOR_FENCED;
-//   - markerEpoch equal to the stored epoch with no open transaction: the
-//     marker repeats one this partition already applied (a coordinator
-//     re-sending after failover), so alreadyDone is true and the caller
-//     appends nothing and answers success;
-//   - markerEpoch equal to the stored epoch of an open transaction:
-//     INVALID_PRODUCER_EPOCH (a version 2 marker carries the bumped epoch).
-//
-// An unknown producer is allowed: a marker may reach a partition where the
-// producer's append failed.
-func (m *ProducerStateManager) CheckMarker(pid int64, markerEpoch int16, coordinatorEpoch int32) (alreadyDone bool, err error) {
+//   - no open transaction: MarkerRepeat at the stored epoch (the marker
+//     this partition applied last), MarkerNothingToEnd at a newer one;
+//   - an open transaction: MarkerEnds at exactly its epoch + 1, and
+//     INVALID_PRODUCER_EPOCH otherwise (the same epoch is a version 1
+//     marker; more than one above skips the epoch its coordinator bumped
+//     to, which only a marker from elsewhere does).
+func (m *ProducerStateManager) CheckMarker(pid int64, markerEpoch int16, coordinatorEpoch int32) (MarkerVerdict, error) {
 	s, ok := m.producers[pid]
 	if !ok {
-		return false, nil
+		return MarkerNothingToEnd, nil
 	}
 	if err := checkMarkerFencing(pid, s, markerEpoch, coordinatorEpoch); err != nil {
-		return false, err
+		return 0, err
 	}
-	if markerEpoch == s.epoch {
-		if s.txnFirst < 0 {
-			return true, nil
-		}
-		return false, errs.New(pb.ErrorCode_INVALID_PRODUCER_EPOCH,
+	switch {
+	case s.txnFirst < 0 && markerEpoch == s.epoch:
+		return MarkerRepeat, nil
+	case s.txnFirst < 0:
+		return MarkerNothingToEnd, nil
+	case markerEpoch == s.epoch:
+		return 0, errs.New(pb.ErrorCode_INVALID_PRODUCER_EPOCH,
 			"producerId=%d: marker epoch %d equals the epoch of the transaction open since offset %d; a transaction version 2 marker must carry the bumped epoch",
 			pid, markerEpoch, s.txnFirst)
+	case int32(markerEpoch) != int32(s.epoch)+1:
+		return 0, errs.New(pb.ErrorCode_INVALID_PRODUCER_EPOCH,
+			"producerId=%d: marker epoch %d is not the epoch %d of the transaction open since offset %d plus one, as a transaction version 2 coordinator bumps it",
+			pid, markerEpoch, s.epoch, s.txnFirst)
 	}
-	return false, nil
+	return MarkerEnds, nil
 }
 
 // checkMarkerFencing refuses a marker from an older producer epoch or an
@@ -324,22 +364,31 @@ func checkMarkerFencing(pid int64, s *producerState, markerEpoch int16, coordina
 }
 
 // CheckLegacyMarker is CheckMarker for markers of transaction versions
-// before 2 (and for the partition-scoped admin abort, which writes with the
-// producer's current epoch): an epoch equal to the stored one is accepted
-// and ends the open transaction; with none open there is nothing to do
-// (alreadyDone).
-func (m *ProducerStateManager) CheckLegacyMarker(pid int64, markerEpoch int16, coordinatorEpoch int32) (alreadyDone bool, err error) {
+// before 2, which carry the producer's epoch unbumped (a fence's abort
+// carries the bumped one): with a transaction open, an epoch at or above
+// the stored one ends it; with none, there is nothing to end (a repeat at
+// the stored epoch).
+func (m *ProducerStateManager) CheckLegacyMarker(pid int64, markerEpoch int16, coordinatorEpoch int32) (MarkerVerdict, error) {
 	s, ok := m.producers[pid]
 	if !ok {
-		return true, nil
+		return MarkerNothingToEnd, nil
 	}
 	if err := checkMarkerFencing(pid, s, markerEpoch, coordinatorEpoch); err != nil {
-		return false, err
+		return 0, err
 	}
-	if markerEpoch == s.epoch && s.txnFirst < 0 {
-		return true, nil
+	switch {
+	case s.txnFirst < 0 && markerEpoch == s.epoch:
+		return MarkerRepeat, nil
+	case s.txnFirst < 0:
+		return MarkerNothingToEnd, nil
 	}
-	return false, nil
+	return MarkerEnds, nil
+}
+
+// txnOpen reports whether pid has a transaction open here.
+func (m *ProducerStateManager) txnOpen(pid int64) bool {
+	s, ok := m.producers[pid]
+	return ok && s.txnFirst >= 0
 }
 
 // ApplyMarker records a marker written at markerOffset, whatever its

@@ -249,24 +249,33 @@ func TestCheckMarker(t *testing.T) {
 	const pid = 9
 	open := psData(pid, 0, 0, 2, 10, true)
 	tests := []struct {
-		name  string
-		setup []psOp
-		epoch int16
-		coord int32
-		done  bool
-		code  pb.ErrorCode
+		name    string
+		setup   []psOp
+		epoch   int16
+		coord   int32
+		verdict MarkerVerdict
+		code    pb.ErrorCode
 	}{
-		{name: "unknown producer is allowed", epoch: 1, coord: 0},
+		{name: "unknown producer: nothing to end", epoch: 1, coord: 0, verdict: MarkerNothingToEnd},
+		{name: "unknown producer at the last epoch: nothing to end", epoch: 32767, coord: 0, verdict: MarkerNothingToEnd},
 		{name: "bumped epoch ends the open transaction", setup: []psOp{open}, epoch: 1, coord: 0},
-		{name: "bumped by more than one", setup: []psOp{open}, epoch: 5, coord: 0},
+		{name: "bumped by more than one", setup: []psOp{open}, epoch: 5, coord: 0,
+			code: pb.ErrorCode_INVALID_PRODUCER_EPOCH},
+		{name: "the last epoch for a transaction open at epoch 0", setup: []psOp{open}, epoch: 32767, coord: 0,
+			code: pb.ErrorCode_INVALID_PRODUCER_EPOCH},
+		{name: "the last epoch for a transaction open at 32766", setup: []psOp{psData(pid, 32766, 0, 1, 0, true)}, epoch: 32767, coord: 0},
 		{name: "lower epoch", setup: []psOp{psData(pid, 3, 0, 1, 0, true)}, epoch: 2, coord: 0,
 			code: pb.ErrorCode_INVALID_PRODUCER_EPOCH},
 		{name: "same epoch as the open transaction", setup: []psOp{open}, epoch: 0, coord: 0,
 			code: pb.ErrorCode_INVALID_PRODUCER_EPOCH},
+		{name: "idle producer, newer epoch: nothing to end", setup: []psOp{psData(pid, 0, 0, 2, 10, false)}, epoch: 1, coord: 0,
+			verdict: MarkerNothingToEnd},
+		{name: "idle producer, the last epoch: nothing to end",
+			setup: []psOp{open, psMarker(pid, 1, 4, record.ControlCommit, 12)}, epoch: 32767, coord: 4, verdict: MarkerNothingToEnd},
 		{name: "re-sent marker of a completed transaction is already done",
-			setup: []psOp{open, psMarker(pid, 1, 4, record.ControlCommit, 12)}, epoch: 1, coord: 4, done: true},
+			setup: []psOp{open, psMarker(pid, 1, 4, record.ControlCommit, 12)}, epoch: 1, coord: 4, verdict: MarkerRepeat},
 		{name: "re-sent by a new coordinator after failover is already done",
-			setup: []psOp{open, psMarker(pid, 1, 4, record.ControlCommit, 12)}, epoch: 1, coord: 5, done: true},
+			setup: []psOp{open, psMarker(pid, 1, 4, record.ControlCommit, 12)}, epoch: 1, coord: 5, verdict: MarkerRepeat},
 		{name: "re-sent by the fenced old coordinator",
 			setup: []psOp{open, psMarker(pid, 1, 4, record.ControlCommit, 12)}, epoch: 1, coord: 3,
 			code: pb.ErrorCode_TRANSACTION_COORDINATOR_FENCED},
@@ -288,15 +297,51 @@ func TestCheckMarker(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := psBuild(tc.setup...)
 			before, fuBefore := m.Producers(), m.OngoingTxns()
-			done, err := m.CheckMarker(pid, tc.epoch, tc.coord)
+			verdict, err := m.CheckMarker(pid, tc.epoch, tc.coord)
 			if got := psCode(err); got != tc.code {
 				t.Fatalf("code = %v (%v), want %v", got, err, tc.code)
 			}
-			if done != tc.done {
-				t.Errorf("alreadyDone = %v, want %v", done, tc.done)
+			if err == nil && verdict != tc.verdict {
+				t.Errorf("verdict = %v, want %v", verdict, tc.verdict)
 			}
 			if !reflect.DeepEqual(before, m.Producers()) || !reflect.DeepEqual(fuBefore, m.OngoingTxns()) {
 				t.Errorf("CheckMarker changed state")
+			}
+		})
+	}
+}
+
+// TestCheckLegacyMarker: markers of transaction version 1 carry the epoch
+// unbumped; they end an open transaction at the stored epoch or above and
+// have nothing to end otherwise.
+func TestCheckLegacyMarker(t *testing.T) {
+	const pid = 9
+	open := psData(pid, 3, 0, 2, 10, true)
+	for _, tc := range []struct {
+		name    string
+		setup   []psOp
+		epoch   int16
+		coord   int32
+		verdict MarkerVerdict
+		code    pb.ErrorCode
+	}{
+		{name: "unknown producer", epoch: 3, verdict: MarkerNothingToEnd},
+		{name: "open at the same epoch", setup: []psOp{open}, epoch: 3, verdict: MarkerEnds},
+		{name: "open, a fence's bumped epoch", setup: []psOp{open}, epoch: 4, verdict: MarkerEnds},
+		{name: "open, older epoch", setup: []psOp{open}, epoch: 2, code: pb.ErrorCode_INVALID_PRODUCER_EPOCH},
+		{name: "repeat", setup: []psOp{open, psMarker(pid, 3, 1, record.ControlAbort, 12)}, epoch: 3, coord: 1, verdict: MarkerRepeat},
+		{name: "idle, newer epoch", setup: []psOp{open, psMarker(pid, 3, 1, record.ControlAbort, 12)}, epoch: 32767, coord: 1, verdict: MarkerNothingToEnd},
+		{name: "older coordinator", setup: []psOp{open, psMarker(pid, 3, 1, record.ControlAbort, 12)}, epoch: 3, coord: 0,
+			code: pb.ErrorCode_TRANSACTION_COORDINATOR_FENCED},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := psBuild(tc.setup...)
+			verdict, err := m.CheckLegacyMarker(pid, tc.epoch, tc.coord)
+			if got := psCode(err); got != tc.code {
+				t.Fatalf("code = %v (%v), want %v", got, err, tc.code)
+			}
+			if err == nil && verdict != tc.verdict {
+				t.Errorf("verdict = %v, want %v", verdict, tc.verdict)
 			}
 		})
 	}
@@ -377,9 +422,9 @@ func TestTransactionVersion2Cycle(t *testing.T) {
 	}
 	marker := func(epoch int16, typ record.ControlType, off int64) *CompletedTxn {
 		t.Helper()
-		done, err := m.CheckMarker(pid, epoch, 0)
-		if err != nil || done {
-			t.Fatalf("CheckMarker(epoch %d) = %v, %v", epoch, done, err)
+		verdict, err := m.CheckMarker(pid, epoch, 0)
+		if err != nil || verdict != MarkerEnds {
+			t.Fatalf("CheckMarker(epoch %d) = %v, %v", epoch, verdict, err)
 		}
 		return m.ApplyMarker(pid, epoch, 0, typ, off, 9000+off)
 	}
@@ -397,8 +442,8 @@ func TestTransactionVersion2Cycle(t *testing.T) {
 		t.Fatal("a transaction is still open after the commit")
 	}
 	// The commit re-sent (coordinator failover) is already done.
-	if done, err := m.CheckMarker(pid, 1, 1); !done || err != nil {
-		t.Fatalf("re-sent commit: %v, %v", done, err)
+	if verdict, err := m.CheckMarker(pid, 1, 1); verdict != MarkerRepeat || err != nil {
+		t.Fatalf("re-sent commit: %v, %v", verdict, err)
 	}
 	// Data at the old epoch is now fenced; the new epoch restarts at 0.
 	if _, err := m.CheckData(psBatch(pid, 0, 5, 1, 6, true)); psCode(err) != pb.ErrorCode_INVALID_PRODUCER_EPOCH {

@@ -71,7 +71,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	if _, err := got.CheckData(psBatch(2, 1, 3, 1, 99, false)); psCode(err) != pb.ErrorCode_INVALID_TXN_STATE {
 		t.Fatalf("open transaction lost: %v", err)
 	}
-	if done, err := got.CheckMarker(3, 5, 1); !done || err != nil {
+	if done, err := got.CheckMarker(3, 5, 1); done != MarkerRepeat || err != nil {
 		t.Fatalf("marker-only producer after load: %v, %v", done, err)
 	}
 	if _, err := got.CheckMarker(2, 2, 2); psCode(err) != pb.ErrorCode_TRANSACTION_COORDINATOR_FENCED {

@@ -30,6 +30,7 @@ func serverCmd() *cobra.Command {
 		gossipListen, gossipAdv, dataDir, voters   string
 		join, roles, configFile, logLevel, logJSON string
 		metricsListen, extListen, extAdvertise     string
+		ibListen, ibAdvertise                      string
 		dev                                        bool
 	)
 	cmd := &cobra.Command{
@@ -81,6 +82,15 @@ topics use replication factor 1.`,
 					return err
 				}
 			}
+			if ibListen == "" {
+				var err error
+				if ibListen, err = shiftPort(listen, 4); err != nil {
+					return err
+				}
+			}
+			// An empty advertise address is settled by node.Start: the
+			// bound address, or, on 0.0.0.0, --advertise's host.
+			cfg.InterBrokerListen, cfg.InterBrokerAdvertise = ibListen, ibAdvertise
 			cfg.ControllerListen, cfg.ControllerAdvertise = ctrlListen, ctrlAdv
 			if voters == "" {
 				if !dev {
@@ -162,8 +172,10 @@ topics use replication factor 1.`,
 	}
 	f := cmd.Flags()
 	f.Int32Var(&nodeID, "node-id", 1, "this node's id")
-	f.StringVar(&listen, "listen", "127.0.0.1:9092", "client and broker gRPC listen address")
-	f.StringVar(&advertise, "advertise", "", "address others use to reach --listen (default: --listen)")
+	f.StringVar(&listen, "listen", "127.0.0.1:9092", "client gRPC listen address (what clients bootstrap from)")
+	f.StringVar(&advertise, "advertise", "", "address clients use to reach --listen (default: --listen)")
+	f.StringVar(&ibListen, "inter-broker-listen", "", "inter-broker gRPC listen address: what other nodes send (controller, replication, transaction markers), served to the cluster's addresses only (default: --listen port+4)")
+	f.StringVar(&ibAdvertise, "inter-broker-advertise", "", "address other nodes use to reach --inter-broker-listen (default: --inter-broker-listen; on 0.0.0.0, --advertise's host with its port)")
 	f.StringVar(&extListen, "external-listen", "", "a second, client-facing gRPC listener (like Kafka's EXTERNAL listener)")
 	f.StringVar(&extAdvertise, "external-advertise", "", "the address clients use to reach --external-listen")
 	f.StringVar(&ctrlListen, "controller-listen", "", "Raft transport listen address (default: --listen port+1)")

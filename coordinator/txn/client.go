@@ -67,7 +67,11 @@ func (c *Client) once(ctx context.Context, transactionalID string, req *pb.AddPa
 	if err := errs.FromCode(co.ErrorCode, co.ErrorMessage); err != nil {
 		return err
 	}
-	conn, err := c.pool.Get(co.Address)
+	addr := c.loc.PeerAddress(co.NodeId) // the coordinator's inter-broker listener
+	if addr == "" {
+		return errs.New(pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, "coordinator %d of %q is not registered here yet", co.NodeId, transactionalID)
+	}
+	conn, err := c.pool.Get(addr)
 	if err != nil {
 		return errs.New(pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, "%v", err)
 	}

@@ -154,7 +154,7 @@ func (s *markerSender) round() bool {
 				progress = true
 				mu.Unlock()
 			}
-		}(b.Address, items)
+		}(b.PeerAddress(), items) // markers go to the leader's inter-broker listener
 	}
 	wg.Wait()
 	return progress
@@ -173,7 +173,8 @@ func (s *markerSender) send(addr string, items []markerItem) bool {
 		sort.Slice(tps, func(a, b int) bool {
 			return tps[a].Topic < tps[b].Topic || tps[a].Topic == tps[b].Topic && tps[a].Partition < tps[b].Partition
 		})
-		m := &pb.TxnMarker{ProducerId: j.producerID, ProducerEpoch: int32(j.epoch), Committed: j.committed, CoordinatorEpoch: j.coordinatorEpoch, TransactionVersion: int32(j.txnVersion)}
+		m := &pb.TxnMarker{ProducerId: j.producerID, ProducerEpoch: int32(j.epoch), Committed: j.committed, CoordinatorEpoch: j.coordinatorEpoch,
+			TransactionVersion: int32(j.txnVersion), TransactionalId: j.transactionalID}
 		for _, tp := range tps {
 			m.Partitions = append(m.Partitions, &pb.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
 		}
@@ -202,6 +203,9 @@ func (s *markerSender) send(addr string, items []markerItem) bool {
 			tp := TopicPartition{pr.Topic, pr.Partition}
 			switch pr.ErrorCode {
 			case pb.ErrorCode_NONE:
+				// Written and in the ISR, a repeat of one that is, or
+				// nothing to end there (the transaction's batch never
+				// reached the partition): done either way.
 				delete(j.remaining, tp)
 				progress = true
 			case pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION:

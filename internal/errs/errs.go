@@ -214,6 +214,13 @@ var table = map[pb.ErrorCode]entry{
 	// (KIP-345). A transaction that named the fenced member must abort, as
 	// in Kafka's producer; the consumer itself stops (ErrFencedInstanceID).
 	pb.ErrorCode_FENCED_INSTANCE_ID: {false, Abortable},
+
+	// CLUSTER_AUTHORIZATION_FAILED: a client asked for what only other
+	// nodes may do. DUPLICATE_BROKER_REGISTRATION: the broker id is held by
+	// a live session (a broker retries its registration until that session
+	// expires, as Kafka's does).
+	pb.ErrorCode_CLUSTER_AUTHORIZATION_FAILED:  fatal,
+	pb.ErrorCode_DUPLICATE_BROKER_REGISTRATION: fatal,
 }
 
 // Sentinels for errors.Is.
@@ -258,6 +265,8 @@ var (
 	IneligibleReplica            = &Error{Code: pb.ErrorCode_INELIGIBLE_REPLICA}
 	TransactionAbortable         = &Error{Code: pb.ErrorCode_TRANSACTION_ABORTABLE}
 	TransactionTimedOut          = &Error{Code: pb.ErrorCode_TRANSACTION_TIMED_OUT}
+	ClusterAuthorizationFailed   = &Error{Code: pb.ErrorCode_CLUSTER_AUTHORIZATION_FAILED}
+	DuplicateBrokerRegistration  = &Error{Code: pb.ErrorCode_DUPLICATE_BROKER_REGISTRATION}
 	InvalidUpdateVersion         = &Error{Code: pb.ErrorCode_INVALID_UPDATE_VERSION}
 	IllegalGeneration            = &Error{Code: pb.ErrorCode_ILLEGAL_GENERATION}
 	UnknownMemberID              = &Error{Code: pb.ErrorCode_UNKNOWN_MEMBER_ID}

@@ -20,11 +20,13 @@ import (
 
 // Meta is what each node gossips about itself.
 type Meta struct {
-	NodeID     int32  `json:"id"`
-	Address    string `json:"addr"`
-	RaftAddr   string `json:"raft,omitempty"`
-	Broker     bool   `json:"broker"`
-	Controller bool   `json:"controller"`
+	NodeID  int32  `json:"id"`
+	Address string `json:"addr"`
+	// InterBroker is the address of the node's inter-broker listener.
+	InterBroker string `json:"ib,omitempty"`
+	RaftAddr    string `json:"raft,omitempty"`
+	Broker      bool   `json:"broker"`
+	Controller  bool   `json:"controller"`
 }
 
 // Config configures gossip.
@@ -146,10 +148,21 @@ func (g *Gossip) Members() map[int32]Meta {
 	return out
 }
 
-// Address returns a member's gRPC address ("" if unknown).
+// Address returns a member's client gRPC address ("" if unknown).
 func (g *Gossip) Address(id int32) string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	return g.members[id].Address
+}
+
+// PeerAddress returns the address of a member's inter-broker listener (its
+// only address for a member that gossips none), "" if unknown.
+func (g *Gossip) PeerAddress(id int32) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if m := g.members[id]; m.InterBroker != "" {
+		return m.InterBroker
+	}
 	return g.members[id].Address
 }
 

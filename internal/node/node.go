@@ -15,6 +15,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,10 +45,23 @@ type Config struct {
 	NodeID     int32
 	Broker     bool
 	Controller bool
-	// Listen is the client and broker gRPC address; Advertise what others dial.
+	// Listen is the client listener's gRPC address; Advertise is what
+	// clients dial (Metadata hands it out).
 	Listen, Advertise string
 	// Listener, if set, is used instead of listening on Listen (tests).
 	Listener net.Listener
+	// InterBrokerListen / InterBrokerAdvertise: the inter-broker listener,
+	// which serves only what other nodes send (the Controller service,
+	// follower fetches, transaction markers, AddPartitionsToTxn; see
+	// api/listeners.go) and only to the cluster's addresses
+	// (api.PeerFilter). Brokers register InterBrokerAdvertise and peers dial
+	// it. An empty InterBrokerListen takes a free port on Listen's host; an
+	// empty InterBrokerAdvertise is Advertise's host with the port bound
+	// when the listen host names every interface, else the bound address.
+	InterBrokerListen, InterBrokerAdvertise string
+	// InterBrokerListener, if set, is used instead of listening on
+	// InterBrokerListen (tests).
+	InterBrokerListener net.Listener
 	// ExternalListen / ExternalAdvertise: a second, client-facing listener
 	// (like Kafka's EXTERNAL) whose Metadata hands out external addresses,
 	// for clients outside the nodes' network (a container host).
@@ -120,11 +135,18 @@ type Node struct {
 	cfg Config
 	lg  *slog.Logger
 
-	grpc    *grpc.Server
-	extGRPC *grpc.Server
+	grpc    *grpc.Server // the client listener's
+	extGRPC *grpc.Server // the external client listener's
+	ibGRPC  *grpc.Server // the inter-broker listener's
 	http    *http.Server
 	health  *health.Server
 	ln      net.Listener
+	ibLn    net.Listener
+	// peers admits the inter-broker listener's callers (api.PeerFilter).
+	peers *api.PeerFilter
+	// metaImg is the newest metadata image the broker's follower built,
+	// acted on or not yet (the peer filter reads its brokers).
+	metaImg atomic.Pointer[controller.Image]
 	pool    *rpc.Pool
 	// markerPool is the transaction coordinator's own pool when MarkerDial is set.
 	markerPool *rpc.Pool
@@ -161,8 +183,11 @@ type Node struct {
 	stopped       atomic.Bool
 }
 
-// Addr is the address clients dial.
+// Addr is the address clients dial (the client listener).
 func (n *Node) Addr() string { return n.cfg.Advertise }
+
+// InterBrokerAddr is the address other nodes dial (the inter-broker listener).
+func (n *Node) InterBrokerAddr() string { return n.cfg.InterBrokerAdvertise }
 
 // ID is the node id.
 func (n *Node) ID() int32 { return n.cfg.NodeID }
@@ -211,6 +236,9 @@ func Start(cfg Config) (*Node, error) {
 	if n.cfg.Advertise == "" {
 		n.cfg.Advertise = ln.Addr().String()
 	}
+	if err := n.listenInterBroker(); err != nil {
+		return nil, err
+	}
 	meta, err := readMeta(cfg.DataDir)
 	if err != nil {
 		return nil, err
@@ -244,7 +272,7 @@ func Start(cfg Config) (*Node, error) {
 			raftAdv = cfg.ControllerListen
 		}
 		g, err := gossip.Start(gossip.Config{
-			Meta: gossip.Meta{NodeID: cfg.NodeID, Address: n.cfg.Advertise, RaftAddr: raftAdv, Broker: cfg.Broker, Controller: cfg.Controller},
+			Meta: gossip.Meta{NodeID: cfg.NodeID, Address: n.cfg.Advertise, InterBroker: n.cfg.InterBrokerAdvertise, RaftAddr: raftAdv, Broker: cfg.Broker, Controller: cfg.Controller},
 			Bind: cfg.GossipListen, Advertise: cfg.GossipAdvertise, Join: cfg.Join, Logger: lg,
 			OnDead: func(id int32) {
 				if n.Controller != nil {
@@ -268,7 +296,8 @@ func Start(cfg Config) (*Node, error) {
 	n.Remote = controller.NewRemote(n.pool, n.addressOf, func() []int32 { return voters }, localLeader)
 
 	n.metrics = api.NewMetrics()
-	deps := &api.Deps{NodeID: cfg.NodeID, Controller: n.Controller, Remote: n.Remote, MessageMaxBytes: cfg.MessageMaxBytes, Addr: n.addressOf, Logger: lg, Metrics: n.metrics}
+	deps := &api.Deps{NodeID: cfg.NodeID, Controller: n.Controller, Remote: n.Remote, MessageMaxBytes: cfg.MessageMaxBytes, Addr: n.addressOf, Logger: lg, Metrics: n.metrics,
+		TxnMaxTimeout: cfg.TxnConfig.MaxTimeout}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 	if cfg.Broker {
@@ -279,7 +308,8 @@ func Start(cfg Config) (*Node, error) {
 			return nil, err
 		}
 		n.Parts = parts
-		n.Lifecycle = &controller.Lifecycle{NodeID: cfg.NodeID, IncarnationID: newIncarnation(), Address: n.cfg.Advertise, ExternalAddress: cfg.ExternalAdvertise, Rack: cfg.Rack,
+		n.Lifecycle = &controller.Lifecycle{NodeID: cfg.NodeID, IncarnationID: newIncarnation(), Address: n.cfg.Advertise, ExternalAddress: cfg.ExternalAdvertise,
+			InterBrokerAddress: n.cfg.InterBrokerAdvertise, Rack: cfg.Rack,
 			ClusterID: func() string { return *n.clusterID.Load() }, Interval: cfg.HeartbeatInterval, Remote: n.Remote, Applied: n.applied.Load, Logger: lg}
 		n.applied.Store(-1)
 		rc := cfg.ReplicationConfig
@@ -330,26 +360,36 @@ func Start(cfg Config) (*Node, error) {
 		}()
 	}
 	// Client requests wait behind the gate until the node is ready; what
-	// other nodes send passes (api.StartupGate), so the port can answer
-	// from the start.
+	// other nodes send arrives on the inter-broker listener, which has no
+	// gate, so the ports can answer from the start.
 	n.gate = api.NewStartupGate(n.notReadyMessage)
-	// The request metrics come first, so they count (and time) refusals too.
-	serverOpts := append(api.ServerOptions(), grpc.ChainUnaryInterceptor(n.metrics.Unary))
-	serverOpts = append(serverOpts, n.gate.Interceptors(cfg.UnaryInterceptors...)...)
-	n.grpc = grpc.NewServer(serverOpts...)
-	api.Register(n.grpc, deps)
 	n.health = health.NewServer()
 	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	// The request metrics come first, so they count (and time) refusals too.
+	common := append(api.ServerOptions(), grpc.ChainUnaryInterceptor(n.metrics.Unary))
+	clientOpts := append(slices.Clone(common), n.gate.Interceptors(cfg.UnaryInterceptors...)...)
+	n.grpc = grpc.NewServer(clientOpts...)
+	api.RegisterClient(n.grpc, deps)
 	healthpb.RegisterHealthServer(n.grpc, n.health)
+	n.peers = api.NewPeerFilter(n.peerHosts, lg)
+	ibOpts := append(slices.Clone(common), n.peers.Interceptors()...)
+	ibOpts = append(ibOpts, grpc.ChainUnaryInterceptor(cfg.UnaryInterceptors...))
+	n.ibGRPC = grpc.NewServer(ibOpts...)
+	api.RegisterInterBroker(n.ibGRPC, deps)
+	healthpb.RegisterHealthServer(n.ibGRPC, n.health)
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
 		_ = n.WaitReady(ctx) // opens the gate
 	}()
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go func() {
 		defer n.wg.Done()
 		_ = n.grpc.Serve(ln)
+	}()
+	go func() {
+		defer n.wg.Done()
+		_ = n.ibGRPC.Serve(n.ibLn)
 	}()
 	if cfg.ExternalListen != "" {
 		eln, err := net.Listen("tcp", cfg.ExternalListen)
@@ -358,8 +398,8 @@ func Start(cfg Config) (*Node, error) {
 		}
 		ext := *deps
 		ext.External = true
-		n.extGRPC = grpc.NewServer(serverOpts...)
-		api.Register(n.extGRPC, &ext)
+		n.extGRPC = grpc.NewServer(clientOpts...)
+		api.RegisterClient(n.extGRPC, &ext)
 		healthpb.RegisterHealthServer(n.extGRPC, n.health)
 		n.wg.Add(1)
 		go func() {
@@ -373,8 +413,73 @@ func Start(cfg Config) (*Node, error) {
 		}
 	}
 	ok = true
-	lg.Info("node started", "listen", n.cfg.Advertise, "broker", cfg.Broker, "controller", cfg.Controller, "dataDir", cfg.DataDir)
+	lg.Info("node started", "listen", n.cfg.Advertise, "interBroker", n.cfg.InterBrokerAdvertise, "broker", cfg.Broker, "controller", cfg.Controller, "dataDir", cfg.DataDir)
 	return n, nil
+}
+
+// listenInterBroker opens the inter-broker listener and settles the
+// address peers dial.
+func (n *Node) listenInterBroker() error {
+	ln := n.cfg.InterBrokerListener
+	if ln == nil {
+		addr := n.cfg.InterBrokerListen
+		if addr == "" {
+			h, _, err := net.SplitHostPort(n.cfg.Listen)
+			if err != nil && n.ln != nil {
+				h, _, _ = net.SplitHostPort(n.ln.Addr().String())
+			}
+			addr = net.JoinHostPort(h, "0")
+		}
+		var err error
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			return fmt.Errorf("inter-broker listen %s: %w", addr, err)
+		}
+	}
+	n.ibLn = ln
+	if n.cfg.InterBrokerAdvertise == "" {
+		bound := ln.Addr().(*net.TCPAddr)
+		n.cfg.InterBrokerAdvertise = ln.Addr().String()
+		if bound.IP.IsUnspecified() {
+			if h := api.HostOf(n.cfg.Advertise); h != "" {
+				n.cfg.InterBrokerAdvertise = net.JoinHostPort(h, strconv.Itoa(bound.Port))
+			}
+		}
+	}
+	return nil
+}
+
+// peerHosts lists the hosts the inter-broker listener admits calls from
+// (api.PeerFilter): every controller voter's, this node's, and every
+// registered broker's, from the freshest metadata this node has; version
+// is that metadata's offset.
+func (n *Node) peerHosts() (int64, []string) {
+	var hosts []string
+	add := func(addr string) {
+		if h := api.HostOf(addr); h != "" {
+			hosts = append(hosts, h)
+		}
+	}
+	for _, v := range n.cfg.Voters {
+		add(v.Addr)
+	}
+	add(n.cfg.Advertise)
+	add(n.cfg.InterBrokerAdvertise)
+	add(n.cfg.ControllerAdvertise)
+	img := n.metaImg.Load()
+	if n.Quorum != nil {
+		if fi := n.Quorum.FSM.Image(); img == nil || fi.Offset > img.Offset {
+			img = fi
+		}
+	}
+	version := int64(-1)
+	if img != nil {
+		version = img.Offset
+		for _, b := range img.Brokers {
+			add(b.Address)
+			add(b.InterBrokerAddress)
+		}
+	}
+	return version, hosts
 }
 
 // followMetadata applies committed metadata to the broker's image in order.
@@ -415,6 +520,7 @@ func (n *Node) followMetadata(ctx context.Context, src controller.MetadataSource
 				continue
 			}
 			img = next
+			n.metaImg.Store(img)
 			if caughtUp {
 				n.Repl.Apply(img, d)
 				n.applied.Store(img.Offset)
@@ -438,23 +544,24 @@ func (n *Node) followMetadata(ctx context.Context, src controller.MetadataSource
 	}
 }
 
-// addressOf maps a node id to its gRPC address.
+// addressOf maps a node id to the address of its inter-broker listener,
+// what this node dials for the internal RPCs.
 func (n *Node) addressOf(id int32) string {
 	if id == n.cfg.NodeID {
-		return n.cfg.Advertise
+		return n.cfg.InterBrokerAdvertise
 	}
 	if n.Repl != nil {
 		if b := n.Repl.Image().Brokers[id]; b != nil {
-			return b.Address
+			return b.PeerAddress()
 		}
 	}
 	if n.Quorum != nil {
 		if b := n.Quorum.FSM.Image().Brokers[id]; b != nil {
-			return b.Address
+			return b.PeerAddress()
 		}
 	}
 	if n.Gossip != nil {
-		return n.Gossip.Address(id)
+		return n.Gossip.PeerAddress(id)
 	}
 	return ""
 }
@@ -606,21 +713,31 @@ func (n *Node) shutdown(clean bool) error {
 	if n.extGRPC != nil {
 		n.extGRPC.Stop()
 	}
-	if n.grpc != nil {
-		if clean {
-			done := make(chan struct{})
-			go func() { n.grpc.GracefulStop(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(3 * time.Second):
-				n.grpc.Stop()
-			}
-		} else {
-			n.grpc.Stop()
+	var stops sync.WaitGroup
+	for _, s := range []struct {
+		srv *grpc.Server
+		ln  net.Listener
+	}{{n.grpc, n.ln}, {n.ibGRPC, n.ibLn}} {
+		switch {
+		case s.srv != nil && clean:
+			stops.Add(1)
+			go func() {
+				defer stops.Done()
+				done := make(chan struct{})
+				go func() { s.srv.GracefulStop(); close(done) }()
+				select {
+				case <-done:
+				case <-time.After(3 * time.Second):
+					s.srv.Stop()
+				}
+			}()
+		case s.srv != nil:
+			s.srv.Stop()
+		case s.ln != nil:
+			s.ln.Close()
 		}
-	} else if n.ln != nil {
-		n.ln.Close()
 	}
+	stops.Wait()
 	if n.cancel != nil {
 		n.cancel()
 	}

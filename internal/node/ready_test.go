@@ -221,20 +221,21 @@ func healthAndGate(t *testing.T) error {
 	if err := startingRefusal(err, "waiting to register"); err != nil {
 		return fmt.Errorf("Produce stream: %w", err)
 	}
-	// What other nodes send is served meanwhile.
-	if _, err := pb.NewControllerClient(cc).DescribeQuorum(ctx, &pb.DescribeQuorumRequest{}); err != nil {
+	// What other nodes send, on the inter-broker listener, is served meanwhile.
+	ib := rawConn(t, n.InterBrokerAddr())
+	if _, err := pb.NewControllerClient(ib).DescribeQuorum(ctx, &pb.DescribeQuorumRequest{}); err != nil {
 		return fmt.Errorf("DescribeQuorum (controller RPC) while starting: %v", err)
 	}
-	if _, err := pb.NewConsumerClient(cc).Fetch(ctx, &pb.FetchRequest{ReplicaId: 2, Partitions: []*pb.FetchPartition{{Topic: "x", Partition: 0, CurrentLeaderEpoch: -1}}}); err != nil {
+	if _, err := pb.NewConsumerClient(ib).Fetch(ctx, &pb.FetchRequest{ReplicaId: 2, Partitions: []*pb.FetchPartition{{Topic: "x", Partition: 0, CurrentLeaderEpoch: -1}}}); err != nil {
 		return fmt.Errorf("follower Fetch while starting: %v", err)
 	}
-	if _, err := pb.NewConsumerClient(cc).OffsetForLeaderEpoch(ctx, &pb.OffsetForLeaderEpochRequest{ReplicaId: 2}); err != nil {
+	if _, err := pb.NewConsumerClient(ib).OffsetForLeaderEpoch(ctx, &pb.OffsetForLeaderEpochRequest{ReplicaId: 2}); err != nil {
 		return fmt.Errorf("follower OffsetForLeaderEpoch while starting: %v", err)
 	}
-	if _, err := pb.NewTransactionsClient(cc).WriteTxnMarkers(ctx, &pb.WriteTxnMarkersRequest{}); err != nil {
+	if _, err := pb.NewTransactionsClient(ib).WriteTxnMarkers(ctx, &pb.WriteTxnMarkersRequest{}); err != nil {
 		return fmt.Errorf("WriteTxnMarkers while starting: %v", err)
 	}
-	if _, err := pb.NewTransactionsClient(cc).AddPartitionsToTxn(ctx, &pb.AddPartitionsToTxnRequest{}); err != nil {
+	if _, err := pb.NewTransactionsClient(ib).AddPartitionsToTxn(ctx, &pb.AddPartitionsToTxnRequest{}); err != nil {
 		return fmt.Errorf("AddPartitionsToTxn while starting: %v", err)
 	}
 	if n.Ready() {

@@ -73,14 +73,14 @@ func New(t testing.TB, opts Options) *Cluster {
 	c := &Cluster{T: t, Net: fault.NewNetwork()}
 	base := t.TempDir()
 	var voters []controller.Voter
-	type addrs struct{ listen, raft, gossip string }
+	type addrs struct{ listen, interBroker, raft, gossip string }
 	all := make([]addrs, opts.Nodes)
 	roles := opts.Roles
 	if roles == nil {
 		roles = func(int32) (bool, bool) { return true, true }
 	}
 	for i := range all {
-		all[i] = addrs{testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t)}
+		all[i] = addrs{testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t)}
 		if _, ctl := roles(int32(i + 1)); ctl {
 			voters = append(voters, controller.Voter{ID: int32(i + 1), Addr: all[i].raft})
 		}
@@ -90,7 +90,7 @@ func New(t testing.TB, opts Options) *Cluster {
 		dir := filepath.Join(base, fmt.Sprintf("node%d", id))
 		cfg := node.DefaultConfig(id, dir)
 		cfg.Broker, cfg.Controller = roles(id)
-		cfg.Listen, cfg.ControllerListen, cfg.GossipListen = all[i].listen, all[i].raft, all[i].gossip
+		cfg.Listen, cfg.InterBrokerListen, cfg.ControllerListen, cfg.GossipListen = all[i].listen, all[i].interBroker, all[i].raft, all[i].gossip
 		cfg.Voters = voters
 		for j := range all {
 			if j != i {
@@ -108,6 +108,7 @@ func New(t testing.TB, opts Options) *Cluster {
 		cfg.Logger = testutil.Logger() // node.Start adds node=<id>
 		m := &Member{ID: id, Dir: dir, Cfg: cfg}
 		c.Net.Register(m.Name(), cfg.Listen)
+		c.Net.Register(m.Name(), cfg.InterBrokerListen)
 		c.Net.Register(m.Name(), cfg.ControllerListen)
 		cfg.Dial = c.Net.Dialer(m.Name())
 		cfg.RaftDial = c.Net.Dialer(m.Name())
@@ -169,6 +170,15 @@ func (c *Cluster) Running() []*Member {
 		if m.Node != nil {
 			out = append(out, m)
 		}
+	}
+	return out
+}
+
+// InterBrokerAddrs lists every node's inter-broker listener, by node id.
+func (c *Cluster) InterBrokerAddrs() map[int32]string {
+	out := map[int32]string{}
+	for _, m := range c.Members() {
+		out[m.ID] = m.Cfg.InterBrokerListen
 	}
 	return out
 }

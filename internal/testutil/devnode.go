@@ -51,6 +51,9 @@ func devConfig(dir string) (node.Config, error) {
 	if cfg.Listen, err = ports.Addr(); err != nil {
 		return cfg, err
 	}
+	if cfg.InterBrokerListen, err = ports.Addr(); err != nil {
+		return cfg, err
+	}
 	if cfg.ControllerListen, err = ports.Addr(); err != nil {
 		return cfg, err
 	}

@@ -55,53 +55,59 @@ const (
 	ErrorCode_INVALID_SESSION_TIMEOUT          ErrorCode = 26
 	ErrorCode_REBALANCE_IN_PROGRESS            ErrorCode = 27
 	ErrorCode_INVALID_COMMIT_OFFSET_SIZE       ErrorCode = 28
-	ErrorCode_INVALID_TIMESTAMP                ErrorCode = 32
-	ErrorCode_UNSUPPORTED_VERSION              ErrorCode = 35
-	ErrorCode_TOPIC_ALREADY_EXISTS             ErrorCode = 36
-	ErrorCode_INVALID_PARTITIONS               ErrorCode = 37
-	ErrorCode_INVALID_REPLICATION_FACTOR       ErrorCode = 38
-	ErrorCode_INVALID_REPLICA_ASSIGNMENT       ErrorCode = 39
-	ErrorCode_INVALID_CONFIG                   ErrorCode = 40
-	ErrorCode_NOT_CONTROLLER                   ErrorCode = 41
-	ErrorCode_INVALID_REQUEST                  ErrorCode = 42
-	ErrorCode_POLICY_VIOLATION                 ErrorCode = 44
-	ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER     ErrorCode = 45
-	ErrorCode_DUPLICATE_SEQUENCE_NUMBER        ErrorCode = 46
-	ErrorCode_INVALID_PRODUCER_EPOCH           ErrorCode = 47
-	ErrorCode_INVALID_TXN_STATE                ErrorCode = 48
-	ErrorCode_INVALID_PRODUCER_ID_MAPPING      ErrorCode = 49
-	ErrorCode_INVALID_TRANSACTION_TIMEOUT      ErrorCode = 50
-	ErrorCode_CONCURRENT_TRANSACTIONS          ErrorCode = 51
-	ErrorCode_TRANSACTION_COORDINATOR_FENCED   ErrorCode = 52
-	ErrorCode_OPERATION_NOT_ATTEMPTED          ErrorCode = 55
-	ErrorCode_KAFKA_STORAGE_ERROR              ErrorCode = 56
-	ErrorCode_UNKNOWN_PRODUCER_ID              ErrorCode = 59
-	ErrorCode_GROUP_ID_NOT_FOUND               ErrorCode = 69
-	ErrorCode_FETCH_SESSION_ID_NOT_FOUND       ErrorCode = 70
-	ErrorCode_INVALID_FETCH_SESSION_EPOCH      ErrorCode = 71
-	ErrorCode_FENCED_LEADER_EPOCH              ErrorCode = 74
-	ErrorCode_UNKNOWN_LEADER_EPOCH             ErrorCode = 75
-	ErrorCode_UNSUPPORTED_COMPRESSION_TYPE     ErrorCode = 76
-	ErrorCode_STALE_BROKER_EPOCH               ErrorCode = 77
-	ErrorCode_OFFSET_NOT_AVAILABLE             ErrorCode = 78
-	ErrorCode_MEMBER_ID_REQUIRED               ErrorCode = 79
-	ErrorCode_PREFERRED_LEADER_NOT_AVAILABLE   ErrorCode = 80
-	ErrorCode_FENCED_INSTANCE_ID               ErrorCode = 82
-	ErrorCode_ELIGIBLE_LEADERS_NOT_AVAILABLE   ErrorCode = 83
-	ErrorCode_ELECTION_NOT_NEEDED              ErrorCode = 84
-	ErrorCode_INVALID_RECORD                   ErrorCode = 87
-	ErrorCode_UNSTABLE_OFFSET_COMMIT           ErrorCode = 88
-	ErrorCode_PRODUCER_FENCED                  ErrorCode = 90
-	ErrorCode_RESOURCE_NOT_FOUND               ErrorCode = 91
-	ErrorCode_INVALID_UPDATE_VERSION           ErrorCode = 95
-	ErrorCode_FEATURE_UPDATE_FAILED            ErrorCode = 96
-	ErrorCode_BROKER_ID_NOT_REGISTERED         ErrorCode = 102
-	ErrorCode_INCONSISTENT_CLUSTER_ID          ErrorCode = 104
-	ErrorCode_TRANSACTIONAL_ID_NOT_FOUND       ErrorCode = 105
-	ErrorCode_INELIGIBLE_REPLICA               ErrorCode = 107
-	ErrorCode_NEW_LEADER_ELECTED               ErrorCode = 108
-	ErrorCode_INVALID_REGISTRATION             ErrorCode = 119
-	ErrorCode_TRANSACTION_ABORTABLE            ErrorCode = 120
+	// CLUSTER_AUTHORIZATION_FAILED: a request only other nodes may send
+	// (a follower's Fetch, replica_id >= 0) arrived on a client listener.
+	ErrorCode_CLUSTER_AUTHORIZATION_FAILED   ErrorCode = 31
+	ErrorCode_INVALID_TIMESTAMP              ErrorCode = 32
+	ErrorCode_UNSUPPORTED_VERSION            ErrorCode = 35
+	ErrorCode_TOPIC_ALREADY_EXISTS           ErrorCode = 36
+	ErrorCode_INVALID_PARTITIONS             ErrorCode = 37
+	ErrorCode_INVALID_REPLICATION_FACTOR     ErrorCode = 38
+	ErrorCode_INVALID_REPLICA_ASSIGNMENT     ErrorCode = 39
+	ErrorCode_INVALID_CONFIG                 ErrorCode = 40
+	ErrorCode_NOT_CONTROLLER                 ErrorCode = 41
+	ErrorCode_INVALID_REQUEST                ErrorCode = 42
+	ErrorCode_POLICY_VIOLATION               ErrorCode = 44
+	ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER   ErrorCode = 45
+	ErrorCode_DUPLICATE_SEQUENCE_NUMBER      ErrorCode = 46
+	ErrorCode_INVALID_PRODUCER_EPOCH         ErrorCode = 47
+	ErrorCode_INVALID_TXN_STATE              ErrorCode = 48
+	ErrorCode_INVALID_PRODUCER_ID_MAPPING    ErrorCode = 49
+	ErrorCode_INVALID_TRANSACTION_TIMEOUT    ErrorCode = 50
+	ErrorCode_CONCURRENT_TRANSACTIONS        ErrorCode = 51
+	ErrorCode_TRANSACTION_COORDINATOR_FENCED ErrorCode = 52
+	ErrorCode_OPERATION_NOT_ATTEMPTED        ErrorCode = 55
+	ErrorCode_KAFKA_STORAGE_ERROR            ErrorCode = 56
+	ErrorCode_UNKNOWN_PRODUCER_ID            ErrorCode = 59
+	ErrorCode_GROUP_ID_NOT_FOUND             ErrorCode = 69
+	ErrorCode_FETCH_SESSION_ID_NOT_FOUND     ErrorCode = 70
+	ErrorCode_INVALID_FETCH_SESSION_EPOCH    ErrorCode = 71
+	ErrorCode_FENCED_LEADER_EPOCH            ErrorCode = 74
+	ErrorCode_UNKNOWN_LEADER_EPOCH           ErrorCode = 75
+	ErrorCode_UNSUPPORTED_COMPRESSION_TYPE   ErrorCode = 76
+	ErrorCode_STALE_BROKER_EPOCH             ErrorCode = 77
+	ErrorCode_OFFSET_NOT_AVAILABLE           ErrorCode = 78
+	ErrorCode_MEMBER_ID_REQUIRED             ErrorCode = 79
+	ErrorCode_PREFERRED_LEADER_NOT_AVAILABLE ErrorCode = 80
+	ErrorCode_FENCED_INSTANCE_ID             ErrorCode = 82
+	ErrorCode_ELIGIBLE_LEADERS_NOT_AVAILABLE ErrorCode = 83
+	ErrorCode_ELECTION_NOT_NEEDED            ErrorCode = 84
+	ErrorCode_INVALID_RECORD                 ErrorCode = 87
+	ErrorCode_UNSTABLE_OFFSET_COMMIT         ErrorCode = 88
+	ErrorCode_PRODUCER_FENCED                ErrorCode = 90
+	ErrorCode_RESOURCE_NOT_FOUND             ErrorCode = 91
+	ErrorCode_INVALID_UPDATE_VERSION         ErrorCode = 95
+	ErrorCode_FEATURE_UPDATE_FAILED          ErrorCode = 96
+	// DUPLICATE_BROKER_REGISTRATION: the broker id is registered by another
+	// incarnation (or at another address) whose session is still alive.
+	ErrorCode_DUPLICATE_BROKER_REGISTRATION ErrorCode = 101
+	ErrorCode_BROKER_ID_NOT_REGISTERED      ErrorCode = 102
+	ErrorCode_INCONSISTENT_CLUSTER_ID       ErrorCode = 104
+	ErrorCode_TRANSACTIONAL_ID_NOT_FOUND    ErrorCode = 105
+	ErrorCode_INELIGIBLE_REPLICA            ErrorCode = 107
+	ErrorCode_NEW_LEADER_ELECTED            ErrorCode = 108
+	ErrorCode_INVALID_REGISTRATION          ErrorCode = 119
+	ErrorCode_TRANSACTION_ABORTABLE         ErrorCode = 120
 	// TRANSACTION_TIMED_OUT is Strand's: the coordinator aborted the
 	// transaction because it outlived transaction.timeout.ms. Kafka reports
 	// this case as PRODUCER_FENCED / INVALID_PRODUCER_EPOCH, which users read
@@ -140,6 +146,7 @@ var (
 		26:    "INVALID_SESSION_TIMEOUT",
 		27:    "REBALANCE_IN_PROGRESS",
 		28:    "INVALID_COMMIT_OFFSET_SIZE",
+		31:    "CLUSTER_AUTHORIZATION_FAILED",
 		32:    "INVALID_TIMESTAMP",
 		35:    "UNSUPPORTED_VERSION",
 		36:    "TOPIC_ALREADY_EXISTS",
@@ -180,6 +187,7 @@ var (
 		91:    "RESOURCE_NOT_FOUND",
 		95:    "INVALID_UPDATE_VERSION",
 		96:    "FEATURE_UPDATE_FAILED",
+		101:   "DUPLICATE_BROKER_REGISTRATION",
 		102:   "BROKER_ID_NOT_REGISTERED",
 		104:   "INCONSISTENT_CLUSTER_ID",
 		105:   "TRANSACTIONAL_ID_NOT_FOUND",
@@ -218,6 +226,7 @@ var (
 		"INVALID_SESSION_TIMEOUT":          26,
 		"REBALANCE_IN_PROGRESS":            27,
 		"INVALID_COMMIT_OFFSET_SIZE":       28,
+		"CLUSTER_AUTHORIZATION_FAILED":     31,
 		"INVALID_TIMESTAMP":                32,
 		"UNSUPPORTED_VERSION":              35,
 		"TOPIC_ALREADY_EXISTS":             36,
@@ -258,6 +267,7 @@ var (
 		"RESOURCE_NOT_FOUND":               91,
 		"INVALID_UPDATE_VERSION":           95,
 		"FEATURE_UPDATE_FAILED":            96,
+		"DUPLICATE_BROKER_REGISTRATION":    101,
 		"BROKER_ID_NOT_REGISTERED":         102,
 		"INCONSISTENT_CLUSTER_ID":          104,
 		"TRANSACTIONAL_ID_NOT_FOUND":       105,
@@ -403,7 +413,7 @@ const file_strand_v1_common_proto_rawDesc = "" +
 	"\x16strand/v1/common.proto\x12\tstrand.v1\"D\n" +
 	"\x0eTopicPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
-	"\tpartition\x18\x02 \x01(\x05R\tpartition*\x90\x10\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition*\xd5\x10\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12!\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\x17\n" +
@@ -433,7 +443,8 @@ const file_strand_v1_common_proto_rawDesc = "" +
 	"\x11UNKNOWN_MEMBER_ID\x10\x19\x12\x1b\n" +
 	"\x17INVALID_SESSION_TIMEOUT\x10\x1a\x12\x19\n" +
 	"\x15REBALANCE_IN_PROGRESS\x10\x1b\x12\x1e\n" +
-	"\x1aINVALID_COMMIT_OFFSET_SIZE\x10\x1c\x12\x15\n" +
+	"\x1aINVALID_COMMIT_OFFSET_SIZE\x10\x1c\x12 \n" +
+	"\x1cCLUSTER_AUTHORIZATION_FAILED\x10\x1f\x12\x15\n" +
 	"\x11INVALID_TIMESTAMP\x10 \x12\x17\n" +
 	"\x13UNSUPPORTED_VERSION\x10#\x12\x18\n" +
 	"\x14TOPIC_ALREADY_EXISTS\x10$\x12\x16\n" +
@@ -473,7 +484,8 @@ const file_strand_v1_common_proto_rawDesc = "" +
 	"\x0fPRODUCER_FENCED\x10Z\x12\x16\n" +
 	"\x12RESOURCE_NOT_FOUND\x10[\x12\x1a\n" +
 	"\x16INVALID_UPDATE_VERSION\x10_\x12\x19\n" +
-	"\x15FEATURE_UPDATE_FAILED\x10`\x12\x1c\n" +
+	"\x15FEATURE_UPDATE_FAILED\x10`\x12!\n" +
+	"\x1dDUPLICATE_BROKER_REGISTRATION\x10e\x12\x1c\n" +
 	"\x18BROKER_ID_NOT_REGISTERED\x10f\x12\x1b\n" +
 	"\x17INCONSISTENT_CLUSTER_ID\x10h\x12\x1e\n" +
 	"\x1aTRANSACTIONAL_ID_NOT_FOUND\x10i\x12\x16\n" +

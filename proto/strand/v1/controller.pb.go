@@ -25,14 +25,19 @@ type RegisterBrokerRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NodeId        int32                  `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	IncarnationId string                 `protobuf:"bytes,2,opt,name=incarnation_id,json=incarnationId,proto3" json:"incarnation_id,omitempty"`
-	Address       string                 `protobuf:"bytes,3,opt,name=address,proto3" json:"address,omitempty"`
-	Rack          string                 `protobuf:"bytes,4,opt,name=rack,proto3" json:"rack,omitempty"`
-	ClusterId     string                 `protobuf:"bytes,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// The client listener's address: what Metadata hands out.
+	Address   string `protobuf:"bytes,3,opt,name=address,proto3" json:"address,omitempty"`
+	Rack      string `protobuf:"bytes,4,opt,name=rack,proto3" json:"rack,omitempty"`
+	ClusterId string `protobuf:"bytes,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	// The address clients outside the nodes' network use (a second
 	// listener, like Kafka's EXTERNAL); empty when there is one listener.
 	ExternalAddress string `protobuf:"bytes,6,opt,name=external_address,json=externalAddress,proto3" json:"external_address,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The inter-broker listener's address: what other nodes dial for the
+	// internal RPCs (Controller, follower Fetch, WriteTxnMarkers,
+	// AddPartitionsToTxn).
+	InterBrokerAddress string `protobuf:"bytes,7,opt,name=inter_broker_address,json=interBrokerAddress,proto3" json:"inter_broker_address,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *RegisterBrokerRequest) Reset() {
@@ -103,6 +108,13 @@ func (x *RegisterBrokerRequest) GetClusterId() string {
 func (x *RegisterBrokerRequest) GetExternalAddress() string {
 	if x != nil {
 		return x.ExternalAddress
+	}
+	return ""
+}
+
+func (x *RegisterBrokerRequest) GetInterBrokerAddress() string {
+	if x != nil {
+		return x.InterBrokerAddress
 	}
 	return ""
 }
@@ -1342,13 +1354,14 @@ type RegisterBrokerRecord struct {
 	NodeId        int32                  `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	IncarnationId string                 `protobuf:"bytes,2,opt,name=incarnation_id,json=incarnationId,proto3" json:"incarnation_id,omitempty"`
 	// Set by the FSM to the offset of this record.
-	BrokerEpoch     int64  `protobuf:"varint,3,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
-	Address         string `protobuf:"bytes,4,opt,name=address,proto3" json:"address,omitempty"`
-	Rack            string `protobuf:"bytes,5,opt,name=rack,proto3" json:"rack,omitempty"`
-	Fenced          bool   `protobuf:"varint,6,opt,name=fenced,proto3" json:"fenced,omitempty"`
-	ExternalAddress string `protobuf:"bytes,7,opt,name=external_address,json=externalAddress,proto3" json:"external_address,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	BrokerEpoch        int64  `protobuf:"varint,3,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	Address            string `protobuf:"bytes,4,opt,name=address,proto3" json:"address,omitempty"`
+	Rack               string `protobuf:"bytes,5,opt,name=rack,proto3" json:"rack,omitempty"`
+	Fenced             bool   `protobuf:"varint,6,opt,name=fenced,proto3" json:"fenced,omitempty"`
+	ExternalAddress    string `protobuf:"bytes,7,opt,name=external_address,json=externalAddress,proto3" json:"external_address,omitempty"`
+	InterBrokerAddress string `protobuf:"bytes,8,opt,name=inter_broker_address,json=interBrokerAddress,proto3" json:"inter_broker_address,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *RegisterBrokerRecord) Reset() {
@@ -1426,6 +1439,13 @@ func (x *RegisterBrokerRecord) GetFenced() bool {
 func (x *RegisterBrokerRecord) GetExternalAddress() string {
 	if x != nil {
 		return x.ExternalAddress
+	}
+	return ""
+}
+
+func (x *RegisterBrokerRecord) GetInterBrokerAddress() string {
+	if x != nil {
+		return x.InterBrokerAddress
 	}
 	return ""
 }
@@ -2086,7 +2106,7 @@ var File_strand_v1_controller_proto protoreflect.FileDescriptor
 
 const file_strand_v1_controller_proto_rawDesc = "" +
 	"\n" +
-	"\x1astrand/v1/controller.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x15strand/v1/admin.proto\"\xcf\x01\n" +
+	"\x1astrand/v1/controller.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x15strand/v1/admin.proto\"\x81\x02\n" +
 	"\x15RegisterBrokerRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12%\n" +
 	"\x0eincarnation_id\x18\x02 \x01(\tR\rincarnationId\x12\x18\n" +
@@ -2094,7 +2114,8 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"\x04rack\x18\x04 \x01(\tR\x04rack\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x05 \x01(\tR\tclusterId\x12)\n" +
-	"\x10external_address\x18\x06 \x01(\tR\x0fexternalAddress\"\xdd\x01\n" +
+	"\x10external_address\x18\x06 \x01(\tR\x0fexternalAddress\x120\n" +
+	"\x14inter_broker_address\x18\a \x01(\tR\x12interBrokerAddress\"\xdd\x01\n" +
 	"\x16RegisterBrokerResponse\x123\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x14.strand.v1.ErrorCodeR\terrorCode\x12#\n" +
@@ -2201,7 +2222,7 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"\x06record\".\n" +
 	"\rClusterRecord\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x01 \x01(\tR\tclusterId\"\xea\x01\n" +
+	"cluster_id\x18\x01 \x01(\tR\tclusterId\"\x9c\x02\n" +
 	"\x14RegisterBrokerRecord\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12%\n" +
 	"\x0eincarnation_id\x18\x02 \x01(\tR\rincarnationId\x12!\n" +
@@ -2209,7 +2230,8 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"\aaddress\x18\x04 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04rack\x18\x05 \x01(\tR\x04rack\x12\x16\n" +
 	"\x06fenced\x18\x06 \x01(\bR\x06fenced\x12)\n" +
-	"\x10external_address\x18\a \x01(\tR\x0fexternalAddress\"T\n" +
+	"\x10external_address\x18\a \x01(\tR\x0fexternalAddress\x120\n" +
+	"\x14inter_broker_address\x18\b \x01(\tR\x12interBrokerAddress\"T\n" +
 	"\x16UnregisterBrokerRecord\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"O\n" +

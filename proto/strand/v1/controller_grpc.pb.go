@@ -35,11 +35,16 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
 // Controller is the internal service of the metadata quorum. Writes go to
-// the active controller; any other answers NOT_CONTROLLER with a hint.
+// the active controller; any other answers NOT_CONTROLLER with a hint. It
+// is served on the inter-broker listener only, never to clients.
 type ControllerClient interface {
 	// RegisterBroker records a broker incarnation and returns its broker epoch
 	// (the metadata offset of the registration). The broker starts fenced.
-	// Errors: NONE, NOT_CONTROLLER, INCONSISTENT_CLUSTER_ID, INVALID_REGISTRATION.
+	// A registration that would replace a broker whose session is still
+	// alive (another incarnation, or the same one at other addresses) is
+	// refused with DUPLICATE_BROKER_REGISTRATION until that session expires.
+	// Errors: NONE, NOT_CONTROLLER, INCONSISTENT_CLUSTER_ID, INVALID_REGISTRATION,
+	// DUPLICATE_BROKER_REGISTRATION.
 	RegisterBroker(ctx context.Context, in *RegisterBrokerRequest, opts ...grpc.CallOption) (*RegisterBrokerResponse, error)
 	// BrokerHeartbeat renews the broker's lease; a broker that has caught up
 	// with the metadata log is unfenced.
@@ -179,11 +184,16 @@ func (c *controllerClient) DescribeQuorum(ctx context.Context, in *DescribeQuoru
 // for forward compatibility.
 //
 // Controller is the internal service of the metadata quorum. Writes go to
-// the active controller; any other answers NOT_CONTROLLER with a hint.
+// the active controller; any other answers NOT_CONTROLLER with a hint. It
+// is served on the inter-broker listener only, never to clients.
 type ControllerServer interface {
 	// RegisterBroker records a broker incarnation and returns its broker epoch
 	// (the metadata offset of the registration). The broker starts fenced.
-	// Errors: NONE, NOT_CONTROLLER, INCONSISTENT_CLUSTER_ID, INVALID_REGISTRATION.
+	// A registration that would replace a broker whose session is still
+	// alive (another incarnation, or the same one at other addresses) is
+	// refused with DUPLICATE_BROKER_REGISTRATION until that session expires.
+	// Errors: NONE, NOT_CONTROLLER, INCONSISTENT_CLUSTER_ID, INVALID_REGISTRATION,
+	// DUPLICATE_BROKER_REGISTRATION.
 	RegisterBroker(context.Context, *RegisterBrokerRequest) (*RegisterBrokerResponse, error)
 	// BrokerHeartbeat renews the broker's lease; a broker that has caught up
 	// with the metadata log is unfenced.

@@ -634,8 +634,12 @@ type TxnMarker struct {
 	CoordinatorEpoch int32             `protobuf:"varint,5,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
 	// The transaction version the coordinator used (2 for KIP-890).
 	TransactionVersion int32 `protobuf:"varint,6,opt,name=transaction_version,json=transactionVersion,proto3" json:"transaction_version,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The transactional id: the partition computes from it which
+	// __transaction_state partition the coordinator leads, and refuses a
+	// coordinator_epoch above that partition's leader epoch.
+	TransactionalId string `protobuf:"bytes,7,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *TxnMarker) Reset() {
@@ -708,6 +712,13 @@ func (x *TxnMarker) GetTransactionVersion() int32 {
 		return x.TransactionVersion
 	}
 	return 0
+}
+
+func (x *TxnMarker) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
 }
 
 type WriteTxnMarkersResponse struct {
@@ -806,6 +817,145 @@ func (x *TxnMarkerResult) GetPartitions() []*PartitionError {
 	return nil
 }
 
+type AbortTransactionRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Topic      string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition  int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	ProducerId int64                  `protobuf:"varint,3,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	// The producer's current epoch on the partition (DescribeProducers).
+	ProducerEpoch int32 `protobuf:"varint,4,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	// The first offset of the open transaction to abort.
+	StartOffset   int64 `protobuf:"varint,5,opt,name=start_offset,json=startOffset,proto3" json:"start_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbortTransactionRequest) Reset() {
+	*x = AbortTransactionRequest{}
+	mi := &file_strand_v1_transactions_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbortTransactionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbortTransactionRequest) ProtoMessage() {}
+
+func (x *AbortTransactionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_transactions_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbortTransactionRequest.ProtoReflect.Descriptor instead.
+func (*AbortTransactionRequest) Descriptor() ([]byte, []int) {
+	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *AbortTransactionRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *AbortTransactionRequest) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *AbortTransactionRequest) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *AbortTransactionRequest) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *AbortTransactionRequest) GetStartOffset() int64 {
+	if x != nil {
+		return x.StartOffset
+	}
+	return 0
+}
+
+type AbortTransactionResponse struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ErrorCode    ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=strand.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// The ABORT marker's offset.
+	MarkerOffset  int64 `protobuf:"varint,3,opt,name=marker_offset,json=markerOffset,proto3" json:"marker_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbortTransactionResponse) Reset() {
+	*x = AbortTransactionResponse{}
+	mi := &file_strand_v1_transactions_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbortTransactionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbortTransactionResponse) ProtoMessage() {}
+
+func (x *AbortTransactionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_transactions_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbortTransactionResponse.ProtoReflect.Descriptor instead.
+func (*AbortTransactionResponse) Descriptor() ([]byte, []int) {
+	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *AbortTransactionResponse) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_NONE
+}
+
+func (x *AbortTransactionResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *AbortTransactionResponse) GetMarkerOffset() int64 {
+	if x != nil {
+		return x.MarkerOffset
+	}
+	return 0
+}
+
 type DescribeTransactionsRequest struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	TransactionalIds []string               `protobuf:"bytes,1,rep,name=transactional_ids,json=transactionalIds,proto3" json:"transactional_ids,omitempty"`
@@ -815,7 +965,7 @@ type DescribeTransactionsRequest struct {
 
 func (x *DescribeTransactionsRequest) Reset() {
 	*x = DescribeTransactionsRequest{}
-	mi := &file_strand_v1_transactions_proto_msgTypes[13]
+	mi := &file_strand_v1_transactions_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -827,7 +977,7 @@ func (x *DescribeTransactionsRequest) String() string {
 func (*DescribeTransactionsRequest) ProtoMessage() {}
 
 func (x *DescribeTransactionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_transactions_proto_msgTypes[13]
+	mi := &file_strand_v1_transactions_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -840,7 +990,7 @@ func (x *DescribeTransactionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTransactionsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTransactionsRequest) Descriptor() ([]byte, []int) {
-	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{13}
+	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DescribeTransactionsRequest) GetTransactionalIds() []string {
@@ -859,7 +1009,7 @@ type DescribeTransactionsResponse struct {
 
 func (x *DescribeTransactionsResponse) Reset() {
 	*x = DescribeTransactionsResponse{}
-	mi := &file_strand_v1_transactions_proto_msgTypes[14]
+	mi := &file_strand_v1_transactions_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +1021,7 @@ func (x *DescribeTransactionsResponse) String() string {
 func (*DescribeTransactionsResponse) ProtoMessage() {}
 
 func (x *DescribeTransactionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_transactions_proto_msgTypes[14]
+	mi := &file_strand_v1_transactions_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,7 +1034,7 @@ func (x *DescribeTransactionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTransactionsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTransactionsResponse) Descriptor() ([]byte, []int) {
-	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{14}
+	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DescribeTransactionsResponse) GetTransactions() []*TransactionState {
@@ -915,7 +1065,7 @@ type TransactionState struct {
 
 func (x *TransactionState) Reset() {
 	*x = TransactionState{}
-	mi := &file_strand_v1_transactions_proto_msgTypes[15]
+	mi := &file_strand_v1_transactions_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -927,7 +1077,7 @@ func (x *TransactionState) String() string {
 func (*TransactionState) ProtoMessage() {}
 
 func (x *TransactionState) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_transactions_proto_msgTypes[15]
+	mi := &file_strand_v1_transactions_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -940,7 +1090,7 @@ func (x *TransactionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionState.ProtoReflect.Descriptor instead.
 func (*TransactionState) Descriptor() ([]byte, []int) {
-	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{15}
+	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TransactionState) GetErrorCode() ErrorCode {
@@ -1033,7 +1183,7 @@ type ListTransactionsRequest struct {
 
 func (x *ListTransactionsRequest) Reset() {
 	*x = ListTransactionsRequest{}
-	mi := &file_strand_v1_transactions_proto_msgTypes[16]
+	mi := &file_strand_v1_transactions_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1045,7 +1195,7 @@ func (x *ListTransactionsRequest) String() string {
 func (*ListTransactionsRequest) ProtoMessage() {}
 
 func (x *ListTransactionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_transactions_proto_msgTypes[16]
+	mi := &file_strand_v1_transactions_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1058,7 +1208,7 @@ func (x *ListTransactionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTransactionsRequest.ProtoReflect.Descriptor instead.
 func (*ListTransactionsRequest) Descriptor() ([]byte, []int) {
-	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{16}
+	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListTransactionsRequest) GetStateFilters() []string {
@@ -1100,7 +1250,7 @@ type ListTransactionsResponse struct {
 
 func (x *ListTransactionsResponse) Reset() {
 	*x = ListTransactionsResponse{}
-	mi := &file_strand_v1_transactions_proto_msgTypes[17]
+	mi := &file_strand_v1_transactions_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1112,7 +1262,7 @@ func (x *ListTransactionsResponse) String() string {
 func (*ListTransactionsResponse) ProtoMessage() {}
 
 func (x *ListTransactionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_transactions_proto_msgTypes[17]
+	mi := &file_strand_v1_transactions_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1125,7 +1275,7 @@ func (x *ListTransactionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTransactionsResponse.ProtoReflect.Descriptor instead.
 func (*ListTransactionsResponse) Descriptor() ([]byte, []int) {
-	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{17}
+	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListTransactionsResponse) GetErrorCode() ErrorCode {
@@ -1160,7 +1310,7 @@ type TransactionListing struct {
 
 func (x *TransactionListing) Reset() {
 	*x = TransactionListing{}
-	mi := &file_strand_v1_transactions_proto_msgTypes[18]
+	mi := &file_strand_v1_transactions_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1172,7 +1322,7 @@ func (x *TransactionListing) String() string {
 func (*TransactionListing) ProtoMessage() {}
 
 func (x *TransactionListing) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_transactions_proto_msgTypes[18]
+	mi := &file_strand_v1_transactions_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1185,7 +1335,7 @@ func (x *TransactionListing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionListing.ProtoReflect.Descriptor instead.
 func (*TransactionListing) Descriptor() ([]byte, []int) {
-	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{18}
+	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TransactionListing) GetTransactionalId() string {
@@ -1218,7 +1368,7 @@ type DescribeProducersRequest struct {
 
 func (x *DescribeProducersRequest) Reset() {
 	*x = DescribeProducersRequest{}
-	mi := &file_strand_v1_transactions_proto_msgTypes[19]
+	mi := &file_strand_v1_transactions_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1230,7 +1380,7 @@ func (x *DescribeProducersRequest) String() string {
 func (*DescribeProducersRequest) ProtoMessage() {}
 
 func (x *DescribeProducersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_transactions_proto_msgTypes[19]
+	mi := &file_strand_v1_transactions_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1243,7 +1393,7 @@ func (x *DescribeProducersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeProducersRequest.ProtoReflect.Descriptor instead.
 func (*DescribeProducersRequest) Descriptor() ([]byte, []int) {
-	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{19}
+	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DescribeProducersRequest) GetPartitions() []*TopicPartition {
@@ -1262,7 +1412,7 @@ type DescribeProducersResponse struct {
 
 func (x *DescribeProducersResponse) Reset() {
 	*x = DescribeProducersResponse{}
-	mi := &file_strand_v1_transactions_proto_msgTypes[20]
+	mi := &file_strand_v1_transactions_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1274,7 +1424,7 @@ func (x *DescribeProducersResponse) String() string {
 func (*DescribeProducersResponse) ProtoMessage() {}
 
 func (x *DescribeProducersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_transactions_proto_msgTypes[20]
+	mi := &file_strand_v1_transactions_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1287,7 +1437,7 @@ func (x *DescribeProducersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeProducersResponse.ProtoReflect.Descriptor instead.
 func (*DescribeProducersResponse) Descriptor() ([]byte, []int) {
-	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{20}
+	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DescribeProducersResponse) GetPartitions() []*PartitionProducers {
@@ -1312,7 +1462,7 @@ type PartitionProducers struct {
 
 func (x *PartitionProducers) Reset() {
 	*x = PartitionProducers{}
-	mi := &file_strand_v1_transactions_proto_msgTypes[21]
+	mi := &file_strand_v1_transactions_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1324,7 +1474,7 @@ func (x *PartitionProducers) String() string {
 func (*PartitionProducers) ProtoMessage() {}
 
 func (x *PartitionProducers) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_transactions_proto_msgTypes[21]
+	mi := &file_strand_v1_transactions_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1337,7 +1487,7 @@ func (x *PartitionProducers) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionProducers.ProtoReflect.Descriptor instead.
 func (*PartitionProducers) Descriptor() ([]byte, []int) {
-	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{21}
+	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PartitionProducers) GetTopic() string {
@@ -1404,7 +1554,7 @@ type ProducerState struct {
 
 func (x *ProducerState) Reset() {
 	*x = ProducerState{}
-	mi := &file_strand_v1_transactions_proto_msgTypes[22]
+	mi := &file_strand_v1_transactions_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1416,7 +1566,7 @@ func (x *ProducerState) String() string {
 func (*ProducerState) ProtoMessage() {}
 
 func (x *ProducerState) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_transactions_proto_msgTypes[22]
+	mi := &file_strand_v1_transactions_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1429,7 +1579,7 @@ func (x *ProducerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProducerState.ProtoReflect.Descriptor instead.
 func (*ProducerState) Descriptor() ([]byte, []int) {
-	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{22}
+	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ProducerState) GetProducerId() int64 {
@@ -1531,7 +1681,7 @@ const file_strand_v1_transactions_proto_rawDesc = "" +
 	"error_code\x18\x03 \x01(\x0e2\x14.strand.v1.ErrorCodeR\terrorCode\x12#\n" +
 	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"H\n" +
 	"\x16WriteTxnMarkersRequest\x12.\n" +
-	"\amarkers\x18\x01 \x03(\v2\x14.strand.v1.TxnMarkerR\amarkers\"\x8a\x02\n" +
+	"\amarkers\x18\x01 \x03(\v2\x14.strand.v1.TxnMarkerR\amarkers\"\xb5\x02\n" +
 	"\tTxnMarker\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x03R\n" +
 	"producerId\x12%\n" +
@@ -1541,7 +1691,8 @@ const file_strand_v1_transactions_proto_rawDesc = "" +
 	"partitions\x18\x04 \x03(\v2\x19.strand.v1.TopicPartitionR\n" +
 	"partitions\x12+\n" +
 	"\x11coordinator_epoch\x18\x05 \x01(\x05R\x10coordinatorEpoch\x12/\n" +
-	"\x13transaction_version\x18\x06 \x01(\x05R\x12transactionVersion\"O\n" +
+	"\x13transaction_version\x18\x06 \x01(\x05R\x12transactionVersion\x12)\n" +
+	"\x10transactional_id\x18\a \x01(\tR\x0ftransactionalId\"O\n" +
 	"\x17WriteTxnMarkersResponse\x124\n" +
 	"\amarkers\x18\x01 \x03(\v2\x1a.strand.v1.TxnMarkerResultR\amarkers\"m\n" +
 	"\x0fTxnMarkerResult\x12\x1f\n" +
@@ -1549,7 +1700,19 @@ const file_strand_v1_transactions_proto_rawDesc = "" +
 	"producerId\x129\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v2\x19.strand.v1.PartitionErrorR\n" +
-	"partitions\"J\n" +
+	"partitions\"\xb8\x01\n" +
+	"\x17AbortTransactionRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1f\n" +
+	"\vproducer_id\x18\x03 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch\x12!\n" +
+	"\fstart_offset\x18\x05 \x01(\x03R\vstartOffset\"\x99\x01\n" +
+	"\x18AbortTransactionResponse\x123\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x0e2\x14.strand.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12#\n" +
+	"\rmarker_offset\x18\x03 \x01(\x03R\fmarkerOffset\"J\n" +
 	"\x1bDescribeTransactionsRequest\x12+\n" +
 	"\x11transactional_ids\x18\x01 \x03(\tR\x10transactionalIds\"_\n" +
 	"\x1cDescribeTransactionsResponse\x12?\n" +
@@ -1610,12 +1773,13 @@ const file_strand_v1_transactions_proto_rawDesc = "" +
 	"\rlast_sequence\x18\x03 \x01(\x05R\flastSequence\x12%\n" +
 	"\x0elast_timestamp\x18\x04 \x01(\x03R\rlastTimestamp\x12+\n" +
 	"\x11coordinator_epoch\x18\x05 \x01(\x05R\x10coordinatorEpoch\x127\n" +
-	"\x18current_txn_start_offset\x18\x06 \x01(\x03R\x15currentTxnStartOffset2\x87\x05\n" +
+	"\x18current_txn_start_offset\x18\x06 \x01(\x03R\x15currentTxnStartOffset2\xe4\x05\n" +
 	"\fTransactions\x12U\n" +
 	"\x0eInitProducerId\x12 .strand.v1.InitProducerIdRequest\x1a!.strand.v1.InitProducerIdResponse\x12=\n" +
 	"\x06EndTxn\x12\x18.strand.v1.EndTxnRequest\x1a\x19.strand.v1.EndTxnResponse\x12a\n" +
 	"\x12AddPartitionsToTxn\x12$.strand.v1.AddPartitionsToTxnRequest\x1a%.strand.v1.AddPartitionsToTxnResponse\x12X\n" +
-	"\x0fWriteTxnMarkers\x12!.strand.v1.WriteTxnMarkersRequest\x1a\".strand.v1.WriteTxnMarkersResponse\x12g\n" +
+	"\x0fWriteTxnMarkers\x12!.strand.v1.WriteTxnMarkersRequest\x1a\".strand.v1.WriteTxnMarkersResponse\x12[\n" +
+	"\x10AbortTransaction\x12\".strand.v1.AbortTransactionRequest\x1a#.strand.v1.AbortTransactionResponse\x12g\n" +
 	"\x14DescribeTransactions\x12&.strand.v1.DescribeTransactionsRequest\x1a'.strand.v1.DescribeTransactionsResponse\x12[\n" +
 	"\x10ListTransactions\x12\".strand.v1.ListTransactionsRequest\x1a#.strand.v1.ListTransactionsResponse\x12^\n" +
 	"\x11DescribeProducers\x12#.strand.v1.DescribeProducersRequest\x1a$.strand.v1.DescribeProducersResponseB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
@@ -1632,7 +1796,7 @@ func file_strand_v1_transactions_proto_rawDescGZIP() []byte {
 	return file_strand_v1_transactions_proto_rawDescData
 }
 
-var file_strand_v1_transactions_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_strand_v1_transactions_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_strand_v1_transactions_proto_goTypes = []any{
 	(*InitProducerIdRequest)(nil),         // 0: strand.v1.InitProducerIdRequest
 	(*InitProducerIdResponse)(nil),        // 1: strand.v1.InitProducerIdResponse
@@ -1647,59 +1811,64 @@ var file_strand_v1_transactions_proto_goTypes = []any{
 	(*TxnMarker)(nil),                     // 10: strand.v1.TxnMarker
 	(*WriteTxnMarkersResponse)(nil),       // 11: strand.v1.WriteTxnMarkersResponse
 	(*TxnMarkerResult)(nil),               // 12: strand.v1.TxnMarkerResult
-	(*DescribeTransactionsRequest)(nil),   // 13: strand.v1.DescribeTransactionsRequest
-	(*DescribeTransactionsResponse)(nil),  // 14: strand.v1.DescribeTransactionsResponse
-	(*TransactionState)(nil),              // 15: strand.v1.TransactionState
-	(*ListTransactionsRequest)(nil),       // 16: strand.v1.ListTransactionsRequest
-	(*ListTransactionsResponse)(nil),      // 17: strand.v1.ListTransactionsResponse
-	(*TransactionListing)(nil),            // 18: strand.v1.TransactionListing
-	(*DescribeProducersRequest)(nil),      // 19: strand.v1.DescribeProducersRequest
-	(*DescribeProducersResponse)(nil),     // 20: strand.v1.DescribeProducersResponse
-	(*PartitionProducers)(nil),            // 21: strand.v1.PartitionProducers
-	(*ProducerState)(nil),                 // 22: strand.v1.ProducerState
-	(ErrorCode)(0),                        // 23: strand.v1.ErrorCode
-	(*TopicPartition)(nil),                // 24: strand.v1.TopicPartition
+	(*AbortTransactionRequest)(nil),       // 13: strand.v1.AbortTransactionRequest
+	(*AbortTransactionResponse)(nil),      // 14: strand.v1.AbortTransactionResponse
+	(*DescribeTransactionsRequest)(nil),   // 15: strand.v1.DescribeTransactionsRequest
+	(*DescribeTransactionsResponse)(nil),  // 16: strand.v1.DescribeTransactionsResponse
+	(*TransactionState)(nil),              // 17: strand.v1.TransactionState
+	(*ListTransactionsRequest)(nil),       // 18: strand.v1.ListTransactionsRequest
+	(*ListTransactionsResponse)(nil),      // 19: strand.v1.ListTransactionsResponse
+	(*TransactionListing)(nil),            // 20: strand.v1.TransactionListing
+	(*DescribeProducersRequest)(nil),      // 21: strand.v1.DescribeProducersRequest
+	(*DescribeProducersResponse)(nil),     // 22: strand.v1.DescribeProducersResponse
+	(*PartitionProducers)(nil),            // 23: strand.v1.PartitionProducers
+	(*ProducerState)(nil),                 // 24: strand.v1.ProducerState
+	(ErrorCode)(0),                        // 25: strand.v1.ErrorCode
+	(*TopicPartition)(nil),                // 26: strand.v1.TopicPartition
 }
 var file_strand_v1_transactions_proto_depIdxs = []int32{
-	23, // 0: strand.v1.InitProducerIdResponse.error_code:type_name -> strand.v1.ErrorCode
-	23, // 1: strand.v1.EndTxnResponse.error_code:type_name -> strand.v1.ErrorCode
+	25, // 0: strand.v1.InitProducerIdResponse.error_code:type_name -> strand.v1.ErrorCode
+	25, // 1: strand.v1.EndTxnResponse.error_code:type_name -> strand.v1.ErrorCode
 	5,  // 2: strand.v1.AddPartitionsToTxnRequest.transactions:type_name -> strand.v1.AddPartitionsToTxnTransaction
-	24, // 3: strand.v1.AddPartitionsToTxnTransaction.partitions:type_name -> strand.v1.TopicPartition
+	26, // 3: strand.v1.AddPartitionsToTxnTransaction.partitions:type_name -> strand.v1.TopicPartition
 	7,  // 4: strand.v1.AddPartitionsToTxnResponse.results:type_name -> strand.v1.AddPartitionsToTxnResult
 	8,  // 5: strand.v1.AddPartitionsToTxnResult.partitions:type_name -> strand.v1.PartitionError
-	23, // 6: strand.v1.PartitionError.error_code:type_name -> strand.v1.ErrorCode
+	25, // 6: strand.v1.PartitionError.error_code:type_name -> strand.v1.ErrorCode
 	10, // 7: strand.v1.WriteTxnMarkersRequest.markers:type_name -> strand.v1.TxnMarker
-	24, // 8: strand.v1.TxnMarker.partitions:type_name -> strand.v1.TopicPartition
+	26, // 8: strand.v1.TxnMarker.partitions:type_name -> strand.v1.TopicPartition
 	12, // 9: strand.v1.WriteTxnMarkersResponse.markers:type_name -> strand.v1.TxnMarkerResult
 	8,  // 10: strand.v1.TxnMarkerResult.partitions:type_name -> strand.v1.PartitionError
-	15, // 11: strand.v1.DescribeTransactionsResponse.transactions:type_name -> strand.v1.TransactionState
-	23, // 12: strand.v1.TransactionState.error_code:type_name -> strand.v1.ErrorCode
-	24, // 13: strand.v1.TransactionState.partitions:type_name -> strand.v1.TopicPartition
-	23, // 14: strand.v1.ListTransactionsResponse.error_code:type_name -> strand.v1.ErrorCode
-	18, // 15: strand.v1.ListTransactionsResponse.transactions:type_name -> strand.v1.TransactionListing
-	24, // 16: strand.v1.DescribeProducersRequest.partitions:type_name -> strand.v1.TopicPartition
-	21, // 17: strand.v1.DescribeProducersResponse.partitions:type_name -> strand.v1.PartitionProducers
-	23, // 18: strand.v1.PartitionProducers.error_code:type_name -> strand.v1.ErrorCode
-	22, // 19: strand.v1.PartitionProducers.active_producers:type_name -> strand.v1.ProducerState
-	0,  // 20: strand.v1.Transactions.InitProducerId:input_type -> strand.v1.InitProducerIdRequest
-	2,  // 21: strand.v1.Transactions.EndTxn:input_type -> strand.v1.EndTxnRequest
-	4,  // 22: strand.v1.Transactions.AddPartitionsToTxn:input_type -> strand.v1.AddPartitionsToTxnRequest
-	9,  // 23: strand.v1.Transactions.WriteTxnMarkers:input_type -> strand.v1.WriteTxnMarkersRequest
-	13, // 24: strand.v1.Transactions.DescribeTransactions:input_type -> strand.v1.DescribeTransactionsRequest
-	16, // 25: strand.v1.Transactions.ListTransactions:input_type -> strand.v1.ListTransactionsRequest
-	19, // 26: strand.v1.Transactions.DescribeProducers:input_type -> strand.v1.DescribeProducersRequest
-	1,  // 27: strand.v1.Transactions.InitProducerId:output_type -> strand.v1.InitProducerIdResponse
-	3,  // 28: strand.v1.Transactions.EndTxn:output_type -> strand.v1.EndTxnResponse
-	6,  // 29: strand.v1.Transactions.AddPartitionsToTxn:output_type -> strand.v1.AddPartitionsToTxnResponse
-	11, // 30: strand.v1.Transactions.WriteTxnMarkers:output_type -> strand.v1.WriteTxnMarkersResponse
-	14, // 31: strand.v1.Transactions.DescribeTransactions:output_type -> strand.v1.DescribeTransactionsResponse
-	17, // 32: strand.v1.Transactions.ListTransactions:output_type -> strand.v1.ListTransactionsResponse
-	20, // 33: strand.v1.Transactions.DescribeProducers:output_type -> strand.v1.DescribeProducersResponse
-	27, // [27:34] is the sub-list for method output_type
-	20, // [20:27] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	25, // 11: strand.v1.AbortTransactionResponse.error_code:type_name -> strand.v1.ErrorCode
+	17, // 12: strand.v1.DescribeTransactionsResponse.transactions:type_name -> strand.v1.TransactionState
+	25, // 13: strand.v1.TransactionState.error_code:type_name -> strand.v1.ErrorCode
+	26, // 14: strand.v1.TransactionState.partitions:type_name -> strand.v1.TopicPartition
+	25, // 15: strand.v1.ListTransactionsResponse.error_code:type_name -> strand.v1.ErrorCode
+	20, // 16: strand.v1.ListTransactionsResponse.transactions:type_name -> strand.v1.TransactionListing
+	26, // 17: strand.v1.DescribeProducersRequest.partitions:type_name -> strand.v1.TopicPartition
+	23, // 18: strand.v1.DescribeProducersResponse.partitions:type_name -> strand.v1.PartitionProducers
+	25, // 19: strand.v1.PartitionProducers.error_code:type_name -> strand.v1.ErrorCode
+	24, // 20: strand.v1.PartitionProducers.active_producers:type_name -> strand.v1.ProducerState
+	0,  // 21: strand.v1.Transactions.InitProducerId:input_type -> strand.v1.InitProducerIdRequest
+	2,  // 22: strand.v1.Transactions.EndTxn:input_type -> strand.v1.EndTxnRequest
+	4,  // 23: strand.v1.Transactions.AddPartitionsToTxn:input_type -> strand.v1.AddPartitionsToTxnRequest
+	9,  // 24: strand.v1.Transactions.WriteTxnMarkers:input_type -> strand.v1.WriteTxnMarkersRequest
+	13, // 25: strand.v1.Transactions.AbortTransaction:input_type -> strand.v1.AbortTransactionRequest
+	15, // 26: strand.v1.Transactions.DescribeTransactions:input_type -> strand.v1.DescribeTransactionsRequest
+	18, // 27: strand.v1.Transactions.ListTransactions:input_type -> strand.v1.ListTransactionsRequest
+	21, // 28: strand.v1.Transactions.DescribeProducers:input_type -> strand.v1.DescribeProducersRequest
+	1,  // 29: strand.v1.Transactions.InitProducerId:output_type -> strand.v1.InitProducerIdResponse
+	3,  // 30: strand.v1.Transactions.EndTxn:output_type -> strand.v1.EndTxnResponse
+	6,  // 31: strand.v1.Transactions.AddPartitionsToTxn:output_type -> strand.v1.AddPartitionsToTxnResponse
+	11, // 32: strand.v1.Transactions.WriteTxnMarkers:output_type -> strand.v1.WriteTxnMarkersResponse
+	14, // 33: strand.v1.Transactions.AbortTransaction:output_type -> strand.v1.AbortTransactionResponse
+	16, // 34: strand.v1.Transactions.DescribeTransactions:output_type -> strand.v1.DescribeTransactionsResponse
+	19, // 35: strand.v1.Transactions.ListTransactions:output_type -> strand.v1.ListTransactionsResponse
+	22, // 36: strand.v1.Transactions.DescribeProducers:output_type -> strand.v1.DescribeProducersResponse
+	29, // [29:37] is the sub-list for method output_type
+	21, // [21:29] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_strand_v1_transactions_proto_init() }
@@ -1714,7 +1883,7 @@ func file_strand_v1_transactions_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strand_v1_transactions_proto_rawDesc), len(file_strand_v1_transactions_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,6 +23,7 @@ const (
 	Transactions_EndTxn_FullMethodName               = "/strand.v1.Transactions/EndTxn"
 	Transactions_AddPartitionsToTxn_FullMethodName   = "/strand.v1.Transactions/AddPartitionsToTxn"
 	Transactions_WriteTxnMarkers_FullMethodName      = "/strand.v1.Transactions/WriteTxnMarkers"
+	Transactions_AbortTransaction_FullMethodName     = "/strand.v1.Transactions/AbortTransaction"
 	Transactions_DescribeTransactions_FullMethodName = "/strand.v1.Transactions/DescribeTransactions"
 	Transactions_ListTransactions_FullMethodName     = "/strand.v1.Transactions/ListTransactions"
 	Transactions_DescribeProducers_FullMethodName    = "/strand.v1.Transactions/DescribeProducers"
@@ -50,16 +51,34 @@ type TransactionsClient interface {
 	// INVALID_PRODUCER_ID_MAPPING, TRANSACTION_TIMED_OUT.
 	EndTxn(ctx context.Context, in *EndTxnRequest, opts ...grpc.CallOption) (*EndTxnResponse, error)
 	// AddPartitionsToTxn is sent by partition leaders (v2: add; older clients:
-	// verify only) before they append a transactional batch.
+	// verify only) before they append a transactional batch, and by group
+	// coordinators before a transactional offset commit. Inter-broker
+	// listener only.
 	// Errors: NONE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
 	// CONCURRENT_TRANSACTIONS, INVALID_PRODUCER_EPOCH, PRODUCER_FENCED,
 	// INVALID_TXN_STATE, TRANSACTION_ABORTABLE, INVALID_PRODUCER_ID_MAPPING.
 	AddPartitionsToTxn(ctx context.Context, in *AddPartitionsToTxnRequest, opts ...grpc.CallOption) (*AddPartitionsToTxnResponse, error)
 	// WriteTxnMarkers appends COMMIT/ABORT control batches on partition
-	// leaders. Sent by coordinators, and by `strand transactions abort`.
+	// leaders. Sent by transaction coordinators only, on the inter-broker
+	// listener. A marker ends the producer's open transaction; for a producer
+	// with no open transaction on the partition there is nothing to end, and
+	// it is answered NONE without a write once the ISR has the log end.
 	// Errors: NONE, NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
-	// INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED, NOT_ENOUGH_REPLICAS.
+	// INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED, NOT_ENOUGH_REPLICAS,
+	// COORDINATOR_NOT_AVAILABLE (a coordinator epoch newer than this broker's
+	// metadata: retry), INVALID_REQUEST.
 	WriteTxnMarkers(ctx context.Context, in *WriteTxnMarkersRequest, opts ...grpc.CallOption) (*WriteTxnMarkersResponse, error)
+	// AbortTransaction is the administrator's partition-scoped abort of a
+	// hanging transaction (kafka-transactions abort): the leader writes an
+	// ABORT marker at the producer's current epoch and coordinator epoch. It
+	// only ends an open transaction that starts at start_offset, of the
+	// producer at producer_epoch, and open on this leader for longer than
+	// transaction.max.timeout.ms (its coordinator would have aborted it by
+	// then, so no live transaction is torn).
+	// Errors: NONE, NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
+	// INVALID_TXN_STATE (no such open transaction, or not old enough),
+	// INVALID_PRODUCER_EPOCH, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT.
+	AbortTransaction(ctx context.Context, in *AbortTransactionRequest, opts ...grpc.CallOption) (*AbortTransactionResponse, error)
 	DescribeTransactions(ctx context.Context, in *DescribeTransactionsRequest, opts ...grpc.CallOption) (*DescribeTransactionsResponse, error)
 	ListTransactions(ctx context.Context, in *ListTransactionsRequest, opts ...grpc.CallOption) (*ListTransactionsResponse, error)
 	DescribeProducers(ctx context.Context, in *DescribeProducersRequest, opts ...grpc.CallOption) (*DescribeProducersResponse, error)
@@ -107,6 +126,16 @@ func (c *transactionsClient) WriteTxnMarkers(ctx context.Context, in *WriteTxnMa
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(WriteTxnMarkersResponse)
 	err := c.cc.Invoke(ctx, Transactions_WriteTxnMarkers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *transactionsClient) AbortTransaction(ctx context.Context, in *AbortTransactionRequest, opts ...grpc.CallOption) (*AbortTransactionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AbortTransactionResponse)
+	err := c.cc.Invoke(ctx, Transactions_AbortTransaction_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -165,16 +194,34 @@ type TransactionsServer interface {
 	// INVALID_PRODUCER_ID_MAPPING, TRANSACTION_TIMED_OUT.
 	EndTxn(context.Context, *EndTxnRequest) (*EndTxnResponse, error)
 	// AddPartitionsToTxn is sent by partition leaders (v2: add; older clients:
-	// verify only) before they append a transactional batch.
+	// verify only) before they append a transactional batch, and by group
+	// coordinators before a transactional offset commit. Inter-broker
+	// listener only.
 	// Errors: NONE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
 	// CONCURRENT_TRANSACTIONS, INVALID_PRODUCER_EPOCH, PRODUCER_FENCED,
 	// INVALID_TXN_STATE, TRANSACTION_ABORTABLE, INVALID_PRODUCER_ID_MAPPING.
 	AddPartitionsToTxn(context.Context, *AddPartitionsToTxnRequest) (*AddPartitionsToTxnResponse, error)
 	// WriteTxnMarkers appends COMMIT/ABORT control batches on partition
-	// leaders. Sent by coordinators, and by `strand transactions abort`.
+	// leaders. Sent by transaction coordinators only, on the inter-broker
+	// listener. A marker ends the producer's open transaction; for a producer
+	// with no open transaction on the partition there is nothing to end, and
+	// it is answered NONE without a write once the ISR has the log end.
 	// Errors: NONE, NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
-	// INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED, NOT_ENOUGH_REPLICAS.
+	// INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED, NOT_ENOUGH_REPLICAS,
+	// COORDINATOR_NOT_AVAILABLE (a coordinator epoch newer than this broker's
+	// metadata: retry), INVALID_REQUEST.
 	WriteTxnMarkers(context.Context, *WriteTxnMarkersRequest) (*WriteTxnMarkersResponse, error)
+	// AbortTransaction is the administrator's partition-scoped abort of a
+	// hanging transaction (kafka-transactions abort): the leader writes an
+	// ABORT marker at the producer's current epoch and coordinator epoch. It
+	// only ends an open transaction that starts at start_offset, of the
+	// producer at producer_epoch, and open on this leader for longer than
+	// transaction.max.timeout.ms (its coordinator would have aborted it by
+	// then, so no live transaction is torn).
+	// Errors: NONE, NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
+	// INVALID_TXN_STATE (no such open transaction, or not old enough),
+	// INVALID_PRODUCER_EPOCH, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT.
+	AbortTransaction(context.Context, *AbortTransactionRequest) (*AbortTransactionResponse, error)
 	DescribeTransactions(context.Context, *DescribeTransactionsRequest) (*DescribeTransactionsResponse, error)
 	ListTransactions(context.Context, *ListTransactionsRequest) (*ListTransactionsResponse, error)
 	DescribeProducers(context.Context, *DescribeProducersRequest) (*DescribeProducersResponse, error)
@@ -199,6 +246,9 @@ func (UnimplementedTransactionsServer) AddPartitionsToTxn(context.Context, *AddP
 }
 func (UnimplementedTransactionsServer) WriteTxnMarkers(context.Context, *WriteTxnMarkersRequest) (*WriteTxnMarkersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method WriteTxnMarkers not implemented")
+}
+func (UnimplementedTransactionsServer) AbortTransaction(context.Context, *AbortTransactionRequest) (*AbortTransactionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AbortTransaction not implemented")
 }
 func (UnimplementedTransactionsServer) DescribeTransactions(context.Context, *DescribeTransactionsRequest) (*DescribeTransactionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DescribeTransactions not implemented")
@@ -302,6 +352,24 @@ func _Transactions_WriteTxnMarkers_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Transactions_AbortTransaction_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AbortTransactionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TransactionsServer).AbortTransaction(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Transactions_AbortTransaction_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TransactionsServer).AbortTransaction(ctx, req.(*AbortTransactionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Transactions_DescribeTransactions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DescribeTransactionsRequest)
 	if err := dec(in); err != nil {
@@ -378,6 +446,10 @@ var Transactions_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "WriteTxnMarkers",
 			Handler:    _Transactions_WriteTxnMarkers_Handler,
+		},
+		{
+			MethodName: "AbortTransaction",
+			Handler:    _Transactions_AbortTransaction_Handler,
 		},
 		{
 			MethodName: "DescribeTransactions",

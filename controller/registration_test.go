@@ -1,0 +1,110 @@
+package controller_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/strand-io/strand/controller"
+	"github.com/strand-io/strand/internal/clock"
+	"github.com/strand-io/strand/internal/errs"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// activeController starts a controller on q with a fake clock and waits
+// until it is active.
+func activeController(t *testing.T, q *controller.Quorum, clk *clock.Fake) *controller.Controller {
+	t.Helper()
+	cfg := controller.DefaultConfig(1)
+	c := controller.New(cfg, q, clk)
+	c.Start()
+	t.Cleanup(c.Stop)
+	deadline := time.Now().Add(10 * time.Second)
+	for !c.IsActive() {
+		if time.Now().After(deadline) {
+			t.Fatal("the controller did not become active")
+		}
+		clk.Advance(250 * time.Millisecond) // its loop ticks on the fake clock
+		time.Sleep(5 * time.Millisecond)
+	}
+	return c
+}
+
+func register(c *controller.Controller, id int32, incarnation, addr string) (int64, pb.ErrorCode) {
+	epoch, err := c.RegisterBroker(context.Background(), &pb.RegisterBrokerRequest{NodeId: id, IncarnationId: incarnation,
+		Address: addr + "-client", InterBrokerAddress: addr})
+	if err != nil {
+		return 0, errs.CodeOf(err)
+	}
+	return epoch, pb.ErrorCode_NONE
+}
+
+// TestRegistrationOfLiveBrokerRefused: while a broker's session is alive,
+// a registration of its id by another incarnation, or by the same one at
+// another address, is refused with DUPLICATE_BROKER_REGISTRATION and
+// changes nothing; the broker's own repeat is answered with its epoch.
+// Once the session has expired (no heartbeat for broker.session.timeout.ms)
+// or ended (a controlled shutdown), a new incarnation is registered; a
+// controller that became active after the registration was made does not
+// hold a later incarnation back.
+func TestRegistrationOfLiveBrokerRefused(t *testing.T) {
+	addr := freeAddr(t)
+	q := startLeader(t, quorumConfig(t.TempDir(), addr, []controller.Voter{{ID: 1, Addr: addr}}))
+	t.Cleanup(func() { q.Close() })
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	c := activeController(t, q, clk)
+	timeout := controller.DefaultConfig(1).SessionTimeout
+
+	e1, code := register(c, 1, "a", "10.0.0.1:9096")
+	if code != pb.ErrorCode_NONE {
+		t.Fatalf("first registration: %v", code)
+	}
+	for _, r := range []struct{ inc, addr string }{{"b", "10.0.0.66:9096"}, {"a", "10.0.0.66:9096"}, {"b", "10.0.0.1:9096"}} {
+		if _, code := register(c, 1, r.inc, r.addr); code != pb.ErrorCode_DUPLICATE_BROKER_REGISTRATION {
+			t.Errorf("registration of live broker 1 by incarnation %s at %s: %v, want DUPLICATE_BROKER_REGISTRATION", r.inc, r.addr, code)
+		}
+	}
+	if b := q.FSM.Image().Brokers[1]; b.Epoch != e1 || b.InterBrokerAddress != "10.0.0.1:9096" || b.IncarnationID != "a" {
+		t.Fatalf("refused registrations changed broker 1: %+v", b)
+	}
+	if e, code := register(c, 1, "a", "10.0.0.1:9096"); code != pb.ErrorCode_NONE || e != e1 {
+		t.Fatalf("the broker's own repeat: epoch %d %v, want %d", e, code, e1)
+	}
+	// Heartbeats keep the session alive past the session timeout.
+	for range 3 {
+		clk.Advance(timeout / 2)
+		if _, err := c.BrokerHeartbeat(context.Background(), &pb.BrokerHeartbeatRequest{NodeId: 1, BrokerEpoch: e1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, code := register(c, 1, "b", "10.0.0.66:9096"); code != pb.ErrorCode_DUPLICATE_BROKER_REGISTRATION {
+		t.Fatalf("registration while heartbeats go on: %v", code)
+	}
+	// Silent for the session timeout: the session is over.
+	clk.Advance(timeout)
+	e2, code := register(c, 1, "b", "10.0.0.2:9096")
+	if code != pb.ErrorCode_NONE || e2 <= e1 {
+		t.Fatalf("registration after the session expired: epoch %d %v", e2, code)
+	}
+	if b := q.FSM.Image().Brokers[1]; b.Epoch != e2 || b.InterBrokerAddress != "10.0.0.2:9096" {
+		t.Fatalf("broker 1 after the new registration: %+v", b)
+	}
+	// A controlled shutdown ends the session at once.
+	if _, err := c.BrokerHeartbeat(context.Background(), &pb.BrokerHeartbeatRequest{NodeId: 1, BrokerEpoch: e2, WantShutdown: true}); err != nil {
+		t.Fatal(err)
+	}
+	e3, code := register(c, 1, "c", "10.0.0.3:9096")
+	if code != pb.ErrorCode_NONE || e3 <= e2 {
+		t.Fatalf("registration after a controlled shutdown: epoch %d %v", e3, code)
+	}
+	// A controller that inherits the registration (a failover, a restart
+	// of the whole cluster) has heard nothing from that incarnation.
+	c.Stop()
+	c2 := activeController(t, q, clk)
+	if _, code := register(c2, 1, "d", "10.0.0.4:9096"); code != pb.ErrorCode_NONE {
+		t.Fatalf("registration under a new active controller that never heard incarnation c: %v", code)
+	}
+	if _, code := register(c2, 1, "e", "10.0.0.5:9096"); code != pb.ErrorCode_DUPLICATE_BROKER_REGISTRATION {
+		t.Fatalf("and then a second one while d's session is alive: %v", code)
+	}
+}
