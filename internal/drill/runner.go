@@ -155,14 +155,20 @@ func Run(ctx context.Context, e *Env, name string) Outcome {
 				return c.NodeId != co.NodeId, fmt.Sprintf("new coordinator of %q: node %d", id, c.NodeId)
 			})
 		case "kill-controller":
-			dc, err := e.Admin.DescribeCluster(ctx)
-			if err != nil {
-				return err
+			// The quorum may be between leaders (an earlier drill): wait
+			// for one, as long as settling may take.
+			victim := int32(-1)
+			got := e.waitFor(ctx, e.SettleTimeout, func(ctx context.Context) (bool, string) {
+				dc, err := e.Admin.DescribeCluster(ctx)
+				if err != nil {
+					return false, fmt.Sprintf("describe cluster: %v", err)
+				}
+				victim = dc.ControllerId
+				return victim >= 0, fmt.Sprintf("active controller: node %d", victim)
+			})
+			if victim < 0 {
+				return fmt.Errorf("no active controller: %s", got)
 			}
-			if dc.ControllerId < 0 {
-				return errors.New("no active controller")
-			}
-			victim := dc.ControllerId
 			o.Node, o.Detail = victim, "active controller"
 			logf("node %d is the active controller; kill -9 node %d", victim, victim)
 			return e.killAndRestart(ctx, logf, victim, func(ctx context.Context) (bool, string) {

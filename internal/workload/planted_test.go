@@ -25,8 +25,9 @@ func markerRun(t *testing.T, drills ...string) *workload.Result {
 		Mutate: func(id int32, cfg *node.Config) {
 			cfg.GroupConfig.InitialRebalanceDelay = 0
 			cfg.TxnTopic.Partitions, cfg.OffsetsTopic.Partitions = 6, 6
-			// 26 transactions to the end of the epochs.
-			cfg.TxnConfig.FirstEpoch = 32740
+			// 8 transactions to the end of the epochs: a short run reaches
+			// it even under -race on a loaded machine.
+			cfg.TxnConfig.FirstEpoch = 32758
 			cfg.TxnConfig.AbortTimedOutInterval = time.Second
 		}})
 	out := &syncBuffer{}
