@@ -6,7 +6,7 @@ PROTOC_GEN_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
 GOBIN         ?= $(shell $(GO) env GOPATH)/bin
 FUZZTIME      ?= 50000x
 
-.PHONY: all build test test-short fuzz lint proto run demo stop clean image drill drill-ci soak bench-compare
+.PHONY: all build test test-short fuzz lint proto run demo stop clean image drill drill-ci soak bench-compare readme-check
 
 all: build
 
@@ -14,12 +14,16 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/strand
 
 ## test: the whole suite as CI runs it (lint, race-enabled tests, a short
-## fuzz run, and the short fault drill: compose cluster if Docker works,
-## else a process cluster)
+## fuzz run, the short fault drill: compose cluster if Docker works, else a
+## process cluster; then the README's commands, about a minute: not their
+## Docker blocks, since the drill has just built the same image and run the
+## same compose file, nor `go test`, whose examples ran above; skipped with
+## a message when the cluster of make run holds the README's ports)
 test: lint
 	$(GO) test -race -count=1 -timeout 20m ./...
 	$(MAKE) fuzz
 	$(MAKE) drill-ci
+	README_CHECK_DOCKER=no README_CHECK_SKIP='^go test ' README_CHECK_IF_BUSY=skip ./scripts/readme-check.sh
 
 test-short:
 	$(GO) test -count=1 -short ./...
@@ -77,6 +81,11 @@ soak:
 ## (about 12 minutes; OUT=file for the markdown table, default .bench/results.md)
 bench-compare:
 	GO=$(GO) ./scripts/bench-compare.sh
+
+## readme-check: run README.md's commands as written in a scratch copy
+## (scripts/readme-check.sh says which; the Docker blocks when Docker works)
+readme-check:
+	./scripts/readme-check.sh
 
 clean:
 	rm -rf bin data deploy/build

@@ -1,5 +1,5 @@
 // Package controller is the metadata quorum: a hashicorp/raft group whose
-// replicated log holds typed metadata records (DESIGN §3), the immutable
+// replicated log holds typed metadata records, the immutable
 // image those records build, and the active controller's decisions (broker
 // liveness, leader election, ISR changes, topic placement, producer-id
 // blocks).

@@ -1,7 +1,7 @@
 // Package log is a partition's log on disk: segments of record batches
 // stored byte for byte, a sparse offset index and a time index per segment,
 // the .txnindex of aborted transactions, producer-state snapshots and the
-// leader-epoch checkpoint (DESIGN §2). It knows nothing of replication: the
+// leader-epoch checkpoint. It knows nothing of replication: the
 // caller says which offsets are committed (the high watermark) when it
 // matters.
 //

@@ -172,3 +172,20 @@ func TestPerfWarmup(t *testing.T) {
 		t.Fatalf("--warmup-records 10 of 10 records: err %v, output %s", err, o)
 	}
 }
+
+// TestPerfMissingTopic: Strand creates no topic on first use, so the perf
+// tools refuse a missing topic at once instead of retrying for minutes.
+func TestPerfMissingTopic(t *testing.T) {
+	n := testutil.StartDev(t, t.TempDir())
+	b := "--bootstrap=" + n.Addr()
+	for _, args := range [][]string{
+		{"perf", "produce", "--topic", "nope", "--num-records", "10", "--record-size", "10", b},
+		{"perf", "consume", "--topic", "nope", "--messages", "10", b},
+		{"perf", "e2e", "--topic", "nope", "--duration", "1s", b},
+	} {
+		o, err := exec.Command(binary, args...).CombinedOutput()
+		if err == nil || !strings.Contains(string(o), "topic nope does not exist") {
+			t.Fatalf("strand %s: err %v, output %s", strings.Join(args, " "), err, o)
+		}
+	}
+}

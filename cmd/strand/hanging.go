@@ -66,7 +66,7 @@ func findHanging(ctx context.Context, adm *client.Admin, topic string, part int3
 
 // printBlocking prints what pins a partition's LSO: the HW and LSO, and
 // the open transaction starting at the LSO with its age, transactional id
-// and coordinator state (DESIGN §8).
+// and coordinator state.
 func printBlocking(ctx context.Context, adm *client.Admin, tp client.TopicPartition, format string) error {
 	lo, err := adm.ListOffsets(ctx, []client.TopicPartition{tp}, client.OffsetLatest, client.ReadCommitted)
 	if err != nil {

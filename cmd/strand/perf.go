@@ -17,6 +17,7 @@ import (
 
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/internal/perf"
+	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
 func init() { extraCommands = append(extraCommands, perfCmd) }
@@ -125,6 +126,9 @@ start (metadata, producer id, connections) is in them.`,
 			}
 			ctx, stop := signalContext()
 			defer stop()
+			if _, err := perfTopic(ctx, cmd, topic); err != nil {
+				return err
+			}
 			p, err := client.NewProducer(opts...)
 			if err != nil {
 				return err
@@ -243,6 +247,33 @@ start (metadata, producer id, connections) is in them.`,
 	return cmd
 }
 
+// perfTopic returns the metadata of the topic a perf command works on, or
+// an error when the topic does not exist: Strand creates no topic on first
+// use, so a producer would retry the records until delivery.timeout.ms and
+// a consumer would wait for records that never come.
+func perfTopic(ctx context.Context, cmd *cobra.Command, topic string) (*pb.MetadataResponse, error) {
+	adm, err := newAdmin(cmd)
+	if err != nil {
+		return nil, err
+	}
+	defer adm.Close()
+	md, err := adm.Metadata(ctx, true, topic)
+	if err != nil {
+		return nil, err
+	}
+	if len(md.Topics) != 1 {
+		return nil, fmt.Errorf("topic %s: the metadata answer holds %d topics", topic, len(md.Topics))
+	}
+	switch t := md.Topics[0]; t.ErrorCode {
+	case pb.ErrorCode_NONE:
+		return md, nil
+	case pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION:
+		return nil, fmt.Errorf("topic %s does not exist (create it first: strand topics create %s)", topic, topic)
+	default:
+		return nil, fmt.Errorf("topic %s: %s: %s", topic, t.ErrorCode, t.ErrorMessage)
+	}
+}
+
 // startCPUProfile profiles this process into path until the returned func runs.
 func startCPUProfile(path string) (func(), error) {
 	f, err := os.Create(path)
@@ -348,12 +379,7 @@ func perfConsumeCmd() *cobra.Command {
 			}
 			ctx, stop := signalContext()
 			defer stop()
-			adm, err := newAdmin(cmd)
-			if err != nil {
-				return err
-			}
-			md, err := adm.Metadata(ctx, true, topic)
-			adm.Close()
+			md, err := perfTopic(ctx, cmd, topic)
 			if err != nil {
 				return err
 			}
@@ -460,8 +486,9 @@ func perfE2ECmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			md, err := adm.Metadata(ctx, true, topic)
+			md, err := perfTopic(ctx, cmd, topic)
 			if err != nil {
+				adm.Close()
 				return err
 			}
 			var tps []client.TopicPartition

@@ -37,6 +37,7 @@ func topicsCmd() *cobra.Command {
 					return err
 				}
 				fmt.Printf("Created topic %s.\n", args[0])
+				waitTopicEverywhere(ctx, adm, args[0], topicPropagationWait)
 				return nil
 			})
 		},
@@ -149,6 +150,63 @@ func printTopic(t *pb.TopicMetadata, underRep, unavailable bool) {
 		fmt.Fprintf(w, "\tTopic: %s\tPartition: %d\tLeader: %s\tLeaderEpoch: %d\tReplicas: %s\tIsr: %s\tElr: N/A\tLastKnownElr: N/A\n",
 			t.Name, p.Partition, leader, p.LeaderEpoch, joinIDs(p.Replicas), joinIDs(p.Isr))
 	}
+}
+
+// topicPropagationWait bounds how long topics create waits for every
+// broker to know a new topic.
+const topicPropagationWait = 15 * time.Second
+
+// waitTopicEverywhere waits until every unfenced broker's metadata has the
+// topic with all its partitions. The broker that answered CreateTopics
+// already does, but brokers apply the metadata log each at its own pace,
+// and the next command (topics describe, perf consume, …) may ask
+// another one. A broker that has not caught up by wait gets a note on
+// stderr; the topic exists either way.
+func waitTopicEverywhere(ctx context.Context, adm *client.Admin, topic string, wait time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	pause := func() bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(50 * time.Millisecond):
+			return true
+		}
+	}
+	// The broker this answer comes from may be one that lags, too.
+	var md *pb.MetadataResponse
+	for {
+		var err error
+		md, err = adm.Metadata(ctx, false, topic)
+		if err == nil && len(md.Topics) == 1 && md.Topics[0].ErrorCode == pb.ErrorCode_NONE {
+			break
+		}
+		if !pause() {
+			fmt.Fprintf(os.Stderr, "note: the brokers do not list topic %s yet (they may be catching up with the metadata log)\n", topic)
+			return
+		}
+	}
+	want := len(md.Topics[0].Partitions)
+	for _, b := range md.Brokers {
+		if b.Fenced {
+			continue
+		}
+		for !brokerKnowsTopic(ctx, adm, b.NodeId, topic, want) {
+			if !pause() {
+				fmt.Fprintf(os.Stderr, "note: broker %d does not list topic %s yet (it may be catching up with the metadata log)\n", b.NodeId, topic)
+				return
+			}
+		}
+	}
+}
+
+func brokerKnowsTopic(ctx context.Context, adm *client.Admin, id int32, topic string, partitions int) bool {
+	cc, err := adm.BrokerConn(id)
+	if err != nil {
+		return false
+	}
+	md, err := pb.NewMetadataClient(cc).Metadata(ctx, &pb.MetadataRequest{Topics: []string{topic}})
+	return err == nil && len(md.Topics) == 1 && md.Topics[0].ErrorCode == pb.ErrorCode_NONE && len(md.Topics[0].Partitions) == partitions
 }
 
 func clusterCmd() *cobra.Command {

@@ -12,7 +12,7 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-// Category is how an application should react to an error (DESIGN §8).
+// Category is how an application should react to an error.
 type Category int
 
 const (

@@ -40,7 +40,7 @@ import (
 	"github.com/strand-io/strand/replication"
 )
 
-// Config is a node's configuration (DESIGN §7 flags).
+// Config is a node's configuration (the server's flags).
 type Config struct {
 	NodeID     int32
 	Broker     bool
