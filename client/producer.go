@@ -520,10 +520,10 @@ func (p *Producer) Close(ctx context.Context) error {
 	}
 	sinks := p.sinks
 	p.mu.Unlock()
-	p.cancel()
 	for _, s := range sinks {
-		s.stop()
+		s.stop(2 * time.Second)
 	}
+	p.cancel()
 	p.wg.Wait()
 	p.mu.Lock()
 	for _, pp := range p.parts {

@@ -28,6 +28,9 @@ type sink struct {
 	gen      int // stream generation
 	cancel   context.CancelFunc
 	done     chan struct{}
+	// drain is closed when the producer closes: the stream is half-closed
+	// so the broker reads every request already written before it ends.
+	drain chan struct{}
 }
 
 type sentReq struct {
@@ -40,7 +43,7 @@ type sentReq struct {
 
 func newSink(p *Producer, id int32) *sink {
 	ctx, cancel := context.WithCancel(p.ctx)
-	s := &sink{p: p, id: id, inflight: map[int64]*sentReq{}, kick: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+	s := &sink{p: p, id: id, inflight: map[int64]*sentReq{}, kick: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{}), drain: make(chan struct{})}
 	go s.run(ctx)
 	return s
 }
@@ -77,7 +80,18 @@ func (s *sink) send(bs []*pbatch) {
 	}
 }
 
-func (s *sink) stop() {
+// stop ends the sink. The stream is half-closed first and the broker given
+// up to d to read what was written and end it: an acks=0 request is
+// "answered" once written, and cancelling the stream at once could drop
+// it unread. Then the stream is cancelled.
+func (s *sink) stop(d time.Duration) {
+	close(s.drain)
+	t := time.NewTimer(d)
+	select {
+	case <-s.done:
+	case <-t.C:
+	}
+	t.Stop()
 	s.cancel()
 	<-s.done
 }
@@ -92,6 +106,8 @@ func (s *sink) run(ctx context.Context) {
 		if idle {
 			select {
 			case <-ctx.Done():
+				return
+			case <-s.drain:
 				return
 			case <-s.kick:
 			}
@@ -175,6 +191,17 @@ loop:
 			break loop
 		case err := <-recvErr:
 			sessErr = err
+			break loop
+		case <-s.drain:
+			// Closing: nothing more will be queued. Half-close, and wait
+			// for the broker to end the stream (it has then read every
+			// request) or for stop to cancel it.
+			_ = stream.CloseSend()
+			select {
+			case sessErr = <-recvErr:
+			case <-ctx.Done():
+				sessErr = ctx.Err()
+			}
 			break loop
 		case <-s.kick:
 		case <-tick.C:
