@@ -1,8 +1,11 @@
 package api
 
 import (
+	"time"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/experimental"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/mem"
 
 	"github.com/strand-io/strand/internal/rpc"
@@ -26,5 +29,34 @@ func ServerOptions() []grpc.ServerOption {
 		grpc.SharedWriteBuffer(true),
 		experimental.BufferPool(mem.DefaultBufferPool()),
 		grpc.ForceServerCodecV2(newServerCodec()),
+	}
+}
+
+// HandshakeTimeout bounds how long a new connection may take to send the
+// HTTP/2 preface and settings (every gRPC client sends them at once);
+// connections.max.idle.ms, when shorter, bounds it instead. gRPC's default
+// is 120 s, which let a client that opens sockets and sends nothing hold
+// each for two minutes.
+const HandshakeTimeout = 10 * time.Second
+
+// KeepaliveMinTime is the shortest interval at which a client may ping a
+// node while it has RPCs in flight. A client with none may not ping at
+// all (gRPC allows it one ping per two hours). Past two pings too early
+// gRPC answers GOAWAY ENHANCE_YOUR_CALM "too_many_pings" and closes the
+// connection. Strand's SDK and the nodes' own clients send no keepalive
+// pings (fixed windows also turn gRPC's BDP pings off), so they never
+// come near it.
+const KeepaliveMinTime = 10 * time.Second
+
+// ConnectionOptions are the connection-lifetime options of every gRPC
+// server a node runs: a connection with no RPC in flight for maxIdle
+// (connections.max.idle.ms) is sent GOAWAY and closed (a client's next
+// RPC opens a new one), the handshake is bounded (HandshakeTimeout), and
+// the keepalive policy (KeepaliveMinTime) is enforced.
+func ConnectionOptions(maxIdle time.Duration) []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: maxIdle}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: false}),
+		grpc.ConnectionTimeout(min(maxIdle, HandshakeTimeout)),
 	}
 }

@@ -54,3 +54,32 @@ func TestLeaderImbalanceIntervalHasKafkasName(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The connection settings have Kafka's names; overrides are host:count
+// pairs (IPv6 addresses bare or in brackets).
+func TestConnectionSettings(t *testing.T) {
+	cfg := node.DefaultConfig(1, t.TempDir())
+	if cfg.ConnectionsMaxIdle != 10*time.Minute {
+		t.Fatalf("default connections.max.idle.ms %v, want Kafka's 600000", cfg.ConnectionsMaxIdle)
+	}
+	body := "connections.max.idle.ms: 30000\nmax.connections: 500\nmax.connections.per.ip: 20\n" +
+		"max.connections.per.ip.overrides: 10.0.0.1:100, ::1:7,[fe80::1]:0,broker-a:50\n"
+	if err := applyConfigFile(&cfg, configFile(t, body), slog.Default()); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ConnectionsMaxIdle != 30*time.Second || cfg.MaxConnections != 500 || cfg.MaxConnectionsPerIP != 20 {
+		t.Fatalf("got idle %v, max %d, per ip %d", cfg.ConnectionsMaxIdle, cfg.MaxConnections, cfg.MaxConnectionsPerIP)
+	}
+	want := map[string]int{"10.0.0.1": 100, "::1": 7, "fe80::1": 0, "broker-a": 50}
+	if len(cfg.MaxConnectionsPerIPOverrides) != len(want) {
+		t.Fatalf("overrides %v, want %v", cfg.MaxConnectionsPerIPOverrides, want)
+	}
+	for h, n := range want {
+		if cfg.MaxConnectionsPerIPOverrides[h] != n {
+			t.Fatalf("overrides %v, want %v", cfg.MaxConnectionsPerIPOverrides, want)
+		}
+	}
+	if err := applyConfigFile(&cfg, configFile(t, "max.connections.per.ip.overrides: 10.0.0.1\n"), slog.Default()); err == nil {
+		t.Fatal("an override without a count was accepted")
+	}
+}

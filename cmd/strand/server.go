@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"runtime/debug"
@@ -247,6 +248,10 @@ var serverSettings = map[string]func(cfg *node.Config, v string) error{
 	"replica.fetch.wait.max.ms":                                   msSetting(func(c *node.Config, d time.Duration) { c.ReplicationConfig.FetchWaitMax = d }),
 	"replica.fetch.max.bytes":                                     intSetting(func(c *node.Config, n int64) { c.ReplicationConfig.FetchMaxBytes = int(n) }),
 	"max.incremental.fetch.session.cache.slots":                   intSetting(func(c *node.Config, n int64) { c.ReplicationConfig.FetchSessionSlots = int(n) }),
+	"connections.max.idle.ms":                                     msSetting(func(c *node.Config, d time.Duration) { c.ConnectionsMaxIdle = d }),
+	"max.connections":                                             intSetting(func(c *node.Config, n int64) { c.MaxConnections = int(min(n, math.MaxInt32)) }),
+	"max.connections.per.ip":                                      intSetting(func(c *node.Config, n int64) { c.MaxConnectionsPerIP = int(min(n, math.MaxInt32)) }),
+	"max.connections.per.ip.overrides":                            perIPOverrides,
 	"transaction.max.timeout.ms":                                  msSetting(func(c *node.Config, d time.Duration) { c.TxnConfig.MaxTimeout = d }),
 	"transactional.id.expiration.ms":                              msSetting(func(c *node.Config, d time.Duration) { c.TxnConfig.IDExpiration = d }),
 	"transaction.abort.timed.out.transaction.cleanup.interval.ms": msSetting(func(c *node.Config, d time.Duration) { c.TxnConfig.AbortTimedOutInterval = d }),
@@ -263,6 +268,30 @@ var deprecatedSettings = map[string]struct {
 }{
 	"leader.imbalance.check.interval.ms": {"leader.imbalance.check.interval.seconds",
 		msSetting(func(c *node.Config, d time.Duration) { c.ControllerConfig.LeaderImbalanceInterval = d })},
+}
+
+// perIPOverrides parses max.connections.per.ip.overrides: host:count
+// pairs separated by commas (an IPv6 address is written as is; the count
+// follows its last colon).
+func perIPOverrides(c *node.Config, v string) error {
+	out := map[string]int{}
+	for _, item := range strings.Split(v, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		i := strings.LastIndex(item, ":")
+		if i <= 0 {
+			return fmt.Errorf("want host:count, got %q", item)
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(item[i+1:]))
+		if err != nil || n < 0 {
+			return fmt.Errorf("want host:count with a count >= 0, got %q", item)
+		}
+		out[strings.Trim(strings.TrimSpace(item[:i]), "[]")] = n
+	}
+	c.MaxConnectionsPerIPOverrides = out
+	return nil
 }
 
 func intSetting(f func(*node.Config, int64)) func(*node.Config, string) error {

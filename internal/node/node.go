@@ -103,6 +103,18 @@ type Config struct {
 	// /debug/faults/ on the metrics listener (faults.go). Only drills set
 	// it (strand server reads STRAND_TESTING_FAULTS=1); never in production.
 	TestingFaults bool
+	// ConnectionsMaxIdle (connections.max.idle.ms, default 10 min): a
+	// connection with no RPC in flight for this long is closed, on every
+	// listener (api.ConnectionOptions). Zero means the default.
+	ConnectionsMaxIdle time.Duration
+	// MaxConnections (max.connections) caps the connections open at once
+	// on the client listeners together; MaxConnectionsPerIP
+	// (max.connections.per.ip) those from one address, except for the
+	// addresses (or host names) MaxConnectionsPerIPOverrides names. Zero
+	// means the default derived from the process's descriptor limit
+	// (ConnectionLimits).
+	MaxConnections, MaxConnectionsPerIP int
+	MaxConnectionsPerIPOverrides        map[string]int
 	// UnaryInterceptors run first on every unary call the node's gRPC
 	// servers take, before the start-up gate (tests: hold or refuse
 	// chosen RPCs, such as this broker's registration).
@@ -123,10 +135,12 @@ func DefaultConfig(id int32, dataDir string) Config {
 		ReplicationConfig: replication.DefaultConfig(id),
 		HeartbeatInterval: 2 * time.Second,
 		MessageMaxBytes:   1048588,
-		TxnTopic:          coordinator.DefaultTransactionTopic(),
-		OffsetsTopic:      coordinator.DefaultOffsetsTopic(),
-		GroupConfig:       group.DefaultConfig(id),
-		TxnConfig:         txn.DefaultConfig(id),
+		// connections.max.idle.ms
+		ConnectionsMaxIdle: 10 * time.Minute,
+		TxnTopic:           coordinator.DefaultTransactionTopic(),
+		OffsetsTopic:       coordinator.DefaultOffsetsTopic(),
+		GroupConfig:        group.DefaultConfig(id),
+		TxnConfig:          txn.DefaultConfig(id),
 	}
 }
 
@@ -172,6 +186,8 @@ type Node struct {
 
 	// metrics counts the front door's bytes, records and requests.
 	metrics *api.Metrics
+	// connMetrics counts the listeners' connections (api.ConnLimiter).
+	connMetrics *api.ConnMetrics
 
 	applied   atomic.Int64
 	clusterID atomic.Pointer[string]
@@ -296,6 +312,13 @@ func Start(cfg Config) (*Node, error) {
 	n.Remote = controller.NewRemote(n.pool, n.addressOf, func() []int32 { return voters }, localLeader)
 
 	n.metrics = api.NewMetrics()
+	n.connMetrics = api.NewConnMetrics()
+	clientLimits, ibLimits, err := n.connectionLimits()
+	if err != nil {
+		return nil, err
+	}
+	clientConns := api.NewConnLimiter(clientLimits, n.connMetrics, lg)
+	ibConns := api.NewConnLimiter(ibLimits, n.connMetrics, lg)
 	deps := &api.Deps{NodeID: cfg.NodeID, Controller: n.Controller, Remote: n.Remote, MessageMaxBytes: cfg.MessageMaxBytes, Addr: n.addressOf, Logger: lg, Metrics: n.metrics,
 		TxnMaxTimeout: cfg.TxnConfig.MaxTimeout}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -366,7 +389,8 @@ func Start(cfg Config) (*Node, error) {
 	n.health = health.NewServer()
 	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	// The request metrics come first, so they count (and time) refusals too.
-	common := append(api.ServerOptions(), grpc.ChainUnaryInterceptor(n.metrics.Unary))
+	common := append(api.ServerOptions(), api.ConnectionOptions(n.maxIdle())...)
+	common = append(common, grpc.ChainUnaryInterceptor(n.metrics.Unary))
 	clientOpts := append(slices.Clone(common), n.gate.Interceptors(cfg.UnaryInterceptors...)...)
 	n.grpc = grpc.NewServer(clientOpts...)
 	api.RegisterClient(n.grpc, deps)
@@ -385,11 +409,11 @@ func Start(cfg Config) (*Node, error) {
 	n.wg.Add(2)
 	go func() {
 		defer n.wg.Done()
-		_ = n.grpc.Serve(ln)
+		_ = n.grpc.Serve(clientConns.Wrap(ln, "client"))
 	}()
 	go func() {
 		defer n.wg.Done()
-		_ = n.ibGRPC.Serve(n.ibLn)
+		_ = n.ibGRPC.Serve(ibConns.Wrap(n.ibLn, "inter_broker"))
 	}()
 	if cfg.ExternalListen != "" {
 		eln, err := net.Listen("tcp", cfg.ExternalListen)
@@ -404,7 +428,7 @@ func Start(cfg Config) (*Node, error) {
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
-			_ = n.extGRPC.Serve(eln)
+			_ = n.extGRPC.Serve(clientConns.Wrap(eln, "external"))
 		}()
 	}
 	if cfg.MetricsListen != "" {
