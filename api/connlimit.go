@@ -172,14 +172,14 @@ func (ll *limitListener) Accept() (net.Conn, error) {
 		}
 		ip := remoteIP(c)
 		if reason := ll.l.admit(ip); reason != "" {
-			// The peer's close ends at once what a client waits on; the
-			// descriptor is freed now.
+			ll.l.metrics.rejected.WithLabelValues(ll.name, reason).Inc()
+			ll.l.metrics.count(ll.name + "/" + reason).Add(1)
+			// A reset ends at once what the client waits on, and leaves
+			// no TIME_WAIT here; the descriptor is freed now.
 			if tc, ok := c.(*net.TCPConn); ok {
 				_ = tc.SetLinger(0)
 			}
 			_ = c.Close()
-			ll.l.metrics.rejected.WithLabelValues(ll.name, reason).Inc()
-			ll.l.metrics.count(ll.name + "/" + reason).Add(1)
 			ll.l.logRefusal(ll.name, reason, ip)
 			continue
 		}
