@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"regexp"
@@ -154,4 +155,31 @@ func TestStorageFailureIsReported(t *testing.T) {
 	if f := metric(t, scrape(t, maddr), "strand_failed_log_count"); f != 1 {
 		t.Fatalf("strand_failed_log_count %v, want 1", f)
 	}
+}
+
+// The connection metrics are served from the start, for every listener
+// and reason, and follow the connections.
+func TestConnectionMetricsServed(t *testing.T) {
+	maddr := testutil.FreeAddr(t)
+	n := testutil.StartDev(t, t.TempDir(), func(cfg *node.Config) { cfg.MetricsListen = maddr; cfg.MaxConnectionsPerIP = 1 })
+	body := scrape(t, maddr)
+	for _, l := range []string{"client", "inter_broker"} {
+		metric(t, body, `strand_connections{listener="`+l+`"}`)
+		for _, r := range []string{"max_connections", "max_connections_per_ip"} {
+			metric(t, body, `strand_connections_rejected_total{listener="`+l+`",reason="`+r+`"}`)
+		}
+	}
+	c1, err := net.Dial("tcp", n.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c1.Close()
+	waitMetric(t, maddr, `strand_connections{listener="client"}`, 5*time.Second, func(v float64) bool { return v == 1 })
+	c2, err := net.Dial("tcp", n.Addr())
+	if err == nil {
+		defer c2.Close()
+	}
+	waitMetric(t, maddr, `strand_connections_rejected_total{listener="client",reason="max_connections_per_ip"}`, 5*time.Second, func(v float64) bool { return v == 1 })
+	c1.Close()
+	waitMetric(t, maddr, `strand_connections{listener="client"}`, 5*time.Second, func(v float64) bool { return v == 0 })
 }
