@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -169,7 +170,13 @@ func TestConnectionFloodIsCapped(t *testing.T) {
 	if grown := openFDs(t) - fdsBefore - len(conns); grown > perIP+10 {
 		t.Errorf("the node holds %d more descriptors during a flood of %d connections, want at most max.connections.per.ip=%d (+10)", grown, flood, perIP)
 	}
-	t.Logf("flood of %d: %d refused, %d held by the node; descriptors +%d (client side %d)", flood, refused, cm.Current("client"), openFDs(t)-fdsBefore, len(conns))
+	t.Logf("flood of %d: %d refused, %d held by the node; descriptors +%d (client side %d); goroutines %d -> %d, live heap %d -> %d KiB",
+		flood, refused, cm.Current("client"), openFDs(t)-fdsBefore, len(conns), b.goroutines, runtime.NumGoroutine(), b.heap>>10, liveHeap()>>10)
+	// Each held connection costs the node a few goroutines (gRPC's reader,
+	// writer and keepalive) and no buffers while idle.
+	if g := runtime.NumGoroutine() - b.goroutines; g > 5*perIP {
+		t.Errorf("%d more goroutines while the flood is held, want at most %d", g, 5*perIP)
+	}
 
 	// Another address is served while 127.0.0.1 is at its cap, and the
 	// node keeps writing its checkpoints.
