@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -79,16 +80,40 @@ func (m *ConnMetrics) Rejected(listener, reason string) int {
 // client listeners share one; the inter-broker listener has its own, so
 // that clients can never take the connections its peers need) and
 // refuses those over its caps.
+//
+// An admitted TCP connection is handed to gRPC as the *net.TCPConn it is,
+// not wrapped: only then does gRPC read it without pinning a read buffer
+// per connection (an idle connection then holds none; wrapped, each held
+// 256 KiB). Its slot is freed by the reaper, which checks the tracked
+// connections every reapEvery and frees those closed. Connections of
+// other types are wrapped and freed when closed.
 type ConnLimiter struct {
 	limits  ConnLimits
 	metrics *ConnMetrics
 	lg      *slog.Logger
 
-	mu     sync.Mutex
-	total  int
-	perIP  map[netip.Addr]int
-	logged atomic.Int64 // when a refusal was last logged (Unix ms)
+	mu        sync.Mutex
+	total     int
+	perIP     map[netip.Addr]int
+	tcp       map[*net.TCPConn]*slot
+	listeners int           // wrapped listeners still open
+	stop      chan struct{} // closes when the last listener closes
+	reaper    sync.WaitGroup
+	logged    atomic.Int64 // when a refusal was last logged (Unix ms)
 }
+
+// slot is an admitted connection's place in the counts.
+type slot struct {
+	ip   netip.Addr
+	open *atomic.Int64
+	gv   prometheus.Gauge
+	once sync.Once
+	rc   syscall.RawConn
+}
+
+// reapEvery is how often closed TCP connections are looked for: a slot
+// is free at most this long after its connection closed.
+const reapEvery = 100 * time.Millisecond
 
 // NewConnLimiter returns a limiter enforcing limits; metrics may be nil.
 func NewConnLimiter(limits ConnLimits, metrics *ConnMetrics, lg *slog.Logger) *ConnLimiter {
@@ -98,7 +123,7 @@ func NewConnLimiter(limits ConnLimits, metrics *ConnMetrics, lg *slog.Logger) *C
 	if lg == nil {
 		lg = slog.Default()
 	}
-	return &ConnLimiter{limits: limits, metrics: metrics, lg: lg, perIP: map[netip.Addr]int{}}
+	return &ConnLimiter{limits: limits, metrics: metrics, lg: lg, perIP: map[netip.Addr]int{}, tcp: map[*net.TCPConn]*slot{}}
 }
 
 // Limits are the caps the limiter enforces.
@@ -145,21 +170,51 @@ func (l *ConnLimiter) release(ip netip.Addr) {
 
 // Wrap returns ln with the limiter's caps applied to the connections it
 // accepts; name is the listener label of the metrics ("client",
-// "external", "inter_broker").
+// "external", "inter_broker"). Closing the returned listener (gRPC's Stop
+// does) stops the reaper once every listener of the limiter is closed.
 func (l *ConnLimiter) Wrap(ln net.Listener, name string) net.Listener {
 	l.metrics.current.WithLabelValues(name).Set(0)
 	l.metrics.rejected.WithLabelValues(name, RejectMaxConnections).Add(0)
 	l.metrics.rejected.WithLabelValues(name, RejectMaxPerIP).Add(0)
+	l.mu.Lock()
+	if l.listeners == 0 {
+		l.stop = make(chan struct{})
+		l.reaper.Add(1)
+		go l.reap(l.stop)
+	}
+	l.listeners++
+	l.mu.Unlock()
 	return &limitListener{Listener: ln, l: l, name: name,
 		current: l.metrics.current.WithLabelValues(name), open: l.metrics.count(name)}
 }
 
 type limitListener struct {
 	net.Listener
-	l       *ConnLimiter
-	name    string
-	current prometheus.Gauge
-	open    *atomic.Int64
+	l         *ConnLimiter
+	name      string
+	current   prometheus.Gauge
+	open      *atomic.Int64
+	closeOnce sync.Once
+}
+
+// Close closes the listener; the last one of the limiter to close stops
+// the reaper and waits for it.
+func (ll *limitListener) Close() error {
+	err := ll.Listener.Close()
+	ll.closeOnce.Do(func() {
+		l := ll.l
+		l.mu.Lock()
+		l.listeners--
+		last := l.listeners == 0
+		if last {
+			close(l.stop)
+		}
+		l.mu.Unlock()
+		if last {
+			l.reaper.Wait()
+		}
+	})
+	return err
 }
 
 // Accept returns the next connection within the caps; those over them are
@@ -185,11 +240,61 @@ func (ll *limitListener) Accept() (net.Conn, error) {
 		}
 		ll.current.Inc()
 		ll.open.Add(1)
-		return &limitedConn{Conn: c, done: func() {
-			ll.l.release(ip)
-			ll.current.Dec()
-			ll.open.Add(-1)
-		}}, nil
+		sl := &slot{ip: ip, open: ll.open, gv: ll.current}
+		if tc, ok := c.(*net.TCPConn); ok {
+			if rc, err := tc.SyscallConn(); err == nil {
+				sl.rc = rc
+				ll.l.mu.Lock()
+				ll.l.tcp[tc] = sl
+				ll.l.mu.Unlock()
+				return tc, nil
+			}
+		}
+		return &limitedConn{Conn: c, free: func() { ll.l.free(sl) }}, nil
+	}
+}
+
+// free gives a connection's slot back, once.
+func (l *ConnLimiter) free(sl *slot) {
+	sl.once.Do(func() {
+		l.release(sl.ip)
+		sl.gv.Dec()
+		sl.open.Add(-1)
+	})
+}
+
+// reap frees the slots of the tracked TCP connections that are closed,
+// every reapEvery, until stop closes.
+func (l *ConnLimiter) reap(stop chan struct{}) {
+	defer l.reaper.Done()
+	t := time.NewTicker(reapEvery)
+	defer t.Stop()
+	var snap []*net.TCPConn
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		snap = snap[:0]
+		l.mu.Lock()
+		for c := range l.tcp {
+			snap = append(snap, c)
+		}
+		l.mu.Unlock()
+		for _, c := range snap {
+			l.mu.Lock()
+			sl := l.tcp[c]
+			l.mu.Unlock()
+			// Control fails once the descriptor is closed.
+			if err := sl.rc.Control(func(uintptr) {}); err == nil {
+				continue
+			}
+			l.mu.Lock()
+			delete(l.tcp, c)
+			l.mu.Unlock()
+			l.free(sl)
+		}
 	}
 }
 
@@ -224,15 +329,15 @@ func remoteIP(c net.Conn) netip.Addr {
 	}
 }
 
-// limitedConn frees its slot once, when it is closed.
+// limitedConn is a connection that is no *net.TCPConn: it frees its
+// slot when it is closed.
 type limitedConn struct {
 	net.Conn
-	once sync.Once
-	done func()
+	free func()
 }
 
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.done)
+	c.free()
 	return err
 }

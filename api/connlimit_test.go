@@ -135,3 +135,33 @@ func TestRemoteIPOfPipeIsInvalid(t *testing.T) {
 		t.Fatalf("pipe address %v", ip)
 	}
 }
+
+// An admitted TCP connection reaches the server unwrapped: gRPC reads a
+// *net.TCPConn without pinning a read buffer to it, so an idle
+// connection holds no buffer. The listener's close stops the reaper.
+func TestConnLimiterHandsOutTCPConns(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := NewConnLimiter(ConnLimits{MaxConnections: 5, MaxPerIP: 5}, nil, nil)
+	wl := l.Wrap(ln, "client")
+	got := make(chan net.Conn, 1)
+	go func() {
+		c, err := wl.Accept()
+		if err == nil {
+			got <- c
+		}
+		close(got)
+	}()
+	c := dialFrom(t, "127.0.0.1", ln.Addr().String())
+	sc := <-got
+	if _, ok := sc.(*net.TCPConn); !ok {
+		t.Fatalf("accepted a %T, want *net.TCPConn", sc)
+	}
+	sc.Close()
+	c.Close()
+	waitUntil(t, 5*time.Second, "the slot freed", func() bool { return l.metrics.Current("client") == 0 })
+	wl.Close()
+	l.reaper.Wait()
+}
