@@ -237,6 +237,7 @@ var serverSettings = map[string]func(cfg *node.Config, v string) error{
 	"log.retention.check.interval.ms":                             bounded(1, math.MaxInt64, msSetting(func(c *node.Config, d time.Duration) { c.BrokerConfig.RetentionCheckInterval = d })),
 	"producer.id.expiration.ms":                                   bounded(1, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.ProducerIDExpirationMs = n })),
 	"min.insync.replicas":                                         bounded(1, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.MinInsyncReplicas = int(n) })),
+	"offset.metadata.max.bytes":                                   bounded(0, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.OffsetMetadataMaxBytes = int(n) })),
 	"message.max.bytes":                                           bounded(0, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.MessageMaxBytes = int(n) })),
 	"num.partitions":                                              bounded(1, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.ControllerConfig.DefaultPartitions = int32(n) })),
 	"default.replication.factor":                                  bounded(1, math.MaxInt16, intSetting(func(c *node.Config, n int64) { c.ControllerConfig.DefaultReplicationFactor = int32(n) })),

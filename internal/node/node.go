@@ -84,6 +84,9 @@ type Config struct {
 	QuorumTimeouts    QuorumTimeouts
 	HeartbeatInterval time.Duration
 	MessageMaxBytes   int
+	// OffsetMetadataMaxBytes is offset.metadata.max.bytes: the longest
+	// metadata string an offset commit may carry (Kafka's default 4096).
+	OffsetMetadataMaxBytes int
 	// TxnTopic and OffsetsTopic configure the internal topics (in dev mode
 	// replication factor and min ISR are lowered to 1).
 	TxnTopic, OffsetsTopic coordinator.InternalTopic
@@ -118,15 +121,16 @@ type QuorumTimeouts struct {
 func DefaultConfig(id int32, dataDir string) Config {
 	return Config{
 		NodeID: id, Broker: true, Controller: true, DataDir: dataDir,
-		BrokerConfig:      broker.DefaultConfig(dataDir),
-		ControllerConfig:  controller.DefaultConfig(id),
-		ReplicationConfig: replication.DefaultConfig(id),
-		HeartbeatInterval: 2 * time.Second,
-		MessageMaxBytes:   1048588,
-		TxnTopic:          coordinator.DefaultTransactionTopic(),
-		OffsetsTopic:      coordinator.DefaultOffsetsTopic(),
-		GroupConfig:       group.DefaultConfig(id),
-		TxnConfig:         txn.DefaultConfig(id),
+		BrokerConfig:           broker.DefaultConfig(dataDir),
+		ControllerConfig:       controller.DefaultConfig(id),
+		ReplicationConfig:      replication.DefaultConfig(id),
+		HeartbeatInterval:      2 * time.Second,
+		MessageMaxBytes:        1048588,
+		OffsetMetadataMaxBytes: 4096,
+		TxnTopic:               coordinator.DefaultTransactionTopic(),
+		OffsetsTopic:           coordinator.DefaultOffsetsTopic(),
+		GroupConfig:            group.DefaultConfig(id),
+		TxnConfig:              txn.DefaultConfig(id),
 	}
 }
 
@@ -297,7 +301,7 @@ func Start(cfg Config) (*Node, error) {
 
 	n.metrics = api.NewMetrics()
 	deps := &api.Deps{NodeID: cfg.NodeID, Controller: n.Controller, Remote: n.Remote, MessageMaxBytes: cfg.MessageMaxBytes, Addr: n.addressOf, Logger: lg, Metrics: n.metrics,
-		TxnMaxTimeout: cfg.TxnConfig.MaxTimeout}
+		TxnMaxTimeout: cfg.TxnConfig.MaxTimeout, OffsetMetadataMaxBytes: cfg.OffsetMetadataMaxBytes}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 	if cfg.Broker {
