@@ -58,6 +58,23 @@ func firstBytes(s string, n int) string {
 	return s
 }
 
+// coordinatorReady asks for the coordinator of key until one answers, as
+// a client does before its first coordinator request (the first ask
+// creates the internal topic).
+func coordinatorReady(t testing.TB, cc grpc.ClientConnInterface, typ pb.CoordinatorType, key string) {
+	t.Helper()
+	code, msg := untilSettled(t, func(ctx context.Context) (pb.ErrorCode, string) {
+		r, err := pb.NewMetadataClient(cc).FindCoordinator(ctx, &pb.FindCoordinatorRequest{KeyType: typ, Keys: []string{key}}, grpc.WaitForReady(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Coordinators[0].ErrorCode, r.Coordinators[0].ErrorMessage
+	})
+	if code != pb.ErrorCode_NONE {
+		t.Fatalf("FindCoordinator: %v %s", code, msg)
+	}
+}
+
 func initPID(t testing.TB, tc pb.TransactionsClient, txnID string) *pb.InitProducerIdResponse {
 	t.Helper()
 	var r *pb.InitProducerIdResponse
@@ -70,7 +87,7 @@ func initPID(t testing.TB, tc pb.TransactionsClient, txnID string) *pb.InitProdu
 		return r.ErrorCode, r.ErrorMessage
 	})
 	if code != pb.ErrorCode_NONE {
-		t.Fatalf("InitProducerId for a %d-byte id: %v %s", len(txnID), code, msg)
+		t.Fatalf("InitProducerId for a %d-byte id: %v %s", len(txnID), code, firstBytes(msg, 300))
 	}
 	return r
 }
@@ -99,7 +116,9 @@ func TestLongIdsRefusedStateReadableAfterRestart(t *testing.T) {
 	adm := tg.admin()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	gc := pb.NewGroupsClient(tg.raw(n.Addr()))
+	gcc := tg.raw(n.Addr())
+	coordinatorReady(t, gcc, pb.CoordinatorType_GROUP, "readers")
+	gc := pb.NewGroupsClient(gcc)
 	code, msg := untilSettled(t, func(ctx context.Context) (pb.ErrorCode, string) {
 		r, err := gc.OffsetCommit(ctx, &pb.OffsetCommitRequest{GroupId: "readers", GenerationId: -1,
 			Offsets: []*pb.PartitionOffset{{Topic: "kept", Partition: 0, Offset: 2, LeaderEpoch: -1}}}, grpc.WaitForReady(true))
@@ -186,7 +205,9 @@ func TestLongIdsRefusedStateReadableAfterRestart(t *testing.T) {
 // follows them.
 func TestListTransactionsPaged(t *testing.T) {
 	tg := devTarget(t)
-	tc := pb.NewTransactionsClient(tg.raw(tg.dev.Addr()))
+	cc := tg.raw(tg.dev.Addr())
+	coordinatorReady(t, cc, pb.CoordinatorType_TRANSACTION, "00-")
+	tc := pb.NewTransactionsClient(cc)
 	const ids = 40
 	want := map[string]bool{}
 	for i := 0; i < ids; i++ {
@@ -310,6 +331,8 @@ func TestCommitsForMissingPartitions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cc := tg.raw(tg.dev.Addr())
+	coordinatorReady(t, cc, pb.CoordinatorType_GROUP, "g")
+	coordinatorReady(t, cc, pb.CoordinatorType_TRANSACTION, "edge-txn")
 	gc := pb.NewGroupsClient(cc)
 	var r *pb.OffsetCommitResponse
 	untilSettled(t, func(ctx context.Context) (pb.ErrorCode, string) {
@@ -405,7 +428,7 @@ func TestTopicEdges(t *testing.T) {
 	if err := adm.AlterTopicConfigs(ctx, "strict", map[string]string{"min.insync.replicas": "3"}); err != nil {
 		t.Fatalf("alter min.insync.replicas=3 > RF 1: %v", err)
 	}
-	p, err := client.NewProducer(tg.opts(client.WithPartitioner(client.ManualPartitioner{}), client.DeliveryTimeout(2*time.Second))...)
+	p, err := client.NewProducer(tg.opts(client.WithPartitioner(client.ManualPartitioner{}), client.RequestTimeout(time.Second), client.DeliveryTimeout(3*time.Second))...)
 	if err != nil {
 		t.Fatal(err)
 	}
