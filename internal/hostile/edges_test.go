@@ -464,9 +464,11 @@ func TestMessagesHideOthersProducerIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantAnswer(t, "EndTxn for another's transactional id", er.ErrorCode, er.ErrorMessage, pb.ErrorCode_INVALID_PRODUCER_ID_MAPPING, "does not belong to producerId="+strconv.FormatInt(mine.ProducerId, 10))
-	if strings.Contains(er.ErrorMessage, strconv.FormatInt(desc.ProducerId, 10)) {
-		t.Errorf("the refusal names the owner's producer id %d: %q", desc.ProducerId, er.ErrorMessage)
+	// The whole message, so that no number in it can be the owner's.
+	want := fmt.Sprintf("transactional id %q does not belong to producerId=%d", "owned", mine.ProducerId)
+	if er.ErrorCode != pb.ErrorCode_INVALID_PRODUCER_ID_MAPPING || er.ErrorMessage != want {
+		t.Errorf("EndTxn for another's transactional id (owner's producer id %d): answered %v %q, want INVALID_PRODUCER_ID_MAPPING %q",
+			desc.ProducerId, er.ErrorCode, er.ErrorMessage, want)
 	}
 	tg.assertServes()
 }
