@@ -20,6 +20,17 @@ type adminService struct {
 // request timeout) until this broker's image has the new topics with
 // leaders, so a Metadata call that follows sees them.
 func (s *adminService) CreateTopics(ctx context.Context, req *pb.CreateTopicsRequest) (*pb.CreateTopicsResponse, error) {
+	for _, t := range req.Topics {
+		// The replication factor is INT16 on Kafka's wire.
+		if err := firstErr(checkString("topic name", t.Name), checkInt16("replication factor", t.ReplicationFactor)); err != nil {
+			out := &pb.CreateTopicsResponse{}
+			code, msg := errs.Split(err)
+			for _, t := range req.Topics {
+				out.Topics = append(out.Topics, &pb.CreatableTopicResult{Name: shortID(t.Name), ErrorCode: code, ErrorMessage: msg})
+			}
+			return out, nil
+		}
+	}
 	var resp *pb.CreateTopicsResponse
 	err := s.d.Remote.Call(ctx, func(ctx context.Context, c pb.ControllerClient) error {
 		var err error

@@ -16,6 +16,10 @@ type consumerService struct {
 
 // Fetch validates and hands over to replication (consumers and followers).
 func (s *consumerService) Fetch(ctx context.Context, req *pb.FetchRequest) (*pb.FetchResponse, error) {
+	if err := checkIsolation(req.IsolationLevel); err != nil {
+		code, msg := errs.Split(err)
+		return &pb.FetchResponse{ErrorCode: code, ErrorMessage: msg}, nil
+	}
 	var bad []*pb.FetchPartitionResponse
 	var good []*pb.FetchPartition
 	for _, fp := range req.Partitions {
@@ -45,9 +49,14 @@ func (s *consumerService) Fetch(ctx context.Context, req *pb.FetchRequest) (*pb.
 // HW, LSO and whether the last offset is a control record.
 func (s *consumerService) ListOffsets(ctx context.Context, req *pb.ListOffsetsRequest) (*pb.ListOffsetsResponse, error) {
 	resp := &pb.ListOffsetsResponse{}
+	bad := checkIsolation(req.IsolationLevel)
 	for _, it := range req.Partitions {
 		out := &pb.ListOffsetsPartitionResponse{Topic: it.Topic, Partition: it.Partition, Offset: -1, Timestamp: -1, LeaderEpoch: -1}
 		resp.Partitions = append(resp.Partitions, out)
+		if bad != nil {
+			out.ErrorCode, out.ErrorMessage = errs.Split(bad)
+			continue
+		}
 		if err := s.listOne(req, it, out); err != nil {
 			out.ErrorCode, out.ErrorMessage = errs.Split(err)
 		}

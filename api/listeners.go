@@ -49,7 +49,7 @@ func RegisterClient(s *grpc.Server, d *Deps) {
 	pb.RegisterAdminServer(s, &adminService{d: d})
 	pb.RegisterTransactionsServer(s, &clientTransactions{transactionsService{d: d}})
 	if d.Groups != nil {
-		pb.RegisterGroupsServer(s, d.Groups)
+		pb.RegisterGroupsServer(s, &edgeGroups{GroupsServer: d.Groups, d: d})
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/internal/config"
+	"github.com/strand-io/strand/internal/errs"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -89,6 +90,11 @@ func (s *metadataService) DescribeFeatures(ctx context.Context, _ *pb.DescribeFe
 func (s *metadataService) FindCoordinator(ctx context.Context, req *pb.FindCoordinatorRequest) (*pb.FindCoordinatorResponse, error) {
 	resp := &pb.FindCoordinatorResponse{}
 	for _, k := range req.Keys {
+		if err := checkString("coordinator key", k); err != nil {
+			code, msg := errs.Split(err)
+			resp.Coordinators = append(resp.Coordinators, &pb.Coordinator{Key: shortID(k), NodeId: -1, ErrorCode: code, ErrorMessage: msg})
+			continue
+		}
 		if s.d.Locator == nil {
 			resp.Coordinators = append(resp.Coordinators, &pb.Coordinator{Key: k, NodeId: -1, ErrorCode: pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, ErrorMessage: "this node runs no coordinator"})
 			continue

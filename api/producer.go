@@ -133,6 +133,9 @@ func (s *producerService) appendOne(ctx context.Context, req *pb.ProduceRequest,
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
 		return nil, errs.New(pb.ErrorCode_INVALID_REQUIRED_ACKS, "acks must be 0, 1 or -1 (all), got %d", req.Acks)
 	}
+	if err := checkString("transactional id", req.TransactionalId); err != nil {
+		return nil, err
+	}
 	img := s.d.Repl.Image()
 	t := img.Topic(pr.Topic)
 	if t == nil {

@@ -42,6 +42,9 @@ type Deps struct {
 	Groups    pb.GroupsServer
 	// Metrics counts bytes, records and requests (nil: not counted).
 	Metrics *Metrics
+	// OffsetMetadataMaxBytes is offset.metadata.max.bytes: a committed
+	// offset with longer metadata is refused OFFSET_METADATA_TOO_LARGE.
+	OffsetMetadataMaxBytes int
 	// TxnMaxTimeout is transaction.max.timeout.ms: the administrator's
 	// AbortTransaction ends only transactions open longer than this.
 	TxnMaxTimeout time.Duration

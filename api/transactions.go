@@ -35,6 +35,10 @@ func (s *transactionsService) noCoordinator() error {
 // InitProducerId hands out producer ids: from this broker's block without a
 // transactional id, from the coordinator with one.
 func (s *transactionsService) InitProducerId(ctx context.Context, req *pb.InitProducerIdRequest) (*pb.InitProducerIdResponse, error) {
+	if err := firstErr(checkString("transactional id", req.TransactionalId), checkInt16("producer epoch", req.ProducerEpoch)); err != nil {
+		code, msg := errs.Split(err)
+		return &pb.InitProducerIdResponse{ErrorCode: code, ErrorMessage: msg, ProducerId: -1, ProducerEpoch: -1}, nil
+	}
 	if req.TransactionalId == "" {
 		return InitIdempotent(ctx, s.d, req), nil
 	}
@@ -62,6 +66,10 @@ func InitIdempotent(ctx context.Context, d *Deps, req *pb.InitProducerIdRequest)
 
 // EndTxn commits or aborts.
 func (s *transactionsService) EndTxn(ctx context.Context, req *pb.EndTxnRequest) (*pb.EndTxnResponse, error) {
+	if err := firstErr(checkString("transactional id", req.TransactionalId), checkInt16("producer epoch", req.ProducerEpoch)); err != nil {
+		code, msg := errs.Split(err)
+		return &pb.EndTxnResponse{ErrorCode: code, ErrorMessage: msg, ProducerId: -1, ProducerEpoch: -1}, nil
+	}
 	if s.d.TxnCoord == nil {
 		code, msg := errs.Split(s.noCoordinator())
 		return &pb.EndTxnResponse{ErrorCode: code, ErrorMessage: msg, ProducerId: -1, ProducerEpoch: -1}, nil
@@ -75,16 +83,32 @@ func (s *transactionsService) EndTxn(ctx context.Context, req *pb.EndTxnRequest)
 	return &pb.EndTxnResponse{ErrorCode: code, ErrorMessage: msg, ProducerId: res.ProducerID, ProducerEpoch: int32(res.Epoch)}, nil
 }
 
-// AddPartitionsToTxn adds (or verifies) partitions of transactions.
+// AddPartitionsToTxn adds (or verifies) partitions of transactions. As in
+// Kafka, a transaction naming a partition that does not exist adds none:
+// that partition is answered UNKNOWN_TOPIC_OR_PARTITION and the others
+// OPERATION_NOT_ATTEMPTED.
 func (s *transactionsService) AddPartitionsToTxn(ctx context.Context, req *pb.AddPartitionsToTxnRequest) (*pb.AddPartitionsToTxnResponse, error) {
 	resp := &pb.AddPartitionsToTxnResponse{}
 	for _, t := range req.Transactions {
-		r := &pb.AddPartitionsToTxnResult{TransactionalId: t.TransactionalId}
+		r := &pb.AddPartitionsToTxnResult{TransactionalId: shortID(t.TransactionalId)}
 		resp.Results = append(resp.Results, r)
-		var err error
-		if s.d.TxnCoord == nil {
+		if missing := s.missingPartitions(t.Partitions); len(missing) > 0 {
+			for i, p := range t.Partitions {
+				pe := &pb.PartitionError{Topic: p.Topic, Partition: p.Partition, ErrorCode: pb.ErrorCode_OPERATION_NOT_ATTEMPTED,
+					ErrorMessage: "another partition of the request does not exist; none was added"}
+				if missing[i] != nil {
+					pe.ErrorCode, pe.ErrorMessage = errs.Split(missing[i])
+				}
+				r.Partitions = append(r.Partitions, pe)
+			}
+			continue
+		}
+		err := firstErr(checkString("transactional id", t.TransactionalId), checkInt16("producer epoch", t.ProducerEpoch))
+		switch {
+		case err != nil:
+		case s.d.TxnCoord == nil:
 			err = s.noCoordinator()
-		} else {
+		default:
 			tps := make([]txn.TopicPartition, len(t.Partitions))
 			for i, p := range t.Partitions {
 				tps[i] = txn.TopicPartition{Topic: p.Topic, Partition: p.Partition}
@@ -123,7 +147,11 @@ func (s *transactionsService) WriteTxnMarkers(ctx context.Context, req *pb.Write
 		if coordEpoch < 0 {
 			coordEpoch = 0
 		}
-		known := s.knownCoordinator(m.TransactionalId, coordEpoch)
+		known := firstErr(checkString("transactional id", m.TransactionalId), checkInt16("producer epoch", m.ProducerEpoch),
+			checkInt8("transaction version", m.TransactionVersion))
+		if known == nil {
+			known = s.knownCoordinator(m.TransactionalId, coordEpoch)
+		}
 		for _, tp := range m.Partitions {
 			err := known
 			if err == nil {
@@ -178,6 +206,10 @@ func (s *transactionsService) knownCoordinator(transactionalID string, coordEpoc
 // and what it refuses. Unlike a marker it is a client request, served on
 // the client listeners.
 func (s *transactionsService) AbortTransaction(ctx context.Context, req *pb.AbortTransactionRequest) (*pb.AbortTransactionResponse, error) {
+	if err := checkInt16("producer epoch", req.ProducerEpoch); err != nil {
+		code, msg := errs.Split(err)
+		return &pb.AbortTransactionResponse{ErrorCode: code, ErrorMessage: msg, MarkerOffset: -1}, nil
+	}
 	res, err := s.d.Repl.AbortHanging(ctx, req.Topic, req.Partition, req.ProducerId, int16(req.ProducerEpoch), req.StartOffset, s.d.TxnMaxTimeout, 10*time.Second)
 	if err == nil && req.Topic == controller.InternalOffsetsTopic {
 		if g, ok := s.d.Groups.(GroupMarkers); ok {
@@ -197,7 +229,22 @@ func (s *transactionsService) DescribeTransactions(ctx context.Context, req *pb.
 	if s.d.TxnCoord == nil {
 		return &pb.DescribeTransactionsResponse{}, nil
 	}
-	return &pb.DescribeTransactionsResponse{Transactions: s.d.TxnCoord.Describe(req.TransactionalIds)}, nil
+	var ids []string
+	var long []*pb.TransactionState
+	for _, id := range req.TransactionalIds {
+		if err := checkString("transactional id", id); err != nil {
+			code, msg := errs.Split(err)
+			long = append(long, &pb.TransactionState{TransactionalId: shortID(id), ErrorCode: code, ErrorMessage: msg})
+			continue
+		}
+		ids = append(ids, id)
+	}
+	out := &pb.DescribeTransactionsResponse{}
+	if len(ids) > 0 {
+		out.Transactions = s.d.TxnCoord.Describe(ids)
+	}
+	out.Transactions = append(out.Transactions, long...)
+	return out, nil
 }
 
 // ListTransactions lists transactional ids this broker coordinates.
@@ -205,7 +252,15 @@ func (s *transactionsService) ListTransactions(ctx context.Context, req *pb.List
 	if s.d.TxnCoord == nil {
 		return &pb.ListTransactionsResponse{CoordinatorId: s.d.NodeID}, nil
 	}
-	return s.d.TxnCoord.List(req)
+	for _, f := range req.StateFilters {
+		if err := checkString("state filter", f); err != nil {
+			return &pb.ListTransactionsResponse{ErrorCode: pb.ErrorCode_INVALID_REQUEST, CoordinatorId: s.d.NodeID}, nil
+		}
+	}
+	if checkStrings("transactional id pattern", req.TransactionalIdPattern, "page start", req.AfterTransactionalId) != nil {
+		return &pb.ListTransactionsResponse{ErrorCode: pb.ErrorCode_INVALID_REQUEST, CoordinatorId: s.d.NodeID}, nil
+	}
+	return s.d.TxnCoord.List(req, ListPageBytes)
 }
 
 // DescribeProducers lists the active producers of partitions this broker leads.

@@ -48,25 +48,36 @@ func (a *Admin) ListTransactions(ctx context.Context, f ListTransactionsFilter) 
 		if err != nil {
 			return nil, err
 		}
-		var r *pb.ListTransactionsResponse
-		err = retry(ctx, &a.cfg, func() error {
-			rctx, cancel := context.WithTimeout(ctx, a.cfg.requestTimeout)
-			defer cancel()
-			var err error
-			r, err = pb.NewTransactionsClient(cc).ListTransactions(rctx, &pb.ListTransactionsRequest{StateFilters: f.States, ProducerIdFilters: f.ProducerIDs, DurationFilterMs: f.DurationMs, TransactionalIdPattern: f.Pattern})
-			if err == nil {
-				// COORDINATOR_LOAD_IN_PROGRESS: the broker is still loading
-				// a partition of __transaction_state, so its list would
-				// miss what that partition holds.
-				err = errs.FromCode(r.ErrorCode, "")
+		// A broker answers one page at a time (its answer stays under the
+		// message limit however many ids it coordinates): ask for the next
+		// page after the last id of this one while it says there is more.
+		after := ""
+		for {
+			var r *pb.ListTransactionsResponse
+			err = retry(ctx, &a.cfg, func() error {
+				rctx, cancel := context.WithTimeout(ctx, a.cfg.requestTimeout)
+				defer cancel()
+				var err error
+				r, err = pb.NewTransactionsClient(cc).ListTransactions(rctx, &pb.ListTransactionsRequest{StateFilters: f.States, ProducerIdFilters: f.ProducerIDs,
+					DurationFilterMs: f.DurationMs, TransactionalIdPattern: f.Pattern, AfterTransactionalId: after})
+				if err == nil {
+					// COORDINATOR_LOAD_IN_PROGRESS: the broker is still loading
+					// a partition of __transaction_state, so its list would
+					// miss what that partition holds.
+					err = errs.FromCode(r.ErrorCode, "")
+				}
+				return err
+			})
+			if err != nil {
+				return nil, fmt.Errorf("ListTransactions on broker %d: %w", b.NodeId, err)
 			}
-			return err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("ListTransactions on broker %d: %w", b.NodeId, err)
-		}
-		for _, t := range r.Transactions {
-			out = append(out, TransactionListing{TransactionalID: t.TransactionalId, Coordinator: r.CoordinatorId, ProducerID: t.ProducerId, State: t.State})
+			for _, t := range r.Transactions {
+				out = append(out, TransactionListing{TransactionalID: t.TransactionalId, Coordinator: r.CoordinatorId, ProducerID: t.ProducerId, State: t.State})
+			}
+			if !r.More || len(r.Transactions) == 0 {
+				break
+			}
+			after = r.Transactions[len(r.Transactions)-1].TransactionalId
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].TransactionalID < out[j].TransactionalID })

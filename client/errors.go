@@ -87,6 +87,7 @@ var (
 	ErrBrokerNotAvailable           = &Error{Code: pb.ErrorCode_BROKER_NOT_AVAILABLE}
 	ErrReplicaNotAvailable          = &Error{Code: pb.ErrorCode_REPLICA_NOT_AVAILABLE}
 	ErrMessageTooLarge              = &Error{Code: pb.ErrorCode_MESSAGE_TOO_LARGE}
+	ErrOffsetMetadataTooLarge       = &Error{Code: pb.ErrorCode_OFFSET_METADATA_TOO_LARGE}
 	ErrNetworkException             = &Error{Code: pb.ErrorCode_NETWORK_EXCEPTION}
 	ErrCoordinatorLoadInProgress    = &Error{Code: pb.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS}
 	ErrCoordinatorNotAvailable      = &Error{Code: pb.ErrorCode_COORDINATOR_NOT_AVAILABLE}

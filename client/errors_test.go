@@ -26,6 +26,7 @@ func TestEveryCodeHasASentinel(t *testing.T) {
 		pb.ErrorCode_BROKER_NOT_AVAILABLE:             ErrBrokerNotAvailable,
 		pb.ErrorCode_REPLICA_NOT_AVAILABLE:            ErrReplicaNotAvailable,
 		pb.ErrorCode_MESSAGE_TOO_LARGE:                ErrMessageTooLarge,
+		pb.ErrorCode_OFFSET_METADATA_TOO_LARGE:        ErrOffsetMetadataTooLarge,
 		pb.ErrorCode_NETWORK_EXCEPTION:                ErrNetworkException,
 		pb.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS:     ErrCoordinatorLoadInProgress,
 		pb.ErrorCode_COORDINATOR_NOT_AVAILABLE:        ErrCoordinatorNotAvailable,

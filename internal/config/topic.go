@@ -4,6 +4,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 )
@@ -36,23 +37,34 @@ const (
 type spec struct {
 	kind kind
 	min  int64
+	// max is the largest value: math.MaxInt32 for what Kafka's ConfigDef
+	// types INT, math.MaxInt64 for LONG.
+	max  int64
 	enum []string
 }
 
+const (
+	maxInt  = math.MaxInt32
+	maxLong = math.MaxInt64
+)
+
+// topicSpecs: Kafka's LogConfig types and validators (INT or LONG, and
+// atLeast). segment.bytes keeps Kafka's old floor of 14 bytes (one empty
+// batch's overhead) rather than 4.x's 1 MiB, for tests with tiny segments.
 var topicSpecs = map[string]spec{
-	SegmentBytes:           {kind: kInt, min: 14},
-	SegmentMs:              {kind: kInt, min: 1},
-	RetentionMs:            {kind: kInt, min: -1},
-	RetentionBytes:         {kind: kInt, min: -1},
-	FlushMessages:          {kind: kInt, min: 1},
-	FlushMs:                {kind: kInt, min: 0},
-	IndexIntervalBytes:     {kind: kInt, min: 0},
-	MinInsyncReplicas:      {kind: kInt, min: 1},
+	SegmentBytes:           {kind: kInt, min: 14, max: maxInt},
+	SegmentMs:              {kind: kInt, min: 1, max: maxLong},
+	RetentionMs:            {kind: kInt, min: -1, max: maxLong},
+	RetentionBytes:         {kind: kInt, min: -1, max: maxLong},
+	FlushMessages:          {kind: kInt, min: 1, max: maxLong},
+	FlushMs:                {kind: kInt, min: 0, max: maxLong},
+	IndexIntervalBytes:     {kind: kInt, min: 0, max: maxInt},
+	MinInsyncReplicas:      {kind: kInt, min: 1, max: maxInt},
 	UncleanLeaderElection:  {kind: kBool},
-	MaxMessageBytes:        {kind: kInt, min: 0},
+	MaxMessageBytes:        {kind: kInt, min: 0, max: maxInt},
 	CleanupPolicy:          {kind: kString, enum: []string{"delete"}},
 	MessageTimestampType:   {kind: kString, enum: []string{"CreateTime"}},
-	ProducerIDExpirationMs: {kind: kInt, min: 1},
+	ProducerIDExpirationMs: {kind: kInt, min: 1, max: maxInt},
 }
 
 // TopicKeys lists the known topic config keys, sorted.
@@ -75,10 +87,13 @@ func ValidateTopic(key, value string) error {
 	case kInt:
 		v, err := strconv.ParseInt(value, 10, 64)
 		if err != nil {
-			return fmt.Errorf("%s=%q is not an integer", key, value)
+			return fmt.Errorf("%s=%q is not an integer in [%d, %d]", key, value, s.min, s.max)
 		}
-		if v < s.min {
-			return fmt.Errorf("%s=%d is below the minimum %d", key, v, s.min)
+		switch {
+		case v > s.max:
+			return fmt.Errorf("invalid value %d for configuration %s: not a number of type INT (at most %d)", v, key, s.max)
+		case v < s.min:
+			return fmt.Errorf("invalid value %d for configuration %s: value must be at least %d", v, key, s.min)
 		}
 	case kBool:
 		if value != "true" && value != "false" {

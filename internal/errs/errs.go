@@ -167,6 +167,7 @@ var table = map[pb.ErrorCode]entry{
 	pb.ErrorCode_BROKER_NOT_AVAILABLE:             retry,
 	pb.ErrorCode_REPLICA_NOT_AVAILABLE:            retry,
 	pb.ErrorCode_MESSAGE_TOO_LARGE:                fatal,
+	pb.ErrorCode_OFFSET_METADATA_TOO_LARGE:        fatal,
 	pb.ErrorCode_NETWORK_EXCEPTION:                retry,
 	pb.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS:     retry,
 	pb.ErrorCode_COORDINATOR_NOT_AVAILABLE:        retry,
@@ -233,6 +234,7 @@ var (
 	NotLeaderOrFollower          = &Error{Code: pb.ErrorCode_NOT_LEADER_OR_FOLLOWER}
 	RequestTimedOut              = &Error{Code: pb.ErrorCode_REQUEST_TIMED_OUT}
 	MessageTooLarge              = &Error{Code: pb.ErrorCode_MESSAGE_TOO_LARGE}
+	OffsetMetadataTooLarge       = &Error{Code: pb.ErrorCode_OFFSET_METADATA_TOO_LARGE}
 	CoordinatorLoadInProgress    = &Error{Code: pb.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS}
 	CoordinatorNotAvailable      = &Error{Code: pb.ErrorCode_COORDINATOR_NOT_AVAILABLE}
 	NotCoordinator               = &Error{Code: pb.ErrorCode_NOT_COORDINATOR}

@@ -84,6 +84,9 @@ type Config struct {
 	QuorumTimeouts    QuorumTimeouts
 	HeartbeatInterval time.Duration
 	MessageMaxBytes   int
+	// OffsetMetadataMaxBytes is offset.metadata.max.bytes: the longest
+	// metadata string an offset commit may carry (Kafka's default 4096).
+	OffsetMetadataMaxBytes int
 	// TxnTopic and OffsetsTopic configure the internal topics (in dev mode
 	// replication factor and min ISR are lowered to 1).
 	TxnTopic, OffsetsTopic coordinator.InternalTopic
@@ -130,11 +133,12 @@ type QuorumTimeouts struct {
 func DefaultConfig(id int32, dataDir string) Config {
 	return Config{
 		NodeID: id, Broker: true, Controller: true, DataDir: dataDir,
-		BrokerConfig:      broker.DefaultConfig(dataDir),
-		ControllerConfig:  controller.DefaultConfig(id),
-		ReplicationConfig: replication.DefaultConfig(id),
-		HeartbeatInterval: 2 * time.Second,
-		MessageMaxBytes:   1048588,
+		BrokerConfig:           broker.DefaultConfig(dataDir),
+		ControllerConfig:       controller.DefaultConfig(id),
+		ReplicationConfig:      replication.DefaultConfig(id),
+		HeartbeatInterval:      2 * time.Second,
+		MessageMaxBytes:        1048588,
+		OffsetMetadataMaxBytes: 4096,
 		// connections.max.idle.ms
 		ConnectionsMaxIdle: 10 * time.Minute,
 		TxnTopic:           coordinator.DefaultTransactionTopic(),
@@ -320,7 +324,7 @@ func Start(cfg Config) (*Node, error) {
 	clientConns := api.NewConnLimiter(clientLimits, n.connMetrics, lg)
 	ibConns := api.NewConnLimiter(ibLimits, n.connMetrics, lg)
 	deps := &api.Deps{NodeID: cfg.NodeID, Controller: n.Controller, Remote: n.Remote, MessageMaxBytes: cfg.MessageMaxBytes, Addr: n.addressOf, Logger: lg, Metrics: n.metrics,
-		TxnMaxTimeout: cfg.TxnConfig.MaxTimeout}
+		TxnMaxTimeout: cfg.TxnConfig.MaxTimeout, OffsetMetadataMaxBytes: cfg.OffsetMetadataMaxBytes}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 	if cfg.Broker {

@@ -27,18 +27,21 @@ const (
 type ErrorCode int32
 
 const (
-	ErrorCode_NONE                             ErrorCode = 0
-	ErrorCode_UNKNOWN_SERVER_ERROR             ErrorCode = -1
-	ErrorCode_OFFSET_OUT_OF_RANGE              ErrorCode = 1
-	ErrorCode_CORRUPT_MESSAGE                  ErrorCode = 2
-	ErrorCode_UNKNOWN_TOPIC_OR_PARTITION       ErrorCode = 3
-	ErrorCode_INVALID_FETCH_SIZE               ErrorCode = 4
-	ErrorCode_LEADER_NOT_AVAILABLE             ErrorCode = 5
-	ErrorCode_NOT_LEADER_OR_FOLLOWER           ErrorCode = 6
-	ErrorCode_REQUEST_TIMED_OUT                ErrorCode = 7
-	ErrorCode_BROKER_NOT_AVAILABLE             ErrorCode = 8
-	ErrorCode_REPLICA_NOT_AVAILABLE            ErrorCode = 9
-	ErrorCode_MESSAGE_TOO_LARGE                ErrorCode = 10
+	ErrorCode_NONE                       ErrorCode = 0
+	ErrorCode_UNKNOWN_SERVER_ERROR       ErrorCode = -1
+	ErrorCode_OFFSET_OUT_OF_RANGE        ErrorCode = 1
+	ErrorCode_CORRUPT_MESSAGE            ErrorCode = 2
+	ErrorCode_UNKNOWN_TOPIC_OR_PARTITION ErrorCode = 3
+	ErrorCode_INVALID_FETCH_SIZE         ErrorCode = 4
+	ErrorCode_LEADER_NOT_AVAILABLE       ErrorCode = 5
+	ErrorCode_NOT_LEADER_OR_FOLLOWER     ErrorCode = 6
+	ErrorCode_REQUEST_TIMED_OUT          ErrorCode = 7
+	ErrorCode_BROKER_NOT_AVAILABLE       ErrorCode = 8
+	ErrorCode_REPLICA_NOT_AVAILABLE      ErrorCode = 9
+	ErrorCode_MESSAGE_TOO_LARGE          ErrorCode = 10
+	// OFFSET_METADATA_TOO_LARGE: a committed offset's metadata is longer
+	// than offset.metadata.max.bytes.
+	ErrorCode_OFFSET_METADATA_TOO_LARGE        ErrorCode = 12
 	ErrorCode_NETWORK_EXCEPTION                ErrorCode = 13
 	ErrorCode_COORDINATOR_LOAD_IN_PROGRESS     ErrorCode = 14
 	ErrorCode_COORDINATOR_NOT_AVAILABLE        ErrorCode = 15
@@ -130,6 +133,7 @@ var (
 		8:     "BROKER_NOT_AVAILABLE",
 		9:     "REPLICA_NOT_AVAILABLE",
 		10:    "MESSAGE_TOO_LARGE",
+		12:    "OFFSET_METADATA_TOO_LARGE",
 		13:    "NETWORK_EXCEPTION",
 		14:    "COORDINATOR_LOAD_IN_PROGRESS",
 		15:    "COORDINATOR_NOT_AVAILABLE",
@@ -210,6 +214,7 @@ var (
 		"BROKER_NOT_AVAILABLE":             8,
 		"REPLICA_NOT_AVAILABLE":            9,
 		"MESSAGE_TOO_LARGE":                10,
+		"OFFSET_METADATA_TOO_LARGE":        12,
 		"NETWORK_EXCEPTION":                13,
 		"COORDINATOR_LOAD_IN_PROGRESS":     14,
 		"COORDINATOR_NOT_AVAILABLE":        15,
@@ -413,7 +418,7 @@ const file_strand_v1_common_proto_rawDesc = "" +
 	"\x16strand/v1/common.proto\x12\tstrand.v1\"D\n" +
 	"\x0eTopicPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
-	"\tpartition\x18\x02 \x01(\x05R\tpartition*\xd5\x10\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition*\xf4\x10\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12!\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\x17\n" +
@@ -427,7 +432,8 @@ const file_strand_v1_common_proto_rawDesc = "" +
 	"\x14BROKER_NOT_AVAILABLE\x10\b\x12\x19\n" +
 	"\x15REPLICA_NOT_AVAILABLE\x10\t\x12\x15\n" +
 	"\x11MESSAGE_TOO_LARGE\x10\n" +
-	"\x12\x15\n" +
+	"\x12\x1d\n" +
+	"\x19OFFSET_METADATA_TOO_LARGE\x10\f\x12\x15\n" +
 	"\x11NETWORK_EXCEPTION\x10\r\x12 \n" +
 	"\x1cCOORDINATOR_LOAD_IN_PROGRESS\x10\x0e\x12\x1d\n" +
 	"\x19COORDINATOR_NOT_AVAILABLE\x10\x0f\x12\x13\n" +

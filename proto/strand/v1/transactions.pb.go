@@ -1177,8 +1177,13 @@ type ListTransactionsRequest struct {
 	// Only transactions running longer than this (ms); -1 for all.
 	DurationFilterMs       int64  `protobuf:"varint,3,opt,name=duration_filter_ms,json=durationFilterMs,proto3" json:"duration_filter_ms,omitempty"`
 	TransactionalIdPattern string `protobuf:"bytes,4,opt,name=transactional_id_pattern,json=transactionalIdPattern,proto3" json:"transactional_id_pattern,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// Paging: list only transactional ids after this one (in byte order);
+	// empty for the first page. An answer is one page, never larger than
+	// the node's page budget (well under the transport's message limit);
+	// the next page starts after the last id of this one while more is set.
+	AfterTransactionalId string `protobuf:"bytes,5,opt,name=after_transactional_id,json=afterTransactionalId,proto3" json:"after_transactional_id,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *ListTransactionsRequest) Reset() {
@@ -1239,11 +1244,21 @@ func (x *ListTransactionsRequest) GetTransactionalIdPattern() string {
 	return ""
 }
 
+func (x *ListTransactionsRequest) GetAfterTransactionalId() string {
+	if x != nil {
+		return x.AfterTransactionalId
+	}
+	return ""
+}
+
 type ListTransactionsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ErrorCode     ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=strand.v1.ErrorCode" json:"error_code,omitempty"`
 	Transactions  []*TransactionListing  `protobuf:"bytes,2,rep,name=transactions,proto3" json:"transactions,omitempty"`
 	CoordinatorId int32                  `protobuf:"varint,3,opt,name=coordinator_id,json=coordinatorId,proto3" json:"coordinator_id,omitempty"`
+	// More listings follow: ask again with after_transactional_id set to
+	// the last transactional id of this page.
+	More          bool `protobuf:"varint,4,opt,name=more,proto3" json:"more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1297,6 +1312,13 @@ func (x *ListTransactionsResponse) GetCoordinatorId() int32 {
 		return x.CoordinatorId
 	}
 	return 0
+}
+
+func (x *ListTransactionsResponse) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
 }
 
 type TransactionListing struct {
@@ -1733,17 +1755,19 @@ const file_strand_v1_transactions_proto_rawDesc = "" +
 	"partitions\x12%\n" +
 	"\x0ecoordinator_id\x18\n" +
 	" \x01(\x05R\rcoordinatorId\x12-\n" +
-	"\x13last_update_time_ms\x18\v \x01(\x03R\x10lastUpdateTimeMs\"\xd6\x01\n" +
+	"\x13last_update_time_ms\x18\v \x01(\x03R\x10lastUpdateTimeMs\"\x8c\x02\n" +
 	"\x17ListTransactionsRequest\x12#\n" +
 	"\rstate_filters\x18\x01 \x03(\tR\fstateFilters\x12.\n" +
 	"\x13producer_id_filters\x18\x02 \x03(\x03R\x11producerIdFilters\x12,\n" +
 	"\x12duration_filter_ms\x18\x03 \x01(\x03R\x10durationFilterMs\x128\n" +
-	"\x18transactional_id_pattern\x18\x04 \x01(\tR\x16transactionalIdPattern\"\xb9\x01\n" +
+	"\x18transactional_id_pattern\x18\x04 \x01(\tR\x16transactionalIdPattern\x124\n" +
+	"\x16after_transactional_id\x18\x05 \x01(\tR\x14afterTransactionalId\"\xcd\x01\n" +
 	"\x18ListTransactionsResponse\x123\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x14.strand.v1.ErrorCodeR\terrorCode\x12A\n" +
 	"\ftransactions\x18\x02 \x03(\v2\x1d.strand.v1.TransactionListingR\ftransactions\x12%\n" +
-	"\x0ecoordinator_id\x18\x03 \x01(\x05R\rcoordinatorId\"v\n" +
+	"\x0ecoordinator_id\x18\x03 \x01(\x05R\rcoordinatorId\x12\x12\n" +
+	"\x04more\x18\x04 \x01(\bR\x04more\"v\n" +
 	"\x12TransactionListing\x12)\n" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
 	"\vproducer_id\x18\x02 \x01(\x03R\n" +

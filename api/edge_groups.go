@@ -1,0 +1,208 @@
+package api
+
+import (
+	"context"
+
+	"github.com/strand-io/strand/internal/errs"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// edgeGroups is the Groups service of a client listener: the group
+// coordinator behind the edge checks (edge.go). Ids and protocol strings
+// over Kafka's string limit are refused INVALID_REQUEST before the
+// coordinator sees them (the group id is part of every __consumer_offsets
+// key). An offset commit, transactional or not, is answered per
+// partition as in Kafka: a partition that does not exist in this broker's
+// metadata UNKNOWN_TOPIC_OR_PARTITION, one whose metadata is longer than
+// offset.metadata.max.bytes OFFSET_METADATA_TOO_LARGE; the rest are
+// committed.
+type edgeGroups struct {
+	pb.GroupsServer
+	d *Deps
+}
+
+func (g *edgeGroups) JoinGroup(ctx context.Context, req *pb.JoinGroupRequest) (*pb.JoinGroupResponse, error) {
+	err := checkStrings("group id", req.GroupId, "member id", req.MemberId, "group instance id", req.GroupInstanceId,
+		"client id", req.ClientId, "protocol type", req.ProtocolType)
+	for _, p := range req.Protocols {
+		if err == nil {
+			err = checkString("protocol name", p.Name)
+		}
+	}
+	if err != nil {
+		code, msg := errs.Split(err)
+		return &pb.JoinGroupResponse{ErrorCode: code, ErrorMessage: msg, GenerationId: -1, MemberId: shortID(req.MemberId)}, nil
+	}
+	return g.GroupsServer.JoinGroup(ctx, req)
+}
+
+func (g *edgeGroups) SyncGroup(ctx context.Context, req *pb.SyncGroupRequest) (*pb.SyncGroupResponse, error) {
+	err := checkStrings("group id", req.GroupId, "member id", req.MemberId, "group instance id", req.GroupInstanceId)
+	for _, a := range req.Assignments {
+		if err == nil {
+			err = checkString("assignment's member id", a.MemberId)
+		}
+	}
+	if err != nil {
+		code, msg := errs.Split(err)
+		return &pb.SyncGroupResponse{ErrorCode: code, ErrorMessage: msg}, nil
+	}
+	return g.GroupsServer.SyncGroup(ctx, req)
+}
+
+func (g *edgeGroups) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.HeartbeatResponse, error) {
+	if err := checkStrings("group id", req.GroupId, "member id", req.MemberId, "group instance id", req.GroupInstanceId); err != nil {
+		code, msg := errs.Split(err)
+		return &pb.HeartbeatResponse{ErrorCode: code, ErrorMessage: msg}, nil
+	}
+	return g.GroupsServer.Heartbeat(ctx, req)
+}
+
+func (g *edgeGroups) LeaveGroup(ctx context.Context, req *pb.LeaveGroupRequest) (*pb.LeaveGroupResponse, error) {
+	if err := checkStrings("group id", req.GroupId, "member id", req.MemberId, "group instance id", req.GroupInstanceId); err != nil {
+		code, msg := errs.Split(err)
+		return &pb.LeaveGroupResponse{ErrorCode: code, ErrorMessage: msg}, nil
+	}
+	return g.GroupsServer.LeaveGroup(ctx, req)
+}
+
+func (g *edgeGroups) OffsetFetch(ctx context.Context, req *pb.OffsetFetchRequest) (*pb.OffsetFetchResponse, error) {
+	if err := checkString("group id", req.GroupId); err != nil {
+		code, msg := errs.Split(err)
+		return &pb.OffsetFetchResponse{ErrorCode: code, ErrorMessage: msg}, nil
+	}
+	return g.GroupsServer.OffsetFetch(ctx, req)
+}
+
+func (g *edgeGroups) DescribeGroups(ctx context.Context, req *pb.DescribeGroupsRequest) (*pb.DescribeGroupsResponse, error) {
+	var ids []string
+	bad := make([]*pb.GroupDescription, len(req.GroupIds))
+	for i, id := range req.GroupIds {
+		if checkString("group id", id) != nil {
+			bad[i] = &pb.GroupDescription{GroupId: shortID(id), ErrorCode: pb.ErrorCode_INVALID_REQUEST, CoordinatorId: g.d.NodeID}
+			continue
+		}
+		ids = append(ids, id)
+	}
+	if len(ids) == len(req.GroupIds) {
+		return g.GroupsServer.DescribeGroups(ctx, req)
+	}
+	inner := &pb.DescribeGroupsResponse{}
+	if len(ids) > 0 {
+		var err error
+		if inner, err = g.GroupsServer.DescribeGroups(ctx, &pb.DescribeGroupsRequest{GroupIds: ids}); err != nil {
+			return nil, err
+		}
+	}
+	out := &pb.DescribeGroupsResponse{}
+	j := 0
+	for _, b := range bad {
+		if b == nil && j < len(inner.Groups) {
+			b = inner.Groups[j]
+			j++
+		}
+		if b != nil {
+			out.Groups = append(out.Groups, b)
+		}
+	}
+	return out, nil
+}
+
+func (g *edgeGroups) OffsetCommit(ctx context.Context, req *pb.OffsetCommitRequest) (*pb.OffsetCommitResponse, error) {
+	if err := checkStrings("group id", req.GroupId, "member id", req.MemberId, "group instance id", req.GroupInstanceId); err != nil {
+		return &pb.OffsetCommitResponse{Partitions: offsetErrors(req.Offsets, err)}, nil
+	}
+	ok, bad := g.checkOffsets(req.Offsets)
+	if bad == nil {
+		return g.GroupsServer.OffsetCommit(ctx, req)
+	}
+	inner := &pb.OffsetCommitResponse{}
+	if len(ok) > 0 {
+		sub := &pb.OffsetCommitRequest{GroupId: req.GroupId, GenerationId: req.GenerationId, MemberId: req.MemberId, GroupInstanceId: req.GroupInstanceId, Offsets: ok}
+		var err error
+		if inner, err = g.GroupsServer.OffsetCommit(ctx, sub); err != nil {
+			return nil, err
+		}
+	}
+	return &pb.OffsetCommitResponse{Partitions: mergeOffsetErrors(bad, inner.Partitions)}, nil
+}
+
+func (g *edgeGroups) TxnOffsetCommit(ctx context.Context, req *pb.TxnOffsetCommitRequest) (*pb.TxnOffsetCommitResponse, error) {
+	err := checkStrings("transactional id", req.TransactionalId, "group id", req.GroupId, "member id", req.MemberId, "group instance id", req.GroupInstanceId)
+	if err == nil {
+		err = checkInt16("producer epoch", req.ProducerEpoch)
+	}
+	if err != nil {
+		code, msg := errs.Split(err)
+		return &pb.TxnOffsetCommitResponse{ErrorCode: code, ErrorMessage: msg, Partitions: offsetErrors(req.Offsets, err)}, nil
+	}
+	ok, bad := g.checkOffsets(req.Offsets)
+	if bad == nil {
+		return g.GroupsServer.TxnOffsetCommit(ctx, req)
+	}
+	inner := &pb.TxnOffsetCommitResponse{}
+	if len(ok) > 0 {
+		sub := &pb.TxnOffsetCommitRequest{TransactionalId: req.TransactionalId, GroupId: req.GroupId, ProducerId: req.ProducerId, ProducerEpoch: req.ProducerEpoch,
+			GenerationId: req.GenerationId, MemberId: req.MemberId, GroupInstanceId: req.GroupInstanceId, Offsets: ok}
+		var err error
+		if inner, err = g.GroupsServer.TxnOffsetCommit(ctx, sub); err != nil {
+			return nil, err
+		}
+	}
+	return &pb.TxnOffsetCommitResponse{ErrorCode: inner.ErrorCode, ErrorMessage: inner.ErrorMessage, Partitions: mergeOffsetErrors(bad, inner.Partitions)}, nil
+}
+
+// checkOffsets splits a commit's offsets into those to commit and, by
+// position, the answers of those refused (nil when none is).
+func (g *edgeGroups) checkOffsets(offs []*pb.PartitionOffset) ([]*pb.PartitionOffset, []*pb.PartitionError) {
+	missing := missingIn(g.d, len(offs), func(i int) (string, int32) { return offs[i].Topic, offs[i].Partition })
+	var ok []*pb.PartitionOffset
+	var bad []*pb.PartitionError
+	for i, o := range offs {
+		err := error(nil)
+		switch {
+		case missing != nil && missing[i] != nil:
+			err = missing[i]
+		case len(o.Metadata) > g.d.OffsetMetadataMaxBytes:
+			err = errs.New(pb.ErrorCode_OFFSET_METADATA_TOO_LARGE, "the metadata of %s-%d is %d bytes, more than offset.metadata.max.bytes=%d",
+				o.Topic, o.Partition, len(o.Metadata), g.d.OffsetMetadataMaxBytes)
+		}
+		if err == nil {
+			ok = append(ok, o)
+			continue
+		}
+		if bad == nil {
+			bad = make([]*pb.PartitionError, len(offs))
+		}
+		code, msg := errs.Split(err)
+		bad[i] = &pb.PartitionError{Topic: shortID(o.Topic), Partition: o.Partition, ErrorCode: code, ErrorMessage: msg}
+	}
+	return ok, bad
+}
+
+// mergeOffsetErrors puts the coordinator's answers (for the offsets not
+// refused, in order) between the refusals.
+func mergeOffsetErrors(bad []*pb.PartitionError, inner []*pb.PartitionError) []*pb.PartitionError {
+	out := make([]*pb.PartitionError, 0, len(bad))
+	j := 0
+	for _, b := range bad {
+		if b == nil {
+			if j >= len(inner) {
+				continue
+			}
+			b = inner[j]
+			j++
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+func offsetErrors(offs []*pb.PartitionOffset, err error) []*pb.PartitionError {
+	code, msg := errs.Split(err)
+	out := make([]*pb.PartitionError, len(offs))
+	for i, o := range offs {
+		out[i] = &pb.PartitionError{Topic: shortID(o.Topic), Partition: o.Partition, ErrorCode: code, ErrorMessage: msg}
+	}
+	return out
+}
