@@ -237,6 +237,8 @@ var serverSettings = map[string]func(cfg *node.Config, v string) error{
 	"producer.id.expiration.ms":                                   intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.ProducerIDExpirationMs = n }),
 	"min.insync.replicas":                                         intSetting(func(c *node.Config, n int64) { c.BrokerConfig.MinInsyncReplicas = int(n) }),
 	"message.max.bytes":                                           intSetting(func(c *node.Config, n int64) { c.MessageMaxBytes = int(n) }),
+	"log.message.timestamp.before.max.ms":                         nonNegSetting(func(c *node.Config, n int64) { c.TimestampBeforeMaxMs = n }),
+	"log.message.timestamp.after.max.ms":                          nonNegSetting(func(c *node.Config, n int64) { c.TimestampAfterMaxMs = n }),
 	"num.partitions":                                              intSetting(func(c *node.Config, n int64) { c.ControllerConfig.DefaultPartitions = int32(n) }),
 	"default.replication.factor":                                  intSetting(func(c *node.Config, n int64) { c.ControllerConfig.DefaultReplicationFactor = int32(n) }),
 	"broker.session.timeout.ms":                                   msSetting(func(c *node.Config, d time.Duration) { c.ControllerConfig.SessionTimeout = d }),
@@ -270,6 +272,20 @@ func intSetting(f func(*node.Config, int64)) func(*node.Config, string) error {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
 			return fmt.Errorf("not an integer: %q", v)
+		}
+		f(c, n)
+		return nil
+	}
+}
+
+func nonNegSetting(f func(*node.Config, int64)) func(*node.Config, string) error {
+	return func(c *node.Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("not an integer: %q", v)
+		}
+		if n < 0 {
+			return fmt.Errorf("must be at least 0, got %d", n)
 		}
 		f(c, n)
 		return nil

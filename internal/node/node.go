@@ -35,6 +35,7 @@ import (
 	"github.com/strand-io/strand/internal/errs"
 	"github.com/strand-io/strand/internal/gossip"
 	"github.com/strand-io/strand/internal/planted"
+	"github.com/strand-io/strand/internal/record"
 	"github.com/strand-io/strand/internal/rpc"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/replication"
@@ -84,6 +85,11 @@ type Config struct {
 	QuorumTimeouts    QuorumTimeouts
 	HeartbeatInterval time.Duration
 	MessageMaxBytes   int
+	// TimestampBeforeMaxMs and TimestampAfterMaxMs are
+	// log.message.timestamp.before.max.ms and
+	// log.message.timestamp.after.max.ms: how far a produced record's
+	// CreateTime may be behind or ahead of the leader's clock.
+	TimestampBeforeMaxMs, TimestampAfterMaxMs int64
 	// TxnTopic and OffsetsTopic configure the internal topics (in dev mode
 	// replication factor and min ISR are lowered to 1).
 	TxnTopic, OffsetsTopic coordinator.InternalTopic
@@ -118,15 +124,17 @@ type QuorumTimeouts struct {
 func DefaultConfig(id int32, dataDir string) Config {
 	return Config{
 		NodeID: id, Broker: true, Controller: true, DataDir: dataDir,
-		BrokerConfig:      broker.DefaultConfig(dataDir),
-		ControllerConfig:  controller.DefaultConfig(id),
-		ReplicationConfig: replication.DefaultConfig(id),
-		HeartbeatInterval: 2 * time.Second,
-		MessageMaxBytes:   1048588,
-		TxnTopic:          coordinator.DefaultTransactionTopic(),
-		OffsetsTopic:      coordinator.DefaultOffsetsTopic(),
-		GroupConfig:       group.DefaultConfig(id),
-		TxnConfig:         txn.DefaultConfig(id),
+		BrokerConfig:         broker.DefaultConfig(dataDir),
+		ControllerConfig:     controller.DefaultConfig(id),
+		ReplicationConfig:    replication.DefaultConfig(id),
+		HeartbeatInterval:    2 * time.Second,
+		MessageMaxBytes:      1048588,
+		TimestampBeforeMaxMs: record.DefaultTimestampBeforeMaxMs,
+		TimestampAfterMaxMs:  record.DefaultTimestampAfterMaxMs,
+		TxnTopic:             coordinator.DefaultTransactionTopic(),
+		OffsetsTopic:         coordinator.DefaultOffsetsTopic(),
+		GroupConfig:          group.DefaultConfig(id),
+		TxnConfig:            txn.DefaultConfig(id),
 	}
 }
 
@@ -296,7 +304,8 @@ func Start(cfg Config) (*Node, error) {
 	n.Remote = controller.NewRemote(n.pool, n.addressOf, func() []int32 { return voters }, localLeader)
 
 	n.metrics = api.NewMetrics()
-	deps := &api.Deps{NodeID: cfg.NodeID, Controller: n.Controller, Remote: n.Remote, MessageMaxBytes: cfg.MessageMaxBytes, Addr: n.addressOf, Logger: lg, Metrics: n.metrics,
+	deps := &api.Deps{NodeID: cfg.NodeID, Controller: n.Controller, Remote: n.Remote, MessageMaxBytes: cfg.MessageMaxBytes,
+		TimestampBeforeMaxMs: cfg.TimestampBeforeMaxMs, TimestampAfterMaxMs: cfg.TimestampAfterMaxMs, Clock: cfg.Clock, Addr: n.addressOf, Logger: lg, Metrics: n.metrics,
 		TxnMaxTimeout: cfg.TxnConfig.MaxTimeout}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
