@@ -72,12 +72,6 @@ func (s *producerService) Produce(stream pb.Producer_ProduceServer) error {
 				if err := a.Wait(wctx); err != nil {
 					r := resp.Partitions[i]
 					r.ErrorCode, r.ErrorMessage = errs.Split(err)
-					var be *record.BatchError
-					if errors.As(err, &be) {
-						for _, re := range be.Records {
-							r.RecordErrors = append(r.RecordErrors, &pb.RecordError{BatchIndex: re.BatchIndex, Message: re.Message})
-						}
-					}
 				}
 			}
 			out <- resp
@@ -111,6 +105,7 @@ func (s *producerService) handle(ctx context.Context, req *pb.ProduceRequest) (*
 		waits = append(waits, a)
 		if err != nil {
 			r.ErrorCode, r.ErrorMessage = errs.Split(err)
+			r.RecordErrors = recordErrors(err)
 			if p, perr := s.d.Repl.Partition(pr.Topic, pr.Partition); perr == nil {
 				l := p.Leadership()
 				r.CurrentLeaderId, r.CurrentLeaderEpoch = l.Leader, l.LeaderEpoch
@@ -261,4 +256,17 @@ func (d *Deps) timestampBeforeMaxMs(cfg map[string]string) int64 {
 
 func (d *Deps) timestampAfterMaxMs(cfg map[string]string) int64 {
 	return config.Int(cfg, config.TimestampAfterMaxMs, d.TimestampAfterMaxMs)
+}
+
+// recordErrors lists the records a refused batch was refused for.
+func recordErrors(err error) []*pb.RecordError {
+	var be *record.BatchError
+	if !errors.As(err, &be) {
+		return nil
+	}
+	out := make([]*pb.RecordError, 0, len(be.Records))
+	for _, re := range be.Records {
+		out = append(out, &pb.RecordError{BatchIndex: re.BatchIndex, Message: re.Message})
+	}
+	return out
 }
