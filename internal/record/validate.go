@@ -90,8 +90,9 @@ func batchErr(code pb.ErrorCode, format string, args ...any) error {
 //     index and retention read it): INVALID_TIMESTAMP.
 //
 // It returns the header on success; every refusal is a *BatchError. It
-// never panics, and allocates nothing for an uncompressed batch it
-// accepts (one decompressed buffer for a compressed one).
+// never panics, and allocates nothing for a batch it accepts, compressed
+// or not, beyond what a codec's reader may (compressed sections are
+// decompressed into pooled buffers, at most MaxDecompressedSize).
 func ValidateClient(batch []byte, p ClientPolicy) (Header, error) {
 	h, err := Validate(batch)
 	if err != nil {
@@ -119,9 +120,15 @@ func ValidateClient(batch []byte, p ClientPolicy) (Header, error) {
 	}
 	section := batch[HeaderSize:]
 	if c := h.Compression(); c != None {
-		if section, err = decompress(c, section, MaxDecompressedSize); err != nil {
+		sp, out, err := decompressScratch(c, section, MaxDecompressedSize)
+		if err != nil {
 			return h, &BatchError{Err: asErrs(err)}
 		}
+		err = walkClientRecords(&h, out, &p)
+		if sp != nil {
+			putScratch(sp, out)
+		}
+		return h, err
 	}
 	return h, walkClientRecords(&h, section, &p)
 }
