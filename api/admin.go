@@ -173,6 +173,8 @@ func (s *adminService) DescribeConfigs(ctx context.Context, req *pb.DescribeConf
 			config.MaxMessageBytes:       strconv.FormatInt(config.Int(t.Configs, config.MaxMessageBytes, int64(s.d.MessageMaxBytes)), 10),
 			config.CleanupPolicy:         "delete", config.MessageTimestampType: "CreateTime",
 			config.ProducerIDExpirationMs: strconv.FormatInt(lc.ProducerIDExpirationMs, 10),
+			config.TimestampBeforeMaxMs:   strconv.FormatInt(s.d.timestampBeforeMaxMs(t.Configs), 10),
+			config.TimestampAfterMaxMs:    strconv.FormatInt(s.d.timestampAfterMaxMs(t.Configs), 10),
 		}
 		keys := make([]string, 0, len(eff))
 		for k := range eff {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/strand-io/strand/internal/clock"
 	"github.com/strand-io/strand/internal/config"
 	"github.com/strand-io/strand/internal/errs"
 	"github.com/strand-io/strand/internal/record"
@@ -104,6 +105,7 @@ func (s *producerService) handle(ctx context.Context, req *pb.ProduceRequest) (*
 		waits = append(waits, a)
 		if err != nil {
 			r.ErrorCode, r.ErrorMessage = errs.Split(err)
+			r.RecordErrors = recordErrors(err)
 			if p, perr := s.d.Repl.Partition(pr.Topic, pr.Partition); perr == nil {
 				l := p.Leadership()
 				r.CurrentLeaderId, r.CurrentLeaderEpoch = l.Leader, l.LeaderEpoch
@@ -145,7 +147,11 @@ func (s *producerService) appendOne(ctx context.Context, req *pb.ProduceRequest,
 		return nil, errs.New(pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic %s has %d partitions, there is no partition %d", pr.Topic, len(t.Partitions), pr.Partition)
 	}
 	max := int(config.Int(t.Configs, config.MaxMessageBytes, int64(s.d.MessageMaxBytes)))
+	policy := s.d.clientPolicy(t.Configs)
 	var txnHeader *record.Header
+	if len(pr.Records) == 0 {
+		return nil, errs.New(pb.ErrorCode_INVALID_RECORD, "no record batch in the request")
+	}
 	for pos := 0; pos < len(pr.Records); {
 		h, err := record.ParseHeader(pr.Records[pos:])
 		if err != nil {
@@ -156,6 +162,14 @@ func (s *producerService) appendOne(ctx context.Context, req *pb.ProduceRequest,
 		}
 		if h.Size() > max {
 			return nil, errs.New(pb.ErrorCode_MESSAGE_TOO_LARGE, "batch of %d bytes is larger than max.message.bytes=%d", h.Size(), max)
+		}
+		if h.Size() > len(pr.Records)-pos {
+			return nil, errs.New(pb.ErrorCode_CORRUPT_MESSAGE, "batch of %d bytes is truncated to %d", h.Size(), len(pr.Records)-pos)
+		}
+		// Kafka's LogValidator: every record of every batch, before any
+		// batch is written or the partition joins a transaction.
+		if _, err := record.ValidateClient(pr.Records[pos:pos+h.Size()], policy); err != nil {
+			return nil, err
 		}
 		if h.IsTransactional() && !h.IsControl() {
 			hh := h
@@ -223,4 +237,39 @@ func addPartitionAnswer(err error, txnID, topic string, partition int32) error {
 		return errs.New(pb.ErrorCode_NOT_ENOUGH_REPLICAS, "unable to add %s-%d to the transaction of %q yet: %v", topic, partition, txnID, err)
 	}
 	return err
+}
+
+// clientPolicy is what ValidateClient enforces on a produce to a topic
+// with these configs.
+func (d *Deps) clientPolicy(cfg map[string]string) record.ClientPolicy {
+	clk := d.Clock
+	if clk == nil {
+		clk = clock.Real
+	}
+	return record.ClientPolicy{
+		NowMs:                clk.Now().UnixMilli(),
+		TimestampBeforeMaxMs: d.timestampBeforeMaxMs(cfg),
+		TimestampAfterMaxMs:  d.timestampAfterMaxMs(cfg),
+	}
+}
+
+func (d *Deps) timestampBeforeMaxMs(cfg map[string]string) int64 {
+	return config.Int(cfg, config.TimestampBeforeMaxMs, d.TimestampBeforeMaxMs)
+}
+
+func (d *Deps) timestampAfterMaxMs(cfg map[string]string) int64 {
+	return config.Int(cfg, config.TimestampAfterMaxMs, d.TimestampAfterMaxMs)
+}
+
+// recordErrors lists the records a refused batch was refused for.
+func recordErrors(err error) []*pb.RecordError {
+	var be *record.BatchError
+	if !errors.As(err, &be) {
+		return nil
+	}
+	out := make([]*pb.RecordError, 0, len(be.Records))
+	for _, re := range be.Records {
+		out = append(out, &pb.RecordError{BatchIndex: re.BatchIndex, Message: re.Message})
+	}
+	return out
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/coordinator"
 	"github.com/strand-io/strand/coordinator/txn"
+	"github.com/strand-io/strand/internal/clock"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/replication"
 )
@@ -27,6 +28,13 @@ type Deps struct {
 	PIDs   *coordinator.ProducerIDManager
 	// MessageMaxBytes is message.max.bytes (per batch).
 	MessageMaxBytes int
+	// TimestampBeforeMaxMs and TimestampAfterMaxMs are
+	// log.message.timestamp.before.max.ms and
+	// log.message.timestamp.after.max.ms, the defaults of the topic configs
+	// message.timestamp.before.max.ms and message.timestamp.after.max.ms.
+	TimestampBeforeMaxMs, TimestampAfterMaxMs int64
+	// Clock is what record timestamps are checked against (nil: the real clock).
+	Clock clock.Clock
 	// Addr maps node ids to the addresses of their inter-broker listeners.
 	Addr controller.AddressBook
 	// External: these services answer on the external client listener,

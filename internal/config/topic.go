@@ -23,6 +23,8 @@ const (
 	MaxMessageBytes        = "max.message.bytes"
 	CleanupPolicy          = "cleanup.policy"
 	MessageTimestampType   = "message.timestamp.type"
+	TimestampBeforeMaxMs   = "message.timestamp.before.max.ms"
+	TimestampAfterMaxMs    = "message.timestamp.after.max.ms"
 	ProducerIDExpirationMs = "producer.id.expiration.ms"
 )
 
@@ -64,6 +66,8 @@ var topicSpecs = map[string]spec{
 	MaxMessageBytes:        {kind: kInt, min: 0, max: maxInt},
 	CleanupPolicy:          {kind: kString, enum: []string{"delete"}},
 	MessageTimestampType:   {kind: kString, enum: []string{"CreateTime"}},
+	TimestampBeforeMaxMs:   {kind: kInt, min: 0},
+	TimestampAfterMaxMs:    {kind: kInt, min: 0},
 	ProducerIDExpirationMs: {kind: kInt, min: 1, max: maxInt},
 }
 

@@ -35,6 +35,7 @@ import (
 	"github.com/strand-io/strand/internal/errs"
 	"github.com/strand-io/strand/internal/gossip"
 	"github.com/strand-io/strand/internal/planted"
+	"github.com/strand-io/strand/internal/record"
 	"github.com/strand-io/strand/internal/rpc"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/replication"
@@ -87,6 +88,11 @@ type Config struct {
 	// OffsetMetadataMaxBytes is offset.metadata.max.bytes: the longest
 	// metadata string an offset commit may carry (Kafka's default 4096).
 	OffsetMetadataMaxBytes int
+	// TimestampBeforeMaxMs and TimestampAfterMaxMs are
+	// log.message.timestamp.before.max.ms and
+	// log.message.timestamp.after.max.ms: how far a produced record's
+	// CreateTime may be behind or ahead of the leader's clock.
+	TimestampBeforeMaxMs, TimestampAfterMaxMs int64
 	// TxnTopic and OffsetsTopic configure the internal topics (in dev mode
 	// replication factor and min ISR are lowered to 1).
 	TxnTopic, OffsetsTopic coordinator.InternalTopic
@@ -139,6 +145,8 @@ func DefaultConfig(id int32, dataDir string) Config {
 		HeartbeatInterval:      2 * time.Second,
 		MessageMaxBytes:        1048588,
 		OffsetMetadataMaxBytes: 4096,
+		TimestampBeforeMaxMs:   record.DefaultTimestampBeforeMaxMs,
+		TimestampAfterMaxMs:    record.DefaultTimestampAfterMaxMs,
 		// connections.max.idle.ms
 		ConnectionsMaxIdle: 10 * time.Minute,
 		TxnTopic:           coordinator.DefaultTransactionTopic(),
@@ -323,7 +331,8 @@ func Start(cfg Config) (*Node, error) {
 	}
 	clientConns := api.NewConnLimiter(clientLimits, n.connMetrics, lg)
 	ibConns := api.NewConnLimiter(ibLimits, n.connMetrics, lg)
-	deps := &api.Deps{NodeID: cfg.NodeID, Controller: n.Controller, Remote: n.Remote, MessageMaxBytes: cfg.MessageMaxBytes, Addr: n.addressOf, Logger: lg, Metrics: n.metrics,
+	deps := &api.Deps{NodeID: cfg.NodeID, Controller: n.Controller, Remote: n.Remote, MessageMaxBytes: cfg.MessageMaxBytes,
+		TimestampBeforeMaxMs: cfg.TimestampBeforeMaxMs, TimestampAfterMaxMs: cfg.TimestampAfterMaxMs, Clock: cfg.Clock, Addr: n.addressOf, Logger: lg, Metrics: n.metrics,
 		TxnMaxTimeout: cfg.TxnConfig.MaxTimeout, OffsetMetadataMaxBytes: cfg.OffsetMetadataMaxBytes}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel

@@ -93,31 +93,47 @@ func compress(dst []byte, c Compression, src []byte) ([]byte, error) {
 // decompress returns the decompressed records section, a new buffer of at
 // most limit bytes. Every failure is CORRUPT_MESSAGE.
 func decompress(c Compression, src []byte, limit int) ([]byte, error) {
+	sp, out, err := decompressScratch(c, src, limit)
+	if err != nil || sp == nil {
+		return out, err
+	}
+	cp := make([]byte, len(out))
+	copy(cp, out)
+	putScratch(sp, out)
+	return cp, nil
+}
+
+// decompressScratch is decompress into a pooled scratch buffer when the
+// codec allows (sp not nil: the caller hands it back with putScratch(sp,
+// out) once done with out), else into a new one (sp nil).
+func decompressScratch(c Compression, src []byte, limit int) (sp *[]byte, out []byte, err error) {
 	limit = max(0, min(limit, math.MaxInt32))
-	var out []byte
-	var err error
 	switch c {
 	case Gzip:
-		out, err = gunzip(src, limit)
+		sp, out, err = gunzip(src, limit)
 	case Snappy:
-		return unsnappy(src, limit)
+		out, err := unsnappy(src, limit)
+		return nil, out, err
 	case LZ4:
-		out, err = unlz4(src, limit)
+		sp, out, err = unlz4(src, limit)
 	case Zstd:
-		out, err = unzstd(src, limit)
+		sp, out, err = unzstd(src, limit)
 	default:
-		return nil, corrupt("unknown compression codec %d", c)
+		return nil, nil, corrupt("unknown compression codec %d", c)
+	}
+	if err == nil {
+		return sp, out, nil
+	}
+	if sp != nil {
+		putScratch(sp, out)
 	}
 	if err == errTooBig {
-		return nil, tooBig(c, limit)
+		return nil, nil, tooBig(c, limit)
 	}
 	if e, ok := err.(*errs.Error); ok {
-		return nil, e
+		return nil, nil, e
 	}
-	if err != nil {
-		return nil, corrupt("%s records section does not decompress: %v", c, err)
-	}
-	return out, nil
+	return nil, nil, corrupt("%s records section does not decompress: %v", c, err)
 }
 
 func corrupt(format string, args ...any) *errs.Error {
@@ -133,9 +149,9 @@ var errTooBig = errors.New("decompressed size over the limit")
 // readLimited reads r to EOF, failing with errTooBig as soon as more
 // than limit bytes come out. It decompresses into a pooled buffer that
 // grows by doubling, so memory follows what is actually produced, never
-// what a header claims, and returns a copy of exactly the output's size,
-// which the records then alias.
-func readLimited(r io.Reader, srcLen, limit int) ([]byte, error) {
+// what a header claims, and returns that buffer (sp, to hand back with
+// putScratch once done with it).
+func readLimited(r io.Reader, srcLen, limit int) (*[]byte, []byte, error) {
 	sp := getScratch()
 	buf := (*sp)[:0]
 	if cap(buf) == 0 {
@@ -146,7 +162,7 @@ func readLimited(r io.Reader, srcLen, limit int) ([]byte, error) {
 		if len(buf) == end {
 			if len(buf) > limit {
 				putScratch(sp, buf)
-				return nil, errTooBig
+				return nil, nil, errTooBig
 			}
 			buf = slices.Grow(buf, min(cap(buf), limit+1-len(buf)))
 			end = min(cap(buf), limit+1)
@@ -155,17 +171,14 @@ func readLimited(r io.Reader, srcLen, limit int) ([]byte, error) {
 		buf = buf[:len(buf)+n]
 		if len(buf) > limit {
 			putScratch(sp, buf)
-			return nil, errTooBig
+			return nil, nil, errTooBig
 		}
 		if err == io.EOF {
-			out := make([]byte, len(buf))
-			copy(out, buf)
-			putScratch(sp, buf)
-			return out, nil
+			return sp, buf, nil
 		}
 		if err != nil {
 			putScratch(sp, buf)
-			return nil, err
+			return nil, nil, err
 		}
 	}
 }
@@ -223,13 +236,13 @@ type gzipDec struct {
 
 var gzipDecPool = sync.Pool{New: func() any { return &gzipDec{} }}
 
-func gunzip(src []byte, limit int) ([]byte, error) {
+func gunzip(src []byte, limit int) (*[]byte, []byte, error) {
 	d := gzipDecPool.Get().(*gzipDec)
 	defer gzipDecPool.Put(d)
 	d.r.Reset(src)
 	defer d.r.Reset(nil)
 	if err := d.z.Reset(&d.r); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	return readLimited(&d.z, len(src), limit)
 }
@@ -266,15 +279,15 @@ var lz4DecPool = sync.Pool{New: func() any {
 	return d
 }}
 
-func unlz4(src []byte, limit int) ([]byte, error) {
+func unlz4(src []byte, limit int) (*[]byte, []byte, error) {
 	d := lz4DecPool.Get().(*lz4Dec)
 	defer lz4DecPool.Put(d)
 	d.r.Reset(src)
 	d.z.Reset(&d.r)
-	out, err := readLimited(d.z, len(src), limit)
+	sp, out, err := readLimited(d.z, len(src), limit)
 	d.z.Reset(&d.r)
 	d.r.Reset(nil)
-	return out, err
+	return sp, out, err
 }
 
 // zstd: one shared encoder and one shared decoder, both safe for
@@ -317,26 +330,26 @@ func zstdDecoderFor(limit int) (*zstd.Decoder, error) {
 	return d, nil
 }
 
-func unzstd(src []byte, limit int) ([]byte, error) {
+func unzstd(src []byte, limit int) (*[]byte, []byte, error) {
 	d, err := zstdDecoderFor(limit)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	sp := getScratch()
 	z, err := d.DecodeAll(src, (*sp)[:0])
-	defer putScratch(sp, z)
 	if errors.Is(err, zstd.ErrDecoderSizeExceeded) || len(z) > limit {
-		return nil, errTooBig
+		putScratch(sp, z)
+		return nil, nil, errTooBig
 	}
 	if errors.Is(err, zstd.ErrWindowSizeExceeded) {
-		return nil, corrupt("zstd frame's window is larger than the %d-byte limit (MaxDecompressedSize)", limit)
+		putScratch(sp, z)
+		return nil, nil, corrupt("zstd frame's window is larger than the %d-byte limit (MaxDecompressedSize)", limit)
 	}
 	if err != nil {
-		return nil, err
+		putScratch(sp, z)
+		return nil, nil, err
 	}
-	out := make([]byte, len(z))
-	copy(out, z)
-	return out, nil
+	return sp, z, nil
 }
 
 // snappy

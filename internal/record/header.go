@@ -3,9 +3,10 @@
 // (transaction marker) records. A batch is the unit Strand writes,
 // replicates, stores and serves byte for byte.
 //
-// The broker only ever touches headers: it validates a batch (size, magic,
-// CRC-32C) and rewrites baseOffset and partitionLeaderEpoch in place, both
-// outside the CRC. Records are decoded only by clients and tools.
+// The broker never changes a batch's records: it validates a batch (size,
+// magic, CRC-32C; for a client's batch also every record, ValidateClient)
+// and rewrites baseOffset and partitionLeaderEpoch in place, both outside
+// the CRC.
 package record
 
 import (

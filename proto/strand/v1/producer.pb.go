@@ -225,8 +225,11 @@ type ProducePartitionResponse struct {
 	// On NOT_LEADER_OR_FOLLOWER, the leader this broker knows of (-1 if none).
 	CurrentLeaderId    int32 `protobuf:"varint,8,opt,name=current_leader_id,json=currentLeaderId,proto3" json:"current_leader_id,omitempty"`
 	CurrentLeaderEpoch int32 `protobuf:"varint,9,opt,name=current_leader_epoch,json=currentLeaderEpoch,proto3" json:"current_leader_epoch,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// On INVALID_RECORD or INVALID_TIMESTAMP, the records at fault, by their
+	// index in the batch (at most 16; error_message gives the count).
+	RecordErrors  []*RecordError `protobuf:"bytes,10,rep,name=record_errors,json=recordErrors,proto3" json:"record_errors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ProducePartitionResponse) Reset() {
@@ -322,6 +325,67 @@ func (x *ProducePartitionResponse) GetCurrentLeaderEpoch() int32 {
 	return 0
 }
 
+func (x *ProducePartitionResponse) GetRecordErrors() []*RecordError {
+	if x != nil {
+		return x.RecordErrors
+	}
+	return nil
+}
+
+// RecordError is one refused record of a batch (Kafka's
+// ProduceResponse.RecordError).
+type RecordError struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BatchIndex    int32                  `protobuf:"varint,1,opt,name=batch_index,json=batchIndex,proto3" json:"batch_index,omitempty"`
+	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordError) Reset() {
+	*x = RecordError{}
+	mi := &file_strand_v1_producer_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordError) ProtoMessage() {}
+
+func (x *RecordError) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_producer_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordError.ProtoReflect.Descriptor instead.
+func (*RecordError) Descriptor() ([]byte, []int) {
+	return file_strand_v1_producer_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RecordError) GetBatchIndex() int32 {
+	if x != nil {
+		return x.BatchIndex
+	}
+	return 0
+}
+
+func (x *RecordError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 var File_strand_v1_producer_proto protoreflect.FileDescriptor
 
 const file_strand_v1_producer_proto_rawDesc = "" +
@@ -344,7 +408,7 @@ const file_strand_v1_producer_proto_rawDesc = "" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x03R\rcorrelationId\x12C\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v2#.strand.v1.ProducePartitionResponseR\n" +
-	"partitions\"\xfe\x02\n" +
+	"partitions\"\xbb\x03\n" +
 	"\x18ProducePartitionResponse\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x123\n" +
@@ -356,7 +420,13 @@ const file_strand_v1_producer_proto_rawDesc = "" +
 	"\x12log_append_time_ms\x18\x06 \x01(\x03R\x0flogAppendTimeMs\x12(\n" +
 	"\x10log_start_offset\x18\a \x01(\x03R\x0elogStartOffset\x12*\n" +
 	"\x11current_leader_id\x18\b \x01(\x05R\x0fcurrentLeaderId\x120\n" +
-	"\x14current_leader_epoch\x18\t \x01(\x05R\x12currentLeaderEpoch2P\n" +
+	"\x14current_leader_epoch\x18\t \x01(\x05R\x12currentLeaderEpoch\x12;\n" +
+	"\rrecord_errors\x18\n" +
+	" \x03(\v2\x16.strand.v1.RecordErrorR\frecordErrors\"H\n" +
+	"\vRecordError\x12\x1f\n" +
+	"\vbatch_index\x18\x01 \x01(\x05R\n" +
+	"batchIndex\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage2P\n" +
 	"\bProducer\x12D\n" +
 	"\aProduce\x12\x19.strand.v1.ProduceRequest\x1a\x1a.strand.v1.ProduceResponse(\x010\x01B6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
 
@@ -372,25 +442,27 @@ func file_strand_v1_producer_proto_rawDescGZIP() []byte {
 	return file_strand_v1_producer_proto_rawDescData
 }
 
-var file_strand_v1_producer_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_strand_v1_producer_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_strand_v1_producer_proto_goTypes = []any{
 	(*ProduceRequest)(nil),           // 0: strand.v1.ProduceRequest
 	(*PartitionRecords)(nil),         // 1: strand.v1.PartitionRecords
 	(*ProduceResponse)(nil),          // 2: strand.v1.ProduceResponse
 	(*ProducePartitionResponse)(nil), // 3: strand.v1.ProducePartitionResponse
-	(ErrorCode)(0),                   // 4: strand.v1.ErrorCode
+	(*RecordError)(nil),              // 4: strand.v1.RecordError
+	(ErrorCode)(0),                   // 5: strand.v1.ErrorCode
 }
 var file_strand_v1_producer_proto_depIdxs = []int32{
 	1, // 0: strand.v1.ProduceRequest.partitions:type_name -> strand.v1.PartitionRecords
 	3, // 1: strand.v1.ProduceResponse.partitions:type_name -> strand.v1.ProducePartitionResponse
-	4, // 2: strand.v1.ProducePartitionResponse.error_code:type_name -> strand.v1.ErrorCode
-	0, // 3: strand.v1.Producer.Produce:input_type -> strand.v1.ProduceRequest
-	2, // 4: strand.v1.Producer.Produce:output_type -> strand.v1.ProduceResponse
-	4, // [4:5] is the sub-list for method output_type
-	3, // [3:4] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	5, // 2: strand.v1.ProducePartitionResponse.error_code:type_name -> strand.v1.ErrorCode
+	4, // 3: strand.v1.ProducePartitionResponse.record_errors:type_name -> strand.v1.RecordError
+	0, // 4: strand.v1.Producer.Produce:input_type -> strand.v1.ProduceRequest
+	2, // 5: strand.v1.Producer.Produce:output_type -> strand.v1.ProduceResponse
+	5, // [5:6] is the sub-list for method output_type
+	4, // [4:5] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_strand_v1_producer_proto_init() }
@@ -405,7 +477,7 @@ func file_strand_v1_producer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strand_v1_producer_proto_rawDesc), len(file_strand_v1_producer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
