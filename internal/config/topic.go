@@ -66,8 +66,8 @@ var topicSpecs = map[string]spec{
 	MaxMessageBytes:        {kind: kInt, min: 0, max: maxInt},
 	CleanupPolicy:          {kind: kString, enum: []string{"delete"}},
 	MessageTimestampType:   {kind: kString, enum: []string{"CreateTime"}},
-	TimestampBeforeMaxMs:   {kind: kInt, min: 0},
-	TimestampAfterMaxMs:    {kind: kInt, min: 0},
+	TimestampBeforeMaxMs:   {kind: kInt, min: 0, max: maxLong},
+	TimestampAfterMaxMs:    {kind: kInt, min: 0, max: maxLong},
 	ProducerIDExpirationMs: {kind: kInt, min: 1, max: maxInt},
 }
 
