@@ -52,6 +52,37 @@ type segment struct {
 
 	bytesSinceIndex int
 	dirty           bool // bytes written since the last fsync
+
+	// A damaged range found by recovery (recovery.go): batches that do not
+	// verify in a segment that must not be cut. Its bytes stay on disk but
+	// are never served; offsets in [dmgFrom, dmgTo) answer
+	// KAFKA_STORAGE_ERROR, bytes [dmgPos, dmgEnd) are never read out.
+	damaged bool
+	dmgFrom int64
+	dmgTo   int64
+	dmgPos  int64
+	dmgEnd  int64
+	dmgWhy  string
+}
+
+// inDamage reports whether offset lies in the segment's damaged range.
+func (s *segment) inDamage(offset int64) bool {
+	return s.damaged && offset >= s.dmgFrom && offset < s.dmgTo
+}
+
+// readLimit is where a read starting at byte pos must stop: the start of
+// the damaged range when pos is before it, else the end of the file.
+func (s *segment) readLimit(pos int64) int64 {
+	if s.damaged && pos < s.dmgPos {
+		return s.dmgPos
+	}
+	return s.size
+}
+
+// skipDamaged reports whether the batch at byte pos is in the damaged
+// range (scans over the whole segment pass it by).
+func (s *segment) skipDamaged(pos int64) bool {
+	return s.damaged && pos >= s.dmgPos && pos < s.dmgEnd
 }
 
 func segmentPaths(dir string, base int64) (logp, idx, tix, txn string) {
@@ -187,6 +218,14 @@ func (s *segment) truncateAt(pos int64, offset int64) error {
 	}
 	s.size = pos
 	s.next = offset
+	if s.damaged {
+		switch {
+		case pos <= s.dmgPos:
+			s.damaged = false // the damaged range went with the cut
+		case pos < s.dmgEnd || offset < s.dmgTo:
+			s.dmgEnd, s.dmgTo = min(s.dmgEnd, pos), min(s.dmgTo, offset)
+		}
+	}
 	s.idx.truncateTo(offset)
 	s.tix.truncateTo(offset)
 	s.dirty = true
@@ -253,7 +292,13 @@ type scanResult struct {
 // the first torn or corrupt batch and reports it in corrupt (not as an
 // error: recovery truncates there).
 func (s *segment) scan(pos int64, verify bool, fn func(h *record.Header, pos int64, batch []byte) error) (scanResult, error) {
-	res := scanResult{end: pos, next: s.base}
+	return s.scanFrom(pos, s.base, verify, fn)
+}
+
+// scanFrom is scan starting at byte pos, where the batch with offset next
+// is expected (verify checks offsets from there).
+func (s *segment) scanFrom(pos, next int64, verify bool, fn func(h *record.Header, pos int64, batch []byte) error) (scanResult, error) {
+	res := scanResult{end: pos, next: next}
 	const chunk = 1 << 20
 	buf := make([]byte, 0, chunk)
 	for res.end < s.size {
