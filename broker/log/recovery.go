@@ -444,16 +444,39 @@ func (l *Log) checkTail(s *segment) (int64, error) {
 	return maxTs, nil
 }
 
-// loadEpochs reads the leader-epoch checkpoint, or rebuilds the history from
-// the batches' partitionLeaderEpoch fields when the file is missing or
-// damaged; then drops epochs past the (possibly truncated) log end.
+// loadEpochs reads the leader-epoch checkpoint and checks it against the
+// log before trusting it: entries past the log end are dropped (as Kafka
+// truncates the epoch cache to the log end on load; a WARN when one
+// starts beyond it), and every entry inside the log must name the epoch
+// of the batch at its start offset. A checkpoint that is unreadable, does
+// not increase, or names an epoch the log does not hold is rebuilt from
+// the batches' partitionLeaderEpoch fields (with a WARN), so a lying file
+// cannot hold back new epochs forever or mislead a follower's truncation.
 func (l *Log) loadEpochs(rescanned map[*segment]bool) {
 	entries, err := ReadEpochCheckpoint(l.epochs.path)
 	if err == nil {
+		err = l.checkEpochs(entries)
+	}
+	if err == nil {
+		leo := l.leoLocked()
+		var beyond []EpochEntry
+		for _, e := range entries {
+			if e.StartOffset > leo {
+				beyond = append(beyond, e)
+			}
+		}
+		if len(beyond) > 0 {
+			l.logger().Warn("leader-epoch checkpoint has epochs starting beyond the log end; dropping them",
+				"partition", l.key.String(), "file", l.epochs.path, "logEnd", leo, "dropped", fmt.Sprint(beyond))
+		}
 		l.epochs.entries = entries
-		_ = l.epochs.truncateFromEnd(l.leoLocked())
+		_ = l.epochs.truncateFromEnd(leo)
 		_ = l.epochs.truncateFromStart(l.logStart)
 		return
+	}
+	if !os.IsNotExist(err) {
+		l.logger().Warn("leader-epoch checkpoint is not to be trusted; rebuilding it from the batches",
+			"partition", l.key.String(), "file", l.epochs.path, "reason", err.Error())
 	}
 	l.epochs.entries = nil
 	for _, s := range l.segs {
@@ -465,6 +488,35 @@ func (l *Log) loadEpochs(rescanned map[*segment]bool) {
 		})
 	}
 	_ = l.epochs.flush()
+}
+
+// checkEpochs checks each checkpoint entry that starts inside the log
+// against the batch holding its start offset: that batch must carry the
+// entry's epoch.
+func (l *Log) checkEpochs(entries []EpochEntry) error {
+	leo := l.leoLocked()
+	for _, e := range entries {
+		if e.StartOffset < l.logStart || e.StartOffset >= leo {
+			continue
+		}
+		s := l.segs[l.segmentFor(e.StartOffset)]
+		if s.inDamage(e.StartOffset) {
+			continue
+		}
+		_, h, ok, err := s.findBatch(e.StartOffset)
+		if err != nil {
+			return err
+		}
+		// An epoch starts at a batch boundary, except where the log start
+		// moved into its first batch.
+		if !ok || h.BaseOffset > e.StartOffset || h.BaseOffset < e.StartOffset && e.StartOffset != l.logStart {
+			return fmt.Errorf("epoch %d starts at offset %d, where no batch of the log starts", e.Epoch, e.StartOffset)
+		}
+		if h.PartitionLeaderEpoch != e.Epoch {
+			return fmt.Errorf("epoch %d starts at offset %d, whose batch was written in epoch %d", e.Epoch, e.StartOffset, h.PartitionLeaderEpoch)
+		}
+	}
+	return nil
 }
 
 // rebuildProducerStateLocked reloads producer state as of upTo: the newest

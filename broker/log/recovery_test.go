@@ -772,3 +772,62 @@ func TestRecoveryPointLimitsRescan(t *testing.T) {
 		t.Fatalf("rescan from 0: damaged %v, want [2 4)", d)
 	}
 }
+
+// A leader-epoch checkpoint that lies is not trusted: epochs starting
+// beyond the log end are dropped, and one naming an epoch the log does
+// not hold (or not increasing) is rebuilt from the batches; each with a
+// WARN. Trusting a made-up epoch 999 would ignore every real epoch after
+// it (AssignEpoch refuses epochs not above the latest).
+func TestRecoveryDistrustsLyingEpochCheckpoint(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		file func(want []EpochEntry, leo int64) string
+		warn string
+	}{
+		{"epochs beyond the log end", func(want []EpochEntry, leo int64) string {
+			s := fmt.Sprintf("0\n%d\n", len(want)+2)
+			for _, e := range want {
+				s += fmt.Sprintf("%d %d\n", e.Epoch, e.StartOffset)
+			}
+			return s + fmt.Sprintf("998 %d\n999 %d\n", leo+10, leo+1000)
+		}, "beyond the log end"},
+		{"a made-up epoch inside the log", func(want []EpochEntry, leo int64) string {
+			return fmt.Sprintf("0\n2\n%d %d\n999 %d\n", want[0].Epoch, want[0].StartOffset, leo-1)
+		}, "not to be trusted"},
+		{"an epoch at the wrong offset", func(want []EpochEntry, leo int64) string {
+			return fmt.Sprintf("0\n2\n%d %d\n%d %d\n", want[0].Epoch, want[0].StartOffset, want[1].Epoch, want[1].StartOffset+1)
+		}, "not to be trusted"},
+		{"not monotonic", func(want []EpochEntry, leo int64) string {
+			return fmt.Sprintf("0\n3\n%d %d\n%d %d\n%d %d\n", want[0].Epoch, want[0].StartOffset, want[2].Epoch, want[1].StartOffset, want[1].Epoch, want[2].StartOffset)
+		}, "not to be trusted"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := richConfig()
+			logs := recoveryLogger(&cfg)
+			f := newFixture(t, cfg)
+			buildRichLog(t, f)
+			want := captureState(t, f.l)
+			if err := f.l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(f.dir, EpochCheckpointFile)
+			if err := os.WriteFile(path, []byte(tc.file(want.epochs, want.leo)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			f.open(f.l.RecoveryPoint())
+			if !equalEpochs(f.l.Epochs(), want.epochs) {
+				t.Fatalf("epochs %v, want %v", f.l.Epochs(), want.epochs)
+			}
+			if onDisk, err := ReadEpochCheckpoint(path); err != nil || !equalEpochs(onDisk, want.epochs) {
+				t.Fatalf("checkpoint on disk %v %v, want %v", onDisk, err, want.epochs)
+			}
+			if w := logs.String(); !strings.Contains(w, "level=WARN") || !strings.Contains(w, tc.warn) {
+				t.Fatalf("no WARN %q:\n%s", tc.warn, w)
+			}
+			next := want.epochs[len(want.epochs)-1].Epoch + 1
+			if err := f.l.AssignEpoch(next); err != nil || f.l.LatestEpoch() != next {
+				t.Fatalf("a new leader epoch %d after the load: latest %d (%v)", next, f.l.LatestEpoch(), err)
+			}
+		})
+	}
+}

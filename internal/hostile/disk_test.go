@@ -338,3 +338,58 @@ func TestDiskTruncatedIndex(t *testing.T) {
 	}
 	d.tg.assertServes()
 }
+
+// A leader-epoch checkpoint that lies (an epoch 32000 inside the log, one
+// beyond the log end) is not kept: the restarted
+// node rebuilds the history from its batches with a WARN, serves every
+// acknowledged record, and its new leader epoch goes into the history.
+func TestDiskLyingEpochCheckpoint(t *testing.T) {
+	d := startDisk(t)
+	vals := d.produceAcked(20)
+	if err := d.tg.dev.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(d.partDir(), log.EpochCheckpointFile)
+	lie := fmt.Sprintf("0\n3\n0 0\n32000 5\n32001 %d\n", len(vals)+100)
+	if err := os.WriteFile(path, []byte(lie), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	d.start()
+	wantAll(t, d.readFrom(0, nil), vals, nil)
+	if warn := d.logs.String(); !strings.Contains(warn, "leader-epoch checkpoint") || !strings.Contains(warn, "level=WARN") {
+		t.Fatalf("no WARN for the lying checkpoint:\n%s", warn)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	pr, err := client.NewProducer(d.tg.opts(client.WithPartitioner(client.ManualPartitioner{}))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pr.ProduceSync(ctx, &client.Record{Topic: diskTopic, Partition: 0, Value: []byte("after")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	pr.Close(ctx)
+	p := d.fetchAt(int64(len(vals)))
+	it := record.NewIter(p.Records)
+	if p.ErrorCode != pb.ErrorCode_NONE || !it.Next() {
+		t.Fatalf("fetch of the new record: %v %q", p.ErrorCode, p.ErrorMessage)
+	}
+	epoch := it.Header().PartitionLeaderEpoch
+	d.tg.assertServes()
+	if err := d.tg.dev.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := log.ReadEpochCheckpoint(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(got); n == 0 || got[n-1].Epoch != epoch || got[n-1].Epoch >= 32000 {
+		t.Fatalf("epoch history after the restart %v: want it to end with the epoch %d the new record was written in", got, epoch)
+	}
+	for _, e := range got {
+		if e.Epoch >= 32000 || e.StartOffset > int64(len(vals)) {
+			t.Fatalf("a lying entry survived: %v", got)
+		}
+	}
+}
