@@ -32,6 +32,8 @@ type Config struct {
 	ProducerIDExpirationMs int64
 	// Stats, if not nil, counts this log's flushes; a broker's logs share one.
 	Stats *Stats
+	// Files, if not nil, bounds the segment files open; a broker's logs share one.
+	Files *FileCache
 	// Logger gets recovery's warnings (nil: slog.Default()).
 	Logger *slog.Logger
 }

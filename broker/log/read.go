@@ -60,7 +60,7 @@ func (l *Log) ReadInto(offset int64, maxBytes int, upperBound int64, minOneBatch
 		}
 		if s.inDamage(offset) {
 			return res, errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "offsets %d to %d of %s are in a damaged segment (%s): %s; offset %d onwards can be read",
-				s.dmgFrom, s.dmgTo-1, l.key, s.f.Name(), s.dmgWhy, s.dmgTo)
+				s.dmgFrom, s.dmgTo-1, l.key, s.path, s.dmgWhy, s.dmgTo)
 		}
 		pos, h, ok, err := s.findBatch(offset)
 		if err != nil {

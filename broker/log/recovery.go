@@ -57,7 +57,7 @@ func (l *Log) recover(recoveryPoint int64) error {
 	}
 	now := l.clk.Now().UnixMilli()
 	if len(bases) == 0 {
-		s, err := createSegment(l.dir, 0, now)
+		s, err := createSegment(l.dir, 0, now, l.cfg.Files)
 		if err != nil {
 			return err
 		}
@@ -67,7 +67,7 @@ func (l *Log) recover(recoveryPoint int64) error {
 		return l.writeDamaged()
 	}
 	for _, b := range bases {
-		s, err := openSegment(l.dir, b)
+		s, err := openSegment(l.dir, b, l.cfg.Files)
 		if err != nil {
 			return err
 		}
@@ -97,7 +97,7 @@ func (l *Log) recover(recoveryPoint int64) error {
 		}
 		if err := l.loadIndexes(s); err != nil {
 			l.logger().Warn("segment indexes do not match the segment; rebuilding them from its batches",
-				"partition", l.key.String(), "file", s.f.Name(), "reason", err.Error())
+				"partition", l.key.String(), "file", s.path, "reason", err.Error())
 			if err := l.verifySegment(s, s.next, false); err != nil {
 				return err
 			}
@@ -278,12 +278,12 @@ func (l *Log) verifySegment(s *segment, end int64, active bool) error {
 		if active {
 			cut := s.size - pos
 			l.logger().Warn("recovery truncated the torn tail of the active segment",
-				"partition", l.key.String(), "file", s.f.Name(), "offset", next, "position", pos,
+				"partition", l.key.String(), "file", s.path, "offset", next, "position", pos,
 				"bytes", cut, "reason", res.corrupt.Error())
 			if st := l.cfg.Stats; st != nil {
 				st.RecoveryTruncatedBytes.Add(cut)
 			}
-			if err := s.f.Truncate(pos); err != nil {
+			if err := s.truncateFile(pos); err != nil {
 				return err
 			}
 			s.size = pos
@@ -321,7 +321,7 @@ func (l *Log) fence(s *segment, from, to, pos, endPos int64, why error) {
 	s.damaged = true
 	s.dmgFrom, s.dmgTo, s.dmgPos, s.dmgEnd, s.dmgWhy = from, to, pos, endPos, why.Error()
 	l.logger().Warn("recovery found damaged batches in a segment; keeping the segment and every later one, and refusing reads of the damaged offsets",
-		"partition", l.key.String(), "file", s.f.Name(), "fromOffset", from, "toOffset", to,
+		"partition", l.key.String(), "file", s.path, "fromOffset", from, "toOffset", to,
 		"position", pos, "bytes", endPos-pos, "reason", why.Error())
 	if st := l.cfg.Stats; st != nil {
 		st.RecoveryFencedBytes.Add(endPos - pos)
@@ -417,7 +417,7 @@ func (l *Log) checkTail(s *segment) (int64, error) {
 	tailMax := int64(-1)
 	err := s.walkHeaders(from, func(h *record.Header, pos int64) error {
 		if h.BaseOffset != want {
-			return fmt.Errorf("%s: batch at position %d has offset %d, the index says %d", s.f.Name(), pos, h.BaseOffset, want)
+			return fmt.Errorf("%s: batch at position %d has offset %d, the index says %d", s.path, pos, h.BaseOffset, want)
 		}
 		if pos > from && pos-from >= interval {
 			return fmt.Errorf("%s: no index entry for the batch at offset %d, position %d", s.idx.path, h.BaseOffset, pos)
@@ -432,7 +432,7 @@ func (l *Log) checkTail(s *segment) (int64, error) {
 		return 0, err
 	}
 	if want != s.next {
-		return 0, fmt.Errorf("%s: batches end at offset %d, the next segment starts at %d", s.f.Name(), want, s.next)
+		return 0, fmt.Errorf("%s: batches end at offset %d, the next segment starts at %d", s.path, want, s.next)
 	}
 	maxTs := tailMax
 	if ts, ok := s.tix.maxTimestamp(); ok || tailMax >= 0 {
@@ -628,7 +628,7 @@ func (l *Log) TruncateTo(offset int64) error {
 			return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "truncate %s: %v", l.key, err)
 		}
 	}
-	if err := s.f.Sync(); err != nil {
+	if err := s.syncFile(); err != nil {
 		return l.failLocked(errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "truncate %s: %v", l.key, err))
 	}
 	s.dirty = false
@@ -669,7 +669,7 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 			return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "truncate %s: %v", l.key, err)
 		}
 	}
-	s, err := createSegment(l.dir, offset, l.clk.Now().UnixMilli())
+	s, err := createSegment(l.dir, offset, l.clk.Now().UnixMilli(), l.cfg.Files)
 	if err != nil {
 		return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "truncate %s: %v", l.key, err)
 	}
