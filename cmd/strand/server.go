@@ -238,6 +238,7 @@ var serverSettings = map[string]func(cfg *node.Config, v string) error{
 	"min.insync.replicas":                                         intSetting(func(c *node.Config, n int64) { c.BrokerConfig.MinInsyncReplicas = int(n) }),
 	"message.max.bytes":                                           intSetting(func(c *node.Config, n int64) { c.MessageMaxBytes = int(n) }),
 	"num.partitions":                                              intSetting(func(c *node.Config, n int64) { c.ControllerConfig.DefaultPartitions = int32(n) }),
+	"max.broker.partitions":                                       intSetting(func(c *node.Config, n int64) { c.ControllerConfig.MaxBrokerPartitions = int(n) }),
 	"default.replication.factor":                                  intSetting(func(c *node.Config, n int64) { c.ControllerConfig.DefaultReplicationFactor = int32(n) }),
 	"broker.session.timeout.ms":                                   msSetting(func(c *node.Config, d time.Duration) { c.ControllerConfig.SessionTimeout = d }),
 	"broker.heartbeat.interval.ms":                                msSetting(func(c *node.Config, d time.Duration) { c.HeartbeatInterval = d }),
