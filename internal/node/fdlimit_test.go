@@ -10,7 +10,7 @@ func TestFDBudget(t *testing.T) {
 		limit uint64
 		files int
 	}{
-		{1024, 768},              // a quarter kept for connections and the rest
+		{1024, 768}, // a quarter kept for connections and the rest
 		{4096, 3072},
 		{200, 16},                // below the reserve: a floor, not zero
 		{1 << 40, 1<<20 - 1<<18}, // an unlimited limit counts as 2^20
