@@ -82,6 +82,9 @@ func Open(cfg Config, clk clock.Clock) (*Manager, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
+	if cfg.Log.Logger == nil {
+		cfg.Log.Logger = lg
+	}
 	if cfg.Log.Stats == nil {
 		cfg.Log.Stats = new(log.Stats) // shared by every log of this broker
 	}

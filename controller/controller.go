@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -34,7 +35,12 @@ type Config struct {
 	// DefaultPartitions / DefaultReplicationFactor: num.partitions, default.replication.factor.
 	DefaultPartitions        int32
 	DefaultReplicationFactor int32
-	Logger                   *slog.Logger
+	// MaxBrokerPartitions is max.broker.partitions (KIP-578): the most
+	// partition replicas a topic creation may leave on one broker; 0 is no
+	// limit. A node lowers it to what its file descriptors can serve
+	// (internal/node/fdlimit.go) and assumes its peers have the same limit.
+	MaxBrokerPartitions int
+	Logger              *slog.Logger
 }
 
 // DefaultConfig is Kafka's defaults.
@@ -578,6 +584,11 @@ func (c *Controller) topicRecords(t *pb.CreatableTopic, res *pb.CreatableTopicRe
 	// keeps leaders balanced across topics (each topic continues the round
 	// robin where the last one stopped) and placement reproducible.
 	assign := Assign(ids, int(parts), int(rf), total, total/len(ids))
+	if max := c.cfg.MaxBrokerPartitions; max > 0 {
+		if err := checkBrokerPartitions(img, assign, max); err != nil {
+			return nil, err
+		}
+	}
 	id := newID()
 	recs := []*pb.MetadataRecord{{Record: &pb.MetadataRecord_Topic{Topic: &pb.TopicRecord{Name: t.Name, TopicId: id, Configs: t.Configs, Internal: IsInternalTopic(t.Name)}}}}
 	for p, reps := range assign {
@@ -587,6 +598,35 @@ func (c *Controller) topicRecords(t *pb.CreatableTopic, res *pb.CreatableTopicRe
 	}
 	res.TopicId, res.NumPartitions, res.ReplicationFactor = id, parts, rf
 	return recs, nil
+}
+
+// checkBrokerPartitions refuses an assignment that would leave more than
+// max partition replicas on a broker.
+func checkBrokerPartitions(img *Image, assign [][]int32, max int) error {
+	per := map[int32]int{}
+	for _, t := range img.Topics {
+		for _, p := range t.Partitions {
+			for _, r := range p.Replicas {
+				per[r]++
+			}
+		}
+	}
+	for _, reps := range assign {
+		for _, r := range reps {
+			per[r]++
+		}
+	}
+	ids := make([]int32, 0, len(per))
+	for id := range per {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, id := range ids {
+		if per[id] > max {
+			return errs.New(pb.ErrorCode_INVALID_PARTITIONS, "broker %d would hold %d partition replicas, over max.broker.partitions=%d (what its file descriptors allow)", id, per[id], max)
+		}
+	}
+	return nil
 }
 
 func plural(n int, one, many string) string {

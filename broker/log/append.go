@@ -153,7 +153,7 @@ func (l *Log) writeLocked(buf []byte, hs []record.Header, markers []markerInfo) 
 		s.rollBase = l.clk.Now().UnixMilli()
 	}
 	if err := s.write(buf); err != nil {
-		return AppendResult{}, errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "append to %s: %v", s.f.Name(), err)
+		return AppendResult{}, errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "append to %s: %v", s.path, err)
 	}
 	res := AppendResult{FirstOffset: hs[0].BaseOffset, LastOffset: hs[len(hs)-1].LastOffset(), Bytes: len(buf), MaxTimestamp: -1}
 	pos := start
@@ -212,7 +212,7 @@ func (l *Log) rollLocked(nowMs int64) error {
 	if err := l.psm.WriteSnapshot(l.dir, base); err != nil {
 		return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "producer snapshot at %d: %v", base, err)
 	}
-	ns, err := createSegment(l.dir, base, nowMs)
+	ns, err := createSegment(l.dir, base, nowMs, l.cfg.Files)
 	if err != nil {
 		return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "new segment %d: %v", base, err)
 	}
@@ -620,8 +620,13 @@ func (l *Log) flushToLocked(target int64) (func(), error) {
 	// only removed under flushMu, so the files stay open.)
 	start := time.Now()
 	for _, s := range dirty {
-		if err := l.fsync(s.f); err != nil {
-			return nil, l.flushFailed(errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "fsync %s: %v", s.f.Name(), err))
+		f, err := s.use()
+		if err == nil {
+			err = l.fsync(f)
+			s.done()
+		}
+		if err != nil {
+			return nil, l.flushFailed(errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "fsync %s: %v", s.path, err))
 		}
 	}
 	// The .txnindex of a segment below the recovery point is trusted at the

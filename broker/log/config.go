@@ -1,6 +1,7 @@
 package log
 
 import (
+	"log/slog"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -31,6 +32,10 @@ type Config struct {
 	ProducerIDExpirationMs int64
 	// Stats, if not nil, counts this log's flushes; a broker's logs share one.
 	Stats *Stats
+	// Files, if not nil, bounds the segment files open; a broker's logs share one.
+	Files *FileCache
+	// Logger gets recovery's warnings (nil: slog.Default()).
+	Logger *slog.Logger
 }
 
 // Stats counts the fsyncs of a broker's logs (Kafka's LogFlushRateAndTimeMs)
@@ -38,6 +43,11 @@ type Config struct {
 type Stats struct {
 	Flushes    atomic.Int64 // flushes that fsynced segment files
 	FlushNanos atomic.Int64 // the time those fsyncs took
+	// RecoveryTruncatedBytes counts the bytes recovery cut from torn tails
+	// of active segments; RecoveryFencedBytes those it found damaged in
+	// segments it must not cut, kept on disk and no longer served.
+	RecoveryTruncatedBytes atomic.Int64
+	RecoveryFencedBytes    atomic.Int64
 
 	mu      sync.Mutex
 	failed  chan struct{} // closed at the first failed fsync

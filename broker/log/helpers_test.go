@@ -27,6 +27,9 @@ func testConfig() Config {
 	c.IndexIntervalBytes = 1
 	c.RetentionMs = -1
 	c.RetentionBytes = -1
+	// Two open segment files at most: every test runs with the file cache
+	// closing and reopening files under it.
+	c.Files = NewFileCache(2)
 	return c
 }
 
@@ -317,5 +320,5 @@ func segBases(l *Log) []int64 {
 func activePath(l *Log) string {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	return l.active().f.Name()
+	return l.active().path
 }

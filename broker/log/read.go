@@ -58,6 +58,10 @@ func (l *Log) ReadInto(offset int64, maxBytes int, upperBound int64, minOneBatch
 		if s.next <= offset {
 			continue
 		}
+		if s.inDamage(offset) {
+			return res, errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "offsets %d to %d of %s are in a damaged segment (%s): %s; offset %d onwards can be read",
+				s.dmgFrom, s.dmgTo-1, l.key, s.path, s.dmgWhy, s.dmgTo)
+		}
 		pos, h, ok, err := s.findBatch(offset)
 		if err != nil {
 			return res, errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "read %s: %v", l.key, err)
@@ -70,7 +74,7 @@ func (l *Log) ReadInto(offset int64, maxBytes int, upperBound int64, minOneBatch
 		}
 		res.FirstOffset = h.BaseOffset
 		want := int64(maxBytes)
-		if rem := s.size - pos; want > rem {
+		if rem := s.readLimit(pos) - pos; want > rem {
 			want = rem
 		}
 		if want < int64(h.Size()) {
@@ -145,7 +149,10 @@ func (l *Log) OffsetForTimestamp(ts int64, upperBound int64) (offset, timestamp 
 		start := s.tix.lookup(ts)
 		pos := s.idx.lookup(start)
 		var found bool
-		_, err := s.scan(pos, false, func(h *record.Header, _ int64, batch []byte) error {
+		_, err := s.scan(pos, false, func(h *record.Header, bpos int64, batch []byte) error {
+			if s.skipDamaged(bpos) {
+				return nil
+			}
 			if found || h.MaxTimestamp < ts || h.IsControl() || h.NextOffset() > upperBound {
 				return nil
 			}

@@ -3,13 +3,17 @@ package log
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/strand-io/strand/internal/record"
+	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
 // positionOf returns the byte position of the batch at offset in a segment file.
@@ -327,87 +331,247 @@ func TestCrashRecoveryFromZeroRebuildsEverything(t *testing.T) {
 	checkIndexes(t, f.l)
 }
 
-func TestRecoveryBitFlipTruncatesAndDropsLaterSegments(t *testing.T) {
+// recoveryLogger captures a log's WARNs.
+func recoveryLogger(cfg *Config) *bytes.Buffer {
+	var buf bytes.Buffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&lockedWriter{w: &buf}, nil))
+	return &buf
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+// readEach reads every batch of stored one by one, skipping those skip
+// names, and checks each comes back byte for byte.
+func readEach(t *testing.T, l *Log, stored [][]byte, skip func(h record.Header) bool) {
+	t.Helper()
+	leo := l.LogEndOffset()
+	for i, b := range stored {
+		h := headerOfBatch(t, b)
+		if skip(h) {
+			continue
+		}
+		res, err := l.Read(h.BaseOffset, 1<<20, leo, true)
+		if err != nil {
+			t.Fatalf("batch %d (offset %d): %v", i, h.BaseOffset, err)
+		}
+		it := record.NewIter(res.Records)
+		if !it.Next() || !bytes.Equal(it.Batch(), b) {
+			t.Fatalf("batch %d (offset %d) differs after recovery", i, h.BaseOffset)
+		}
+	}
+}
+
+// A bit flipped in a sealed middle segment (a disk fault: sealed segments
+// were fsynced at roll) costs the batch it hit and nothing else: the
+// segment is not cut, the later segments are kept, every other batch is
+// still served, reads of the damaged batch say where the damage is, and
+// the damage is logged, counted and remembered across clean restarts.
+func TestRecoveryBitFlipInSealedSegmentKeepsLaterSegments(t *testing.T) {
 	cfg := testConfig()
 	cfg.SegmentBytes = 1500
+	cfg.Stats = new(Stats)
+	logs := recoveryLogger(&cfg)
 	f := newFixture(t, cfg)
-	var sent, stored [][]byte
+	var stored [][]byte
 	for i := 0; i < 40; i++ {
 		b := buildBatch(t, idem(5, 0, int32(2*i), 2, f.nowMs()+int64(i)))
-		sent = append(sent, append([]byte(nil), b...))
 		if _, err := f.l.AppendAsLeader(b, int32(i/15)); err != nil {
 			t.Fatal(err)
 		}
 		stored = append(stored, b)
 	}
 	bases := segBases(f.l)
+	leo := f.l.LogEndOffset()
+	epochs := f.l.Epochs()
 	if len(bases) < 4 {
 		t.Fatalf("segments %v", bases)
 	}
 	// Flip a bit in the records of the third batch of segment 1.
 	target := bases[1] + 4
-	k := int(target / 2)
 	path := segPath(f.dir, bases[1], LogSuffix)
 	pos, size := positionOf(t, path, target)
 	f.l.Abandon()
 	flipByte(t, path, pos+int64(size)-5)
 
-	f.open(0)
-	if got := f.l.LogEndOffset(); got != target {
-		t.Fatalf("log end %d, want the corrupt batch's offset %d", got, target)
-	}
-	if got := segFiles(t, f.dir); !equalInt64s(got, bases[:2]) {
-		t.Fatalf("segment files %v, want %v", got, bases[:2])
-	}
-	for _, suf := range []string{IndexSuffix, TimeIndexSuffix} {
-		for _, b := range bases[2:] {
-			if _, err := os.Stat(segPath(f.dir, b, suf)); !os.IsNotExist(err) {
-				t.Fatalf("%s of dropped segment %d survived", suf, b)
-			}
+	for _, reopen := range []string{"crash recovery from 0", "clean reopen"} {
+		if reopen == "clean reopen" {
+			f.reopenClean()
+		} else {
+			f.open(0)
+		}
+		if got := f.l.LogEndOffset(); got != leo {
+			t.Fatalf("%s: log end %d, want %d", reopen, got, leo)
+		}
+		if got := segFiles(t, f.dir); !equalInt64s(got, bases) {
+			t.Fatalf("%s: segment files %v, want %v", reopen, got, bases)
+		}
+		readEach(t, f.l, stored, func(h record.Header) bool { return h.BaseOffset == target })
+		_, err := f.l.Read(target, 1<<20, leo, true)
+		wantCode(t, err, pb.ErrorCode_KAFKA_STORAGE_ERROR)
+		if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "CRC") {
+			t.Fatalf("%s: the refusal does not say where and why: %v", reopen, err)
+		}
+		// A read from before the damage stops short of it.
+		res, err := f.l.Read(bases[1], 1<<20, leo, true)
+		if err != nil || int64(len(res.Records)) != pos {
+			t.Fatalf("%s: read from %d: %d bytes (%v), want the %d bytes before the damage", reopen, bases[1], len(res.Records), err, pos)
+		}
+		if got := f.l.DamagedRanges(); len(got) != 1 || got[0] != [2]int64{target, target + 2} {
+			t.Fatalf("%s: damaged ranges %v", reopen, got)
+		}
+		if !equalEpochs(f.l.Epochs(), epochs) {
+			t.Fatalf("%s: epochs %v, want %v", reopen, f.l.Epochs(), epochs)
 		}
 	}
-	if got := readBatches(t, f.l, 0, target); !reflect.DeepEqual(got, stored[:k]) {
-		t.Fatal("the batches before the flip differ")
+	if got := cfg.Stats.RecoveryFencedBytes.Load(); got != 2*int64(size) {
+		t.Fatalf("fenced bytes counted %d, want %d (the batch, found at both opens)", got, 2*size)
 	}
-	checkIndexes(t, f.l)
-	snaps, _ := ListSnapshots(f.dir)
-	if !equalInt64s(snaps, bases[1:2]) {
-		t.Fatalf("snapshots %v, want %v", snaps, bases[1:2])
+	if got := cfg.Stats.RecoveryTruncatedBytes.Load(); got != 0 {
+		t.Fatalf("truncated bytes %d, want 0", got)
 	}
-	wantEpochs := []EpochEntry{{0, 0}}
-	if target > 30 {
-		wantEpochs = append(wantEpochs, EpochEntry{1, 30})
+	warn := logs.String()
+	for _, want := range []string{"level=WARN", path, fmt.Sprintf("fromOffset=%d", target), fmt.Sprintf("position=%d", pos), fmt.Sprintf("bytes=%d", size)} {
+		if !strings.Contains(warn, want) {
+			t.Fatalf("the WARN lacks %q:\n%s", want, warn)
+		}
 	}
-	if !equalEpochs(f.l.Epochs(), wantEpochs) {
-		t.Fatalf("epochs %v, want %v", f.l.Epochs(), wantEpochs)
-	}
-	res, err := f.l.AppendAsLeader(append([]byte(nil), sent[k-1]...), 0)
-	if err != nil || !res.Duplicate {
-		t.Fatalf("re-sent batch before the flip: %+v %v", res, err)
-	}
-	res, err = f.l.AppendAsLeader(append([]byte(nil), sent[k]...), 0)
-	if err != nil || res.Duplicate || res.FirstOffset != target {
-		t.Fatalf("re-sent corrupt batch: %+v %v", res, err)
+	// New appends go on after the kept segments.
+	if res := f.appendLeader(plain(1, f.nowMs())); res.FirstOffset != leo {
+		t.Fatalf("next append at %d, want %d", res.FirstOffset, leo)
 	}
 }
 
-// baseOffset is outside the CRC; a damaged one must still stop recovery.
-func TestRecoveryBadBaseOffsetTruncates(t *testing.T) {
+// Damage in a sealed segment that nothing after it in the segment can be
+// found past (a garbled header, the file cut short) fences the rest of
+// that segment up to the next one's base; the later segments are served.
+func TestRecoveryUnreadableSealedTailIsFenced(t *testing.T) {
+	for _, damage := range []string{"garbled header", "file cut short"} {
+		t.Run(damage, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.SegmentBytes = 1000
+			cfg.Stats = new(Stats)
+			f := newFixture(t, cfg)
+			var stored [][]byte
+			for i := 0; i < 30; i++ {
+				b := buildBatch(t, plain(2, f.nowMs()))
+				if _, err := f.l.AppendAsLeader(b, 0); err != nil {
+					t.Fatal(err)
+				}
+				stored = append(stored, b)
+			}
+			bases := segBases(f.l)
+			leo := f.l.LogEndOffset()
+			path := segPath(f.dir, bases[1], LogSuffix)
+			pos, _ := positionOf(t, path, bases[1]+2)
+			st, _ := os.Stat(path)
+			f.l.Abandon()
+			if damage == "garbled header" {
+				b, _ := os.ReadFile(path)
+				b[pos+16] = 0x7f // magic
+				b[pos+8] = 0x7f  // batchLength
+				if err := os.WriteFile(path, b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := os.Truncate(path, pos+10); err != nil {
+				t.Fatal(err)
+			}
+			f.open(0)
+			if got := f.l.LogEndOffset(); got != leo {
+				t.Fatalf("log end %d, want %d", got, leo)
+			}
+			if got := segFiles(t, f.dir); !equalInt64s(got, bases) {
+				t.Fatalf("segment files %v, want %v", got, bases)
+			}
+			if got := f.l.DamagedRanges(); len(got) != 1 || got[0] != [2]int64{bases[1] + 2, bases[2]} {
+				t.Fatalf("damaged ranges %v, want [%d %d)", got, bases[1]+2, bases[2])
+			}
+			readEach(t, f.l, stored, func(h record.Header) bool { return h.BaseOffset >= bases[1]+2 && h.BaseOffset < bases[2] })
+			for off := bases[1] + 2; off < bases[2]; off++ {
+				_, err := f.l.Read(off, 1<<20, leo, true)
+				wantCode(t, err, pb.ErrorCode_KAFKA_STORAGE_ERROR)
+			}
+			want := st.Size() - pos
+			if damage == "file cut short" {
+				want = 10
+			}
+			if got := cfg.Stats.RecoveryFencedBytes.Load(); got != want {
+				t.Fatalf("fenced bytes %d, want %d", got, want)
+			}
+			if fi, _ := os.Stat(path); damage == "garbled header" && fi.Size() != st.Size() {
+				t.Fatalf("the damaged segment was cut to %d bytes from %d", fi.Size(), st.Size())
+			}
+		})
+	}
+}
+
+// A damaged batch in the middle of the active segment followed by good
+// ones (its baseOffset, outside the CRC, flipped) is fenced, not
+// truncated: the batches after it are kept.
+func TestRecoveryBadBaseOffsetInActiveSegmentIsFenced(t *testing.T) {
 	f := newFixture(t, testConfig())
+	var stored [][]byte
 	for i := 0; i < 6; i++ {
-		f.appendLeader(plain(2, f.nowMs()))
+		b := buildBatch(t, plain(2, f.nowMs()))
+		if _, err := f.l.AppendAsLeader(b, 0); err != nil {
+			t.Fatal(err)
+		}
+		stored = append(stored, b)
 	}
 	path := activePath(f.l)
 	pos, _ := positionOf(t, path, 6)
 	f.l.Abandon()
 	flipByte(t, path, pos+2) // baseOffset 6 + 2^40
 	f.open(0)
-	if got := f.l.LogEndOffset(); got != 6 {
-		t.Fatalf("log end %d, want 6", got)
+	if got := f.l.LogEndOffset(); got != 12 {
+		t.Fatalf("log end %d, want 12", got)
 	}
-	readBatches(t, f.l, 0, 6)
-	if res := f.appendLeader(plain(1, f.nowMs())); res.FirstOffset != 6 {
+	readEach(t, f.l, stored, func(h record.Header) bool { return h.BaseOffset == 6 })
+	_, err := f.l.Read(6, 1<<20, 12, true)
+	wantCode(t, err, pb.ErrorCode_KAFKA_STORAGE_ERROR)
+	if res := f.appendLeader(plain(1, f.nowMs())); res.FirstOffset != 12 {
 		t.Fatalf("next append at %d", res.FirstOffset)
+	}
+	// A follower truncating into the fenced range cuts where it starts.
+	if err := f.l.TruncateTo(7); err != nil {
+		t.Fatal(err)
+	}
+	if got, d := f.l.LogEndOffset(), f.l.DamagedRanges(); got != 6 || len(d) != 0 {
+		t.Fatalf("after truncating into the fence: log end %d, damaged %v", got, d)
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, DamagedSegmentsFile)); !os.IsNotExist(err) {
+		t.Fatalf("%s survives the damage: %v", DamagedSegmentsFile, err)
+	}
+}
+
+// Opening a log never lowers its recovery point below the checkpoint's:
+// a clean close leaves it at the log end, and the next Open keeps it
+// there (it used to drop to the active segment's base on every start).
+func TestRecoveryKeepsRecoveryPoint(t *testing.T) {
+	cfg := testConfig()
+	cfg.SegmentBytes = 1000
+	f := newFixture(t, cfg)
+	for i := 0; i < 30; i++ {
+		f.appendLeader(plain(2, f.nowMs()))
+	}
+	f.reopenClean()
+	if rp, leo := f.l.RecoveryPoint(), f.l.LogEndOffset(); rp != leo {
+		t.Fatalf("after a clean reopen the recovery point is %d, want the log end %d", rp, leo)
+	}
+	// After a crash from an older checkpoint, every segment sealed (and
+	// fsynced) at roll is below the recovery point.
+	f.crash(0)
+	bases := segBases(f.l)
+	if rp := f.l.RecoveryPoint(); rp != bases[len(bases)-1] {
+		t.Fatalf("after crash recovery from 0 the recovery point is %d, want the active segment's base %d", rp, bases[len(bases)-1])
 	}
 }
 
@@ -597,8 +761,73 @@ func TestRecoveryPointLimitsRescan(t *testing.T) {
 	if f.l.LogEndOffset() != 60 {
 		t.Fatalf("trusted segment rescanned: log end %d", f.l.LogEndOffset())
 	}
+	if d := f.l.DamagedRanges(); len(d) != 0 {
+		t.Fatalf("trusted segment rescanned: damaged %v", d)
+	}
 	f.crash(0)
-	if f.l.LogEndOffset() != 2 {
-		t.Fatalf("rescan from 0: log end %d, want 2", f.l.LogEndOffset())
+	if f.l.LogEndOffset() != 60 {
+		t.Fatalf("rescan from 0: log end %d, want 60 (nothing cut)", f.l.LogEndOffset())
+	}
+	if d := f.l.DamagedRanges(); len(d) != 1 || d[0] != [2]int64{2, 4} {
+		t.Fatalf("rescan from 0: damaged %v, want [2 4)", d)
+	}
+}
+
+// A leader-epoch checkpoint that lies is not trusted: epochs starting
+// beyond the log end are dropped, and one naming an epoch the log does
+// not hold (or not increasing) is rebuilt from the batches; each with a
+// WARN. Trusting a made-up epoch 999 would ignore every real epoch after
+// it (AssignEpoch refuses epochs not above the latest).
+func TestRecoveryDistrustsLyingEpochCheckpoint(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		file func(want []EpochEntry, leo int64) string
+		warn string
+	}{
+		{"epochs beyond the log end", func(want []EpochEntry, leo int64) string {
+			s := fmt.Sprintf("0\n%d\n", len(want)+2)
+			for _, e := range want {
+				s += fmt.Sprintf("%d %d\n", e.Epoch, e.StartOffset)
+			}
+			return s + fmt.Sprintf("998 %d\n999 %d\n", leo+10, leo+1000)
+		}, "beyond the log end"},
+		{"a made-up epoch inside the log", func(want []EpochEntry, leo int64) string {
+			return fmt.Sprintf("0\n2\n%d %d\n999 %d\n", want[0].Epoch, want[0].StartOffset, leo-1)
+		}, "not to be trusted"},
+		{"an epoch at the wrong offset", func(want []EpochEntry, leo int64) string {
+			return fmt.Sprintf("0\n2\n%d %d\n%d %d\n", want[0].Epoch, want[0].StartOffset, want[1].Epoch, want[1].StartOffset+1)
+		}, "not to be trusted"},
+		{"not monotonic", func(want []EpochEntry, leo int64) string {
+			return fmt.Sprintf("0\n3\n%d %d\n%d %d\n%d %d\n", want[0].Epoch, want[0].StartOffset, want[2].Epoch, want[1].StartOffset, want[1].Epoch, want[2].StartOffset)
+		}, "not to be trusted"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := richConfig()
+			logs := recoveryLogger(&cfg)
+			f := newFixture(t, cfg)
+			buildRichLog(t, f)
+			want := captureState(t, f.l)
+			if err := f.l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(f.dir, EpochCheckpointFile)
+			if err := os.WriteFile(path, []byte(tc.file(want.epochs, want.leo)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			f.open(f.l.RecoveryPoint())
+			if !equalEpochs(f.l.Epochs(), want.epochs) {
+				t.Fatalf("epochs %v, want %v", f.l.Epochs(), want.epochs)
+			}
+			if onDisk, err := ReadEpochCheckpoint(path); err != nil || !equalEpochs(onDisk, want.epochs) {
+				t.Fatalf("checkpoint on disk %v %v, want %v", onDisk, err, want.epochs)
+			}
+			if w := logs.String(); !strings.Contains(w, "level=WARN") || !strings.Contains(w, tc.warn) {
+				t.Fatalf("no WARN %q:\n%s", tc.warn, w)
+			}
+			next := want.epochs[len(want.epochs)-1].Epoch + 1
+			if err := f.l.AssignEpoch(next); err != nil || f.l.LatestEpoch() != next {
+				t.Fatalf("a new leader epoch %d after the load: latest %d (%v)", next, f.l.LatestEpoch(), err)
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package log
 
 import (
+	"container/list"
 	"errors"
 	"fmt"
 	"math"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/strand-io/strand/internal/record"
 )
@@ -41,7 +43,13 @@ func parseBase(name, suffix string) (int64, bool) {
 // by the owning Log's lock.
 type segment struct {
 	base     int64
-	f        *os.File
+	path     string // the .log file
+	cache    *FileCache
+	fmu      sync.Mutex    // guards f when cache is nil (else cache.mu)
+	f        *os.File      // open while in use or cached (files.go)
+	refs     int           // users of f (cache.mu)
+	elem     *list.Element // in cache.idle while open and unused
+	gone     bool          // closed for good
 	size     int64
 	next     int64 // offset after the last batch (== base when empty)
 	maxTs    int64 // largest batch maxTimestamp
@@ -52,6 +60,37 @@ type segment struct {
 
 	bytesSinceIndex int
 	dirty           bool // bytes written since the last fsync
+
+	// A damaged range found by recovery (recovery.go): batches that do not
+	// verify in a segment that must not be cut. Its bytes stay on disk but
+	// are never served; offsets in [dmgFrom, dmgTo) answer
+	// KAFKA_STORAGE_ERROR, bytes [dmgPos, dmgEnd) are never read out.
+	damaged bool
+	dmgFrom int64
+	dmgTo   int64
+	dmgPos  int64
+	dmgEnd  int64
+	dmgWhy  string
+}
+
+// inDamage reports whether offset lies in the segment's damaged range.
+func (s *segment) inDamage(offset int64) bool {
+	return s.damaged && offset >= s.dmgFrom && offset < s.dmgTo
+}
+
+// readLimit is where a read starting at byte pos must stop: the start of
+// the damaged range when pos is before it, else the end of the file.
+func (s *segment) readLimit(pos int64) int64 {
+	if s.damaged && pos < s.dmgPos {
+		return s.dmgPos
+	}
+	return s.size
+}
+
+// skipDamaged reports whether the batch at byte pos is in the damaged
+// range (scans over the whole segment pass it by).
+func (s *segment) skipDamaged(pos int64) bool {
+	return s.damaged && pos >= s.dmgPos && pos < s.dmgEnd
 }
 
 func segmentPaths(dir string, base int64) (logp, idx, tix, txn string) {
@@ -59,10 +98,10 @@ func segmentPaths(dir string, base int64) (logp, idx, tix, txn string) {
 	return n + LogSuffix, n + IndexSuffix, n + TimeIndexSuffix, n + TxnIndexSuffix
 }
 
-func newSegmentStruct(dir string, base int64, f *os.File) *segment {
-	_, idx, tix, txn := segmentPaths(dir, base)
+func newSegmentStruct(dir string, base int64, cache *FileCache) *segment {
+	logp, idx, tix, txn := segmentPaths(dir, base)
 	return &segment{
-		base: base, f: f, next: base, maxTs: -1,
+		base: base, path: logp, cache: cache, next: base, maxTs: -1,
 		idx: offsetIndex{path: idx, base: base},
 		tix: timeIndex{path: tix, base: base},
 		txn: txnIndex{path: txn},
@@ -70,36 +109,34 @@ func newSegmentStruct(dir string, base int64, f *os.File) *segment {
 }
 
 // createSegment makes a new empty segment (truncating leftovers of the same name).
-func createSegment(dir string, base int64, nowMs int64) (*segment, error) {
+func createSegment(dir string, base int64, nowMs int64, cache *FileCache) (*segment, error) {
 	logp, idx, tix, txn := segmentPaths(dir, base)
 	f, err := os.OpenFile(logp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, err
 	}
+	if err := f.Close(); err != nil {
+		return nil, err
+	}
 	for _, p := range []string{idx, tix, txn} {
 		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
-			f.Close()
 			return nil, err
 		}
 	}
-	s := newSegmentStruct(dir, base, f)
+	s := newSegmentStruct(dir, base, cache)
 	s.rollBase = nowMs
 	return s, nil
 }
 
-// openSegment opens an existing segment's log file; indexes are loaded by the caller.
-func openSegment(dir string, base int64) (*segment, error) {
+// openSegment finds an existing segment's log file (opened when first
+// used); indexes are loaded by the caller.
+func openSegment(dir string, base int64, cache *FileCache) (*segment, error) {
 	logp, _, _, _ := segmentPaths(dir, base)
-	f, err := os.OpenFile(logp, os.O_RDWR, 0o644)
+	st, err := os.Stat(logp)
 	if err != nil {
 		return nil, err
 	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	s := newSegmentStruct(dir, base, f)
+	s := newSegmentStruct(dir, base, cache)
 	s.size = st.Size()
 	s.rollBase = st.ModTime().UnixMilli()
 	return s, nil
@@ -107,7 +144,12 @@ func openSegment(dir string, base int64) (*segment, error) {
 
 // write appends b at the end of the segment.
 func (s *segment) write(b []byte) error {
-	if _, err := s.f.WriteAt(b, s.size); err != nil {
+	f, err := s.use()
+	if err != nil {
+		return err
+	}
+	defer s.done()
+	if _, err := f.WriteAt(b, s.size); err != nil {
 		return err
 	}
 	s.size += int64(len(b))
@@ -132,7 +174,7 @@ func (s *segment) indexBatch(h *record.Header, pos int64, interval int) {
 // sync fsyncs the log file and writes the indexes.
 func (s *segment) sync() error {
 	if s.dirty {
-		if err := s.f.Sync(); err != nil {
+		if err := s.syncFile(); err != nil {
 			return err
 		}
 		s.dirty = false
@@ -151,7 +193,7 @@ func (s *segment) seal() error {
 		s.tix.maybeAppend(s.maxTs, s.next-1)
 	}
 	if s.dirty {
-		if err := s.f.Sync(); err != nil {
+		if err := s.syncFile(); err != nil {
 			return err
 		}
 		s.dirty = false
@@ -165,13 +207,33 @@ func (s *segment) seal() error {
 	return s.txn.sync()
 }
 
-func (s *segment) close() error { return s.f.Close() }
+func (s *segment) close() error { return s.closeFile() }
+
+// syncFile fsyncs the segment's .log file.
+func (s *segment) syncFile() error {
+	f, err := s.use()
+	if err != nil {
+		return err
+	}
+	defer s.done()
+	return f.Sync()
+}
+
+// truncateFile cuts the .log file at pos.
+func (s *segment) truncateFile(pos int64) error {
+	f, err := s.use()
+	if err != nil {
+		return err
+	}
+	defer s.done()
+	return f.Truncate(pos)
+}
 
 // remove deletes the segment's files.
 func (s *segment) remove() error {
-	s.f.Close()
+	s.closeFile()
 	var errs []error
-	for _, p := range []string{s.f.Name(), s.idx.path, s.tix.path, s.txn.path} {
+	for _, p := range []string{s.path, s.idx.path, s.tix.path, s.txn.path} {
 		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
 			errs = append(errs, err)
 		}
@@ -182,11 +244,19 @@ func (s *segment) remove() error {
 // truncateAt cuts the log file at byte pos (a batch boundary) and drops
 // index entries at or past offset.
 func (s *segment) truncateAt(pos int64, offset int64) error {
-	if err := s.f.Truncate(pos); err != nil {
+	if err := s.truncateFile(pos); err != nil {
 		return err
 	}
 	s.size = pos
 	s.next = offset
+	if s.damaged {
+		switch {
+		case pos <= s.dmgPos:
+			s.damaged = false // the damaged range went with the cut
+		case pos < s.dmgEnd || offset < s.dmgTo:
+			s.dmgEnd, s.dmgTo = min(s.dmgEnd, pos), min(s.dmgTo, offset)
+		}
+	}
 	s.idx.truncateTo(offset)
 	s.tix.truncateTo(offset)
 	s.dirty = true
@@ -218,17 +288,25 @@ func (s *segment) truncateAt(pos int64, offset int64) error {
 // each. A header that is not a batch's, or a batch running past the end of
 // the file, is an error.
 func (s *segment) walkHeaders(pos int64, fn func(h *record.Header, pos int64) error) error {
+	if pos >= s.size {
+		return nil
+	}
+	f, err := s.use()
+	if err != nil {
+		return err
+	}
+	defer s.done()
 	var hb [record.HeaderSize]byte
 	for pos < s.size {
 		if s.size-pos < record.HeaderSize {
-			return fmt.Errorf("%s: %d trailing bytes at position %d are not a batch header", s.f.Name(), s.size-pos, pos)
+			return fmt.Errorf("%s: %d trailing bytes at position %d are not a batch header", s.path, s.size-pos, pos)
 		}
-		if _, err := s.f.ReadAt(hb[:], pos); err != nil {
-			return fmt.Errorf("read %s at %d: %v", s.f.Name(), pos, err)
+		if _, err := f.ReadAt(hb[:], pos); err != nil {
+			return fmt.Errorf("read %s at %d: %v", s.path, pos, err)
 		}
 		h, _ := record.ParseHeader(hb[:])
 		if h.Magic != record.Magic || h.BatchLength < record.HeaderSize-record.LogOverhead || int64(h.Size()) > s.size-pos {
-			return fmt.Errorf("%s: bad batch header at position %d (magic %d, batchLength %d)", s.f.Name(), pos, h.Magic, h.BatchLength)
+			return fmt.Errorf("%s: bad batch header at position %d (magic %d, batchLength %d)", s.path, pos, h.Magic, h.BatchLength)
 		}
 		if err := fn(&h, pos); err != nil {
 			return err
@@ -253,7 +331,21 @@ type scanResult struct {
 // the first torn or corrupt batch and reports it in corrupt (not as an
 // error: recovery truncates there).
 func (s *segment) scan(pos int64, verify bool, fn func(h *record.Header, pos int64, batch []byte) error) (scanResult, error) {
-	res := scanResult{end: pos, next: s.base}
+	return s.scanFrom(pos, s.base, verify, fn)
+}
+
+// scanFrom is scan starting at byte pos, where the batch with offset next
+// is expected (verify checks offsets from there).
+func (s *segment) scanFrom(pos, next int64, verify bool, fn func(h *record.Header, pos int64, batch []byte) error) (scanResult, error) {
+	res := scanResult{end: pos, next: next}
+	if pos >= s.size {
+		return res, nil
+	}
+	f, err := s.use()
+	if err != nil {
+		return res, err
+	}
+	defer s.done()
 	const chunk = 1 << 20
 	buf := make([]byte, 0, chunk)
 	for res.end < s.size {
@@ -262,9 +354,9 @@ func (s *segment) scan(pos int64, verify bool, fn func(h *record.Header, pos int
 			want = rem
 		}
 		buf = buf[:want]
-		n, err := s.f.ReadAt(buf, res.end)
+		n, err := f.ReadAt(buf, res.end)
 		if int64(n) < want {
-			return res, fmt.Errorf("read %s at %d: %v", s.f.Name(), res.end, err)
+			return res, fmt.Errorf("read %s at %d: %v", s.path, res.end, err)
 		}
 		if len(buf) < record.HeaderSize {
 			res.corrupt = fmt.Errorf("%d trailing bytes at position %d are not a whole batch header", len(buf), res.end)
@@ -282,8 +374,8 @@ func (s *segment) scan(pos int64, verify bool, fn func(h *record.Header, pos int
 		}
 		if size > int64(len(buf)) {
 			buf = make([]byte, size)
-			if n, err := s.f.ReadAt(buf, res.end); int64(n) < size {
-				return res, fmt.Errorf("read %s at %d: %v", s.f.Name(), res.end, err)
+			if n, err := f.ReadAt(buf, res.end); int64(n) < size {
+				return res, fmt.Errorf("read %s at %d: %v", s.path, res.end, err)
 			}
 		}
 		// Walk every whole batch in the buffer.
@@ -343,8 +435,13 @@ func (s *segment) readAt(pos int64, n int) ([]byte, error) {
 
 // readInto fills b with the bytes at pos.
 func (s *segment) readInto(pos int64, b []byte) error {
-	if m, err := s.f.ReadAt(b, pos); m < len(b) {
-		return fmt.Errorf("read %s at %d: %v", s.f.Name(), pos, err)
+	f, err := s.use()
+	if err != nil {
+		return err
+	}
+	defer s.done()
+	if m, err := f.ReadAt(b, pos); m < len(b) {
+		return fmt.Errorf("read %s at %d: %v", s.path, pos, err)
 	}
 	return nil
 }
@@ -353,14 +450,22 @@ func (s *segment) readInto(pos int64, b []byte) error {
 // first batch after it), and that batch's header; ok=false if none.
 func (s *segment) findBatch(offset int64) (int64, record.Header, bool, error) {
 	pos := s.idx.lookup(offset)
+	if pos+record.HeaderSize > s.size {
+		return 0, record.Header{}, false, nil
+	}
+	f, err := s.use()
+	if err != nil {
+		return 0, record.Header{}, false, err
+	}
+	defer s.done()
 	var hb [record.HeaderSize]byte
 	for pos+record.HeaderSize <= s.size {
-		if _, err := s.f.ReadAt(hb[:], pos); err != nil {
+		if _, err := f.ReadAt(hb[:], pos); err != nil {
 			return 0, record.Header{}, false, err
 		}
 		h, _ := record.ParseHeader(hb[:])
 		if h.BatchLength <= 0 {
-			return 0, h, false, fmt.Errorf("bad batch header at position %d of %s", pos, s.f.Name())
+			return 0, h, false, fmt.Errorf("bad batch header at position %d of %s", pos, s.path)
 		}
 		if h.LastOffset() >= offset {
 			return pos, h, true, nil

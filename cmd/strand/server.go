@@ -242,6 +242,7 @@ var serverSettings = map[string]func(cfg *node.Config, v string) error{
 	"log.message.timestamp.before.max.ms":                         bounded(0, math.MaxInt64, intSetting(func(c *node.Config, n int64) { c.TimestampBeforeMaxMs = n })),
 	"log.message.timestamp.after.max.ms":                          bounded(0, math.MaxInt64, intSetting(func(c *node.Config, n int64) { c.TimestampAfterMaxMs = n })),
 	"num.partitions":                                              bounded(1, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.ControllerConfig.DefaultPartitions = int32(n) })),
+	"max.broker.partitions":                                       bounded(1, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.ControllerConfig.MaxBrokerPartitions = int(n) })),
 	"default.replication.factor":                                  bounded(1, math.MaxInt16, intSetting(func(c *node.Config, n int64) { c.ControllerConfig.DefaultReplicationFactor = int32(n) })),
 	"broker.session.timeout.ms":                                   bounded(1, math.MaxInt32, msSetting(func(c *node.Config, d time.Duration) { c.ControllerConfig.SessionTimeout = d })),
 	"broker.heartbeat.interval.ms":                                bounded(1, math.MaxInt32, msSetting(func(c *node.Config, d time.Duration) { c.HeartbeatInterval = d })),

@@ -43,6 +43,8 @@ var (
 	descReplicaAnswered = prometheus.NewDesc("strand_replica_fetch_partitions_answered_total", "Partitions carried by their answers (a fetch session answers only changed ones).", nil, nil)
 	descLogFlushes      = prometheus.NewDesc("strand_log_flush_total", "Flushes (fsync rounds) of this broker's logs; one covers every batch appended while the previous ran (LogFlushRateAndTimeMs).", nil, nil)
 	descLogFlushSeconds = prometheus.NewDesc("strand_log_flush_seconds_total", "Time spent in those fsyncs.", nil, nil)
+	descRecoveryCut     = prometheus.NewDesc("strand_log_recovery_truncated_bytes_total", "Bytes log recovery cut from the torn tails of active segments at this node's starts.", nil, nil)
+	descRecoveryFenced  = prometheus.NewDesc("strand_log_recovery_fenced_bytes_total", "Bytes log recovery found damaged in segments it does not cut: kept on disk, never served (reads of their offsets answer KAFKA_STORAGE_ERROR).", nil, nil)
 	descFailedLogs      = prometheus.NewDesc("strand_failed_log_count", "Partition logs on this broker stopped by a failed fsync; they take no writes until the node restarts (OfflineLogDirectoryCount).", nil, nil)
 	descMetadataOffset  = prometheus.NewDesc("strand_broker_metadata_offset", "The metadata offset this broker has applied.", nil, nil)
 	descPurgatory       = prometheus.NewDesc("strand_purgatory_size", "Requests waiting in a purgatory (PurgatorySize): produce requests waiting for acks=all, fetches parked in a long poll.", []string{"operation"}, nil)
@@ -53,7 +55,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descUnderReplicated, descUnderMinISR, descOffline, descLeaders, descISRShrinks, descISRExpands, descLSOLag, descTxnAge,
 		descLateTxns, descProducerIDs, descHW, descMarkers, descRaftLeader, descRaftCommit, descMetadataOffset,
 		descFetchSessions, descSessionParts, descReplicaFetches, descReplicaNamed, descReplicaAnswered,
-		descLogFlushes, descLogFlushSeconds, descFailedLogs, descPurgatory, descGroupLag} {
+		descLogFlushes, descLogFlushSeconds, descRecoveryCut, descRecoveryFenced, descFailedLogs, descPurgatory, descGroupLag} {
 		ch <- d
 	}
 }
@@ -99,6 +101,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	if st := n.Parts.LogStats(); st != nil {
 		ch <- prometheus.MustNewConstMetric(descLogFlushes, prometheus.CounterValue, float64(st.Flushes.Load()))
 		ch <- prometheus.MustNewConstMetric(descLogFlushSeconds, prometheus.CounterValue, float64(st.FlushNanos.Load())/1e9)
+		ch <- prometheus.MustNewConstMetric(descRecoveryCut, prometheus.CounterValue, float64(st.RecoveryTruncatedBytes.Load()))
+		ch <- prometheus.MustNewConstMetric(descRecoveryFenced, prometheus.CounterValue, float64(st.RecoveryFencedBytes.Load()))
 	}
 	under, underMin, leaders, late, producers, failed := 0, 0, 0, 0, 0, 0
 	now := time.Now().UnixMilli()

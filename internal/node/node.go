@@ -242,6 +242,7 @@ func Start(cfg Config) (*Node, error) {
 	if !cfg.Broker && !cfg.Controller {
 		return nil, errors.New("a node needs at least one role: broker, controller")
 	}
+	applyFDBudget(&cfg, lg)
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
