@@ -26,7 +26,8 @@ const DefaultMaxConnectionsPerIP = 1000
 //     max.connections (as Kafka exempts its inter-broker listener), so a
 //     client flood never locks out the peers;
 //
-// which leaves three eighths for segments, indexes, checkpoints and Raft.
+// which leaves three eighths: a quarter for segment files (fdBudget) and
+// an eighth for indexes, checkpoints and Raft.
 func DefaultConnectionLimits(nofile uint64) (maxConns, perIP, interBroker int) {
 	nofile = min(nofile, 1<<32) // unlimited: Kafka's Int.MaxValue
 	maxConns = max(int(nofile/2), 1)

@@ -7,9 +7,11 @@ import (
 	"github.com/strand-io/strand/broker/log"
 )
 
-// fdBudget is how a node splits its file descriptors (RLIMIT_NOFILE):
-// a reserve for connections, Raft, checkpoints and the like, and the rest
-// for segment files (log.FileCache). Each partition replica needs its
+// fdBudget is how a node splits its file descriptors (RLIMIT_NOFILE),
+// together with DefaultConnectionLimits: half for client connections, an
+// eighth for the inter-broker listener, a quarter for segment files
+// (log.FileCache) and the last eighth for Raft, indexes, checkpoints and
+// the like. Each partition replica needs its
 // active segment's file to serve without reopening it on every write, so
 // the node hosts at most that many replicas (max.broker.partitions).
 type fdBudget struct {
@@ -18,12 +20,10 @@ type fdBudget struct {
 	maxPartitions     int
 }
 
-// fdReserveMin and fdReserveShare size the reserve: a quarter of the
-// limit, at least 256 descriptors.
+// fdFilesShare is the segment files' share of the limit (a quarter).
 const (
-	fdReserveMin   = 256
-	fdReserveShare = 4
-	fdCeiling      = 1 << 20 // an unlimited hard limit is taken as this
+	fdFilesShare = 4
+	fdCeiling    = 1 << 20 // an unlimited hard limit is taken as this
 )
 
 // raiseNoFile raises the soft RLIMIT_NOFILE to the hard limit when it can
@@ -51,14 +51,7 @@ func budgetFor(limit, raisedFrom uint64) fdBudget {
 	if limit > fdCeiling {
 		limit = fdCeiling
 	}
-	reserve := limit / fdReserveShare
-	if reserve < fdReserveMin {
-		reserve = fdReserveMin
-	}
-	files := 0
-	if limit > reserve {
-		files = int(limit - reserve)
-	}
+	files := int(limit / fdFilesShare)
 	if files < 16 {
 		files = 16
 	}

@@ -10,10 +10,10 @@ func TestFDBudget(t *testing.T) {
 		limit uint64
 		files int
 	}{
-		{1024, 768}, // a quarter kept for connections and the rest
-		{4096, 3072},
-		{200, 16},                // below the reserve: a floor, not zero
-		{1 << 40, 1<<20 - 1<<18}, // an unlimited limit counts as 2^20
+		{1024, 256}, // a quarter: connections take five eighths, Raft and the rest an eighth
+		{4096, 1024},
+		{40, 16},           // a floor, not zero
+		{1 << 40, 1 << 18}, // an unlimited limit counts as 2^20
 	} {
 		b := budgetFor(tc.limit, 0)
 		if b.segmentFiles != tc.files || b.maxPartitions != tc.files {
