@@ -237,6 +237,7 @@ var serverSettings = map[string]func(cfg *node.Config, v string) error{
 	"producer.id.expiration.ms":                                   intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.ProducerIDExpirationMs = n }),
 	"min.insync.replicas":                                         intSetting(func(c *node.Config, n int64) { c.BrokerConfig.MinInsyncReplicas = int(n) }),
 	"message.max.bytes":                                           intSetting(func(c *node.Config, n int64) { c.MessageMaxBytes = int(n) }),
+	"max.in.flight.requests.per.stream":                           intSetting(func(c *node.Config, n int64) { c.ProduceMaxInFlight = int(min(max(n, 1), 1<<16)) }),
 	"num.partitions":                                              intSetting(func(c *node.Config, n int64) { c.ControllerConfig.DefaultPartitions = int32(n) }),
 	"default.replication.factor":                                  intSetting(func(c *node.Config, n int64) { c.ControllerConfig.DefaultReplicationFactor = int32(n) }),
 	"broker.session.timeout.ms":                                   msSetting(func(c *node.Config, d time.Duration) { c.ControllerConfig.SessionTimeout = d }),

@@ -84,6 +84,10 @@ type Config struct {
 	QuorumTimeouts    QuorumTimeouts
 	HeartbeatInterval time.Duration
 	MessageMaxBytes   int
+	// ProduceMaxInFlight is max.in.flight.requests.per.stream: requests of
+	// one Produce stream read and not yet answered before the node stops
+	// reading it (back-pressure; see api.producerService.Produce).
+	ProduceMaxInFlight int
 	// TxnTopic and OffsetsTopic configure the internal topics (in dev mode
 	// replication factor and min ISR are lowered to 1).
 	TxnTopic, OffsetsTopic coordinator.InternalTopic
@@ -118,15 +122,16 @@ type QuorumTimeouts struct {
 func DefaultConfig(id int32, dataDir string) Config {
 	return Config{
 		NodeID: id, Broker: true, Controller: true, DataDir: dataDir,
-		BrokerConfig:      broker.DefaultConfig(dataDir),
-		ControllerConfig:  controller.DefaultConfig(id),
-		ReplicationConfig: replication.DefaultConfig(id),
-		HeartbeatInterval: 2 * time.Second,
-		MessageMaxBytes:   1048588,
-		TxnTopic:          coordinator.DefaultTransactionTopic(),
-		OffsetsTopic:      coordinator.DefaultOffsetsTopic(),
-		GroupConfig:       group.DefaultConfig(id),
-		TxnConfig:         txn.DefaultConfig(id),
+		BrokerConfig:       broker.DefaultConfig(dataDir),
+		ControllerConfig:   controller.DefaultConfig(id),
+		ReplicationConfig:  replication.DefaultConfig(id),
+		HeartbeatInterval:  2 * time.Second,
+		MessageMaxBytes:    1048588,
+		ProduceMaxInFlight: api.DefaultProduceMaxInFlight,
+		TxnTopic:           coordinator.DefaultTransactionTopic(),
+		OffsetsTopic:       coordinator.DefaultOffsetsTopic(),
+		GroupConfig:        group.DefaultConfig(id),
+		TxnConfig:          txn.DefaultConfig(id),
 	}
 }
 
@@ -296,7 +301,7 @@ func Start(cfg Config) (*Node, error) {
 	n.Remote = controller.NewRemote(n.pool, n.addressOf, func() []int32 { return voters }, localLeader)
 
 	n.metrics = api.NewMetrics()
-	deps := &api.Deps{NodeID: cfg.NodeID, Controller: n.Controller, Remote: n.Remote, MessageMaxBytes: cfg.MessageMaxBytes, Addr: n.addressOf, Logger: lg, Metrics: n.metrics,
+	deps := &api.Deps{NodeID: cfg.NodeID, Controller: n.Controller, Remote: n.Remote, MessageMaxBytes: cfg.MessageMaxBytes, ProduceMaxInFlight: cfg.ProduceMaxInFlight, Addr: n.addressOf, Logger: lg, Metrics: n.metrics,
 		TxnMaxTimeout: cfg.TxnConfig.MaxTimeout}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
