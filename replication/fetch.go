@@ -6,6 +6,7 @@ import (
 
 	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/broker/log"
+	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/internal/errs"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
@@ -27,7 +28,17 @@ func (m *Manager) Fetch(ctx context.Context, req *pb.FetchRequest) *pb.FetchResp
 // A request with a session (KIP-227, see session.go) fetches every
 // partition of the session and answers only what changed.
 func (m *Manager) FetchInto(ctx context.Context, req *pb.FetchRequest, alloc log.Alloc) *pb.FetchResponse {
-	sess, added, err := m.sessions.begin(req)
+	img := m.Image()
+	if req.ReplicaId >= 0 {
+		// Who is asking comes first: a fetch in the name of a broker that
+		// is not registered at that epoch gets nothing, not even a
+		// session.
+		if err := m.checkReplica(img, req); err != nil {
+			code, msg := errs.Split(err)
+			return &pb.FetchResponse{ErrorCode: code, ErrorMessage: msg}
+		}
+	}
+	sess, added, err := m.sessions.begin(req, img)
 	if err != nil {
 		code, msg := errs.Split(err)
 		return &pb.FetchResponse{ErrorCode: code, ErrorMessage: msg}
@@ -42,15 +53,25 @@ func (m *Manager) FetchInto(ctx context.Context, req *pb.FetchRequest, alloc log
 	return resp
 }
 
+// checkReplica refuses a follower's fetch unless replica_id is another
+// broker registered at replica_epoch in img: STALE_BROKER_EPOCH (the
+// follower backs off and fetches again once the metadata agree).
+func (m *Manager) checkReplica(img *controller.Image, req *pb.FetchRequest) error {
+	if req.ReplicaId == m.cfg.NodeID {
+		return errs.New(pb.ErrorCode_STALE_BROKER_EPOCH, "fetch with replica_id %d: that is this broker; a broker does not follow itself", req.ReplicaId)
+	}
+	b := img.Brokers[req.ReplicaId]
+	if b == nil {
+		return errs.New(pb.ErrorCode_STALE_BROKER_EPOCH, "fetch from broker %d: no such broker is registered", req.ReplicaId)
+	}
+	if b.Epoch != req.ReplicaEpoch {
+		return errs.New(pb.ErrorCode_STALE_BROKER_EPOCH, "fetch from broker %d with epoch %d does not match its registration (epoch %d)", req.ReplicaId, req.ReplicaEpoch, b.Epoch)
+	}
+	return nil
+}
+
 func (m *Manager) fetch(ctx context.Context, req *pb.FetchRequest, alloc log.Alloc) *pb.FetchResponse {
 	follower := req.ReplicaId >= 0
-	var staleEpoch error
-	if follower {
-		b := m.Image().Brokers[req.ReplicaId]
-		if b == nil || b.Epoch != req.ReplicaEpoch {
-			staleEpoch = errs.New(pb.ErrorCode_STALE_BROKER_EPOCH, "fetch from broker %d with epoch %d does not match its registration", req.ReplicaId, req.ReplicaEpoch)
-		}
-	}
 	maxBytes := int(req.MaxBytes)
 	if maxBytes <= 0 {
 		maxBytes = 50 << 20
@@ -68,7 +89,7 @@ func (m *Manager) fetch(ctx context.Context, req *pb.FetchRequest, alloc log.All
 		resp := &pb.FetchResponse{}
 		total := 0
 		for _, fp := range req.Partitions {
-			r := m.fetchPartition(fp, req, follower, staleEpoch, first, maxBytes-total, total == 0, alloc)
+			r := m.fetchPartition(fp, req, follower, first, maxBytes-total, total == 0, alloc)
 			total += len(r.Records)
 			resp.Partitions = append(resp.Partitions, r)
 		}
@@ -113,14 +134,11 @@ func hasError(r *pb.FetchResponse) bool {
 	return false
 }
 
-func (m *Manager) fetchPartition(fp *pb.FetchPartition, req *pb.FetchRequest, follower bool, staleEpoch error, first bool, budget int, minOne bool, alloc log.Alloc) *pb.FetchPartitionResponse {
+func (m *Manager) fetchPartition(fp *pb.FetchPartition, req *pb.FetchRequest, follower bool, first bool, budget int, minOne bool, alloc log.Alloc) *pb.FetchPartitionResponse {
 	out := &pb.FetchPartitionResponse{Topic: fp.Topic, Partition: fp.Partition, HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1, CurrentLeaderId: -1, CurrentLeaderEpoch: -1}
 	fail := func(err error) *pb.FetchPartitionResponse {
 		out.ErrorCode, out.ErrorMessage = errs.Split(err)
 		return out
-	}
-	if staleEpoch != nil {
-		return fail(staleEpoch)
 	}
 	key := log.PartitionKey{Topic: fp.Topic, Partition: fp.Partition}
 	p := m.parts.Get(key)

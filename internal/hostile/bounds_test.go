@@ -173,3 +173,59 @@ func (tg *target) rawWith(addr string, opts ...grpc.DialOption) *grpc.ClientConn
 	tg.conns = append(tg.conns, cc)
 	return cc
 }
+
+// TestFetchSessionsFromMadeUpReplicas (item 4): fetches on the
+// inter-broker listener (from the node's own address, which its peer
+// filter admits) in the names of replicas that are not registered, at
+// wrong epochs, or of the node itself, each opening a fetch session over
+// 2000 made-up partitions, are refused with STALE_BROKER_EPOCH before
+// anything is kept: no session, no partition held, heap within 16 MiB of
+// before. The node still serves; acknowledged records are still there.
+func TestFetchSessionsFromMadeUpReplicas(t *testing.T) {
+	tg := devTarget(t)
+	tg.createTopic("kept", 1, 1)
+	kept := []string{"k0", "k1", "k2"}
+	tg.writeAcked("kept", kept...)
+	tg.assertServes()
+	b := measure(t)
+	n := tg.dev
+	self := n.Repl.Image().Brokers[n.ID()]
+	var parts []*pb.FetchPartition
+	for i := range 2000 {
+		parts = append(parts, &pb.FetchPartition{Topic: fmt.Sprintf("made-up-%d", i%50), Partition: int32(i), FetchOffset: 0, CurrentLeaderEpoch: -1})
+	}
+	cons := pb.NewConsumerClient(tg.raw(n.InterBrokerAddr()))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	type attempt struct {
+		replica int32
+		epoch   int64
+		want    string
+	}
+	var attempts []attempt
+	for id := int32(100); id < 400; id++ {
+		attempts = append(attempts, attempt{id, 0, fmt.Sprintf("fetch from broker %d: no such broker is registered", id)})
+	}
+	attempts = append(attempts,
+		attempt{n.ID(), self.Epoch, fmt.Sprintf("fetch with replica_id %d: that is this broker; a broker does not follow itself", n.ID())},
+		attempt{2, self.Epoch, "fetch from broker 2: no such broker is registered"})
+	for _, a := range attempts {
+		resp, err := cons.Fetch(ctx, &pb.FetchRequest{ReplicaId: a.replica, ReplicaEpoch: a.epoch, SessionEpoch: 1, MaxBytes: 1 << 20, Partitions: parts})
+		if err != nil {
+			t.Fatalf("fetch as replica %d: %v", a.replica, err)
+		}
+		if resp.ErrorCode != pb.ErrorCode_STALE_BROKER_EPOCH || resp.ErrorMessage != a.want || resp.SessionId != 0 || len(resp.Partitions) != 0 {
+			t.Fatalf("fetch as replica %d: %v %q (session %d, %d partitions), want STALE_BROKER_EPOCH %q and nothing else",
+				a.replica, resp.ErrorCode, resp.ErrorMessage, resp.SessionId, len(resp.Partitions), a.want)
+		}
+	}
+	if s, p := n.Repl.FetchSessions(); s != 0 || p != 0 {
+		t.Errorf("after %d session opens from made-up replicas: %d sessions holding %d partitions, want none", len(attempts), s, p)
+	}
+	tg.dropRaw()
+	b.check(32, 16<<20)
+	tg.assertServes()
+	if got := tg.readAll("kept", 0, client.ReadUncommitted, len(kept)); fmt.Sprint(got) != fmt.Sprint(kept) {
+		t.Errorf("kept: read %q, want %q", got, kept)
+	}
+}
