@@ -4,10 +4,13 @@ import (
 	"context"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/broker/log"
 	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/internal/rpc"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -72,10 +75,7 @@ func (m *Manager) checkReplica(img *controller.Image, req *pb.FetchRequest) erro
 
 func (m *Manager) fetch(ctx context.Context, req *pb.FetchRequest, alloc log.Alloc) *pb.FetchResponse {
 	follower := req.ReplicaId >= 0
-	maxBytes := int(req.MaxBytes)
-	if maxBytes <= 0 {
-		maxBytes = 50 << 20
-	}
+	maxBytes := m.fetchMaxBytes(req)
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMs) * time.Millisecond)
 	var wake chan struct{}
 	var watched []*broker.Partition
@@ -94,6 +94,7 @@ func (m *Manager) fetch(ctx context.Context, req *pb.FetchRequest, alloc log.All
 			resp.Partitions = append(resp.Partitions, r)
 		}
 		first = false
+		fitMessage(resp)
 		if total >= int(req.MinBytes) || req.MaxWaitMs <= 0 || time.Now().After(deadline) || hasError(resp) {
 			return resp
 		}
@@ -122,6 +123,47 @@ func (m *Manager) fetch(ctx context.Context, req *pb.FetchRequest, alloc log.All
 		}
 		t.Stop()
 		m.fetchWaiting.Add(-1)
+	}
+}
+
+// maxFetchRecords is the most record bytes a fetch answer carries: a
+// gRPC message (rpc.MaxMessageSize) less room for everything else in it.
+const maxFetchRecords = rpc.MaxMessageSize - 4<<20
+
+// fetchMaxBytes is the most record bytes req is answered with: its
+// max_bytes, capped by fetch.max.bytes for a consumer and by
+// replica.fetch.response.max.bytes for a follower, and by what one gRPC
+// message carries (a larger answer could not be sent at all, and its
+// reader would never get past it). The first batch of the first partition
+// with records is answered whole even if larger (KIP-74), so a reader
+// always progresses; it is at most max.message.bytes, as the log took it.
+func (m *Manager) fetchMaxBytes(req *pb.FetchRequest) int {
+	limit := m.cfg.ConsumerFetchMaxBytes
+	if req.ReplicaId >= 0 {
+		limit = m.cfg.FetchResponseMaxBytes
+	}
+	if limit <= 0 || limit > maxFetchRecords {
+		limit = maxFetchRecords
+	}
+	if n := int(req.MaxBytes); n > 0 && n < limit {
+		return n
+	}
+	return limit
+}
+
+// fitMessage drops records from the last partitions of resp, keeping the
+// first partition's, until resp fits in a gRPC message (a fetch naming
+// very many partitions spends much of the message on their entries). A
+// partition whose records are dropped is answered as if it had none yet;
+// its reader fetches them next time.
+func fitMessage(resp *pb.FetchResponse) {
+	if proto.Size(resp) <= rpc.MaxMessageSize {
+		return
+	}
+	for i := len(resp.Partitions) - 1; i > 0 && proto.Size(resp) > rpc.MaxMessageSize; i-- {
+		if p := resp.Partitions[i]; len(p.Records) > 0 {
+			p.Records, p.AbortedTransactions = nil, nil
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package hostile
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -228,4 +229,105 @@ func TestFetchSessionsFromMadeUpReplicas(t *testing.T) {
 	if got := tg.readAll("kept", 0, client.ReadUncommitted, len(kept)); fmt.Sprint(got) != fmt.Sprint(kept) {
 		t.Errorf("kept: read %q, want %q", got, kept)
 	}
+}
+
+// TestFetchMaxBytesCapped (item 5): fetches asking for 2 GiB at once
+// (max_bytes and partition_max_bytes both MaxInt32), sixteen at a time,
+// are each answered with at most fetch.max.bytes (1 MiB here) of
+// records, except that the first batch is answered whole when it alone is
+// larger (a 1.5 MiB batch); reading on from each answer's end reaches the
+// log end with every record, in order. Heap within 16 MiB of before
+// afterwards; the node still serves.
+func TestFetchMaxBytesCapped(t *testing.T) {
+	const limit = 1 << 20
+	tg := devTarget(t, func(c *node.Config) {
+		c.ReplicationConfig.ConsumerFetchMaxBytes = limit
+		c.MessageMaxBytes = 2 << 20
+	})
+	tg.createTopic("big", 1, 1)
+	// One batch larger than fetch.max.bytes, then 48 batches of 64 KiB.
+	cc := tg.raw(tg.dev.Addr())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st, err := pb.NewProducerClient(cc).Produce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	pad := func(i, n int) string {
+		v := fmt.Sprintf("v%03d-", i)
+		for len(v) < n {
+			v += "x"
+		}
+		return v
+	}
+	for i := range 49 {
+		size := 64 << 10
+		if i == 0 {
+			size = 3 << 19 // 1.5 MiB
+		}
+		v := pad(i, size)
+		want = append(want, v[:5])
+		if err := st.Send(&pb.ProduceRequest{CorrelationId: int64(i), Acks: 1, TimeoutMs: 10000,
+			Partitions: []*pb.PartitionRecords{{Topic: "big", Partition: 0, Records: batchOf(t, v)}}}); err != nil {
+			t.Fatal(err)
+		}
+		r, err := st.Recv()
+		if err != nil || r.Partitions[0].ErrorCode != pb.ErrorCode_NONE {
+			t.Fatalf("write %d: %v %v", i, r, err)
+		}
+	}
+	end := tg.logEnd("big", 0)
+	b := measure(t)
+	cons := pb.NewConsumerClient(cc)
+	// readFrom reads partition 0 of big from offset 0 to the log end with
+	// 2 GiB fetches, checking each answer's size; it returns the values'
+	// first five bytes.
+	readFrom := func() ([]string, error) {
+		var got []string
+		for off := int64(0); off < end; {
+			resp, err := cons.Fetch(ctx, &pb.FetchRequest{ReplicaId: -1, MaxBytes: math.MaxInt32,
+				Partitions: []*pb.FetchPartition{{Topic: "big", Partition: 0, FetchOffset: off, PartitionMaxBytes: math.MaxInt32, CurrentLeaderEpoch: -1}}})
+			if err != nil {
+				return got, fmt.Errorf("fetch at %d: %w", off, err)
+			}
+			p := resp.Partitions[0]
+			if p.ErrorCode != pb.ErrorCode_NONE || len(p.Records) == 0 {
+				return got, fmt.Errorf("fetch at %d: %v %q, %d bytes: no progress", off, p.ErrorCode, p.ErrorMessage, len(p.Records))
+			}
+			n := 0
+			for it := record.NewIter(p.Records); it.Next(); n++ {
+				h, recs, err := record.Decode(it.Batch())
+				if err != nil {
+					return got, err
+				}
+				for _, r := range recs {
+					got = append(got, string(r.Value[:5]))
+				}
+				off = h.NextOffset()
+			}
+			if len(p.Records) > limit && n != 1 {
+				return got, fmt.Errorf("fetch at %d: %d bytes in %d batches, want at most fetch.max.bytes=%d (or one whole batch)", off, len(p.Records), n, limit)
+			}
+		}
+		return got, nil
+	}
+	errc := make(chan error, 16)
+	for range 16 {
+		go func() {
+			got, err := readFrom()
+			if err == nil && fmt.Sprint(got) != fmt.Sprint(want) {
+				err = fmt.Errorf("read %d values %q, want %d %q", len(got), got, len(want), want)
+			}
+			errc <- err
+		}()
+	}
+	for range 16 {
+		if err := <-errc; err != nil {
+			t.Error(err)
+		}
+	}
+	tg.dropRaw()
+	b.check(32, 16<<20)
+	tg.assertServes()
 }
