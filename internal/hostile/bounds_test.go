@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -256,10 +257,7 @@ func TestFetchMaxBytesCapped(t *testing.T) {
 	var want []string
 	pad := func(i, n int) string {
 		v := fmt.Sprintf("v%03d-", i)
-		for len(v) < n {
-			v += "x"
-		}
-		return v
+		return v + strings.Repeat("x", n-len(v))
 	}
 	for i := range 49 {
 		size := 64 << 10
