@@ -21,9 +21,26 @@ type producerService struct {
 
 // Produce appends the requests of one stream in arrival order and answers
 // each when it is complete (see producer.proto).
+//
+// At most ProduceMaxInFlight requests of a stream are in flight: read and
+// not yet answered, an answer counting until the stream has taken it
+// (Send returned). At the bound the stream is not read until an answer
+// goes out, so a client that sends faster than it is answered, or never
+// reads its answers, is held back by gRPC's flow control (the client's
+// Send blocks) instead of growing a goroutine and an answer per request
+// here. (A Kafka broker reads nothing more from a connection until its
+// request is answered; a stream pipelines a few.)
 func (s *producerService) Produce(stream pb.Producer_ProduceServer) error {
 	ctx := stream.Context()
-	out := make(chan *pb.ProduceResponse, 128)
+	limit := s.d.ProduceMaxInFlight
+	if limit <= 0 {
+		limit = DefaultProduceMaxInFlight
+	}
+	// slots holds one token per request in flight; the sender takes the
+	// token back once the answer is on the stream. out never blocks: it
+	// has room for every request in flight.
+	slots := make(chan struct{}, limit)
+	out := make(chan *pb.ProduceResponse, limit)
 	sendErr := make(chan error, 1)
 	go func() {
 		var err error
@@ -31,21 +48,28 @@ func (s *producerService) Produce(stream pb.Producer_ProduceServer) error {
 			if err == nil {
 				err = stream.Send(r)
 			}
+			<-slots
 		}
 		sendErr <- err
 	}()
 	var wg sync.WaitGroup
-	var recvErr error
 	m := s.d.Metrics
 	for {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
 		req, err := stream.Recv()
 		if err != nil {
-			recvErr = err
-			break
+			break // EOF or cancellation: the client is done with the stream
 		}
 		start := time.Now()
 		resp, waits := s.handle(ctx, req)
 		if req.Acks == 0 && resp != nil && allOK(resp) {
+			<-slots
 			m.observe("Produce", start)
 			continue
 		}
@@ -54,15 +78,15 @@ func (s *producerService) Produce(stream pb.Producer_ProduceServer) error {
 			m.observe("Produce", start)
 			continue
 		}
+		timeout := time.Duration(req.TimeoutMs) * time.Millisecond
+		if timeout <= 0 {
+			timeout = 30 * time.Second
+		}
 		m.waiting(1) // in the produce purgatory until its waits end
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { m.waiting(-1); m.observe("Produce", start) }()
-			timeout := time.Duration(req.TimeoutMs) * time.Millisecond
-			if timeout <= 0 {
-				timeout = 30 * time.Second
-			}
 			wctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			for i, a := range waits {
@@ -79,7 +103,6 @@ func (s *producerService) Produce(stream pb.Producer_ProduceServer) error {
 	}
 	wg.Wait()
 	close(out)
-	_ = recvErr // EOF or cancellation: the client is done with the stream
 	return <-sendErr
 }
 

@@ -15,6 +15,11 @@ import (
 	"github.com/strand-io/strand/replication"
 )
 
+// DefaultProduceMaxInFlight is max.in.flight.requests.per.stream's
+// default: above the five requests an idempotent producer keeps in flight
+// per broker, with room for a non-idempotent one that pipelines more.
+const DefaultProduceMaxInFlight = 16
+
 // Deps is what the services call into. Broker-side services need Repl;
 // the Controller service needs Controller.
 type Deps struct {
@@ -35,6 +40,10 @@ type Deps struct {
 	TimestampBeforeMaxMs, TimestampAfterMaxMs int64
 	// Clock is what record timestamps are checked against (nil: the real clock).
 	Clock clock.Clock
+	// ProduceMaxInFlight is max.in.flight.requests.per.stream: how many
+	// requests of one Produce stream are read and not yet answered before
+	// the stream is no longer read (0: DefaultProduceMaxInFlight).
+	ProduceMaxInFlight int
 	// Addr maps node ids to the addresses of their inter-broker listeners.
 	Addr controller.AddressBook
 	// External: these services answer on the external client listener,

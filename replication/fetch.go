@@ -4,9 +4,13 @@ import (
 	"context"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/broker/log"
+	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/internal/rpc"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -27,7 +31,17 @@ func (m *Manager) Fetch(ctx context.Context, req *pb.FetchRequest) *pb.FetchResp
 // A request with a session (KIP-227, see session.go) fetches every
 // partition of the session and answers only what changed.
 func (m *Manager) FetchInto(ctx context.Context, req *pb.FetchRequest, alloc log.Alloc) *pb.FetchResponse {
-	sess, added, err := m.sessions.begin(req)
+	img := m.Image()
+	if req.ReplicaId >= 0 {
+		// Who is asking comes first: a fetch in the name of a broker that
+		// is not registered at that epoch gets nothing, not even a
+		// session.
+		if err := m.checkReplica(img, req); err != nil {
+			code, msg := errs.Split(err)
+			return &pb.FetchResponse{ErrorCode: code, ErrorMessage: msg}
+		}
+	}
+	sess, added, err := m.sessions.begin(req, img)
 	if err != nil {
 		code, msg := errs.Split(err)
 		return &pb.FetchResponse{ErrorCode: code, ErrorMessage: msg}
@@ -42,19 +56,26 @@ func (m *Manager) FetchInto(ctx context.Context, req *pb.FetchRequest, alloc log
 	return resp
 }
 
+// checkReplica refuses a follower's fetch unless replica_id is another
+// broker registered at replica_epoch in img: STALE_BROKER_EPOCH (the
+// follower backs off and fetches again once the metadata agree).
+func (m *Manager) checkReplica(img *controller.Image, req *pb.FetchRequest) error {
+	if req.ReplicaId == m.cfg.NodeID {
+		return errs.New(pb.ErrorCode_STALE_BROKER_EPOCH, "fetch with replica_id %d: that is this broker; a broker does not follow itself", req.ReplicaId)
+	}
+	b := img.Brokers[req.ReplicaId]
+	if b == nil {
+		return errs.New(pb.ErrorCode_STALE_BROKER_EPOCH, "fetch from broker %d: no such broker is registered", req.ReplicaId)
+	}
+	if b.Epoch != req.ReplicaEpoch {
+		return errs.New(pb.ErrorCode_STALE_BROKER_EPOCH, "fetch from broker %d with epoch %d does not match its registration (epoch %d)", req.ReplicaId, req.ReplicaEpoch, b.Epoch)
+	}
+	return nil
+}
+
 func (m *Manager) fetch(ctx context.Context, req *pb.FetchRequest, alloc log.Alloc) *pb.FetchResponse {
 	follower := req.ReplicaId >= 0
-	var staleEpoch error
-	if follower {
-		b := m.Image().Brokers[req.ReplicaId]
-		if b == nil || b.Epoch != req.ReplicaEpoch {
-			staleEpoch = errs.New(pb.ErrorCode_STALE_BROKER_EPOCH, "fetch from broker %d with epoch %d does not match its registration", req.ReplicaId, req.ReplicaEpoch)
-		}
-	}
-	maxBytes := int(req.MaxBytes)
-	if maxBytes <= 0 {
-		maxBytes = 50 << 20
-	}
+	maxBytes := m.fetchMaxBytes(req)
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMs) * time.Millisecond)
 	var wake chan struct{}
 	var watched []*broker.Partition
@@ -68,11 +89,12 @@ func (m *Manager) fetch(ctx context.Context, req *pb.FetchRequest, alloc log.All
 		resp := &pb.FetchResponse{}
 		total := 0
 		for _, fp := range req.Partitions {
-			r := m.fetchPartition(fp, req, follower, staleEpoch, first, maxBytes-total, total == 0, alloc)
+			r := m.fetchPartition(fp, req, follower, first, maxBytes-total, total == 0, alloc)
 			total += len(r.Records)
 			resp.Partitions = append(resp.Partitions, r)
 		}
 		first = false
+		fitMessage(resp)
 		if total >= int(req.MinBytes) || req.MaxWaitMs <= 0 || time.Now().After(deadline) || hasError(resp) {
 			return resp
 		}
@@ -104,6 +126,47 @@ func (m *Manager) fetch(ctx context.Context, req *pb.FetchRequest, alloc log.All
 	}
 }
 
+// maxFetchRecords is the most record bytes a fetch answer carries: a
+// gRPC message (rpc.MaxMessageSize) less room for everything else in it.
+const maxFetchRecords = rpc.MaxMessageSize - 4<<20
+
+// fetchMaxBytes is the most record bytes req is answered with: its
+// max_bytes, capped by fetch.max.bytes for a consumer and by
+// replica.fetch.response.max.bytes for a follower, and by what one gRPC
+// message carries (a larger answer could not be sent at all, and its
+// reader would never get past it). The first batch of the first partition
+// with records is answered whole even if larger (KIP-74), so a reader
+// always progresses; it is at most max.message.bytes, as the log took it.
+func (m *Manager) fetchMaxBytes(req *pb.FetchRequest) int {
+	limit := m.cfg.ConsumerFetchMaxBytes
+	if req.ReplicaId >= 0 {
+		limit = m.cfg.FetchResponseMaxBytes
+	}
+	if limit <= 0 || limit > maxFetchRecords {
+		limit = maxFetchRecords
+	}
+	if n := int(req.MaxBytes); n > 0 && n < limit {
+		return n
+	}
+	return limit
+}
+
+// fitMessage drops records from the last partitions of resp, keeping the
+// first partition's, until resp fits in a gRPC message (a fetch naming
+// very many partitions spends much of the message on their entries). A
+// partition whose records are dropped is answered as if it had none yet;
+// its reader fetches them next time.
+func fitMessage(resp *pb.FetchResponse) {
+	if proto.Size(resp) <= rpc.MaxMessageSize {
+		return
+	}
+	for i := len(resp.Partitions) - 1; i > 0 && proto.Size(resp) > rpc.MaxMessageSize; i-- {
+		if p := resp.Partitions[i]; len(p.Records) > 0 {
+			p.Records, p.AbortedTransactions = nil, nil
+		}
+	}
+}
+
 func hasError(r *pb.FetchResponse) bool {
 	for _, p := range r.Partitions {
 		if p.ErrorCode != pb.ErrorCode_NONE {
@@ -113,14 +176,11 @@ func hasError(r *pb.FetchResponse) bool {
 	return false
 }
 
-func (m *Manager) fetchPartition(fp *pb.FetchPartition, req *pb.FetchRequest, follower bool, staleEpoch error, first bool, budget int, minOne bool, alloc log.Alloc) *pb.FetchPartitionResponse {
+func (m *Manager) fetchPartition(fp *pb.FetchPartition, req *pb.FetchRequest, follower bool, first bool, budget int, minOne bool, alloc log.Alloc) *pb.FetchPartitionResponse {
 	out := &pb.FetchPartitionResponse{Topic: fp.Topic, Partition: fp.Partition, HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1, CurrentLeaderId: -1, CurrentLeaderEpoch: -1}
 	fail := func(err error) *pb.FetchPartitionResponse {
 		out.ErrorCode, out.ErrorMessage = errs.Split(err)
 		return out
-	}
-	if staleEpoch != nil {
-		return fail(staleEpoch)
 	}
 	key := log.PartitionKey{Topic: fp.Topic, Partition: fp.Partition}
 	p := m.parts.Get(key)

@@ -297,6 +297,13 @@ func (f *fetcher) fetch(client pb.ConsumerClient, sts []*fetchState) bool {
 		}
 		return false
 	}
+	if resp.ErrorCode == pb.ErrorCode_STALE_BROKER_EPOCH {
+		// The leader does not know this broker at its epoch yet (its
+		// metadata lag ours): back off and fetch in full.
+		m.lg.Debug("leader refused the fetch", "leader", f.source, "code", resp.ErrorCode.String(), "msg", resp.ErrorMessage)
+		f.sessID, f.told = 0, nil
+		return false
+	}
 	if resp.ErrorCode != pb.ErrorCode_NONE {
 		// FETCH_SESSION_ID_NOT_FOUND (the leader restarted or evicted it)
 		// or INVALID_FETCH_SESSION_EPOCH: open a new session right away.

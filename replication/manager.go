@@ -24,8 +24,13 @@ type Config struct {
 	FetchWaitMax time.Duration
 	// FetchMaxBytes is replica.fetch.max.bytes (per partition).
 	FetchMaxBytes int
-	// FetchResponseMaxBytes is replica.fetch.response.max.bytes.
+	// FetchResponseMaxBytes is replica.fetch.response.max.bytes: what this
+	// node asks of a leader as a follower, and the most it answers a
+	// follower's fetch with as a leader.
 	FetchResponseMaxBytes int
+	// ConsumerFetchMaxBytes is fetch.max.bytes: the most a consumer's
+	// fetch is answered with, whatever its max_bytes.
+	ConsumerFetchMaxBytes int
 	// FetchBackoff is replica.fetch.backoff.ms.
 	FetchBackoff time.Duration
 	// FetchSessionSlots is max.incremental.fetch.session.cache.slots: how
@@ -43,6 +48,7 @@ func DefaultConfig(nodeID int32) Config {
 		FetchWaitMax:          500 * time.Millisecond,
 		FetchMaxBytes:         1 << 20,
 		FetchResponseMaxBytes: 10 << 20,
+		ConsumerFetchMaxBytes: 55 << 20,
 		FetchBackoff:          time.Second,
 		FetchSessionSlots:     1000,
 	}

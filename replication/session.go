@@ -4,8 +4,10 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/strand-io/strand/broker/log"
+	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/internal/errs"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
@@ -39,10 +41,25 @@ func nextSessionEpoch(e int32) int32 {
 	return e
 }
 
+// sessionEvictAfter is how long a session must go unused before a new
+// one may take its slot (Kafka's minimum eviction time of incremental
+// fetch sessions, 120 s).
+const sessionEvictAfter = 2 * time.Minute
+
+// sessionPartitionsSlack is how many partitions a session may hold beyond
+// the partitions of this leader's metadata image (a follower's image may
+// be ahead of the leader's by a few new topics).
+const sessionPartitionsSlack = 1000
+
 // fetchSession is a leader's memory of one follower's fetch.
 type fetchSession struct {
 	id      int32
 	replica int32
+	// brokerEpoch is the follower's registration when it opened the
+	// session; a session outlives no registration.
+	brokerEpoch int64
+	created     time.Time
+	lastUsed    atomic.Int64 // Unix ns of the last request that used it
 
 	mu    sync.Mutex // held for a whole request: one request at a time
 	epoch int32      // the epoch the next request must carry
@@ -63,17 +80,30 @@ type sessionPart struct {
 // sessionCache holds a leader's sessions: one per follower, since a
 // follower runs one fetcher per leader; a new session from a follower
 // evicts its old one, so the cache never holds more than one session per
-// broker.
+// broker. Only a registered broker at its current epoch gets one (the
+// caller checks before begin), and a session holds at most the partitions
+// of the metadata image (plus sessionPartitionsSlack).
+//
+// When every slot is taken, a new session evicts, as Kafka's
+// FetchSessionCache does, the least recently used session if it has been
+// unused for sessionEvictAfter, else the smallest session older than
+// sessionEvictAfter if it holds fewer partitions than the new one (every
+// session here is a follower's: Kafka's "privileged" ones); failing that
+// it is declined and the follower fetches in full. Sessions of brokers no
+// longer registered at the epoch they opened with are dropped whenever a
+// session opens.
 type sessionCache struct {
 	slots     int // at most this many sessions; 0: none
+	now       func() time.Time
 	mu        sync.Mutex
 	next      int32
 	byID      map[int32]*fetchSession
 	byReplica map[int32]*fetchSession
+	evictions int64 // sessions evicted for a new one (tests)
 }
 
 func newSessionCache(slots int) *sessionCache {
-	return &sessionCache{slots: slots, next: rand.Int32N(1 << 30), byID: map[int32]*fetchSession{}, byReplica: map[int32]*fetchSession{}}
+	return &sessionCache{slots: slots, now: time.Now, next: rand.Int32N(1 << 30), byID: map[int32]*fetchSession{}, byReplica: map[int32]*fetchSession{}}
 }
 
 // len is the number of open sessions (tests, metrics).
@@ -109,8 +139,10 @@ func (c *sessionCache) dropLocked(s *fetchSession) {
 // begin resolves req's session. It returns nil for a sessionless fetch;
 // otherwise the session, locked (the caller unlocks it with end), with
 // req's changes applied, and the set of partitions that joined with this
-// request (always answered in full).
-func (c *sessionCache) begin(req *pb.FetchRequest) (*fetchSession, map[log.PartitionKey]bool, error) {
+// request (always answered in full). The caller has checked that req
+// comes from a registered broker at its current epoch; img is the
+// metadata image that check used.
+func (c *sessionCache) begin(req *pb.FetchRequest, img *controller.Image) (*fetchSession, map[log.PartitionKey]bool, error) {
 	switch {
 	case req.SessionEpoch == sessionNone:
 		return nil, nil, nil
@@ -126,7 +158,21 @@ func (c *sessionCache) begin(req *pb.FetchRequest) (*fetchSession, map[log.Parti
 	case req.SessionEpoch < sessionClose:
 		return nil, nil, errs.New(pb.ErrorCode_INVALID_FETCH_SESSION_EPOCH, "fetch session epoch %d is not valid", req.SessionEpoch)
 	case req.SessionEpoch == sessionOpen:
-		s := &fetchSession{replica: req.ReplicaId, epoch: nextSessionEpoch(sessionOpen), parts: map[log.PartitionKey]*sessionPart{}}
+		if c.slots <= 0 || len(req.Partitions) > maxSessionPartitions(img) {
+			// Declined: a full fetch, answered with session id 0.
+			c.mu.Lock()
+			if old := c.byReplica[req.ReplicaId]; old != nil {
+				c.dropLocked(old)
+			}
+			c.mu.Unlock()
+			return nil, nil, nil
+		}
+		now := c.now()
+		s := &fetchSession{replica: req.ReplicaId, created: now, epoch: nextSessionEpoch(sessionOpen), parts: map[log.PartitionKey]*sessionPart{}}
+		if b := img.Brokers[req.ReplicaId]; b != nil {
+			s.brokerEpoch = b.Epoch
+		}
+		s.lastUsed.Store(now.UnixNano())
 		added := map[log.PartitionKey]bool{}
 		for _, fp := range req.Partitions {
 			k := log.PartitionKey{Topic: fp.Topic, Partition: fp.Partition}
@@ -140,7 +186,8 @@ func (c *sessionCache) begin(req *pb.FetchRequest) (*fetchSession, map[log.Parti
 		if old := c.byReplica[req.ReplicaId]; old != nil {
 			c.dropLocked(old)
 		}
-		if len(c.byID) >= c.slots {
+		c.dropUnregisteredLocked(img)
+		if len(c.byID) >= c.slots && !c.evictLocked(now, len(s.keys)) {
 			c.mu.Unlock()
 			return nil, nil, nil // declined: a full fetch, answered with session id 0
 		}
@@ -174,6 +221,7 @@ func (c *sessionCache) begin(req *pb.FetchRequest) (*fetchSession, map[log.Parti
 		return nil, nil, errs.New(pb.ErrorCode_INVALID_FETCH_SESSION_EPOCH, "fetch session %d expects epoch %d, not %d", req.SessionId, want, req.SessionEpoch)
 	}
 	s.epoch = nextSessionEpoch(s.epoch)
+	s.lastUsed.Store(c.now().UnixNano())
 	if len(req.Forgotten) > 0 {
 		for _, tp := range req.Forgotten {
 			delete(s.parts, log.PartitionKey{Topic: tp.Topic, Partition: tp.Partition})
@@ -193,6 +241,15 @@ func (c *sessionCache) begin(req *pb.FetchRequest) (*fetchSession, map[log.Parti
 			sp.req = fp
 			continue
 		}
+		if len(s.keys) >= sessionPartitionsSlack && len(s.keys) >= maxSessionPartitions(img) {
+			// More partitions than there are: drop the session (the
+			// follower opens a new one, which is declined).
+			s.mu.Unlock()
+			c.mu.Lock()
+			c.dropLocked(s)
+			c.mu.Unlock()
+			return nil, nil, errs.New(pb.ErrorCode_FETCH_SESSION_ID_NOT_FOUND, "fetch session %d of broker %d would hold more partitions than the %d of the metadata; closed", req.SessionId, req.ReplicaId, maxSessionPartitions(img)-sessionPartitionsSlack)
+		}
 		s.parts[k] = &sessionPart{req: fp}
 		s.keys = append(s.keys, k)
 		if added == nil {
@@ -202,6 +259,52 @@ func (c *sessionCache) begin(req *pb.FetchRequest) (*fetchSession, map[log.Parti
 	}
 	s.size.Store(int32(len(s.keys)))
 	return s, added, nil
+}
+
+// maxSessionPartitions is the most partitions a session may hold under
+// img: every partition there is, and sessionPartitionsSlack more.
+func maxSessionPartitions(img *controller.Image) int {
+	n := sessionPartitionsSlack
+	for _, t := range img.Topics {
+		n += len(t.Partitions)
+	}
+	return n
+}
+
+// dropUnregisteredLocked drops the sessions of brokers that img does not
+// hold at the epoch they opened their session with.
+func (c *sessionCache) dropUnregisteredLocked(img *controller.Image) {
+	for _, s := range c.byID {
+		if b := img.Brokers[s.replica]; b == nil || b.Epoch != s.brokerEpoch {
+			c.dropLocked(s)
+		}
+	}
+}
+
+// evictLocked frees a slot for a new session of size partitions (Kafka's
+// rules, see sessionCache): the least recently used session if it is
+// stale, else the smallest session old enough to be evicted, if smaller.
+// It reports whether it freed one.
+func (c *sessionCache) evictLocked(now time.Time, size int) bool {
+	var lru, smallest *fetchSession
+	for _, s := range c.byID {
+		if lru == nil || s.lastUsed.Load() < lru.lastUsed.Load() {
+			lru = s
+		}
+		if now.Sub(s.created) > sessionEvictAfter && (smallest == nil || s.size.Load() < smallest.size.Load()) {
+			smallest = s
+		}
+	}
+	switch {
+	case lru != nil && now.Sub(time.Unix(0, lru.lastUsed.Load())) > sessionEvictAfter:
+		c.dropLocked(lru)
+	case smallest != nil && int(smallest.size.Load()) < size:
+		c.dropLocked(smallest)
+	default:
+		return false
+	}
+	c.evictions++
+	return true
 }
 
 // partitions is what the session fetches: every partition, at the

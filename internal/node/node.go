@@ -93,6 +93,10 @@ type Config struct {
 	// log.message.timestamp.after.max.ms: how far a produced record's
 	// CreateTime may be behind or ahead of the leader's clock.
 	TimestampBeforeMaxMs, TimestampAfterMaxMs int64
+	// ProduceMaxInFlight is max.in.flight.requests.per.stream: requests of
+	// one Produce stream read and not yet answered before the node stops
+	// reading it (back-pressure; see api.producerService.Produce).
+	ProduceMaxInFlight int
 	// TxnTopic and OffsetsTopic configure the internal topics (in dev mode
 	// replication factor and min ISR are lowered to 1).
 	TxnTopic, OffsetsTopic coordinator.InternalTopic
@@ -145,6 +149,7 @@ func DefaultConfig(id int32, dataDir string) Config {
 		HeartbeatInterval:      2 * time.Second,
 		MessageMaxBytes:        1048588,
 		OffsetMetadataMaxBytes: 4096,
+		ProduceMaxInFlight:     api.DefaultProduceMaxInFlight,
 		TimestampBeforeMaxMs:   record.DefaultTimestampBeforeMaxMs,
 		TimestampAfterMaxMs:    record.DefaultTimestampAfterMaxMs,
 		// connections.max.idle.ms
@@ -332,7 +337,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	clientConns := api.NewConnLimiter(clientLimits, n.connMetrics, lg)
 	ibConns := api.NewConnLimiter(ibLimits, n.connMetrics, lg)
-	deps := &api.Deps{NodeID: cfg.NodeID, Controller: n.Controller, Remote: n.Remote, MessageMaxBytes: cfg.MessageMaxBytes,
+	deps := &api.Deps{NodeID: cfg.NodeID, Controller: n.Controller, Remote: n.Remote, MessageMaxBytes: cfg.MessageMaxBytes, ProduceMaxInFlight: cfg.ProduceMaxInFlight,
 		TimestampBeforeMaxMs: cfg.TimestampBeforeMaxMs, TimestampAfterMaxMs: cfg.TimestampAfterMaxMs, Clock: cfg.Clock, Addr: n.addressOf, Logger: lg, Metrics: n.metrics,
 		TxnMaxTimeout: cfg.TxnConfig.MaxTimeout, OffsetMetadataMaxBytes: cfg.OffsetMetadataMaxBytes}
 	ctx, cancel := context.WithCancel(context.Background())
