@@ -30,6 +30,9 @@ func TestValidateTopicRanges(t *testing.T) {
 		{SegmentMs, maxInt64, ""},
 		{FlushMessages, "0", "at least 1"},
 		{RetentionBytes, "9223372036854775808", "not an integer"},
+		{TimestampAfterMaxMs, "3600000", ""},
+		{TimestampBeforeMaxMs, maxInt64, ""},
+		{TimestampAfterMaxMs, "-1", "at least 0"},
 	} {
 		err := ValidateTopic(tc.key, tc.value)
 		switch {
@@ -37,6 +40,21 @@ func TestValidateTopicRanges(t *testing.T) {
 			t.Errorf("%s=%s: refused (%v), want accepted", tc.key, tc.value, err)
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%s=%s: got %v, want a refusal saying %q", tc.key, tc.value, err, tc.want)
+		}
+	}
+}
+
+// Every numeric topic config accepts the floor of its range and one above
+// it: a spec whose maximum was left out would refuse every value.
+func TestTopicRangesAreNotEmpty(t *testing.T) {
+	for key, s := range topicSpecs {
+		if s.kind != kInt {
+			continue
+		}
+		for _, v := range []int64{s.min, s.min + 1} {
+			if err := ValidateTopic(key, strconv.FormatInt(v, 10)); err != nil {
+				t.Errorf("%s=%d refused: %v", key, v, err)
+			}
 		}
 	}
 }
