@@ -16,20 +16,18 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-// positionOf returns the byte position of the batch at offset in a segment file.
+// positionOf returns the byte position and size of the batch at offset in a segment file.
 func positionOf(t *testing.T, path string, offset int64) (pos int64, size int) {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for it := record.NewIter(data); it.Next(); {
-		if h := it.Header(); h.BaseOffset == offset {
-			return int64(it.Pos() - h.Size()), h.Size()
-		}
+	pos, size, ok := record.FindBatch(data, offset)
+	if !ok {
+		t.Fatalf("no batch at offset %d in %s", offset, path)
 	}
-	t.Fatalf("no batch at offset %d in %s", offset, path)
-	return 0, 0
+	return pos, size
 }
 
 func segPath(dir string, base int64, suffix string) string {

@@ -8,7 +8,6 @@ package hostile
 // readable, and the WARN and the metric that report the damage.
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -16,7 +15,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,35 +28,17 @@ import (
 
 const diskTopic = "disk"
 
-// syncBuffer collects a node's log output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // diskNode is a dev node whose data directory outlives its runs.
 type diskNode struct {
 	t    *testing.T
 	cfg  node.Config
-	logs *syncBuffer
+	logs *testutil.LogBuffer
 	tg   *target
 }
 
 func startDisk(t *testing.T) *diskNode {
 	t.Helper()
-	d := &diskNode{t: t, cfg: testutil.DevConfig(t, t.TempDir()), logs: &syncBuffer{}}
+	d := &diskNode{t: t, cfg: testutil.DevConfig(t, t.TempDir()), logs: &testutil.LogBuffer{}}
 	d.cfg.Logger = slog.New(slog.NewTextHandler(d.logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	d.start()
 	return d
@@ -201,19 +181,18 @@ func wantAll(t *testing.T, got map[int64]string, vals []string, damaged map[int6
 	}
 }
 
+// batchPos returns the byte position and size of the batch at offset in a segment file.
 func batchPos(t *testing.T, path string, offset int64) (pos int64, size int) {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for it := record.NewIter(data); it.Next(); {
-		if h := it.Header(); h.BaseOffset == offset {
-			return int64(it.Pos() - h.Size()), h.Size()
-		}
+	pos, size, ok := record.FindBatch(data, offset)
+	if !ok {
+		t.Fatalf("no batch at offset %d in %s", offset, path)
 	}
-	t.Fatalf("no batch at %d in %s", offset, path)
-	return 0, 0
+	return pos, size
 }
 
 // A byte flipped in a sealed middle segment before a kill -9 costs the

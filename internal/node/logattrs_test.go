@@ -1,13 +1,11 @@
 package node_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,23 +13,6 @@ import (
 	"github.com/strand-io/strand/internal/node"
 	"github.com/strand-io/strand/internal/testutil"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // duplicateKeys returns the top-level keys a JSON log line holds more
 // than once (slog writes every attribute it is given, repeats included).
@@ -65,7 +46,7 @@ func duplicateKeys(line string) ([]string, error) {
 // it again (node=1 node=1 on every leadership change) and the controller
 // added controller=<its own id>.
 func TestLogLinesNameTheNodeOnce(t *testing.T) {
-	var out syncBuffer
+	var out testutil.LogBuffer
 	n := testutil.StartDev(t, t.TempDir(), func(cfg *node.Config) {
 		cfg.Logger = slog.New(slog.NewJSONHandler(io.MultiWriter(&out), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})

@@ -84,3 +84,15 @@ func decodeRecords(h *Header, data []byte) ([]Record, error) {
 	}
 	return recs, nil
 }
+
+// FindBatch returns the byte position and size of the batch whose base
+// offset is offset in data (a segment file's bytes), walking the batches
+// from the start; ok is false when no batch starts at that offset.
+func FindBatch(data []byte, offset int64) (pos int64, size int, ok bool) {
+	for it := NewIter(data); it.Next(); {
+		if h := it.Header(); h.BaseOffset == offset {
+			return int64(it.Pos() - h.Size()), h.Size(), true
+		}
+	}
+	return 0, 0, false
+}

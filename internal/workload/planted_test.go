@@ -9,6 +9,7 @@ import (
 	"github.com/strand-io/strand/internal/node"
 	"github.com/strand-io/strand/internal/planted"
 	"github.com/strand-io/strand/internal/testcluster"
+	"github.com/strand-io/strand/internal/testutil"
 	"github.com/strand-io/strand/internal/verify"
 	"github.com/strand-io/strand/internal/workload"
 )
@@ -30,7 +31,7 @@ func markerRun(t *testing.T, drills ...string) *workload.Result {
 			cfg.TxnConfig.FirstEpoch = 32758
 			cfg.TxnConfig.AbortTimedOutInterval = time.Second
 		}})
-	out := &syncBuffer{}
+	out := &testutil.LogBuffer{}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	start := time.Now()

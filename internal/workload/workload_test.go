@@ -1,7 +1,6 @@
 package workload_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"sync"
@@ -12,6 +11,7 @@ import (
 	"github.com/strand-io/strand/internal/drill"
 	"github.com/strand-io/strand/internal/node"
 	"github.com/strand-io/strand/internal/testcluster"
+	"github.com/strand-io/strand/internal/testutil"
 	"github.com/strand-io/strand/internal/verify"
 	"github.com/strand-io/strand/internal/workload"
 )
@@ -113,24 +113,6 @@ func (t *clusterTarget) Heal(ctx context.Context, id int32) error {
 	return nil
 }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestWorkloadWithDrills runs the verify workload on a three-node cluster
 // while the leader of the busiest partition, the busiest transactional
 // id's coordinator and the active controller are killed and restarted, and
@@ -144,7 +126,7 @@ func TestWorkloadWithDrills(t *testing.T) {
 		cfg.GroupConfig.InitialRebalanceDelay = 0
 		cfg.TxnTopic.Partitions, cfg.OffsetsTopic.Partitions = 6, 6
 	}})
-	out := &syncBuffer{}
+	out := &testutil.LogBuffer{}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	res, err := workload.Run(ctx, workload.Config{
