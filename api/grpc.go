@@ -60,3 +60,19 @@ func ConnectionOptions(maxIdle time.Duration) []grpc.ServerOption {
 		grpc.ConnectionTimeout(min(maxIdle, HandshakeTimeout)),
 	}
 }
+
+// MaxStreamsPerConnection is how many RPCs one client connection may have
+// open at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; a gRPC client
+// waits for a free stream past it). Without it the per-stream bounds
+// (max.in.flight.requests.per.stream) multiply by however many streams a
+// client opens. A Kafka broker serves one request per connection at a
+// time; the SDK needs one Produce stream and a long-polling Fetch per
+// broker plus its unary calls, far below this. The inter-broker listener
+// has no such cap: its callers are the cluster's own nodes.
+const MaxStreamsPerConnection = 100
+
+// ClientConnectionOptions are the options a client or external listener
+// adds to ConnectionOptions.
+func ClientConnectionOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.MaxConcurrentStreams(MaxStreamsPerConnection)}
+}

@@ -1,11 +1,14 @@
 package hostile
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math"
 	"runtime"
+	"runtime/pprof"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/strand-io/strand/api"
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/internal/node"
 	"github.com/strand-io/strand/internal/record"
@@ -328,4 +332,66 @@ func TestFetchMaxBytesCapped(t *testing.T) {
 	tg.dropRaw()
 	b.check(32, 16<<20)
 	tg.assertServes()
+}
+
+// TestManyProduceStreamsOnOneConnection (item 3): the in-flight bound is
+// per stream, so a client that opens hundreds of Produce streams on one
+// connection, each filled to the bound and never read, must not multiply
+// it: a client connection serves at most api.MaxStreamsPerConnection RPCs
+// at once and the rest wait in the client. The node runs no more Produce
+// handlers than that and still serves others.
+func TestManyProduceStreamsOnOneConnection(t *testing.T) {
+	const limit, streams = 4, 300
+	tg := devTarget(t, func(c *node.Config) { c.ProduceMaxInFlight = limit })
+	tg.createTopic("streams", 1, 1)
+	tg.assertServes()
+
+	cc := tg.rawWith(tg.dev.Addr(), grpc.WithInitialWindowSize(1<<16), grpc.WithInitialConnWindowSize(1<<16))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var opened atomic.Int64
+	var wg sync.WaitGroup
+	for s := range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, err := pb.NewProducerClient(cc).Produce(ctx)
+			if err != nil {
+				return // cancelled while waiting for a stream
+			}
+			opened.Add(1)
+			for i := range limit {
+				req := &pb.ProduceRequest{CorrelationId: int64(i + 1), Acks: -1, TimeoutMs: 30000,
+					Partitions: []*pb.PartitionRecords{{Topic: "streams", Partition: 0, Records: batchOf(t, fmt.Sprintf("s%d-%d", s, i))}}}
+				if st.Send(req) != nil {
+					return
+				}
+			}
+			<-ctx.Done()
+		}()
+	}
+	// Give the flood time to open what the node lets it open.
+	most := 0
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		most = max(most, produceHandlers())
+	}
+	t.Logf("%d streams asked for on one connection: %d opened, at most %d Produce handlers on the node", streams, opened.Load(), most)
+	if most > api.MaxStreamsPerConnection {
+		t.Errorf("one connection ran %d Produce handlers at once, want at most %d", most, api.MaxStreamsPerConnection)
+	}
+	if most == 0 {
+		t.Fatal("no Produce handler seen: the flood never reached the node")
+	}
+	tg.assertServes()
+	cancel()
+	wg.Wait()
+	tg.dropRaw()
+}
+
+// produceHandlers counts the goroutines running the node's Produce
+// handler (the test and the node share the process).
+func produceHandlers() int {
+	var buf bytes.Buffer
+	_ = pprof.Lookup("goroutine").WriteTo(&buf, 2)
+	return strings.Count(buf.String(), "api.(*producerService).Produce(")
 }

@@ -410,7 +410,8 @@ func Start(cfg Config) (*Node, error) {
 	// The request metrics come first, so they count (and time) refusals too.
 	common := append(api.ServerOptions(), api.ConnectionOptions(n.maxIdle())...)
 	common = append(common, grpc.ChainUnaryInterceptor(n.metrics.Unary))
-	clientOpts := append(slices.Clone(common), n.gate.Interceptors(cfg.UnaryInterceptors...)...)
+	clientOpts := append(slices.Clone(common), api.ClientConnectionOptions()...)
+	clientOpts = append(clientOpts, n.gate.Interceptors(cfg.UnaryInterceptors...)...)
 	n.grpc = grpc.NewServer(clientOpts...)
 	api.RegisterClient(n.grpc, deps)
 	healthpb.RegisterHealthServer(n.grpc, n.health)
