@@ -12,12 +12,12 @@ FUZZTIME      ?= 2m
 # testdata/fuzz is that race, not a finding.
 FUZZ_SHORT    ?= 3000x
 # package:target, one per fuzz target (make fuzz runs each for FUZZTIME).
-FUZZ_TARGETS  := ./internal/record:FuzzDecode ./internal/record:FuzzValidateBatch \
-	./internal/record:FuzzReadControlBatch ./internal/record:FuzzParseControlRecord \
+FUZZ_TARGETS  := ./record:FuzzDecode ./record:FuzzValidateBatch \
+	./record:FuzzReadControlBatch ./record:FuzzParseControlRecord \
 	./coordinator/txn:FuzzTxnLogKey ./coordinator/txn:FuzzTxnLogValue \
 	./coordinator/group:FuzzGroupKey ./coordinator/group:FuzzGroupLoadRecord \
-	./broker/log:FuzzProducerSnapshot ./broker/log:FuzzOffsetCheckpoint \
-	./broker/log:FuzzEpochCheckpoint ./broker/log:FuzzTxnIndex ./api:FuzzRequests
+	./broker/storage:FuzzProducerSnapshot ./broker/storage:FuzzOffsetCheckpoint \
+	./broker/storage:FuzzEpochCheckpoint ./broker/storage:FuzzTxnIndex ./api:FuzzRequests
 
 .PHONY: all build test test-short fuzz lint proto run demo stop clean image drill drill-ci soak bench-compare readme-check
 

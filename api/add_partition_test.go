@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/errs"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 

@@ -8,7 +8,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
-	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/planted"
 	"github.com/strand-io/strand/internal/rpc"
 	pb "github.com/strand-io/strand/proto/strand/v1"

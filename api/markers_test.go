@@ -11,7 +11,7 @@ import (
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/coordinator"
-	"github.com/strand-io/strand/internal/testutil"
+	"github.com/strand-io/strand/testkit/testutil"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 

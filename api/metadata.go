@@ -6,7 +6,7 @@ import (
 
 	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/internal/config"
-	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/errs"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 

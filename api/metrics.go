@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/strand-io/strand/internal/record"
+	"github.com/strand-io/strand/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 

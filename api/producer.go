@@ -6,10 +6,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/strand-io/strand/internal/clock"
+	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/internal/config"
-	"github.com/strand-io/strand/internal/errs"
-	"github.com/strand-io/strand/internal/record"
+	"github.com/strand-io/strand/errs"
+	"github.com/strand-io/strand/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/replication"
 )

@@ -10,7 +10,7 @@ import (
 	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/coordinator"
 	"github.com/strand-io/strand/coordinator/txn"
-	"github.com/strand-io/strand/internal/clock"
+	"github.com/strand-io/strand/clock"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/replication"
 )

@@ -8,8 +8,8 @@ import (
 	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/coordinator"
 	"github.com/strand-io/strand/coordinator/txn"
-	"github.com/strand-io/strand/internal/errs"
-	"github.com/strand-io/strand/internal/record"
+	"github.com/strand-io/strand/errs"
+	"github.com/strand-io/strand/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 

@@ -13,8 +13,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/strand-io/strand/broker/log"
-	"github.com/strand-io/strand/internal/clock"
+	"github.com/strand-io/strand/broker/storage"
+	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/internal/config"
 )
 
@@ -28,7 +28,7 @@ const (
 type Config struct {
 	DataDir string
 	// Log holds broker-level defaults (log.segment.bytes, …); topic configs override.
-	Log log.Config
+	Log storage.Config
 	// MinInsyncReplicas is the broker default min.insync.replicas.
 	MinInsyncReplicas int
 	// RetentionCheckInterval is log.retention.check.interval.ms.
@@ -44,7 +44,7 @@ type Config struct {
 func DefaultConfig(dataDir string) Config {
 	return Config{
 		DataDir:                         dataDir,
-		Log:                             log.DefaultConfig(),
+		Log:                             storage.DefaultConfig(),
 		MinInsyncReplicas:               1,
 		RetentionCheckInterval:          5 * time.Minute,
 		CheckpointInterval:              5 * time.Second,
@@ -63,7 +63,7 @@ type Manager struct {
 	lg  *slog.Logger
 
 	mu    sync.RWMutex
-	parts map[log.PartitionKey]*Partition
+	parts map[storage.PartitionKey]*Partition
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -86,20 +86,20 @@ func Open(cfg Config, clk clock.Clock) (*Manager, error) {
 		cfg.Log.Logger = lg
 	}
 	if cfg.Log.Stats == nil {
-		cfg.Log.Stats = new(log.Stats) // shared by every log of this broker
+		cfg.Log.Stats = new(storage.Stats) // shared by every log of this broker
 	}
-	rps, err := log.ReadOffsetCheckpoint(filepath.Join(cfg.DataDir, RecoveryPointFile))
+	rps, err := storage.ReadOffsetCheckpoint(filepath.Join(cfg.DataDir, RecoveryPointFile))
 	if err != nil {
 		lg.Warn("recovery point checkpoint unreadable; recovering every log from its start", "err", err)
-		rps = map[log.PartitionKey]int64{}
+		rps = map[storage.PartitionKey]int64{}
 	}
-	hws, err := log.ReadOffsetCheckpoint(filepath.Join(cfg.DataDir, HighWatermarkFile))
+	hws, err := storage.ReadOffsetCheckpoint(filepath.Join(cfg.DataDir, HighWatermarkFile))
 	if err != nil {
 		lg.Warn("high watermark checkpoint unreadable; starting from log start offsets", "err", err)
-		hws = map[log.PartitionKey]int64{}
+		hws = map[storage.PartitionKey]int64{}
 	}
 	// Until the next clean close, a crash must rescan what was written since.
-	m := &Manager{cfg: cfg, clk: clk, lg: lg, parts: map[log.PartitionKey]*Partition{}}
+	m := &Manager{cfg: cfg, clk: clk, lg: lg, parts: map[storage.PartitionKey]*Partition{}}
 	entries, err := os.ReadDir(cfg.DataDir)
 	if err != nil {
 		return nil, err
@@ -113,7 +113,7 @@ func Open(cfg Config, clk clock.Clock) (*Manager, error) {
 			continue
 		}
 		start := time.Now()
-		l, err := log.Open(filepath.Join(cfg.DataDir, e.Name()), key, cfg.Log, rps[key], clk)
+		l, err := storage.Open(filepath.Join(cfg.DataDir, e.Name()), key, cfg.Log, rps[key], clk)
 		if err != nil {
 			m.closeAll()
 			return nil, fmt.Errorf("open log %s: %w", key, err)
@@ -136,23 +136,23 @@ func Open(cfg Config, clk clock.Clock) (*Manager, error) {
 }
 
 // ParseDirName reads "<topic>-<partition>".
-func ParseDirName(name string) (log.PartitionKey, bool) {
+func ParseDirName(name string) (storage.PartitionKey, bool) {
 	i := strings.LastIndexByte(name, '-')
 	if i <= 0 || i == len(name)-1 {
-		return log.PartitionKey{}, false
+		return storage.PartitionKey{}, false
 	}
 	p, err := strconv.ParseInt(name[i+1:], 10, 32)
 	if err != nil || p < 0 {
-		return log.PartitionKey{}, false
+		return storage.PartitionKey{}, false
 	}
-	return log.PartitionKey{Topic: name[:i], Partition: int32(p)}, true
+	return storage.PartitionKey{Topic: name[:i], Partition: int32(p)}, true
 }
 
 // LogStats counts the fsyncs of this broker's logs.
-func (m *Manager) LogStats() *log.Stats { return m.cfg.Log.Stats }
+func (m *Manager) LogStats() *storage.Stats { return m.cfg.Log.Stats }
 
 // LogConfig merges topic configs over the broker defaults.
-func (m *Manager) LogConfig(topicConfigs map[string]string) (log.Config, int) {
+func (m *Manager) LogConfig(topicConfigs map[string]string) (storage.Config, int) {
 	c := m.cfg.Log
 	c.SegmentBytes = config.Int(topicConfigs, config.SegmentBytes, c.SegmentBytes)
 	c.SegmentMs = config.Int(topicConfigs, config.SegmentMs, c.SegmentMs)
@@ -167,7 +167,7 @@ func (m *Manager) LogConfig(topicConfigs map[string]string) (log.Config, int) {
 }
 
 // Get returns a local partition or nil.
-func (m *Manager) Get(key log.PartitionKey) *Partition {
+func (m *Manager) Get(key storage.PartitionKey) *Partition {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.parts[key]
@@ -175,7 +175,7 @@ func (m *Manager) Get(key log.PartitionKey) *Partition {
 
 // GetOrCreate returns the local partition, creating its log if needed, with
 // the topic's configs applied.
-func (m *Manager) GetOrCreate(key log.PartitionKey, topicConfigs map[string]string) (*Partition, error) {
+func (m *Manager) GetOrCreate(key storage.PartitionKey, topicConfigs map[string]string) (*Partition, error) {
 	lc, minISR := m.LogConfig(topicConfigs)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -187,7 +187,7 @@ func (m *Manager) GetOrCreate(key log.PartitionKey, topicConfigs map[string]stri
 		p.SetMinISR(minISR)
 		return p, nil
 	}
-	l, err := log.Open(filepath.Join(m.cfg.DataDir, log.DirName(key.Topic, key.Partition)), key, lc, 0, m.clk)
+	l, err := storage.Open(filepath.Join(m.cfg.DataDir, storage.DirName(key.Topic, key.Partition)), key, lc, 0, m.clk)
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +198,7 @@ func (m *Manager) GetOrCreate(key log.PartitionKey, topicConfigs map[string]stri
 }
 
 // Delete removes a partition and its files.
-func (m *Manager) Delete(key log.PartitionKey) error {
+func (m *Manager) Delete(key storage.PartitionKey) error {
 	m.mu.Lock()
 	p := m.parts[key]
 	delete(m.parts, key)
@@ -228,16 +228,16 @@ func (m *Manager) All() []*Partition {
 }
 
 func (m *Manager) writeCheckpoints() error {
-	rps := map[log.PartitionKey]int64{}
-	hws := map[log.PartitionKey]int64{}
+	rps := map[storage.PartitionKey]int64{}
+	hws := map[storage.PartitionKey]int64{}
 	for _, p := range m.All() {
 		rps[p.Key] = p.Log.RecoveryPoint()
 		hws[p.Key] = p.HighWatermark()
 	}
-	if err := log.WriteOffsetCheckpoint(filepath.Join(m.cfg.DataDir, RecoveryPointFile), rps); err != nil {
+	if err := storage.WriteOffsetCheckpoint(filepath.Join(m.cfg.DataDir, RecoveryPointFile), rps); err != nil {
 		return err
 	}
-	return log.WriteOffsetCheckpoint(filepath.Join(m.cfg.DataDir, HighWatermarkFile), hws)
+	return storage.WriteOffsetCheckpoint(filepath.Join(m.cfg.DataDir, HighWatermarkFile), hws)
 }
 
 func (m *Manager) loop(ctx context.Context) {

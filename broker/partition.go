@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/strand-io/strand/broker/log"
-	"github.com/strand-io/strand/internal/errs"
-	"github.com/strand-io/strand/internal/record"
+	"github.com/strand-io/strand/broker/storage"
+	"github.com/strand-io/strand/errs"
+	"github.com/strand-io/strand/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -51,8 +51,8 @@ type Leadership struct {
 
 // Partition is one local replica.
 type Partition struct {
-	Key log.PartitionKey
-	Log *log.Log
+	Key storage.PartitionKey
+	Log *storage.Log
 
 	// leaderMu is held for reading by appends and for writing by role
 	// changes, so no append runs under a stale leader epoch.
@@ -67,7 +67,7 @@ type Partition struct {
 }
 
 // NewPartition wraps an open log; hw is the checkpointed high watermark.
-func NewPartition(key log.PartitionKey, l *log.Log, hw int64) *Partition {
+func NewPartition(key storage.PartitionKey, l *storage.Log, hw int64) *Partition {
 	if leo := l.LogEndOffset(); hw > leo {
 		hw = leo
 	}
@@ -252,15 +252,15 @@ func (p *Partition) WaitForHW(ctx context.Context, offset int64, epoch int32) er
 
 // AppendAsLeader appends client batches if this replica leads. It checks
 // min.insync.replicas first for acks=all.
-func (p *Partition) AppendAsLeader(batches []byte, requiredAcks int32) (log.AppendResult, int32, error) {
+func (p *Partition) AppendAsLeader(batches []byte, requiredAcks int32) (storage.AppendResult, int32, error) {
 	p.leaderMu.RLock()
 	defer p.leaderMu.RUnlock()
 	l := p.lead
 	if l.Role != RoleLeader {
-		return log.AppendResult{}, l.LeaderEpoch, p.notLeader(l)
+		return storage.AppendResult{}, l.LeaderEpoch, p.notLeader(l)
 	}
 	if requiredAcks == -1 && len(l.ISR) < p.minISR {
-		return log.AppendResult{}, l.LeaderEpoch, errs.New(pb.ErrorCode_NOT_ENOUGH_REPLICAS,
+		return storage.AppendResult{}, l.LeaderEpoch, errs.New(pb.ErrorCode_NOT_ENOUGH_REPLICAS,
 			"%s: the ISR %v has %d replicas, fewer than min.insync.replicas=%d", p.Key, l.ISR, len(l.ISR), p.minISR)
 	}
 	res, err := p.Log.AppendAsLeaderDeferred(batches, l.LeaderEpoch)
@@ -300,17 +300,17 @@ func (p *Partition) WaitDurable(ctx context.Context, offset int64, epoch int32) 
 }
 
 // AppendMarker writes a transaction marker if this replica leads.
-func (p *Partition) AppendMarker(pid int64, epoch int16, coordinatorEpoch int32, typ record.ControlType) (log.MarkerResult, int32, error) {
+func (p *Partition) AppendMarker(pid int64, epoch int16, coordinatorEpoch int32, typ record.ControlType) (storage.MarkerResult, int32, error) {
 	return p.AppendMarkerVersion(pid, epoch, coordinatorEpoch, typ, 2)
 }
 
 // AppendMarkerVersion writes a marker under a transaction version's epoch rule.
-func (p *Partition) AppendMarkerVersion(pid int64, epoch int16, coordinatorEpoch int32, typ record.ControlType, txnVersion int32) (log.MarkerResult, int32, error) {
+func (p *Partition) AppendMarkerVersion(pid int64, epoch int16, coordinatorEpoch int32, typ record.ControlType, txnVersion int32) (storage.MarkerResult, int32, error) {
 	p.leaderMu.RLock()
 	defer p.leaderMu.RUnlock()
 	l := p.lead
 	if l.Role != RoleLeader {
-		return log.MarkerResult{}, l.LeaderEpoch, p.notLeader(l)
+		return storage.MarkerResult{}, l.LeaderEpoch, p.notLeader(l)
 	}
 	res, err := p.Log.AppendMarkerVersion(pid, epoch, coordinatorEpoch, typ, l.LeaderEpoch, txnVersion)
 	if err == nil && !res.AlreadyDone {
@@ -320,13 +320,13 @@ func (p *Partition) AppendMarkerVersion(pid int64, epoch int16, coordinatorEpoch
 }
 
 // AbortHanging is the administrator's abort of a hanging transaction
-// (log.Log.AbortHanging) if this replica leads.
-func (p *Partition) AbortHanging(pid int64, epoch int16, startOffset int64, minOpen time.Duration) (log.MarkerResult, int32, error) {
+// (storage.Log.AbortHanging) if this replica leads.
+func (p *Partition) AbortHanging(pid int64, epoch int16, startOffset int64, minOpen time.Duration) (storage.MarkerResult, int32, error) {
 	p.leaderMu.RLock()
 	defer p.leaderMu.RUnlock()
 	l := p.lead
 	if l.Role != RoleLeader {
-		return log.MarkerResult{}, l.LeaderEpoch, p.notLeader(l)
+		return storage.MarkerResult{}, l.LeaderEpoch, p.notLeader(l)
 	}
 	res, err := p.Log.AbortHanging(pid, epoch, startOffset, minOpen, l.LeaderEpoch)
 	if err == nil {
@@ -336,12 +336,12 @@ func (p *Partition) AbortHanging(pid int64, epoch int16, startOffset int64, minO
 }
 
 // AppendAsFollower appends replicated batches if this replica follows.
-func (p *Partition) AppendAsFollower(batches []byte, leaderEpoch int32) (log.AppendResult, error) {
+func (p *Partition) AppendAsFollower(batches []byte, leaderEpoch int32) (storage.AppendResult, error) {
 	p.leaderMu.RLock()
 	defer p.leaderMu.RUnlock()
 	l := p.lead
 	if l.Role != RoleFollower || l.LeaderEpoch != leaderEpoch {
-		return log.AppendResult{}, errs.New(pb.ErrorCode_NOT_LEADER_OR_FOLLOWER, "%s: no longer following epoch %d", p.Key, leaderEpoch)
+		return storage.AppendResult{}, errs.New(pb.ErrorCode_NOT_LEADER_OR_FOLLOWER, "%s: no longer following epoch %d", p.Key, leaderEpoch)
 	}
 	res, err := p.Log.AppendAsFollower(batches)
 	if err == nil {
@@ -356,7 +356,7 @@ func (p *Partition) notLeader(l Leadership) error {
 
 // CheckLeaderEpoch applies KIP-320 fencing to a fetch or ListOffsets that
 // names the leader epoch it believes in (-1 skips the check).
-func CheckLeaderEpoch(key log.PartitionKey, current int32, requested int32) error {
+func CheckLeaderEpoch(key storage.PartitionKey, current int32, requested int32) error {
 	switch {
 	case requested < 0 || requested == current:
 		return nil

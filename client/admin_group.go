@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/errs"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 

@@ -10,8 +10,8 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/strand-io/strand/internal/record"
-	"github.com/strand-io/strand/internal/testutil"
+	"github.com/strand-io/strand/record"
+	"github.com/strand-io/strand/testkit/testutil"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 

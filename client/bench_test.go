@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/client"
-	"github.com/strand-io/strand/internal/testutil"
+	"github.com/strand-io/strand/testkit/testutil"
 )
 
 // BenchmarkProduce is the SDK producing 1 KiB records end to end against a

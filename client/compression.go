@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/strand-io/strand/internal/record"
+	"github.com/strand-io/strand/record"
 )
 
 // CompressionCodec is compression.type: the codec the producer compresses

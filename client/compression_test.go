@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/strand-io/strand/internal/record"
+	"github.com/strand-io/strand/record"
 )
 
 // A codec named with the client package's own constants (a program
-// outside the module cannot name internal/record) compresses every batch
+// outside the module cannot name record) compresses every batch
 // with it, and the broker reads the records back.
 func TestCompressionCodecReachesTheBatches(t *testing.T) {
 	for _, codec := range []CompressionCodec{NoCompression, Gzip, Snappy, LZ4, Zstd} {

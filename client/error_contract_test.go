@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strand-io/strand/internal/errs"
-	"github.com/strand-io/strand/internal/testutil"
+	"github.com/strand-io/strand/errs"
+	"github.com/strand-io/strand/testkit/testutil"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 

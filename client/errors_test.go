@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strand-io/strand/internal/testutil"
+	"github.com/strand-io/strand/testkit/testutil"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/client"
-	"github.com/strand-io/strand/internal/node"
-	"github.com/strand-io/strand/internal/testutil"
+	"github.com/strand-io/strand/node"
+	"github.com/strand-io/strand/testkit/testutil"
 )
 
 // bootstrap is the address of the Strand server the examples run against:

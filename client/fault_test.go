@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/strand-io/strand/client"
-	"github.com/strand-io/strand/internal/testutil"
+	"github.com/strand-io/strand/testkit/testutil"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 

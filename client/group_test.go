@@ -11,9 +11,9 @@ import (
 
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/coordinator"
-	"github.com/strand-io/strand/internal/node"
-	"github.com/strand-io/strand/internal/testcluster"
-	"github.com/strand-io/strand/internal/testutil"
+	"github.com/strand-io/strand/node"
+	"github.com/strand-io/strand/testkit/testcluster"
+	"github.com/strand-io/strand/testkit/testutil"
 )
 
 // groupNode is a dev server tuned for group tests: no initial rebalance

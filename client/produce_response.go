@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/strand-io/strand/internal/errs"
-	"github.com/strand-io/strand/internal/record"
+	"github.com/strand-io/strand/errs"
+	"github.com/strand-io/strand/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 

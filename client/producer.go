@@ -10,8 +10,8 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/strand-io/strand/internal/errs"
-	"github.com/strand-io/strand/internal/record"
+	"github.com/strand-io/strand/errs"
+	"github.com/strand-io/strand/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 

@@ -3,7 +3,7 @@ package client
 import (
 	"time"
 
-	"github.com/strand-io/strand/internal/record"
+	"github.com/strand-io/strand/record"
 )
 
 // Header is a record header.

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/client"
-	"github.com/strand-io/strand/internal/testutil"
+	"github.com/strand-io/strand/testkit/testutil"
 )
 
 func TestProduceConsumeSmoke(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/internal/planted"
-	"github.com/strand-io/strand/internal/testutil"
+	"github.com/strand-io/strand/testkit/testutil"
 )
 
 // callbacks counts a consumer's rebalance callbacks.

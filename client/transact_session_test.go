@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/client"
-	"github.com/strand-io/strand/internal/node"
-	"github.com/strand-io/strand/internal/testutil"
+	"github.com/strand-io/strand/node"
+	"github.com/strand-io/strand/testkit/testutil"
 )
 
 // stageWorker runs one consume-transform-produce worker until stop; with

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/client"
-	"github.com/strand-io/strand/internal/node"
-	"github.com/strand-io/strand/internal/testcluster"
+	"github.com/strand-io/strand/node"
+	"github.com/strand-io/strand/testkit/testcluster"
 )
 
 // TestBackToBackTransactionsDoNotWaitABackoff: the first record of a

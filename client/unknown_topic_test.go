@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/client"
-	"github.com/strand-io/strand/internal/testutil"
+	"github.com/strand-io/strand/testkit/testutil"
 )
 
 // A producer with delivery.timeout.ms of 2 s that produces to a topic that

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/client"
-	"github.com/strand-io/strand/internal/errs"
-	"github.com/strand-io/strand/internal/testcluster"
+	"github.com/strand-io/strand/errs"
+	"github.com/strand-io/strand/testkit/testcluster"
 )
 
 // TestControllerFailover: kill the active controller while brokers keep

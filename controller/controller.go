@@ -15,9 +15,9 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/strand-io/strand/internal/clock"
+	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/internal/config"
-	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/errs"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -38,7 +38,7 @@ type Config struct {
 	// MaxBrokerPartitions is max.broker.partitions (KIP-578): the most
 	// partition replicas a topic creation may leave on one broker; 0 is no
 	// limit. A node lowers it to what its file descriptors can serve
-	// (internal/node/fdlimit.go) and assumes its peers have the same limit.
+	// (node/fdlimit.go) and assumes its peers have the same limit.
 	MaxBrokerPartitions int
 	Logger              *slog.Logger
 }

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/strand-io/strand/internal/testcluster"
+	"github.com/strand-io/strand/testkit/testcluster"
 )
 
 // checkSpread asserts what Kafka's rack-unaware placement gives a topic of

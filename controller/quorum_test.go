@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/controller"
-	"github.com/strand-io/strand/internal/testutil/ports"
+	"github.com/strand-io/strand/testkit/testutil/ports"
 )
 
 func freeAddr(t *testing.T) string {

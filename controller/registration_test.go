@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/controller"
-	"github.com/strand-io/strand/internal/clock"
-	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/clock"
+	"github.com/strand-io/strand/errs"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/errs"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/strand-io/strand/client"
-	"github.com/strand-io/strand/internal/testcluster"
+	"github.com/strand-io/strand/testkit/testcluster"
 )
 
 // BenchmarkProduceRF3 is acks=all produce to a replicated topic (RF 3,

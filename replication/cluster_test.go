@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/client"
-	"github.com/strand-io/strand/internal/testcluster"
+	"github.com/strand-io/strand/testkit/testcluster"
 )
 
 func TestReplicatesToEveryReplica(t *testing.T) {

@@ -13,8 +13,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/strand-io/strand/client"
-	"github.com/strand-io/strand/internal/record"
-	"github.com/strand-io/strand/internal/testcluster"
+	"github.com/strand-io/strand/record"
+	"github.com/strand-io/strand/testkit/testcluster"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/client"
-	"github.com/strand-io/strand/internal/record"
-	"github.com/strand-io/strand/internal/testcluster"
+	"github.com/strand-io/strand/record"
+	"github.com/strand-io/strand/testkit/testcluster"
 )
 
 // ackLog records, per partition, the values acknowledged and their offsets.

@@ -7,9 +7,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strand-io/strand/broker"
-	"github.com/strand-io/strand/broker/log"
+	"github.com/strand-io/strand/broker/storage"
 	"github.com/strand-io/strand/controller"
-	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/rpc"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
@@ -23,14 +23,14 @@ func (m *Manager) Fetch(ctx context.Context, req *pb.FetchRequest) *pb.FetchResp
 }
 
 // FetchInto is Fetch with the records read into buffers from alloc (see
-// log.ReadInto; nil allocates them): each partition's Records is the start
+// storage.ReadInto; nil allocates them): each partition's Records is the start
 // of the buffer its read filled, and shared with nothing, so the caller
 // may recycle it once done with the response. (The reads of a long poll's
 // earlier rounds are dropped.)
 //
 // A request with a session (KIP-227, see session.go) fetches every
 // partition of the session and answers only what changed.
-func (m *Manager) FetchInto(ctx context.Context, req *pb.FetchRequest, alloc log.Alloc) *pb.FetchResponse {
+func (m *Manager) FetchInto(ctx context.Context, req *pb.FetchRequest, alloc storage.Alloc) *pb.FetchResponse {
 	img := m.Image()
 	if req.ReplicaId >= 0 {
 		// Who is asking comes first: a fetch in the name of a broker that
@@ -73,7 +73,7 @@ func (m *Manager) checkReplica(img *controller.Image, req *pb.FetchRequest) erro
 	return nil
 }
 
-func (m *Manager) fetch(ctx context.Context, req *pb.FetchRequest, alloc log.Alloc) *pb.FetchResponse {
+func (m *Manager) fetch(ctx context.Context, req *pb.FetchRequest, alloc storage.Alloc) *pb.FetchResponse {
 	follower := req.ReplicaId >= 0
 	maxBytes := m.fetchMaxBytes(req)
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMs) * time.Millisecond)
@@ -101,7 +101,7 @@ func (m *Manager) fetch(ctx context.Context, req *pb.FetchRequest, alloc log.All
 		if wake == nil {
 			wake = make(chan struct{}, 1)
 			for _, fp := range req.Partitions {
-				if p := m.parts.Get(log.PartitionKey{Topic: fp.Topic, Partition: fp.Partition}); p != nil {
+				if p := m.parts.Get(storage.PartitionKey{Topic: fp.Topic, Partition: fp.Partition}); p != nil {
 					p.Watch(wake)
 					watched = append(watched, p)
 				}
@@ -176,13 +176,13 @@ func hasError(r *pb.FetchResponse) bool {
 	return false
 }
 
-func (m *Manager) fetchPartition(fp *pb.FetchPartition, req *pb.FetchRequest, follower bool, first bool, budget int, minOne bool, alloc log.Alloc) *pb.FetchPartitionResponse {
+func (m *Manager) fetchPartition(fp *pb.FetchPartition, req *pb.FetchRequest, follower bool, first bool, budget int, minOne bool, alloc storage.Alloc) *pb.FetchPartitionResponse {
 	out := &pb.FetchPartitionResponse{Topic: fp.Topic, Partition: fp.Partition, HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1, CurrentLeaderId: -1, CurrentLeaderEpoch: -1}
 	fail := func(err error) *pb.FetchPartitionResponse {
 		out.ErrorCode, out.ErrorMessage = errs.Split(err)
 		return out
 	}
-	key := log.PartitionKey{Topic: fp.Topic, Partition: fp.Partition}
+	key := storage.PartitionKey{Topic: fp.Topic, Partition: fp.Partition}
 	p := m.parts.Get(key)
 	if p == nil {
 		if m.Image().Partition(fp.Topic, fp.Partition) == nil {
@@ -239,7 +239,7 @@ func (m *Manager) fetchPartition(fp *pb.FetchPartition, req *pb.FetchRequest, fo
 }
 
 // onFollowerFetch updates the leader's view of a follower and moves the HW.
-func (m *Manager) onFollowerFetch(key log.PartitionKey, id int32, fetchOffset, leaderLEO int64) {
+func (m *Manager) onFollowerFetch(key storage.PartitionKey, id int32, fetchOffset, leaderLEO int64) {
 	le := m.leader(key)
 	if le == nil {
 		return
@@ -262,7 +262,7 @@ func (m *Manager) OffsetForLeaderEpoch(req *pb.OffsetForLeaderEpochRequest) *pb.
 	for _, it := range req.Partitions {
 		out := &pb.OffsetForLeaderEpochPartitionResponse{Topic: it.Topic, Partition: it.Partition, LeaderEpoch: -1, EndOffset: -1}
 		resp.Partitions = append(resp.Partitions, out)
-		key := log.PartitionKey{Topic: it.Topic, Partition: it.Partition}
+		key := storage.PartitionKey{Topic: it.Topic, Partition: it.Partition}
 		p := m.parts.Get(key)
 		if p == nil {
 			out.ErrorCode, out.ErrorMessage = pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, key.String()+" has no replica here"

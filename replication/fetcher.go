@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/broker"
-	"github.com/strand-io/strand/broker/log"
-	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/broker/storage"
+	"github.com/strand-io/strand/errs"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -39,13 +39,13 @@ type fetcher struct {
 	source int32
 
 	mu    sync.Mutex
-	parts map[log.PartitionKey]*fetchState
+	parts map[storage.PartitionKey]*fetchState
 	kick  chan struct{}
 
 	// The fetch session with the leader (KIP-227), run goroutine only:
 	// sessID 0 means the next fetch is a full one that opens a session.
 	sessID, sessEpoch int32
-	told              map[log.PartitionKey]position // what the session holds
+	told              map[storage.PartitionKey]position // what the session holds
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -54,7 +54,7 @@ type fetcher struct {
 
 func newFetcher(m *Manager, source int32) *fetcher {
 	ctx, cancel := context.WithCancel(m.ctx)
-	return &fetcher{m: m, source: source, parts: map[log.PartitionKey]*fetchState{}, kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	return &fetcher{m: m, source: source, parts: map[storage.PartitionKey]*fetchState{}, kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
 }
 
 func (f *fetcher) start() { go f.run() }
@@ -74,7 +74,7 @@ func (f *fetcher) add(p *broker.Partition, epoch int32) {
 	}
 }
 
-func (f *fetcher) remove(key log.PartitionKey) {
+func (f *fetcher) remove(key storage.PartitionKey) {
 	f.mu.Lock()
 	delete(f.parts, key)
 	f.mu.Unlock()
@@ -261,8 +261,8 @@ func (f *fetcher) fetch(client pb.ConsumerClient, sts []*fetchState) bool {
 	} else {
 		req.SessionId, req.SessionEpoch = f.sessID, f.sessEpoch
 	}
-	byKey := make(map[log.PartitionKey]*fetchState, len(sts))
-	now := make(map[log.PartitionKey]position, len(sts))
+	byKey := make(map[storage.PartitionKey]*fetchState, len(sts))
+	now := make(map[storage.PartitionKey]position, len(sts))
 	for _, st := range sts {
 		pos := position{fetchOffset: st.p.Log.LogEndOffset(), logStart: st.p.Log.LogStartOffset(), leaderEpoch: st.leaderEpoch, maxBytes: int32(m.cfg.FetchMaxBytes)}
 		byKey[st.p.Key] = st
@@ -321,7 +321,7 @@ func (f *fetcher) fetch(client pb.ConsumerClient, sts []*fetchState) bool {
 	}
 	ok := true
 	for _, r := range resp.Partitions {
-		st := byKey[log.PartitionKey{Topic: r.Topic, Partition: r.Partition}]
+		st := byKey[storage.PartitionKey{Topic: r.Topic, Partition: r.Partition}]
 		if st == nil || !f.current(st) {
 			continue
 		}

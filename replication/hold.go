@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/broker"
-	"github.com/strand-io/strand/broker/log"
+	"github.com/strand-io/strand/broker/storage"
 )
 
 // A follower-fetch hold is a test-only fault: while a partition is held,
@@ -34,12 +34,12 @@ type FetchHold struct {
 
 type holds struct {
 	mu sync.Mutex
-	m  map[log.PartitionKey]FetchHold
+	m  map[storage.PartitionKey]FetchHold
 }
 
 // limit returns the offset follower reads of key must stop at, if a hold
 // is in force (it forgets an expired one).
-func (h *holds) limit(key log.PartitionKey, now time.Time) (int64, bool) {
+func (h *holds) limit(key storage.PartitionKey, now time.Time) (int64, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.m) == 0 {
@@ -64,7 +64,7 @@ func (m *Manager) HoldFollowerFetch(topic string, partition int32, d time.Durati
 	if d <= 0 || d > MaxFollowerFetchHold {
 		return FetchHold{}, fmt.Errorf("hold duration %s is not in (0, %s]", d, MaxFollowerFetchHold)
 	}
-	key := log.PartitionKey{Topic: topic, Partition: partition}
+	key := storage.PartitionKey{Topic: topic, Partition: partition}
 	p := m.parts.Get(key)
 	if p == nil {
 		return FetchHold{}, fmt.Errorf("%s has no replica on broker %d", key, m.cfg.NodeID)
@@ -76,7 +76,7 @@ func (m *Manager) HoldFollowerFetch(topic string, partition int32, d time.Durati
 	m.holds.mu.Lock()
 	defer m.holds.mu.Unlock()
 	if m.holds.m == nil {
-		m.holds.m = map[log.PartitionKey]FetchHold{}
+		m.holds.m = map[storage.PartitionKey]FetchHold{}
 	}
 	fh, ok := m.holds.m[key]
 	if !ok || !now.Before(fh.Until) {
@@ -90,7 +90,7 @@ func (m *Manager) HoldFollowerFetch(topic string, partition int32, d time.Durati
 
 // ReleaseFollowerFetch ends a hold; it reports whether one was in force.
 func (m *Manager) ReleaseFollowerFetch(topic string, partition int32) bool {
-	key := log.PartitionKey{Topic: topic, Partition: partition}
+	key := storage.PartitionKey{Topic: topic, Partition: partition}
 	m.holds.mu.Lock()
 	fh, ok := m.holds.m[key]
 	delete(m.holds.m, key)

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strand-io/strand/internal/record"
-	"github.com/strand-io/strand/internal/testcluster"
+	"github.com/strand-io/strand/record"
+	"github.com/strand-io/strand/testkit/testcluster"
 	"github.com/strand-io/strand/replication"
 )
 

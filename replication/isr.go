@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/strand-io/strand/broker/log"
-	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/broker/storage"
+	"github.com/strand-io/strand/errs"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -47,7 +47,7 @@ func (m *Manager) proposeISRChanges(ctx context.Context) {
 	}
 	m.mu.Unlock()
 	req := &pb.AlterPartitionRequest{BrokerId: m.cfg.NodeID, BrokerEpoch: m.brokerEpoch()}
-	byKey := map[log.PartitionKey]*leaderEntry{}
+	byKey := map[storage.PartitionKey]*leaderEntry{}
 	for _, le := range entries {
 		le.mu.Lock()
 		if le.st != nil {
@@ -72,10 +72,10 @@ func (m *Manager) proposeISRChanges(ctx context.Context) {
 	if err == nil && resp.ErrorCode != pb.ErrorCode_NONE {
 		err = errs.FromCode(resp.ErrorCode, resp.ErrorMessage)
 	}
-	results := map[log.PartitionKey]*pb.AlterPartitionResult{}
+	results := map[storage.PartitionKey]*pb.AlterPartitionResult{}
 	if err == nil {
 		for _, r := range resp.Partitions {
-			results[log.PartitionKey{Topic: r.Topic, Partition: r.Partition}] = r
+			results[storage.PartitionKey{Topic: r.Topic, Partition: r.Partition}] = r
 		}
 	} else {
 		m.lg.Warn("AlterPartition failed; will retry", "err", err)

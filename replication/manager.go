@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/broker"
-	"github.com/strand-io/strand/broker/log"
+	"github.com/strand-io/strand/broker/storage"
 	"github.com/strand-io/strand/controller"
-	"github.com/strand-io/strand/internal/clock"
+	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/internal/config"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
@@ -80,10 +80,10 @@ type Manager struct {
 	img atomic.Pointer[controller.Image]
 
 	mu        sync.Mutex
-	leaders   map[log.PartitionKey]*leaderEntry
+	leaders   map[storage.PartitionKey]*leaderEntry
 	fetchers  map[int32]*fetcher
 	sessions  *sessionCache              // fetch sessions of the followers fetching from here
-	follows   map[log.PartitionKey]int32 // partition -> leader being followed
+	follows   map[storage.PartitionKey]int32 // partition -> leader being followed
 	alterQ    chan struct{}
 	listeners map[string][]LeaderListener
 
@@ -101,7 +101,7 @@ type Manager struct {
 	// takes leaderEntry.mu, which ISR changes hold while they take
 	// leaderMu for writing.
 	flushedMu sync.Mutex
-	flushed   map[log.PartitionKey]struct{}
+	flushed   map[storage.PartitionKey]struct{}
 	flushQ    chan struct{}
 
 	// holds are the test-only follower-fetch holds (hold.go).
@@ -136,7 +136,7 @@ func (m *Manager) notifyLeader(p *broker.Partition, epoch int32) {
 	}
 }
 
-func (m *Manager) notifyStopped(key log.PartitionKey) {
+func (m *Manager) notifyStopped(key storage.PartitionKey) {
 	m.mu.Lock()
 	ls := m.listeners[key.Topic]
 	m.mu.Unlock()
@@ -162,9 +162,9 @@ func New(cfg Config, parts *broker.Manager, ctrl ControllerClient, peers Peers, 
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{sessions: newSessionCache(cfg.FetchSessionSlots), cfg: cfg, clk: clk, lg: lg.With("component", "replication"), parts: parts, ctrl: ctrl, peers: peers, brokerEpoch: brokerEpoch,
-		leaders: map[log.PartitionKey]*leaderEntry{}, fetchers: map[int32]*fetcher{}, follows: map[log.PartitionKey]int32{},
+		leaders: map[storage.PartitionKey]*leaderEntry{}, fetchers: map[int32]*fetcher{}, follows: map[storage.PartitionKey]int32{},
 		alterQ: make(chan struct{}, 1), listeners: map[string][]LeaderListener{}, ctx: ctx, cancel: cancel,
-		flushed: map[log.PartitionKey]struct{}{}, flushQ: make(chan struct{}, 1)}
+		flushed: map[storage.PartitionKey]struct{}{}, flushQ: make(chan struct{}, 1)}
 	m.img.Store(controller.EmptyImage())
 	return m
 }
@@ -178,7 +178,7 @@ func (m *Manager) Start() {
 
 // logFlushed queues key for hwLoop (a log's OnFlush callback: it must not
 // block).
-func (m *Manager) logFlushed(key log.PartitionKey) {
+func (m *Manager) logFlushed(key storage.PartitionKey) {
 	m.flushedMu.Lock()
 	m.flushed[key] = struct{}{}
 	m.flushedMu.Unlock()
@@ -200,7 +200,7 @@ func (m *Manager) hwLoop() {
 		}
 		m.flushedMu.Lock()
 		keys := m.flushed
-		m.flushed = map[log.PartitionKey]struct{}{}
+		m.flushed = map[storage.PartitionKey]struct{}{}
 		m.flushedMu.Unlock()
 		for key := range keys {
 			m.OnLeaderAppend(key)
@@ -270,7 +270,7 @@ func (m *Manager) Apply(img *controller.Image, d *controller.Delta) {
 		}
 		for _, p := range t.Partitions {
 			if p != nil {
-				m.removePartition(log.PartitionKey{Topic: p.Topic, Partition: p.Partition})
+				m.removePartition(storage.PartitionKey{Topic: p.Topic, Partition: p.Partition})
 			}
 		}
 	}
@@ -288,7 +288,7 @@ func (m *Manager) Apply(img *controller.Image, d *controller.Delta) {
 			continue
 		}
 		for _, ip := range t.Partitions {
-			if p := m.parts.Get(log.PartitionKey{Topic: ip.Topic, Partition: ip.Partition}); p != nil {
+			if p := m.parts.Get(storage.PartitionKey{Topic: ip.Topic, Partition: ip.Partition}); p != nil {
 				lc, minISR := m.parts.LogConfig(t.Configs)
 				p.Log.SetConfig(lc)
 				p.SetMinISR(minISR)
@@ -297,7 +297,7 @@ func (m *Manager) Apply(img *controller.Image, d *controller.Delta) {
 	}
 	for _, ch := range d.Partitions {
 		np := ch.New
-		key := log.PartitionKey{Topic: np.Topic, Partition: np.Partition}
+		key := storage.PartitionKey{Topic: np.Topic, Partition: np.Partition}
 		if !np.IsReplica(self) {
 			m.removePartition(key)
 			continue
@@ -370,7 +370,7 @@ func (m *Manager) becomeLeader(p *broker.Partition, np *controller.Partition) {
 	notify = true
 }
 
-func (m *Manager) dropLeader(key log.PartitionKey) {
+func (m *Manager) dropLeader(key storage.PartitionKey) {
 	m.mu.Lock()
 	_, was := m.leaders[key]
 	delete(m.leaders, key)
@@ -401,7 +401,7 @@ func (m *Manager) becomeOffline(p *broker.Partition, np *controller.Partition) {
 	_ = p.SetLeadership(leadershipOf(np, broker.RoleNone, np.ISR), nil)
 }
 
-func (m *Manager) removePartition(key log.PartitionKey) {
+func (m *Manager) removePartition(key storage.PartitionKey) {
 	m.dropLeader(key)
 	m.unfollow(key)
 	if m.parts.Get(key) != nil {
@@ -439,7 +439,7 @@ func (m *Manager) follow(p *broker.Partition, leader int32, epoch int32) {
 	f.add(p, epoch)
 }
 
-func (m *Manager) unfollow(key log.PartitionKey) {
+func (m *Manager) unfollow(key storage.PartitionKey) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if old, ok := m.follows[key]; ok {
@@ -457,7 +457,7 @@ func (m *Manager) unfollow(key log.PartitionKey) {
 }
 
 // leader returns the leader entry of a partition this node leads.
-func (m *Manager) leader(key log.PartitionKey) *leaderEntry {
+func (m *Manager) leader(key storage.PartitionKey) *leaderEntry {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.leaders[key]
@@ -476,7 +476,7 @@ func (m *Manager) advanceHWLocked(le *leaderEntry) {
 
 // OnLeaderAppend is called after a leader append (and after a flush): with
 // no follower in the ISR the HW moves at once.
-func (m *Manager) OnLeaderAppend(key log.PartitionKey) {
+func (m *Manager) OnLeaderAppend(key storage.PartitionKey) {
 	le := m.leader(key)
 	if le == nil {
 		return

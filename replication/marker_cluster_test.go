@@ -6,11 +6,11 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/broker"
-	"github.com/strand-io/strand/broker/log"
-	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/broker/storage"
+	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/planted"
-	"github.com/strand-io/strand/internal/record"
-	"github.com/strand-io/strand/internal/testcluster"
+	"github.com/strand-io/strand/record"
+	"github.com/strand-io/strand/testkit/testcluster"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/replication"
 )
@@ -50,10 +50,10 @@ func newMarkerRig(t *testing.T) *markerRig {
 	}
 	n := c.Member(r.leader).Node
 	r.repl = n.Repl
-	r.lp = n.Parts.Get(log.PartitionKey{Topic: rigTopic, Partition: 0})
+	r.lp = n.Parts.Get(storage.PartitionKey{Topic: rigTopic, Partition: 0})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	appendAll := func(opts record.BatchOptions, n int) log.AppendResult {
+	appendAll := func(opts record.BatchOptions, n int) storage.AppendResult {
 		t.Helper()
 		recs := make([]record.Record, n)
 		for i := range recs {
@@ -89,7 +89,7 @@ func newMarkerRig(t *testing.T) *markerRig {
 
 // writeMarker (re-)sends the COMMIT marker of the rig's transaction, as a
 // coordinator of transaction version txnVersion would.
-func (r *markerRig) writeMarker(txnVersion int32, timeout time.Duration) (log.MarkerResult, error) {
+func (r *markerRig) writeMarker(txnVersion int32, timeout time.Duration) (storage.MarkerResult, error) {
 	return r.repl.WriteMarker(context.Background(), rigTopic, 0, rigPID, 1, 0, record.ControlCommit, txnVersion, timeout)
 }
 
@@ -173,7 +173,7 @@ func TestLSOHeldUntilTheMarkerIsReplicated(t *testing.T) {
 	if lso, end := r.fetchCommitted(t); lso != r.marker+1 || end != r.marker+1 {
 		t.Fatalf("read_committed fetch after replication: LSO %d, records up to %d; want both %d", lso, end, r.marker+1)
 	}
-	fp := r.c.Member(r.follower).Node.Parts.Get(log.PartitionKey{Topic: rigTopic, Partition: 0})
+	fp := r.c.Member(r.follower).Node.Parts.Get(storage.PartitionKey{Topic: rigTopic, Partition: 0})
 	r.c.Eventually(30*time.Second, "the follower's LSO past the transaction", func() bool {
 		return fp.HighWatermark() > r.marker && fp.LastStableOffset() == fp.HighWatermark()
 	})

@@ -5,17 +5,17 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/broker"
-	"github.com/strand-io/strand/broker/log"
-	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/broker/storage"
+	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/planted"
-	"github.com/strand-io/strand/internal/record"
+	"github.com/strand-io/strand/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
 // Append is one partition's part of a produce request after the append:
 // Wait blocks, for acks=all, until the ISR has it.
 type Append struct {
-	Result log.AppendResult
+	Result storage.AppendResult
 	Err    error
 	p      *broker.Partition
 	epoch  int32
@@ -25,7 +25,7 @@ type Append struct {
 
 // partitionFor returns the local partition or the error a client should see.
 func (m *Manager) partitionFor(topic string, partition int32) (*broker.Partition, error) {
-	key := log.PartitionKey{Topic: topic, Partition: partition}
+	key := storage.PartitionKey{Topic: topic, Partition: partition}
 	if p := m.parts.Get(key); p != nil {
 		return p, nil
 	}
@@ -112,10 +112,10 @@ func (a *Append) Wait(ctx context.Context) error {
 // applied marker is, so the wait is for the log end it saw when it checked
 // the repeat, which is above that marker; in the worst case it also waits
 // for records appended after the marker, which the HW passes anyway.
-func (m *Manager) WriteMarker(ctx context.Context, topic string, partition int32, pid int64, epoch int16, coordinatorEpoch int32, typ record.ControlType, txnVersion int32, timeout time.Duration) (log.MarkerResult, error) {
+func (m *Manager) WriteMarker(ctx context.Context, topic string, partition int32, pid int64, epoch int16, coordinatorEpoch int32, typ record.ControlType, txnVersion int32, timeout time.Duration) (storage.MarkerResult, error) {
 	p, err := m.partitionFor(topic, partition)
 	if err != nil {
-		return log.MarkerResult{}, err
+		return storage.MarkerResult{}, err
 	}
 	res, leaderEpoch, err := p.AppendMarkerVersion(pid, epoch, coordinatorEpoch, typ, txnVersion)
 	if err != nil {
@@ -137,12 +137,12 @@ func (m *Manager) WriteMarker(ctx context.Context, topic string, partition int32
 }
 
 // AbortHanging is the administrator's abort of a hanging transaction on a
-// partition this node leads (log.Log.AbortHanging), waited for like a
+// partition this node leads (storage.Log.AbortHanging), waited for like a
 // marker until the ISR has it.
-func (m *Manager) AbortHanging(ctx context.Context, topic string, partition int32, pid int64, epoch int16, startOffset int64, minOpen, timeout time.Duration) (log.MarkerResult, error) {
+func (m *Manager) AbortHanging(ctx context.Context, topic string, partition int32, pid int64, epoch int16, startOffset int64, minOpen, timeout time.Duration) (storage.MarkerResult, error) {
 	p, err := m.partitionFor(topic, partition)
 	if err != nil {
-		return log.MarkerResult{}, err
+		return storage.MarkerResult{}, err
 	}
 	res, leaderEpoch, err := p.AbortHanging(pid, epoch, startOffset, minOpen)
 	if err != nil {

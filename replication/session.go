@@ -6,9 +6,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/strand-io/strand/broker/log"
+	"github.com/strand-io/strand/broker/storage"
 	"github.com/strand-io/strand/controller"
-	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/errs"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -63,8 +63,8 @@ type fetchSession struct {
 
 	mu    sync.Mutex // held for a whole request: one request at a time
 	epoch int32      // the epoch the next request must carry
-	parts map[log.PartitionKey]*sessionPart
-	keys  []log.PartitionKey // serving order: the order partitions joined
+	parts map[storage.PartitionKey]*sessionPart
+	keys  []storage.PartitionKey // serving order: the order partitions joined
 	size  atomic.Int32       // len(keys), for stats without waiting on mu
 }
 
@@ -142,7 +142,7 @@ func (c *sessionCache) dropLocked(s *fetchSession) {
 // request (always answered in full). The caller has checked that req
 // comes from a registered broker at its current epoch; img is the
 // metadata image that check used.
-func (c *sessionCache) begin(req *pb.FetchRequest, img *controller.Image) (*fetchSession, map[log.PartitionKey]bool, error) {
+func (c *sessionCache) begin(req *pb.FetchRequest, img *controller.Image) (*fetchSession, map[storage.PartitionKey]bool, error) {
 	switch {
 	case req.SessionEpoch == sessionNone:
 		return nil, nil, nil
@@ -168,14 +168,14 @@ func (c *sessionCache) begin(req *pb.FetchRequest, img *controller.Image) (*fetc
 			return nil, nil, nil
 		}
 		now := c.now()
-		s := &fetchSession{replica: req.ReplicaId, created: now, epoch: nextSessionEpoch(sessionOpen), parts: map[log.PartitionKey]*sessionPart{}}
+		s := &fetchSession{replica: req.ReplicaId, created: now, epoch: nextSessionEpoch(sessionOpen), parts: map[storage.PartitionKey]*sessionPart{}}
 		if b := img.Brokers[req.ReplicaId]; b != nil {
 			s.brokerEpoch = b.Epoch
 		}
 		s.lastUsed.Store(now.UnixNano())
-		added := map[log.PartitionKey]bool{}
+		added := map[storage.PartitionKey]bool{}
 		for _, fp := range req.Partitions {
-			k := log.PartitionKey{Topic: fp.Topic, Partition: fp.Partition}
+			k := storage.PartitionKey{Topic: fp.Topic, Partition: fp.Partition}
 			if _, dup := s.parts[k]; !dup {
 				s.keys = append(s.keys, k)
 			}
@@ -224,7 +224,7 @@ func (c *sessionCache) begin(req *pb.FetchRequest, img *controller.Image) (*fetc
 	s.lastUsed.Store(c.now().UnixNano())
 	if len(req.Forgotten) > 0 {
 		for _, tp := range req.Forgotten {
-			delete(s.parts, log.PartitionKey{Topic: tp.Topic, Partition: tp.Partition})
+			delete(s.parts, storage.PartitionKey{Topic: tp.Topic, Partition: tp.Partition})
 		}
 		kept := s.keys[:0]
 		for _, k := range s.keys {
@@ -234,9 +234,9 @@ func (c *sessionCache) begin(req *pb.FetchRequest, img *controller.Image) (*fetc
 		}
 		s.keys = kept
 	}
-	var added map[log.PartitionKey]bool
+	var added map[storage.PartitionKey]bool
 	for _, fp := range req.Partitions {
-		k := log.PartitionKey{Topic: fp.Topic, Partition: fp.Partition}
+		k := storage.PartitionKey{Topic: fp.Topic, Partition: fp.Partition}
 		if sp := s.parts[k]; sp != nil {
 			sp.req = fp
 			continue
@@ -253,7 +253,7 @@ func (c *sessionCache) begin(req *pb.FetchRequest, img *controller.Image) (*fetc
 		s.parts[k] = &sessionPart{req: fp}
 		s.keys = append(s.keys, k)
 		if added == nil {
-			added = map[log.PartitionKey]bool{}
+			added = map[storage.PartitionKey]bool{}
 		}
 		added[k] = true
 	}
@@ -320,10 +320,10 @@ func (s *fetchSession) partitions() []*pb.FetchPartition {
 // trim keeps in resp only what the follower does not know yet and
 // remembers what it was told. The caller holds the session (begin) and
 // releases it after.
-func (s *fetchSession) trim(resp *pb.FetchResponse, added map[log.PartitionKey]bool) {
+func (s *fetchSession) trim(resp *pb.FetchResponse, added map[storage.PartitionKey]bool) {
 	kept := resp.Partitions[:0]
 	for _, r := range resp.Partitions {
-		k := log.PartitionKey{Topic: r.Topic, Partition: r.Partition}
+		k := storage.PartitionKey{Topic: r.Topic, Partition: r.Partition}
 		sp := s.parts[k]
 		if sp != nil && sp.told && !added[k] && len(r.Records) == 0 && r.ErrorCode == pb.ErrorCode_NONE &&
 			r.HighWatermark == sp.hw && r.LastStableOffset == sp.lso && r.LogStartOffset == sp.logStart &&

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strand-io/strand/broker/log"
+	"github.com/strand-io/strand/broker/storage"
 	"github.com/strand-io/strand/client"
-	"github.com/strand-io/strand/internal/testcluster"
+	"github.com/strand-io/strand/testkit/testcluster"
 )
 
 // converged: on every partition of topic, every replica has the same log
@@ -21,7 +21,7 @@ func converged(c *testcluster.Cluster, topic string, parts int32, min int64) boo
 			if m.Node == nil {
 				return false
 			}
-			part := m.Node.Parts.Get(log.PartitionKey{Topic: topic, Partition: p})
+			part := m.Node.Parts.Get(storage.PartitionKey{Topic: topic, Partition: p})
 			if part == nil {
 				return false
 			}

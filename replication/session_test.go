@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strand-io/strand/broker/log"
+	"github.com/strand-io/strand/broker/storage"
 	"github.com/strand-io/strand/controller"
-	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/errs"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -25,10 +25,10 @@ func code(err error) pb.ErrorCode {
 }
 
 // served is what the leader would fetch for a session: topic-partition@offset.
-func served(s *fetchSession) map[log.PartitionKey]int64 {
-	out := map[log.PartitionKey]int64{}
+func served(s *fetchSession) map[storage.PartitionKey]int64 {
+	out := map[storage.PartitionKey]int64{}
 	for _, p := range s.partitions() {
-		out[log.PartitionKey{Topic: p.Topic, Partition: p.Partition}] = p.FetchOffset
+		out[storage.PartitionKey{Topic: p.Topic, Partition: p.Partition}] = p.FetchOffset
 	}
 	return out
 }
@@ -40,7 +40,7 @@ func quiet(topic string, part int32, hw int64) *pb.FetchPartitionResponse {
 func names(r *pb.FetchResponse) []string {
 	var out []string
 	for _, p := range r.Partitions {
-		out = append(out, log.PartitionKey{Topic: p.Topic, Partition: p.Partition}.String())
+		out = append(out, storage.PartitionKey{Topic: p.Topic, Partition: p.Partition}.String())
 	}
 	return out
 }
@@ -81,7 +81,7 @@ func TestFetchSessionLifecycle(t *testing.T) {
 	if len(added) != 0 {
 		t.Fatalf("epoch 2 added %v", added)
 	}
-	if got := served(s); len(got) != 3 || got[log.PartitionKey{Topic: "a"}] != 9 || got[log.PartitionKey{Topic: "b", Partition: 1}] != 0 {
+	if got := served(s); len(got) != 3 || got[storage.PartitionKey{Topic: "a"}] != 9 || got[storage.PartitionKey{Topic: "b", Partition: 1}] != 0 {
 		t.Fatalf("epoch 2 serves %v", got)
 	}
 	withRecords := quiet("b", 0, 0)
@@ -124,10 +124,10 @@ func TestFetchSessionLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := served(s); len(got) != 3 || got[log.PartitionKey{Topic: "c"}] != 0 {
+	if got := served(s); len(got) != 3 || got[storage.PartitionKey{Topic: "c"}] != 0 {
 		t.Fatalf("epoch 5 serves %v", got)
 	}
-	if _, ok := served(s)[log.PartitionKey{Topic: "b", Partition: 1}]; ok {
+	if _, ok := served(s)[storage.PartitionKey{Topic: "b", Partition: 1}]; ok {
 		t.Fatal("forgotten b-1 is still served")
 	}
 	still := quiet("a", 0, 9)
@@ -241,7 +241,7 @@ func sessionImage() *controller.Image {
 	return img
 }
 
-func beginT(c *sessionCache, req *pb.FetchRequest) (*fetchSession, map[log.PartitionKey]bool, error) {
+func beginT(c *sessionCache, req *pb.FetchRequest) (*fetchSession, map[storage.PartitionKey]bool, error) {
 	return c.begin(req, sessionImage())
 }
 

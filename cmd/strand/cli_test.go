@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strand-io/strand/internal/testutil"
+	"github.com/strand-io/strand/testkit/testutil"
 )
 
 var binary string

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strand-io/strand/internal/node"
+	"github.com/strand-io/strand/node"
 )
 
 func configFile(t *testing.T, body string) string {

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/strand-io/strand/client"
-	"github.com/strand-io/strand/internal/testutil"
+	"github.com/strand-io/strand/testkit/testutil"
 )
 
 // runErr runs the binary and returns stdout, stderr and its error, for

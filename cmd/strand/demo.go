@@ -12,7 +12,7 @@ import (
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/coordinator"
 	"github.com/strand-io/strand/coordinator/txn"
-	"github.com/strand-io/strand/internal/record"
+	"github.com/strand-io/strand/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 

@@ -11,9 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/strand-io/strand/broker/log"
+	"github.com/strand-io/strand/broker/storage"
 	"github.com/strand-io/strand/coordinator/txn"
-	"github.com/strand-io/strand/internal/record"
+	"github.com/strand-io/strand/record"
 )
 
 func dumpLogCmd() *cobra.Command {
@@ -56,26 +56,26 @@ func dumpFile(w io.Writer, path string, deep, data, txnDecoder bool) error {
 		return nil
 	}
 	switch {
-	case strings.HasSuffix(path, log.LogSuffix):
+	case strings.HasSuffix(path, storage.LogSuffix):
 		return dumpSegment(w, path, deep, data, txnDecoder)
-	case strings.HasSuffix(path, log.IndexSuffix):
-		es, err := log.ReadOffsetIndex(path)
+	case strings.HasSuffix(path, storage.IndexSuffix):
+		es, err := storage.ReadOffsetIndex(path)
 		for _, e := range es {
 			fmt.Fprintf(w, "offset: %d position: %d\n", e.Offset, e.Position)
 		}
 		return reportTrailing(err)
-	case strings.HasSuffix(path, log.TimeIndexSuffix):
-		es, err := log.ReadTimeIndex(path)
+	case strings.HasSuffix(path, storage.TimeIndexSuffix):
+		es, err := storage.ReadTimeIndex(path)
 		for _, e := range es {
 			fmt.Fprintf(w, "timestamp: %d offset: %d\n", e.Timestamp, e.Offset)
 		}
 		return reportTrailing(err)
-	case strings.HasSuffix(path, log.TxnIndexSuffix):
+	case strings.HasSuffix(path, storage.TxnIndexSuffix):
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return err
 		}
-		es, err := log.ParseTxnIndex(b)
+		es, err := storage.ParseTxnIndex(b)
 		if err != nil {
 			return err
 		}
@@ -83,8 +83,8 @@ func dumpFile(w io.Writer, path string, deep, data, txnDecoder bool) error {
 			fmt.Fprintf(w, "version: 0 producerId: %d firstOffset: %d lastOffset: %d lastStableOffset: %d\n", a.ProducerID, a.FirstOffset, a.LastOffset, a.LastStableOffset)
 		}
 		return nil
-	case strings.HasSuffix(path, log.SnapshotSuffix):
-		es, err := log.ReadSnapshotEntries(path)
+	case strings.HasSuffix(path, storage.SnapshotSuffix):
+		es, err := storage.ReadSnapshotEntries(path)
 		if err != nil {
 			return err
 		}
@@ -109,7 +109,7 @@ func dumpFile(w io.Writer, path string, deep, data, txnDecoder bool) error {
 // .log there is nothing to explain: the caller reports the missing file.
 func missingIndexNote(path string) (string, bool) {
 	var suffix string
-	for _, s := range []string{log.IndexSuffix, log.TimeIndexSuffix, log.TxnIndexSuffix} {
+	for _, s := range []string{storage.IndexSuffix, storage.TimeIndexSuffix, storage.TxnIndexSuffix} {
 		if strings.HasSuffix(path, s) {
 			suffix = s
 		}
@@ -120,11 +120,11 @@ func missingIndexNote(path string) (string, bool) {
 	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
 		return "", false
 	}
-	logPath := strings.TrimSuffix(path, suffix) + log.LogSuffix
+	logPath := strings.TrimSuffix(path, suffix) + storage.LogSuffix
 	if _, err := os.Stat(logPath); err != nil {
 		return "", false
 	}
-	if suffix == log.TxnIndexSuffix {
+	if suffix == storage.TxnIndexSuffix {
 		return fmt.Sprintf("%s does not exist: no transaction aborted in this segment (a segment's .txnindex is created with its first aborted transaction)", path), true
 	}
 	return fmt.Sprintf("%s is not on disk yet: the active segment's offset and time indexes are kept in memory and written when the segment rolls, when the log is flushed (flush.ms, flush.messages) and when the node stops; its batches are in %s", path, logPath), true
@@ -145,7 +145,7 @@ func dumpSegment(w io.Writer, path string, deep, data, txnDecoder bool) error {
 	if err != nil {
 		return err
 	}
-	base := strings.TrimSuffix(filepath.Base(path), log.LogSuffix)
+	base := strings.TrimSuffix(filepath.Base(path), storage.LogSuffix)
 	var start int64
 	fmt.Sscanf(base, "%d", &start)
 	fmt.Fprintf(w, "Log starting offset: %d\n", start)

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strand-io/strand/internal/testutil"
+	"github.com/strand-io/strand/testkit/testutil"
 )
 
 // The active segment's .index and .timeindex are kept in memory until the

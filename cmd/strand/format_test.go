@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/client"
-	"github.com/strand-io/strand/internal/testutil"
+	"github.com/strand-io/strand/testkit/testutil"
 )
 
 // produceRecords writes recs with the SDK (exact keys, headers, timestamps).

@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/strand-io/strand/client"
-	"github.com/strand-io/strand/internal/perf"
+	"github.com/strand-io/strand/app/perf"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strand-io/strand/internal/testutil"
+	"github.com/strand-io/strand/testkit/testutil"
 )
 
 // kafka-console-producer's line reader properties (parse.key,

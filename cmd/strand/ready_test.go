@@ -12,9 +12,9 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/strand-io/strand/internal/node"
+	"github.com/strand-io/strand/node"
 	"github.com/strand-io/strand/internal/planted"
-	"github.com/strand-io/strand/internal/testutil"
+	"github.com/strand-io/strand/testkit/testutil"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strand-io/strand/internal/testutil"
+	"github.com/strand-io/strand/testkit/testutil"
 )
 
 // runScript runs scripts/run.sh with the test's binary, data directory and

@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/strand-io/strand/controller"
-	"github.com/strand-io/strand/internal/node"
+	"github.com/strand-io/strand/node"
 )
 
 // testingFaultsEnv switches on the test-only fault endpoints of the
@@ -128,7 +128,7 @@ topics use replication factor 1.`,
 			switch v := os.Getenv(testingFaultsEnv); v {
 			case "", "0", "false":
 			case "1", "true":
-				// Test-only fault endpoints for drills (internal/node/faults.go);
+				// Test-only fault endpoints for drills (node/faults.go);
 				// node.Start logs a warning.
 				cfg.TestingFaults = true
 			default:

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strand-io/strand/internal/node"
-	"github.com/strand-io/strand/internal/record"
-	"github.com/strand-io/strand/internal/testutil"
+	"github.com/strand-io/strand/node"
+	"github.com/strand-io/strand/record"
+	"github.com/strand-io/strand/testkit/testutil"
 )
 
 // TestTransactionsAbortEndsHangingTransaction: `strand transactions

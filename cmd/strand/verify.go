@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/strand-io/strand/internal/drill"
-	"github.com/strand-io/strand/internal/workload"
+	"github.com/strand-io/strand/app/drill"
+	"github.com/strand-io/strand/app/workload"
 )
 
 func init() { extraCommands = append(extraCommands, verifyCmd) }

@@ -24,9 +24,9 @@ import (
 
 	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/coordinator"
-	"github.com/strand-io/strand/internal/clock"
-	"github.com/strand-io/strand/internal/errs"
-	"github.com/strand-io/strand/internal/record"
+	"github.com/strand-io/strand/clock"
+	"github.com/strand-io/strand/errs"
+	"github.com/strand-io/strand/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/replication"
 )

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/coordinator"
-	"github.com/strand-io/strand/internal/clock"
-	"github.com/strand-io/strand/internal/record"
+	"github.com/strand-io/strand/clock"
+	"github.com/strand-io/strand/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 

@@ -8,13 +8,13 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/broker"
-	"github.com/strand-io/strand/broker/log"
+	"github.com/strand-io/strand/broker/storage"
 	"github.com/strand-io/strand/coordinator"
 	"github.com/strand-io/strand/coordinator/group"
-	"github.com/strand-io/strand/internal/clock"
-	"github.com/strand-io/strand/internal/node"
-	"github.com/strand-io/strand/internal/record"
-	"github.com/strand-io/strand/internal/testutil"
+	"github.com/strand-io/strand/clock"
+	"github.com/strand-io/strand/node"
+	"github.com/strand-io/strand/record"
+	"github.com/strand-io/strand/testkit/testutil"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -66,7 +66,7 @@ func newRig(t *testing.T) *rig {
 	if co.ErrorCode != pb.ErrorCode_NONE {
 		t.Fatalf("find coordinator: %v %s", co.ErrorCode, co.ErrorMessage)
 	}
-	key := log.PartitionKey{Topic: r.cfg.Topic.Name, Partition: coordinator.PartitionFor("tg", r.cfg.Topic.Partitions)}
+	key := storage.PartitionKey{Topic: r.cfg.Topic.Name, Partition: coordinator.PartitionFor("tg", r.cfg.Topic.Partitions)}
 	waitUntil(t, "this node to lead the group's partition", func() bool {
 		r.part = n.Parts.Get(key)
 		return r.part != nil && r.part.Leadership().Role == broker.RoleLeader

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/coordinator"
-	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/rpc"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strand-io/strand/broker/log"
+	"github.com/strand-io/strand/broker/storage"
 	"github.com/strand-io/strand/client"
-	"github.com/strand-io/strand/internal/node"
-	"github.com/strand-io/strand/internal/testutil"
+	"github.com/strand-io/strand/node"
+	"github.com/strand-io/strand/testkit/testutil"
 )
 
 func values(recs []*client.Record) string {
@@ -144,7 +144,7 @@ func TestDemoFlow(t *testing.T) {
 		"data@0-2/e0 COMMIT@3-3/e1 data@4-6/e1 ABORT@7-7/e2 data@8-9/e2 COMMIT@10-10/e3"; got != want {
 		t.Fatalf("batches %s, want %s", got, want)
 	}
-	part := n.Parts.Get(log.PartitionKey{Topic: "demo", Partition: 0})
+	part := n.Parts.Get(storage.PartitionKey{Topic: "demo", Partition: 0})
 	aborted := part.Log.AllAborted()
 	if len(aborted) != 1 || aborted[0].FirstOffset != 4 || aborted[0].LastOffset != 7 || aborted[0].LastStableOffset != 8 {
 		t.Fatalf(".txnindex holds %+v, want one entry first 4 last 7 lastStableOffset 8", aborted)

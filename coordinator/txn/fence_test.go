@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/client"
-	"github.com/strand-io/strand/internal/node"
-	"github.com/strand-io/strand/internal/testutil"
+	"github.com/strand-io/strand/node"
+	"github.com/strand-io/strand/testkit/testutil"
 )
 
 func newTxnProducer(t *testing.T, addr, id string, opts ...client.Opt) *client.Producer {

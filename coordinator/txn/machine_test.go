@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strand-io/strand/internal/errs"
+	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/planted"
 )
 

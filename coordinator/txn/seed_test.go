@@ -11,14 +11,14 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/strand-io/strand/broker/log"
+	"github.com/strand-io/strand/broker/storage"
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/coordinator"
 	"github.com/strand-io/strand/coordinator/txn"
-	"github.com/strand-io/strand/internal/node"
+	"github.com/strand-io/strand/node"
 	"github.com/strand-io/strand/internal/planted"
-	"github.com/strand-io/strand/internal/record"
-	"github.com/strand-io/strand/internal/testutil"
+	"github.com/strand-io/strand/record"
+	"github.com/strand-io/strand/testkit/testutil"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -26,7 +26,7 @@ import (
 // data, COMMIT or ABORT), with the producer id when withPID.
 func batchesOf(t *testing.T, n *node.Node, topic string, withPID bool) []string {
 	t.Helper()
-	part := n.Parts.Get(log.PartitionKey{Topic: topic, Partition: 0})
+	part := n.Parts.Get(storage.PartitionKey{Topic: topic, Partition: 0})
 	end := part.Log.LogEndOffset()
 	res, err := part.Log.Read(0, 1<<20, end, true)
 	if err != nil {
@@ -56,7 +56,7 @@ func batchesOf(t *testing.T, n *node.Node, topic string, withPID bool) []string 
 func txnLogStates(t *testing.T, n *node.Node, id string) []string {
 	t.Helper()
 	topic := coordinator.DefaultTransactionTopic()
-	part := n.Parts.Get(log.PartitionKey{Topic: topic.Name, Partition: coordinator.PartitionFor(id, topic.Partitions)})
+	part := n.Parts.Get(storage.PartitionKey{Topic: topic.Name, Partition: coordinator.PartitionFor(id, topic.Partitions)})
 	end := part.Log.LogEndOffset()
 	var out []string
 	for off := part.Log.LogStartOffset(); off < end; {

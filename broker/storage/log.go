@@ -1,0 +1,387 @@
+// Package storage is a partition's log on disk: segments of record batches
+// stored byte for byte, a sparse offset index and a time index per segment,
+// the .txnindex of aborted transactions, producer-state snapshots and the
+// leader-epoch checkpoint. It knows nothing of replication: the
+// caller says which offsets are committed (the high watermark) when it
+// matters.
+//
+// Concurrency: a Log is safe for concurrent use. Appends, truncation and
+// retention take the write lock; reads take the read lock for the duration
+// of their file reads. Flushes are serialised by a separate lock, so one
+// fsync covers every batch appended while the previous one ran (group commit).
+package storage
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+
+	"github.com/strand-io/strand/clock"
+	"github.com/strand-io/strand/errs"
+	"github.com/strand-io/strand/record"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// EpochCheckpointFile is the per-partition leader-epoch checkpoint's name.
+const EpochCheckpointFile = "leader-epoch-checkpoint"
+
+// Log is one partition's log.
+type Log struct {
+	dir string
+	key PartitionKey
+	clk clock.Clock
+
+	mu             sync.RWMutex
+	cfg            Config
+	segs           []*segment // by base offset; the last is active
+	logStart       int64
+	recoveryPoint  int64 // offsets below are on disk (fsynced)
+	psm            *ProducerStateManager
+	epochs         LeaderEpochCache
+	unflushed      int64 // messages appended since the last flush
+	lastFlushMs    int64
+	closed         bool
+	onRecoverPoint func()
+	// guard is the leader's in-memory transaction bookkeeping (txnguard.go).
+	guard txnGuard
+
+	// The background flusher of leader appends under flush.messages=1
+	// (AppendAsLeaderDeferred): at most one runs; it is the Log's, and it
+	// ends on its own once nothing is left to flush or the log is closed
+	// (Close waits for it).
+	flusherRunning bool
+	deferredEnd    int64         // the end of the last deferred leader append
+	flushErr       error         // a failed fsync (sticky: see FlushTo)
+	flushed        chan struct{} // closed and replaced after every flush attempt
+	bg             sync.WaitGroup
+	syncHook       func(*os.File) error // tests: replaces a segment's fsync in FlushTo
+
+	flushMu sync.Mutex
+}
+
+// Dir is the partition directory.
+func (l *Log) Dir() string { return l.dir }
+
+// Key names the partition.
+func (l *Log) Key() PartitionKey { return l.key }
+
+// DirName is the directory name of a partition: <topic>-<partition>.
+func DirName(topic string, partition int32) string { return fmt.Sprintf("%s-%d", topic, partition) }
+
+// Config returns the log's configuration.
+func (l *Log) Config() Config {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.cfg
+}
+
+// SetConfig changes the configuration (a topic config update).
+func (l *Log) SetConfig(c Config) {
+	l.mu.Lock()
+	l.cfg = c
+	l.mu.Unlock()
+}
+
+// LogEndOffset is the offset the next batch will get.
+func (l *Log) LogEndOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.leoLocked()
+}
+
+func (l *Log) leoLocked() int64 { return l.active().next }
+
+func (l *Log) active() *segment { return l.segs[len(l.segs)-1] }
+
+// LogStartOffset is the first offset still in the log.
+func (l *Log) LogStartOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.logStart
+}
+
+// RecoveryPoint is the offset below which everything is fsynced.
+func (l *Log) RecoveryPoint() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.recoveryPoint
+}
+
+// DurableEnd is the end of what may count towards the high watermark: the
+// log end, or with flush.messages=1 the end of what is fsynced.
+func (l *Log) DurableEnd() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.cfg.SyncEveryWrite() {
+		return l.recoveryPoint
+	}
+	return l.leoLocked()
+}
+
+// Size is the total bytes of all segments.
+func (l *Log) Size() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	var n int64
+	for _, s := range l.segs {
+		n += s.size
+	}
+	return n
+}
+
+// NumSegments is the number of segments.
+func (l *Log) NumSegments() int {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return len(l.segs)
+}
+
+// LatestEpoch is the newest leader epoch in the log's history (-1 none).
+func (l *Log) LatestEpoch() int32 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.epochs.Latest()
+}
+
+// Epochs returns the leader-epoch history.
+func (l *Log) Epochs() []EpochEntry {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.epochs.Entries()
+}
+
+// EndOffsetForEpoch answers OffsetForLeaderEpoch from the history.
+func (l *Log) EndOffsetForEpoch(epoch int32) (int32, int64) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.epochs.EndOffsetFor(epoch, l.leoLocked())
+}
+
+// FirstUnstableOffset is the first offset a read_committed reader must not
+// pass (the last stable offset is at most this): the first offset of the
+// oldest transaction that is open, or completed by a marker the high
+// watermark has not passed yet (as last reported to OnHighWatermarkUpdated).
+func (l *Log) FirstUnstableOffset() (int64, bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.psm.FirstUnstableOffset()
+}
+
+// FirstUndecidedOffset is the first offset of the oldest open transaction,
+// whether or not completed transactions' markers are replicated.
+func (l *Log) FirstUndecidedOffset() (int64, bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.psm.FirstUndecidedOffset()
+}
+
+// OnHighWatermarkUpdated tells the producer state the partition's high
+// watermark: completed transactions whose marker is below hw stop holding
+// back the first unstable offset. The owner of the high watermark calls it
+// whenever the HW may have moved. It reports whether anything changed (the
+// last stable offset may then move without the HW moving). It takes the
+// write lock only when there is something to forget.
+func (l *Log) OnHighWatermarkUpdated(hw int64) bool {
+	l.mu.RLock()
+	due := l.psm.hasReplicatedTxns(hw)
+	l.mu.RUnlock()
+	if !due {
+		return false
+	}
+	l.mu.Lock()
+	l.psm.OnHighWatermarkUpdated(hw)
+	l.mu.Unlock()
+	return true
+}
+
+// UnreplicatedTxns lists the completed transactions whose marker the high
+// watermark has not passed yet (they hold back the last stable offset).
+func (l *Log) UnreplicatedTxns() []CompletedTxn {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.psm.UnreplicatedTxns()
+}
+
+// Producers returns the active producers' state.
+func (l *Log) Producers() []ProducerEntry {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.psm.Producers()
+}
+
+// OngoingTxns lists the open transactions, oldest first.
+func (l *Log) OngoingTxns() []OngoingTxn {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.psm.OngoingTxns()
+}
+
+// ProducerCount is the number of producer ids with state in this partition.
+func (l *Log) ProducerCount() int {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.psm.Len()
+}
+
+// RemoveExpiredProducers forgets producers idle past producer.id.expiration.ms.
+func (l *Log) RemoveExpiredProducers() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.psm.RemoveExpired(l.clk.Now().UnixMilli(), l.cfg.ProducerIDExpirationMs)
+}
+
+// Open opens (creating if needed) the log in dir, recovering everything at
+// or after recoveryPoint: batches are re-read with their CRCs checked, the
+// first torn or corrupt batch and everything after it are truncated, the
+// indexes of the rescanned segments are rebuilt, and producer state is
+// reloaded from the newest good snapshot and replayed.
+func Open(dir string, key PartitionKey, cfg Config, recoveryPoint int64, clk clock.Clock) (*Log, error) {
+	if clk == nil {
+		clk = clock.Real
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	l := &Log{dir: dir, key: key, clk: clk, cfg: cfg, psm: NewProducerStateManager(), flushed: make(chan struct{}), guard: txnGuard{since: clk.Now().UnixMilli()}}
+	l.epochs.path = filepath.Join(dir, EpochCheckpointFile)
+	if err := l.recover(recoveryPoint); err != nil {
+		l.closeFiles()
+		return nil, fmt.Errorf("recover %s: %w", dir, err)
+	}
+	l.lastFlushMs = clk.Now().UnixMilli()
+	// With flush.messages=1 only fsynced offsets count towards the high
+	// watermark; what recovery re-read is served, so make it durable now
+	// rather than at the next append (which may never come).
+	if cfg.SyncEveryWrite() && l.recoveryPoint < l.leoLocked() {
+		if err := l.FlushTo(l.leoLocked()); err != nil {
+			l.closeFiles()
+			return nil, fmt.Errorf("flush %s after recovery: %w", dir, err)
+		}
+	}
+	return l, nil
+}
+
+func (l *Log) closeFiles() {
+	for _, s := range l.segs {
+		s.close()
+	}
+}
+
+// Close flushes everything, writes a producer snapshot at the log end and
+// closes the files. After Close the recovery point equals the log end, so
+// the next Open rescans nothing.
+func (l *Log) Close() error {
+	err := l.close()
+	l.bg.Wait() // the background flusher sees the log closed and ends
+	return err
+}
+
+func (l *Log) close() error {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	l.closed = true
+	var firstErr error
+	for _, s := range l.segs {
+		if err := s.sync(); err != nil && firstErr == nil {
+			firstErr = err
+		}
+		if err := s.txn.sync(); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	if err := l.active().seal(); err != nil && firstErr == nil {
+		firstErr = err
+	}
+	if err := l.psm.WriteSnapshot(l.dir, l.leoLocked()); err != nil && firstErr == nil {
+		firstErr = err
+	}
+	if firstErr == nil && l.flushErr == nil {
+		l.recoveryPoint = l.leoLocked()
+	}
+	l.closeFiles()
+	l.signalFlushedLocked(nil)
+	return firstErr
+}
+
+// Delete closes the log and removes its directory.
+func (l *Log) Delete() error {
+	l.flushMu.Lock()
+	l.mu.Lock()
+	l.closed = true
+	l.closeFiles()
+	l.signalFlushedLocked(nil)
+	l.mu.Unlock()
+	l.flushMu.Unlock()
+	l.bg.Wait()
+	return os.RemoveAll(l.dir)
+}
+
+// segmentFor returns the index of the segment holding offset.
+func (l *Log) segmentFor(offset int64) int {
+	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base > offset })
+	if i == 0 {
+		return 0
+	}
+	return i - 1
+}
+
+// checkWritable is checkOpen for appends, rolls and truncation: a log
+// whose fsync failed takes no more writes (failLocked).
+func (l *Log) checkWritable() error {
+	if err := l.checkOpen(); err != nil {
+		return err
+	}
+	return l.flushErr
+}
+
+func (l *Log) checkOpen() error {
+	if l.closed {
+		return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "log %s is closed", l.key)
+	}
+	return nil
+}
+
+// headerOf is a helper for tests and tools: the header of the batch holding offset.
+func (l *Log) headerOf(offset int64) (record.Header, bool, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	s := l.segs[l.segmentFor(offset)]
+	_, h, ok, err := s.findBatch(offset)
+	return h, ok, err
+}
+
+// ProducerTxn reports whether pid has a transaction open in this partition
+// and at which epoch.
+func (l *Log) ProducerTxn(pid int64) (epoch int16, open bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	e, ok := l.psm.Get(pid)
+	if !ok {
+		return -1, false
+	}
+	return e.Epoch, e.CurrentTxnFirstOffset >= 0
+}
+
+// OldestOpenTxn returns the open transaction holding the first unstable
+// offset and the timestamp of its first batch (its start, for age gauges).
+func (l *Log) OldestOpenTxn() (OngoingTxn, int64, bool) {
+	l.mu.RLock()
+	txns := l.psm.OngoingTxns()
+	l.mu.RUnlock()
+	if len(txns) == 0 {
+		return OngoingTxn{}, 0, false
+	}
+	t := txns[0]
+	h, ok, err := l.headerOf(t.FirstOffset)
+	if err != nil || !ok {
+		return t, t.LastTimestamp, true
+	}
+	return t, h.FirstTimestamp, true
+}
