@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/strand-io/strand/internal/config"
 	"github.com/strand-io/strand/errs"
+	"github.com/strand-io/strand/internal/config"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 

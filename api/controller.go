@@ -4,7 +4,7 @@ import (
 	"context"
 	"strconv"
 
-	"github.com/strand-io/strand/controller"
+	"github.com/strand-io/strand/controller/channel"
 	"github.com/strand-io/strand/errs"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
@@ -19,7 +19,7 @@ type controllerService struct {
 
 func (s *controllerService) route(err error) error {
 	if errs.CodeOf(err) == pb.ErrorCode_NOT_CONTROLLER {
-		return controller.NotControllerStatus(s.d.Controller.LeaderID())
+		return channel.NotControllerStatus(s.d.Controller.LeaderID())
 	}
 	return nil
 }

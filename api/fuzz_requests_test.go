@@ -12,8 +12,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/strand-io/strand/client"
-	"github.com/strand-io/strand/testkit/testutil"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/testkit/testutil"
 )
 
 // fuzzMethod is one RPC of the wire contract, with its message types.

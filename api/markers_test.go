@@ -9,10 +9,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/strand-io/strand/client"
-	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/coordinator"
-	"github.com/strand-io/strand/testkit/testutil"
+	"github.com/strand-io/strand/metadata"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/testkit/testutil"
 )
 
 // TestMarkerChecks: what a partition leader checks of a WriteTxnMarkers
@@ -58,8 +58,8 @@ func TestMarkerChecks(t *testing.T) {
 	}
 	st := pp.ActiveProducers[0]
 	img := n.Repl.Image()
-	part := coordinator.PartitionFor("marked", int32(len(img.Topic(controller.InternalTransactionTopic).Partitions)))
-	leaderEpoch := img.Partition(controller.InternalTransactionTopic, part).LeaderEpoch
+	part := coordinator.PartitionFor("marked", int32(len(img.Topic(metadata.InternalTransactionTopic).Partitions)))
+	leaderEpoch := img.Partition(metadata.InternalTransactionTopic, part).LeaderEpoch
 
 	cc, err := grpc.NewClient("passthrough:///"+n.InterBrokerAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/strand-io/strand/controller"
-	"github.com/strand-io/strand/internal/config"
 	"github.com/strand-io/strand/errs"
+	"github.com/strand-io/strand/internal/config"
+	"github.com/strand-io/strand/metadata"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -15,7 +15,7 @@ type metadataService struct {
 	d *Deps
 }
 
-func brokerInfos(img *controller.Image, external bool) []*pb.BrokerInfo {
+func brokerInfos(img *metadata.Image, external bool) []*pb.BrokerInfo {
 	var out []*pb.BrokerInfo
 	for _, b := range img.SortedBrokers() {
 		out = append(out, &pb.BrokerInfo{NodeId: b.ID, Address: addressFor(b, external), Rack: b.Rack, Fenced: b.Fenced, BrokerEpoch: b.Epoch})
@@ -24,7 +24,7 @@ func brokerInfos(img *controller.Image, external bool) []*pb.BrokerInfo {
 }
 
 // addressFor picks the address a client on this listener can dial.
-func addressFor(b *controller.Broker, external bool) string {
+func addressFor(b *metadata.Broker, external bool) string {
 	if external && b.ExternalAddress != "" {
 		return b.ExternalAddress
 	}
@@ -33,13 +33,13 @@ func addressFor(b *controller.Broker, external bool) string {
 
 // TopicMetadata renders one topic from an image; messageMaxBytes is the
 // broker's message.max.bytes, the topic's max.message.bytes default.
-func TopicMetadata(img *controller.Image, t *controller.Topic, messageMaxBytes int) *pb.TopicMetadata {
+func TopicMetadata(img *metadata.Image, t *metadata.Topic, messageMaxBytes int) *pb.TopicMetadata {
 	tm := &pb.TopicMetadata{Name: t.Name, IsInternal: t.Internal, TopicId: t.ID, Configs: t.Configs,
 		MaxMessageBytes: int32(config.Int(t.Configs, config.MaxMessageBytes, int64(messageMaxBytes)))}
 	for _, p := range t.Partitions {
 		pm := &pb.PartitionMetadata{Partition: p.Partition, LeaderId: p.Leader, LeaderEpoch: p.LeaderEpoch,
 			Replicas: p.Replicas, Isr: p.ISR, PartitionEpoch: p.PartitionEpoch}
-		if p.Leader == controller.NoLeader {
+		if p.Leader == metadata.NoLeader {
 			pm.ErrorCode = pb.ErrorCode_LEADER_NOT_AVAILABLE
 		}
 		for _, r := range p.Replicas {
@@ -59,7 +59,7 @@ func (s *metadataService) Metadata(ctx context.Context, req *pb.MetadataRequest)
 	names := req.Topics
 	if len(names) == 0 {
 		for _, n := range img.TopicNames() {
-			if req.IncludeInternal || !controller.IsInternalTopic(n) {
+			if req.IncludeInternal || !metadata.IsInternalTopic(n) {
 				names = append(names, n)
 			}
 		}
@@ -80,8 +80,8 @@ func (s *metadataService) Metadata(ctx context.Context, req *pb.MetadataRequest)
 func (s *metadataService) DescribeFeatures(ctx context.Context, _ *pb.DescribeFeaturesRequest) (*pb.DescribeFeaturesResponse, error) {
 	img := s.d.Repl.Image()
 	return &pb.DescribeFeaturesResponse{Features: []*pb.Feature{{
-		Name: controller.FeatureTransactionVersion, SupportedMinVersion: 0, SupportedMaxVersion: controller.TransactionVersionMax,
-		FinalizedVersionLevel: img.Feature(controller.FeatureTransactionVersion), Epoch: img.Offset,
+		Name: metadata.FeatureTransactionVersion, SupportedMinVersion: 0, SupportedMaxVersion: metadata.TransactionVersionMax,
+		FinalizedVersionLevel: img.Feature(metadata.FeatureTransactionVersion), Epoch: img.Offset,
 	}}}, nil
 }
 

@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/clock"
-	"github.com/strand-io/strand/internal/config"
 	"github.com/strand-io/strand/errs"
-	"github.com/strand-io/strand/record"
+	"github.com/strand-io/strand/internal/config"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/record"
 	"github.com/strand-io/strand/replication"
 )
 

@@ -7,10 +7,11 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/controller"
+	"github.com/strand-io/strand/controller/channel"
 	"github.com/strand-io/strand/coordinator"
 	"github.com/strand-io/strand/coordinator/txn"
-	"github.com/strand-io/strand/clock"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/replication"
 )
@@ -29,7 +30,7 @@ type Deps struct {
 	// Controller is nil on a broker-only node.
 	Controller *controller.Controller
 	// Remote reaches the active controller from here.
-	Remote *controller.Remote
+	Remote *channel.Remote
 	PIDs   *coordinator.ProducerIDManager
 	// MessageMaxBytes is message.max.bytes (per batch).
 	MessageMaxBytes int
@@ -45,7 +46,7 @@ type Deps struct {
 	// the stream is no longer read (0: DefaultProduceMaxInFlight).
 	ProduceMaxInFlight int
 	// Addr maps node ids to the addresses of their inter-broker listeners.
-	Addr controller.AddressBook
+	Addr channel.AddressBook
 	// External: these services answer on the external client listener,
 	// so the addresses they hand out are brokers' external addresses.
 	External bool

@@ -5,12 +5,12 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/broker"
-	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/coordinator"
 	"github.com/strand-io/strand/coordinator/txn"
 	"github.com/strand-io/strand/errs"
-	"github.com/strand-io/strand/record"
+	"github.com/strand-io/strand/metadata"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/record"
 )
 
 // GroupMarkers is the group coordinator's hook for markers written to
@@ -157,7 +157,7 @@ func (s *transactionsService) WriteTxnMarkers(ctx context.Context, req *pb.Write
 			if err == nil {
 				_, err = s.d.Repl.WriteMarker(ctx, tp.Topic, tp.Partition, m.ProducerId, int16(m.ProducerEpoch), coordEpoch, typ, m.TransactionVersion, 10*time.Second)
 			}
-			if err == nil && tp.Topic == controller.InternalOffsetsTopic {
+			if err == nil && tp.Topic == metadata.InternalOffsetsTopic {
 				if g, ok := s.d.Groups.(GroupMarkers); ok {
 					g.OnTxnMarker(tp.Partition, m.ProducerId, m.Committed)
 				}
@@ -177,7 +177,7 @@ func (s *transactionsService) knownCoordinator(transactionalID string, coordEpoc
 	if transactionalID == "" {
 		return errs.New(pb.ErrorCode_INVALID_REQUEST, "a transaction marker names the transactional id its coordinator ends")
 	}
-	name := controller.InternalTransactionTopic
+	name := metadata.InternalTransactionTopic
 	if s.d.Locator != nil {
 		name = s.d.Locator.Topic(pb.CoordinatorType_TRANSACTION).Name
 	}
@@ -211,7 +211,7 @@ func (s *transactionsService) AbortTransaction(ctx context.Context, req *pb.Abor
 		return &pb.AbortTransactionResponse{ErrorCode: code, ErrorMessage: msg, MarkerOffset: -1}, nil
 	}
 	res, err := s.d.Repl.AbortHanging(ctx, req.Topic, req.Partition, req.ProducerId, int16(req.ProducerEpoch), req.StartOffset, s.d.TxnMaxTimeout, 10*time.Second)
-	if err == nil && req.Topic == controller.InternalOffsetsTopic {
+	if err == nil && req.Topic == metadata.InternalOffsetsTopic {
 		if g, ok := s.d.Groups.(GroupMarkers); ok {
 			g.OnTxnMarker(req.Partition, req.ProducerId, false)
 		}

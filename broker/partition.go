@@ -12,8 +12,8 @@ import (
 
 	"github.com/strand-io/strand/broker/storage"
 	"github.com/strand-io/strand/errs"
-	"github.com/strand-io/strand/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/record"
 )
 
 // Role is a replica's part in its partition.

@@ -10,9 +10,9 @@ import (
 
 	"google.golang.org/grpc"
 
+	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
 	"github.com/strand-io/strand/testkit/testutil"
-	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
 // gateBroker leads partition 0 of topic "t". It holds its first produce

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/errs"
-	"github.com/strand-io/strand/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/record"
 )
 
 // Offset positions for Assign and Seek.

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/errs"
-	"github.com/strand-io/strand/testkit/testutil"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/testkit/testutil"
 )
 
 // The error contract of the SDK (doc.go): an error that carries a broker

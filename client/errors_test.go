@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strand-io/strand/testkit/testutil"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/testkit/testutil"
 )
 
 // Every code a broker can answer has its sentinel, and each sentinel

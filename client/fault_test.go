@@ -13,8 +13,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/strand-io/strand/client"
-	"github.com/strand-io/strand/testkit/testutil"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/testkit/testutil"
 )
 
 // dropResponses is a stream interceptor that loses a share of Produce

@@ -11,8 +11,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/strand-io/strand/errs"
-	"github.com/strand-io/strand/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/record"
 )
 
 // Promise is called once per record with its outcome. On success the

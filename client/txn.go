@@ -3,9 +3,10 @@ package client
 import (
 	"errors"
 	"fmt"
+	"sync"
+
 	"github.com/strand-io/strand/errs"
 	pb "github.com/strand-io/strand/proto/strand/v1"
-	"sync"
 )
 
 // txnState is a transactional producer's state (transactions.go drives it).

@@ -16,8 +16,9 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/strand-io/strand/clock"
-	"github.com/strand-io/strand/internal/config"
 	"github.com/strand-io/strand/errs"
+	"github.com/strand-io/strand/internal/config"
+	"github.com/strand-io/strand/metadata"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -189,8 +190,8 @@ func (c *Controller) becomeActiveLocked(ctx context.Context) error {
 	if img.ClusterID == "" {
 		boot = append(boot, &pb.MetadataRecord{Record: &pb.MetadataRecord_Cluster{Cluster: &pb.ClusterRecord{ClusterId: newID()}}})
 	}
-	if _, ok := img.Features[FeatureTransactionVersion]; !ok {
-		boot = append(boot, &pb.MetadataRecord{Record: &pb.MetadataRecord_FeatureLevel{FeatureLevel: &pb.FeatureLevelRecord{Name: FeatureTransactionVersion, Level: TransactionVersionDefault}}})
+	if _, ok := img.Features[metadata.FeatureTransactionVersion]; !ok {
+		boot = append(boot, &pb.MetadataRecord{Record: &pb.MetadataRecord_FeatureLevel{FeatureLevel: &pb.FeatureLevelRecord{Name: metadata.FeatureTransactionVersion, Level: metadata.TransactionVersionDefault}}})
 	}
 	if len(boot) > 0 {
 		if _, err := c.Q.Propose(ctx, boot...); err != nil {
@@ -421,11 +422,11 @@ func (c *Controller) AlterPartition(ctx context.Context, req *pb.AlterPartitionR
 	return results, nil
 }
 
-func fillResult(res *pb.AlterPartitionResult, p *Partition) {
+func fillResult(res *pb.AlterPartitionResult, p *metadata.Partition) {
 	res.LeaderId, res.LeaderEpoch, res.Isr, res.PartitionEpoch = p.Leader, p.LeaderEpoch, append([]int32(nil), p.ISR...), p.PartitionEpoch
 }
 
-func validateAlter(img *Image, broker int32, p *Partition, it *pb.AlterPartitionItem) error {
+func validateAlter(img *metadata.Image, broker int32, p *metadata.Partition, it *pb.AlterPartitionItem) error {
 	switch {
 	case p == nil:
 		return errs.New(pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "%s-%d does not exist", it.Topic, it.Partition)
@@ -461,11 +462,11 @@ func (c *Controller) AllocateProducerIds(ctx context.Context, req *pb.AllocatePr
 	}
 	start := img.NextProducerID
 	if _, err := c.proposeLocked(ctx, &pb.MetadataRecord{Record: &pb.MetadataRecord_ProducerIds{ProducerIds: &pb.ProducerIdsRecord{
-		BrokerId: req.BrokerId, BrokerEpoch: req.BrokerEpoch, NextProducerId: start + ProducerIDBlockSize,
+		BrokerId: req.BrokerId, BrokerEpoch: req.BrokerEpoch, NextProducerId: start + metadata.ProducerIDBlockSize,
 	}}}); err != nil {
 		return 0, 0, err
 	}
-	return start, ProducerIDBlockSize, nil
+	return start, metadata.ProducerIDBlockSize, nil
 }
 
 var legalTopic = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
@@ -486,7 +487,7 @@ func ValidateTopicName(name string) error {
 // collidingTopic names an existing topic whose name equals name once
 // every '.' is read as '_' (Kafka refuses such a topic: the two would
 // share their metric names), or "" if there is none.
-func collidingTopic(img *Image, name string) string {
+func collidingTopic(img *metadata.Image, name string) string {
 	norm := strings.ReplaceAll(name, ".", "_")
 	if norm == name && !strings.Contains(name, "_") {
 		return ""
@@ -497,11 +498,6 @@ func collidingTopic(img *Image, name string) string {
 		}
 	}
 	return ""
-}
-
-// IsInternalTopic reports the two internal topics.
-func IsInternalTopic(name string) bool {
-	return name == InternalTransactionTopic || name == InternalOffsetsTopic
 }
 
 // CreateTopics creates topics, each atomically (its topic record and every
@@ -566,7 +562,7 @@ func (c *Controller) topicRecords(t *pb.CreatableTopic, res *pb.CreatableTopicRe
 	}
 	live := img.LiveBrokers()
 	if int(rf) > len(live) {
-		if IsInternalTopic(t.Name) {
+		if metadata.IsInternalTopic(t.Name) {
 			return nil, errs.New(pb.ErrorCode_INVALID_REPLICATION_FACTOR, "%s needs %d live brokers, %d %s alive", t.Name, rf, len(live), plural(len(live), "is", "are"))
 		}
 		return nil, errs.New(pb.ErrorCode_INVALID_REPLICATION_FACTOR, "Replication factor: %d larger than available brokers: %d.", rf, len(live))
@@ -590,7 +586,7 @@ func (c *Controller) topicRecords(t *pb.CreatableTopic, res *pb.CreatableTopicRe
 		}
 	}
 	id := newID()
-	recs := []*pb.MetadataRecord{{Record: &pb.MetadataRecord_Topic{Topic: &pb.TopicRecord{Name: t.Name, TopicId: id, Configs: t.Configs, Internal: IsInternalTopic(t.Name)}}}}
+	recs := []*pb.MetadataRecord{{Record: &pb.MetadataRecord_Topic{Topic: &pb.TopicRecord{Name: t.Name, TopicId: id, Configs: t.Configs, Internal: metadata.IsInternalTopic(t.Name)}}}}
 	for p, reps := range assign {
 		recs = append(recs, &pb.MetadataRecord{Record: &pb.MetadataRecord_Partition{Partition: &pb.PartitionRecord{
 			Topic: t.Name, Partition: int32(p), Replicas: reps, Isr: reps, Leader: reps[0],
@@ -602,7 +598,7 @@ func (c *Controller) topicRecords(t *pb.CreatableTopic, res *pb.CreatableTopicRe
 
 // checkBrokerPartitions refuses an assignment that would leave more than
 // max partition replicas on a broker.
-func checkBrokerPartitions(img *Image, assign [][]int32, max int) error {
+func checkBrokerPartitions(img *metadata.Image, assign [][]int32, max int) error {
 	per := map[int32]int{}
 	for _, t := range img.Topics {
 		for _, p := range t.Partitions {

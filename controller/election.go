@@ -1,8 +1,10 @@
 package controller
 
 import (
+	"slices"
 	"sort"
 
+	"github.com/strand-io/strand/metadata"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -17,7 +19,7 @@ func electLeader(replicas, isr []int32, live func(int32) bool, exclude int32) in
 			return r
 		}
 	}
-	return NoLeader
+	return metadata.NoLeader
 }
 
 func without(s []int32, v int32) []int32 {
@@ -42,7 +44,7 @@ func sameSet(a, b []int32) bool {
 	return true
 }
 
-func changeRecord(p *Partition, leader int32, isr []int32, reason string) *pb.MetadataRecord {
+func changeRecord(p *metadata.Partition, leader int32, isr []int32, reason string) *pb.MetadataRecord {
 	le := p.LeaderEpoch
 	if leader != p.Leader {
 		le++
@@ -53,7 +55,7 @@ func changeRecord(p *Partition, leader int32, isr []int32, reason string) *pb.Me
 	}}}
 }
 
-func forEachPartition(im *Image, fn func(t *Topic, p *Partition)) {
+func forEachPartition(im *metadata.Image, fn func(t *metadata.Topic, p *metadata.Partition)) {
 	for _, name := range im.TopicNames() {
 		t := im.Topics[name]
 		for _, p := range t.Partitions {
@@ -67,10 +69,10 @@ func forEachPartition(im *Image, fn func(t *Topic, p *Partition)) {
 // FenceChanges moves leadership away from broker id and drops it from every
 // ISR, keeping it as the last member when it is the only one (so the
 // partition can come back with it, and an unclean election is a choice).
-func FenceChanges(im *Image, id int32) []*pb.MetadataRecord {
+func FenceChanges(im *metadata.Image, id int32) []*pb.MetadataRecord {
 	live := func(b int32) bool { return b != id && im.IsLive(b) }
 	var out []*pb.MetadataRecord
-	forEachPartition(im, func(_ *Topic, p *Partition) {
+	forEachPartition(im, func(_ *metadata.Topic, p *metadata.Partition) {
 		if p.Leader != id && !p.InISR(id) {
 			return
 		}
@@ -92,14 +94,14 @@ func FenceChanges(im *Image, id int32) []*pb.MetadataRecord {
 
 // UnfenceChanges elects broker id (or another live ISR member) for the
 // offline partitions whose ISR holds it.
-func UnfenceChanges(im *Image, id int32) []*pb.MetadataRecord {
+func UnfenceChanges(im *metadata.Image, id int32) []*pb.MetadataRecord {
 	live := func(b int32) bool { return b == id || im.IsLive(b) }
 	var out []*pb.MetadataRecord
-	forEachPartition(im, func(_ *Topic, p *Partition) {
-		if p.Leader != NoLeader || !p.InISR(id) {
+	forEachPartition(im, func(_ *metadata.Topic, p *metadata.Partition) {
+		if p.Leader != metadata.NoLeader || !p.InISR(id) {
 			return
 		}
-		if l := electLeader(p.Replicas, p.ISR, live, NoLeader); l != NoLeader {
+		if l := electLeader(p.Replicas, p.ISR, live, metadata.NoLeader); l != metadata.NoLeader {
 			out = append(out, changeRecord(p, l, p.ISR, "unfence"))
 		}
 	})
@@ -108,9 +110,9 @@ func UnfenceChanges(im *Image, id int32) []*pb.MetadataRecord {
 
 // PreferredLeaderChanges moves leadership back to each partition's first
 // replica where that replica is live and in sync (auto.leader.rebalance.enable).
-func PreferredLeaderChanges(im *Image) []*pb.MetadataRecord {
+func PreferredLeaderChanges(im *metadata.Image) []*pb.MetadataRecord {
 	var out []*pb.MetadataRecord
-	forEachPartition(im, func(_ *Topic, p *Partition) {
+	forEachPartition(im, func(_ *metadata.Topic, p *metadata.Partition) {
 		if len(p.Replicas) == 0 {
 			return
 		}
@@ -125,10 +127,10 @@ func PreferredLeaderChanges(im *Image) []*pb.MetadataRecord {
 
 // UncleanChanges elects any live replica for offline partitions of topics
 // that set unclean.leader.election.enable=true; the ISR becomes just it.
-func UncleanChanges(im *Image) []*pb.MetadataRecord {
+func UncleanChanges(im *metadata.Image) []*pb.MetadataRecord {
 	var out []*pb.MetadataRecord
-	forEachPartition(im, func(t *Topic, p *Partition) {
-		if p.Leader != NoLeader || t.Configs[ConfigTopicUncleanElection] != "true" {
+	forEachPartition(im, func(t *metadata.Topic, p *metadata.Partition) {
+		if p.Leader != metadata.NoLeader || t.Configs[metadata.ConfigTopicUncleanElection] != "true" {
 			return
 		}
 		for _, r := range p.Replicas {
@@ -175,3 +177,5 @@ func nonNegMod(a, n int) int {
 	}
 	return ((a % n) + n) % n
 }
+
+func contains(s []int32, v int32) bool { return slices.Contains(s, v) }

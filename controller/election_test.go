@@ -6,6 +6,9 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/strand-io/strand/metadata"
+	mt "github.com/strand-io/strand/metadata/metadatatest"
+
 	"github.com/strand-io/strand/controller"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
@@ -40,7 +43,7 @@ func changesOf(t *testing.T, rs []*pb.MetadataRecord) []change {
 
 // clusterImage registers brokers 1..n (epoch = id) with the given ones
 // fenced, then applies the topic records.
-func clusterImage(t *testing.T, n int32, fenced []int32, topics ...*pb.MetadataRecord) *controller.Image {
+func clusterImage(t *testing.T, n int32, fenced []int32, topics ...*pb.MetadataRecord) *metadata.Image {
 	t.Helper()
 	var batches [][]*pb.MetadataRecord
 	for id := int32(1); id <= n; id++ {
@@ -48,17 +51,17 @@ func clusterImage(t *testing.T, n int32, fenced []int32, topics ...*pb.MetadataR
 		for _, f := range fenced {
 			isFenced = isFenced || f == id
 		}
-		batches = append(batches, recs(registerRec(id, 0, isFenced)))
+		batches = append(batches, mt.Recs(mt.RegisterRec(id, 0, isFenced)))
 	}
 	batches = append(batches, topics)
-	return build(t, batches...)
+	return mt.Build(t, batches...)
 }
 
 // applyAll checks that the proposed records are accepted by Apply (the
 // epochs advance) after the extra records, as the controller proposes them.
-func applyAll(t *testing.T, im *controller.Image, extra []*pb.MetadataRecord, rs []*pb.MetadataRecord) *controller.Image {
+func applyAll(t *testing.T, im *metadata.Image, extra []*pb.MetadataRecord, rs []*pb.MetadataRecord) *metadata.Image {
 	t.Helper()
-	next, _, err := controller.Apply(im, batchAt(im.Offset+1, append(append([]*pb.MetadataRecord(nil), extra...), rs...)...))
+	next, _, err := metadata.Apply(im, mt.BatchAt(im.Offset+1, append(append([]*pb.MetadataRecord(nil), extra...), rs...)...))
 	if err != nil {
 		t.Fatalf("proposed records refused by Apply: %v", err)
 	}
@@ -75,59 +78,59 @@ func TestFenceChanges(t *testing.T) {
 	}{
 		{
 			name:   "leader fenced: first live ISR replica elected",
-			topics: recs(topicRec("t", nil), partRec("t", 0, []int32{1, 2, 3}, []int32{1, 2, 3}, 1, 4, 7)),
+			topics: mt.Recs(mt.TopicRec("t", nil), mt.PartRec("t", 0, []int32{1, 2, 3}, []int32{1, 2, 3}, 1, 4, 7)),
 			fence:  1,
 			want:   []change{{"t", 0, 2, []int32{2, 3}, 5, 8}},
 		},
 		{
 			name:   "leader fenced: replica order, not ISR order",
-			topics: recs(topicRec("t", nil), partRec("t", 0, []int32{1, 3, 2}, []int32{2, 1, 3}, 1, 0, 0)),
+			topics: mt.Recs(mt.TopicRec("t", nil), mt.PartRec("t", 0, []int32{1, 3, 2}, []int32{2, 1, 3}, 1, 0, 0)),
 			fence:  1,
 			want:   []change{{"t", 0, 3, []int32{2, 3}, 1, 1}},
 		},
 		{
 			name:   "leader fenced: replica out of sync skipped",
-			topics: recs(topicRec("t", nil), partRec("t", 0, []int32{1, 2, 3}, []int32{1, 3}, 1, 0, 0)),
+			topics: mt.Recs(mt.TopicRec("t", nil), mt.PartRec("t", 0, []int32{1, 2, 3}, []int32{1, 3}, 1, 0, 0)),
 			fence:  1,
 			want:   []change{{"t", 0, 3, []int32{3}, 1, 1}},
 		},
 		{
 			name:   "leader fenced: fenced ISR member skipped",
 			fenced: []int32{2},
-			topics: recs(topicRec("t", nil), partRec("t", 0, []int32{1, 2, 3}, []int32{1, 2, 3}, 1, 0, 0)),
+			topics: mt.Recs(mt.TopicRec("t", nil), mt.PartRec("t", 0, []int32{1, 2, 3}, []int32{1, 2, 3}, 1, 0, 0)),
 			fence:  1,
 			want:   []change{{"t", 0, 3, []int32{2, 3}, 1, 1}},
 		},
 		{
 			name:   "follower fenced: ISR shrinks, leader epoch kept",
-			topics: recs(topicRec("t", nil), partRec("t", 0, []int32{1, 2, 3}, []int32{1, 2, 3}, 1, 4, 7)),
+			topics: mt.Recs(mt.TopicRec("t", nil), mt.PartRec("t", 0, []int32{1, 2, 3}, []int32{1, 2, 3}, 1, 4, 7)),
 			fence:  2,
 			want:   []change{{"t", 0, 1, []int32{1, 3}, 4, 8}},
 		},
 		{
 			name:   "last ISR member fenced: stays in the ISR, partition offline",
-			topics: recs(topicRec("t", nil), partRec("t", 0, []int32{1, 2}, []int32{1}, 1, 2, 3)),
+			topics: mt.Recs(mt.TopicRec("t", nil), mt.PartRec("t", 0, []int32{1, 2}, []int32{1}, 1, 2, 3)),
 			fence:  1,
-			want:   []change{{"t", 0, controller.NoLeader, []int32{1}, 3, 4}},
+			want:   []change{{"t", 0, metadata.NoLeader, []int32{1}, 3, 4}},
 		},
 		{
 			name:   "already offline with it as last ISR member: nothing",
-			topics: recs(topicRec("t", nil), partRec("t", 0, []int32{1, 2}, []int32{1}, controller.NoLeader, 2, 3)),
+			topics: mt.Recs(mt.TopicRec("t", nil), mt.PartRec("t", 0, []int32{1, 2}, []int32{1}, metadata.NoLeader, 2, 3)),
 			fence:  1,
 		},
 		{
 			name: "partitions without the broker are untouched",
-			topics: recs(topicRec("t", nil),
-				partRec("t", 0, []int32{2, 3}, []int32{2, 3}, 2, 0, 0),
-				partRec("t", 1, []int32{1, 2, 3}, []int32{2, 3}, 2, 0, 0), // replica, not in ISR
-				partRec("t", 2, []int32{3, 1}, []int32{3, 1}, 3, 1, 1)),
+			topics: mt.Recs(mt.TopicRec("t", nil),
+				mt.PartRec("t", 0, []int32{2, 3}, []int32{2, 3}, 2, 0, 0),
+				mt.PartRec("t", 1, []int32{1, 2, 3}, []int32{2, 3}, 2, 0, 0), // replica, not in ISR
+				mt.PartRec("t", 2, []int32{3, 1}, []int32{3, 1}, 3, 1, 1)),
 			fence: 1,
 			want:  []change{{"t", 2, 3, []int32{3}, 1, 2}},
 		},
 		{
 			name: "every topic is considered",
-			topics: recs(topicRec("x", nil), partRec("x", 0, []int32{2, 1}, []int32{2, 1}, 2, 0, 0),
-				topicRec("y", nil), partRec("y", 0, []int32{2, 3}, []int32{2, 3}, 2, 9, 9), partRec("y", 1, []int32{3, 1}, []int32{3}, 3, 0, 0)),
+			topics: mt.Recs(mt.TopicRec("x", nil), mt.PartRec("x", 0, []int32{2, 1}, []int32{2, 1}, 2, 0, 0),
+				mt.TopicRec("y", nil), mt.PartRec("y", 0, []int32{2, 3}, []int32{2, 3}, 2, 9, 9), mt.PartRec("y", 1, []int32{3, 1}, []int32{3}, 3, 0, 0)),
 			fence: 2,
 			want:  []change{{"x", 0, 1, []int32{1}, 1, 1}, {"y", 0, 3, []int32{3}, 10, 10}},
 		},
@@ -135,7 +138,7 @@ func TestFenceChanges(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			img := clusterImage(t, 3, c.fenced, c.topics...)
-			snap := deepCopy(img)
+			snap := mt.DeepCopy(img)
 			rs := controller.FenceChanges(img, c.fence)
 			if got := changesOf(t, rs); !reflect.DeepEqual(got, c.want) {
 				t.Fatalf("changes = %+v\nwant      %+v", got, c.want)
@@ -148,7 +151,7 @@ func TestFenceChanges(t *testing.T) {
 					t.Fatalf("reason = %q", r.GetPartitionChange().Reason)
 				}
 			}
-			next := applyAll(t, img, recs(fenceRec(c.fence, int64(c.fence))), rs)
+			next := applyAll(t, img, mt.Recs(mt.FenceRec(c.fence, int64(c.fence))), rs)
 			// Fencing again changes nothing more.
 			if again := controller.FenceChanges(next, c.fence); len(again) != 0 {
 				t.Fatalf("second FenceChanges = %+v", changesOf(t, again))
@@ -168,41 +171,41 @@ func TestUnfenceChanges(t *testing.T) {
 		{
 			name:    "offline partition whose ISR holds it",
 			fenced:  []int32{1},
-			topics:  recs(topicRec("t", nil), partRec("t", 0, []int32{2, 1}, []int32{1}, controller.NoLeader, 3, 4)),
+			topics:  mt.Recs(mt.TopicRec("t", nil), mt.PartRec("t", 0, []int32{2, 1}, []int32{1}, metadata.NoLeader, 3, 4)),
 			unfence: 1,
 			want:    []change{{"t", 0, 1, []int32{1}, 4, 5}},
 		},
 		{
 			name:    "another live ISR member first in replica order",
 			fenced:  []int32{1},
-			topics:  recs(topicRec("t", nil), partRec("t", 0, []int32{2, 1}, []int32{1, 2}, controller.NoLeader, 0, 0)),
+			topics:  mt.Recs(mt.TopicRec("t", nil), mt.PartRec("t", 0, []int32{2, 1}, []int32{1, 2}, metadata.NoLeader, 0, 0)),
 			unfence: 1,
 			want:    []change{{"t", 0, 2, []int32{1, 2}, 1, 1}},
 		},
 		{
 			name:    "fenced ISR member ahead in replica order is skipped",
 			fenced:  []int32{1, 2},
-			topics:  recs(topicRec("t", nil), partRec("t", 0, []int32{2, 1}, []int32{2, 1}, controller.NoLeader, 0, 0)),
+			topics:  mt.Recs(mt.TopicRec("t", nil), mt.PartRec("t", 0, []int32{2, 1}, []int32{2, 1}, metadata.NoLeader, 0, 0)),
 			unfence: 1,
 			want:    []change{{"t", 0, 1, []int32{2, 1}, 1, 1}},
 		},
 		{
 			name:    "ISR without it: stays offline",
 			fenced:  []int32{1, 2},
-			topics:  recs(topicRec("t", nil), partRec("t", 0, []int32{1, 2}, []int32{2}, controller.NoLeader, 0, 0)),
+			topics:  mt.Recs(mt.TopicRec("t", nil), mt.PartRec("t", 0, []int32{1, 2}, []int32{2}, metadata.NoLeader, 0, 0)),
 			unfence: 1,
 		},
 		{
 			name:    "partitions with a leader are untouched",
 			fenced:  []int32{1},
-			topics:  recs(topicRec("t", nil), partRec("t", 0, []int32{1, 2}, []int32{1, 2}, 2, 0, 0)),
+			topics:  mt.Recs(mt.TopicRec("t", nil), mt.PartRec("t", 0, []int32{1, 2}, []int32{1, 2}, 2, 0, 0)),
 			unfence: 1,
 		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			img := clusterImage(t, 3, c.fenced, c.topics...)
-			snap := deepCopy(img)
+			snap := mt.DeepCopy(img)
 			rs := controller.UnfenceChanges(img, c.unfence)
 			if got := changesOf(t, rs); !reflect.DeepEqual(got, c.want) {
 				t.Fatalf("changes = %+v\nwant      %+v", got, c.want)
@@ -210,7 +213,7 @@ func TestUnfenceChanges(t *testing.T) {
 			if !reflect.DeepEqual(img, snap) {
 				t.Fatal("UnfenceChanges modified the image")
 			}
-			applyAll(t, img, recs(unfenceRec(c.unfence, int64(c.unfence))), rs)
+			applyAll(t, img, mt.Recs(mt.UnfenceRec(c.unfence, int64(c.unfence))), rs)
 		})
 	}
 }
@@ -224,28 +227,28 @@ func TestPreferredLeaderChanges(t *testing.T) {
 	}{
 		{
 			name:   "moves back to a live in-sync first replica",
-			topics: recs(topicRec("t", nil), partRec("t", 0, []int32{1, 2, 3}, []int32{2, 3, 1}, 2, 5, 6)),
+			topics: mt.Recs(mt.TopicRec("t", nil), mt.PartRec("t", 0, []int32{1, 2, 3}, []int32{2, 3, 1}, 2, 5, 6)),
 			want:   []change{{"t", 0, 1, []int32{2, 3, 1}, 6, 7}},
 		},
 		{
 			name:   "first replica out of sync",
-			topics: recs(topicRec("t", nil), partRec("t", 0, []int32{1, 2, 3}, []int32{2, 3}, 2, 0, 0)),
+			topics: mt.Recs(mt.TopicRec("t", nil), mt.PartRec("t", 0, []int32{1, 2, 3}, []int32{2, 3}, 2, 0, 0)),
 		},
 		{
 			name:   "first replica fenced",
 			fenced: []int32{1},
-			topics: recs(topicRec("t", nil), partRec("t", 0, []int32{1, 2, 3}, []int32{1, 2, 3}, 2, 0, 0)),
+			topics: mt.Recs(mt.TopicRec("t", nil), mt.PartRec("t", 0, []int32{1, 2, 3}, []int32{1, 2, 3}, 2, 0, 0)),
 		},
 		{
 			name:   "already preferred",
-			topics: recs(topicRec("t", nil), partRec("t", 0, []int32{1, 2, 3}, []int32{1, 2, 3}, 1, 0, 0)),
+			topics: mt.Recs(mt.TopicRec("t", nil), mt.PartRec("t", 0, []int32{1, 2, 3}, []int32{1, 2, 3}, 1, 0, 0)),
 		},
 		{
 			name: "only the partitions that need it",
-			topics: recs(topicRec("t", nil),
-				partRec("t", 0, []int32{3, 1}, []int32{1, 3}, 1, 0, 0),
-				partRec("t", 1, []int32{1, 3}, []int32{1, 3}, 1, 0, 0),
-				partRec("t", 2, []int32{2, 3}, []int32{3, 2}, controller.NoLeader, 0, 0)),
+			topics: mt.Recs(mt.TopicRec("t", nil),
+				mt.PartRec("t", 0, []int32{3, 1}, []int32{1, 3}, 1, 0, 0),
+				mt.PartRec("t", 1, []int32{1, 3}, []int32{1, 3}, 1, 0, 0),
+				mt.PartRec("t", 2, []int32{2, 3}, []int32{3, 2}, metadata.NoLeader, 0, 0)),
 			want: []change{{"t", 0, 3, []int32{1, 3}, 1, 1}, {"t", 2, 2, []int32{3, 2}, 1, 1}},
 		},
 	}
@@ -265,7 +268,7 @@ func TestPreferredLeaderChanges(t *testing.T) {
 }
 
 func TestUncleanChanges(t *testing.T) {
-	unclean := map[string]string{controller.ConfigTopicUncleanElection: "true"}
+	unclean := map[string]string{metadata.ConfigTopicUncleanElection: "true"}
 	cases := []struct {
 		name   string
 		fenced []int32
@@ -275,34 +278,34 @@ func TestUncleanChanges(t *testing.T) {
 		{
 			name:   "enabled: first live replica, ISR just it",
 			fenced: []int32{1, 2},
-			topics: recs(topicRec("t", unclean), partRec("t", 0, []int32{1, 2, 3}, []int32{1}, controller.NoLeader, 2, 3)),
+			topics: mt.Recs(mt.TopicRec("t", unclean), mt.PartRec("t", 0, []int32{1, 2, 3}, []int32{1}, metadata.NoLeader, 2, 3)),
 			want:   []change{{"t", 0, 3, []int32{3}, 3, 4}},
 		},
 		{
 			name:   "not set: stays offline",
 			fenced: []int32{1},
-			topics: recs(topicRec("t", nil), partRec("t", 0, []int32{1, 2, 3}, []int32{1}, controller.NoLeader, 0, 0)),
+			topics: mt.Recs(mt.TopicRec("t", nil), mt.PartRec("t", 0, []int32{1, 2, 3}, []int32{1}, metadata.NoLeader, 0, 0)),
 		},
 		{
 			name:   "false: stays offline",
 			fenced: []int32{1},
-			topics: recs(topicRec("t", map[string]string{controller.ConfigTopicUncleanElection: "false"}), partRec("t", 0, []int32{1, 2}, []int32{1}, controller.NoLeader, 0, 0)),
+			topics: mt.Recs(mt.TopicRec("t", map[string]string{metadata.ConfigTopicUncleanElection: "false"}), mt.PartRec("t", 0, []int32{1, 2}, []int32{1}, metadata.NoLeader, 0, 0)),
 		},
 		{
 			name:   "no live replica",
 			fenced: []int32{1, 2},
-			topics: recs(topicRec("t", unclean), partRec("t", 0, []int32{1, 2}, []int32{1}, controller.NoLeader, 0, 0)),
+			topics: mt.Recs(mt.TopicRec("t", unclean), mt.PartRec("t", 0, []int32{1, 2}, []int32{1}, metadata.NoLeader, 0, 0)),
 		},
 		{
 			name:   "partitions with a leader untouched",
 			fenced: []int32{1},
-			topics: recs(topicRec("t", unclean), partRec("t", 0, []int32{1, 2}, []int32{2}, 2, 0, 0)),
+			topics: mt.Recs(mt.TopicRec("t", unclean), mt.PartRec("t", 0, []int32{1, 2}, []int32{2}, 2, 0, 0)),
 		},
 		{
 			name:   "only the enabled topic",
 			fenced: []int32{1},
-			topics: recs(topicRec("a", nil), partRec("a", 0, []int32{1, 2}, []int32{1}, controller.NoLeader, 0, 0),
-				topicRec("b", unclean), partRec("b", 0, []int32{1, 2}, []int32{1}, controller.NoLeader, 0, 0)),
+			topics: mt.Recs(mt.TopicRec("a", nil), mt.PartRec("a", 0, []int32{1, 2}, []int32{1}, metadata.NoLeader, 0, 0),
+				mt.TopicRec("b", unclean), mt.PartRec("b", 0, []int32{1, 2}, []int32{1}, metadata.NoLeader, 0, 0)),
 			want: []change{{"b", 0, 2, []int32{2}, 1, 1}},
 		},
 	}

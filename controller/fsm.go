@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/strand-io/strand/metadata"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -28,7 +29,7 @@ type ApplyResult struct {
 // goroutines.
 type FSM struct {
 	mu      sync.Mutex
-	image   *Image
+	image   *metadata.Image
 	history []*pb.MetadataBatch // applied batches, oldest first
 	// historyFrom: history holds every applied batch with an offset above it.
 	historyFrom int64
@@ -37,13 +38,15 @@ type FSM struct {
 
 // NewFSM returns an FSM at the empty image.
 func NewFSM() *FSM {
-	return &FSM{image: EmptyImage(), changed: make(chan struct{}), historyFrom: -1}
+	return &FSM{image: metadata.EmptyImage(), changed: make(chan struct{}), historyFrom: -1}
 }
 
 var _ raft.FSM = (*FSM)(nil)
 
+var _ metadata.Source = (*FSM)(nil)
+
 // Image returns the current image.
-func (f *FSM) Image() *Image {
+func (f *FSM) Image() *metadata.Image {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.image
@@ -67,7 +70,7 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	next, _, err := Apply(f.image, &b)
+	next, _, err := metadata.Apply(f.image, &b)
 	if err != nil {
 		return ApplyResult{Offset: b.Offset, Err: err}
 	}
@@ -100,7 +103,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("decode metadata snapshot: %w", err)
 	}
 	b.Snapshot = true
-	next, _, err := Apply(EmptyImage(), &b)
+	next, _, err := metadata.Apply(metadata.EmptyImage(), &b)
 	if err != nil {
 		return fmt.Errorf("apply metadata snapshot: %w", err)
 	}
@@ -174,7 +177,7 @@ func searchBatches(h []*pb.MetadataBatch, offset int64) int {
 }
 
 // WaitFor blocks until the image reaches offset or ctx ends.
-func (f *FSM) WaitFor(ctx context.Context, offset int64) (*Image, error) {
+func (f *FSM) WaitFor(ctx context.Context, offset int64) (*metadata.Image, error) {
 	for {
 		f.mu.Lock()
 		img, ch := f.image, f.changed

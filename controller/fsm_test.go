@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strand-io/strand/metadata"
+	mt "github.com/strand-io/strand/metadata/metadatatest"
+
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
@@ -66,16 +69,16 @@ func TestFSMApply(t *testing.T) {
 	cases := []struct {
 		name    string
 		entries []entry
-		check   func(t *testing.T, im *controller.Image)
+		check   func(t *testing.T, im *metadata.Image)
 		offsets []int64 // batches kept for followers
 	}{
 		{
 			name: "offsets are raft indexes and broker epochs are filled in",
 			entries: []entry{
-				{index: 3, recs: recs(registerRec(1, 0, true))},
-				{index: 7, recs: recs(registerRec(2, 0, false), unfenceRec(1, 3))},
+				{index: 3, recs: mt.Recs(mt.RegisterRec(1, 0, true))},
+				{index: 7, recs: mt.Recs(mt.RegisterRec(2, 0, false), mt.UnfenceRec(1, 3))},
 			},
-			check: func(t *testing.T, im *controller.Image) {
+			check: func(t *testing.T, im *metadata.Image) {
 				if im.Offset != 7 || im.Brokers[1].Epoch != 3 || im.Brokers[2].Epoch != 7 || im.Brokers[1].Fenced {
 					t.Fatalf("image offset %d brokers %+v %+v", im.Offset, im.Brokers[1], im.Brokers[2])
 				}
@@ -85,9 +88,9 @@ func TestFSMApply(t *testing.T) {
 		{
 			name: "an explicit broker epoch is kept",
 			entries: []entry{
-				{index: 5, recs: recs(registerRec(1, 2, false))},
+				{index: 5, recs: mt.Recs(mt.RegisterRec(1, 2, false))},
 			},
-			check: func(t *testing.T, im *controller.Image) {
+			check: func(t *testing.T, im *metadata.Image) {
 				if im.Brokers[1].Epoch != 2 {
 					t.Fatalf("epoch = %d", im.Brokers[1].Epoch)
 				}
@@ -97,12 +100,12 @@ func TestFSMApply(t *testing.T) {
 		{
 			name: "a refused batch changes nothing",
 			entries: []entry{
-				{index: 1, recs: recs(registerRec(1, 0, false), topicRec("t", nil))},
-				{index: 2, recs: recs(producerIdsRec(1000), topicRec("t", nil)), wantErr: true},
-				{index: 3, recs: recs(fenceRec(1, 2)), wantErr: true},
-				{index: 4, recs: recs(featureRec("f", 1))},
+				{index: 1, recs: mt.Recs(mt.RegisterRec(1, 0, false), mt.TopicRec("t", nil))},
+				{index: 2, recs: mt.Recs(mt.ProducerIdsRec(1000), mt.TopicRec("t", nil)), wantErr: true},
+				{index: 3, recs: mt.Recs(mt.FenceRec(1, 2)), wantErr: true},
+				{index: 4, recs: mt.Recs(mt.FeatureRec("f", 1))},
 			},
-			check: func(t *testing.T, im *controller.Image) {
+			check: func(t *testing.T, im *metadata.Image) {
 				if im.Offset != 4 || im.NextProducerID != 0 || im.Brokers[1].Fenced || im.Feature("f") != 1 {
 					t.Fatalf("image = %+v", im)
 				}
@@ -112,10 +115,10 @@ func TestFSMApply(t *testing.T) {
 		{
 			name: "undecodable entry refused",
 			entries: []entry{
-				{index: 1, recs: recs(clusterRec("c"))},
+				{index: 1, recs: mt.Recs(mt.ClusterRec("c"))},
 				{index: 2, data: []byte{0xff, 0xff, 0xff}, wantErr: true},
 			},
-			check: func(t *testing.T, im *controller.Image) {
+			check: func(t *testing.T, im *metadata.Image) {
 				if im.Offset != 1 || im.ClusterID != "c" {
 					t.Fatalf("image = %+v", im)
 				}
@@ -135,7 +138,7 @@ func TestFSMApply(t *testing.T) {
 					l.Data = e.data
 				}
 				before := f.Image()
-				snap := deepCopy(before)
+				snap := mt.DeepCopy(before)
 				changed := f.Changed()
 				res := fsmApply(t, f, l)
 				if e.wantErr {
@@ -172,9 +175,9 @@ func TestFSMApply(t *testing.T) {
 				t.Fatalf("kept batches %v, want %v", offsetsOf(got), c.offsets)
 			}
 			// The kept batches rebuild the same image.
-			img := controller.EmptyImage()
+			img := metadata.EmptyImage()
 			for _, b := range got {
-				next, _, err := controller.Apply(img, b)
+				next, _, err := metadata.Apply(img, b)
 				if err != nil {
 					t.Fatalf("replaying batch %d: %v", b.Offset, err)
 				}
@@ -189,11 +192,11 @@ func TestFSMApply(t *testing.T) {
 
 func TestSince(t *testing.T) {
 	f := newFSMWith(t,
-		recs(registerRec(1, 0, false)),
-		recs(registerRec(2, 0, false)),
-		recs(topicRec("t", nil)),
-		recs(partRec("t", 0, []int32{1, 2}, []int32{1, 2}, 1, 0, 0)),
-		recs(producerIdsRec(1000)),
+		mt.Recs(mt.RegisterRec(1, 0, false)),
+		mt.Recs(mt.RegisterRec(2, 0, false)),
+		mt.Recs(mt.TopicRec("t", nil)),
+		mt.Recs(mt.PartRec("t", 0, []int32{1, 2}, []int32{1, 2}, 1, 0, 0)),
+		mt.Recs(mt.ProducerIdsRec(1000)),
 	)
 	cases := []struct {
 		offset int64
@@ -240,7 +243,7 @@ func TestSinceBlocksUntilApply(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			f := newFSMWith(t, recs(registerRec(1, 0, false)), recs(topicRec("t", nil)))
+			f := newFSMWith(t, mt.Recs(mt.RegisterRec(1, 0, false)), mt.Recs(mt.TopicRec("t", nil)))
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			type result struct {
@@ -259,7 +262,7 @@ func TestSinceBlocksUntilApply(t *testing.T) {
 			}
 			next := uint64(3)
 			if c.refused {
-				if res := fsmApply(t, f, raftLog(t, next, topicRec("t", nil))); res.Err == nil {
+				if res := fsmApply(t, f, raftLog(t, next, mt.TopicRec("t", nil))); res.Err == nil {
 					t.Fatal("duplicate topic accepted")
 				}
 				select {
@@ -269,7 +272,7 @@ func TestSinceBlocksUntilApply(t *testing.T) {
 				}
 				next++
 			}
-			if res := fsmApply(t, f, raftLog(t, next, featureRec("f", 1))); res.Err != nil {
+			if res := fsmApply(t, f, raftLog(t, next, mt.FeatureRec("f", 1))); res.Err != nil {
 				t.Fatal(res.Err)
 			}
 			r := <-done
@@ -322,14 +325,14 @@ func TestSnapshotRestore(t *testing.T) {
 		batches [][]*pb.MetadataRecord
 	}{
 		{"empty", nil},
-		{"brokers only", [][]*pb.MetadataRecord{recs(registerRec(1, 0, false)), recs(registerRec(2, 0, true))}},
+		{"brokers only", [][]*pb.MetadataRecord{mt.Recs(mt.RegisterRec(1, 0, false)), mt.Recs(mt.RegisterRec(2, 0, true))}},
 		{"full", [][]*pb.MetadataRecord{
-			recs(clusterRec("cid"), registerRec(1, 0, false), registerRec(2, 0, false)),
-			recs(topicRec("t", map[string]string{"k": "v"}), partRec("t", 0, []int32{1, 2}, []int32{1, 2}, 1, 0, 0), partRec("t", 1, []int32{2, 1}, []int32{2}, 2, 3, 4)),
-			recs(fenceRec(2, 1), changeRec("t", 1, controller.NoLeader, []int32{2}, 4, 5)),
-			recs(producerIdsRec(3000), featureRec(controller.FeatureTransactionVersion, 2), configRec("broker", "", "a", "b", false)),
-			recs(topicRec("gone", nil), partRec("gone", 0, []int32{1}, []int32{1}, 1, 0, 0)),
-			recs(removeTopicRec("gone")),
+			mt.Recs(mt.ClusterRec("cid"), mt.RegisterRec(1, 0, false), mt.RegisterRec(2, 0, false)),
+			mt.Recs(mt.TopicRec("t", map[string]string{"k": "v"}), mt.PartRec("t", 0, []int32{1, 2}, []int32{1, 2}, 1, 0, 0), mt.PartRec("t", 1, []int32{2, 1}, []int32{2}, 2, 3, 4)),
+			mt.Recs(mt.FenceRec(2, 1), mt.ChangeRec("t", 1, metadata.NoLeader, []int32{2}, 4, 5)),
+			mt.Recs(mt.ProducerIdsRec(3000), mt.FeatureRec(metadata.FeatureTransactionVersion, 2), mt.ConfigRec("broker", "", "a", "b", false)),
+			mt.Recs(mt.TopicRec("gone", nil), mt.PartRec("gone", 0, []int32{1}, []int32{1}, 1, 0, 0)),
+			mt.Recs(mt.RemoveTopicRec("gone")),
 		}},
 	}
 	for _, c := range cases {
@@ -337,7 +340,7 @@ func TestSnapshotRestore(t *testing.T) {
 			src := newFSMWith(t, c.batches...)
 			data := persist(t, src)
 			// Restore into an FSM with unrelated state: it is replaced.
-			dst := newFSMWith(t, recs(registerRec(9, 0, false), topicRec("other", nil)))
+			dst := newFSMWith(t, mt.Recs(mt.RegisterRec(9, 0, false), mt.TopicRec("other", nil)))
 			changed := dst.Changed()
 			if err := dst.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
 				t.Fatalf("Restore: %v", err)
@@ -352,7 +355,7 @@ func TestSnapshotRestore(t *testing.T) {
 			}
 			// The restored FSM applies the next entries like the source does.
 			next := uint64(len(c.batches) + 1)
-			add := recs(registerRec(5, 0, false))
+			add := mt.Recs(mt.RegisterRec(5, 0, false))
 			r1, r2 := fsmApply(t, src, raftLog(t, next, add...)), fsmApply(t, dst, raftLog(t, next, add...))
 			if r1.Err != nil || r2.Err != nil {
 				t.Fatalf("apply after restore: %v, %v", r1.Err, r2.Err)
@@ -371,13 +374,13 @@ func TestSnapshotRestoreBad(t *testing.T) {
 	}{
 		{"garbage", []byte{0xff, 0xff, 0xff, 0xff}},
 		{"invalid records", func() []byte {
-			b, _ := proto.Marshal(&pb.MetadataBatch{Offset: 3, Records: recs(partRec("nope", 0, nil, nil, 1, 0, 0))})
+			b, _ := proto.Marshal(&pb.MetadataBatch{Offset: 3, Records: mt.Recs(mt.PartRec("nope", 0, nil, nil, 1, 0, 0))})
 			return b
 		}()},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			f := newFSMWith(t, recs(registerRec(1, 0, false)))
+			f := newFSMWith(t, mt.Recs(mt.RegisterRec(1, 0, false)))
 			before := f.Image()
 			if err := f.Restore(io.NopCloser(bytes.NewReader(c.data))); err == nil {
 				t.Fatal("bad snapshot restored")
@@ -391,9 +394,9 @@ func TestSnapshotRestoreBad(t *testing.T) {
 
 func TestSinceAfterRestoreReturnsSnapshot(t *testing.T) {
 	src := newFSMWith(t,
-		recs(clusterRec("cid"), registerRec(1, 0, false)),
-		recs(topicRec("t", nil), partRec("t", 0, []int32{1}, []int32{1}, 1, 0, 0)),
-		recs(producerIdsRec(1000)),
+		mt.Recs(mt.ClusterRec("cid"), mt.RegisterRec(1, 0, false)),
+		mt.Recs(mt.TopicRec("t", nil), mt.PartRec("t", 0, []int32{1}, []int32{1}, 1, 0, 0)),
+		mt.Recs(mt.ProducerIdsRec(1000)),
 	)
 	f := controller.NewFSM()
 	if err := f.Restore(io.NopCloser(bytes.NewReader(persist(t, src)))); err != nil {
@@ -409,7 +412,7 @@ func TestSinceAfterRestoreReturnsSnapshot(t *testing.T) {
 		if len(got) != 1 || !got[0].Snapshot || got[0].Offset != 3 {
 			t.Fatalf("Since(%d) = %v, want one snapshot batch at 3", off, got)
 		}
-		img, _, err := controller.Apply(controller.EmptyImage(), got[0])
+		img, _, err := metadata.Apply(metadata.EmptyImage(), got[0])
 		if err != nil || !reflect.DeepEqual(img, src.Image()) {
 			t.Fatalf("Since(%d) snapshot rebuilds %+v (%v), want %+v", off, img, err, src.Image())
 		}
@@ -428,7 +431,7 @@ func TestSinceAfterRestoreReturnsSnapshot(t *testing.T) {
 		t.Fatalf("Since(3) returned %v before any new entry", offsetsOf(bs))
 	default:
 	}
-	if res := fsmApply(t, f, raftLog(t, 4, registerRec(2, 0, false))); res.Err != nil {
+	if res := fsmApply(t, f, raftLog(t, 4, mt.RegisterRec(2, 0, false))); res.Err != nil {
 		t.Fatal(res.Err)
 	}
 	bs := <-done
@@ -440,7 +443,7 @@ func TestSinceAfterRestoreReturnsSnapshot(t *testing.T) {
 	if err != nil || len(got) != 1 || !got[0].Snapshot || got[0].Offset != 4 {
 		t.Fatalf("Since(1) after apply = %v, %v", got, err)
 	}
-	img, _, err := controller.Apply(controller.EmptyImage(), got[0])
+	img, _, err := metadata.Apply(metadata.EmptyImage(), got[0])
 	if err != nil || !reflect.DeepEqual(img, f.Image()) || img.Brokers[2].Epoch != 4 {
 		t.Fatalf("snapshot rebuilds %+v (%v), want %+v", img, err, f.Image())
 	}
@@ -455,7 +458,7 @@ func TestSinceHistoryTrim(t *testing.T) {
 	const n = 20001
 	f := controller.NewFSM()
 	for i := uint64(1); i <= n; i++ {
-		if res := fsmApply(t, f, raftLog(t, i, producerIdsRec(int64(i)*1000))); res.Err != nil {
+		if res := fsmApply(t, f, raftLog(t, i, mt.ProducerIdsRec(int64(i)*1000))); res.Err != nil {
 			t.Fatal(res.Err)
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	mt "github.com/strand-io/strand/metadata/metadatatest"
+
 	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/testkit/testutil/ports"
 )
@@ -73,7 +75,7 @@ func TestQuorumRestart(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			off, err := q.Propose(ctx, registerRec(1, 0, false), topicRec("t", map[string]string{"k": "v"}))
+			off, err := q.Propose(ctx, mt.RegisterRec(1, 0, false), mt.TopicRec("t", map[string]string{"k": "v"}))
 			if err != nil {
 				q.Close()
 				t.Fatalf("Propose: %v", err)
@@ -84,16 +86,16 @@ func TestQuorumRestart(t *testing.T) {
 				t.Fatalf("after Propose at %d: image %+v", off, img)
 			}
 			// A refused batch reports its error and changes nothing.
-			if _, err := q.Propose(ctx, topicRec("t", nil)); err == nil {
+			if _, err := q.Propose(ctx, mt.TopicRec("t", nil)); err == nil {
 				q.Close()
 				t.Fatal("duplicate topic committed")
 			}
-			off2, err := q.Propose(ctx, producerIdsRec(1000))
+			off2, err := q.Propose(ctx, mt.ProducerIdsRec(1000))
 			if err != nil || off2 <= off {
 				q.Close()
 				t.Fatalf("second Propose = %d, %v", off2, err)
 			}
-			want := deepCopy(q.FSM.Image())
+			want := mt.DeepCopy(q.FSM.Image())
 			if c.snapshot {
 				if err := q.Raft.Snapshot().Error(); err != nil {
 					q.Close()
@@ -150,7 +152,7 @@ func TestQuorumRestart(t *testing.T) {
 			}
 			defer q2.Close()
 			// And it keeps committing on top.
-			off3, err := q2.Propose(ctx, producerIdsRec(2000))
+			off3, err := q2.Propose(ctx, mt.ProducerIdsRec(2000))
 			if err != nil || off3 <= off2 {
 				t.Fatalf("Propose after restart = %d, %v", off3, err)
 			}

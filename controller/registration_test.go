@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/clock"
+	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/errs"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )

@@ -8,9 +8,10 @@ import (
 	"time"
 	"unicode/utf16"
 
-	"github.com/strand-io/strand/controller"
-	"github.com/strand-io/strand/internal/config"
+	"github.com/strand-io/strand/controller/channel"
 	"github.com/strand-io/strand/errs"
+	"github.com/strand-io/strand/internal/config"
+	"github.com/strand-io/strand/metadata"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/replication"
 )
@@ -28,12 +29,12 @@ type InternalTopic struct {
 // (transaction.state.log.num.partitions 50, replication factor 3, min ISR 2,
 // 100 MiB segments).
 func DefaultTransactionTopic() InternalTopic {
-	return InternalTopic{Name: controller.InternalTransactionTopic, Partitions: 50, ReplicationFactor: 3, MinISR: 2, SegmentBytes: 100 << 20}
+	return InternalTopic{Name: metadata.InternalTransactionTopic, Partitions: 50, ReplicationFactor: 3, MinISR: 2, SegmentBytes: 100 << 20}
 }
 
 // DefaultOffsetsTopic is __consumer_offsets with Kafka's defaults.
 func DefaultOffsetsTopic() InternalTopic {
-	return InternalTopic{Name: controller.InternalOffsetsTopic, Partitions: 50, ReplicationFactor: 3, MinISR: 2, SegmentBytes: 100 << 20}
+	return InternalTopic{Name: metadata.InternalOffsetsTopic, Partitions: 50, ReplicationFactor: 3, MinISR: 2, SegmentBytes: 100 << 20}
 }
 
 // JavaStringHash is Java's String.hashCode over UTF-16 code units.
@@ -61,14 +62,14 @@ func PartitionFor(key string, n int32) int32 {
 // the internal topic, creating the topic on first need.
 type Locator struct {
 	repl   *replication.Manager
-	remote *controller.Remote
+	remote *channel.Remote
 	topics map[pb.CoordinatorType]InternalTopic
 
 	mu sync.Mutex // one creation at a time
 }
 
 // NewLocator returns a locator for the two internal topics.
-func NewLocator(repl *replication.Manager, remote *controller.Remote, txn, offsets InternalTopic) *Locator {
+func NewLocator(repl *replication.Manager, remote *channel.Remote, txn, offsets InternalTopic) *Locator {
 	return &Locator{repl: repl, remote: remote, topics: map[pb.CoordinatorType]InternalTopic{pb.CoordinatorType_TRANSACTION: txn, pb.CoordinatorType_GROUP: offsets}}
 }
 

@@ -13,9 +13,9 @@ import (
 
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/node"
+	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/testkit/testcluster"
 	"github.com/strand-io/strand/testkit/testutil"
-	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
 // waitMetric scrapes until cond holds for the value of name (which must

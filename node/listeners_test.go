@@ -11,8 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/strand-io/strand/node"
-	"github.com/strand-io/strand/testkit/testutil"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/testkit/testutil"
 )
 
 // TestInterBrokerAdvertiseDefaults: a node listening on every interface

@@ -27,17 +27,19 @@ import (
 
 	"github.com/strand-io/strand/api"
 	"github.com/strand-io/strand/broker"
+	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/controller"
+	"github.com/strand-io/strand/controller/channel"
 	"github.com/strand-io/strand/coordinator"
 	"github.com/strand-io/strand/coordinator/group"
 	"github.com/strand-io/strand/coordinator/txn"
-	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/gossip"
 	"github.com/strand-io/strand/internal/planted"
-	"github.com/strand-io/strand/record"
 	"github.com/strand-io/strand/internal/rpc"
+	"github.com/strand-io/strand/metadata"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/record"
 	"github.com/strand-io/strand/replication"
 )
 
@@ -177,7 +179,7 @@ type Node struct {
 	peers *api.PeerFilter
 	// metaImg is the newest metadata image the broker's follower built,
 	// acted on or not yet (the peer filter reads its brokers).
-	metaImg atomic.Pointer[controller.Image]
+	metaImg atomic.Pointer[metadata.Image]
 	pool    *rpc.Pool
 	// markerPool is the transaction coordinator's own pool when MarkerDial is set.
 	markerPool *rpc.Pool
@@ -191,8 +193,8 @@ type Node struct {
 	Quorum     *controller.Quorum
 	Controller *controller.Controller
 	Gossip     *gossip.Gossip
-	Remote     *controller.Remote
-	Lifecycle  *controller.Lifecycle
+	Remote     *channel.Remote
+	Lifecycle  *channel.Lifecycle
 	Parts      *broker.Manager
 	Repl       *replication.Manager
 	PIDs       *coordinator.ProducerIDManager
@@ -327,7 +329,7 @@ func Start(cfg Config) (*Node, error) {
 	for _, v := range cfg.Voters {
 		voters = append(voters, v.ID)
 	}
-	n.Remote = controller.NewRemote(n.pool, n.addressOf, func() []int32 { return voters }, localLeader)
+	n.Remote = channel.NewRemote(n.pool, n.addressOf, func() []int32 { return voters }, localLeader)
 
 	n.metrics = api.NewMetrics()
 	n.connMetrics = api.NewConnMetrics()
@@ -350,7 +352,7 @@ func Start(cfg Config) (*Node, error) {
 			return nil, err
 		}
 		n.Parts = parts
-		n.Lifecycle = &controller.Lifecycle{NodeID: cfg.NodeID, IncarnationID: newIncarnation(), Address: n.cfg.Advertise, ExternalAddress: cfg.ExternalAdvertise,
+		n.Lifecycle = &channel.Lifecycle{NodeID: cfg.NodeID, IncarnationID: newIncarnation(), Address: n.cfg.Advertise, ExternalAddress: cfg.ExternalAdvertise,
 			InterBrokerAddress: n.cfg.InterBrokerAdvertise, Rack: cfg.Rack,
 			ClusterID: func() string { return *n.clusterID.Load() }, Interval: cfg.HeartbeatInterval, Remote: n.Remote, Applied: n.applied.Load, Logger: lg}
 		n.applied.Store(-1)
@@ -382,11 +384,11 @@ func Start(cfg Config) (*Node, error) {
 		n.TxnCoord = txn.New(tc, n.Repl, n.PIDs, markerPool, cfg.Clock)
 		n.TxnCoord.Start()
 		deps.TxnCoord, deps.TxnClient = n.TxnCoord, n.TxnClient
-		var src controller.MetadataSource
+		var src metadata.Source
 		if n.Quorum != nil {
 			src = n.Quorum.FSM
 		} else {
-			src = &controller.StreamSource{Remote: n.Remote, NodeID: cfg.NodeID}
+			src = &channel.StreamSource{Remote: n.Remote, NodeID: cfg.NodeID}
 		}
 		n.wg.Add(1)
 		go n.followMetadata(ctx, src, meta)
@@ -536,9 +538,9 @@ func (n *Node) peerHosts() (int64, []string) {
 // transactions at epochs the cluster left long ago (after a full restart
 // such a node wrote stale transaction markers). Once caught up, the broker
 // applies the whole image at once; from then on, every batch in order.
-func (n *Node) followMetadata(ctx context.Context, src controller.MetadataSource, meta nodeMeta) {
+func (n *Node) followMetadata(ctx context.Context, src metadata.Source, meta nodeMeta) {
 	defer n.wg.Done()
-	img := controller.EmptyImage()
+	img := metadata.EmptyImage()
 	caughtUp := false
 	for ctx.Err() == nil {
 		sctx, cancel := ctx, context.CancelFunc(func() {})
@@ -558,7 +560,7 @@ func (n *Node) followMetadata(ctx context.Context, src controller.MetadataSource
 			continue
 		}
 		for _, b := range batches {
-			next, d, err := controller.Apply(img, b)
+			next, d, err := metadata.Apply(img, b)
 			if err != nil {
 				n.lg.Warn("metadata batch refused", "offset", b.Offset, "err", err)
 				continue
@@ -582,7 +584,7 @@ func (n *Node) followMetadata(ctx context.Context, src controller.MetadataSource
 		if epoch := n.Lifecycle.Epoch(); !caughtUp && epoch > 0 && img.Offset >= epoch {
 			caughtUp = true
 			n.lg.Info("metadata caught up with this broker's registration; acting on it", "offset", img.Offset, "brokerEpoch", epoch)
-			n.Repl.Apply(img, controller.SnapshotDelta(controller.EmptyImage(), img))
+			n.Repl.Apply(img, metadata.SnapshotDelta(metadata.EmptyImage(), img))
 			n.applied.Store(img.Offset)
 		}
 	}

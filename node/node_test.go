@@ -10,9 +10,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/strand-io/strand/controller"
+	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
 	"github.com/strand-io/strand/testkit/testutil/ports"
-	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
 func freePort(t *testing.T) string {

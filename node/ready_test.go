@@ -17,12 +17,12 @@ import (
 
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/errs"
-	"github.com/strand-io/strand/node"
 	"github.com/strand-io/strand/internal/planted"
 	"github.com/strand-io/strand/internal/rpc"
+	"github.com/strand-io/strand/node"
+	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/testkit/testcluster"
 	"github.com/strand-io/strand/testkit/testutil"
-	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
 // waitUntil polls cond every 5 ms until it holds or d passes.

@@ -13,9 +13,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/strand-io/strand/client"
+	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
 	"github.com/strand-io/strand/testkit/testcluster"
-	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
 func produceValues(t *testing.T, c *testcluster.Cluster, topic string, from, to int) *ackLog {

@@ -8,9 +8,9 @@ import (
 
 	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/broker/storage"
-	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/rpc"
+	"github.com/strand-io/strand/metadata"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -59,7 +59,7 @@ func (m *Manager) FetchInto(ctx context.Context, req *pb.FetchRequest, alloc sto
 // checkReplica refuses a follower's fetch unless replica_id is another
 // broker registered at replica_epoch in img: STALE_BROKER_EPOCH (the
 // follower backs off and fetches again once the metadata agree).
-func (m *Manager) checkReplica(img *controller.Image, req *pb.FetchRequest) error {
+func (m *Manager) checkReplica(img *metadata.Image, req *pb.FetchRequest) error {
 	if req.ReplicaId == m.cfg.NodeID {
 		return errs.New(pb.ErrorCode_STALE_BROKER_EPOCH, "fetch with replica_id %d: that is this broker; a broker does not follow itself", req.ReplicaId)
 	}

@@ -4,9 +4,10 @@ import (
 	"math"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/strand-io/strand/internal/rpc"
 	pb "github.com/strand-io/strand/proto/strand/v1"
-	"google.golang.org/protobuf/proto"
 )
 
 // TestFetchMaxBytesCaps: a fetch's max_bytes is capped by fetch.max.bytes

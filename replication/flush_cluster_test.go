@@ -8,9 +8,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
 	"github.com/strand-io/strand/testkit/testcluster"
-	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
 // TestFlushMessagesOneAnswersAfterFsync: with flush.messages=1 the leader

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/record"
-	"github.com/strand-io/strand/testkit/testcluster"
 	"github.com/strand-io/strand/replication"
+	"github.com/strand-io/strand/testkit/testcluster"
 )
 
 // TestHoldFollowerFetch checks the drills' testing fault: while a

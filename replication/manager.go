@@ -9,9 +9,9 @@ import (
 
 	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/broker/storage"
-	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/internal/config"
+	"github.com/strand-io/strand/metadata"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -77,12 +77,12 @@ type Manager struct {
 	// BrokerEpoch returns this broker's current registration epoch.
 	brokerEpoch func() int64
 
-	img atomic.Pointer[controller.Image]
+	img atomic.Pointer[metadata.Image]
 
 	mu        sync.Mutex
 	leaders   map[storage.PartitionKey]*leaderEntry
 	fetchers  map[int32]*fetcher
-	sessions  *sessionCache              // fetch sessions of the followers fetching from here
+	sessions  *sessionCache                  // fetch sessions of the followers fetching from here
 	follows   map[storage.PartitionKey]int32 // partition -> leader being followed
 	alterQ    chan struct{}
 	listeners map[string][]LeaderListener
@@ -165,7 +165,7 @@ func New(cfg Config, parts *broker.Manager, ctrl ControllerClient, peers Peers, 
 		leaders: map[storage.PartitionKey]*leaderEntry{}, fetchers: map[int32]*fetcher{}, follows: map[storage.PartitionKey]int32{},
 		alterQ: make(chan struct{}, 1), listeners: map[string][]LeaderListener{}, ctx: ctx, cancel: cancel,
 		flushed: map[storage.PartitionKey]struct{}{}, flushQ: make(chan struct{}, 1)}
-	m.img.Store(controller.EmptyImage())
+	m.img.Store(metadata.EmptyImage())
 	return m
 }
 
@@ -249,7 +249,7 @@ func (m *Manager) FetchSessions() (sessions, partitions int) {
 }
 
 // Image is the metadata image last applied.
-func (m *Manager) Image() *controller.Image { return m.img.Load() }
+func (m *Manager) Image() *metadata.Image { return m.img.Load() }
 
 // NodeID is this broker's id.
 func (m *Manager) NodeID() int32 { return m.cfg.NodeID }
@@ -259,7 +259,7 @@ func (m *Manager) Partitions() *broker.Manager { return m.parts }
 
 // Apply brings the local replicas in line with a new image. It is called
 // in metadata order from one goroutine.
-func (m *Manager) Apply(img *controller.Image, d *controller.Delta) {
+func (m *Manager) Apply(img *metadata.Image, d *metadata.Delta) {
 	// The image is published once every replica follows it, so a reader
 	// that sees a partition in Image() sees its leadership applied here.
 	defer m.img.Store(img)
@@ -311,7 +311,7 @@ func (m *Manager) Apply(img *controller.Image, d *controller.Delta) {
 		switch {
 		case np.Leader == self:
 			m.becomeLeader(p, np)
-		case np.Leader == controller.NoLeader:
+		case np.Leader == metadata.NoLeader:
 			m.becomeOffline(p, np)
 		default:
 			m.becomeFollower(p, np)
@@ -320,12 +320,12 @@ func (m *Manager) Apply(img *controller.Image, d *controller.Delta) {
 	// Broker addresses may have changed: fetchers look them up per request.
 }
 
-func leadershipOf(np *controller.Partition, role broker.Role, maximal []int32) broker.Leadership {
+func leadershipOf(np *metadata.Partition, role broker.Role, maximal []int32) broker.Leadership {
 	return broker.Leadership{Role: role, Leader: np.Leader, LeaderEpoch: np.LeaderEpoch, PartitionEpoch: np.PartitionEpoch,
 		Replicas: append([]int32(nil), np.Replicas...), ISR: append([]int32(nil), np.ISR...), MaximalISR: maximal}
 }
 
-func (m *Manager) becomeLeader(p *broker.Partition, np *controller.Partition) {
+func (m *Manager) becomeLeader(p *broker.Partition, np *metadata.Partition) {
 	m.unfollow(p.Key)
 	cur := p.Leadership()
 	m.mu.Lock()
@@ -380,7 +380,7 @@ func (m *Manager) dropLeader(key storage.PartitionKey) {
 	}
 }
 
-func (m *Manager) becomeFollower(p *broker.Partition, np *controller.Partition) {
+func (m *Manager) becomeFollower(p *broker.Partition, np *metadata.Partition) {
 	cur := p.Leadership()
 	m.dropLeader(p.Key)
 	if cur.Role == broker.RoleFollower && cur.LeaderEpoch == np.LeaderEpoch && cur.Leader == np.Leader {
@@ -395,7 +395,7 @@ func (m *Manager) becomeFollower(p *broker.Partition, np *controller.Partition) 
 	m.follow(p, np.Leader, np.LeaderEpoch)
 }
 
-func (m *Manager) becomeOffline(p *broker.Partition, np *controller.Partition) {
+func (m *Manager) becomeOffline(p *broker.Partition, np *metadata.Partition) {
 	m.dropLeader(p.Key)
 	m.unfollow(p.Key)
 	_ = p.SetLeadership(leadershipOf(np, broker.RoleNone, np.ISR), nil)
@@ -487,7 +487,7 @@ func (m *Manager) OnLeaderAppend(key storage.PartitionKey) {
 }
 
 // minISR reads a topic's min.insync.replicas from the image.
-func minISR(img *controller.Image, topic string, def int) int {
+func minISR(img *metadata.Image, topic string, def int) int {
 	if t := img.Topic(topic); t != nil {
 		return int(config.Int(t.Configs, config.MinInsyncReplicas, int64(def)))
 	}

@@ -9,10 +9,10 @@ import (
 	"github.com/strand-io/strand/broker/storage"
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/planted"
-	"github.com/strand-io/strand/record"
-	"github.com/strand-io/strand/testkit/testcluster"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/record"
 	"github.com/strand-io/strand/replication"
+	"github.com/strand-io/strand/testkit/testcluster"
 )
 
 const (

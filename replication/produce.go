@@ -8,8 +8,8 @@ import (
 	"github.com/strand-io/strand/broker/storage"
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/planted"
-	"github.com/strand-io/strand/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/record"
 )
 
 // Append is one partition's part of a produce request after the append:

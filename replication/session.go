@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/broker/storage"
-	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/errs"
+	"github.com/strand-io/strand/metadata"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -65,7 +65,7 @@ type fetchSession struct {
 	epoch int32      // the epoch the next request must carry
 	parts map[storage.PartitionKey]*sessionPart
 	keys  []storage.PartitionKey // serving order: the order partitions joined
-	size  atomic.Int32       // len(keys), for stats without waiting on mu
+	size  atomic.Int32           // len(keys), for stats without waiting on mu
 }
 
 // sessionPart is one partition of a session: the follower's last word on
@@ -142,7 +142,7 @@ func (c *sessionCache) dropLocked(s *fetchSession) {
 // request (always answered in full). The caller has checked that req
 // comes from a registered broker at its current epoch; img is the
 // metadata image that check used.
-func (c *sessionCache) begin(req *pb.FetchRequest, img *controller.Image) (*fetchSession, map[storage.PartitionKey]bool, error) {
+func (c *sessionCache) begin(req *pb.FetchRequest, img *metadata.Image) (*fetchSession, map[storage.PartitionKey]bool, error) {
 	switch {
 	case req.SessionEpoch == sessionNone:
 		return nil, nil, nil
@@ -263,7 +263,7 @@ func (c *sessionCache) begin(req *pb.FetchRequest, img *controller.Image) (*fetc
 
 // maxSessionPartitions is the most partitions a session may hold under
 // img: every partition there is, and sessionPartitionsSlack more.
-func maxSessionPartitions(img *controller.Image) int {
+func maxSessionPartitions(img *metadata.Image) int {
 	n := sessionPartitionsSlack
 	for _, t := range img.Topics {
 		n += len(t.Partitions)
@@ -273,7 +273,7 @@ func maxSessionPartitions(img *controller.Image) int {
 
 // dropUnregisteredLocked drops the sessions of brokers that img does not
 // hold at the epoch they opened their session with.
-func (c *sessionCache) dropUnregisteredLocked(img *controller.Image) {
+func (c *sessionCache) dropUnregisteredLocked(img *metadata.Image) {
 	for _, s := range c.byID {
 		if b := img.Brokers[s.replica]; b == nil || b.Epoch != s.brokerEpoch {
 			c.dropLocked(s)

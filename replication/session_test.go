@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/broker/storage"
-	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/errs"
+	"github.com/strand-io/strand/metadata"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -230,13 +230,13 @@ func TestFetchSessionAnswersInFullAfterAnError(t *testing.T) {
 
 // sessionImage is a metadata image with brokers 1–9 (epoch 0) and topics
 // a and b of 8 partitions each.
-func sessionImage() *controller.Image {
-	img := controller.EmptyImage()
+func sessionImage() *metadata.Image {
+	img := metadata.EmptyImage()
 	for id := int32(1); id < 10; id++ {
-		img.Brokers[id] = &controller.Broker{ID: id}
+		img.Brokers[id] = &metadata.Broker{ID: id}
 	}
 	for _, name := range []string{"a", "b"} {
-		img.Topics[name] = &controller.Topic{Name: name, Partitions: make([]*controller.Partition, 8)}
+		img.Topics[name] = &metadata.Topic{Name: name, Partitions: make([]*metadata.Partition, 8)}
 	}
 	return img
 }

@@ -6,12 +6,12 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/app/drill"
-	"github.com/strand-io/strand/node"
-	"github.com/strand-io/strand/internal/planted"
-	"github.com/strand-io/strand/testkit/testcluster"
-	"github.com/strand-io/strand/testkit/testutil"
 	"github.com/strand-io/strand/app/verify"
 	"github.com/strand-io/strand/app/workload"
+	"github.com/strand-io/strand/internal/planted"
+	"github.com/strand-io/strand/node"
+	"github.com/strand-io/strand/testkit/testcluster"
+	"github.com/strand-io/strand/testkit/testutil"
 )
 
 // markerRun runs the verify workload on a fresh three-node cluster whose

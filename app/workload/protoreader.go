@@ -6,10 +6,10 @@ import (
 	"sort"
 	"time"
 
-	"github.com/strand-io/strand/client"
-	"github.com/strand-io/strand/record"
 	"github.com/strand-io/strand/app/verify"
+	"github.com/strand-io/strand/client"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/record"
 )
 
 // The protocol-level read_committed reader follows every partition of the

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/app/drill"
 	"github.com/strand-io/strand/app/verify"
+	"github.com/strand-io/strand/client"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 

@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/app/verify"
+	"github.com/strand-io/strand/client"
 )
 
 // opTimeout bounds one transaction step (produce, commit, abort), so a

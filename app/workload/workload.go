@@ -19,9 +19,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/app/drill"
 	"github.com/strand-io/strand/app/verify"
+	"github.com/strand-io/strand/client"
 )
 
 // Config sets up one run.

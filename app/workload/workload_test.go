@@ -7,13 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/app/drill"
+	"github.com/strand-io/strand/app/verify"
+	"github.com/strand-io/strand/app/workload"
+	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/node"
 	"github.com/strand-io/strand/testkit/testcluster"
 	"github.com/strand-io/strand/testkit/testutil"
-	"github.com/strand-io/strand/app/verify"
-	"github.com/strand-io/strand/app/workload"
 )
 
 // clusterTarget drills an in-process test cluster: kill and restart a

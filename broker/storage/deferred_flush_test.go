@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/errs"
-	"github.com/strand-io/strand/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/record"
 )
 
 // gatedSync is a segment fsync that tests can hold: every call announces

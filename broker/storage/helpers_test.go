@@ -10,8 +10,8 @@ import (
 
 	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/errs"
-	"github.com/strand-io/strand/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/record"
 )
 
 // t0 is where every fake clock of these tests starts.

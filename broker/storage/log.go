@@ -20,8 +20,8 @@ import (
 
 	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/errs"
-	"github.com/strand-io/strand/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/record"
 )
 
 // EpochCheckpointFile is the per-partition leader-epoch checkpoint's name.

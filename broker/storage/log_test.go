@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strand-io/strand/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/record"
 )
 
 // sameExceptOffsetAndEpoch reports whether stored is sent with only

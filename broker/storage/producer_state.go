@@ -6,8 +6,8 @@ import (
 
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/planted"
-	"github.com/strand-io/strand/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/record"
 )
 
 // NumBatchesToRetain is how many of a producer's most recent batches a

@@ -9,8 +9,8 @@ import (
 
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/planted"
-	"github.com/strand-io/strand/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/record"
 )
 
 const psTxnAttr = int16(0x10) // isTransactional

@@ -2,8 +2,8 @@ package storage
 
 import (
 	"github.com/strand-io/strand/errs"
-	"github.com/strand-io/strand/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/record"
 )
 
 // ReadResult is what Read returns.

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/strand-io/strand/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/record"
 )
 
 // readFixture holds 10 batches of 3 records (offsets 0..29) in one segment.

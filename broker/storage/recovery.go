@@ -10,8 +10,8 @@ import (
 	"strings"
 
 	"github.com/strand-io/strand/errs"
-	"github.com/strand-io/strand/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/record"
 )
 
 // recover loads the segments. Segments that end at or before recoveryPoint

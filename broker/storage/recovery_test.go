@@ -12,8 +12,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/strand-io/strand/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/record"
 )
 
 // positionOf returns the byte position and size of the batch at offset in a segment file.

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strand-io/strand/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/record"
 )
 
 // snapTestState builds a manager with: producer 1 with seven idempotent

@@ -6,8 +6,8 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/strand-io/strand/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/record"
 )
 
 func TestTransactionsInTheLog(t *testing.T) {

@@ -4,8 +4,8 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/errs"
-	"github.com/strand-io/strand/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/record"
 )
 
 // MarkerFenceTTL is how long a leader keeps the fence of a marker it

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strand-io/strand/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/record"
 )
 
 // TestMarkerWithNothingToEnd: a marker for a producer with no state, or

@@ -12,8 +12,8 @@ import (
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/coordinator"
 	"github.com/strand-io/strand/coordinator/txn"
-	"github.com/strand-io/strand/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/record"
 )
 
 func init() { extraCommands = append(extraCommands, demoCmd) }

@@ -15,8 +15,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/app/perf"
+	"github.com/strand-io/strand/client"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 

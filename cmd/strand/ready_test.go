@@ -12,10 +12,10 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/strand-io/strand/node"
 	"github.com/strand-io/strand/internal/planted"
-	"github.com/strand-io/strand/testkit/testutil"
+	"github.com/strand-io/strand/node"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/testkit/testutil"
 )
 
 // waitFor polls cond every 10 ms until it holds or d passes.

@@ -23,11 +23,11 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/broker"
-	"github.com/strand-io/strand/coordinator"
 	"github.com/strand-io/strand/clock"
+	"github.com/strand-io/strand/coordinator"
 	"github.com/strand-io/strand/errs"
-	"github.com/strand-io/strand/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/record"
 	"github.com/strand-io/strand/replication"
 )
 

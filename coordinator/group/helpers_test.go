@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strand-io/strand/coordinator"
 	"github.com/strand-io/strand/clock"
-	"github.com/strand-io/strand/record"
+	"github.com/strand-io/strand/coordinator"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/record"
 )
 
 // fakeWriter stands in for the log: it keeps every batch (built exactly as

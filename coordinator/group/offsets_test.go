@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/strand-io/strand/errs"
-	"github.com/strand-io/strand/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/record"
 )
 
 func TestOffsetCommitRules(t *testing.T) {

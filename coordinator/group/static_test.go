@@ -8,8 +8,8 @@ import (
 
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/planted"
-	"github.com/strand-io/strand/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/record"
 )
 
 func staticJoinReq(groupID, memberID, instanceID string, protocols ...string) *pb.JoinGroupRequest {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/node"
-	"github.com/strand-io/strand/testkit/testcluster"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/testkit/testcluster"
 )
 
 func smallInternalTopics(_ int32, cfg *node.Config) {

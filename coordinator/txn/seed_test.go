@@ -15,11 +15,11 @@ import (
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/coordinator"
 	"github.com/strand-io/strand/coordinator/txn"
-	"github.com/strand-io/strand/node"
 	"github.com/strand-io/strand/internal/planted"
+	"github.com/strand-io/strand/node"
+	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
 	"github.com/strand-io/strand/testkit/testutil"
-	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
 // batchesOf lists a partition's batches as kind@first-last/eEPOCH (kind is

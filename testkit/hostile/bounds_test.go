@@ -18,10 +18,10 @@ import (
 
 	"github.com/strand-io/strand/api"
 	"github.com/strand-io/strand/client"
-	"github.com/strand-io/strand/node"
-	"github.com/strand-io/strand/record"
 	"github.com/strand-io/strand/internal/rpc"
+	"github.com/strand-io/strand/node"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/record"
 )
 
 // Bounds on what one client can make a node hold (issue 17, items 3–5):

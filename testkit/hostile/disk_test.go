@@ -21,9 +21,9 @@ import (
 	"github.com/strand-io/strand/broker/storage"
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/node"
+	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
 	"github.com/strand-io/strand/testkit/testutil"
-	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
 const diskTopic = "disk"

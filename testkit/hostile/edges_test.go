@@ -14,8 +14,8 @@ import (
 
 	"github.com/strand-io/strand/api"
 	"github.com/strand-io/strand/client"
-	"github.com/strand-io/strand/testkit/testutil"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/testkit/testutil"
 )
 
 // The edges of what a request may carry (issue 17 items 8 and 11): ids

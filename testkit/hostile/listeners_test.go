@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strand-io/strand/controller"
+	"github.com/strand-io/strand/metadata"
 	"github.com/strand-io/strand/node"
-	"github.com/strand-io/strand/testkit/testutil"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/testkit/testutil"
 )
 
 // brokerState is what a hostile client must not be able to change about
@@ -20,7 +20,7 @@ type brokerState struct {
 	fenced bool
 }
 
-func brokerStates(img *controller.Image) map[int32]brokerState {
+func brokerStates(img *metadata.Image) map[int32]brokerState {
 	out := map[int32]brokerState{}
 	for id, b := range img.Brokers {
 		out[id] = brokerState{b.Address, b.Epoch, b.Fenced}
@@ -32,7 +32,7 @@ func brokerStates(img *controller.Image) map[int32]brokerState {
 // can (node 1 re-registered at an address the attacker owns, node 2 fenced
 // with its real broker epoch, an ISR shrunk, topics made and deleted),
 // and returns each call's error by name.
-func controllerCalls(ctx context.Context, c pb.ControllerClient, img *controller.Image, topic string) map[string]error {
+func controllerCalls(ctx context.Context, c pb.ControllerClient, img *metadata.Image, topic string) map[string]error {
 	out := map[string]error{}
 	var e2 int64
 	if b := img.Brokers[2]; b != nil {
@@ -62,7 +62,7 @@ func controllerCalls(ctx context.Context, c pb.ControllerClient, img *controller
 
 // replicaCalls sends the RPCs only followers send (replica_id >= 0) and
 // those only coordinators and partition leaders send, in a peer's name.
-func replicaCalls(ctx context.Context, cc pb.ConsumerClient, tc pb.TransactionsClient, img *controller.Image, topic string) map[string]error {
+func replicaCalls(ctx context.Context, cc pb.ConsumerClient, tc pb.TransactionsClient, img *metadata.Image, topic string) map[string]error {
 	out := map[string]error{}
 	var epoch int64
 	if b := img.Brokers[2]; b != nil {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/errs"
-	"github.com/strand-io/strand/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/record"
 )
 
 // Byte offsets of batch header fields a hostile client rewrites (Kafka's

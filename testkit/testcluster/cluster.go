@@ -18,8 +18,9 @@ import (
 	"github.com/strand-io/strand/broker/storage"
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/controller"
-	"github.com/strand-io/strand/testkit/fault"
+	"github.com/strand-io/strand/metadata"
 	"github.com/strand-io/strand/node"
+	"github.com/strand-io/strand/testkit/fault"
 	"github.com/strand-io/strand/testkit/testutil"
 )
 
@@ -254,8 +255,8 @@ func (c *Cluster) Isolate(id int32) { c.Net.Isolate(c.Member(id).Name()) }
 func (c *Cluster) Heal(id int32) { c.Net.Heal(c.Member(id).Name()) }
 
 // image returns the freshest metadata image among running brokers.
-func (c *Cluster) image() *controller.Image {
-	var best *controller.Image
+func (c *Cluster) image() *metadata.Image {
+	var best *metadata.Image
 	for _, m := range c.Running() {
 		if m.Node.Repl == nil {
 			continue
@@ -265,16 +266,16 @@ func (c *Cluster) image() *controller.Image {
 		}
 	}
 	if best == nil {
-		return controller.EmptyImage()
+		return metadata.EmptyImage()
 	}
 	return best
 }
 
 // Image is the freshest metadata image of the running nodes.
-func (c *Cluster) Image() *controller.Image { return c.image() }
+func (c *Cluster) Image() *metadata.Image { return c.image() }
 
 // Partition returns a partition as the freshest image knows it.
-func (c *Cluster) Partition(topic string, p int32) *controller.Partition {
+func (c *Cluster) Partition(topic string, p int32) *metadata.Partition {
 	return c.image().Partition(topic, p)
 }
 

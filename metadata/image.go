@@ -1,15 +1,17 @@
-// Package controller is the metadata quorum: a hashicorp/raft group whose
-// replicated log holds typed metadata records, the immutable
-// image those records build, and the active controller's decisions (broker
-// liveness, leader election, ISR changes, topic placement, producer-id
-// blocks).
+// Package metadata is the cluster's metadata image: brokers, topics,
+// partitions (replicas, ISR, leader, epochs), feature levels, configs and
+// the next producer-id block, built from the controller's typed records.
 //
-// The image and Apply are a pure core: records in, a new image and a delta
-// out. The Raft FSM and every broker following the metadata stream apply
-// the same records with the same function, so they agree.
-package controller
+// It is a pure core: Apply takes an image and a batch of records and
+// returns a new image and the delta between them; nothing here does I/O or
+// holds a lock. The controller's Raft FSM and every broker following the
+// metadata stream apply the same records with the same function, so they
+// agree. Brokers, replication and the coordinators read images; only the
+// controller writes records.
+package metadata
 
 import (
+	"context"
 	"fmt"
 	"sort"
 
@@ -517,4 +519,16 @@ func contains(s []int32, v int32) bool {
 		}
 	}
 	return false
+}
+
+// IsInternalTopic reports the two internal topics.
+func IsInternalTopic(name string) bool {
+	return name == InternalTransactionTopic || name == InternalOffsetsTopic
+}
+
+// Source yields committed metadata batches after an offset, in order,
+// blocking until there are some: the controller's FSM on a voter, a
+// StreamSource from a remote controller on a broker-only node.
+type Source interface {
+	Since(ctx context.Context, offset int64) ([]*pb.MetadataBatch, error)
 }

@@ -1,4 +1,8 @@
-package controller
+// Package channel is a node's side of the controller: Remote reaches the
+// active controller (following NOT_CONTROLLER hints), Lifecycle registers
+// and heartbeats a broker incarnation, and StreamSource follows the
+// metadata log from a remote controller.
+package channel
 
 import (
 	"context"

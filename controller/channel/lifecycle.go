@@ -1,4 +1,4 @@
-package controller
+package channel
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/errs"
+	"github.com/strand-io/strand/metadata"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -168,13 +169,7 @@ func (l *Lifecycle) Stop(ctx context.Context, controlled bool) {
 	}
 }
 
-// MetadataSource yields committed metadata batches after an offset, in
-// order (blocking until there are some).
-type MetadataSource interface {
-	Since(ctx context.Context, offset int64) ([]*pb.MetadataBatch, error)
-}
-
-var _ MetadataSource = (*FSM)(nil)
+var _ metadata.Source = (*StreamSource)(nil)
 
 // StreamSource follows metadata over the FetchMetadata stream of whichever
 // controller Remote reaches (for broker-only nodes).
@@ -188,7 +183,7 @@ type StreamSource struct {
 	next   int64
 }
 
-// Since implements MetadataSource.
+// Since implements metadata.Source.
 func (s *StreamSource) Since(ctx context.Context, offset int64) ([]*pb.MetadataBatch, error) {
 	for {
 		if err := ctx.Err(); err != nil {
