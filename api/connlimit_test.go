@@ -7,17 +7,9 @@ import (
 	"net/netip"
 	"testing"
 	"time"
-)
 
-// waitUntil polls cond until it holds, failing the test after d.
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(d); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", d, what)
-		}
-	}
-}
+	"github.com/strand-io/strand/testkit/wait"
+)
 
 // serveEcho accepts on ln until it is closed, holding every accepted
 // connection open until its peer closes it.
@@ -93,7 +85,7 @@ func TestConnLimiterCaps(t *testing.T) {
 	addr := ln.Addr().String()
 
 	a1, a2 := dialFrom(t, "127.0.0.1", addr), dialFrom(t, "127.0.0.1", addr)
-	waitUntil(t, 5*time.Second, "two admitted", func() bool { return m.Current("client") == 2 })
+	wait.Eventually(t, 5*time.Second, "two admitted", func() bool { return m.Current("client") == 2 })
 	if !refusedFrom(t, "127.0.0.1", addr) {
 		t.Fatal("a third connection from 127.0.0.1 (max.connections.per.ip=2) was kept open")
 	}
@@ -110,7 +102,7 @@ func TestConnLimiterCaps(t *testing.T) {
 	if closedByServer(b, 100*time.Millisecond) || closedByServer(c1, 100*time.Millisecond) || closedByServer(c2, 100*time.Millisecond) {
 		t.Fatal("a connection within its address's cap was closed")
 	}
-	waitUntil(t, 5*time.Second, "five admitted", func() bool { return m.Current("client") == 5 })
+	wait.Eventually(t, 5*time.Second, "five admitted", func() bool { return m.Current("client") == 5 })
 	// Five open: max.connections refuses anyone now, 127.0.0.3 too.
 	if !refusedFrom(t, "127.0.0.3", addr) {
 		t.Fatal("a sixth connection (max.connections=5) was kept open")
@@ -120,7 +112,7 @@ func TestConnLimiterCaps(t *testing.T) {
 	}
 	// A closed connection frees its slot.
 	a1.Close()
-	waitUntil(t, 5*time.Second, "a slot freed", func() bool { return m.Current("client") == 4 })
+	wait.Eventually(t, 5*time.Second, "a slot freed", func() bool { return m.Current("client") == 4 })
 	if again := dialFrom(t, "127.0.0.1", addr); closedByServer(again, 100*time.Millisecond) {
 		t.Fatal("a connection was refused after a slot was freed")
 	}
@@ -161,7 +153,7 @@ func TestConnLimiterHandsOutTCPConns(t *testing.T) {
 	}
 	sc.Close()
 	c.Close()
-	waitUntil(t, 5*time.Second, "the slot freed", func() bool { return l.metrics.Current("client") == 0 })
+	wait.Eventually(t, 5*time.Second, "the slot freed", func() bool { return l.metrics.Current("client") == 0 })
 	wl.Close()
 	l.reaper.Wait()
 }

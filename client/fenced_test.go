@@ -9,6 +9,7 @@ import (
 
 	"github.com/strand-io/strand/internal/planted"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 // TestStaticMemberFencedStops: when another process joins with a static
@@ -64,7 +65,7 @@ func staticFenced(t *testing.T, name string, wantPingPong bool) {
 		<-done
 		c.Close(context.Background())
 	})
-	waitFor(t, 10*time.Second, "the assignment", func() bool { return len(c.Assignment()) == 2 })
+	wait.Eventually(t, 10*time.Second, "the assignment", func() bool { return len(c.Assignment()) == 2 })
 	before := c.GroupMetadata()
 
 	// A second process starts with the same group.instance.id.
@@ -84,10 +85,10 @@ func staticFenced(t *testing.T, name string, wantPingPong bool) {
 	}
 	if wantPingPong {
 		// The bug: the fenced consumer rejoins and fences the twin.
-		waitFor(t, 10*time.Second, "the fenced consumer to take the instance id back", func() bool { return twin() == pb.ErrorCode_FENCED_INSTANCE_ID })
+		wait.Eventually(t, 10*time.Second, "the fenced consumer to take the instance id back", func() bool { return twin() == pb.ErrorCode_FENCED_INSTANCE_ID })
 		return
 	}
-	waitFor(t, 10*time.Second, "Poll to report the fencing", func() bool {
+	wait.Eventually(t, 10*time.Second, "Poll to report the fencing", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(pollErrs) > 0

@@ -13,6 +13,7 @@ import (
 	"github.com/strand-io/strand/node"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/testkit/testutil"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 // groupsClient dials a node's Groups service directly, to play a member by hand.
@@ -24,17 +25,6 @@ func groupsClient(t *testing.T, addr string) pb.GroupsClient {
 	}
 	t.Cleanup(func() { cc.Close() })
 	return pb.NewGroupsClient(cc)
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func devGroupNode(t *testing.T) *node.Node {
@@ -87,7 +77,7 @@ func TestGroupSilentMemberExpires(t *testing.T) {
 		t.Fatal(err)
 	}
 	pollLoop(t, c)
-	waitFor(t, 10*time.Second, "the consumer to own all six partitions", func() bool { return len(c.Assignment()) == 6 })
+	wait.Eventually(t, 10*time.Second, "the consumer to own all six partitions", func() bool { return len(c.Assignment()) == 6 })
 
 	// A hand-played member joins with a one-second session, takes its
 	// share, then goes silent.
@@ -115,9 +105,9 @@ func TestGroupSilentMemberExpires(t *testing.T) {
 	if len(mine) != 3 {
 		t.Fatalf("zombie got %v", mine)
 	}
-	waitFor(t, 10*time.Second, "the consumer to give up three partitions", func() bool { return len(c.Assignment()) == 3 })
+	wait.Eventually(t, 10*time.Second, "the consumer to give up three partitions", func() bool { return len(c.Assignment()) == 3 })
 	start := time.Now()
-	waitFor(t, 10*time.Second, "the silent member's partitions to come back", func() bool { return len(c.Assignment()) == 6 })
+	wait.Eventually(t, 10*time.Second, "the silent member's partitions to come back", func() bool { return len(c.Assignment()) == 6 })
 	if waited := time.Since(start); waited < 500*time.Millisecond {
 		t.Fatalf("partitions came back after %v, before the 1s session could expire", waited)
 	}
@@ -149,13 +139,13 @@ func TestGroupRemovedMemberRejoins(t *testing.T) {
 		t.Fatal(err)
 	}
 	pollLoop(t, c)
-	waitFor(t, 10*time.Second, "the assignment", func() bool { return len(c.Assignment()) == 2 })
+	wait.Eventually(t, 10*time.Second, "the assignment", func() bool { return len(c.Assignment()) == 2 })
 	before := c.GroupMetadata()
 	lr, err := groupsClient(t, n.Addr()).LeaveGroup(ctx, &pb.LeaveGroupRequest{GroupId: "rg", MemberId: before.MemberID})
 	if err != nil || lr.ErrorCode != pb.ErrorCode_NONE {
 		t.Fatalf("leave on its behalf: %v %v", lr, err)
 	}
-	waitFor(t, 10*time.Second, "a new membership", func() bool {
+	wait.Eventually(t, 10*time.Second, "a new membership", func() bool {
 		gm := c.GroupMetadata()
 		return gm.MemberID != "" && gm.MemberID != before.MemberID && gm.GenerationID > before.GenerationID && len(c.Assignment()) == 2
 	})

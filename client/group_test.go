@@ -14,6 +14,7 @@ import (
 	"github.com/strand-io/strand/node"
 	"github.com/strand-io/strand/testkit/testcluster"
 	"github.com/strand-io/strand/testkit/testutil"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 // groupNode is a dev server tuned for group tests: no initial rebalance
@@ -24,17 +25,6 @@ func groupNode(t *testing.T) *node.Node {
 		cfg.GroupConfig.GroupMinSessionTimeout = 500 * time.Millisecond
 		cfg.OffsetsTopic.Partitions = 5
 	})
-}
-
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func createTopic(t *testing.T, opts []client.Opt, name string, partitions, rf int32) {
@@ -227,18 +217,18 @@ func TestGroupRebalance(t *testing.T) {
 				return startMember(t, append(opts, own.opts(name)...), got)
 			}
 			ms := []*member{mk("c1"), mk("c2"), mk("c3")}
-			eventually(t, 20*time.Second, "three members with two partitions each", func() bool { return settled(ms, []int{2, 2, 2}, 6) })
+			wait.Eventually(t, 20*time.Second, "three members with two partitions each", func() bool { return settled(ms, []int{2, 2, 2}, 6) })
 			produce(t, base, topic, 0, 300)
-			eventually(t, 20*time.Second, "300 records consumed", func() bool { return got.count(0, 300) == 300 })
+			wait.Eventually(t, 20*time.Second, "300 records consumed", func() bool { return got.count(0, 300) == 300 })
 
 			ms = append(ms, mk("c4"))
-			eventually(t, 20*time.Second, "four members sharing six partitions", func() bool { return settled(ms, []int{1, 1, 2, 2}, 6) })
+			wait.Eventually(t, 20*time.Second, "four members sharing six partitions", func() bool { return settled(ms, []int{1, 1, 2, 2}, 6) })
 			produce(t, base, topic, 300, 600)
 			ms[1].close(t)
 			ms = append(ms[:1], ms[2:]...)
-			eventually(t, 20*time.Second, "three members after one left", func() bool { return settled(ms, []int{2, 2, 2}, 6) })
+			wait.Eventually(t, 20*time.Second, "three members after one left", func() bool { return settled(ms, []int{2, 2, 2}, 6) })
 			produce(t, base, topic, 600, 900)
-			eventually(t, 20*time.Second, "900 records consumed", func() bool { return got.count(0, 900) == 900 })
+			wait.Eventually(t, 20*time.Second, "900 records consumed", func() bool { return got.count(0, 900) == 900 })
 			own.mu.Lock()
 			defer own.mu.Unlock()
 			for _, v := range own.violations {
@@ -355,7 +345,7 @@ func TestGroupCoordinatorFailover(t *testing.T) {
 	m := startMember(t, append(append([]client.Opt{}, opts...), client.GroupID("fog"), client.Topics("fo"), client.AutoCommit(0),
 		client.HeartbeatInterval(100*time.Millisecond), client.SessionTimeout(15*time.Second), client.AutoOffsetReset(client.ResetEarliest),
 		client.FetchMaxWait(100*time.Millisecond)), got)
-	eventually(t, 30*time.Second, "60 records consumed", func() bool { return got.count(0, 60) == 60 })
+	wait.Eventually(t, 30*time.Second, "60 records consumed", func() bool { return got.count(0, 60) == 60 })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := m.c.CommitPolled(ctx); err != nil {
@@ -389,7 +379,7 @@ func TestGroupCoordinatorFailover(t *testing.T) {
 	}
 	// The member carries on in the same generation and keeps consuming.
 	produce(t, opts, "fo", 60, 90)
-	eventually(t, 30*time.Second, "records after the failover", func() bool { return got.count(60, 90) == 30 })
+	wait.Eventually(t, 30*time.Second, "records after the failover", func() bool { return got.count(60, 90) == 30 })
 	if err := m.c.CommitPolled(ctx); err != nil {
 		t.Fatalf("commit to the new coordinator: %v", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/internal/planted"
 	"github.com/strand-io/strand/testkit/testutil"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 // callbacks counts a consumer's rebalance callbacks.
@@ -63,22 +64,22 @@ func staticRestart(t *testing.T, name string, wantRebalance bool) {
 	got := &seen{v: map[int]int{}}
 	// The static member starts first: it leads the group.
 	b := startMember(t, opts("b", client.GroupInstanceID("b")), got)
-	eventually(t, 20*time.Second, "the static member to own all four partitions", func() bool { return len(b.c.Assignment()) == 4 })
+	wait.Eventually(t, 20*time.Second, "the static member to own all four partitions", func() bool { return len(b.c.Assignment()) == 4 })
 	cbA := &callbacks{}
 	a := startMember(t, opts("a", cbA.opts()...), got)
 	ms := []*member{a, b}
-	eventually(t, 20*time.Second, "two members with two partitions each", func() bool { return settled(ms, []int{2, 2}, 4) })
+	wait.Eventually(t, 20*time.Second, "two members with two partitions each", func() bool { return settled(ms, []int{2, 2}, 4) })
 	produce(t, base, name, 0, 100)
-	eventually(t, 20*time.Second, "100 records consumed", func() bool { return got.count(0, 100) == 100 })
+	wait.Eventually(t, 20*time.Second, "100 records consumed", func() bool { return got.count(0, 100) == 100 })
 
 	genA, partsB := a.c.GroupMetadata().GenerationID, fmt.Sprint(b.c.Assignment())
 	_, revokedA, lostA := cbA.counts()
 	oldB := b.c.GroupMetadata()
 	b.close(t) // a static member sends no LeaveGroup
 	b2 := startMember(t, opts("b", client.GroupInstanceID("b")), got)
-	eventually(t, 20*time.Second, "the restarted static member to own two partitions", func() bool { return len(b2.c.Assignment()) == 2 })
+	wait.Eventually(t, 20*time.Second, "the restarted static member to own two partitions", func() bool { return len(b2.c.Assignment()) == 2 })
 	if wantRebalance {
-		eventually(t, 20*time.Second, "the other member to rebalance", func() bool { return a.c.GroupMetadata().GenerationID > genA })
+		wait.Eventually(t, 20*time.Second, "the other member to rebalance", func() bool { return a.c.GroupMetadata().GenerationID > genA })
 		return
 	}
 	if p := fmt.Sprint(b2.c.Assignment()); p != partsB {
@@ -96,7 +97,7 @@ func staticRestart(t *testing.T, name string, wantRebalance bool) {
 	}
 	// It resumes after what its first incarnation committed.
 	produce(t, base, name, 100, 200)
-	eventually(t, 20*time.Second, "200 records consumed", func() bool { return got.count(0, 200) == 200 })
+	wait.Eventually(t, 20*time.Second, "200 records consumed", func() bool { return got.count(0, 200) == 200 })
 	got.mu.Lock()
 	for v := 0; v < 100; v++ {
 		if got.v[v] != 1 {
@@ -109,7 +110,7 @@ func staticRestart(t *testing.T, name string, wantRebalance bool) {
 	// at close.
 	b2.close(t)
 	closed := time.Now()
-	eventually(t, 20*time.Second, "the other member to own all four partitions", func() bool { return len(a.c.Assignment()) == 4 })
+	wait.Eventually(t, 20*time.Second, "the other member to own all four partitions", func() bool { return len(a.c.Assignment()) == 4 })
 	if waited := time.Since(closed); waited < session/2 {
 		t.Fatalf("the static member's partitions moved %v after it closed, before its %v session could expire", waited, session)
 	}

@@ -23,21 +23,8 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/testkit/testcluster"
 	"github.com/strand-io/strand/testkit/testutil"
+	"github.com/strand-io/strand/testkit/wait"
 )
-
-// waitUntil polls cond every 5 ms until it holds or d passes.
-func waitUntil(d time.Duration, what string, cond func() bool) error {
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %v waiting for %s", d, what)
-		}
-		<-tick.C
-	}
-	return nil
-}
 
 // rawConn is a plain gRPC connection whose refusals carry their Kafka code.
 func rawConn(t testing.TB, addr string) *grpc.ClientConn {
@@ -92,7 +79,7 @@ func createWhileStarting(t *testing.T, held bool) error {
 		case <-startErr:
 		}
 	})
-	if err := waitUntil(10*time.Second, "the port to accept connections", func() bool {
+	if err := wait.Until(10*time.Second, "the port to accept connections", func() bool {
 		c, err := net.DialTimeout("tcp", cfg.Listen, 50*time.Millisecond)
 		if err != nil {
 			return false
@@ -114,7 +101,7 @@ func createWhileStarting(t *testing.T, held bool) error {
 		created <- adm.CreateTopic(ctx, client.TopicSpec{Name: "t1", Partitions: 2, ReplicationFactor: 1})
 	}()
 	if held {
-		err := waitUntil(15*time.Second, "the SDK's CreateTopics to reach the node twice while its registration is held", func() bool {
+		err := wait.Until(15*time.Second, "the SDK's CreateTopics to reach the node twice while its registration is held", func() bool {
 			return len(created) > 0 || hold.Seen(pb.Admin_CreateTopics_FullMethodName) >= 2 && hold.Seen(pb.Controller_RegisterBroker_FullMethodName) >= 1
 		})
 		if err != nil {
@@ -195,7 +182,7 @@ func healthAndGate(t *testing.T) error {
 	cc := rawConn(t, n.Addr())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := waitUntil(10*time.Second, "two held registrations", func() bool { return hold.Seen(pb.Controller_RegisterBroker_FullMethodName) >= 2 }); err != nil {
+	if err := wait.Until(10*time.Second, "two held registrations", func() bool { return hold.Seen(pb.Controller_RegisterBroker_FullMethodName) >= 2 }); err != nil {
 		return err
 	}
 	hc := healthpb.NewHealthClient(cc)

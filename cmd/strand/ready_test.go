@@ -16,21 +16,8 @@ import (
 	"github.com/strand-io/strand/node"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/testkit/testutil"
+	"github.com/strand-io/strand/testkit/wait"
 )
-
-// waitFor polls cond every 10 ms until it holds or d passes.
-func waitFor(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		<-tick.C
-	}
-	return true
-}
 
 // cliCreateWhileStarting runs `strand topics create` against a dev node
 // whose registration is held: the CLI must keep retrying while the node
@@ -55,9 +42,9 @@ func cliCreateWhileStarting(t *testing.T) error {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	if !waitFor(20*time.Second, func() bool {
+	if wait.Until(20*time.Second, "the CLI's CreateTopics to reach the node twice", func() bool {
 		return len(exited) > 0 || hold.Seen(pb.Admin_CreateTopics_FullMethodName) >= 2
-	}) {
+	}) != nil {
 		return fmt.Errorf("the CLI's CreateTopics did not reach the node twice while its registration was held")
 	}
 	select {

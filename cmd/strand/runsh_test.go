@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/testkit/testutil"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 // runScript runs scripts/run.sh with the test's binary, data directory and
@@ -64,7 +65,7 @@ func TestRunScriptStartAndStopOneNode(t *testing.T) {
 	if err := syscall.Kill(pid2, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	if !waitFor(20*time.Second, func() bool { return !alive(pid2) || strings.Contains(readStat(pid2), " Z ") }) {
+	if wait.Until(20*time.Second, "node 2 to die", func() bool { return !alive(pid2) || strings.Contains(readStat(pid2), " Z ") }) != nil {
 		t.Fatalf("node 2 (pid %d) still runs after SIGKILL", pid2)
 	}
 	out, err := runScript(t, data, base, "start-node", "2")

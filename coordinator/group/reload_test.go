@@ -16,6 +16,7 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
 	"github.com/strand-io/strand/testkit/testutil"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 type addCall struct {
@@ -67,22 +68,11 @@ func newRig(t *testing.T) *rig {
 		t.Fatalf("find coordinator: %v %s", co.ErrorCode, co.ErrorMessage)
 	}
 	key := storage.PartitionKey{Topic: r.cfg.Topic.Name, Partition: coordinator.PartitionFor("tg", r.cfg.Topic.Partitions)}
-	waitUntil(t, "this node to lead the group's partition", func() bool {
+	wait.Eventually(t, 15*time.Second, "this node to lead the group's partition", func() bool {
 		r.part = n.Parts.Get(key)
 		return r.part != nil && r.part.Leadership().Role == broker.RoleLeader
 	})
 	return r
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // start runs a coordinator that loads the partition from the log.
@@ -90,7 +80,7 @@ func (r *rig) start() *group.Coordinator {
 	c := group.New(r.cfg, r.n.Repl, r.n.Locator, r.txn, clock.Real)
 	c.Start()
 	r.t.Cleanup(c.Stop)
-	waitUntil(r.t, "the load", func() bool {
+	wait.Eventually(r.t, 15*time.Second, "the load", func() bool {
 		resp, _ := c.OffsetFetch(context.Background(), &pb.OffsetFetchRequest{GroupId: "tg"})
 		return resp.ErrorCode == pb.ErrorCode_NONE
 	})

@@ -21,6 +21,7 @@ import (
 	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/node"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 // Issue 17 item 10: connections are capped per address and in total
@@ -125,7 +126,7 @@ func TestConnectionFloodIsCapped(t *testing.T) {
 	tg.produceFrom("127.0.0.2", "conns", "before")
 	cm := n.ConnMetrics()
 	// The SDK clients above are gone once their connections close.
-	connsWaitFor(t, 10*time.Second, "the setup's connections closed", func() bool { return cm.Current("client") == 0 })
+	wait.Eventually(t, 10*time.Second, "the setup's connections closed", func() bool { return cm.Current("client") == 0 })
 	b := measure(t)
 	fdsBefore := openFDs(t)
 
@@ -140,7 +141,7 @@ func TestConnectionFloodIsCapped(t *testing.T) {
 			c.Close()
 		}
 	}()
-	connsWaitFor(t, 10*time.Second, "every connection over the cap refused", func() bool {
+	wait.Eventually(t, 10*time.Second, "every connection over the cap refused", func() bool {
 		return cm.Rejected("client", api.RejectMaxPerIP) == flood-perIP
 	})
 	if got := cm.Current("client"); got != perIP {
@@ -192,7 +193,7 @@ func TestConnectionFloodIsCapped(t *testing.T) {
 		t.Fatal(err)
 	}
 	tg.produceFrom("127.0.0.2", "conns", "during")
-	connsWaitFor(t, 5*time.Second, "a checkpoint written during the flood", func() bool {
+	wait.Eventually(t, 5*time.Second, "a checkpoint written during the flood", func() bool {
 		st2, err := os.Stat(ck)
 		return err == nil && st2.ModTime().After(st.ModTime())
 	})
@@ -208,7 +209,7 @@ func TestConnectionFloodIsCapped(t *testing.T) {
 		c.Close()
 	}
 	conns = nil
-	connsWaitFor(t, 10*time.Second, "the flood's slots freed", func() bool { return cm.Current("client") == 0 })
+	wait.Eventually(t, 10*time.Second, "the flood's slots freed", func() bool { return cm.Current("client") == 0 })
 	b.check(30, 16<<20)
 	tg.assertServes()
 	if got := tg.readAll("conns", 0, client.ReadCommitted, 2); fmt.Sprint(got) != "[before during]" {
@@ -237,7 +238,7 @@ func TestMaxConnectionsCapsEveryAddress(t *testing.T) {
 		}
 		conns = append(conns, c)
 	}
-	connsWaitFor(t, 5*time.Second, "the cap reached", func() bool { return cm.Current("client") == total })
+	wait.Eventually(t, 5*time.Second, "the cap reached", func() bool { return cm.Current("client") == total })
 	for _, src := range []string{"127.0.0.1", "127.0.0.2"} {
 		if c := dialRaw(t, src, n.Addr(), true); c != nil {
 			if !closedWithin(c, 2*time.Second) {
@@ -246,12 +247,12 @@ func TestMaxConnectionsCapsEveryAddress(t *testing.T) {
 			c.Close()
 		}
 	}
-	connsWaitFor(t, 5*time.Second, "both refusals counted", func() bool { return cm.Rejected("client", api.RejectMaxConnections) == 2 })
+	wait.Eventually(t, 5*time.Second, "both refusals counted", func() bool { return cm.Rejected("client", api.RejectMaxConnections) == 2 })
 	for _, c := range conns {
 		c.Close()
 	}
 	conns = nil
-	connsWaitFor(t, 10*time.Second, "the slots freed", func() bool { return cm.Current("client") == 0 })
+	wait.Eventually(t, 10*time.Second, "the slots freed", func() bool { return cm.Current("client") == 0 })
 	tg.assertServes()
 }
 
@@ -307,7 +308,7 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The admin client's connection has no RPC in flight: it is closed.
-	connsWaitFor(t, 5*time.Second, "idle SDK connections closed", func() bool { return cm.Current("client") <= 1 })
+	wait.Eventually(t, 5*time.Second, "idle SDK connections closed", func() bool { return cm.Current("client") <= 1 })
 	if _, err := adm.Metadata(ctx, false); err != nil {
 		t.Fatalf("admin after its idle connection was closed: %v", err)
 	}
@@ -360,14 +361,4 @@ func TestPingFloodIsDropped(t *testing.T) {
 		t.Fatal("the connection stayed open after GOAWAY")
 	}
 	tg.assertServes()
-}
-
-// waitFor polls cond until it holds, failing the test after d.
-func connsWaitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(d); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", d, what)
-		}
-	}
 }
