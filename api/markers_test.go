@@ -13,6 +13,7 @@ import (
 	"github.com/strand-io/strand/metadata"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/testkit/testutil"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 // TestMarkerChecks: what a partition leader checks of a WriteTxnMarkers
@@ -107,18 +108,15 @@ func TestMarkerChecks(t *testing.T) {
 	if err := p.CommitTransaction(ctx); err != nil {
 		t.Fatalf("commit after the refused markers: %v", err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var lso int64
+	if wait.Until(10*time.Second, "x and its COMMIT marker to be stable", func() bool {
 		lo, err := adm.ListOffsets(ctx, []client.TopicPartition{tp}, client.OffsetLatest, client.ReadCommitted)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if lo[tp].LastStableOffset == hw+1 {
-			break // x and its COMMIT marker
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("LSO %d after the commit, want %d", lo[tp].LastStableOffset, hw+1)
-		}
-		time.Sleep(20 * time.Millisecond)
+		lso = lo[tp].LastStableOffset
+		return lso == hw+1
+	}) != nil {
+		t.Fatalf("LSO %d after the commit, want %d", lso, hw+1)
 	}
 }

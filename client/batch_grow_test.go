@@ -13,6 +13,7 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
 	"github.com/strand-io/strand/testkit/testutil"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 // gateBroker leads partition 0 of topic "t". It holds its first produce
@@ -149,16 +150,14 @@ func (b *gateBroker) InitProducerId(ctx context.Context, req *pb.InitProducerIdR
 // (keepValues; with acks=0 a Flush returns before the broker has read
 // the last requests) and returns how many it has.
 func (b *gateBroker) awaitValues(n int, d time.Duration) int {
-	deadline := time.Now().Add(d)
-	for {
+	var k int
+	_ = wait.Until(d, "the broker to keep the values", func() bool {
 		b.mu.Lock()
-		k := len(b.values)
+		k = len(b.values)
 		b.mu.Unlock()
-		if k >= n || time.Now().After(deadline) {
-			return k
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return k >= n
+	})
+	return k
 }
 
 // awaitFirst waits until the broker has the first produce request.

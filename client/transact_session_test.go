@@ -11,6 +11,7 @@ import (
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/node"
 	"github.com/strand-io/strand/testkit/testutil"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 // stageWorker runs one consume-transform-produce worker until stop; with
@@ -150,15 +151,11 @@ func TestConsumeTransformProduceExactlyOnce(t *testing.T) {
 	run("s2", "t2", "t3", "s2-w0", "b:", 0)
 	run("s2", "t2", "t3", "s2-w1", "b:", 0)
 
-	deadline := time.Now().Add(2 * time.Minute)
 	var out map[string]int
-	for {
+	_ = wait.Until(2*time.Minute, "every output committed", func() bool {
 		out = readCommitted(t, ctx, n.Addr(), "t3", parts)
-		if len(out) >= N || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return len(out) >= N
+	})
 	close(stop)
 	wg.Wait()
 	for i := 0; i < N; i++ {

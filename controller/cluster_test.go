@@ -11,6 +11,7 @@ import (
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/testkit/testcluster"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 // TestControllerFailover: kill the active controller while brokers keep
@@ -35,11 +36,12 @@ func TestControllerFailover(t *testing.T) {
 			if m.Node == nil {
 				return
 			}
-			id, err := m.Node.PIDs.Next(context.Background())
-			if errors.Is(err, errs.CoordinatorLoadInProgress) {
-				time.Sleep(5 * time.Millisecond)
-				continue
-			}
+			var id int64
+			var err error
+			_ = wait.Until(20*time.Second, "the producer id manager to load", func() bool {
+				id, err = m.Node.PIDs.Next(context.Background())
+				return !errors.Is(err, errs.CoordinatorLoadInProgress)
+			})
 			if err != nil {
 				t.Errorf("node %d: %v", m.ID, err)
 				return
@@ -63,7 +65,12 @@ func TestControllerFailover(t *testing.T) {
 		wg.Add(1)
 		go func(m *testcluster.Member) { defer wg.Done(); draw(m, 2500, stop) }(m)
 	}
-	time.Sleep(50 * time.Millisecond)
+	// Kill the active controller while the ids are being drawn.
+	c.Eventually(10*time.Second, "the first ids drawn", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) > 0
+	})
 	c.Kill(active)
 	c.Eventually(20*time.Second, "a new active controller", func() bool {
 		a := c.ActiveController()
@@ -91,8 +98,7 @@ func TestControllerFailover(t *testing.T) {
 	// and the broker that answers DescribeCluster learns that from its own
 	// metadata: wait for it rather than expect it at once.
 	var last string
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	if wait.Until(20*time.Second, "the cluster to settle after the failover", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		d, err := adm.DescribeCluster(ctx)
 		cancel()
@@ -110,14 +116,10 @@ func TestControllerFailover(t *testing.T) {
 				fenced = append(fenced, b.NodeId)
 			}
 		}
-		if len(d.Controllers) == 3 && actives == 1 && len(d.Brokers) == 3 && len(fenced) == 0 {
-			return
-		}
 		last = fmt.Sprintf("%d voters, %d active, %d brokers, fenced %v", len(d.Controllers), actives, len(d.Brokers), fenced)
-		if time.Now().After(deadline) {
-			t.Fatalf("cluster after failover: %s", last)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return len(d.Controllers) == 3 && actives == 1 && len(d.Brokers) == 3 && len(fenced) == 0
+	}) != nil {
+		t.Fatalf("cluster after failover: %s", last)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/errs"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 // activeController starts a controller on q with a fake clock and waits
@@ -19,14 +20,13 @@ func activeController(t *testing.T, q *controller.Quorum, clk *clock.Fake) *cont
 	c := controller.New(cfg, q, clk)
 	c.Start()
 	t.Cleanup(c.Stop)
-	deadline := time.Now().Add(10 * time.Second)
-	for !c.IsActive() {
-		if time.Now().After(deadline) {
-			t.Fatal("the controller did not become active")
+	wait.Eventually(t, 10*time.Second, "the controller to become active", func() bool {
+		if c.IsActive() {
+			return true
 		}
 		clk.Advance(250 * time.Millisecond) // its loop ticks on the fake clock
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false
+	})
 	return c
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/node"
 	"github.com/strand-io/strand/testkit/testutil"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 func post(t *testing.T, url string) (int, string) {
@@ -60,13 +61,11 @@ func TestFaultEndpointsOnlyWhenSwitchedOn(t *testing.T) {
 	}
 	var code int
 	var body string
-	deadline := time.Now().Add(10 * time.Second)
-	for { // the new partition's leadership is applied a moment after CreateTopic
-		if code, body = post(t, base+"hold-follower-fetch?topic=f&partition=0&duration=5s"); code == http.StatusOK || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	// The new partition's leadership is applied a moment after CreateTopic.
+	_ = wait.Until(10*time.Second, "the hold to be accepted", func() bool {
+		code, body = post(t, base+"hold-follower-fetch?topic=f&partition=0&duration=5s")
+		return code == http.StatusOK
+	})
 	var fh struct {
 		Topic     string
 		Partition int32

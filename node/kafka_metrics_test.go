@@ -16,23 +16,18 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/testkit/testcluster"
 	"github.com/strand-io/strand/testkit/testutil"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 // waitMetric scrapes until cond holds for the value of name (which must
 // appear), or fails after d.
 func waitMetric(t *testing.T, maddr, name string, d time.Duration, cond func(float64) bool) float64 {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		v := metric(t, scrape(t, maddr), name)
-		if cond(v) {
-			return v
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s stayed at %v for %v", name, v, d)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var v float64
+	if err := wait.Until(d, name, func() bool { v = metric(t, scrape(t, maddr), name); return cond(v) }); err != nil {
+		t.Fatalf("%s stayed at %v: %v", name, v, err)
 	}
+	return v
 }
 
 // TestMetricsKafkaOperatorsLookFor: after some traffic the metrics a Kafka

@@ -12,6 +12,7 @@ import (
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/node"
 	"github.com/strand-io/strand/testkit/testutil"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 // duplicateKeys returns the top-level keys a JSON log line holds more
@@ -57,12 +58,8 @@ func TestLogLinesNameTheNodeOnce(t *testing.T) {
 	if err := adm.CreateTopic(ctx, client.TopicSpec{Name: "logs", Partitions: 1, ReplicationFactor: 1}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(out.String(), `"msg":"became leader"`) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no \"became leader\" line:\n%s", out.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if wait.Until(20*time.Second, "a became-leader line", func() bool { return strings.Contains(out.String(), `"msg":"became leader"`) }) != nil {
+		t.Fatalf("no \"became leader\" line:\n%s", out.String())
 	}
 	checked := 0
 	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {

@@ -17,6 +17,7 @@ import (
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/node"
 	"github.com/strand-io/strand/testkit/testutil"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 func scrape(t *testing.T, addr string) string {
@@ -71,8 +72,11 @@ func TestMetricsShowTheOpenTransaction(t *testing.T) {
 	if err := p.ProduceSync(ctx, &client.Record{Topic: "m", Value: []byte("x")}, &client.Record{Topic: "m", Value: []byte("y")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond)
-	body := scrape(t, maddr)
+	var body string
+	wait.Eventually(t, 5*time.Second, "the open transaction to show an age", func() bool {
+		body = scrape(t, maddr)
+		return metric(t, body, `strand_partition_oldest_open_txn_age_seconds{partition="0",topic="m"}`) > 0
+	})
 	if lag := metric(t, body, `strand_partition_last_stable_offset_lag{partition="0",topic="m"}`); lag != 2 {
 		t.Fatalf("LSO lag %v with two records of an open transaction", lag)
 	}
@@ -88,13 +92,9 @@ func TestMetricsShowTheOpenTransaction(t *testing.T) {
 	if err := p.CommitTransaction(ctx); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for metric(t, scrape(t, maddr), `strand_partition_last_stable_offset_lag{partition="0",topic="m"}`) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("LSO lag did not drop after the commit")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	wait.Eventually(t, 5*time.Second, "the LSO lag to drop after the commit", func() bool {
+		return metric(t, scrape(t, maddr), `strand_partition_last_stable_offset_lag{partition="0",topic="m"}`) == 0
+	})
 }
 
 // TestMetricsCountLogFlushes: with flush.messages=1 every acknowledged

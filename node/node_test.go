@@ -13,6 +13,7 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
 	"github.com/strand-io/strand/testkit/testutil/ports"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 func freePort(t *testing.T) string {
@@ -110,14 +111,10 @@ func TestDevNodeProduceFetch(t *testing.T) {
 	conn2, _ := grpc.NewClient("passthrough:///"+n2.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	defer conn2.Close()
 	var fr2 *pb.FetchResponse
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	_ = wait.Until(5*time.Second, "the restarted node to serve the log", func() bool {
 		fr2, err = pb.NewConsumerClient(conn2).Fetch(ctx, &pb.FetchRequest{ReplicaId: -1, MaxBytes: 1 << 20, Partitions: []*pb.FetchPartition{{Topic: "orders", Partition: 0, FetchOffset: 0, CurrentLeaderEpoch: -1}}})
-		if err == nil && fr2.Partitions[0].ErrorCode == pb.ErrorCode_NONE && fr2.Partitions[0].HighWatermark == 3 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil && fr2.Partitions[0].ErrorCode == pb.ErrorCode_NONE && fr2.Partitions[0].HighWatermark == 3
+	})
 	if fr2.Partitions[0].HighWatermark != 3 || len(fr2.Partitions[0].Records) != len(p.Records) {
 		t.Fatalf("after restart: %v", fr2.Partitions[0])
 	}

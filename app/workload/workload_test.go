@@ -14,6 +14,7 @@ import (
 	"github.com/strand-io/strand/node"
 	"github.com/strand-io/strand/testkit/testcluster"
 	"github.com/strand-io/strand/testkit/testutil"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 // clusterTarget drills an in-process test cluster: kill and restart a
@@ -91,16 +92,14 @@ func (t *clusterTarget) Start(ctx context.Context, id int32) error {
 	if m.Node != nil {
 		return nil
 	}
-	var err error
-	for attempt := 0; attempt < 20; attempt++ {
-		var n *node.Node
-		if n, err = node.Start(m.Cfg); err == nil {
+	// A port of the killed node may still be closing: retry until it starts.
+	return wait.UntilNil(5*time.Second, "the node to start again", func() error {
+		n, err := node.Start(m.Cfg)
+		if err == nil {
 			m.Node = n
-			return nil
 		}
-		time.Sleep(250 * time.Millisecond) // a port of the killed node may still be closing
-	}
-	return err
+		return err
+	})
 }
 func (t *clusterTarget) Pause(ctx context.Context, id int32) error  { return drill.ErrUnsupported }
 func (t *clusterTarget) Resume(ctx context.Context, id int32) error { return drill.ErrUnsupported }

@@ -12,6 +12,7 @@ import (
 	"github.com/strand-io/strand/errs"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 // gatedSync is a segment fsync that tests can hold: every call announces
@@ -100,13 +101,7 @@ func TestDeferredLeaderFlushGroupsAppends(t *testing.T) {
 	if n := g.calls.Load(); n != 2 {
 		t.Fatalf("%d fsyncs for three appends (r2 at %d, r3 at %d), want 2", n, r2.FirstOffset, r3.FirstOffset)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for flusherRunning(f.l) {
-		if time.Now().After(deadline) {
-			t.Fatal("the background flusher did not end with nothing left to flush")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	wait.Eventually(t, 5*time.Second, "the background flusher to end with nothing left to flush", func() bool { return !flusherRunning(f.l) })
 	// Without flush.messages=1 nothing is deferred: the HW never waits
 	// for fsyncs there.
 	c := f.l.Config()
@@ -259,13 +254,7 @@ func TestFlusherEndsAfterTruncationBelowDeferredEnd(t *testing.T) {
 		if err := <-truncated; err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(2 * time.Second)
-		for flusherRunning(f.l) {
-			if time.Now().After(deadline) {
-				t.Fatal("the flusher still runs after a truncation below its target")
-			}
-			time.Sleep(time.Millisecond)
-		}
+		wait.Eventually(t, 2*time.Second, "the flusher to stop after a truncation below its target", func() bool { return !flusherRunning(f.l) })
 		if end, rp := f.l.LogEndOffset(), f.l.RecoveryPoint(); end != rA.LastOffset+1 || rp != end {
 			t.Fatalf("log end %d, recovery point %d, want both %d", end, rp, rA.LastOffset+1)
 		}

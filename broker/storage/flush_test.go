@@ -11,6 +11,7 @@ import (
 	"github.com/strand-io/strand/errs"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 func dirtySegments(l *Log) int {
@@ -115,16 +116,14 @@ func TestDurableEndFollowsFlushes(t *testing.T) {
 		mu.Unlock()
 	})
 	seenNow := func(n int) []int64 {
-		deadline := time.Now().Add(5 * time.Second)
-		for {
+		var s []int64
+		_ = wait.Until(5*time.Second, "the flush callbacks", func() bool {
 			mu.Lock()
-			s := append([]int64(nil), seen...)
+			s = append([]int64(nil), seen...)
 			mu.Unlock()
-			if len(s) >= n || time.Now().After(deadline) {
-				return s
-			}
-			time.Sleep(time.Millisecond)
-		}
+			return len(s) >= n
+		})
+		return s
 	}
 	if err := f.l.Flush(); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"github.com/strand-io/strand/errs"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 // stableGroup brings a group of n members to Stable and returns their ids
@@ -209,20 +210,12 @@ func TestExpiryDuringSyncWait(t *testing.T) {
 	gen++
 	// The follower waits in SyncGroup; the leader never sends its assignment.
 	f := h.syncAsync("g", ids[1], gen, nil)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	wait.Eventually(t, 5*time.Second, "the follower to wait in SyncGroup", func() bool {
 		s := h.c.shards[h.c.partitionOf("g")]
 		s.mu.Lock()
-		waiting := s.groups["g"].members[ids[1]].syncCh != nil
-		s.mu.Unlock()
-		if waiting {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("follower never waited in SyncGroup")
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer s.mu.Unlock()
+		return s.groups["g"].members[ids[1]].syncCh != nil
+	})
 	h.advance(11 * time.Second)
 	if r := recv(t, f); r.ErrorCode != pb.ErrorCode_REBALANCE_IN_PROGRESS {
 		t.Fatalf("waiting follower got %v, want REBALANCE_IN_PROGRESS", r.ErrorCode)
@@ -296,13 +289,7 @@ func TestLeaveGroup(t *testing.T) {
 	if h.state("g") != Empty {
 		t.Fatalf("state %v", h.state("g"))
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(h.w.all()) == before {
-		if time.Now().After(deadline) {
-			t.Fatal("the Empty group was never written")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	wait.Eventually(t, 5*time.Second, "the Empty group to be written", func() bool { return len(h.w.all()) != before })
 	d, _ := h.c.DescribeGroups(context.Background(), &pb.DescribeGroupsRequest{GroupIds: []string{"g", "nope"}})
 	if d.Groups[0].State != "Empty" || d.Groups[0].GenerationId != j.GenerationId+1 || d.Groups[1].State != "Dead" {
 		t.Fatalf("describe %v", d)

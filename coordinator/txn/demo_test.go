@@ -12,6 +12,7 @@ import (
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/node"
 	"github.com/strand-io/strand/testkit/testutil"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 func values(recs []*client.Record) string {
@@ -109,23 +110,17 @@ func TestDemoFlow(t *testing.T) {
 	step("C", true, "c4", "c5")
 
 	// Markers are written asynchronously after EndTxn answers: wait for the LSO.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	wait.Eventually(t, 10*time.Second, "the LSO to reach 11", func() bool {
 		lo, err := adm.ListOffsets(ctx, []client.TopicPartition{{Topic: "demo", Partition: 0}}, client.OffsetLatest, client.ReadCommitted)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if o := lo[client.TopicPartition{Topic: "demo", Partition: 0}]; o.LastStableOffset == 11 && o.HighWatermark == 11 {
-			if !o.LastIsControl {
-				t.Fatal("the record below the HW is a COMMIT marker, ListOffsets should say so")
-			}
-			break
+		o := lo[client.TopicPartition{Topic: "demo", Partition: 0}]
+		if o.LastStableOffset == 11 && o.HighWatermark == 11 && !o.LastIsControl {
+			t.Fatal("the record below the HW is a COMMIT marker, ListOffsets should say so")
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("LSO never reached 11")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return o.LastStableOffset == 11 && o.HighWatermark == 11
+	})
 	unc, posU := consumeAll(t, n.Addr(), client.ReadUncommitted, "demo", 11)
 	com, posC := consumeAll(t, n.Addr(), client.ReadCommitted, "demo", 11)
 	if got := values(unc); got != "c1 c2 c3 a1 a2 a3 c4 c5" {
@@ -151,12 +146,10 @@ func TestDemoFlow(t *testing.T) {
 	}
 	want := "Empty(0) Ongoing(0) PrepareCommit(1) CompleteCommit(1) Ongoing(1) PrepareAbort(2) CompleteAbort(2) Ongoing(2) PrepareCommit(3) CompleteCommit(3)"
 	var states string
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	_ = wait.Until(10*time.Second, "the last CompleteCommit", func() bool {
 		states = strings.Join(txnLogStates(t, n, "order-writer"), " ")
-		if strings.HasSuffix(states, "CompleteCommit(3)") || time.Now().After(deadline) {
-			break
-		}
-	}
+		return strings.HasSuffix(states, "CompleteCommit(3)")
+	})
 	if states != want {
 		t.Fatalf("transaction log %s, want %s", states, want)
 	}

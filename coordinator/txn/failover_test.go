@@ -91,7 +91,10 @@ func TestCoordinatorFailoverCompletesCommit(t *testing.T) {
 	adm, _ := client.NewAdmin(c.ClientOpts()...)
 	defer adm.Close()
 	tp := client.TopicPartition{Topic: "pay", Partition: part}
-	time.Sleep(300 * time.Millisecond) // markers are being refused meanwhile
+	// The coordinator tries its markers and is refused.
+	c.Eventually(10*time.Second, "a refused marker connection", func() bool {
+		return c.Net.Refused(c.Member(coord.NodeId).Name()+"-markers", c.Member(dataLeader).Name()) > 0
+	})
 	lo, err := adm.ListOffsets(ctx, []client.TopicPartition{tp}, client.OffsetLatest, client.ReadCommitted)
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/node"
 	"github.com/strand-io/strand/testkit/testutil"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 func newTxnProducer(t *testing.T, addr, id string, opts ...client.Opt) *client.Producer {
@@ -40,18 +41,16 @@ func waitLSO(t *testing.T, addr, topic string, want int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	tp := client.TopicPartition{Topic: topic, Partition: 0}
-	for {
+	var last client.PartitionOffsets
+	if wait.Until(20*time.Second, "the LSO and HW", func() bool {
 		lo, err := adm.ListOffsets(ctx, []client.TopicPartition{tp}, client.OffsetLatest, client.ReadCommitted)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if lo[tp].LastStableOffset == want && lo[tp].HighWatermark == want {
-			return
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("LSO %d HW %d, want both %d", lo[tp].LastStableOffset, lo[tp].HighWatermark, want)
-		}
-		time.Sleep(20 * time.Millisecond)
+		last = lo[tp]
+		return last.LastStableOffset == want && last.HighWatermark == want
+	}) != nil {
+		t.Fatalf("LSO %d HW %d, want both %d", last.LastStableOffset, last.HighWatermark, want)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
 	"github.com/strand-io/strand/testkit/testutil"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 // batchesOf lists a partition's batches as kind@first-last/eEPOCH (kind is
@@ -211,12 +212,10 @@ func runExample3(t *testing.T) string {
 	// markers, so wait for the last.
 	want := "Empty(0) Ongoing(0) PrepareAbort(1) CompleteAbort(1) Empty(2) Ongoing(2) PrepareCommit(3) CompleteCommit(3)"
 	var states string
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	_ = wait.Until(10*time.Second, "the last CompleteCommit", func() bool {
 		states = strings.Join(txnLogStates(t, n, id), " ")
-		if strings.HasSuffix(states, "CompleteCommit(3)") || time.Now().After(deadline) {
-			break
-		}
-	}
+		return strings.HasSuffix(states, "CompleteCommit(3)")
+	})
 	if states != want {
 		diffs = append(diffs, fmt.Sprintf("transaction log %s, want %s", states, want))
 	}
@@ -436,15 +435,9 @@ func TestExpiredTransactionalIDRecovers(t *testing.T) {
 	if err := p.CommitTransaction(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		st := n.TxnCoord.Describe([]string{"sleepy"})
-		if st[0].ErrorCode == pb.ErrorCode_TRANSACTIONAL_ID_NOT_FOUND {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the id did not expire: %v", st[0])
-		}
-	}
+	wait.Eventually(t, 20*time.Second, "the id to expire", func() bool {
+		return n.TxnCoord.Describe([]string{"sleepy"})[0].ErrorCode == pb.ErrorCode_TRANSACTIONAL_ID_NOT_FOUND
+	})
 	if err := p.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}

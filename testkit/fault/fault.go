@@ -14,17 +14,19 @@ import (
 
 // Network tracks endpoints (by name and address) and the links between them.
 type Network struct {
-	mu     sync.Mutex
-	owner  map[string]string // address -> endpoint name
-	cut    map[[2]string]bool
-	delay  map[[2]string]time.Duration
-	conns  map[*Conn]struct{}
-	dialer net.Dialer
+	mu    sync.Mutex
+	owner map[string]string // address -> endpoint name
+	cut   map[[2]string]bool
+	delay map[[2]string]time.Duration
+	conns map[*Conn]struct{}
+	// refused counts the dials refused on a cut link, per link.
+	refused map[[2]string]int
+	dialer  net.Dialer
 }
 
 // NewNetwork returns a network with every link up.
 func NewNetwork() *Network {
-	return &Network{owner: map[string]string{}, cut: map[[2]string]bool{}, delay: map[[2]string]time.Duration{}, conns: map[*Conn]struct{}{}}
+	return &Network{owner: map[string]string{}, cut: map[[2]string]bool{}, delay: map[[2]string]time.Duration{}, conns: map[*Conn]struct{}{}, refused: map[[2]string]int{}}
 }
 
 // Register says that addr belongs to endpoint name.
@@ -120,6 +122,7 @@ func (n *Network) Dial(ctx context.Context, from, addr string) (net.Conn, error)
 		to = addr
 	}
 	if n.isCut(from, to) {
+		n.refused[key(from, to)]++
 		n.mu.Unlock()
 		return nil, fmt.Errorf("dial %s from %s: link cut (fault injected)", addr, from)
 	}
@@ -138,6 +141,14 @@ func (n *Network) Dial(ctx context.Context, from, addr string) (net.Conn, error)
 	n.conns[c] = struct{}{}
 	n.mu.Unlock()
 	return c, nil
+}
+
+// Refused counts the dials between a and b (either way) refused because
+// the link was cut: a test waits on it to know a component tried the link.
+func (n *Network) Refused(a, b string) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.refused[key(a, b)]
 }
 
 // Dialer returns a dial function for endpoint from.

@@ -22,6 +22,7 @@ import (
 	"github.com/strand-io/strand/node"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 // Bounds on what one client can make a node hold (issue 17, items 3–5):
@@ -122,17 +123,15 @@ func TestProduceStreamNeverReadIsBounded(t *testing.T) {
 	// (the node read them all) or after 4 s (the node stopped reading).
 	slack := 64
 	peak := 0
-	for deadline := time.Now().Add(4 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	_ = wait.Until(4*time.Second, "every request sent to be written", func() bool {
 		g := runtime.NumGoroutine()
 		peak = max(peak, g)
 		if g > b.goroutines+slack {
 			t.Fatalf("flooding an unread Produce stream: %d goroutines (before %d, bound +%d); %d requests sent, %d written",
 				g, b.goroutines, slack, sent.Load(), tg.logEnd("flood", 0))
 		}
-		if int64(n) == sent.Load() && tg.logEnd("flood", 0) == n {
-			break
-		}
-	}
+		return int64(n) == sent.Load() && tg.logEnd("flood", 0) == n
+	})
 	written := tg.logEnd("flood", 0)
 	t.Logf("flood of %d acks=all requests, unread: %d sent, %d written; goroutines %d before, peak %d", n, sent.Load(), written, b.goroutines, peak)
 	if written >= n {

@@ -24,6 +24,7 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
 	"github.com/strand-io/strand/testkit/testutil"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 const diskTopic = "disk"
@@ -112,21 +113,22 @@ func (d *diskNode) fetchAt(offset int64) *pb.FetchPartitionResponse {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cc := d.tg.raw(d.tg.dev.Addr())
-	for {
-		resp, err := pb.NewConsumerClient(cc).Fetch(ctx, &pb.FetchRequest{ReplicaId: -1, MaxBytes: 1 << 20, Partitions: []*pb.FetchPartition{
+	var p *pb.FetchPartitionResponse
+	var err error
+	if wait.Until(10*time.Second, "a partition leader to fetch from", func() bool {
+		var resp *pb.FetchResponse
+		resp, err = pb.NewConsumerClient(cc).Fetch(ctx, &pb.FetchRequest{ReplicaId: -1, MaxBytes: 1 << 20, Partitions: []*pb.FetchPartition{
 			{Topic: diskTopic, Partition: 0, FetchOffset: offset, CurrentLeaderEpoch: -1, PartitionMaxBytes: 1 << 20}}})
-		if err == nil && len(resp.Partitions) == 1 {
-			p := resp.Partitions[0]
-			// Leadership is re-established after a start: wait it out.
-			if p.ErrorCode != pb.ErrorCode_NOT_LEADER_OR_FOLLOWER && p.ErrorCode != pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION && p.ErrorCode != pb.ErrorCode_LEADER_NOT_AVAILABLE {
-				return p
-			}
+		if err != nil || len(resp.Partitions) != 1 {
+			return false
 		}
-		if ctx.Err() != nil {
-			d.t.Fatalf("fetch at %d: %v", offset, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+		p = resp.Partitions[0]
+		// Leadership is re-established after a start: wait it out.
+		return p.ErrorCode != pb.ErrorCode_NOT_LEADER_OR_FOLLOWER && p.ErrorCode != pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION && p.ErrorCode != pb.ErrorCode_LEADER_NOT_AVAILABLE
+	}) != nil {
+		d.t.Fatalf("fetch at %d: %v", offset, err)
 	}
+	return p
 }
 
 // readFrom reads from offset up to the high watermark on raw fetches and

@@ -16,6 +16,7 @@ import (
 	"github.com/strand-io/strand/client"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/testkit/testutil"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 // The edges of what a request may carry (issue 17 items 8 and 11): ids
@@ -27,20 +28,19 @@ import (
 // while it is starting (up to 20 s) and returns the last answer.
 func untilSettled(t testing.TB, call func(ctx context.Context) (pb.ErrorCode, string)) (pb.ErrorCode, string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	var code pb.ErrorCode
+	var msg string
+	_ = wait.Until(20*time.Second, "a settled coordinator", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		code, msg := call(ctx)
-		cancel()
+		defer cancel()
+		code, msg = call(ctx)
 		switch code {
 		case pb.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS, pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, pb.ErrorCode_NOT_COORDINATOR, pb.ErrorCode_CONCURRENT_TRANSACTIONS:
-			if time.Now().Before(deadline) {
-				time.Sleep(50 * time.Millisecond)
-				continue
-			}
+			return false
 		}
-		return code, msg
-	}
+		return true
+	})
+	return code, msg
 }
 
 // wantAnswer fails unless the answer has the code and its message holds want.

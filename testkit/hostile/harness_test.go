@@ -32,6 +32,7 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/testkit/testcluster"
 	"github.com/strand-io/strand/testkit/testutil"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 // target is what a hostile case attacks: one dev node or an in-process
@@ -210,14 +211,12 @@ func (tg *target) assertServes() {
 // then returns what the last read found.
 func (tg *target) readAll(topic string, p int32, iso client.IsolationLevel, min int) []string {
 	tg.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		out := tg.readOnce(topic, p, iso)
-		if len(out) >= min || time.Now().After(deadline) {
-			return out
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	var out []string
+	_ = wait.Until(10*time.Second, "enough values", func() bool {
+		out = tg.readOnce(topic, p, iso)
+		return len(out) >= min
+	})
+	return out
 }
 
 func (tg *target) readOnce(topic string, p int32, iso client.IsolationLevel) []string {
@@ -272,19 +271,16 @@ func measure(t testing.TB) *bounds {
 
 func (b *bounds) check(goroutineSlack int, heapSlack uint64) {
 	b.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		g, h := runtime.NumGoroutine(), liveHeap()
-		if g <= b.goroutines+goroutineSlack && h <= b.heap+heapSlack {
-			return
-		}
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			n := runtime.Stack(buf, true)
-			b.t.Fatalf("after the hostile load: %d goroutines (before %d, slack %d), live heap %d bytes (before %d, slack %d)\n%s",
-				g, b.goroutines, goroutineSlack, h, b.heap, heapSlack, firstLines(string(buf[:n]), 200))
-		}
-		time.Sleep(100 * time.Millisecond)
+	var g int
+	var h uint64
+	if wait.Until(20*time.Second, "goroutines and heap to settle", func() bool {
+		g, h = runtime.NumGoroutine(), liveHeap()
+		return g <= b.goroutines+goroutineSlack && h <= b.heap+heapSlack
+	}) != nil {
+		buf := make([]byte, 1<<20)
+		n := runtime.Stack(buf, true)
+		b.t.Fatalf("after the hostile load: %d goroutines (before %d, slack %d), live heap %d bytes (before %d, slack %d)\n%s",
+			g, b.goroutines, goroutineSlack, h, b.heap, heapSlack, firstLines(string(buf[:n]), 200))
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/strand-io/strand/node"
 	"github.com/strand-io/strand/testkit/fault"
 	"github.com/strand-io/strand/testkit/testutil"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 // Options tune the cluster; zero values take the defaults below.
@@ -292,13 +293,7 @@ func (c *Cluster) ActiveController() int32 {
 // Eventually polls cond every 20 ms until it holds or timeout passes.
 func (c *Cluster) Eventually(timeout time.Duration, what string, cond func() bool) {
 	c.T.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			c.T.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	wait.Eventually(c.T, timeout, what, cond)
 }
 
 // Log returns a running node's local log of a partition (nil if none).
