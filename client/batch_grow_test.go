@@ -3,158 +3,90 @@ package client
 import (
 	"context"
 	"errors"
-	"net"
 	"sync"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
+	"github.com/strand-io/strand/testkit/fakebroker"
 	"github.com/strand-io/strand/testkit/testutil"
 	"github.com/strand-io/strand/testkit/wait"
 )
 
-// gateBroker leads partition 0 of topic "t". It holds its first produce
-// request until release is closed and answers every other one at once,
-// recording each batch's size and record count.
+// gateBroker is the fake broker (testkit/fakebroker) leading topic "t",
+// steered to hold its first produce request until release is closed and
+// to answer every other one at once.
 type gateBroker struct {
-	pb.UnimplementedMetadataServer
-	pb.UnimplementedProducerServer
-	pb.UnimplementedTransactionsServer
-	addr            string
+	*fakebroker.Broker
 	maxMessageBytes int32
 	parts           int  // partitions of "t" (default 1)
 	holdAll         bool // answer no produce request at all
 	release         chan struct{}
-	pids            int // InitProducerId calls; the first is answered, later ones hang
-	// keepValues: check every batch's CRC and keep its record values, in
-	// the order written. failEvery n > 0: every nth request is answered
-	// NOT_ENOUGH_REPLICAS for all its partitions and nothing of it is kept.
-	keepValues bool
-	failEvery  int
-
-	mu        sync.Mutex
-	values    [][]byte
-	requests  int
-	sizes     []int
-	counts    []int32
-	codecs    []record.Compression // each batch's
-	reqBytes  []int                // records bytes per request
-	reqParts  [][]int32            // partitions per request
-	seenFirst bool
+	// failEvery n > 0: every nth request is answered NOT_ENOUGH_REPLICAS
+	// for all its partitions and nothing of it is kept.
+	failEvery int
 	arrived   chan struct{} // closed when the first request is in
 }
 
-func (b *gateBroker) Metadata(ctx context.Context, req *pb.MetadataRequest) (*pb.MetadataResponse, error) {
-	tm := &pb.TopicMetadata{Name: "t", MaxMessageBytes: b.maxMessageBytes}
-	for i := 0; i < max(b.parts, 1); i++ {
-		tm.Partitions = append(tm.Partitions, &pb.PartitionMetadata{Partition: int32(i), LeaderId: 1, Replicas: []int32{1}, Isr: []int32{1}})
+// batches lists the batches the broker kept, partition by partition.
+func (b *gateBroker) batches() []fakebroker.Batch {
+	var out []fakebroker.Batch
+	for p := 0; p < max(b.parts, 1); p++ {
+		out = append(out, b.Batches("t", int32(p))...)
 	}
-	return &pb.MetadataResponse{ClusterId: "c", ControllerId: 1,
-		Brokers: []*pb.BrokerInfo{{NodeId: 1, Address: b.addr}}, Topics: []*pb.TopicMetadata{tm}}, nil
+	return out
 }
 
-func (b *gateBroker) Produce(stream pb.Producer_ProduceServer) error {
-	next := int64(0)
-	for {
-		r, err := stream.Recv()
-		if err != nil {
-			return err
-		}
-		resp := &pb.ProduceResponse{CorrelationId: r.CorrelationId}
-		b.mu.Lock()
-		b.requests++
-		fail := b.failEvery > 0 && b.requests%b.failEvery == 0
-		b.mu.Unlock()
-		if fail {
-			for _, p := range r.Partitions {
-				resp.Partitions = append(resp.Partitions, &pb.ProducePartitionResponse{Topic: p.Topic, Partition: p.Partition, BaseOffset: -1,
-					ErrorCode: pb.ErrorCode_NOT_ENOUGH_REPLICAS, ErrorMessage: "test: refused"})
-			}
-			if err := stream.Send(resp); err != nil {
-				return err
-			}
-			continue
-		}
-		n := 0
-		var parts []int32
-		for _, p := range r.Partitions {
-			if b.keepValues {
-				if _, err := record.Validate(p.Records); err != nil {
-					return err
-				}
-				_, recs, err := record.Decode(p.Records)
-				if err != nil {
-					return err
-				}
-				b.mu.Lock()
-				for _, rec := range recs {
-					b.values = append(b.values, append([]byte(nil), rec.Value...))
-				}
-				b.mu.Unlock()
-			}
-			n += len(p.Records)
-			parts = append(parts, p.Partition)
-			h, err := record.ParseHeader(p.Records)
-			if err != nil {
-				return err
-			}
-			b.mu.Lock()
-			b.sizes = append(b.sizes, len(p.Records))
-			b.counts = append(b.counts, h.RecordCount)
-			b.codecs = append(b.codecs, h.Compression())
-			b.mu.Unlock()
-			resp.Partitions = append(resp.Partitions, &pb.ProducePartitionResponse{Topic: p.Topic, Partition: p.Partition, BaseOffset: next})
-			next += int64(h.RecordCount)
-		}
-		b.mu.Lock()
-		b.reqBytes = append(b.reqBytes, n)
-		b.reqParts = append(b.reqParts, parts)
-		first := !b.seenFirst
-		b.seenFirst = true
-		b.mu.Unlock()
-		if first {
-			close(b.arrived)
-		}
-		if b.holdAll {
-			continue
-		}
-		if first {
-			select {
-			case <-b.release:
-			case <-stream.Context().Done():
-				return stream.Context().Err()
-			}
-		}
-		if err := stream.Send(resp); err != nil {
-			return err
-		}
+func (b *gateBroker) sizes() (out []int) {
+	for _, bt := range b.batches() {
+		out = append(out, bt.Size)
 	}
+	return out
 }
 
-func (b *gateBroker) InitProducerId(ctx context.Context, req *pb.InitProducerIdRequest) (*pb.InitProducerIdResponse, error) {
-	b.mu.Lock()
-	b.pids++
-	n := b.pids
-	b.mu.Unlock()
-	if n == 1 {
-		return &pb.InitProducerIdResponse{ProducerId: 7, ProducerEpoch: 0}, nil
+func (b *gateBroker) counts() (out []int32) {
+	for _, bt := range b.batches() {
+		out = append(out, bt.Header.RecordCount)
 	}
-	<-ctx.Done()
-	return nil, ctx.Err()
+	return out
+}
+
+// values lists the record values kept, in the order written.
+func (b *gateBroker) values() (out [][]byte) {
+	for _, bt := range b.batches() {
+		out = append(out, bt.Values...)
+	}
+	return out
+}
+
+// reqBytes and reqParts: the records bytes and the partitions of each
+// request the broker kept.
+func (b *gateBroker) reqBytes() (out []int) {
+	for _, r := range b.ProduceRequests() {
+		if !r.Refused {
+			out = append(out, r.Bytes)
+		}
+	}
+	return out
+}
+
+func (b *gateBroker) reqParts() (out [][]int32) {
+	for _, r := range b.ProduceRequests() {
+		if !r.Refused {
+			out = append(out, r.Partitions)
+		}
+	}
+	return out
 }
 
 // awaitValues waits up to d for the broker to keep n record values
-// (keepValues; with acks=0 a Flush returns before the broker has read
-// the last requests) and returns how many it has.
+// (with acks=0 a Flush returns before the broker has read the last
+// requests) and returns how many it has.
 func (b *gateBroker) awaitValues(n int, d time.Duration) int {
 	var k int
 	_ = wait.Until(d, "the broker to keep the values", func() bool {
-		b.mu.Lock()
-		k = len(b.values)
-		b.mu.Unlock()
+		k = len(b.values())
 		return k >= n
 	})
 	return k
@@ -174,7 +106,7 @@ func (b *gateBroker) awaitFirst(ctx context.Context, t *testing.T) {
 // context (20 s) cancelled, when the test ends.
 func gateProducer(t *testing.T, b *gateBroker, opts ...Opt) (*Producer, context.Context) {
 	t.Helper()
-	p, err := NewProducer(append([]Opt{Bootstrap(b.addr), Logger(testutil.Logger())}, opts...)...)
+	p, err := NewProducer(append([]Opt{Bootstrap(b.Addr()), Logger(testutil.Logger())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,21 +120,37 @@ func gateProducer(t *testing.T, b *gateBroker, opts ...Opt) (*Producer, context.
 
 func startGate(t *testing.T, b *gateBroker) {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.addr = lis.Addr().String()
+	b.Broker = fakebroker.Start(t, fakebroker.Topic{Name: "t", Partitions: int32(max(b.parts, 1)), MaxMessageBytes: b.maxMessageBytes})
 	if b.release == nil {
 		b.release = make(chan struct{})
 	}
 	b.arrived = make(chan struct{})
-	srv := grpc.NewServer()
-	pb.RegisterMetadataServer(srv, b)
-	pb.RegisterProducerServer(srv, b)
-	pb.RegisterTransactionsServer(srv, b)
-	go srv.Serve(lis)
-	t.Cleanup(srv.Stop)
+	// The first InitProducerId is answered, later ones hang.
+	b.Intercept("InitProducerId", func(ctx context.Context, n int, _ any) (any, error) {
+		if n == 1 {
+			return &pb.InitProducerIdResponse{ProducerId: 7, ProducerEpoch: 0}, nil
+		}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	seenFirst := false
+	b.ControlProduce(func(n int, _ *pb.ProduceRequest) fakebroker.ProduceAction {
+		if b.failEvery > 0 && n%b.failEvery == 0 {
+			return fakebroker.ProduceAction{Code: pb.ErrorCode_NOT_ENOUGH_REPLICAS, Message: "test: refused"}
+		}
+		first := !seenFirst
+		seenFirst = true
+		if first {
+			close(b.arrived)
+		}
+		switch {
+		case b.holdAll:
+			return fakebroker.ProduceAction{Drop: true}
+		case first:
+			return fakebroker.ProduceAction{Hold: b.release}
+		}
+		return fakebroker.ProduceAction{}
+	})
 }
 
 // growRun starts a gateBroker announcing maxMessageBytes for the topic and
@@ -235,16 +183,15 @@ func growRun(t *testing.T, maxMessageBytes int32, batchMax, n int) (sizes []int,
 	if failed > 0 {
 		t.Fatalf("%d records failed", failed)
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	allSizes, allCounts := b.sizes(), b.counts()
 	total := int32(0)
-	for _, c := range b.counts[1:] {
+	for _, c := range allCounts[1:] {
 		total += c
 	}
 	if total != int32(n) {
 		t.Fatalf("the broker got %d records after the first, want %d", total, n)
 	}
-	return append([]int(nil), b.sizes[1:]...), append([]int32(nil), b.counts[1:]...)
+	return allSizes[1:], allCounts[1:]
 }
 
 // While the window is full (one batch in flight, max.in.flight 1), the
@@ -339,17 +286,16 @@ func TestRequestsStayWithinMaxRequestSize(t *testing.T) {
 	if err := p.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.sizes) != 4 {
-		t.Fatalf("%d batches, want one per partition: %v", len(b.sizes), b.sizes)
+	sizes, reqBytes := b.sizes(), b.reqBytes()
+	if len(sizes) != 4 {
+		t.Fatalf("%d batches, want one per partition: %v", len(sizes), sizes)
 	}
-	if len(b.reqBytes) < 2 {
-		t.Fatalf("all four batches in %d request(s) of %v bytes; want requests within max.request.size 6000", len(b.reqBytes), b.reqBytes)
+	if len(reqBytes) < 2 {
+		t.Fatalf("all four batches in %d request(s) of %v bytes; want requests within max.request.size 6000", len(reqBytes), reqBytes)
 	}
-	for _, n := range b.reqBytes {
+	for _, n := range reqBytes {
 		if n > 6000 {
-			t.Fatalf("a request of %d bytes, over max.request.size 6000 (requests %v)", n, b.reqBytes)
+			t.Fatalf("a request of %d bytes, over max.request.size 6000 (requests %v)", n, reqBytes)
 		}
 	}
 }
@@ -385,10 +331,9 @@ func TestDrainRotatesAcrossPartitions(t *testing.T) {
 	if err := p.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	reqParts := b.reqParts()
 	first := -1
-	for i, parts := range b.reqParts[1:] {
+	for i, parts := range reqParts[1:] {
 		for _, part := range parts {
 			if part == 3 && first < 0 {
 				first = i
@@ -396,7 +341,7 @@ func TestDrainRotatesAcrossPartitions(t *testing.T) {
 		}
 	}
 	if first < 0 || first > 2 {
-		t.Fatalf("partition 3 first served in request %d after the held one; requests carried partitions %v", first, b.reqParts)
+		t.Fatalf("partition 3 first served in request %d after the held one; requests carried partitions %v", first, reqParts)
 	}
 }
 
@@ -433,9 +378,7 @@ func TestOpenBatchExpiresWhileTheWindowIsFull(t *testing.T) {
 			t.Fatalf("outcome %v; want a definite ErrDeliveryTimeout (never sent)", err)
 		}
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, c := range b.counts {
+	for _, c := range b.counts() {
 		if c != 1 {
 			t.Fatalf("the broker got a batch of %d records; only the first record's batch was ever sendable", c)
 		}

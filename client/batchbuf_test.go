@@ -70,7 +70,7 @@ func TestProducerReusesAckedBatchBuffers(t *testing.T) {
 		{"acks=0 keeps none", 0, []Opt{MaxInFlight(5), RequiredAcks(NoAck), EnableIdempotence(IdempotenceOff)}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := &gateBroker{keepValues: true, failEvery: tc.failEvery, release: make(chan struct{})}
+			b := &gateBroker{failEvery: tc.failEvery, release: make(chan struct{})}
 			close(b.release)
 			startGate(t, b)
 			p, ctx := gateProducer(t, b, append([]Opt{Linger(0), BatchSize(4096), RetryBackoff(0, 0)}, tc.opts...)...)
@@ -99,9 +99,7 @@ func TestProducerReusesAckedBatchBuffers(t *testing.T) {
 				t.Fatalf("%d records failed; first: %v", len(failed), failed[0])
 			}
 			b.awaitValues(n, 5*time.Second)
-			b.mu.Lock()
-			got, requests := b.values, b.requests
-			b.mu.Unlock()
+			got, requests := b.values(), len(b.ProduceRequests())
 			if requests < 30 {
 				t.Fatalf("only %d requests: too few batches to recycle buffers", requests)
 			}

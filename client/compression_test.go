@@ -13,7 +13,7 @@ import (
 func TestCompressionCodecReachesTheBatches(t *testing.T) {
 	for _, codec := range []CompressionCodec{NoCompression, Gzip, Snappy, LZ4, Zstd} {
 		t.Run(codec.String(), func(t *testing.T) {
-			b := &gateBroker{keepValues: true, release: make(chan struct{})}
+			b := &gateBroker{release: make(chan struct{})}
 			close(b.release)
 			startGate(t, b)
 			p, ctx := gateProducer(t, b, Compression(codec), Linger(0))
@@ -24,17 +24,16 @@ func TestCompressionCodecReachesTheBatches(t *testing.T) {
 			if err := p.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
-			b.mu.Lock()
-			defer b.mu.Unlock()
-			for _, c := range b.codecs {
-				if c != record.Compression(codec) {
+			for _, bt := range b.batches() {
+				if c := bt.Header.Compression(); c != record.Compression(codec) {
 					t.Fatalf("a batch compressed with %v, want %v", c, codec)
 				}
 			}
-			if len(b.values) != len(recs) {
-				t.Fatalf("the broker read %d records, want %d", len(b.values), len(recs))
+			values := b.values()
+			if len(values) != len(recs) {
+				t.Fatalf("the broker read %d records, want %d", len(values), len(recs))
 			}
-			for i, v := range b.values {
+			for i, v := range values {
 				if string(v) != string(recs[i].Value) {
 					t.Fatalf("record %d is %q, want %q", i, v, recs[i].Value)
 				}

@@ -49,7 +49,7 @@ func (s *breakingStream) SendMsg(m any) error {
 // Flush waited for them for ever. Now they are retried on the next stream,
 // and every record arrives.
 func TestNoAckRequestsAfterAFailedSendAreRetried(t *testing.T) {
-	b := &gateBroker{keepValues: true, release: make(chan struct{})}
+	b := &gateBroker{release: make(chan struct{})}
 	close(b.release)
 	startGate(t, b)
 	brk := &breakOnce{}
