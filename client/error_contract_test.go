@@ -12,6 +12,7 @@ import (
 
 	"github.com/strand-io/strand/errs"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/testkit/fakebroker"
 	"github.com/strand-io/strand/testkit/testutil"
 )
 
@@ -23,8 +24,8 @@ import (
 // context.Canceled) and still carries the code it was retrying.
 //
 // TestErrorContract checks it through every public call that can fail,
-// for every code a broker can answer: a codeBroker answers the call's RPC
-// with the code, every time.
+// for every code a broker can answer: the fake broker (testkit/fakebroker)
+// answers the call's RPC with the code, every time (Broker.Refuse).
 
 // outcome is how a call ends when its RPC is answered with a code.
 type outcome int
@@ -46,7 +47,7 @@ func (o outcome) String() string {
 // contractCase is one public call made to fail.
 type contractCase struct {
 	name string
-	fail string // the codeBroker RPC that answers the code
+	fail string // the RPC that answers the code (fakebroker.Broker.Refuse)
 	// clientTimeouts: the call is bounded by the client's own timeouts
 	// (max.block.ms, delivery.timeout.ms); its ctx gets three times as long
 	// so that those end it.
@@ -512,13 +513,13 @@ type contractResult struct {
 
 // runContract makes c's call fail with code, bounding it by d.
 func runContract(c contractCase, code pb.ErrorCode, d time.Duration) contractResult {
-	b := &codeBroker{fail: c.fail, code: code}
-	stop, err := serveCodeBroker(b)
+	b, err := fakebroker.Listen(codeTopic)
 	if err != nil {
 		return contractResult{err: fmt.Errorf("setup: %v", err)}
 	}
-	defer stop()
-	opts := []Opt{Bootstrap(b.addr), Logger(testutil.Logger()), RetryBackoff(5*time.Millisecond, 20*time.Millisecond),
+	defer b.Close()
+	b.Refuse(c.fail, code)
+	opts := []Opt{Bootstrap(b.Addr()), Logger(testutil.Logger()), RetryBackoff(5*time.Millisecond, 20*time.Millisecond),
 		RequestTimeout(d), MaxBlock(d), DeliveryTimeout(d), Linger(0), FetchMaxWait(20 * time.Millisecond),
 		HeartbeatInterval(50 * time.Millisecond), SessionTimeout(10 * time.Second)}
 	cd := d
@@ -529,8 +530,11 @@ func runContract(c contractCase, code pb.ErrorCode, d time.Duration) contractRes
 	defer cancel()
 	start := time.Now()
 	err = c.run(ctx, opts)
-	return contractResult{err: err, answered: b.answered.Load(), took: time.Since(start)}
+	return contractResult{err: err, answered: b.Refusals(), took: time.Since(start)}
 }
+
+// codeTopic is the one topic of the brokers the error tests run against.
+var codeTopic = fakebroker.Topic{Name: "t", MaxMessageBytes: 1 << 20}
 
 // How long a call may retry a code before its timeout ends it; a call
 // expected to fail at once gets much longer, so that a call that retries

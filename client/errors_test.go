@@ -8,6 +8,7 @@ import (
 	"time"
 
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/testkit/fakebroker"
 	"github.com/strand-io/strand/testkit/testutil"
 )
 
@@ -240,13 +241,14 @@ func TestCancelledCallsMatchContextCanceled(t *testing.T) {
 			defer cancel()
 			// Cancel once the call has had the code twice (so it has seen
 			// it at least once).
-			b := &codeBroker{fail: c.fail, code: c.code, onAnswer: func(n int64) {
+			b := fakebroker.Start(t, codeTopic)
+			b.Refuse(c.fail, c.code)
+			b.OnRefusal(func(n int64) {
 				if n == 2 {
 					cancel()
 				}
-			}}
-			startCodeBroker(t, b)
-			opts := []Opt{Bootstrap(b.addr), Logger(testutil.Logger()), RetryBackoff(5*time.Millisecond, 20*time.Millisecond),
+			})
+			opts := []Opt{Bootstrap(b.Addr()), Logger(testutil.Logger()), RetryBackoff(5*time.Millisecond, 20*time.Millisecond),
 				MaxBlock(time.Minute), DeliveryTimeout(time.Minute), FetchMaxWait(20 * time.Millisecond)}
 			err := c.run(ctx, opts)
 			if err == nil {

@@ -2,88 +2,64 @@ package client
 
 import (
 	"context"
-	"net"
 	"sync"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/testkit/fakebroker"
 	"github.com/strand-io/strand/testkit/testutil"
 )
 
-// holdingBroker is one broker that leads partition 0 of topic "t" and
-// answers produce requests only once it holds `hold` of them unanswered
-// (or 300 ms have passed), recording the most it ever held.
-type holdingBroker struct {
-	pb.UnimplementedMetadataServer
-	pb.UnimplementedProducerServer
-	addr string
+// holder steers the fake broker to answer produce requests only once it
+// holds `hold` of them unanswered (or 300 ms have passed without a new
+// one), recording the most it ever held.
+type holder struct {
 	hold int
 
-	mu      sync.Mutex
-	most    int
-	batches int
+	mu    sync.Mutex
+	gate  chan struct{} // closed to answer the requests held
+	held  int
+	most  int
+	timer *time.Timer
 }
 
-func (b *holdingBroker) Metadata(ctx context.Context, req *pb.MetadataRequest) (*pb.MetadataResponse, error) {
-	return &pb.MetadataResponse{ClusterId: "c", ControllerId: 1,
-		Brokers: []*pb.BrokerInfo{{NodeId: 1, Address: b.addr}},
-		Topics:  []*pb.TopicMetadata{{Name: "t", Partitions: []*pb.PartitionMetadata{{Partition: 0, LeaderId: 1, Replicas: []int32{1}, Isr: []int32{1}}}}}}, nil
-}
-
-func (b *holdingBroker) Produce(stream pb.Producer_ProduceServer) error {
-	reqs := make(chan *pb.ProduceRequest)
-	errc := make(chan error, 1)
-	go func() {
-		for {
-			r, err := stream.Recv()
-			if err != nil {
-				errc <- err
-				return
-			}
-			reqs <- r
-		}
-	}()
-	var held []*pb.ProduceRequest
-	next := int64(0)
-	flush := func() error {
-		for _, r := range held {
-			resp := &pb.ProduceResponse{CorrelationId: r.CorrelationId}
-			for _, p := range r.Partitions {
-				resp.Partitions = append(resp.Partitions, &pb.ProducePartitionResponse{Topic: p.Topic, Partition: p.Partition, BaseOffset: next})
-				next += 1000
-			}
-			if err := stream.Send(resp); err != nil {
-				return err
-			}
-		}
-		held = held[:0]
-		return nil
+func (h *holder) control(int, *pb.ProduceRequest) fakebroker.ProduceAction {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.gate == nil {
+		h.gate = make(chan struct{})
 	}
-	for {
-		t := time.NewTimer(300 * time.Millisecond)
-		select {
-		case r := <-reqs:
-			t.Stop()
-			held = append(held, r)
-			b.mu.Lock()
-			b.batches += len(r.Partitions)
-			b.most = max(b.most, len(held))
-			b.mu.Unlock()
-			if len(held) >= b.hold {
-				if err := flush(); err != nil {
-					return err
-				}
+	gate := h.gate
+	h.held++
+	h.most = max(h.most, h.held)
+	if h.timer != nil {
+		h.timer.Stop()
+	}
+	if h.held >= h.hold {
+		h.openLocked()
+	} else {
+		h.timer = time.AfterFunc(300*time.Millisecond, func() {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if h.gate == gate {
+				h.openLocked()
 			}
-		case <-t.C:
-			if err := flush(); err != nil {
-				return err
-			}
-		case err := <-errc:
-			return err
-		}
+		})
+	}
+	return fakebroker.ProduceAction{Hold: gate}
+}
+
+func (h *holder) openLocked() {
+	close(h.gate)
+	h.gate, h.held = nil, 0
+}
+
+func (h *holder) stop() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.timer != nil {
+		h.timer.Stop()
 	}
 }
 
@@ -91,18 +67,12 @@ func (b *holdingBroker) Produce(stream pb.Producer_ProduceServer) error {
 // drains a backlog, the producer keeps max.in.flight requests outstanding
 // to the partition's leader, not just the one each answer frees.
 func TestFlushKeepsTheWindowFull(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &holdingBroker{addr: lis.Addr().String(), hold: 5}
-	srv := grpc.NewServer()
-	pb.RegisterMetadataServer(srv, b)
-	pb.RegisterProducerServer(srv, b)
-	go srv.Serve(lis)
-	defer srv.Stop()
+	b := fakebroker.Start(t, fakebroker.Topic{Name: "t"})
+	h := &holder{hold: 5}
+	defer h.stop()
+	b.ControlProduce(h.control)
 
-	p, err := NewProducer(Bootstrap(b.addr), EnableIdempotence(IdempotenceOff), Linger(time.Minute), BatchSize(1024), MaxInFlight(5), Logger(testutil.Logger()))
+	p, err := NewProducer(Bootstrap(b.Addr()), EnableIdempotence(IdempotenceOff), Linger(time.Minute), BatchSize(1024), MaxInFlight(5), Logger(testutil.Logger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,12 +86,12 @@ func TestFlushKeepsTheWindowFull(t *testing.T) {
 	if err := p.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.batches != 40 {
-		t.Fatalf("broker saw %d batches; want 40", b.batches)
+	if n := len(b.Batches("t", 0)); n != 40 {
+		t.Fatalf("broker saw %d batches; want 40", n)
 	}
-	if b.most != 5 {
-		t.Fatalf("at most %d produce requests were outstanding during Flush; want max.in.flight = 5", b.most)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.most != 5 {
+		t.Fatalf("at most %d produce requests were outstanding during Flush; want max.in.flight = 5", h.most)
 	}
 }

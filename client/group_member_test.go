@@ -2,8 +2,8 @@ package client
 
 import (
 	"context"
-	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +12,7 @@ import (
 
 	"github.com/strand-io/strand/node"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/testkit/fakebroker"
 	"github.com/strand-io/strand/testkit/testutil"
 	"github.com/strand-io/strand/testkit/wait"
 )
@@ -156,70 +157,45 @@ func TestGroupRemovedMemberRejoins(t *testing.T) {
 	}
 }
 
-// fakeCoordinator answers FindCoordinator (first with errors) and
-// OffsetFetch (first with UNSTABLE_OFFSET_COMMIT, then with NOT_COORDINATOR
-// once, then the offsets), to check the member's retries.
-type fakeCoordinator struct {
-	pb.UnimplementedMetadataServer
-	pb.UnimplementedGroupsServer
-	addr string
-
-	mu        sync.Mutex
-	finds     int
-	fetches   int
-	stableSet bool
-}
-
-func (f *fakeCoordinator) FindCoordinator(ctx context.Context, req *pb.FindCoordinatorRequest) (*pb.FindCoordinatorResponse, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.finds++
-	co := &pb.Coordinator{Key: req.Keys[0], NodeId: 1, Address: f.addr}
-	if req.KeyType != pb.CoordinatorType_GROUP {
-		co.ErrorCode = pb.ErrorCode_INVALID_REQUEST
-	} else if f.finds == 1 {
-		co.ErrorCode, co.NodeId, co.Address = pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, -1, ""
-	}
-	return &pb.FindCoordinatorResponse{Coordinators: []*pb.Coordinator{co}}, nil
-}
-
-func (f *fakeCoordinator) OffsetFetch(ctx context.Context, req *pb.OffsetFetchRequest) (*pb.OffsetFetchResponse, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.fetches++
-	f.stableSet = req.RequireStable
-	switch f.fetches {
-	case 1:
-		return &pb.OffsetFetchResponse{ErrorCode: pb.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS}, nil
-	case 4:
-		return &pb.OffsetFetchResponse{ErrorCode: pb.ErrorCode_NOT_COORDINATOR}, nil
-	}
-	resp := &pb.OffsetFetchResponse{}
-	for _, p := range req.Partitions {
-		out := &pb.OffsetFetchPartition{Topic: p.Topic, Partition: p.Partition, Offset: 42}
-		if f.fetches < 4 && p.Partition == 1 {
-			out.ErrorCode, out.Offset = pb.ErrorCode_UNSTABLE_OFFSET_COMMIT, -1
-		}
-		resp.Partitions = append(resp.Partitions, out)
-	}
-	return resp, nil
-}
-
 // TestCommittedRetriesUntilStable: coordinator discovery and OffsetFetch
 // retry COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS,
 // NOT_COORDINATOR and UNSTABLE_OFFSET_COMMIT until a stable answer.
 func TestCommittedRetriesUntilStable(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fakeCoordinator{addr: lis.Addr().String()}
-	srv := grpc.NewServer()
-	pb.RegisterMetadataServer(srv, f)
-	pb.RegisterGroupsServer(srv, f)
-	go srv.Serve(lis)
-	defer srv.Stop()
-	c, err := NewConsumer(Bootstrap(f.addr), GroupID("g"), RetryBackoff(time.Millisecond, 5*time.Millisecond), Logger(testutil.Logger()))
+	// FindCoordinator answers COORDINATOR_NOT_AVAILABLE first; OffsetFetch
+	// answers COORDINATOR_LOAD_IN_PROGRESS, then UNSTABLE_OFFSET_COMMIT
+	// for partition 1 twice, then NOT_COORDINATOR once, then the offsets.
+	b := fakebroker.Start(t, fakebroker.Topic{Name: "t", Partitions: 2})
+	b.Intercept("FindCoordinator", func(_ context.Context, n int, req any) (any, error) {
+		r := req.(*pb.FindCoordinatorRequest)
+		co := &pb.Coordinator{Key: r.Keys[0], NodeId: fakebroker.NodeID, Address: b.Addr()}
+		if r.KeyType != pb.CoordinatorType_GROUP {
+			co.ErrorCode = pb.ErrorCode_INVALID_REQUEST
+		} else if n == 1 {
+			co.ErrorCode, co.NodeId, co.Address = pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, -1, ""
+		}
+		return &pb.FindCoordinatorResponse{Coordinators: []*pb.Coordinator{co}}, nil
+	})
+	var stableSet atomic.Bool
+	b.Intercept("OffsetFetch", func(_ context.Context, n int, req any) (any, error) {
+		r := req.(*pb.OffsetFetchRequest)
+		stableSet.Store(r.RequireStable)
+		switch n {
+		case 1:
+			return &pb.OffsetFetchResponse{ErrorCode: pb.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS}, nil
+		case 4:
+			return &pb.OffsetFetchResponse{ErrorCode: pb.ErrorCode_NOT_COORDINATOR}, nil
+		}
+		resp := &pb.OffsetFetchResponse{}
+		for _, p := range r.Partitions {
+			out := &pb.OffsetFetchPartition{Topic: p.Topic, Partition: p.Partition, Offset: 42}
+			if n < 4 && p.Partition == 1 {
+				out.ErrorCode, out.Offset = pb.ErrorCode_UNSTABLE_OFFSET_COMMIT, -1
+			}
+			resp.Partitions = append(resp.Partitions, out)
+		}
+		return resp, nil
+	})
+	c, err := NewConsumer(Bootstrap(b.Addr()), GroupID("g"), RetryBackoff(time.Millisecond, 5*time.Millisecond), Logger(testutil.Logger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,9 +209,8 @@ func TestCommittedRetriesUntilStable(t *testing.T) {
 	if got[TopicPartition{"t", 0}] != 42 || got[TopicPartition{"t", 1}] != 42 {
 		t.Fatalf("committed %v", got)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.fetches != 5 || f.finds != 3 || !f.stableSet {
-		t.Fatalf("%d fetches (want 5), %d FindCoordinator (want 3), require_stable %v", f.fetches, f.finds, f.stableSet)
+	fetches, finds := b.Calls("OffsetFetch"), b.Calls("FindCoordinator")
+	if fetches != 5 || finds != 3 || !stableSet.Load() {
+		t.Fatalf("%d fetches (want 5), %d FindCoordinator (want 3), require_stable %v", fetches, finds, stableSet.Load())
 	}
 }
