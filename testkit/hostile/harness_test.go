@@ -28,6 +28,7 @@ import (
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/rpc"
+	"github.com/strand-io/strand/metadata"
 	"github.com/strand-io/strand/node"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/testkit/testcluster"
@@ -141,6 +142,17 @@ func (tg *target) createTopic(name string, partitions, rf int32) {
 	if err := tg.admin().CreateTopic(ctx, client.TopicSpec{Name: name, Partitions: partitions, ReplicationFactor: rf}); err != nil {
 		tg.t.Fatal(err)
 	}
+}
+
+// settle waits until the metadata image shows whatever the calls made
+// before it changed: it creates a topic and waits for image to have it.
+// Metadata records apply in order, so by then every earlier change has
+// applied too.
+func (tg *target) settle(image func() *metadata.Image) {
+	tg.t.Helper()
+	name := fmt.Sprintf("settle-%d", probeSeq.Add(1))
+	tg.createTopic(name, 1, 1)
+	wait.Eventually(tg.t, 20*time.Second, "topic "+name+" in the image", func() bool { return image().Topic(name) != nil })
 }
 
 // refused reports whether err is how a listener turns down an RPC it does

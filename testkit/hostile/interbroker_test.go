@@ -85,7 +85,7 @@ func TestInterBrokerListenerServesOnlyPeers(t *testing.T) {
 	if _, err := pb.NewControllerClient(tg.raw(n.InterBrokerAddr())).DescribeQuorum(ctx, &pb.DescribeQuorumRequest{}); err != nil {
 		t.Errorf("DescribeQuorum from the cluster's address: %v", err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	tg.settle(n.Repl.Image)
 	now := n.Repl.Image()
 	for id, s := range before {
 		if got := brokerStates(now)[id]; got != s {
