@@ -218,7 +218,14 @@ func TestKIP101LostTailWaitsForIntactReplica(t *testing.T) {
 	a, b := lostTailSetup(t, c, "k2")
 	c.Start(b)
 	c.WaitReady(30 * time.Second)
-	time.Sleep(3 * time.Second) // a session timeout and more: B must still not lead
+	// A's session ends (A is fenced) while B is live: B must still not
+	// lead. A topic created afterwards is a barrier: the controller writes
+	// in order, so any election the fence caused shows by the time it does.
+	c.Eventually(30*time.Second, "A fenced", func() bool {
+		ba := c.Image().Brokers[a]
+		return ba == nil || ba.Fenced
+	})
+	c.CreateTopic("k2-barrier", 1, 1, nil)
 	if l := c.Partition("k2", 0).Leader; l == b {
 		t.Fatal("B was elected from a log that lost an acknowledged record")
 	}
