@@ -87,6 +87,9 @@ func (w *world) run(c *story.Command) string {
 		return w.producers(w.part(c, "on"))
 	case "fetch":
 		return w.fetch(c)
+	case "log":
+		p := w.part(c, "on")
+		return w.dump(p, p.Log.LogEndOffset())
 	case "epochs":
 		return w.epochs(w.part(c, "on"))
 	case "replicate":
@@ -252,6 +255,27 @@ func (w *world) fetch(c *story.Command) string {
 	return strings.Join(lines, "\n")
 }
 
+// dump lists every batch of p below upTo.
+func (w *world) dump(p *Partition, upTo int64) string {
+	var lines []string
+	for off := p.Log.LogStartOffset(); off < upTo; {
+		res, err := p.Log.Read(off, 1<<20, upTo, true)
+		if err != nil || len(res.Records) == 0 {
+			lines = append(lines, fmt.Sprintf("read at %d: %s", off, code(err)))
+			break
+		}
+		for it := record.NewIter(res.Records); it.Next(); {
+			h := it.Header()
+			lines = append(lines, describeBatch(it.Batch(), h))
+			off = h.NextOffset()
+		}
+	}
+	if len(lines) == 0 {
+		return "empty"
+	}
+	return strings.Join(lines, "\n")
+}
+
 func describeBatch(batch []byte, h record.Header) string {
 	if h.IsControl() {
 		typ, _, err := record.ReadControlBatch(batch)
@@ -315,8 +339,8 @@ func (w *world) truncateByEpoch(c *story.Command) string {
 	lines := []string{fmt.Sprintf("OffsetForLeaderEpoch(epoch %d) -> leader answers epoch %d end offset %d", asked, lEpoch, lEnd)}
 	target := lEnd
 	if lEpoch >= 0 && lEpoch < asked {
-		_, fEnd := follower.Log.EndOffsetForEpoch(lEpoch)
-		lines = append(lines, fmt.Sprintf("the follower's own epoch %d ends at %d", lEpoch, fEnd))
+		fEpoch, fEnd := follower.Log.EndOffsetForEpoch(lEpoch)
+		lines = append(lines, fmt.Sprintf("older than asked: the follower's own largest epoch at or below %d is %d, ending at %d", lEpoch, fEpoch, fEnd))
 		target = min(target, fEnd)
 	}
 	before := follower.Log.LogEndOffset()
