@@ -11,6 +11,7 @@ import (
 	"github.com/strand-io/strand/broker/storage"
 	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/errs"
+	"github.com/strand-io/strand/internal/planted"
 	"github.com/strand-io/strand/record"
 	"github.com/strand-io/strand/testkit/story"
 )
@@ -22,10 +23,28 @@ import (
 // output after a deliberate change, and read the diff.
 func TestStories(t *testing.T) {
 	story.Walk(t, "testdata/stories", func(t *testing.T) func(*story.Command) string {
-		w := &world{t: t, dir: t.TempDir(), clk: clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)), parts: map[string]*Partition{}}
-		t.Cleanup(w.close)
-		return w.run
+		return newWorld(t).run
 	})
+}
+
+// TestStoriesCatchPlantedBug shows the stories fail when the behaviour
+// they tell changes: with the LSO released as soon as a marker is
+// appended (not once the high watermark passes it), commit_abort.txt no
+// longer reads as written.
+func TestStoriesCatchPlantedBug(t *testing.T) {
+	defer planted.Set(planted.LSOPassesUnreplicatedMarker)()
+	r := &story.Recorder{TB: t}
+	story.RunFile(r, "testdata/stories/commit_abort.txt", newWorld(t).run)
+	if len(r.Errors) == 0 {
+		t.Fatal("commit_abort.txt passed with planted.LSOPassesUnreplicatedMarker on")
+	}
+	t.Logf("caught (%d mismatches), first:\n%s", len(r.Errors), r.Errors[0])
+}
+
+func newWorld(t *testing.T) *world {
+	w := &world{t: t, dir: t.TempDir(), clk: clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)), parts: map[string]*Partition{}}
+	t.Cleanup(w.close)
+	return w
 }
 
 // world is a story's replicas, by name, each a Partition over its own log.

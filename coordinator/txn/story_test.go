@@ -2,6 +2,7 @@ package txn
 
 import (
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/strand-io/strand/errs"
+	"github.com/strand-io/strand/internal/planted"
 	"github.com/strand-io/strand/testkit/story"
 )
 
@@ -21,9 +23,36 @@ import (
 // output after a deliberate change, and read the diff.
 func TestStories(t *testing.T) {
 	story.Walk(t, "testdata/stories", func(t *testing.T) func(*story.Command) string {
-		w := &txnWorld{t: t, txns: map[string]*Metadata{}, nextPID: 1000, now: 1_000_000}
-		return w.run
+		return newTxnWorld(t).run
 	})
+}
+
+func newTxnWorld(t *testing.T) *txnWorld {
+	return &txnWorld{t: t, txns: map[string]*Metadata{}, nextPID: 1000, now: 1_000_000}
+}
+
+// TestStoriesCatchPlantedBugs shows the stories fail when the behaviour
+// they tell changes: a fence that writes PREPARE_EPOCH_FENCE to the log
+// (fencing.txt), and an abort of an empty transaction refused
+// (empty_abort.txt). Each planted bug must make its story differ.
+func TestStoriesCatchPlantedBugs(t *testing.T) {
+	for _, c := range []struct {
+		bug   planted.Bug
+		story string
+	}{
+		{planted.FenceWritesPrepareEpochFence, "fencing.txt"},
+		{planted.EmptyAbortRefused, "empty_abort.txt"},
+	} {
+		t.Run(c.bug.String(), func(t *testing.T) {
+			defer planted.Set(c.bug)()
+			r := &story.Recorder{TB: t}
+			story.RunFile(r, filepath.Join("testdata/stories", c.story), newTxnWorld(t).run)
+			if len(r.Errors) == 0 {
+				t.Fatalf("%s passed with planted.%s on", c.story, c.bug)
+			}
+			t.Logf("caught (%d mismatches), first:\n%s", len(r.Errors), r.Errors[0])
+		})
+	}
 }
 
 type logRecord struct{ key, value []byte }

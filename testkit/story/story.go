@@ -160,6 +160,9 @@ func RunFile(t T, path string, run func(c *Command) string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A Recorder runs a story to see it fail: never write that run back.
+	_, recording := t.(*Recorder)
+	rewriting := *rewrite && !recording
 	var rewritten strings.Builder
 	lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
 	next := 0 // next line of the file not yet copied to rewritten
@@ -170,7 +173,7 @@ func RunFile(t T, path string, run func(c *Command) string) {
 				t.Fatalf("%s: %s printed a blank line, which would end its output early", c.Pos, c.Name)
 			}
 		}
-		if *rewrite {
+		if rewriting {
 			start, end := expectedSpan(lines, c)
 			rewritten.WriteString(strings.Join(lines[next:start], "\n"))
 			rewritten.WriteString("\n")
@@ -184,7 +187,7 @@ func RunFile(t T, path string, run func(c *Command) string) {
 			t.Errorf("%s: %s\n--- expected\n%s\n--- got\n%s", c.Pos, c.Name, c.Expected, got)
 		}
 	}
-	if *rewrite {
+	if rewriting {
 		rest := strings.Join(lines[next:], "\n")
 		if rest != "" {
 			rewritten.WriteString(rest + "\n")
@@ -230,3 +233,24 @@ func Walk(t *testing.T, dir string, start func(t *testing.T) func(c *Command) st
 		})
 	}
 }
+
+// Recorder is a T that keeps a story's mismatches (Errorf) instead of
+// failing, for a test that shows a story catches a planted bug; Fatal and
+// Fatalf still end the test through TB.
+type Recorder struct {
+	TB     testing.TB
+	Errors []string
+}
+
+func (r *Recorder) Helper() {}
+
+// Errorf records a mismatch.
+func (r *Recorder) Errorf(format string, args ...any) {
+	r.Errors = append(r.Errors, fmt.Sprintf(format, args...))
+}
+
+// Fatal ends the test.
+func (r *Recorder) Fatal(args ...any) { r.TB.Helper(); r.TB.Fatal(args...) }
+
+// Fatalf ends the test.
+func (r *Recorder) Fatalf(format string, args ...any) { r.TB.Helper(); r.TB.Fatalf(format, args...) }

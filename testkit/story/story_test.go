@@ -113,6 +113,14 @@ func TestRewrite(t *testing.T) {
 	if string(got) != sample {
 		t.Fatalf("rewritten story:\n%s\nwant:\n%s", got, sample)
 	}
+
+	// A run through a Recorder (a story shown to fail) is never written
+	// back, even under -rewrite.
+	p = writeStory(t, stale)
+	RunFile(&Recorder{TB: t}, p, counter(&r))
+	if got, _ := os.ReadFile(p); string(got) != stale {
+		t.Fatalf("a Recorder run rewrote the story:\n%s", got)
+	}
 }
 
 func TestBlankLineInOutputIsRefused(t *testing.T) {
