@@ -39,6 +39,8 @@ type Command struct {
 	Args     map[string]string // key=value arguments; a list keeps its parentheses off: "a,b,c"
 	Input    string            // lines between the command and "----"
 	Expected string
+
+	expFrom, expTo int // the file lines [expFrom, expTo) holding Expected
 }
 
 // Has reports whether the command has the argument key.
@@ -111,11 +113,13 @@ func Parse(path, text string) ([]*Command, error) {
 			return nil, fmt.Errorf("%s: command without a \"----\" line", c.Pos)
 		}
 		i++ // "----"
+		c.expFrom = i
 		var exp []string
 		for i < len(lines) && strings.TrimSpace(lines[i]) != "" {
 			exp = append(exp, lines[i])
 			i++
 		}
+		c.expTo = i
 		c.Input = strings.Join(input, "\n")
 		c.Expected = strings.Join(exp, "\n")
 		out = append(out, c)
@@ -174,13 +178,12 @@ func RunFile(t T, path string, run func(c *Command) string) {
 			}
 		}
 		if rewriting {
-			start, end := expectedSpan(lines, c)
-			rewritten.WriteString(strings.Join(lines[next:start], "\n"))
+			rewritten.WriteString(strings.Join(lines[next:c.expFrom], "\n"))
 			rewritten.WriteString("\n")
 			if got != "" {
 				rewritten.WriteString(got + "\n")
 			}
-			next = end
+			next = c.expTo
 			continue
 		}
 		if got != c.Expected {
@@ -196,23 +199,6 @@ func RunFile(t T, path string, run func(c *Command) string) {
 			t.Fatal(err)
 		}
 	}
-}
-
-// expectedSpan is the range of lines [start, end) holding c's expected
-// output: from just after its "----" to the blank line that ends it.
-func expectedSpan(lines []string, c *Command) (int, int) {
-	var first int
-	fmt.Sscanf(c.Pos[strings.LastIndex(c.Pos, ":")+1:], "%d", &first)
-	i := first // the line after the command (lines are 0-based, Pos 1-based)
-	for lines[i] != "----" {
-		i++
-	}
-	start := i + 1
-	end := start
-	for end < len(lines) && strings.TrimSpace(lines[end]) != "" {
-		end++
-	}
-	return start, end
 }
 
 // Walk runs every *.txt story in dir as a subtest named by its file;
