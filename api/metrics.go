@@ -15,7 +15,7 @@ import (
 )
 
 // Metrics counts what the front door serves, under names derived from
-// Kafka's (KAFKA-CONVENTIONS §3): per topic the bytes and records clients
+// Kafka's broker metrics, so dashboards built for Kafka read them: per topic the bytes and records clients
 // wrote to partitions led here (BrokerTopicMetrics BytesInPerSec,
 // MessagesInPerSec), the bytes consumers and followers fetched
 // (BytesOutPerSec, ReplicationBytesOutPerSec), and per API the requests and

@@ -114,8 +114,10 @@ type config struct {
 	onLost            func([]TopicPartition)
 }
 
-// defaultCfg holds every default in one place (Kafka's, see
-// KAFKA-CONVENTIONS §1).
+// defaultCfg holds every default in one place. Where the Java client has
+// the same setting the value is its default (request.timeout.ms 30 s,
+// linger.ms 5, batch.size 16384, max.in.flight 5, fetch.max.wait.ms 500,
+// ...); batchMaxSize, a batch's hard ceiling, is Strand's own.
 func defaultCfg() config {
 	return config{
 		clientID:       "strand-go",

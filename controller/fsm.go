@@ -25,8 +25,9 @@ type ApplyResult struct {
 
 // FSM is the Raft state machine. Apply decodes a batch, builds the next
 // image and keeps the batch for metadata followers. It has no side effects
-// beyond its own state (STYLE §6): brokers react to images on their own
-// goroutines.
+// beyond its own state, so replaying the log on any voter builds the same
+// images: brokers react to images on their own goroutines (docs/ARCHITECTURE.md,
+// "Goroutines and their owners").
 type FSM struct {
 	mu      sync.Mutex
 	image   *metadata.Image

@@ -8,10 +8,10 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -20,27 +20,55 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
+// notControllerLeaderKey is the errdetails.ErrorInfo metadata key that
+// carries the active controller's id in a NOT_CONTROLLER status.
+const notControllerLeaderKey = "leader_id"
+
 // NotControllerStatus is the gRPC status the Controller service answers
-// with on a node that is not the active controller; the message carries
-// the active controller's id so callers can go there directly.
+// with on a node that is not the active controller. The Kafka error code
+// and the active controller's id (-1 when unknown) travel as an
+// errdetails.ErrorInfo detail (domain rpc.ErrorDomain, reason
+// NOT_CONTROLLER, metadata leader_id), never in the message text, so a
+// caller reads them back as fields (NotControllerLeader).
 func NotControllerStatus(leader int32) error {
-	return status.Errorf(codes.FailedPrecondition, "NOT_CONTROLLER leader=%d", leader)
+	e := errs.New(pb.ErrorCode_NOT_CONTROLLER, "not the active controller (leader %d)", leader)
+	st := status.New(codes.FailedPrecondition, e.Error())
+	withInfo, err := st.WithDetails(&errdetails.ErrorInfo{
+		Reason:   pb.ErrorCode_NOT_CONTROLLER.String(),
+		Domain:   rpc.ErrorDomain,
+		Metadata: map[string]string{notControllerLeaderKey: strconv.Itoa(int(leader))},
+	})
+	if err != nil {
+		return st.Err()
+	}
+	return withInfo.Err()
 }
 
-func parseNotController(err error) (int32, bool) {
+// NotControllerLeader reports whether err is a NOT_CONTROLLER status made
+// by NotControllerStatus and, if so, the active controller's id it names
+// (-1 when the sender did not know one). Any other status, whatever its
+// gRPC code or message, is not NOT_CONTROLLER.
+func NotControllerLeader(err error) (int32, bool) {
 	st, ok := status.FromError(err)
-	if !ok || st.Code() != codes.FailedPrecondition || !strings.HasPrefix(st.Message(), "NOT_CONTROLLER") {
+	if !ok || st.Code() != codes.FailedPrecondition {
 		return 0, false
 	}
-	i := strings.Index(st.Message(), "leader=")
-	if i < 0 {
-		return -1, true
+	for _, d := range st.Details() {
+		info, ok := d.(*errdetails.ErrorInfo)
+		if !ok || info.Domain != rpc.ErrorDomain || info.Reason != pb.ErrorCode_NOT_CONTROLLER.String() {
+			continue
+		}
+		v, present := info.Metadata[notControllerLeaderKey]
+		if !present {
+			return -1, true
+		}
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil {
+			return -1, true
+		}
+		return int32(n), true
 	}
-	n, err := strconv.Atoi(st.Message()[i+len("leader="):])
-	if err != nil {
-		return -1, true
-	}
-	return int32(n), true
+	return 0, false
 }
 
 // AddressBook maps node ids to gRPC addresses.
@@ -109,7 +137,7 @@ func (r *Remote) Call(ctx context.Context, fn func(ctx context.Context, c pb.Con
 		} else {
 			err = errs.New(pb.ErrorCode_NOT_CONTROLLER, "no address known for controller %d", id)
 		}
-		if leader, ok := parseNotController(err); ok {
+		if leader, ok := NotControllerLeader(err); ok {
 			if leader >= 0 && leader != id {
 				r.hint.Store(leader)
 				continue

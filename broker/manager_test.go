@@ -1,0 +1,107 @@
+package broker_test
+
+import (
+	"path/filepath"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/strand-io/strand/broker"
+	"github.com/strand-io/strand/broker/storage"
+	"github.com/strand-io/strand/clock"
+	"github.com/strand-io/strand/internal/config"
+)
+
+func openManager(t *testing.T, dir string) *broker.Manager {
+	t.Helper()
+	cfg := broker.DefaultConfig(dir)
+	cfg.Log.Files = storage.NewFileCache(4)
+	m, err := broker.Open(cfg, clock.Real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func checkpointedHW(t *testing.T, dir string) (int64, bool) {
+	t.Helper()
+	hws, err := storage.ReadOffsetCheckpoint(filepath.Join(dir, broker.HighWatermarkFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hw, ok := hws[key]
+	return hw, ok
+}
+
+// TestManagerCheckpointsHighWatermark: the background loop writes the HW
+// checkpoint every replica.high.watermark.checkpoint.interval.ms, and a
+// manager opened after a crash (no clean close) starts each partition from
+// the checkpointed HW; after a clean close, from the HW at close.
+func TestManagerCheckpointsHighWatermark(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		m := openManager(t, dir)
+		p, err := m.GetOrCreate(key, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lead(t, p, 1)
+		produce(t, p, 1, batch{n: 5})
+		p.SetHighWatermark(3, false)
+		if hw, _ := checkpointedHW(t, dir); hw != 0 {
+			t.Fatalf("checkpointed HW %d before the interval, want 0", hw)
+		}
+
+		time.Sleep(broker.DefaultConfig(dir).CheckpointInterval)
+		synctest.Wait()
+		if hw, ok := checkpointedHW(t, dir); !ok || hw != 3 {
+			t.Fatalf("checkpointed HW %d (present %v) after the interval, want 3", hw, ok)
+		}
+
+		p.SetHighWatermark(5, false)
+		m.Abandon() // kill -9: the HW 5 was never checkpointed
+		m = openManager(t, dir)
+		if hw := m.Get(key).HighWatermark(); hw != 3 {
+			t.Fatalf("HW after a crash = %d, want the checkpointed 3", hw)
+		}
+		m.Get(key).SetHighWatermark(5, false)
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+		m = openManager(t, dir)
+		defer m.Close()
+		if hw := m.Get(key).HighWatermark(); hw != 5 {
+			t.Fatalf("HW after a clean close = %d, want 5", hw)
+		}
+	})
+}
+
+// TestManagerTopicConfigs: GetOrCreate applies a topic's
+// min.insync.replicas over the broker default, and again when the
+// partition already exists.
+func TestManagerTopicConfigs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := openManager(t, t.TempDir())
+		defer m.Close()
+		p, err := m.GetOrCreate(key, map[string]string{config.MinInsyncReplicas: "2"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.MinISR() != 2 {
+			t.Fatalf("min.insync.replicas = %d, want the topic's 2", p.MinISR())
+		}
+		again, err := m.GetOrCreate(key, map[string]string{config.MinInsyncReplicas: "3"})
+		if err != nil || again != p || p.MinISR() != 3 {
+			t.Fatalf("second GetOrCreate: same partition %v, min ISR %d, err %v; want the same, 3", again == p, p.MinISR(), err)
+		}
+		if all := m.All(); len(all) != 1 || all[0] != p {
+			t.Fatalf("All() = %v", all)
+		}
+		if err := m.Delete(key); err != nil {
+			t.Fatal(err)
+		}
+		if m.Get(key) != nil {
+			t.Fatal("partition still there after Delete")
+		}
+	})
+}
