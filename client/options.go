@@ -298,7 +298,7 @@ func Retries(n int) Opt { return func(c *config) { c.retries, c.retriesSet = n, 
 // Compression is compression.type: the codec every batch is compressed
 // with (NoCompression, the default, Gzip, Snappy, LZ4 or Zstd).
 func Compression(codec CompressionCodec) Opt {
-	return func(c *config) { c.compression = codec.internal() }
+	return func(c *config) { c.compression = codec }
 }
 
 // BufferMemory is buffer.memory.

@@ -160,7 +160,7 @@ func (p *Producer) failOrRetryLocked(pp *ppart, b *pbatch, err error) {
 		p.txn.fail(err)
 	} else if p.txn != nil {
 		p.txn.produceFailed(err)
-		if errs.CategoryOf(err) == errs.Abortable || code == pb.ErrorCode_INVALID_PRODUCER_EPOCH {
+		if codeCategory(err) == errs.Abortable || code == pb.ErrorCode_INVALID_PRODUCER_EPOCH {
 			err = fmt.Errorf("%w: %w", ErrAbortable, err)
 		}
 	}

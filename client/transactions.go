@@ -237,7 +237,7 @@ func (p *Producer) txnFailed(err error) error {
 		p.txn.fail(err)
 		return err
 	}
-	if errs.CategoryOf(err) == errs.Fatal && errs.CodeOf(err) != pb.ErrorCode_UNKNOWN_SERVER_ERROR {
+	if codeCategory(err) == errs.Fatal && errs.CodeOf(err) != pb.ErrorCode_UNKNOWN_SERVER_ERROR {
 		p.txn.fail(err)
 		return err
 	}
@@ -394,7 +394,7 @@ func (p *Producer) endTxn(ctx context.Context, commit bool) error {
 			return fmt.Errorf("%w: %w", ErrAbortable, err)
 		case commit && sent && (errs.IsRetriable(err) || errs.CodeOf(err) == pb.ErrorCode_UNKNOWN_SERVER_ERROR):
 			return fmt.Errorf("%w: %w", ErrCommitOutcomeUnknown, err)
-		case errs.CategoryOf(err) == errs.Fatal && errs.CodeOf(err) != pb.ErrorCode_UNKNOWN_SERVER_ERROR:
+		case codeCategory(err) == errs.Fatal && errs.CodeOf(err) != pb.ErrorCode_UNKNOWN_SERVER_ERROR:
 			p.txn.fail(err)
 			return err
 		}
