@@ -666,7 +666,7 @@ func (p *Producer) drain() time.Duration {
 		}
 	}
 	if p.txn != nil && !p.txn.canSend() {
-		p.failAllLocked(p.txn.fatal)
+		p.failAllLocked(p.txn.fatalErr())
 		return 0
 	}
 	needMeta := false
