@@ -16,16 +16,16 @@ var allTxnPhases = []txnPhase{txnUninitialized, txnInitializing, txnReady, txnIn
 // The transitions the transactional producer may make, written out once
 // more by hand: the table must allow exactly these.
 var legalTxnTransitions = map[[2]txnPhase]bool{
-	{txnUninitialized, txnInitializing}: true, // InitTransactions
-	{txnUninitialized, txnFatalError}:    true,
-	{txnInitializing, txnReady}:          true, // a producer id
-	{txnInitializing, txnUninitialized}:  true, // InitTransactions failed: call it again
-	{txnInitializing, txnFatalError}:     true, // fenced
-	{txnReady, txnInTransaction}:         true, // BeginTransaction
-	{txnReady, txnInitializing}:          true, // InitTransactions again
-	{txnReady, txnFatalError}:            true,
-	{txnInTransaction, txnCommitting}:    true,
-	{txnInTransaction, txnAborting}:      true,
+	{txnUninitialized, txnInitializing}:   true, // InitTransactions
+	{txnUninitialized, txnFatalError}:     true,
+	{txnInitializing, txnReady}:           true, // a producer id
+	{txnInitializing, txnUninitialized}:   true, // InitTransactions failed: call it again
+	{txnInitializing, txnFatalError}:      true, // fenced
+	{txnReady, txnInTransaction}:          true, // BeginTransaction
+	{txnReady, txnInitializing}:           true, // InitTransactions again
+	{txnReady, txnFatalError}:             true,
+	{txnInTransaction, txnCommitting}:     true,
+	{txnInTransaction, txnAborting}:       true,
 	{txnInTransaction, txnAbortableError}: true, // a record failed
 	{txnInTransaction, txnInitializing}:   true, // InitTransactions fences the open one
 	{txnInTransaction, txnFatalError}:     true,
