@@ -96,7 +96,7 @@ func newGroupMember(c *Consumer) *groupMember {
 	}
 	return &groupMember{c: c, cfg: &c.cfg, lg: c.cl.lg.With("group", c.cfg.groupID), subscribe: len(c.cfg.topics) > 0, cooperative: coop,
 		ctx: ctx, cancel: cancel, generation: -1, ownedGen: -1, needRejoin: true, owned: map[TopicPartition]bool{},
-		committed: map[TopicPartition]int64{}, results: make(chan joinResult, 1), lastCommit: time.Now()}
+		committed: map[TopicPartition]int64{}, results: make(chan joinResult, 1), lastCommit: c.cfg.clock.Now()}
 }
 
 // GroupMetadata is the consumer's current membership (generation -1 and no
@@ -185,7 +185,7 @@ func (g *groupMember) poll(ctx context.Context) error {
 	default:
 	}
 	g.mu.Lock()
-	lost, start, fenced := g.lost, g.needRejoin && !g.joining && !time.Now().Before(g.retryAt) && g.fenced == nil, g.fenced
+	lost, start, fenced := g.lost, g.needRejoin && !g.joining && !g.cfg.clock.Now().Before(g.retryAt) && g.fenced == nil, g.fenced
 	g.mu.Unlock()
 	if lost {
 		g.dropLost()
@@ -202,11 +202,11 @@ func (g *groupMember) poll(ctx context.Context) error {
 	g.mu.Unlock()
 	if waiting {
 		// Nothing to read until the rebalance ends: wait for it a while.
-		t := time.NewTimer(g.cfg.fetchMaxWait)
+		t := g.cfg.clock.NewTimer(g.cfg.fetchMaxWait)
 		select {
 		case r := <-g.results:
 			err = errors.Join(err, g.apply(ctx, r))
-		case <-t.C:
+		case <-t.C():
 		case <-ctx.Done():
 		}
 		t.Stop()
@@ -311,7 +311,7 @@ func (g *groupMember) apply(ctx context.Context, r joinResult) error {
 		}
 		if r.err != nil && g.ctx.Err() == nil && ctx.Err() == nil {
 			g.failures++
-			g.retryAt = time.Now().Add(backoff(g.cfg, g.failures))
+			g.retryAt = g.cfg.clock.Now().Add(backoff(g.cfg, g.failures))
 		}
 		g.mu.Unlock()
 		switch {
@@ -391,7 +391,7 @@ func (g *groupMember) runJoin(sub subscription) joinResult {
 		// A first JoinGroup is answered MEMBER_ID_REQUIRED and the second
 		// goes at once; a round that keeps being sent back (the group
 		// rebalancing, this member forgotten) backs off.
-		if attempt >= 2 && sleepCtx(g.ctx, backoff(g.cfg, attempt-2)) != nil {
+		if attempt >= 2 && g.cfg.sleep(g.ctx, backoff(g.cfg, attempt-2)) != nil {
 			return joinResult{err: g.ctx.Err()}
 		}
 		g.mu.Lock()
@@ -588,7 +588,7 @@ func (g *groupMember) fetchCommitted(ctx context.Context, tps []TopicPartition) 
 			return out, nil
 		}
 		g.lg.Debug("committed offsets unstable, retrying", "err", unstable)
-		if sleepCtx(ctx, backoff(g.cfg, attempt)) != nil {
+		if g.cfg.sleep(ctx, backoff(g.cfg, attempt)) != nil {
 			return nil, fmt.Errorf("committed offsets: %w", expired(ctx, unstable))
 		}
 	}
@@ -648,12 +648,12 @@ func (g *groupMember) maybeAutoCommit(tps []TopicPartition) {
 		return
 	}
 	g.mu.Lock()
-	due := time.Since(g.lastCommit) >= g.cfg.autoCommitEvery && !g.committing && !g.closed && (!g.subscribe || g.inSession)
+	due := g.cfg.clock.Now().Sub(g.lastCommit) >= g.cfg.autoCommitEvery && !g.committing && !g.closed && (!g.subscribe || g.inSession)
 	if !due {
 		g.mu.Unlock()
 		return
 	}
-	g.lastCommit = time.Now()
+	g.lastCommit = g.cfg.clock.Now()
 	g.mu.Unlock()
 	offsets := g.positions(tps)
 	g.mu.Lock()
@@ -686,13 +686,13 @@ func (g *groupMember) maybeAutoCommit(tps []TopicPartition) {
 // is in force; its answers ask Poll to rejoin, or to drop lost partitions.
 func (g *groupMember) heartbeatLoop() {
 	defer g.wg.Done()
-	t := time.NewTicker(g.cfg.heartbeatInterval)
+	t := g.cfg.clock.NewTicker(g.cfg.heartbeatInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-g.ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		g.mu.Lock()
 		id, gen, ok := g.memberID, g.generation, g.inSession && g.memberID != ""

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/errs"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
@@ -233,11 +234,15 @@ func (p *Producer) produce(ctx context.Context, rec *Record, promise Promise) er
 		if ti, err = p.cl.waitTopic(blockCtx(), rec.Topic); err != nil {
 			return err
 		}
-		now = time.Now()
 	}
 	n := len(ti.partitions)
 	if rec.Timestamp.IsZero() {
 		rec.Timestamp = now
+		if p.cfg.clock != clock.Real {
+			rec.Timestamp = p.cfg.clock.Now()
+		} else if bctx != nil {
+			rec.Timestamp = time.Now() // after waiting for the topic
+		}
 	}
 	w := rec.toWire()
 	size := w.EncodedSize() + 8
@@ -366,7 +371,7 @@ func (p *Producer) appendLocked(pp *ppart, rec *Record, promise Promise, w recor
 		if buf := p.bufs.get(size + size/16); buf != nil {
 			bld.SetBuffer(buf)
 		}
-		pp.open = &pbatch{tp: pp.tp, b: bld, created: time.Now(), seq: -1, pid: -1}
+		pp.open = &pbatch{tp: pp.tp, b: bld, created: p.cfg.clock.Now(), seq: -1, pid: -1}
 		if pp.lastCount > 1 {
 			pp.open.recs = make([]*Record, 0, pp.lastCount)
 			pp.open.proms = make([]Promise, 0, pp.lastCount)
@@ -614,7 +619,7 @@ func (p *Producer) promiser() {
 
 func (p *Producer) run() {
 	defer p.wg.Done()
-	timer := time.NewTimer(time.Hour)
+	timer := p.cfg.clock.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
 		next := p.drain()
@@ -623,7 +628,7 @@ func (p *Producer) run() {
 		}
 		if !timer.Stop() {
 			select {
-			case <-timer.C:
+			case <-timer.C():
 			default:
 			}
 		}
@@ -632,7 +637,7 @@ func (p *Producer) run() {
 		case <-p.ctx.Done():
 			return
 		case <-p.wake:
-		case <-timer.C:
+		case <-timer.C():
 		}
 	}
 }
@@ -645,7 +650,7 @@ func (p *Producer) drain() time.Duration {
 	if p.closed {
 		return 0
 	}
-	now := time.Now()
+	now := p.cfg.clock.Now()
 	wait := time.Duration(0)
 	soon := func(d time.Duration) {
 		if d > 0 && (wait == 0 || d < wait) {
@@ -909,7 +914,7 @@ func (p *Producer) initProducerID() {
 			break
 		}
 		p.cl.lg.Debug("InitProducerId failed; retrying", "err", err)
-		if sleepCtx(p.ctx, backoff(&p.cfg, attempt)) != nil {
+		if p.cfg.sleep(p.ctx, backoff(&p.cfg, attempt)) != nil {
 			return
 		}
 	}

@@ -86,7 +86,7 @@ func (p *Producer) coordinatorCall(ctx context.Context, typ pb.CoordinatorType, 
 				return sent, e
 			}
 		}
-		if sleepCtx(bctx, backoff(&p.cfg, attempt)) != nil {
+		if p.cfg.sleep(bctx, backoff(&p.cfg, attempt)) != nil {
 			return sent, expired(bctx, last)
 		}
 	}
