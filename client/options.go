@@ -9,8 +9,8 @@ import (
 
 	"google.golang.org/grpc"
 
-	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/clock"
+	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
 )
 
