@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/strand-io/strand/clock"
@@ -70,4 +71,39 @@ func TestLingerRunsOnTheClientClock(t *testing.T) {
 	if rec.Offset != 0 {
 		t.Fatalf("offset %d, want 0", rec.Offset)
 	}
+}
+
+// The wait between retries (retry.backoff.ms) runs on the client's clock:
+// it ends exactly when the fake clock has passed the backoff, not before,
+// however long the test really takes. (synctest.Wait lets the sleeper reach
+// its timer before the clock moves.)
+func TestRetryBackoffRunsOnTheClientClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := clock.NewFake(time.Unix(1_000_000, 0))
+		cfg := newConfig([]Opt{WithClock(fake), RetryBackoff(time.Second, time.Second)})
+		d := backoff(&cfg, 3) // capped at retry.backoff.max.ms, ±20% jitter
+		if d < 800*time.Millisecond || d > 1200*time.Millisecond {
+			t.Fatalf("backoff %v outside retry.backoff.max.ms ±20%%", d)
+		}
+		slept := make(chan error, 1)
+		go func() { slept <- cfg.sleep(context.Background(), d) }()
+		synctest.Wait()
+		fake.Advance(d - time.Nanosecond)
+		synctest.Wait()
+		select {
+		case err := <-slept:
+			t.Fatalf("the backoff of %v ended (%v) after %v of the client's clock", d, err, d-time.Nanosecond)
+		default:
+		}
+		fake.Advance(time.Nanosecond)
+		synctest.Wait()
+		select {
+		case err := <-slept:
+			if err != nil {
+				t.Fatal(err)
+			}
+		default:
+			t.Fatalf("the backoff of %v did not end once the client's clock passed it", d)
+		}
+	})
 }
