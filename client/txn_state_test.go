@@ -222,3 +222,24 @@ func TestTxnPhasePublicBehaviour(t *testing.T) {
 		}
 	})
 }
+
+// TransactSession.End called again after ErrCommitOutcomeUnknown retries
+// the commit: it does not send the offsets again (the phase refuses them
+// while committing, which would turn the retry into an abort).
+func TestSessionEndRetriesAnUnknownCommit(t *testing.T) {
+	c, err := NewConsumer(Bootstrap("127.0.0.1:1"), GroupID("g"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	defer c.Close(ctx)
+	s := &TransactSession{c: c, p: txnProducer(t, txnCommitting)}
+	committed, err := s.End(context.Background(), TryCommit)
+	if err != nil || !committed {
+		t.Fatalf("End after an unknown commit: committed=%v, %v; want the commit retried", committed, err)
+	}
+	if ph := s.p.txn.current(); ph != txnReady {
+		t.Fatalf("phase %v after the commit, want Ready", ph)
+	}
+}
