@@ -313,7 +313,7 @@ func (a *Admin) listOffsets(ctx context.Context, tps []TopicPartition, ts int64,
 		if len(pending) == 0 {
 			break
 		}
-		if sleepCtx(ctx, backoff(&a.cfg, attempt)) != nil {
+		if a.cfg.sleep(ctx, backoff(&a.cfg, attempt)) != nil {
 			return out, fmt.Errorf("list offsets: %w", expired(ctx, lastErr))
 		}
 	}

@@ -53,7 +53,7 @@ func (a *Admin) CommittedOffsets(ctx context.Context, group string, tps []TopicP
 		if !errs.IsRetriable(err) && !ctxOnly(err) {
 			return nil, fmt.Errorf("offsets of group %s: %w", group, err)
 		}
-		if sleepCtx(ctx, backoff(&a.cfg, attempt)) != nil {
+		if a.cfg.sleep(ctx, backoff(&a.cfg, attempt)) != nil {
 			return nil, fmt.Errorf("offsets of group %s: %w", group, expired(ctx, last))
 		}
 	}

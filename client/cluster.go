@@ -156,7 +156,7 @@ func (c *cluster) any(ctx context.Context, fn func(ctx context.Context, cc *grpc
 				return expired(ctx, last)
 			}
 		}
-		if sleepCtx(ctx, backoff(c.cfg, attempt)) != nil {
+		if c.cfg.sleep(ctx, backoff(c.cfg, attempt)) != nil {
 			return expired(ctx, last)
 		}
 	}
@@ -181,7 +181,7 @@ func retry(ctx context.Context, cfg *config, fn func() error) error {
 		if !errs.IsRetriable(err) && !ctxOnly(err) {
 			return err
 		}
-		if sleepCtx(ctx, backoff(cfg, attempt)) != nil {
+		if cfg.sleep(ctx, backoff(cfg, attempt)) != nil {
 			return expired(ctx, last)
 		}
 	}
@@ -194,17 +194,6 @@ func backoff(cfg *config, attempt int) time.Duration {
 	}
 	// ±20% jitter
 	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // refresh fetches metadata for topics (nil: keep the known ones and add none).
@@ -268,7 +257,7 @@ func (c *cluster) apply(resp *pb.MetadataResponse) {
 		}
 		c.topics[t.Name] = ti
 	}
-	c.updated = time.Now()
+	c.updated = c.cfg.clock.Now()
 	close(c.changed)
 	c.changed = make(chan struct{})
 }
@@ -312,7 +301,7 @@ func (c *cluster) waitTopic(ctx context.Context, name string) (*topicInfo, error
 		if _, coded := errors.AsType[*errs.Error](err); (coded && !errs.IsRetriable(err)) || errors.Is(err, ErrClosed) {
 			return nil, err
 		}
-		if sleepCtx(ctx, backoff(c.cfg, attempt)) != nil {
+		if c.cfg.sleep(ctx, backoff(c.cfg, attempt)) != nil {
 			return nil, fmt.Errorf("strand: waiting for the metadata of topic %q: %w", name, expired(ctx, last))
 		}
 		c.mu.Lock()
@@ -346,7 +335,7 @@ func (c *cluster) markStale(tp TopicPartition) {
 func (c *cluster) age() time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return time.Since(c.updated)
+	return c.cfg.clock.Now().Sub(c.updated)
 }
 
 func (c *cluster) close() {

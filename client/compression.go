@@ -8,28 +8,25 @@ import (
 )
 
 // CompressionCodec is compression.type: the codec the producer compresses
-// each batch with. Its values are Kafka's codec ids (the low three bits
-// of a RecordBatch's attributes), so any Kafka consumer reads the batches.
-type CompressionCodec int8
+// each batch with. It is record.Compression, the public codec type of the
+// RecordBatch v2 format, whose values are Kafka's codec ids (the low three
+// bits of a RecordBatch's attributes), so any Kafka consumer reads the
+// batches; record.Gzip and client.Gzip are the same value.
+type CompressionCodec = record.Compression
 
 // The codecs of Kafka's RecordBatch v2 format.
 const (
 	// NoCompression writes records as they are (compression.type=none, the default).
-	NoCompression CompressionCodec = 0
+	NoCompression = record.None
 	// Gzip is compression.type=gzip.
-	Gzip CompressionCodec = 1
+	Gzip = record.Gzip
 	// Snappy is compression.type=snappy (in the xerial framing Kafka's Java client writes).
-	Snappy CompressionCodec = 2
+	Snappy = record.Snappy
 	// LZ4 is compression.type=lz4 (the LZ4 frame format).
-	LZ4 CompressionCodec = 3
+	LZ4 = record.LZ4
 	// Zstd is compression.type=zstd.
-	Zstd CompressionCodec = 4
+	Zstd = record.Zstd
 )
-
-// String is the codec's compression.type name: none, gzip, snappy, lz4 or zstd.
-func (c CompressionCodec) String() string { return c.internal().String() }
-
-func (c CompressionCodec) internal() record.Compression { return record.Compression(c) }
 
 // ParseCompression returns the codec a compression.type value names
 // (none, gzip, snappy, lz4 or zstd, in any case).

@@ -226,7 +226,7 @@ func (c *Consumer) fetch(ctx context.Context) error {
 		cancel()
 	}
 	if len(byLeader) == 0 {
-		return sleepCtx(ctx, min(c.cfg.fetchMaxWait, 100*time.Millisecond))
+		return c.cfg.sleep(ctx, min(c.cfg.fetchMaxWait, 100*time.Millisecond))
 	}
 	iso := pb.IsolationLevel_READ_UNCOMMITTED
 	if c.cfg.isolation == ReadCommitted {

@@ -97,10 +97,14 @@
 // ErrDeliveryTimeout also matches context.DeadlineExceeded) and still
 // carries the broker error it was retrying, if any.
 //
-// Classify puts every error in one category, as Kafka's clients do:
+// Classify (the same as errs.CategoryOf, the public package errs holding
+// the error table, CodeOf and the categories) puts every error in one
+// category, as Kafka's clients do:
 //
 //   - Retriable: retrying may succeed (a leader moved, a call ran out of
-//     time, ErrCommitOutcomeUnknown: call CommitTransaction again);
+//     time);
+//   - CommitOutcomeUnknown: CommitTransaction was sent and its answer lost
+//     (ErrCommitOutcomeUnknown): call CommitTransaction again;
 //   - Abortable: the open transaction can only be aborted
 //     (AbortTransaction, then begin again);
 //   - ApplicationRecoverable: another producer took over the transactional

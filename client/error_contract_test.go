@@ -111,8 +111,8 @@ func groupCallOutcome(c pb.ErrorCode) outcome {
 }
 
 // endTxnClass: how a failed EndTxn of a commit classifies. An answer lost
-// or refused retriably after sending is ErrCommitOutcomeUnknown (retry the
-// commit), as is UNKNOWN_SERVER_ERROR.
+// or refused retriably after sending is ErrCommitOutcomeUnknown (class
+// CommitOutcomeUnknown: retry the commit), as is UNKNOWN_SERVER_ERROR.
 func endTxnClass(c pb.ErrorCode, o outcome) Category {
 	switch {
 	case c == pb.ErrorCode_PRODUCER_FENCED:
@@ -120,7 +120,7 @@ func endTxnClass(c pb.ErrorCode, o outcome) Category {
 	case c == pb.ErrorCode_TRANSACTION_TIMED_OUT:
 		return Abortable
 	case o == timedOut || c == pb.ErrorCode_UNKNOWN_SERVER_ERROR:
-		return Retriable
+		return CommitOutcomeUnknown
 	}
 	return tableCategory(c)
 }

@@ -24,7 +24,7 @@ type Error = errs.Error
 // Category is how an application should handle an error (see Classify).
 type Category = errs.Category
 
-// The four categories every error falls in, and the nil error's.
+// The five categories every error falls in, and the nil error's.
 const (
 	// Retriable: the SDK retries these itself; an application sees one only
 	// when retries ran out (delivery.timeout.ms, max.block.ms, its ctx).
@@ -36,15 +36,21 @@ const (
 	ApplicationRecoverable = errs.ApplicationRecoverable
 	// Fatal: a configuration problem or a bug; retrying will not help.
 	Fatal = errs.Fatal
+	// CommitOutcomeUnknown: CommitTransaction was sent and its answer lost
+	// (ErrCommitOutcomeUnknown); call CommitTransaction again, or close the
+	// producer.
+	CommitOutcomeUnknown = errs.CommitOutcomeUnknown
 	// NoError is Classify(nil): there is nothing to handle.
 	NoError = errs.NoError
 )
 
 // Classify puts err in exactly one category, as Kafka's clients class
-// their exceptions (KIP-1050), checking in this order:
+// their exceptions (KIP-1050). It is errs.CategoryOf, which checks in this
+// order:
 //
 //   - nil is NoError;
-//   - ErrCommitOutcomeUnknown is Retriable (call CommitTransaction again);
+//   - ErrCommitOutcomeUnknown is CommitOutcomeUnknown (call
+//     CommitTransaction again);
 //   - an error matching ErrProducerFenced is ApplicationRecoverable;
 //   - an error matching ErrAbortable (the open transaction can only be
 //     aborted) is Abortable;
@@ -55,23 +61,14 @@ const (
 //   - an error carrying a broker code is that code's category (the error
 //     table: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, … are
 //     Retriable; MESSAGE_TOO_LARGE, INVALID_CONFIG, … are Fatal);
-//   - anything else (a closed client, a refused option, a broken
-//     connection) is Fatal.
-func Classify(err error) Category {
-	switch {
-	case err == nil:
-		return NoError
-	case errors.Is(err, ErrCommitOutcomeUnknown):
-		return Retriable
-	case errors.Is(err, ErrProducerFenced):
-		return ApplicationRecoverable
-	case errors.Is(err, ErrAbortable):
-		return Abortable
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return Retriable
-	}
-	return errs.CategoryOf(err)
-}
+//   - anything else (a closed client, a refused option, a call the
+//     transaction state does not allow, a broken connection) is Fatal.
+func Classify(err error) Category { return errs.CategoryOf(err) }
+
+// codeCategory is the category of the broker code err carries alone
+// (Fatal for UNKNOWN_SERVER_ERROR and for errors without a code), whatever
+// SDK sentinel or timeout wraps it.
+func codeCategory(err error) Category { return errs.CodeCategory(errs.CodeOf(err)) }
 
 // Sentinels for errors.Is, one per Kafka error code a broker can answer.
 // Each matches any error carrying that code.
@@ -169,13 +166,15 @@ var (
 var (
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("strand: client closed")
-	// ErrCommitOutcomeUnknown: CommitTransaction could not learn whether the
+	// ErrCommitOutcomeUnknown (errs.ErrCommitOutcomeUnknown, category
+	// CommitOutcomeUnknown): CommitTransaction could not learn whether the
 	// commit happened (the answer was lost). Retry CommitTransaction: a
 	// commit is idempotent under transaction version 2 and is never turned
 	// into an abort.
-	ErrCommitOutcomeUnknown = errors.New("strand: the outcome of the commit is unknown; retry CommitTransaction")
-	// ErrAbortable wraps errors after which the open transaction must be aborted.
-	ErrAbortable = errors.New("strand: the transaction must be aborted")
+	ErrCommitOutcomeUnknown = errs.ErrCommitOutcomeUnknown
+	// ErrAbortable (errs.ErrAbortable, category Abortable) wraps errors
+	// after which the open transaction must be aborted.
+	ErrAbortable = errs.ErrAbortable
 	// ErrDeliveryTimeout: a record was not acknowledged within
 	// delivery.timeout.ms. It matches context.DeadlineExceeded too; the
 	// error a record fails with also carries the last broker error it was

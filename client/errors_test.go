@@ -129,7 +129,7 @@ func TestClassifySDKErrors(t *testing.T) {
 		{context.DeadlineExceeded, Retriable},
 		{fmt.Errorf("x: %w", context.Canceled), Retriable},
 		{fmt.Errorf("%w: t-0 (last error: %w)", ErrDeliveryTimeout, &Error{Code: pb.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER}), Retriable},
-		{fmt.Errorf("%w: %w", ErrCommitOutcomeUnknown, &Error{Code: pb.ErrorCode_UNKNOWN_SERVER_ERROR}), Retriable},
+		{fmt.Errorf("%w: %w", ErrCommitOutcomeUnknown, &Error{Code: pb.ErrorCode_UNKNOWN_SERVER_ERROR}), CommitOutcomeUnknown},
 		{fmt.Errorf("%w: %w", ErrAbortable, &Error{Code: pb.ErrorCode_MESSAGE_TOO_LARGE}), Abortable},
 		{fmt.Errorf("%w: %w", ErrAbortable, ErrDeliveryTimeout), Abortable},
 		{&Error{Code: pb.ErrorCode_PRODUCER_FENCED}, ApplicationRecoverable},

@@ -101,7 +101,7 @@ func ExampleProducer_transactions() {
 	p.Produce(ctx, &client.Record{Topic: "ledger", Value: []byte("credit B 10")}, nil)
 	// CommitTransaction waits for the transaction's records, then commits.
 	// On failure, Classify says what to do: Abortable: AbortTransaction and
-	// begin again; Retriable (ErrCommitOutcomeUnknown): call
+	// begin again; CommitOutcomeUnknown (ErrCommitOutcomeUnknown): call
 	// CommitTransaction again; ApplicationRecoverable (ErrProducerFenced):
 	// close this producer.
 	if err := p.CommitTransaction(ctx); err != nil {

@@ -50,7 +50,7 @@ func (g *groupMember) coordinator(ctx context.Context) (*pb.Coordinator, error) 
 		if !retriableCoordinator(found.ErrorCode) {
 			return nil, fmt.Errorf("finding the coordinator of group %q: %w", g.cfg.groupID, ferr)
 		}
-		if sleepCtx(ctx, backoff(g.cfg, attempt)) != nil {
+		if g.cfg.sleep(ctx, backoff(g.cfg, attempt)) != nil {
 			return nil, fmt.Errorf("finding the coordinator of group %q: %w", g.cfg.groupID, expired(ctx, ferr))
 		}
 	}
@@ -116,7 +116,7 @@ func (g *groupMember) call(ctx context.Context, timeout time.Duration, what stri
 		default:
 			return errs.FromCode(code, msg)
 		}
-		if sleepCtx(ctx, backoff(g.cfg, attempt)) != nil {
+		if g.cfg.sleep(ctx, backoff(g.cfg, attempt)) != nil {
 			return fmt.Errorf("%s: %w", what, expired(ctx, last))
 		}
 	}

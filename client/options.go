@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -8,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/strand-io/strand/clock"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
 )
@@ -112,6 +114,9 @@ type config struct {
 	onAssigned        func([]TopicPartition)
 	onRevoked         func([]TopicPartition)
 	onLost            func([]TopicPartition)
+
+	// clock times the client's protocol waits (see WithClock).
+	clock clock.Clock
 }
 
 // defaultCfg holds every default in one place. Where the Java client has
@@ -121,6 +126,7 @@ type config struct {
 func defaultCfg() config {
 	return config{
 		clientID:       "strand-go",
+		clock:          clock.Real,
 		requestTimeout: 30 * time.Second,
 		retryBackoff:   100 * time.Millisecond,
 		retryBackoffMx: time.Second,
@@ -294,13 +300,42 @@ func MaxInFlight(n int) Opt { return func(c *config) { c.maxInFlight = n } }
 // DeliveryTimeout is delivery.timeout.ms.
 func DeliveryTimeout(d time.Duration) Opt { return func(c *config) { c.deliveryTimeout = d } }
 
+// WithClock sets the clock the client times its protocol waits by: linger.ms,
+// retry.backoff.ms between attempts, delivery.timeout.ms, the age of
+// metadata, request.timeout.ms of produce requests in flight, the consumer's
+// waits, heartbeats and auto-commits, and records' default timestamps. The
+// default is clock.Real. A clock.Fake makes those waits deterministic in
+// tests: nothing lingers out, backs off or times out until the test advances
+// it. The deadlines of individual RPCs and of max.block.ms are contexts, and
+// stay on the wall clock.
+func WithClock(c clock.Clock) Opt {
+	return func(cfg *config) {
+		if c == nil {
+			c = clock.Real
+		}
+		cfg.clock = c
+	}
+}
+
+// sleep waits d on the client's clock, or until ctx ends (its error then).
+func (c *config) sleep(ctx context.Context, d time.Duration) error {
+	t := c.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C():
+		return nil
+	}
+}
+
 // Retries is retries.
 func Retries(n int) Opt { return func(c *config) { c.retries, c.retriesSet = n, true } }
 
 // Compression is compression.type: the codec every batch is compressed
 // with (NoCompression, the default, Gzip, Snappy, LZ4 or Zstd).
 func Compression(codec CompressionCodec) Opt {
-	return func(c *config) { c.compression = codec.internal() }
+	return func(c *config) { c.compression = codec }
 }
 
 // BufferMemory is buffer.memory.

@@ -3,7 +3,6 @@ package client
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/strand-io/strand/errs"
 	pb "github.com/strand-io/strand/proto/strand/v1"
@@ -160,7 +159,7 @@ func (p *Producer) failOrRetryLocked(pp *ppart, b *pbatch, err error) {
 		p.txn.fail(err)
 	} else if p.txn != nil {
 		p.txn.produceFailed(err)
-		if errs.CategoryOf(err) == errs.Abortable || code == pb.ErrorCode_INVALID_PRODUCER_EPOCH {
+		if codeCategory(err) == errs.Abortable || code == pb.ErrorCode_INVALID_PRODUCER_EPOCH {
 			err = fmt.Errorf("%w: %w", ErrAbortable, err)
 		}
 	}
@@ -176,7 +175,7 @@ func (p *Producer) retryLocked(pp *ppart, b *pbatch, err error, mayHaveLanded bo
 	if mayHaveLanded {
 		b.sentOnce = true
 	}
-	expired := time.Since(b.created) >= p.cfg.deliveryTimeout
+	expired := p.cfg.clock.Now().Sub(b.created) >= p.cfg.deliveryTimeout
 	if b.attempts > p.cfg.retries || expired || p.closed {
 		var out error = err
 		if b.sentOnce {
@@ -192,7 +191,7 @@ func (p *Producer) retryLocked(pp *ppart, b *pbatch, err error, mayHaveLanded bo
 		p.completeLocked(b, -1, out)
 		return
 	}
-	b.retryAt = time.Now().Add(backoff(&p.cfg, b.attempts-1))
+	b.retryAt = p.cfg.clock.Now().Add(backoff(&p.cfg, b.attempts-1))
 	p.requeueLocked(pp, b)
 }
 

@@ -120,7 +120,7 @@ func (s *sink) run(ctx context.Context) {
 		if err != nil {
 			attempt++
 			s.p.cl.lg.Debug("produce stream ended", "broker", s.id, "err", err)
-			_ = sleepCtx(ctx, backoff(&s.p.cfg, attempt-1))
+			_ = s.p.cfg.sleep(ctx, backoff(&s.p.cfg, attempt-1))
 		} else {
 			attempt = 0
 		}
@@ -148,7 +148,7 @@ func (s *sink) session(ctx context.Context) error {
 	s.mu.Unlock()
 	recvErr := make(chan error, 1)
 	go func() { recvErr <- s.receive(stream, gen) }()
-	tick := time.NewTicker(100 * time.Millisecond)
+	tick := s.p.cfg.clock.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	var sessErr error
 loop:
@@ -156,7 +156,7 @@ loop:
 		s.mu.Lock()
 		q := s.queue
 		s.queue = nil
-		now := time.Now()
+		now := s.p.cfg.clock.Now()
 		for _, sr := range q {
 			sr.gen = gen
 			sr.deadline = now.Add(s.p.cfg.requestTimeout + min(s.p.cfg.requestTimeout/2, 2*time.Second))
@@ -204,7 +204,7 @@ loop:
 			}
 			break loop
 		case <-s.kick:
-		case <-tick.C:
+		case <-tick.C():
 			if sr := s.expired(); sr != nil {
 				sessErr = errs.New(pb.ErrorCode_REQUEST_TIMED_OUT, "no answer from broker %d within request.timeout.ms=%v", s.id, s.p.cfg.requestTimeout)
 				break loop
@@ -220,7 +220,7 @@ loop:
 func (s *sink) expired() *sentReq {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := time.Now()
+	now := s.p.cfg.clock.Now()
 	for _, sr := range s.inflight {
 		if now.After(sr.deadline) {
 			return sr

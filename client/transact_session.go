@@ -53,8 +53,9 @@ type TransactSession struct {
 	c *Consumer
 	p *Producer
 
-	mu      sync.Mutex
-	inTxn   bool
+	mu sync.Mutex
+	// revoked: partitions were revoked or lost while a transaction was
+	// open (whether one is open is the producer's transaction phase).
 	revoked bool
 }
 
@@ -113,7 +114,7 @@ func NewTransactSession(ctx context.Context, opts ...Opt) (*TransactSession, err
 
 func (s *TransactSession) markRevoked() {
 	s.mu.Lock()
-	if s.inTxn {
+	if s.p != nil && s.p.txn.isOpen() {
 		s.revoked = true
 	}
 	s.mu.Unlock()
@@ -138,7 +139,7 @@ func (s *TransactSession) Begin() error {
 	if err := s.p.BeginTransaction(); err != nil {
 		return err
 	}
-	s.inTxn, s.revoked = true, false
+	s.revoked = false
 	return nil
 }
 
@@ -179,7 +180,12 @@ func (s *TransactSession) End(ctx context.Context, action EndAction) (committed 
 				offsets[tp] = pos
 			}
 		}
-		err := s.p.SendOffsetsToTransaction(ctx, offsets, s.c.GroupMetadata())
+		var err error
+		if s.p.txn.current() != txnCommitting {
+			// A commit whose outcome was unknown is being retried: its
+			// offsets are in the transaction already.
+			err = s.p.SendOffsetsToTransaction(ctx, offsets, s.c.GroupMetadata())
+		}
 		if err == nil {
 			err = s.p.CommitTransaction(ctx)
 		}
@@ -201,7 +207,7 @@ func (s *TransactSession) End(ctx context.Context, action EndAction) (committed 
 
 func (s *TransactSession) done() {
 	s.mu.Lock()
-	s.inTxn, s.revoked = false, false
+	s.revoked = false
 	s.mu.Unlock()
 }
 
@@ -235,11 +241,8 @@ func (s *TransactSession) rewind(ctx context.Context) error {
 // clients, and returns what failed of that, joined (the abort's error, the
 // consumer's and the producer's Close errors).
 func (s *TransactSession) Close(ctx context.Context) error {
-	s.mu.Lock()
-	open := s.inTxn
-	s.mu.Unlock()
 	var errs []error
-	if open {
+	if s.p.txn.isOpen() {
 		if err := s.p.AbortTransaction(ctx); err != nil && !errors.Is(err, ErrProducerFenced) {
 			errs = append(errs, err)
 		}

@@ -86,7 +86,7 @@ func (p *Producer) coordinatorCall(ctx context.Context, typ pb.CoordinatorType, 
 				return sent, e
 			}
 		}
-		if sleepCtx(bctx, backoff(&p.cfg, attempt)) != nil {
+		if p.cfg.sleep(bctx, backoff(&p.cfg, attempt)) != nil {
 			return sent, expired(bctx, last)
 		}
 	}
@@ -108,15 +108,32 @@ func (p *Producer) InitTransactions(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	t.mu.Lock()
+	if t.phase == txnFatalError {
+		t.mu.Unlock()
+		return t.fatal
+	}
+	err = t.moveLocked(txnInitializing)
+	t.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("InitTransactions: %w", err)
+	}
 	if err := p.initTxnProducerID(ctx, -1, -1); err != nil {
 		if errors.Is(err, ErrProducerFenced) {
 			t.fail(err)
+		} else {
+			t.mu.Lock()
+			t.moveLocked(txnUninitialized)
+			t.mu.Unlock()
 		}
 		return fmt.Errorf("InitTransactions for %q: %w", p.cfg.transactionalID, err)
 	}
 	t.mu.Lock()
-	t.initialized, t.inTxn, t.err, t.reinit = true, false, nil, false
-	t.mu.Unlock()
+	defer t.mu.Unlock()
+	if err := t.moveLocked(txnReady); err != nil {
+		return t.fatal // failed meanwhile
+	}
+	t.abortErr, t.reinit, t.produced, t.offsetsSent = nil, false, false, false
 	return nil
 }
 
@@ -157,15 +174,18 @@ func (p *Producer) BeginTransaction() error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	switch {
-	case t.fatal != nil:
+	switch t.phase {
+	case txnFatalError:
 		return t.fatal
-	case !t.initialized:
+	case txnUninitialized, txnInitializing:
 		return errors.New("strand: BeginTransaction before InitTransactions")
-	case t.inTxn:
-		return errors.New("strand: a transaction is already open")
+	case txnInTransaction, txnCommitting, txnAborting, txnAbortableError:
+		return fmt.Errorf("strand: a transaction is already open (%v)", t.phase)
 	}
-	t.inTxn, t.produced, t.offsetsSent, t.err, t.acks = true, false, false, nil, 0
+	if err := t.moveLocked(txnInTransaction); err != nil {
+		return err
+	}
+	t.produced, t.offsetsSent, t.abortErr, t.acks = false, false, nil, 0
 	t.partitions = map[TopicPartition]bool{}
 	return nil
 }
@@ -189,16 +209,21 @@ func (p *Producer) SendOffsetsToTransaction(ctx context.Context, offsets map[Top
 		return err
 	}
 	t.mu.Lock()
-	switch {
-	case t.fatal != nil:
+	switch t.phase {
+	case txnFatalError:
 		t.mu.Unlock()
 		return t.fatal
-	case !t.inTxn:
+	case txnAbortableError:
+		err := t.abortableLocked()
+		t.mu.Unlock()
+		return err
+	case txnInTransaction:
+	case txnCommitting, txnAborting:
+		t.mu.Unlock()
+		return fmt.Errorf("strand: SendOffsetsToTransaction while the transaction is ending (%v)", t.phase)
+	default:
 		t.mu.Unlock()
 		return errors.New("strand: SendOffsetsToTransaction outside a transaction")
-	case t.err != nil:
-		t.mu.Unlock()
-		return fmt.Errorf("%w: %w", ErrAbortable, t.err)
 	}
 	t.offsetsSent = true
 	t.mu.Unlock()
@@ -237,7 +262,7 @@ func (p *Producer) txnFailed(err error) error {
 		p.txn.fail(err)
 		return err
 	}
-	if errs.CategoryOf(err) == errs.Fatal && errs.CodeOf(err) != pb.ErrorCode_UNKNOWN_SERVER_ERROR {
+	if codeCategory(err) == errs.Fatal && errs.CodeOf(err) != pb.ErrorCode_UNKNOWN_SERVER_ERROR {
 		p.txn.fail(err)
 		return err
 	}
@@ -245,19 +270,30 @@ func (p *Producer) txnFailed(err error) error {
 	return fmt.Errorf("%w: %w", ErrAbortable, err)
 }
 
-// openTxn returns the state of an open, healthy transaction for op.
-func (p *Producer) openTxn(op string) (*txnState, error) {
+// endingTxn moves an open transaction to phase to (txnCommitting or
+// txnAborting) for op, or refuses: the fatal error; a plain error without
+// an open transaction; for a commit, the abortable error of a doomed
+// transaction; the transition table's refusal otherwise (a commit after
+// an abort started).
+func (p *Producer) endingTxn(op string, to txnPhase) (*txnState, error) {
 	t, err := p.requireTxn()
 	if err != nil {
 		return nil, err
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	switch {
-	case t.fatal != nil:
+	switch t.phase {
+	case txnFatalError:
 		return nil, t.fatal
-	case !t.inTxn:
+	case txnUninitialized, txnInitializing, txnReady:
 		return nil, fmt.Errorf("strand: %s without an open transaction", op)
+	case txnAbortableError:
+		if to == txnCommitting {
+			return nil, fmt.Errorf("%w: a record of the transaction failed, abort it: %w", ErrAbortable, t.abortErr)
+		}
+	}
+	if err := t.moveLocked(to); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	return t, nil
 }
@@ -273,7 +309,7 @@ func (p *Producer) openTxn(op string) (*txnState, error) {
 // Fatal category leaves the producer unusable. If ctx ends while it waits
 // for the records, the error wraps ctx's (nothing was committed yet).
 func (p *Producer) CommitTransaction(ctx context.Context) error {
-	t, err := p.openTxn("CommitTransaction")
+	t, err := p.endingTxn("CommitTransaction", txnCommitting)
 	if err != nil {
 		return err
 	}
@@ -281,15 +317,20 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 		return fmt.Errorf("commit: waiting for the transaction's records: %w", err)
 	}
 	t.mu.Lock()
-	if t.err != nil {
-		err := t.err
+	switch t.phase {
+	case txnAbortableError:
+		err := t.abortErr
 		t.mu.Unlock()
 		return fmt.Errorf("%w: a record of the transaction failed, abort it: %w", ErrAbortable, err)
+	case txnFatalError:
+		err := t.fatal
+		t.mu.Unlock()
+		return err
 	}
 	if !t.produced && !t.offsetsSent {
-		t.inTxn = false
+		err := t.endedLocked()
 		t.mu.Unlock()
-		return nil
+		return err
 	}
 	t.mu.Unlock()
 	return p.endTxn(ctx, true)
@@ -304,7 +345,7 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 // ErrAbortable; other answers are returned as they are. If ctx ends while
 // it waits for the records in flight, the error wraps ctx's.
 func (p *Producer) AbortTransaction(ctx context.Context) error {
-	t, err := p.openTxn("AbortTransaction")
+	t, err := p.endingTxn("AbortTransaction", txnAborting)
 	if err != nil {
 		return err
 	}
@@ -313,9 +354,15 @@ func (p *Producer) AbortTransaction(ctx context.Context) error {
 		return fmt.Errorf("abort: waiting for records in flight: %w", err)
 	}
 	t.mu.Lock()
+	if t.phase == txnFatalError {
+		t.mu.Unlock()
+		return t.fatal
+	}
 	needEnd, reinit := t.produced || t.offsetsSent, t.reinit
 	if !needEnd && !reinit {
-		t.inTxn, t.err = false, nil
+		err := t.endedLocked()
+		t.mu.Unlock()
+		return err
 	}
 	t.mu.Unlock()
 	if reinit {
@@ -333,9 +380,9 @@ func (p *Producer) AbortTransaction(ctx context.Context) error {
 			return fmt.Errorf("abort: a new producer id for %q: %w", p.cfg.transactionalID, err)
 		}
 		t.mu.Lock()
-		t.inTxn, t.err, t.reinit, t.produced, t.offsetsSent = false, nil, false, false, false
-		t.mu.Unlock()
-		return nil
+		defer t.mu.Unlock()
+		t.reinit = false
+		return t.endedLocked()
 	}
 	if !needEnd {
 		return nil
@@ -394,7 +441,7 @@ func (p *Producer) endTxn(ctx context.Context, commit bool) error {
 			return fmt.Errorf("%w: %w", ErrAbortable, err)
 		case commit && sent && (errs.IsRetriable(err) || errs.CodeOf(err) == pb.ErrorCode_UNKNOWN_SERVER_ERROR):
 			return fmt.Errorf("%w: %w", ErrCommitOutcomeUnknown, err)
-		case errs.CategoryOf(err) == errs.Fatal && errs.CodeOf(err) != pb.ErrorCode_UNKNOWN_SERVER_ERROR:
+		case codeCategory(err) == errs.Fatal && errs.CodeOf(err) != pb.ErrorCode_UNKNOWN_SERVER_ERROR:
 			p.txn.fail(err)
 			return err
 		}
@@ -407,9 +454,8 @@ func (p *Producer) endTxn(ctx context.Context, commit bool) error {
 	}
 	p.mu.Unlock()
 	p.txn.mu.Lock()
-	p.txn.inTxn, p.txn.err, p.txn.produced, p.txn.offsetsSent = false, nil, false, false
-	p.txn.mu.Unlock()
-	return nil
+	defer p.txn.mu.Unlock()
+	return p.txn.endedLocked()
 }
 
 // ProducerID returns the current producer id and epoch (-1 before init).

@@ -1,10 +1,16 @@
 // Package errs is Strand's one error table: Kafka's error names and codes,
-// whether a client may retry each, and which of the four categories an
-// application must treat it as. Domain code returns *Error values (wrapped
-// with %w as it likes); api/ maps them onto the wire, the SDK maps them back.
+// whether a client may retry each, and which category an application must
+// treat it as. Domain code returns *Error values (wrapped with %w as it
+// likes); api/ maps them onto the wire, the SDK maps them back.
+//
+// It is also the one public way to classify an error the SDK returned:
+// CategoryOf(err) puts it in exactly one Category (Retriable, Abortable,
+// ApplicationRecoverable, Fatal or CommitOutcomeUnknown; NoError for nil),
+// and CodeOf(err) gives the Kafka error code it carries.
 package errs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,7 +18,8 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-// Category is how an application should react to an error.
+// Category is how an application should react to an error. Every error
+// falls in exactly one (see CategoryOf).
 type Category int
 
 const (
@@ -24,6 +31,13 @@ const (
 	ApplicationRecoverable
 	// Fatal errors are configuration problems or bugs.
 	Fatal
+	// CommitOutcomeUnknown: a transaction's commit was sent and no answer
+	// came back (a timeout, a lost connection, an unknown server error), so
+	// whether it committed is not known. Kafka's producer reports this as a
+	// TimeoutException from commitTransaction; here too the application
+	// calls the commit again (under transaction version 2 a commit is never
+	// turned into an abort), or closes the producer.
+	CommitOutcomeUnknown
 )
 
 // NoError is the category of the nil error: there is nothing to handle.
@@ -39,6 +53,8 @@ func (c Category) String() string {
 		return "abortable"
 	case ApplicationRecoverable:
 		return "application-recoverable"
+	case CommitOutcomeUnknown:
+		return "commit-outcome-unknown"
 	default:
 		return "fatal"
 	}
@@ -123,18 +139,59 @@ func IsRetriable(err error) bool {
 	return errors.As(err, &e) && e.Retriable()
 }
 
-// CategoryOf reports the category of err: NoError for nil, Fatal for
-// errors without a code.
+// SDK-side sentinels: errors that carry no Kafka code of their own but
+// decide how an application reacts. The client wraps them (with %w) around
+// the broker's error, so errors.Is finds both.
+var (
+	// ErrCommitOutcomeUnknown: a commit could not learn whether it
+	// happened (its answer was lost). Retry the commit.
+	ErrCommitOutcomeUnknown = errors.New("strand: the outcome of the commit is unknown; retry CommitTransaction")
+	// ErrAbortable wraps errors after which the open transaction can only
+	// be aborted.
+	ErrAbortable = errors.New("strand: the transaction must be aborted")
+)
+
+// CategoryOf puts err in exactly one category, checking in this order:
+//
+//   - nil is NoError;
+//   - an error matching ErrCommitOutcomeUnknown is CommitOutcomeUnknown;
+//   - an error matching ProducerFenced (PRODUCER_FENCED) is
+//     ApplicationRecoverable;
+//   - an error matching ErrAbortable is Abortable;
+//   - an error of a call that ran out of time or was cancelled (it matches
+//     context.DeadlineExceeded or context.Canceled) is Retriable, like
+//     Kafka's TimeoutException, whatever code it was retrying;
+//   - an error carrying a code (an *Error in its chain) is that code's
+//     category in the table;
+//   - anything else is Fatal.
 func CategoryOf(err error) Category {
-	if err == nil {
+	switch {
+	case err == nil:
+		return NoError
+	case errors.Is(err, ErrCommitOutcomeUnknown):
+		return CommitOutcomeUnknown
+	case errors.Is(err, ProducerFenced):
+		return ApplicationRecoverable
+	case errors.Is(err, ErrAbortable):
+		return Abortable
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return Retriable
+	}
+	return CodeCategory(CodeOf(err))
+}
+
+// CodeCategory is the category of a Kafka error code alone: NoError for
+// NONE, Fatal for a code the table does not list.
+func CodeCategory(code pb.ErrorCode) Category {
+	if code == pb.ErrorCode_NONE {
 		return NoError
 	}
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Category()
-	}
-	return Fatal
+	return info(code).category
 }
+
+// CodeRetriable reports whether a client may retry a request answered
+// with code.
+func CodeRetriable(code pb.ErrorCode) bool { return info(code).retriable }
 
 type entry struct {
 	retriable bool

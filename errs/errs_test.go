@@ -1,6 +1,7 @@
 package errs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -66,5 +67,57 @@ func TestFromCodeNamesTheCodeOnce(t *testing.T) {
 func TestCategoryOfNil(t *testing.T) {
 	if got := CategoryOf(nil); got != NoError || got.String() != "none" {
 		t.Fatalf("CategoryOf(nil) = %v", got)
+	}
+}
+
+// CategoryOf is the one classification of every error an application can
+// get: each case is one class, the commit whose outcome is unknown its own.
+func TestCategoryOfEveryClass(t *testing.T) {
+	cases := []struct {
+		name string
+		err  error
+		want Category
+	}{
+		{"nil", nil, NoError},
+		{"retriable code", fmt.Errorf("x: %w", NotLeaderOrFollower), Retriable},
+		{"deadline", context.DeadlineExceeded, Retriable},
+		{"cancelled", fmt.Errorf("poll: %w", context.Canceled), Retriable},
+		{"deadline retrying a fatal code", fmt.Errorf("%w (last error: %w)", context.DeadlineExceeded, OutOfOrderSequenceNumber), Retriable},
+		{"abortable code", New(pb.ErrorCode_TRANSACTION_ABORTABLE, "x"), Abortable},
+		{"abortable sentinel", fmt.Errorf("%w: %w", ErrAbortable, New(pb.ErrorCode_MESSAGE_TOO_LARGE, "big")), Abortable},
+		{"abortable after a timeout", fmt.Errorf("%w: %w", ErrAbortable, context.DeadlineExceeded), Abortable},
+		{"fenced", fmt.Errorf("end: %w", ProducerFenced), ApplicationRecoverable},
+		{"fatal code", New(pb.ErrorCode_INVALID_TXN_STATE, "x"), Fatal},
+		{"no code", errors.New("closed"), Fatal},
+		{"commit outcome unknown", fmt.Errorf("%w: %w", ErrCommitOutcomeUnknown, RequestTimedOut), CommitOutcomeUnknown},
+		{"commit outcome unknown after a timeout", fmt.Errorf("%w: %w", ErrCommitOutcomeUnknown, context.DeadlineExceeded), CommitOutcomeUnknown},
+	}
+	for _, c := range cases {
+		if got := CategoryOf(c.err); got != c.want {
+			t.Errorf("%s: CategoryOf(%v) = %v, want %v", c.name, c.err, got, c.want)
+		}
+	}
+	names := map[Category]string{NoError: "none", Retriable: "retriable", Abortable: "abortable",
+		ApplicationRecoverable: "application-recoverable", Fatal: "fatal", CommitOutcomeUnknown: "commit-outcome-unknown"}
+	for c, n := range names {
+		if c.String() != n {
+			t.Errorf("%d.String() = %q, want %q", c, c.String(), n)
+		}
+	}
+}
+
+// A code alone has the table's category and retriability; NONE has none.
+func TestCodeCategory(t *testing.T) {
+	if CodeCategory(pb.ErrorCode_NONE) != NoError {
+		t.Error("NONE is not NoError")
+	}
+	if CodeCategory(pb.ErrorCode_NOT_COORDINATOR) != Retriable || !CodeRetriable(pb.ErrorCode_NOT_COORDINATOR) {
+		t.Error("NOT_COORDINATOR is not retriable")
+	}
+	if CodeCategory(pb.ErrorCode_PRODUCER_FENCED) != ApplicationRecoverable || CodeRetriable(pb.ErrorCode_PRODUCER_FENCED) {
+		t.Error("PRODUCER_FENCED")
+	}
+	if CodeCategory(pb.ErrorCode(9999)) != Fatal {
+		t.Error("an unlisted code is not fatal")
 	}
 }
