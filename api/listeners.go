@@ -40,16 +40,17 @@ import (
 // RegisterClient installs on s the services a client listener serves.
 func RegisterClient(s *grpc.Server, d *Deps) {
 	d.defaults()
-	if d.Repl == nil {
+	if d.Handler == nil {
 		return // a controller-only node serves no client
 	}
-	pb.RegisterProducerServer(s, &producerService{d: d})
-	pb.RegisterConsumerServer(s, &clientConsumer{consumerService{d: d}})
-	pb.RegisterMetadataServer(s, &metadataService{d: d})
-	pb.RegisterAdminServer(s, &adminService{d: d})
-	pb.RegisterTransactionsServer(s, &clientTransactions{transactionsService{d: d}})
-	if d.Groups != nil {
-		pb.RegisterGroupsServer(s, &edgeGroups{GroupsServer: d.Groups, d: d})
+	h := d.Handler.ForListener(d.External)
+	pb.RegisterProducerServer(s, &producerService{d: d, h: h})
+	pb.RegisterConsumerServer(s, &clientConsumer{consumerService{h: h}})
+	pb.RegisterMetadataServer(s, &metadataService{h: h})
+	pb.RegisterAdminServer(s, &adminService{h: h})
+	pb.RegisterTransactionsServer(s, &clientTransactions{transactionsService{h: h}})
+	if h.Groups != nil {
+		pb.RegisterGroupsServer(s, &groupsService{h: h})
 	}
 }
 
@@ -57,9 +58,9 @@ func RegisterClient(s *grpc.Server, d *Deps) {
 // listener serves.
 func RegisterInterBroker(s *grpc.Server, d *Deps) {
 	d.defaults()
-	if d.Repl != nil {
-		pb.RegisterConsumerServer(s, &peerConsumer{s: consumerService{d: d}})
-		pb.RegisterTransactionsServer(s, &peerTransactions{s: transactionsService{d: d}})
+	if d.Handler != nil {
+		pb.RegisterConsumerServer(s, &peerConsumer{s: consumerService{h: d.Handler}})
+		pb.RegisterTransactionsServer(s, &peerTransactions{s: transactionsService{h: d.Handler}})
 	}
 	if d.Controller != nil {
 		pb.RegisterControllerServer(s, &controllerService{d: d})
@@ -69,6 +70,14 @@ func RegisterInterBroker(s *grpc.Server, d *Deps) {
 func (d *Deps) defaults() {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
+	}
+	if d.Handler != nil {
+		if d.Handler.ReadBuffer == nil {
+			d.Handler.ReadBuffer = readBuffer
+		}
+		if d.Handler.Metrics == nil && d.Metrics != nil {
+			d.Handler.Metrics = d.Metrics
+		}
 	}
 }
 

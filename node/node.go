@@ -41,6 +41,7 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
 	"github.com/strand-io/strand/replication"
+	"github.com/strand-io/strand/request"
 )
 
 // Config is a node's configuration (the server's flags).
@@ -339,9 +340,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	clientConns := api.NewConnLimiter(clientLimits, n.connMetrics, lg)
 	ibConns := api.NewConnLimiter(ibLimits, n.connMetrics, lg)
-	deps := &api.Deps{NodeID: cfg.NodeID, Controller: n.Controller, Remote: n.Remote, MessageMaxBytes: cfg.MessageMaxBytes, ProduceMaxInFlight: cfg.ProduceMaxInFlight,
-		TimestampBeforeMaxMs: cfg.TimestampBeforeMaxMs, TimestampAfterMaxMs: cfg.TimestampAfterMaxMs, Clock: cfg.Clock, Addr: n.addressOf, Logger: lg, Metrics: n.metrics,
-		TxnMaxTimeout: cfg.TxnConfig.MaxTimeout, OffsetMetadataMaxBytes: cfg.OffsetMetadataMaxBytes}
+	deps := &api.Deps{NodeID: cfg.NodeID, Controller: n.Controller, ProduceMaxInFlight: cfg.ProduceMaxInFlight, Logger: lg, Metrics: n.metrics}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 	if cfg.Broker {
@@ -361,7 +360,6 @@ func Start(cfg Config) (*Node, error) {
 		n.Repl = replication.New(rc, parts, n.Remote, peers{n.pool}, n.Lifecycle.Epoch, cfg.Clock)
 		n.Repl.Start()
 		n.PIDs = coordinator.NewProducerIDManager(&blockSource{n: n}, lg)
-		deps.Repl, deps.PIDs = n.Repl, n.PIDs
 		txnTopic, offTopic := cfg.TxnTopic, cfg.OffsetsTopic
 		if cfg.Dev {
 			txnTopic.ReplicationFactor, txnTopic.MinISR = 1, 1
@@ -373,7 +371,6 @@ func Start(cfg Config) (*Node, error) {
 		gc.NodeID, gc.Topic, gc.Logger = cfg.NodeID, offTopic, lg
 		n.Groups = group.New(gc, n.Repl, n.Locator, n.TxnClient, cfg.Clock)
 		n.Groups.Start()
-		deps.Groups, deps.Locator = n.Groups, n.Locator
 		tc := cfg.TxnConfig
 		tc.NodeID, tc.Topic, tc.Logger = cfg.NodeID, txnTopic, lg
 		markerPool := n.pool
@@ -383,7 +380,11 @@ func Start(cfg Config) (*Node, error) {
 		}
 		n.TxnCoord = txn.New(tc, n.Repl, n.PIDs, markerPool, cfg.Clock)
 		n.TxnCoord.Start()
-		deps.TxnCoord, deps.TxnClient = n.TxnCoord, n.TxnClient
+		// The one request layer both front doors call (package request).
+		deps.Handler = &request.Handler{NodeID: cfg.NodeID, Repl: n.Repl, Remote: n.Remote, PIDs: n.PIDs, MessageMaxBytes: cfg.MessageMaxBytes,
+			TimestampBeforeMaxMs: cfg.TimestampBeforeMaxMs, TimestampAfterMaxMs: cfg.TimestampAfterMaxMs, Clock: cfg.Clock, Logger: lg,
+			Locator: n.Locator, TxnCoord: n.TxnCoord, TxnClient: n.TxnClient, Groups: n.Groups, Metrics: n.metrics,
+			OffsetMetadataMaxBytes: cfg.OffsetMetadataMaxBytes, TxnMaxTimeout: cfg.TxnConfig.MaxTimeout}
 		var src metadata.Source
 		if n.Quorum != nil {
 			src = n.Quorum.FSM
