@@ -11,6 +11,7 @@ import (
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/rpc"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/request"
 )
 
 // A node answers on two kinds of gRPC listener, as a KRaft broker keeps
@@ -43,7 +44,7 @@ func RegisterClient(s *grpc.Server, d *Deps) {
 	if d.Handler == nil {
 		return // a controller-only node serves no client
 	}
-	h := d.Handler.ForListener(d.External)
+	h := d.handler(d.External)
 	pb.RegisterProducerServer(s, &producerService{d: d, h: h})
 	pb.RegisterConsumerServer(s, &clientConsumer{consumerService{h: h}})
 	pb.RegisterMetadataServer(s, &metadataService{h: h})
@@ -59,8 +60,9 @@ func RegisterClient(s *grpc.Server, d *Deps) {
 func RegisterInterBroker(s *grpc.Server, d *Deps) {
 	d.defaults()
 	if d.Handler != nil {
-		pb.RegisterConsumerServer(s, &peerConsumer{s: consumerService{h: d.Handler}})
-		pb.RegisterTransactionsServer(s, &peerTransactions{s: transactionsService{h: d.Handler}})
+		h := d.handler(false)
+		pb.RegisterConsumerServer(s, &peerConsumer{s: consumerService{h: h}})
+		pb.RegisterTransactionsServer(s, &peerTransactions{s: transactionsService{h: h}})
 	}
 	if d.Controller != nil {
 		pb.RegisterControllerServer(s, &controllerService{d: d})
@@ -71,14 +73,21 @@ func (d *Deps) defaults() {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
-	if d.Handler != nil {
-		if d.Handler.ReadBuffer == nil {
-			d.Handler.ReadBuffer = readBuffer
-		}
-		if d.Handler.Metrics == nil && d.Metrics != nil {
-			d.Handler.Metrics = d.Metrics
-		}
+}
+
+// handler is the Handler a listener's services call: a copy of
+// d.Handler's for this listener, reading fetches into the pooled buffers
+// the server codec returns (fetchbuf.go) and counting into d.Metrics
+// unless it was given its own.
+func (d *Deps) handler(external bool) *request.Handler {
+	h := d.Handler.ForListener(external)
+	if h.ReadBuffer == nil {
+		h.ReadBuffer = ReadBuffer
 	}
+	if h.Metrics == nil && d.Metrics != nil {
+		h.Metrics = d.Metrics
+	}
+	return h
 }
 
 // interBrokerOnly is the refusal of an inter-broker RPC on a client listener.

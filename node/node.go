@@ -206,6 +206,9 @@ type Node struct {
 
 	// metrics counts the front door's bytes, records and requests.
 	metrics *api.Metrics
+	// handler answers client requests for every front door (nil on a
+	// controller-only node).
+	handler *request.Handler
 	// connMetrics counts the listeners' connections (api.ConnLimiter).
 	connMetrics *api.ConnMetrics
 
@@ -381,10 +384,11 @@ func Start(cfg Config) (*Node, error) {
 		n.TxnCoord = txn.New(tc, n.Repl, n.PIDs, markerPool, cfg.Clock)
 		n.TxnCoord.Start()
 		// The one request layer both front doors call (package request).
-		deps.Handler = &request.Handler{NodeID: cfg.NodeID, Repl: n.Repl, Remote: n.Remote, PIDs: n.PIDs, MessageMaxBytes: cfg.MessageMaxBytes,
+		n.handler = &request.Handler{NodeID: cfg.NodeID, Repl: n.Repl, Remote: n.Remote, PIDs: n.PIDs, MessageMaxBytes: cfg.MessageMaxBytes,
 			TimestampBeforeMaxMs: cfg.TimestampBeforeMaxMs, TimestampAfterMaxMs: cfg.TimestampAfterMaxMs, Clock: cfg.Clock, Logger: lg,
 			Locator: n.Locator, TxnCoord: n.TxnCoord, TxnClient: n.TxnClient, Groups: n.Groups, Metrics: n.metrics,
-			OffsetMetadataMaxBytes: cfg.OffsetMetadataMaxBytes, TxnMaxTimeout: cfg.TxnConfig.MaxTimeout}
+			OffsetMetadataMaxBytes: cfg.OffsetMetadataMaxBytes, TxnMaxTimeout: cfg.TxnConfig.MaxTimeout, ReadBuffer: api.ReadBuffer}
+		deps.Handler = n.handler
 		var src metadata.Source
 		if n.Quorum != nil {
 			src = n.Quorum.FSM
@@ -868,3 +872,9 @@ func newIncarnation() string {
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
+
+// Handler is the request layer this node's front doors call: client
+// requests as plain Go methods (package request). Nil on a
+// controller-only node. Its External is false: a front door on an
+// external listener uses Handler().ForListener(true).
+func (n *Node) Handler() *request.Handler { return n.handler }

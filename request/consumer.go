@@ -9,7 +9,8 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-// Fetch validates and hands over to replication (consumers and followers).
+// Fetch validates and hands over to replication (consumers and
+// followers: a front door decides who may send replica_id >= 0).
 func (h *Handler) Fetch(ctx context.Context, req *pb.FetchRequest) (*pb.FetchResponse, error) {
 	if err := checkIsolation(req.IsolationLevel); err != nil {
 		code, msg := errs.Split(err)

@@ -7,16 +7,19 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-// edgeGroups is the Groups service of a client listener: the group
-// coordinator behind the edge checks (edge.go). Ids and protocol strings
-// over Kafka's string limit are refused INVALID_REQUEST before the
-// coordinator sees them (the group id is part of every __consumer_offsets
-// key). An offset commit, transactional or not, is answered per
-// partition as in Kafka: a partition that does not exist in this broker's
-// metadata UNKNOWN_TOPIC_OR_PARTITION, one whose metadata is longer than
+// The group requests: the group coordinator (coordinator/group) behind
+// the edge checks (edge.go). Ids and protocol strings over Kafka's string
+// limit are refused INVALID_REQUEST before the coordinator sees them (the
+// group id is part of every __consumer_offsets key). An offset commit,
+// transactional or not, is answered per partition as in Kafka: a
+// partition that does not exist in this broker's metadata
+// UNKNOWN_TOPIC_OR_PARTITION, one whose metadata is longer than
 // offset.metadata.max.bytes OFFSET_METADATA_TOO_LARGE; the rest are
-// committed.
+// committed. A front door calls these only when Groups is set (a node
+// with no group coordinator serves no group request).
 
+// JoinGroup joins a member to a group, answering once the group's join
+// phase completes (or the context ends: then the context's error).
 func (h *Handler) JoinGroup(ctx context.Context, req *pb.JoinGroupRequest) (*pb.JoinGroupResponse, error) {
 	err := checkStrings("group id", req.GroupId, "member id", req.MemberId, "group instance id", req.GroupInstanceId,
 		"client id", req.ClientId, "protocol type", req.ProtocolType)
@@ -32,6 +35,8 @@ func (h *Handler) JoinGroup(ctx context.Context, req *pb.JoinGroupRequest) (*pb.
 	return h.Groups.JoinGroup(ctx, req)
 }
 
+// SyncGroup hands each member its assignment once the leader has sent
+// them (or the context ends: then the context's error).
 func (h *Handler) SyncGroup(ctx context.Context, req *pb.SyncGroupRequest) (*pb.SyncGroupResponse, error) {
 	err := checkStrings("group id", req.GroupId, "member id", req.MemberId, "group instance id", req.GroupInstanceId)
 	for _, a := range req.Assignments {
@@ -46,6 +51,7 @@ func (h *Handler) SyncGroup(ctx context.Context, req *pb.SyncGroupRequest) (*pb.
 	return h.Groups.SyncGroup(ctx, req)
 }
 
+// Heartbeat keeps a member's session and tells it of a rebalance.
 func (h *Handler) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.HeartbeatResponse, error) {
 	if err := checkStrings("group id", req.GroupId, "member id", req.MemberId, "group instance id", req.GroupInstanceId); err != nil {
 		code, msg := errs.Split(err)
@@ -54,6 +60,7 @@ func (h *Handler) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.
 	return h.Groups.Heartbeat(ctx, req)
 }
 
+// LeaveGroup removes members from a group.
 func (h *Handler) LeaveGroup(ctx context.Context, req *pb.LeaveGroupRequest) (*pb.LeaveGroupResponse, error) {
 	if err := checkStrings("group id", req.GroupId, "member id", req.MemberId, "group instance id", req.GroupInstanceId); err != nil {
 		code, msg := errs.Split(err)
@@ -62,6 +69,7 @@ func (h *Handler) LeaveGroup(ctx context.Context, req *pb.LeaveGroupRequest) (*p
 	return h.Groups.LeaveGroup(ctx, req)
 }
 
+// OffsetFetch reads a group's committed offsets.
 func (h *Handler) OffsetFetch(ctx context.Context, req *pb.OffsetFetchRequest) (*pb.OffsetFetchResponse, error) {
 	if err := checkString("group id", req.GroupId); err != nil {
 		code, msg := errs.Split(err)
@@ -70,6 +78,8 @@ func (h *Handler) OffsetFetch(ctx context.Context, req *pb.OffsetFetchRequest) (
 	return h.Groups.OffsetFetch(ctx, req)
 }
 
+// DescribeGroups describes groups; an id over the string limit is
+// answered INVALID_REQUEST in its place, the others by the coordinator.
 func (h *Handler) DescribeGroups(ctx context.Context, req *pb.DescribeGroupsRequest) (*pb.DescribeGroupsResponse, error) {
 	var ids []string
 	bad := make([]*pb.GroupDescription, len(req.GroupIds))
@@ -104,6 +114,7 @@ func (h *Handler) DescribeGroups(ctx context.Context, req *pb.DescribeGroupsRequ
 	return out, nil
 }
 
+// OffsetCommit commits a group's offsets, per partition (see above).
 func (h *Handler) OffsetCommit(ctx context.Context, req *pb.OffsetCommitRequest) (*pb.OffsetCommitResponse, error) {
 	if err := checkStrings("group id", req.GroupId, "member id", req.MemberId, "group instance id", req.GroupInstanceId); err != nil {
 		return &pb.OffsetCommitResponse{Partitions: offsetErrors(req.Offsets, err)}, nil
@@ -123,6 +134,9 @@ func (h *Handler) OffsetCommit(ctx context.Context, req *pb.OffsetCommitRequest)
 	return &pb.OffsetCommitResponse{Partitions: mergeOffsetErrors(bad, inner.Partitions)}, nil
 }
 
+// TxnOffsetCommit commits offsets inside a producer's transaction: they
+// become visible when its coordinator's COMMIT marker reaches the
+// __consumer_offsets partition (Coordinator.OnTxnMarker).
 func (h *Handler) TxnOffsetCommit(ctx context.Context, req *pb.TxnOffsetCommitRequest) (*pb.TxnOffsetCommitResponse, error) {
 	err := checkStrings("transactional id", req.TransactionalId, "group id", req.GroupId, "member id", req.MemberId, "group instance id", req.GroupInstanceId)
 	if err == nil {

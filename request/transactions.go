@@ -13,10 +13,14 @@ import (
 	"github.com/strand-io/strand/record"
 )
 
-// transactionsService routes the Transactions RPCs: InitProducerId,
-// AddPartitionsToTxn, EndTxn, DescribeTransactions and ListTransactions to
-// the transaction coordinator; WriteTxnMarkers and DescribeProducers to
-// the partitions this broker leads.
+// The transaction requests: InitProducerId, AddPartitionsToTxn, EndTxn,
+// DescribeTransactions and ListTransactions go to the transaction
+// coordinator; WriteTxnMarkers, AbortTransaction and DescribeProducers to
+// the partitions this broker leads. WriteTxnMarkers and
+// AddPartitionsToTxn are what coordinators and partition leaders send
+// each other (transaction version 2 clients never send AddPartitionsToTxn):
+// a front door serves them only to the cluster's own nodes.
+
 func (h *Handler) noCoordinator() error {
 	return errs.New(pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, "node %d runs no transaction coordinator", h.NodeID)
 }
@@ -114,7 +118,7 @@ func (h *Handler) AddPartitionsToTxn(ctx context.Context, req *pb.AddPartitionsT
 
 // WriteTxnMarkers appends COMMIT/ABORT markers on partitions this broker
 // leads, each waited for until the ISR has it. Only transaction
-// coordinators send it, on the inter-broker listener (listeners.go). A
+// coordinators send it, on the inter-broker listener (api/listeners.go). A
 // marker names its transactional id, and its coordinator epoch may not be
 // above the leader epoch of the __transaction_state partition that
 // coordinates that id, as this broker's metadata knows it: a coordinator
