@@ -263,7 +263,7 @@ func Start(cfg Config) (*Node, error) {
 		n.TxnCoord.Start()
 		// The one request layer both front doors call (package request).
 		n.handler = &request.Handler{NodeID: cfg.NodeID, Repl: n.Repl, Remote: n.Remote, PIDs: n.PIDs, MessageMaxBytes: cfg.MessageMaxBytes,
-			TimestampBeforeMaxMs: cfg.TimestampBeforeMaxMs, TimestampAfterMaxMs: cfg.TimestampAfterMaxMs, Clock: cfg.Clock, Logger: lg,
+			TimestampBeforeMaxMs: cfg.TimestampBeforeMaxMs, TimestampAfterMaxMs: cfg.TimestampAfterMaxMs, Clock: cfg.Clock,
 			Locator: n.Locator, TxnCoord: n.TxnCoord, TxnClient: n.TxnClient, Groups: n.Groups, Metrics: n.metrics,
 			OffsetMetadataMaxBytes: cfg.OffsetMetadataMaxBytes, TxnMaxTimeout: cfg.TxnConfig.MaxTimeout, ReadBuffer: api.ReadBuffer}
 		deps.Handler = n.handler

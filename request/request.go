@@ -51,7 +51,6 @@
 package request
 
 import (
-	"log/slog"
 	"time"
 
 	"github.com/strand-io/strand/clock"
@@ -86,7 +85,6 @@ type Handler struct {
 	// External: the requests came in on an external client listener, so
 	// the addresses handed out are brokers' external addresses.
 	External bool
-	Logger   *slog.Logger
 	// Locator answers FindCoordinator.
 	Locator *coordinator.Locator
 	// TxnCoord and Groups are the coordinators (nil: this node runs
