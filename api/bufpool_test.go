@@ -110,7 +110,7 @@ func BenchmarkFetchResponseCodec(b *testing.B) {
 			for b.Loop() {
 				var recs []byte
 				if v.pooled {
-					recs = readBuffer(size)
+					recs = ReadBuffer(size)
 				} else {
 					recs = make([]byte, size)
 				}

@@ -18,7 +18,9 @@ import (
 // about 4 % of a leader's CPU under acks=all load, and most of its garbage.
 var readPool = newDirtyPool()
 
-func readBuffer(n int) []byte { return *readPool.Get(n) }
+// ReadBuffer is a buffer of n bytes for a fetch read, from the pool the
+// server codec returns Fetch responses' buffers to (request.Handler.ReadBuffer).
+func ReadBuffer(n int) []byte { return *readPool.Get(n) }
 
 // serverCodec is gRPC's proto codec, plus the return of a Fetch
 // response's read buffers after Marshal.

@@ -11,6 +11,7 @@ import (
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/rpc"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/request"
 )
 
 // A node answers on two kinds of gRPC listener, as a KRaft broker keeps
@@ -40,16 +41,17 @@ import (
 // RegisterClient installs on s the services a client listener serves.
 func RegisterClient(s *grpc.Server, d *Deps) {
 	d.defaults()
-	if d.Repl == nil {
+	if d.Handler == nil {
 		return // a controller-only node serves no client
 	}
-	pb.RegisterProducerServer(s, &producerService{d: d})
-	pb.RegisterConsumerServer(s, &clientConsumer{consumerService{d: d}})
-	pb.RegisterMetadataServer(s, &metadataService{d: d})
-	pb.RegisterAdminServer(s, &adminService{d: d})
-	pb.RegisterTransactionsServer(s, &clientTransactions{transactionsService{d: d}})
-	if d.Groups != nil {
-		pb.RegisterGroupsServer(s, &edgeGroups{GroupsServer: d.Groups, d: d})
+	h := d.handler(d.External)
+	pb.RegisterProducerServer(s, &producerService{d: d, h: h})
+	pb.RegisterConsumerServer(s, &clientConsumer{consumerService{h: h}})
+	pb.RegisterMetadataServer(s, &metadataService{h: h})
+	pb.RegisterAdminServer(s, &adminService{h: h})
+	pb.RegisterTransactionsServer(s, &clientTransactions{transactionsService{h: h}})
+	if h.Groups != nil {
+		pb.RegisterGroupsServer(s, &groupsService{h: h})
 	}
 }
 
@@ -57,9 +59,10 @@ func RegisterClient(s *grpc.Server, d *Deps) {
 // listener serves.
 func RegisterInterBroker(s *grpc.Server, d *Deps) {
 	d.defaults()
-	if d.Repl != nil {
-		pb.RegisterConsumerServer(s, &peerConsumer{s: consumerService{d: d}})
-		pb.RegisterTransactionsServer(s, &peerTransactions{s: transactionsService{d: d}})
+	if d.Handler != nil {
+		h := d.handler(false)
+		pb.RegisterConsumerServer(s, &peerConsumer{s: consumerService{h: h}})
+		pb.RegisterTransactionsServer(s, &peerTransactions{s: transactionsService{h: h}})
 	}
 	if d.Controller != nil {
 		pb.RegisterControllerServer(s, &controllerService{d: d})
@@ -70,6 +73,21 @@ func (d *Deps) defaults() {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
+}
+
+// handler is the Handler a listener's services call: a copy of
+// d.Handler's for this listener, reading fetches into the pooled buffers
+// the server codec returns (fetchbuf.go) and counting into d.Metrics
+// unless it was given its own.
+func (d *Deps) handler(external bool) *request.Handler {
+	h := d.Handler.ForListener(external)
+	if h.ReadBuffer == nil {
+		h.ReadBuffer = ReadBuffer
+	}
+	if h.Metrics == nil && d.Metrics != nil {
+		h.Metrics = d.Metrics
+	}
+	return h
 }
 
 // interBrokerOnly is the refusal of an inter-broker RPC on a client listener.

@@ -79,8 +79,8 @@ func (m *Metrics) observe(request string, start time.Time) {
 	m.latency.WithLabelValues(request).Observe(time.Since(start).Seconds())
 }
 
-// produced counts a client's batches appended to a partition led here.
-func (m *Metrics) produced(topic string, batches []byte) {
+// Produced counts a client's batches appended to a partition led here.
+func (m *Metrics) Produced(topic string, batches []byte) {
 	if m == nil || len(batches) == 0 {
 		return
 	}
@@ -99,8 +99,8 @@ func (m *Metrics) produced(topic string, batches []byte) {
 	m.messagesIn.WithLabelValues(topic).Add(float64(records))
 }
 
-// fetched counts the bytes of a fetch answer, for consumers or followers.
-func (m *Metrics) fetched(resp *pb.FetchResponse, follower bool) {
+// Fetched counts the bytes of a fetch answer, for consumers or followers.
+func (m *Metrics) Fetched(resp *pb.FetchResponse, follower bool) {
 	if m == nil || resp == nil {
 		return
 	}

@@ -169,10 +169,9 @@ type writer interface {
 	write(ctx context.Context, s *shard, recs []record.Record, txn *txnProducer) (int64, error)
 }
 
-// Coordinator serves the Groups service for the __consumer_offsets
+// Coordinator answers the group requests (request.Handler calls it) for the __consumer_offsets
 // partitions this broker leads.
 type Coordinator struct {
-	pb.UnimplementedGroupsServer
 	cfg  Config
 	repl *replication.Manager
 	loc  *coordinator.Locator

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strand-io/strand/errs"
@@ -42,7 +41,7 @@ func (c *Coordinator) JoinGroup(ctx context.Context, req *pb.JoinGroupRequest) (
 	case r := <-ch:
 		return r, nil
 	case <-ctx.Done():
-		return nil, status.FromContextError(ctx.Err()).Err()
+		return nil, ctx.Err() // the front door maps it (a gRPC caller sees CANCELLED or DEADLINE_EXCEEDED)
 	case <-c.ctx.Done():
 		return &pb.JoinGroupResponse{ErrorCode: pb.ErrorCode_NOT_COORDINATOR, ErrorMessage: "the group coordinator is shutting down", GenerationId: -1}, nil
 	}
@@ -394,7 +393,7 @@ func (c *Coordinator) SyncGroup(ctx context.Context, req *pb.SyncGroupRequest) (
 	case r := <-ch:
 		return r, nil
 	case <-ctx.Done():
-		return nil, status.FromContextError(ctx.Err()).Err()
+		return nil, ctx.Err() // the front door maps it (a gRPC caller sees CANCELLED or DEADLINE_EXCEEDED)
 	case <-c.ctx.Done():
 		return &pb.SyncGroupResponse{ErrorCode: pb.ErrorCode_NOT_COORDINATOR, ErrorMessage: "the group coordinator is shutting down"}, nil
 	}

@@ -1,4 +1,4 @@
-package api
+package request
 
 import (
 	"context"
@@ -7,21 +7,20 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-// edgeGroups is the Groups service of a client listener: the group
-// coordinator behind the edge checks (edge.go). Ids and protocol strings
-// over Kafka's string limit are refused INVALID_REQUEST before the
-// coordinator sees them (the group id is part of every __consumer_offsets
-// key). An offset commit, transactional or not, is answered per
-// partition as in Kafka: a partition that does not exist in this broker's
-// metadata UNKNOWN_TOPIC_OR_PARTITION, one whose metadata is longer than
+// The group requests: the group coordinator (coordinator/group) behind
+// the edge checks (edge.go). Ids and protocol strings over Kafka's string
+// limit are refused INVALID_REQUEST before the coordinator sees them (the
+// group id is part of every __consumer_offsets key). An offset commit,
+// transactional or not, is answered per partition as in Kafka: a
+// partition that does not exist in this broker's metadata
+// UNKNOWN_TOPIC_OR_PARTITION, one whose metadata is longer than
 // offset.metadata.max.bytes OFFSET_METADATA_TOO_LARGE; the rest are
-// committed.
-type edgeGroups struct {
-	pb.GroupsServer
-	d *Deps
-}
+// committed. A front door calls these only when Groups is set (a node
+// with no group coordinator serves no group request).
 
-func (g *edgeGroups) JoinGroup(ctx context.Context, req *pb.JoinGroupRequest) (*pb.JoinGroupResponse, error) {
+// JoinGroup joins a member to a group, answering once the group's join
+// phase completes (or the context ends: then the context's error).
+func (h *Handler) JoinGroup(ctx context.Context, req *pb.JoinGroupRequest) (*pb.JoinGroupResponse, error) {
 	err := checkStrings("group id", req.GroupId, "member id", req.MemberId, "group instance id", req.GroupInstanceId,
 		"client id", req.ClientId, "protocol type", req.ProtocolType)
 	for _, p := range req.Protocols {
@@ -33,10 +32,12 @@ func (g *edgeGroups) JoinGroup(ctx context.Context, req *pb.JoinGroupRequest) (*
 		code, msg := errs.Split(err)
 		return &pb.JoinGroupResponse{ErrorCode: code, ErrorMessage: msg, GenerationId: -1, MemberId: shortID(req.MemberId)}, nil
 	}
-	return g.GroupsServer.JoinGroup(ctx, req)
+	return h.Groups.JoinGroup(ctx, req)
 }
 
-func (g *edgeGroups) SyncGroup(ctx context.Context, req *pb.SyncGroupRequest) (*pb.SyncGroupResponse, error) {
+// SyncGroup hands each member its assignment once the leader has sent
+// them (or the context ends: then the context's error).
+func (h *Handler) SyncGroup(ctx context.Context, req *pb.SyncGroupRequest) (*pb.SyncGroupResponse, error) {
 	err := checkStrings("group id", req.GroupId, "member id", req.MemberId, "group instance id", req.GroupInstanceId)
 	for _, a := range req.Assignments {
 		if err == nil {
@@ -47,50 +48,55 @@ func (g *edgeGroups) SyncGroup(ctx context.Context, req *pb.SyncGroupRequest) (*
 		code, msg := errs.Split(err)
 		return &pb.SyncGroupResponse{ErrorCode: code, ErrorMessage: msg}, nil
 	}
-	return g.GroupsServer.SyncGroup(ctx, req)
+	return h.Groups.SyncGroup(ctx, req)
 }
 
-func (g *edgeGroups) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.HeartbeatResponse, error) {
+// Heartbeat keeps a member's session and tells it of a rebalance.
+func (h *Handler) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.HeartbeatResponse, error) {
 	if err := checkStrings("group id", req.GroupId, "member id", req.MemberId, "group instance id", req.GroupInstanceId); err != nil {
 		code, msg := errs.Split(err)
 		return &pb.HeartbeatResponse{ErrorCode: code, ErrorMessage: msg}, nil
 	}
-	return g.GroupsServer.Heartbeat(ctx, req)
+	return h.Groups.Heartbeat(ctx, req)
 }
 
-func (g *edgeGroups) LeaveGroup(ctx context.Context, req *pb.LeaveGroupRequest) (*pb.LeaveGroupResponse, error) {
+// LeaveGroup removes members from a group.
+func (h *Handler) LeaveGroup(ctx context.Context, req *pb.LeaveGroupRequest) (*pb.LeaveGroupResponse, error) {
 	if err := checkStrings("group id", req.GroupId, "member id", req.MemberId, "group instance id", req.GroupInstanceId); err != nil {
 		code, msg := errs.Split(err)
 		return &pb.LeaveGroupResponse{ErrorCode: code, ErrorMessage: msg}, nil
 	}
-	return g.GroupsServer.LeaveGroup(ctx, req)
+	return h.Groups.LeaveGroup(ctx, req)
 }
 
-func (g *edgeGroups) OffsetFetch(ctx context.Context, req *pb.OffsetFetchRequest) (*pb.OffsetFetchResponse, error) {
+// OffsetFetch reads a group's committed offsets.
+func (h *Handler) OffsetFetch(ctx context.Context, req *pb.OffsetFetchRequest) (*pb.OffsetFetchResponse, error) {
 	if err := checkString("group id", req.GroupId); err != nil {
 		code, msg := errs.Split(err)
 		return &pb.OffsetFetchResponse{ErrorCode: code, ErrorMessage: msg}, nil
 	}
-	return g.GroupsServer.OffsetFetch(ctx, req)
+	return h.Groups.OffsetFetch(ctx, req)
 }
 
-func (g *edgeGroups) DescribeGroups(ctx context.Context, req *pb.DescribeGroupsRequest) (*pb.DescribeGroupsResponse, error) {
+// DescribeGroups describes groups; an id over the string limit is
+// answered INVALID_REQUEST in its place, the others by the coordinator.
+func (h *Handler) DescribeGroups(ctx context.Context, req *pb.DescribeGroupsRequest) (*pb.DescribeGroupsResponse, error) {
 	var ids []string
 	bad := make([]*pb.GroupDescription, len(req.GroupIds))
 	for i, id := range req.GroupIds {
 		if checkString("group id", id) != nil {
-			bad[i] = &pb.GroupDescription{GroupId: shortID(id), ErrorCode: pb.ErrorCode_INVALID_REQUEST, CoordinatorId: g.d.NodeID}
+			bad[i] = &pb.GroupDescription{GroupId: shortID(id), ErrorCode: pb.ErrorCode_INVALID_REQUEST, CoordinatorId: h.NodeID}
 			continue
 		}
 		ids = append(ids, id)
 	}
 	if len(ids) == len(req.GroupIds) {
-		return g.GroupsServer.DescribeGroups(ctx, req)
+		return h.Groups.DescribeGroups(ctx, req)
 	}
 	inner := &pb.DescribeGroupsResponse{}
 	if len(ids) > 0 {
 		var err error
-		if inner, err = g.GroupsServer.DescribeGroups(ctx, &pb.DescribeGroupsRequest{GroupIds: ids}); err != nil {
+		if inner, err = h.Groups.DescribeGroups(ctx, &pb.DescribeGroupsRequest{GroupIds: ids}); err != nil {
 			return nil, err
 		}
 	}
@@ -108,26 +114,30 @@ func (g *edgeGroups) DescribeGroups(ctx context.Context, req *pb.DescribeGroupsR
 	return out, nil
 }
 
-func (g *edgeGroups) OffsetCommit(ctx context.Context, req *pb.OffsetCommitRequest) (*pb.OffsetCommitResponse, error) {
+// OffsetCommit commits a group's offsets, per partition (see above).
+func (h *Handler) OffsetCommit(ctx context.Context, req *pb.OffsetCommitRequest) (*pb.OffsetCommitResponse, error) {
 	if err := checkStrings("group id", req.GroupId, "member id", req.MemberId, "group instance id", req.GroupInstanceId); err != nil {
 		return &pb.OffsetCommitResponse{Partitions: offsetErrors(req.Offsets, err)}, nil
 	}
-	ok, bad := g.checkOffsets(req.Offsets)
+	ok, bad := h.checkOffsets(req.Offsets)
 	if bad == nil {
-		return g.GroupsServer.OffsetCommit(ctx, req)
+		return h.Groups.OffsetCommit(ctx, req)
 	}
 	inner := &pb.OffsetCommitResponse{}
 	if len(ok) > 0 {
 		sub := &pb.OffsetCommitRequest{GroupId: req.GroupId, GenerationId: req.GenerationId, MemberId: req.MemberId, GroupInstanceId: req.GroupInstanceId, Offsets: ok}
 		var err error
-		if inner, err = g.GroupsServer.OffsetCommit(ctx, sub); err != nil {
+		if inner, err = h.Groups.OffsetCommit(ctx, sub); err != nil {
 			return nil, err
 		}
 	}
 	return &pb.OffsetCommitResponse{Partitions: mergeOffsetErrors(bad, inner.Partitions)}, nil
 }
 
-func (g *edgeGroups) TxnOffsetCommit(ctx context.Context, req *pb.TxnOffsetCommitRequest) (*pb.TxnOffsetCommitResponse, error) {
+// TxnOffsetCommit commits offsets inside a producer's transaction: they
+// become visible when its coordinator's COMMIT marker reaches the
+// __consumer_offsets partition (Coordinator.OnTxnMarker).
+func (h *Handler) TxnOffsetCommit(ctx context.Context, req *pb.TxnOffsetCommitRequest) (*pb.TxnOffsetCommitResponse, error) {
 	err := checkStrings("transactional id", req.TransactionalId, "group id", req.GroupId, "member id", req.MemberId, "group instance id", req.GroupInstanceId)
 	if err == nil {
 		err = checkInt16("producer epoch", req.ProducerEpoch)
@@ -136,16 +146,16 @@ func (g *edgeGroups) TxnOffsetCommit(ctx context.Context, req *pb.TxnOffsetCommi
 		code, msg := errs.Split(err)
 		return &pb.TxnOffsetCommitResponse{ErrorCode: code, ErrorMessage: msg, Partitions: offsetErrors(req.Offsets, err)}, nil
 	}
-	ok, bad := g.checkOffsets(req.Offsets)
+	ok, bad := h.checkOffsets(req.Offsets)
 	if bad == nil {
-		return g.GroupsServer.TxnOffsetCommit(ctx, req)
+		return h.Groups.TxnOffsetCommit(ctx, req)
 	}
 	inner := &pb.TxnOffsetCommitResponse{}
 	if len(ok) > 0 {
 		sub := &pb.TxnOffsetCommitRequest{TransactionalId: req.TransactionalId, GroupId: req.GroupId, ProducerId: req.ProducerId, ProducerEpoch: req.ProducerEpoch,
 			GenerationId: req.GenerationId, MemberId: req.MemberId, GroupInstanceId: req.GroupInstanceId, Offsets: ok}
 		var err error
-		if inner, err = g.GroupsServer.TxnOffsetCommit(ctx, sub); err != nil {
+		if inner, err = h.Groups.TxnOffsetCommit(ctx, sub); err != nil {
 			return nil, err
 		}
 	}
@@ -154,8 +164,8 @@ func (g *edgeGroups) TxnOffsetCommit(ctx context.Context, req *pb.TxnOffsetCommi
 
 // checkOffsets splits a commit's offsets into those to commit and, by
 // position, the answers of those refused (nil when none is).
-func (g *edgeGroups) checkOffsets(offs []*pb.PartitionOffset) ([]*pb.PartitionOffset, []*pb.PartitionError) {
-	missing := missingIn(g.d, len(offs), func(i int) (string, int32) { return offs[i].Topic, offs[i].Partition })
+func (h *Handler) checkOffsets(offs []*pb.PartitionOffset) ([]*pb.PartitionOffset, []*pb.PartitionError) {
+	missing := missingIn(h, len(offs), func(i int) (string, int32) { return offs[i].Topic, offs[i].Partition })
 	var ok []*pb.PartitionOffset
 	var bad []*pb.PartitionError
 	for i, o := range offs {
@@ -163,9 +173,9 @@ func (g *edgeGroups) checkOffsets(offs []*pb.PartitionOffset) ([]*pb.PartitionOf
 		switch {
 		case missing != nil && missing[i] != nil:
 			err = missing[i]
-		case len(o.Metadata) > g.d.OffsetMetadataMaxBytes:
+		case len(o.Metadata) > h.OffsetMetadataMaxBytes:
 			err = errs.New(pb.ErrorCode_OFFSET_METADATA_TOO_LARGE, "the metadata of %s-%d is %d bytes, more than offset.metadata.max.bytes=%d",
-				o.Topic, o.Partition, len(o.Metadata), g.d.OffsetMetadataMaxBytes)
+				o.Topic, o.Partition, len(o.Metadata), h.OffsetMetadataMaxBytes)
 		}
 		if err == nil {
 			ok = append(ok, o)

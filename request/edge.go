@@ -1,4 +1,4 @@
-package api
+package request
 
 import (
 	"fmt"
@@ -96,11 +96,11 @@ func firstErr(errs ...error) error {
 // missingPartitions reports, per partition, UNKNOWN_TOPIC_OR_PARTITION for
 // those that do not exist in this broker's metadata, or nil when every
 // partition exists.
-func (s *transactionsService) missingPartitions(tps []*pb.TopicPartition) []error {
-	return missingIn(s.d, len(tps), func(i int) (string, int32) { return tps[i].Topic, tps[i].Partition })
+func (h *Handler) missingPartitions(tps []*pb.TopicPartition) []error {
+	return missingIn(h, len(tps), func(i int) (string, int32) { return tps[i].Topic, tps[i].Partition })
 }
 
-func missingIn(d *Deps, n int, at func(int) (string, int32)) []error {
+func missingIn(d *Handler, n int, at func(int) (string, int32)) []error {
 	if d.Repl == nil {
 		return nil
 	}

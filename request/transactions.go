@@ -1,4 +1,4 @@
-package api
+package request
 
 import (
 	"context"
@@ -13,40 +13,33 @@ import (
 	"github.com/strand-io/strand/record"
 )
 
-// GroupMarkers is the group coordinator's hook for markers written to
-// __consumer_offsets partitions.
-type GroupMarkers interface {
-	OnTxnMarker(partition int32, pid int64, committed bool)
-}
+// The transaction requests: InitProducerId, AddPartitionsToTxn, EndTxn,
+// DescribeTransactions and ListTransactions go to the transaction
+// coordinator; WriteTxnMarkers, AbortTransaction and DescribeProducers to
+// the partitions this broker leads. WriteTxnMarkers and
+// AddPartitionsToTxn are what coordinators and partition leaders send
+// each other (transaction version 2 clients never send AddPartitionsToTxn):
+// a front door serves them only to the cluster's own nodes.
 
-// transactionsService routes the Transactions RPCs: InitProducerId,
-// AddPartitionsToTxn, EndTxn, DescribeTransactions and ListTransactions to
-// the transaction coordinator; WriteTxnMarkers and DescribeProducers to
-// the partitions this broker leads.
-type transactionsService struct {
-	pb.UnimplementedTransactionsServer
-	d *Deps
-}
-
-func (s *transactionsService) noCoordinator() error {
-	return errs.New(pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, "node %d runs no transaction coordinator", s.d.NodeID)
+func (h *Handler) noCoordinator() error {
+	return errs.New(pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, "node %d runs no transaction coordinator", h.NodeID)
 }
 
 // InitProducerId hands out producer ids: from this broker's block without a
 // transactional id, from the coordinator with one.
-func (s *transactionsService) InitProducerId(ctx context.Context, req *pb.InitProducerIdRequest) (*pb.InitProducerIdResponse, error) {
+func (h *Handler) InitProducerId(ctx context.Context, req *pb.InitProducerIdRequest) (*pb.InitProducerIdResponse, error) {
 	if err := firstErr(checkString("transactional id", req.TransactionalId), checkInt16("producer epoch", req.ProducerEpoch)); err != nil {
 		code, msg := errs.Split(err)
 		return &pb.InitProducerIdResponse{ErrorCode: code, ErrorMessage: msg, ProducerId: -1, ProducerEpoch: -1}, nil
 	}
 	if req.TransactionalId == "" {
-		return InitIdempotent(ctx, s.d, req), nil
+		return h.initIdempotent(ctx, req), nil
 	}
-	if s.d.TxnCoord == nil {
-		code, msg := errs.Split(s.noCoordinator())
+	if h.TxnCoord == nil {
+		code, msg := errs.Split(h.noCoordinator())
 		return &pb.InitProducerIdResponse{ErrorCode: code, ErrorMessage: msg, ProducerId: -1, ProducerEpoch: -1}, nil
 	}
-	res, err := s.d.TxnCoord.InitProducerId(ctx, req.TransactionalId, req.TransactionTimeoutMs, req.ProducerId, int16(req.ProducerEpoch))
+	res, err := h.TxnCoord.InitProducerId(ctx, req.TransactionalId, req.TransactionTimeoutMs, req.ProducerId, int16(req.ProducerEpoch))
 	if err != nil {
 		code, msg := errs.Split(err)
 		return &pb.InitProducerIdResponse{ErrorCode: code, ErrorMessage: msg, ProducerId: -1, ProducerEpoch: -1}, nil
@@ -55,8 +48,8 @@ func (s *transactionsService) InitProducerId(ctx context.Context, req *pb.InitPr
 }
 
 // InitIdempotent answers InitProducerId without a transactional id.
-func InitIdempotent(ctx context.Context, d *Deps, req *pb.InitProducerIdRequest) *pb.InitProducerIdResponse {
-	id, err := d.PIDs.Next(ctx)
+func (h *Handler) initIdempotent(ctx context.Context, req *pb.InitProducerIdRequest) *pb.InitProducerIdResponse {
+	id, err := h.PIDs.Next(ctx)
 	if err != nil {
 		code, msg := errs.Split(err)
 		return &pb.InitProducerIdResponse{ErrorCode: code, ErrorMessage: msg, ProducerId: -1, ProducerEpoch: -1}
@@ -65,16 +58,16 @@ func InitIdempotent(ctx context.Context, d *Deps, req *pb.InitProducerIdRequest)
 }
 
 // EndTxn commits or aborts.
-func (s *transactionsService) EndTxn(ctx context.Context, req *pb.EndTxnRequest) (*pb.EndTxnResponse, error) {
+func (h *Handler) EndTxn(ctx context.Context, req *pb.EndTxnRequest) (*pb.EndTxnResponse, error) {
 	if err := firstErr(checkString("transactional id", req.TransactionalId), checkInt16("producer epoch", req.ProducerEpoch)); err != nil {
 		code, msg := errs.Split(err)
 		return &pb.EndTxnResponse{ErrorCode: code, ErrorMessage: msg, ProducerId: -1, ProducerEpoch: -1}, nil
 	}
-	if s.d.TxnCoord == nil {
-		code, msg := errs.Split(s.noCoordinator())
+	if h.TxnCoord == nil {
+		code, msg := errs.Split(h.noCoordinator())
 		return &pb.EndTxnResponse{ErrorCode: code, ErrorMessage: msg, ProducerId: -1, ProducerEpoch: -1}, nil
 	}
-	res, err := s.d.TxnCoord.EndTxn(ctx, req.TransactionalId, req.ProducerId, int16(req.ProducerEpoch), req.Committed)
+	res, err := h.TxnCoord.EndTxn(ctx, req.TransactionalId, req.ProducerId, int16(req.ProducerEpoch), req.Committed)
 	code, msg := errs.Split(err)
 	if err != nil {
 		// As Kafka: no producer id or epoch with an error.
@@ -87,12 +80,12 @@ func (s *transactionsService) EndTxn(ctx context.Context, req *pb.EndTxnRequest)
 // Kafka, a transaction naming a partition that does not exist adds none:
 // that partition is answered UNKNOWN_TOPIC_OR_PARTITION and the others
 // OPERATION_NOT_ATTEMPTED.
-func (s *transactionsService) AddPartitionsToTxn(ctx context.Context, req *pb.AddPartitionsToTxnRequest) (*pb.AddPartitionsToTxnResponse, error) {
+func (h *Handler) AddPartitionsToTxn(ctx context.Context, req *pb.AddPartitionsToTxnRequest) (*pb.AddPartitionsToTxnResponse, error) {
 	resp := &pb.AddPartitionsToTxnResponse{}
 	for _, t := range req.Transactions {
 		r := &pb.AddPartitionsToTxnResult{TransactionalId: shortID(t.TransactionalId)}
 		resp.Results = append(resp.Results, r)
-		if missing := s.missingPartitions(t.Partitions); len(missing) > 0 {
+		if missing := h.missingPartitions(t.Partitions); len(missing) > 0 {
 			for i, p := range t.Partitions {
 				pe := &pb.PartitionError{Topic: p.Topic, Partition: p.Partition, ErrorCode: pb.ErrorCode_OPERATION_NOT_ATTEMPTED,
 					ErrorMessage: "another partition of the request does not exist; none was added"}
@@ -106,14 +99,14 @@ func (s *transactionsService) AddPartitionsToTxn(ctx context.Context, req *pb.Ad
 		err := firstErr(checkString("transactional id", t.TransactionalId), checkInt16("producer epoch", t.ProducerEpoch))
 		switch {
 		case err != nil:
-		case s.d.TxnCoord == nil:
-			err = s.noCoordinator()
+		case h.TxnCoord == nil:
+			err = h.noCoordinator()
 		default:
 			tps := make([]txn.TopicPartition, len(t.Partitions))
 			for i, p := range t.Partitions {
 				tps[i] = txn.TopicPartition{Topic: p.Topic, Partition: p.Partition}
 			}
-			err = s.d.TxnCoord.AddPartitions(ctx, t.TransactionalId, t.ProducerId, int16(t.ProducerEpoch), t.VerifyOnly, tps)
+			err = h.TxnCoord.AddPartitions(ctx, t.TransactionalId, t.ProducerId, int16(t.ProducerEpoch), t.VerifyOnly, tps)
 		}
 		code, msg := errs.Split(err)
 		for _, p := range t.Partitions {
@@ -125,7 +118,7 @@ func (s *transactionsService) AddPartitionsToTxn(ctx context.Context, req *pb.Ad
 
 // WriteTxnMarkers appends COMMIT/ABORT markers on partitions this broker
 // leads, each waited for until the ISR has it. Only transaction
-// coordinators send it, on the inter-broker listener (listeners.go). A
+// coordinators send it, on the inter-broker listener (api/listeners.go). A
 // marker names its transactional id, and its coordinator epoch may not be
 // above the leader epoch of the __transaction_state partition that
 // coordinates that id, as this broker's metadata knows it: a coordinator
@@ -134,7 +127,7 @@ func (s *transactionsService) AddPartitionsToTxn(ctx context.Context, req *pb.Ad
 // partition checks the rest (log.ProducerStateManager.CheckMarker): a
 // marker only ends an open transaction, and one for a producer with
 // nothing open here is answered NONE without a write.
-func (s *transactionsService) WriteTxnMarkers(ctx context.Context, req *pb.WriteTxnMarkersRequest) (*pb.WriteTxnMarkersResponse, error) {
+func (h *Handler) WriteTxnMarkers(ctx context.Context, req *pb.WriteTxnMarkersRequest) (*pb.WriteTxnMarkersResponse, error) {
 	resp := &pb.WriteTxnMarkersResponse{}
 	for _, m := range req.Markers {
 		r := &pb.TxnMarkerResult{ProducerId: m.ProducerId}
@@ -150,16 +143,16 @@ func (s *transactionsService) WriteTxnMarkers(ctx context.Context, req *pb.Write
 		known := firstErr(checkString("transactional id", m.TransactionalId), checkInt16("producer epoch", m.ProducerEpoch),
 			checkInt8("transaction version", m.TransactionVersion))
 		if known == nil {
-			known = s.knownCoordinator(m.TransactionalId, coordEpoch)
+			known = h.knownCoordinator(m.TransactionalId, coordEpoch)
 		}
 		for _, tp := range m.Partitions {
 			err := known
 			if err == nil {
-				_, err = s.d.Repl.WriteMarker(ctx, tp.Topic, tp.Partition, m.ProducerId, int16(m.ProducerEpoch), coordEpoch, typ, m.TransactionVersion, 10*time.Second)
+				_, err = h.Repl.WriteMarker(ctx, tp.Topic, tp.Partition, m.ProducerId, int16(m.ProducerEpoch), coordEpoch, typ, m.TransactionVersion, 10*time.Second)
 			}
 			if err == nil && tp.Topic == metadata.InternalOffsetsTopic {
-				if g, ok := s.d.Groups.(GroupMarkers); ok {
-					g.OnTxnMarker(tp.Partition, m.ProducerId, m.Committed)
+				if h.Groups != nil {
+					h.Groups.OnTxnMarker(tp.Partition, m.ProducerId, m.Committed)
 				}
 			}
 			code, msg := errs.Split(err)
@@ -173,15 +166,15 @@ func (s *transactionsService) WriteTxnMarkers(ctx context.Context, req *pb.Write
 // epoch of the __transaction_state partition of its transactional id in
 // this broker's metadata (a coordinator's epoch is that leader epoch when
 // it took the partition over).
-func (s *transactionsService) knownCoordinator(transactionalID string, coordEpoch int32) error {
+func (h *Handler) knownCoordinator(transactionalID string, coordEpoch int32) error {
 	if transactionalID == "" {
 		return errs.New(pb.ErrorCode_INVALID_REQUEST, "a transaction marker names the transactional id its coordinator ends")
 	}
 	name := metadata.InternalTransactionTopic
-	if s.d.Locator != nil {
-		name = s.d.Locator.Topic(pb.CoordinatorType_TRANSACTION).Name
+	if h.Locator != nil {
+		name = h.Locator.Topic(pb.CoordinatorType_TRANSACTION).Name
 	}
-	img := s.d.Repl.Image()
+	img := h.Repl.Image()
 	t := img.Topic(name)
 	if t == nil || len(t.Partitions) == 0 {
 		return errs.New(pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, "%s is not in this broker's metadata yet", name)
@@ -205,15 +198,15 @@ func (s *transactionsService) knownCoordinator(transactionalID string, coordEpoc
 // kafka-transactions abort): see log.Log.AbortHanging for what it aborts
 // and what it refuses. Unlike a marker it is a client request, served on
 // the client listeners.
-func (s *transactionsService) AbortTransaction(ctx context.Context, req *pb.AbortTransactionRequest) (*pb.AbortTransactionResponse, error) {
+func (h *Handler) AbortTransaction(ctx context.Context, req *pb.AbortTransactionRequest) (*pb.AbortTransactionResponse, error) {
 	if err := checkInt16("producer epoch", req.ProducerEpoch); err != nil {
 		code, msg := errs.Split(err)
 		return &pb.AbortTransactionResponse{ErrorCode: code, ErrorMessage: msg, MarkerOffset: -1}, nil
 	}
-	res, err := s.d.Repl.AbortHanging(ctx, req.Topic, req.Partition, req.ProducerId, int16(req.ProducerEpoch), req.StartOffset, s.d.TxnMaxTimeout, 10*time.Second)
+	res, err := h.Repl.AbortHanging(ctx, req.Topic, req.Partition, req.ProducerId, int16(req.ProducerEpoch), req.StartOffset, h.TxnMaxTimeout, 10*time.Second)
 	if err == nil && req.Topic == metadata.InternalOffsetsTopic {
-		if g, ok := s.d.Groups.(GroupMarkers); ok {
-			g.OnTxnMarker(req.Partition, req.ProducerId, false)
+		if h.Groups != nil {
+			h.Groups.OnTxnMarker(req.Partition, req.ProducerId, false)
 		}
 	}
 	code, msg := errs.Split(err)
@@ -225,8 +218,8 @@ func (s *transactionsService) AbortTransaction(ctx context.Context, req *pb.Abor
 }
 
 // DescribeTransactions reports transactional ids this broker coordinates.
-func (s *transactionsService) DescribeTransactions(ctx context.Context, req *pb.DescribeTransactionsRequest) (*pb.DescribeTransactionsResponse, error) {
-	if s.d.TxnCoord == nil {
+func (h *Handler) DescribeTransactions(ctx context.Context, req *pb.DescribeTransactionsRequest) (*pb.DescribeTransactionsResponse, error) {
+	if h.TxnCoord == nil {
 		return &pb.DescribeTransactionsResponse{}, nil
 	}
 	var ids []string
@@ -241,37 +234,37 @@ func (s *transactionsService) DescribeTransactions(ctx context.Context, req *pb.
 	}
 	out := &pb.DescribeTransactionsResponse{}
 	if len(ids) > 0 {
-		out.Transactions = s.d.TxnCoord.Describe(ids)
+		out.Transactions = h.TxnCoord.Describe(ids)
 	}
 	out.Transactions = append(out.Transactions, long...)
 	return out, nil
 }
 
 // ListTransactions lists transactional ids this broker coordinates.
-func (s *transactionsService) ListTransactions(ctx context.Context, req *pb.ListTransactionsRequest) (*pb.ListTransactionsResponse, error) {
-	if s.d.TxnCoord == nil {
-		return &pb.ListTransactionsResponse{CoordinatorId: s.d.NodeID}, nil
+func (h *Handler) ListTransactions(ctx context.Context, req *pb.ListTransactionsRequest) (*pb.ListTransactionsResponse, error) {
+	if h.TxnCoord == nil {
+		return &pb.ListTransactionsResponse{CoordinatorId: h.NodeID}, nil
 	}
 	for _, f := range req.StateFilters {
 		if err := checkString("state filter", f); err != nil {
-			return &pb.ListTransactionsResponse{ErrorCode: pb.ErrorCode_INVALID_REQUEST, CoordinatorId: s.d.NodeID}, nil
+			return &pb.ListTransactionsResponse{ErrorCode: pb.ErrorCode_INVALID_REQUEST, CoordinatorId: h.NodeID}, nil
 		}
 	}
 	if checkStrings("transactional id pattern", req.TransactionalIdPattern, "page start", req.AfterTransactionalId) != nil {
-		return &pb.ListTransactionsResponse{ErrorCode: pb.ErrorCode_INVALID_REQUEST, CoordinatorId: s.d.NodeID}, nil
+		return &pb.ListTransactionsResponse{ErrorCode: pb.ErrorCode_INVALID_REQUEST, CoordinatorId: h.NodeID}, nil
 	}
-	return s.d.TxnCoord.List(req, ListPageBytes)
+	return h.TxnCoord.List(req, ListPageBytes)
 }
 
 // DescribeProducers lists the active producers of partitions this broker leads.
-func (s *transactionsService) DescribeProducers(ctx context.Context, req *pb.DescribeProducersRequest) (*pb.DescribeProducersResponse, error) {
+func (h *Handler) DescribeProducers(ctx context.Context, req *pb.DescribeProducersRequest) (*pb.DescribeProducersResponse, error) {
 	resp := &pb.DescribeProducersResponse{}
 	for _, tp := range req.Partitions {
 		out := &pb.PartitionProducers{Topic: tp.Topic, Partition: tp.Partition, HighWatermark: -1, LastStableOffset: -1}
 		resp.Partitions = append(resp.Partitions, out)
-		p, err := s.d.Repl.Partition(tp.Topic, tp.Partition)
+		p, err := h.Repl.Partition(tp.Topic, tp.Partition)
 		if err == nil && p.Leadership().Role != broker.RoleLeader {
-			err = errs.New(pb.ErrorCode_NOT_LEADER_OR_FOLLOWER, "broker %d is not the leader of %s-%d", s.d.NodeID, tp.Topic, tp.Partition)
+			err = errs.New(pb.ErrorCode_NOT_LEADER_OR_FOLLOWER, "broker %d is not the leader of %s-%d", h.NodeID, tp.Topic, tp.Partition)
 		}
 		if err != nil {
 			out.ErrorCode, out.ErrorMessage = errs.Split(err)

@@ -1,4 +1,4 @@
-package api
+package request
 
 import (
 	"context"
@@ -11,15 +11,10 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-type adminService struct {
-	pb.UnimplementedAdminServer
-	d *Deps
-}
-
 // CreateTopics forwards to the active controller, then waits (within the
 // request timeout) until this broker's image has the new topics with
 // leaders, so a Metadata call that follows sees them.
-func (s *adminService) CreateTopics(ctx context.Context, req *pb.CreateTopicsRequest) (*pb.CreateTopicsResponse, error) {
+func (h *Handler) CreateTopics(ctx context.Context, req *pb.CreateTopicsRequest) (*pb.CreateTopicsResponse, error) {
 	for _, t := range req.Topics {
 		// The replication factor is INT16 on Kafka's wire.
 		if err := firstErr(checkString("topic name", t.Name), checkInt16("replication factor", t.ReplicationFactor)); err != nil {
@@ -32,7 +27,7 @@ func (s *adminService) CreateTopics(ctx context.Context, req *pb.CreateTopicsReq
 		}
 	}
 	var resp *pb.CreateTopicsResponse
-	err := s.d.Remote.Call(ctx, func(ctx context.Context, c pb.ControllerClient) error {
+	err := h.Remote.Call(ctx, func(ctx context.Context, c pb.ControllerClient) error {
 		var err error
 		resp, err = c.CreateTopics(ctx, req)
 		return err
@@ -49,19 +44,19 @@ func (s *adminService) CreateTopics(ctx context.Context, req *pb.CreateTopicsReq
 		return out, nil
 	}
 	if !req.ValidateOnly {
-		s.waitForTopics(ctx, req.TimeoutMs, resp, true)
+		h.waitForTopics(ctx, req.TimeoutMs, resp, true)
 	}
 	return resp, nil
 }
 
-func (s *adminService) waitForTopics(ctx context.Context, timeoutMs int32, resp *pb.CreateTopicsResponse, present bool) {
+func (h *Handler) waitForTopics(ctx context.Context, timeoutMs int32, resp *pb.CreateTopicsResponse, present bool) {
 	d := time.Duration(timeoutMs) * time.Millisecond
 	if d <= 0 {
 		d = 30 * time.Second
 	}
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		img := s.d.Repl.Image()
+		img := h.Repl.Image()
 		ready := true
 		for _, t := range resp.Topics {
 			if t.ErrorCode != pb.ErrorCode_NONE {
@@ -79,9 +74,9 @@ func (s *adminService) waitForTopics(ctx context.Context, timeoutMs int32, resp 
 }
 
 // DeleteTopics forwards to the active controller.
-func (s *adminService) DeleteTopics(ctx context.Context, req *pb.DeleteTopicsRequest) (*pb.DeleteTopicsResponse, error) {
+func (h *Handler) DeleteTopics(ctx context.Context, req *pb.DeleteTopicsRequest) (*pb.DeleteTopicsResponse, error) {
 	var resp *pb.DeleteTopicsResponse
-	err := s.d.Remote.Call(ctx, func(ctx context.Context, c pb.ControllerClient) error {
+	err := h.Remote.Call(ctx, func(ctx context.Context, c pb.ControllerClient) error {
 		var err error
 		resp, err = c.DeleteTopics(ctx, req)
 		return err
@@ -96,7 +91,7 @@ func (s *adminService) DeleteTopics(ctx context.Context, req *pb.DeleteTopicsReq
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		img := s.d.Repl.Image()
+		img := h.Repl.Image()
 		gone := true
 		for _, t := range resp.Topics {
 			if t.ErrorCode == pb.ErrorCode_NONE && img.Topic(t.Name) != nil {
@@ -112,9 +107,9 @@ func (s *adminService) DeleteTopics(ctx context.Context, req *pb.DeleteTopicsReq
 }
 
 // IncrementalAlterConfigs forwards to the active controller.
-func (s *adminService) IncrementalAlterConfigs(ctx context.Context, req *pb.IncrementalAlterConfigsRequest) (*pb.IncrementalAlterConfigsResponse, error) {
+func (h *Handler) IncrementalAlterConfigs(ctx context.Context, req *pb.IncrementalAlterConfigsRequest) (*pb.IncrementalAlterConfigsResponse, error) {
 	var resp *pb.IncrementalAlterConfigsResponse
-	err := s.d.Remote.Call(ctx, func(ctx context.Context, c pb.ControllerClient) error {
+	err := h.Remote.Call(ctx, func(ctx context.Context, c pb.ControllerClient) error {
 		var err error
 		resp, err = c.IncrementalAlterConfigs(ctx, req)
 		return err
@@ -128,13 +123,13 @@ func (s *adminService) IncrementalAlterConfigs(ctx context.Context, req *pb.Incr
 
 // DescribeCluster reports brokers from the local image and the quorum as
 // the active controller sees it.
-func (s *adminService) DescribeCluster(ctx context.Context, _ *pb.DescribeClusterRequest) (*pb.DescribeClusterResponse, error) {
-	img := s.d.Repl.Image()
-	resp := &pb.DescribeClusterResponse{ClusterId: img.ClusterID, ControllerId: s.d.Remote.LeaderHint(), Brokers: brokerInfos(img, s.d.External), MetadataOffset: img.Offset}
+func (h *Handler) DescribeCluster(ctx context.Context, _ *pb.DescribeClusterRequest) (*pb.DescribeClusterResponse, error) {
+	img := h.Repl.Image()
+	resp := &pb.DescribeClusterResponse{ClusterId: img.ClusterID, ControllerId: h.Remote.LeaderHint(), Brokers: brokerInfos(img, h.External), MetadataOffset: img.Offset}
 	qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	var q *pb.DescribeQuorumResponse
-	if err := s.d.Remote.Call(qctx, func(ctx context.Context, c pb.ControllerClient) error {
+	if err := h.Remote.Call(qctx, func(ctx context.Context, c pb.ControllerClient) error {
 		var err error
 		q, err = c.DescribeQuorum(ctx, &pb.DescribeQuorumRequest{})
 		return err
@@ -148,8 +143,8 @@ func (s *adminService) DescribeCluster(ctx context.Context, _ *pb.DescribeCluste
 }
 
 // DescribeConfigs lists a topic's effective configs with their sources.
-func (s *adminService) DescribeConfigs(ctx context.Context, req *pb.DescribeConfigsRequest) (*pb.DescribeConfigsResponse, error) {
-	img := s.d.Repl.Image()
+func (h *Handler) DescribeConfigs(ctx context.Context, req *pb.DescribeConfigsRequest) (*pb.DescribeConfigsResponse, error) {
+	img := h.Repl.Image()
 	resp := &pb.DescribeConfigsResponse{}
 	for _, r := range req.Resources {
 		out := &pb.ConfigResourceResult{Type: r.Type, Name: r.Name}
@@ -163,18 +158,18 @@ func (s *adminService) DescribeConfigs(ctx context.Context, req *pb.DescribeConf
 			out.ErrorCode, out.ErrorMessage = pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic '"+r.Name+"' does not exist"
 			continue
 		}
-		lc, minISR := s.d.Repl.Partitions().LogConfig(t.Configs)
+		lc, minISR := h.Repl.Partitions().LogConfig(t.Configs)
 		eff := map[string]string{
 			config.SegmentBytes: strconv.FormatInt(lc.SegmentBytes, 10), config.SegmentMs: strconv.FormatInt(lc.SegmentMs, 10),
 			config.RetentionMs: strconv.FormatInt(lc.RetentionMs, 10), config.RetentionBytes: strconv.FormatInt(lc.RetentionBytes, 10),
 			config.FlushMessages: strconv.FormatInt(lc.FlushMessages, 10), config.FlushMs: strconv.FormatInt(lc.FlushMs, 10),
 			config.IndexIntervalBytes: strconv.Itoa(lc.IndexIntervalBytes), config.MinInsyncReplicas: strconv.Itoa(minISR),
 			config.UncleanLeaderElection: strconv.FormatBool(config.Bool(t.Configs, config.UncleanLeaderElection, false)),
-			config.MaxMessageBytes:       strconv.FormatInt(config.Int(t.Configs, config.MaxMessageBytes, int64(s.d.MessageMaxBytes)), 10),
+			config.MaxMessageBytes:       strconv.FormatInt(config.Int(t.Configs, config.MaxMessageBytes, int64(h.MessageMaxBytes)), 10),
 			config.CleanupPolicy:         "delete", config.MessageTimestampType: "CreateTime",
 			config.ProducerIDExpirationMs: strconv.FormatInt(lc.ProducerIDExpirationMs, 10),
-			config.TimestampBeforeMaxMs:   strconv.FormatInt(s.d.timestampBeforeMaxMs(t.Configs), 10),
-			config.TimestampAfterMaxMs:    strconv.FormatInt(s.d.timestampAfterMaxMs(t.Configs), 10),
+			config.TimestampBeforeMaxMs:   strconv.FormatInt(h.timestampBeforeMaxMs(t.Configs), 10),
+			config.TimestampAfterMaxMs:    strconv.FormatInt(h.timestampAfterMaxMs(t.Configs), 10),
 		}
 		keys := make([]string, 0, len(eff))
 		for k := range eff {

@@ -1,4 +1,4 @@
-package api
+package request
 
 import (
 	"context"
@@ -9,13 +9,9 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-type consumerService struct {
-	pb.UnimplementedConsumerServer
-	d *Deps
-}
-
-// Fetch validates and hands over to replication (consumers and followers).
-func (s *consumerService) Fetch(ctx context.Context, req *pb.FetchRequest) (*pb.FetchResponse, error) {
+// Fetch validates and hands over to replication (consumers and
+// followers: a front door decides who may send replica_id >= 0).
+func (h *Handler) Fetch(ctx context.Context, req *pb.FetchRequest) (*pb.FetchResponse, error) {
 	if err := checkIsolation(req.IsolationLevel); err != nil {
 		code, msg := errs.Split(err)
 		return &pb.FetchResponse{ErrorCode: code, ErrorMessage: msg}, nil
@@ -36,18 +32,18 @@ func (s *consumerService) Fetch(ctx context.Context, req *pb.FetchRequest) (*pb.
 	var resp *pb.FetchResponse
 	if len(good) > 0 || req.SessionEpoch != 0 { // an incremental session fetch may name no partition
 		req.Partitions = good
-		resp = s.d.Repl.FetchInto(ctx, req, readBuffer)
+		resp = h.Repl.FetchInto(ctx, req, h.readBuffer)
 	} else {
 		resp = &pb.FetchResponse{}
 	}
 	resp.Partitions = append(resp.Partitions, bad...)
-	s.d.Metrics.fetched(resp, req.ReplicaId >= 0)
+	h.fetched(resp, req.ReplicaId >= 0)
 	return resp, nil
 }
 
 // ListOffsets answers earliest, latest (HW or LSO) or by timestamp, with
 // HW, LSO and whether the last offset is a control record.
-func (s *consumerService) ListOffsets(ctx context.Context, req *pb.ListOffsetsRequest) (*pb.ListOffsetsResponse, error) {
+func (h *Handler) ListOffsets(ctx context.Context, req *pb.ListOffsetsRequest) (*pb.ListOffsetsResponse, error) {
 	resp := &pb.ListOffsetsResponse{}
 	bad := checkIsolation(req.IsolationLevel)
 	for _, it := range req.Partitions {
@@ -57,21 +53,21 @@ func (s *consumerService) ListOffsets(ctx context.Context, req *pb.ListOffsetsRe
 			out.ErrorCode, out.ErrorMessage = errs.Split(bad)
 			continue
 		}
-		if err := s.listOne(req, it, out); err != nil {
+		if err := h.listOne(req, it, out); err != nil {
 			out.ErrorCode, out.ErrorMessage = errs.Split(err)
 		}
 	}
 	return resp, nil
 }
 
-func (s *consumerService) listOne(req *pb.ListOffsetsRequest, it *pb.ListOffsetsPartition, out *pb.ListOffsetsPartitionResponse) error {
-	p, err := s.d.Repl.Partition(it.Topic, it.Partition)
+func (h *Handler) listOne(req *pb.ListOffsetsRequest, it *pb.ListOffsetsPartition, out *pb.ListOffsetsPartitionResponse) error {
+	p, err := h.Repl.Partition(it.Topic, it.Partition)
 	if err != nil {
 		return err
 	}
 	l := p.Leadership()
 	if l.Role != broker.RoleLeader {
-		return errs.New(pb.ErrorCode_NOT_LEADER_OR_FOLLOWER, "broker %d is not the leader of %s (leader %d)", s.d.NodeID, p.Key, l.Leader)
+		return errs.New(pb.ErrorCode_NOT_LEADER_OR_FOLLOWER, "broker %d is not the leader of %s (leader %d)", h.NodeID, p.Key, l.Leader)
 	}
 	if err := broker.CheckLeaderEpoch(p.Key, l.LeaderEpoch, it.CurrentLeaderEpoch); err != nil {
 		return err
@@ -107,6 +103,6 @@ func (s *consumerService) listOne(req *pb.ListOffsetsRequest, it *pb.ListOffsets
 }
 
 // OffsetForLeaderEpoch serves follower truncation.
-func (s *consumerService) OffsetForLeaderEpoch(ctx context.Context, req *pb.OffsetForLeaderEpochRequest) (*pb.OffsetForLeaderEpochResponse, error) {
-	return s.d.Repl.OffsetForLeaderEpoch(req), nil
+func (h *Handler) OffsetForLeaderEpoch(ctx context.Context, req *pb.OffsetForLeaderEpochRequest) (*pb.OffsetForLeaderEpochResponse, error) {
+	return h.Repl.OffsetForLeaderEpoch(req), nil
 }

@@ -1,4 +1,4 @@
-package api
+package request
 
 import (
 	"context"
@@ -9,11 +9,6 @@ import (
 	"github.com/strand-io/strand/metadata"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
-
-type metadataService struct {
-	pb.UnimplementedMetadataServer
-	d *Deps
-}
 
 func brokerInfos(img *metadata.Image, external bool) []*pb.BrokerInfo {
 	var out []*pb.BrokerInfo
@@ -53,9 +48,9 @@ func TopicMetadata(img *metadata.Image, t *metadata.Topic, messageMaxBytes int) 
 }
 
 // Metadata answers from the local image.
-func (s *metadataService) Metadata(ctx context.Context, req *pb.MetadataRequest) (*pb.MetadataResponse, error) {
-	img := s.d.Repl.Image()
-	resp := &pb.MetadataResponse{ClusterId: img.ClusterID, ControllerId: s.d.Remote.LeaderHint(), Brokers: brokerInfos(img, s.d.External), MetadataOffset: img.Offset}
+func (h *Handler) Metadata(ctx context.Context, req *pb.MetadataRequest) (*pb.MetadataResponse, error) {
+	img := h.Repl.Image()
+	resp := &pb.MetadataResponse{ClusterId: img.ClusterID, ControllerId: h.Remote.LeaderHint(), Brokers: brokerInfos(img, h.External), MetadataOffset: img.Offset}
 	names := req.Topics
 	if len(names) == 0 {
 		for _, n := range img.TopicNames() {
@@ -71,14 +66,14 @@ func (s *metadataService) Metadata(ctx context.Context, req *pb.MetadataRequest)
 			resp.Topics = append(resp.Topics, &pb.TopicMetadata{Name: n, ErrorCode: pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, ErrorMessage: fmt.Sprintf("topic %q does not exist", n)})
 			continue
 		}
-		resp.Topics = append(resp.Topics, TopicMetadata(img, t, s.d.MessageMaxBytes))
+		resp.Topics = append(resp.Topics, TopicMetadata(img, t, h.MessageMaxBytes))
 	}
 	return resp, nil
 }
 
 // DescribeFeatures lists finalized feature levels.
-func (s *metadataService) DescribeFeatures(ctx context.Context, _ *pb.DescribeFeaturesRequest) (*pb.DescribeFeaturesResponse, error) {
-	img := s.d.Repl.Image()
+func (h *Handler) DescribeFeatures(ctx context.Context, _ *pb.DescribeFeaturesRequest) (*pb.DescribeFeaturesResponse, error) {
+	img := h.Repl.Image()
 	return &pb.DescribeFeaturesResponse{Features: []*pb.Feature{{
 		Name: metadata.FeatureTransactionVersion, SupportedMinVersion: 0, SupportedMaxVersion: metadata.TransactionVersionMax,
 		FinalizedVersionLevel: img.Feature(metadata.FeatureTransactionVersion), Epoch: img.Offset,
@@ -87,7 +82,7 @@ func (s *metadataService) DescribeFeatures(ctx context.Context, _ *pb.DescribeFe
 
 // FindCoordinator maps each key to the broker leading its partition of
 // the internal topic, creating the topic on first need.
-func (s *metadataService) FindCoordinator(ctx context.Context, req *pb.FindCoordinatorRequest) (*pb.FindCoordinatorResponse, error) {
+func (h *Handler) FindCoordinator(ctx context.Context, req *pb.FindCoordinatorRequest) (*pb.FindCoordinatorResponse, error) {
 	resp := &pb.FindCoordinatorResponse{}
 	for _, k := range req.Keys {
 		if err := checkString("coordinator key", k); err != nil {
@@ -95,13 +90,13 @@ func (s *metadataService) FindCoordinator(ctx context.Context, req *pb.FindCoord
 			resp.Coordinators = append(resp.Coordinators, &pb.Coordinator{Key: shortID(k), NodeId: -1, ErrorCode: code, ErrorMessage: msg})
 			continue
 		}
-		if s.d.Locator == nil {
+		if h.Locator == nil {
 			resp.Coordinators = append(resp.Coordinators, &pb.Coordinator{Key: k, NodeId: -1, ErrorCode: pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, ErrorMessage: "this node runs no coordinator"})
 			continue
 		}
-		co := s.d.Locator.Find(ctx, req.KeyType, k)
-		if b := s.d.Repl.Image().Brokers[co.NodeId]; b != nil && co.ErrorCode == pb.ErrorCode_NONE {
-			co.Address = addressFor(b, s.d.External)
+		co := h.Locator.Find(ctx, req.KeyType, k)
+		if b := h.Repl.Image().Brokers[co.NodeId]; b != nil && co.ErrorCode == pb.ErrorCode_NONE {
+			co.Address = addressFor(b, h.External)
 		}
 		resp.Coordinators = append(resp.Coordinators, co)
 	}

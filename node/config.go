@@ -1,0 +1,140 @@
+package node
+
+import (
+	"log/slog"
+	"net"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/strand-io/strand/api"
+	"github.com/strand-io/strand/broker"
+	"github.com/strand-io/strand/clock"
+	"github.com/strand-io/strand/controller"
+	"github.com/strand-io/strand/coordinator"
+	"github.com/strand-io/strand/coordinator/group"
+	"github.com/strand-io/strand/coordinator/txn"
+	"github.com/strand-io/strand/internal/rpc"
+	"github.com/strand-io/strand/record"
+	"github.com/strand-io/strand/replication"
+)
+
+// Config is a node's configuration (the server's flags).
+type Config struct {
+	NodeID     int32
+	Broker     bool
+	Controller bool
+	// Listen is the client listener's gRPC address; Advertise is what
+	// clients dial (Metadata hands it out).
+	Listen, Advertise string
+	// Listener, if set, is used instead of listening on Listen (tests).
+	Listener net.Listener
+	// InterBrokerListen / InterBrokerAdvertise: the inter-broker listener,
+	// which serves only what other nodes send (the Controller service,
+	// follower fetches, transaction markers, AddPartitionsToTxn; see
+	// api/listeners.go) and only to the cluster's addresses
+	// (api.PeerFilter). Brokers register InterBrokerAdvertise and peers dial
+	// it. An empty InterBrokerListen takes a free port on Listen's host; an
+	// empty InterBrokerAdvertise is Advertise's host with the port bound
+	// when the listen host names every interface, else the bound address.
+	InterBrokerListen, InterBrokerAdvertise string
+	// InterBrokerListener, if set, is used instead of listening on
+	// InterBrokerListen (tests).
+	InterBrokerListener net.Listener
+	// ExternalListen / ExternalAdvertise: a second, client-facing listener
+	// (like Kafka's EXTERNAL) whose Metadata hands out external addresses,
+	// for clients outside the nodes' network (a container host).
+	ExternalListen, ExternalAdvertise string
+	// MetricsListen serves /metrics and /debug/pprof over HTTP ("" = off).
+	MetricsListen string
+	// ControllerListen / ControllerAdvertise: the Raft transport.
+	ControllerListen, ControllerAdvertise string
+	// GossipListen / GossipAdvertise: memberlist; Join lists seeds.
+	GossipListen, GossipAdvertise string
+	Join                          []string
+	DataDir                       string
+	Voters                        []controller.Voter
+	Dev                           bool
+	Rack                          string
+
+	BrokerConfig      broker.Config
+	ControllerConfig  controller.Config
+	ReplicationConfig replication.Config
+	QuorumTimeouts    QuorumTimeouts
+	HeartbeatInterval time.Duration
+	MessageMaxBytes   int
+	// OffsetMetadataMaxBytes is offset.metadata.max.bytes: the longest
+	// metadata string an offset commit may carry (Kafka's default 4096).
+	OffsetMetadataMaxBytes int
+	// TimestampBeforeMaxMs and TimestampAfterMaxMs are
+	// log.message.timestamp.before.max.ms and
+	// log.message.timestamp.after.max.ms: how far a produced record's
+	// CreateTime may be behind or ahead of the leader's clock.
+	TimestampBeforeMaxMs, TimestampAfterMaxMs int64
+	// ProduceMaxInFlight is max.in.flight.requests.per.stream: requests of
+	// one Produce stream read and not yet answered before the node stops
+	// reading it (back-pressure; see api.producerService.Produce).
+	ProduceMaxInFlight int
+	// TxnTopic and OffsetsTopic configure the internal topics (in dev mode
+	// replication factor and min ISR are lowered to 1).
+	TxnTopic, OffsetsTopic coordinator.InternalTopic
+	GroupConfig            group.Config
+	TxnConfig              txn.Config
+
+	// Dial routes this node's outgoing gRPC connections (the fault layer).
+	Dial rpc.DialFunc
+	// RaftDial routes outgoing Raft connections.
+	RaftDial rpc.DialFunc
+	// MarkerDial routes the transaction coordinator's WriteTxnMarkers
+	// connections (default: Dial), so a drill can hold markers alone.
+	MarkerDial rpc.DialFunc
+	Clock      clock.Clock
+	Logger     *slog.Logger
+	// TestingFaults serves the test-only fault endpoints under
+	// /debug/faults/ on the metrics listener (faults.go). Only drills set
+	// it (strand server reads STRAND_TESTING_FAULTS=1); never in production.
+	TestingFaults bool
+	// ConnectionsMaxIdle (connections.max.idle.ms, default 10 min): a
+	// connection with no RPC in flight for this long is closed, on every
+	// listener (api.ConnectionOptions). Zero means the default.
+	ConnectionsMaxIdle time.Duration
+	// MaxConnections (max.connections) caps the connections open at once
+	// on the client listeners together; MaxConnectionsPerIP
+	// (max.connections.per.ip) those from one address, except for the
+	// addresses (or host names) MaxConnectionsPerIPOverrides names. Zero
+	// means the default derived from the process's descriptor limit
+	// (ConnectionLimits).
+	MaxConnections, MaxConnectionsPerIP int
+	MaxConnectionsPerIPOverrides        map[string]int
+	// UnaryInterceptors run first on every unary call the node's gRPC
+	// servers take, before the start-up gate (tests: hold or refuse
+	// chosen RPCs, such as this broker's registration).
+	UnaryInterceptors []grpc.UnaryServerInterceptor
+}
+
+// QuorumTimeouts tunes Raft (zero keeps hashicorp/raft's defaults).
+type QuorumTimeouts struct {
+	Heartbeat, Election, LeaderLease, Commit time.Duration
+}
+
+// DefaultConfig returns Kafka's defaults for a combined node.
+func DefaultConfig(id int32, dataDir string) Config {
+	return Config{
+		NodeID: id, Broker: true, Controller: true, DataDir: dataDir,
+		BrokerConfig:           broker.DefaultConfig(dataDir),
+		ControllerConfig:       controller.DefaultConfig(id),
+		ReplicationConfig:      replication.DefaultConfig(id),
+		HeartbeatInterval:      2 * time.Second,
+		MessageMaxBytes:        1048588,
+		OffsetMetadataMaxBytes: 4096,
+		ProduceMaxInFlight:     api.DefaultProduceMaxInFlight,
+		TimestampBeforeMaxMs:   record.DefaultTimestampBeforeMaxMs,
+		TimestampAfterMaxMs:    record.DefaultTimestampAfterMaxMs,
+		// connections.max.idle.ms
+		ConnectionsMaxIdle: 10 * time.Minute,
+		TxnTopic:           coordinator.DefaultTransactionTopic(),
+		OffsetsTopic:       coordinator.DefaultOffsetsTopic(),
+		GroupConfig:        group.DefaultConfig(id),
+		TxnConfig:          txn.DefaultConfig(id),
+	}
+}
