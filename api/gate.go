@@ -11,14 +11,14 @@ import (
 
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/planted"
-	"github.com/strand-io/strand/internal/rpc"
+	"github.com/strand-io/strand/internal/wire"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
 // StartupGate keeps a starting node from answering clients. Until Open,
 // every client RPC is refused with BROKER_NOT_AVAILABLE (retriable) and a
 // message saying what the node waits for, as a status error made by
-// rpc.StatusError (gRPC code UNAVAILABLE); the SDK retries it within its
+// wire.StatusError (gRPC code UNAVAILABLE); the SDK retries it within its
 // timeouts. A Kafka broker does the same by not enabling request handling
 // before its broker is registered, unfenced and caught up with metadata:
 // answered early, a request sees an image without this broker (CreateTopics
@@ -83,7 +83,7 @@ func (g *StartupGate) admit(method string, req any) error {
 }
 
 func (g *StartupGate) refusal() error {
-	return rpc.StatusError(codes.Unavailable, errs.New(pb.ErrorCode_BROKER_NOT_AVAILABLE, "%s", g.why()))
+	return wire.StatusError(codes.Unavailable, errs.New(pb.ErrorCode_BROKER_NOT_AVAILABLE, "%s", g.why()))
 }
 
 // isHealth reports whether a call is the health service's.

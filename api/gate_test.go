@@ -10,7 +10,7 @@ import (
 
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/planted"
-	"github.com/strand-io/strand/internal/rpc"
+	"github.com/strand-io/strand/internal/wire"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -58,7 +58,7 @@ func TestStartupGateLetsHealthThrough(t *testing.T) {
 			t.Errorf("closed gate, client call %s: %v", c.method, err)
 		}
 		// What a client reads off the wire.
-		if back := rpc.FromStatus(status.Convert(err).Err()); errs.CodeOf(back) != pb.ErrorCode_BROKER_NOT_AVAILABLE || back.Error() != err.Error() {
+		if back := wire.FromStatus(status.Convert(err).Err()); errs.CodeOf(back) != pb.ErrorCode_BROKER_NOT_AVAILABLE || back.Error() != err.Error() {
 			t.Errorf("closed gate, client call %s: read back as %v", c.method, back)
 		}
 	}

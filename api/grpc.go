@@ -8,20 +8,20 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/mem"
 
-	"github.com/strand-io/strand/internal/rpc"
+	"github.com/strand-io/strand/internal/wire"
 )
 
 // ServerOptions are the options of every gRPC server a node runs: message
-// size limits, fixed flow-control windows (rpc.WindowSize: no BDP pings,
+// size limits, fixed flow-control windows (wire.WindowSize: no BDP pings,
 // few WINDOW_UPDATEs), 256 KiB transport buffers shared between flushes
-// (rpc.TransportBufferSize), the non-zeroing buffer pool (bufpool.go) for
+// (wire.TransportBufferSize), the non-zeroing buffer pool (bufpool.go) for
 // reading frames, and the codec that returns Fetch read buffers
 // (fetchbuf.go).
 func ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(rpc.MaxMessageSize), grpc.MaxSendMsgSize(rpc.MaxMessageSize),
-		grpc.InitialWindowSize(rpc.WindowSize), grpc.InitialConnWindowSize(rpc.WindowSize),
-		grpc.ReadBufferSize(rpc.TransportBufferSize), grpc.WriteBufferSize(rpc.TransportBufferSize),
+		grpc.MaxRecvMsgSize(wire.MaxMessageSize), grpc.MaxSendMsgSize(wire.MaxMessageSize),
+		grpc.InitialWindowSize(wire.WindowSize), grpc.InitialConnWindowSize(wire.WindowSize),
+		grpc.ReadBufferSize(wire.TransportBufferSize), grpc.WriteBufferSize(wire.TransportBufferSize),
 		// An idle connection holds no buffer: the write buffer goes back to
 		// a pool after each flush (the read buffer always does in gRPC
 		// 1.85), so a broker's memory follows its busy connections, not

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/strand-io/strand/errs"
-	"github.com/strand-io/strand/internal/rpc"
+	"github.com/strand-io/strand/internal/wire"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/request"
 )
@@ -98,7 +98,7 @@ func interBrokerOnly(method string) error {
 // replicaRefused is the refusal of a request in a replica's name on a
 // client listener.
 func replicaRefused(what string, replica int32) error {
-	return rpc.StatusError(codes.PermissionDenied, errs.New(pb.ErrorCode_CLUSTER_AUTHORIZATION_FAILED,
+	return wire.StatusError(codes.PermissionDenied, errs.New(pb.ErrorCode_CLUSTER_AUTHORIZATION_FAILED,
 		"%s with replica_id %d is a follower's request: followers send it on the inter-broker listener; a client sends replica_id -1", what, replica))
 }
 

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/peer"
 
 	"github.com/strand-io/strand/errs"
-	"github.com/strand-io/strand/internal/rpc"
+	"github.com/strand-io/strand/internal/wire"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -210,7 +210,7 @@ func (f *PeerFilter) check(ctx context.Context, method string, req any) error {
 	if now, last := f.now().UnixMilli(), f.logged.Load(); now-last >= 10_000 && f.logged.CompareAndSwap(last, now) {
 		f.lg.Warn("inter-broker listener: refused a call from an address that is no node of this cluster (logged at most every 10s)", "from", ip.String(), "method", method)
 	}
-	return rpc.StatusError(codes.PermissionDenied, errs.New(pb.ErrorCode_CLUSTER_AUTHORIZATION_FAILED,
+	return wire.StatusError(codes.PermissionDenied, errs.New(pb.ErrorCode_CLUSTER_AUTHORIZATION_FAILED,
 		"the inter-broker listener serves this cluster's nodes only, and %s is not the address of a registered broker or a controller voter", ip))
 }
 

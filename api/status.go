@@ -8,14 +8,14 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/strand-io/strand/errs"
-	"github.com/strand-io/strand/internal/rpc"
+	"github.com/strand-io/strand/internal/wire"
 )
 
 // toStatus is what a gRPC service returns for an error of package
 // request (which answers failures inside its responses and returns an
 // error only when it has no answer): the caller's context ending is
 // CANCELLED or DEADLINE_EXCEEDED, a Kafka error is a status that carries
-// its code (rpc.StatusError: the SDK reads it back with rpc.FromStatus),
+// its code (wire.StatusError: the SDK reads it back with wire.FromStatus),
 // anything else passes as it is (gRPC answers UNKNOWN).
 func toStatus(err error) error {
 	if err == nil {
@@ -26,7 +26,7 @@ func toStatus(err error) error {
 	}
 	var e *errs.Error
 	if errors.As(err, &e) {
-		return rpc.StatusError(codes.Unknown, e)
+		return wire.StatusError(codes.Unknown, e)
 	}
 	return err
 }

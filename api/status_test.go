@@ -11,7 +11,7 @@ import (
 
 	"github.com/strand-io/strand/coordinator/group"
 	"github.com/strand-io/strand/errs"
-	"github.com/strand-io/strand/internal/rpc"
+	"github.com/strand-io/strand/internal/wire"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -35,7 +35,7 @@ func TestToStatus(t *testing.T) {
 			t.Errorf("%v → %v, want %v", c.err, got, c.want)
 		}
 	}
-	back := rpc.FromStatus(status.Convert(toStatus(errs.New(pb.ErrorCode_NOT_COORDINATOR, "moved"))).Err())
+	back := wire.FromStatus(status.Convert(toStatus(errs.New(pb.ErrorCode_NOT_COORDINATOR, "moved"))).Err())
 	if errs.CodeOf(back) != pb.ErrorCode_NOT_COORDINATOR {
 		t.Errorf("a Kafka error through gRPC reads back as %v, want NOT_COORDINATOR", errs.CodeOf(back))
 	}

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/strand-io/strand/errs"
-	irpc "github.com/strand-io/strand/internal/rpc"
+	"github.com/strand-io/strand/internal/wire"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -78,13 +78,13 @@ func (c *cluster) conn(addr string) (*grpc.ClientConn, error) {
 	}
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(irpc.MaxMessageSize), grpc.MaxCallSendMsgSize(irpc.MaxMessageSize)),
-		// Fixed flow-control windows, as the brokers use (irpc.WindowSize):
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(wire.MaxMessageSize), grpc.MaxCallSendMsgSize(wire.MaxMessageSize)),
+		// Fixed flow-control windows, as the brokers use (wire.WindowSize):
 		// no BDP pings, a WINDOW_UPDATE per MiB fetched instead of per 16 KiB.
-		grpc.WithInitialWindowSize(irpc.WindowSize), grpc.WithInitialConnWindowSize(irpc.WindowSize),
-		// Transport buffers that hold a whole grown batch (irpc.TransportBufferSize).
-		grpc.WithReadBufferSize(irpc.TransportBufferSize), grpc.WithWriteBufferSize(irpc.TransportBufferSize),
-	}, irpc.ErrorCodeDialOptions()...)
+		grpc.WithInitialWindowSize(wire.WindowSize), grpc.WithInitialConnWindowSize(wire.WindowSize),
+		// Transport buffers that hold a whole grown batch (wire.TransportBufferSize).
+		grpc.WithReadBufferSize(wire.TransportBufferSize), grpc.WithWriteBufferSize(wire.TransportBufferSize),
+	}, wire.ErrorCodeDialOptions()...)
 	opts = append(opts, grpc.WithChainUnaryInterceptor(contextErrorsUnary), grpc.WithChainStreamInterceptor(contextErrorsStream))
 	// A call refused with a Kafka error code (a node that is still
 	// starting answers BROKER_NOT_AVAILABLE) fails with that *errs.Error,

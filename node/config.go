@@ -14,7 +14,7 @@ import (
 	"github.com/strand-io/strand/coordinator"
 	"github.com/strand-io/strand/coordinator/group"
 	"github.com/strand-io/strand/coordinator/txn"
-	"github.com/strand-io/strand/internal/rpc"
+	"github.com/strand-io/strand/internal/wire"
 	"github.com/strand-io/strand/record"
 	"github.com/strand-io/strand/replication"
 )
@@ -82,12 +82,12 @@ type Config struct {
 	TxnConfig              txn.Config
 
 	// Dial routes this node's outgoing gRPC connections (the fault layer).
-	Dial rpc.DialFunc
+	Dial wire.DialFunc
 	// RaftDial routes outgoing Raft connections.
-	RaftDial rpc.DialFunc
+	RaftDial wire.DialFunc
 	// MarkerDial routes the transaction coordinator's WriteTxnMarkers
 	// connections (default: Dial), so a drill can hold markers alone.
-	MarkerDial rpc.DialFunc
+	MarkerDial wire.DialFunc
 	Clock      clock.Clock
 	Logger     *slog.Logger
 	// TestingFaults serves the test-only fault endpoints under

@@ -35,7 +35,7 @@ import (
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/gossip"
 	"github.com/strand-io/strand/internal/planted"
-	"github.com/strand-io/strand/internal/rpc"
+	"github.com/strand-io/strand/internal/wire"
 	"github.com/strand-io/strand/metadata"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/replication"
@@ -59,9 +59,9 @@ type Node struct {
 	// metaImg is the newest metadata image the broker's follower built,
 	// acted on or not yet (the peer filter reads its brokers).
 	metaImg atomic.Pointer[metadata.Image]
-	pool    *rpc.Pool
+	pool    *wire.Pool
 	// markerPool is the transaction coordinator's own pool when MarkerDial is set.
-	markerPool *rpc.Pool
+	markerPool *wire.Pool
 	// gate refuses client requests until the node is ready (api.StartupGate).
 	gate *api.StartupGate
 	// ctrlCatchUp is, on a controller-only node, the Raft commit index it
@@ -164,7 +164,7 @@ func Start(cfg Config) (*Node, error) {
 	if meta.nodeID >= 0 && meta.nodeID != cfg.NodeID {
 		return nil, fmt.Errorf("data directory %s belongs to node %d, not %d", cfg.DataDir, meta.nodeID, cfg.NodeID)
 	}
-	n.pool = rpc.NewPool(cfg.Dial)
+	n.pool = wire.NewPool(cfg.Dial)
 	cid := meta.clusterID
 	n.clusterID.Store(&cid)
 
@@ -256,7 +256,7 @@ func Start(cfg Config) (*Node, error) {
 		tc.NodeID, tc.Topic, tc.Logger = cfg.NodeID, txnTopic, lg
 		markerPool := n.pool
 		if cfg.MarkerDial != nil {
-			n.markerPool = rpc.NewPool(cfg.MarkerDial)
+			n.markerPool = wire.NewPool(cfg.MarkerDial)
 			markerPool = n.markerPool
 		}
 		n.TxnCoord = txn.New(tc, n.Repl, n.PIDs, markerPool, cfg.Clock)
@@ -377,7 +377,7 @@ func (n *Node) listenInterBroker() error {
 	return nil
 }
 
-type peers struct{ pool *rpc.Pool }
+type peers struct{ pool *wire.Pool }
 
 func (p peers) Consumer(addr string) (pb.ConsumerClient, error) {
 	c, err := p.pool.Get(addr)

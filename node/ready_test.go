@@ -18,7 +18,7 @@ import (
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/planted"
-	"github.com/strand-io/strand/internal/rpc"
+	"github.com/strand-io/strand/internal/wire"
 	"github.com/strand-io/strand/node"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/testkit/testcluster"
@@ -29,7 +29,7 @@ import (
 // rawConn is a plain gRPC connection whose refusals carry their Kafka code.
 func rawConn(t testing.TB, addr string) *grpc.ClientConn {
 	t.Helper()
-	cc, err := grpc.NewClient("passthrough:///"+addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, rpc.ErrorCodeDialOptions()...)...)
+	cc, err := grpc.NewClient("passthrough:///"+addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, wire.ErrorCodeDialOptions()...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/broker/storage"
 	"github.com/strand-io/strand/errs"
-	"github.com/strand-io/strand/internal/rpc"
+	"github.com/strand-io/strand/internal/wire"
 	"github.com/strand-io/strand/metadata"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
@@ -127,8 +127,8 @@ func (m *Manager) fetch(ctx context.Context, req *pb.FetchRequest, alloc storage
 }
 
 // maxFetchRecords is the most record bytes a fetch answer carries: a
-// gRPC message (rpc.MaxMessageSize) less room for everything else in it.
-const maxFetchRecords = rpc.MaxMessageSize - 4<<20
+// gRPC message (wire.MaxMessageSize) less room for everything else in it.
+const maxFetchRecords = wire.MaxMessageSize - 4<<20
 
 // fetchMaxBytes is the most record bytes req is answered with: its
 // max_bytes, capped by fetch.max.bytes for a consumer and by
@@ -157,10 +157,10 @@ func (m *Manager) fetchMaxBytes(req *pb.FetchRequest) int {
 // partition whose records are dropped is answered as if it had none yet;
 // its reader fetches them next time.
 func fitMessage(resp *pb.FetchResponse) {
-	if proto.Size(resp) <= rpc.MaxMessageSize {
+	if proto.Size(resp) <= wire.MaxMessageSize {
 		return
 	}
-	for i := len(resp.Partitions) - 1; i > 0 && proto.Size(resp) > rpc.MaxMessageSize; i-- {
+	for i := len(resp.Partitions) - 1; i > 0 && proto.Size(resp) > wire.MaxMessageSize; i-- {
 		if p := resp.Partitions[i]; len(p.Records) > 0 {
 			p.Records, p.AbortedTransactions = nil, nil
 		}

@@ -6,7 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/strand-io/strand/internal/rpc"
+	"github.com/strand-io/strand/internal/wire"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -31,7 +31,7 @@ func TestFetchMaxBytesCaps(t *testing.T) {
 		}
 	}
 	m.cfg.ConsumerFetchMaxBytes = 1 << 30
-	if got := m.fetchMaxBytes(&pb.FetchRequest{ReplicaId: -1, MaxBytes: math.MaxInt32}); got != maxFetchRecords || got >= rpc.MaxMessageSize {
+	if got := m.fetchMaxBytes(&pb.FetchRequest{ReplicaId: -1, MaxBytes: math.MaxInt32}); got != maxFetchRecords || got >= wire.MaxMessageSize {
 		t.Errorf("fetch.max.bytes of 1 GiB: %d, want the transport's %d", got, maxFetchRecords)
 	}
 }
@@ -45,8 +45,8 @@ func TestFitMessage(t *testing.T) {
 		{Topic: "c", Records: make([]byte, 10<<20)},
 	}}
 	fitMessage(resp)
-	if n := proto.Size(resp); n > rpc.MaxMessageSize {
-		t.Fatalf("%d bytes after fitting, over %d", n, rpc.MaxMessageSize)
+	if n := proto.Size(resp); n > wire.MaxMessageSize {
+		t.Fatalf("%d bytes after fitting, over %d", n, wire.MaxMessageSize)
 	}
 	if len(resp.Partitions[0].Records) != 40<<20 || len(resp.Partitions[1].Records) != 20<<20 || len(resp.Partitions[2].Records) != 0 {
 		t.Fatalf("kept %d, %d, %d bytes; want the first two whole and the last dropped",

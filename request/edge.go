@@ -23,7 +23,7 @@ import (
 const MaxStringBytes = math.MaxInt16
 
 // ListPageBytes bounds one page of a List* answer (ListTransactions):
-// far under the transport's message limit (rpc.MaxMessageSize), however
+// far under the transport's message limit (wire.MaxMessageSize), however
 // many ids match. A listing holds at most one id of MaxStringBytes, so a
 // page always has room for one.
 const ListPageBytes = 1 << 20

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/strand-io/strand/errs"
-	"github.com/strand-io/strand/internal/rpc"
+	"github.com/strand-io/strand/internal/wire"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -21,7 +21,7 @@ import (
 // *errs.Error.
 func dial(addr string) (*grpc.ClientConn, error) {
 	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20))}, rpc.ErrorCodeDialOptions()...)
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20))}, wire.ErrorCodeDialOptions()...)
 	return grpc.NewClient("passthrough:///"+addr, opts...)
 }
 

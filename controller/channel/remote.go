@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/strand-io/strand/errs"
-	"github.com/strand-io/strand/internal/rpc"
+	"github.com/strand-io/strand/internal/wire"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -27,7 +27,7 @@ const notControllerLeaderKey = "leader_id"
 // NotControllerStatus is the gRPC status the Controller service answers
 // with on a node that is not the active controller. The Kafka error code
 // and the active controller's id (-1 when unknown) travel as an
-// errdetails.ErrorInfo detail (domain rpc.ErrorDomain, reason
+// errdetails.ErrorInfo detail (domain wire.ErrorDomain, reason
 // NOT_CONTROLLER, metadata leader_id), never in the message text, so a
 // caller reads them back as fields (NotControllerLeader).
 func NotControllerStatus(leader int32) error {
@@ -35,7 +35,7 @@ func NotControllerStatus(leader int32) error {
 	st := status.New(codes.FailedPrecondition, e.Error())
 	withInfo, err := st.WithDetails(&errdetails.ErrorInfo{
 		Reason:   pb.ErrorCode_NOT_CONTROLLER.String(),
-		Domain:   rpc.ErrorDomain,
+		Domain:   wire.ErrorDomain,
 		Metadata: map[string]string{notControllerLeaderKey: strconv.Itoa(int(leader))},
 	})
 	if err != nil {
@@ -55,7 +55,7 @@ func NotControllerLeader(err error) (int32, bool) {
 	}
 	for _, d := range st.Details() {
 		info, ok := d.(*errdetails.ErrorInfo)
-		if !ok || info.Domain != rpc.ErrorDomain || info.Reason != pb.ErrorCode_NOT_CONTROLLER.String() {
+		if !ok || info.Domain != wire.ErrorDomain || info.Reason != pb.ErrorCode_NOT_CONTROLLER.String() {
 			continue
 		}
 		v, present := info.Metadata[notControllerLeaderKey]
@@ -77,7 +77,7 @@ type AddressBook func(id int32) string
 // Remote reaches the active controller over gRPC from any node, following
 // NOT_CONTROLLER hints and trying the voters in turn when it does not know.
 type Remote struct {
-	pool     *rpc.Pool
+	pool     *wire.Pool
 	addr     AddressBook
 	voters   func() []int32
 	localLdr func() int32 // the local Raft's view of the leader, if this node is a voter
@@ -86,7 +86,7 @@ type Remote struct {
 }
 
 // NewRemote returns a client. localLeader may be nil.
-func NewRemote(pool *rpc.Pool, addr AddressBook, voters func() []int32, localLeader func() int32) *Remote {
+func NewRemote(pool *wire.Pool, addr AddressBook, voters func() []int32, localLeader func() int32) *Remote {
 	r := &Remote{pool: pool, addr: addr, voters: voters, localLdr: localLeader}
 	r.hint.Store(-1)
 	return r

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/strand-io/strand/errs"
-	"github.com/strand-io/strand/internal/rpc"
+	"github.com/strand-io/strand/internal/wire"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -32,7 +32,7 @@ func TestNotControllerStatusCarriesCodeAndLeaderAsFields(t *testing.T) {
 				info = i
 			}
 		}
-		if info == nil || info.Reason != "NOT_CONTROLLER" || info.Domain != rpc.ErrorDomain {
+		if info == nil || info.Reason != "NOT_CONTROLLER" || info.Domain != wire.ErrorDomain {
 			t.Fatalf("details = %v, want an ErrorInfo with reason NOT_CONTROLLER", st.Details())
 		}
 		got, ok := NotControllerLeader(err)
@@ -41,7 +41,7 @@ func TestNotControllerStatusCarriesCodeAndLeaderAsFields(t *testing.T) {
 		}
 		// The client's interceptor turns the status into an *errs.Error
 		// that still is the status: both readings must agree.
-		coded := rpc.FromStatus(err)
+		coded := wire.FromStatus(err)
 		if errs.CodeOf(coded) != pb.ErrorCode_NOT_CONTROLLER {
 			t.Fatalf("errs.CodeOf = %v, want NOT_CONTROLLER", errs.CodeOf(coded))
 		}
@@ -53,11 +53,11 @@ func TestNotControllerStatusCarriesCodeAndLeaderAsFields(t *testing.T) {
 
 func TestNotControllerLeaderIgnoresOtherStatuses(t *testing.T) {
 	other, _ := status.New(codes.FailedPrecondition, "wrong state").WithDetails(&errdetails.ErrorInfo{
-		Reason: "INVALID_REPLICA_ASSIGNMENT", Domain: rpc.ErrorDomain, Metadata: map[string]string{"leader_id": "2"}})
+		Reason: "INVALID_REPLICA_ASSIGNMENT", Domain: wire.ErrorDomain, Metadata: map[string]string{"leader_id": "2"}})
 	foreign, _ := status.New(codes.FailedPrecondition, "x").WithDetails(&errdetails.ErrorInfo{
 		Reason: "NOT_CONTROLLER", Domain: "example.com", Metadata: map[string]string{"leader_id": "2"}})
 	notFailedPrecondition, _ := status.New(codes.Unavailable, "x").WithDetails(&errdetails.ErrorInfo{
-		Reason: "NOT_CONTROLLER", Domain: rpc.ErrorDomain, Metadata: map[string]string{"leader_id": "2"}})
+		Reason: "NOT_CONTROLLER", Domain: wire.ErrorDomain, Metadata: map[string]string{"leader_id": "2"}})
 	for name, err := range map[string]error{
 		// The old text encoding: a message is never parsed for a code.
 		"text only":          status.Error(codes.FailedPrecondition, "NOT_CONTROLLER leader=2"),
@@ -89,7 +89,7 @@ func (f *fakeController) AllocateProducerIds(context.Context, *pb.AllocateProduc
 
 // serveFakes serves each fake on its own in-memory listener named
 // "node-<id>" and returns a pool that dials them.
-func serveFakes(t *testing.T, fakes map[int32]*fakeController) (*rpc.Pool, AddressBook) {
+func serveFakes(t *testing.T, fakes map[int32]*fakeController) (*wire.Pool, AddressBook) {
 	t.Helper()
 	listeners := map[string]*bufconn.Listener{}
 	for id, f := range fakes {
@@ -101,13 +101,13 @@ func serveFakes(t *testing.T, fakes map[int32]*fakeController) (*rpc.Pool, Addre
 		t.Cleanup(func() { srv.Stop(); <-done })
 		listeners[addrOf(id)] = lis
 	}
-	pool := rpc.NewPool(func(ctx context.Context, addr string) (net.Conn, error) {
+	pool := wire.NewPool(func(ctx context.Context, addr string) (net.Conn, error) {
 		lis, ok := listeners[addr]
 		if !ok {
 			return nil, errors.New("no such node")
 		}
 		return lis.DialContext(ctx)
-	}, rpc.ErrorCodeDialOptions()...)
+	}, wire.ErrorCodeDialOptions()...)
 	t.Cleanup(pool.Close)
 	return pool, addrOf
 }

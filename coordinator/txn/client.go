@@ -7,7 +7,7 @@ import (
 
 	"github.com/strand-io/strand/coordinator"
 	"github.com/strand-io/strand/errs"
-	"github.com/strand-io/strand/internal/rpc"
+	"github.com/strand-io/strand/internal/wire"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -16,11 +16,11 @@ import (
 // AddPartitionsToTxn to the transaction's coordinator, wherever it runs.
 type Client struct {
 	loc  *coordinator.Locator
-	pool *rpc.Pool
+	pool *wire.Pool
 }
 
 // NewClient returns a client.
-func NewClient(loc *coordinator.Locator, pool *rpc.Pool) *Client {
+func NewClient(loc *coordinator.Locator, pool *wire.Pool) *Client {
 	return &Client{loc: loc, pool: pool}
 }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/coordinator"
 	"github.com/strand-io/strand/errs"
-	"github.com/strand-io/strand/internal/rpc"
+	"github.com/strand-io/strand/internal/wire"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
 	"github.com/strand-io/strand/replication"
@@ -76,7 +76,7 @@ type owned struct {
 }
 
 // New returns a coordinator; Start registers it for leadership changes.
-func New(cfg Config, repl *replication.Manager, pids *coordinator.ProducerIDManager, pool *rpc.Pool, clk clock.Clock) *Coordinator {
+func New(cfg Config, repl *replication.Manager, pids *coordinator.ProducerIDManager, pool *wire.Pool, clk clock.Clock) *Coordinator {
 	if clk == nil {
 		clk = clock.Real
 	}

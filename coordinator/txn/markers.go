@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/errs"
-	"github.com/strand-io/strand/internal/rpc"
+	"github.com/strand-io/strand/internal/wire"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -29,7 +29,7 @@ type markerJob struct {
 // completes a transaction when its last partition has.
 type markerSender struct {
 	c    *Coordinator
-	pool *rpc.Pool
+	pool *wire.Pool
 
 	mu   sync.Mutex
 	jobs map[*markerJob]bool
@@ -40,7 +40,7 @@ type markerSender struct {
 	done   chan struct{}
 }
 
-func newMarkerSender(c *Coordinator, pool *rpc.Pool) *markerSender {
+func newMarkerSender(c *Coordinator, pool *wire.Pool) *markerSender {
 	ctx, cancel := context.WithCancel(c.ctx)
 	return &markerSender{c: c, pool: pool, jobs: map[*markerJob]bool{}, kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
 }

@@ -18,7 +18,7 @@ import (
 
 	"github.com/strand-io/strand/api"
 	"github.com/strand-io/strand/client"
-	"github.com/strand-io/strand/internal/rpc"
+	"github.com/strand-io/strand/internal/wire"
 	"github.com/strand-io/strand/node"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
@@ -170,7 +170,7 @@ func TestProduceStreamNeverReadIsBounded(t *testing.T) {
 // flow-control windows).
 func (tg *target) rawWith(addr string, opts ...grpc.DialOption) *grpc.ClientConn {
 	tg.t.Helper()
-	cc, err := grpc.NewClient("passthrough:///"+addr, append(append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, rpc.ErrorCodeDialOptions()...), opts...)...)
+	cc, err := grpc.NewClient("passthrough:///"+addr, append(append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, wire.ErrorCodeDialOptions()...), opts...)...)
 	if err != nil {
 		tg.t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ import (
 
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/errs"
-	"github.com/strand-io/strand/internal/rpc"
+	"github.com/strand-io/strand/internal/wire"
 	"github.com/strand-io/strand/metadata"
 	"github.com/strand-io/strand/node"
 	pb "github.com/strand-io/strand/proto/strand/v1"
@@ -101,7 +101,7 @@ func (tg *target) opts(extra ...client.Opt) []client.Opt {
 // errors carry their Kafka code, as a hostile client would hold one.
 func (tg *target) raw(addr string) *grpc.ClientConn {
 	tg.t.Helper()
-	cc, err := grpc.NewClient("passthrough:///"+addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, rpc.ErrorCodeDialOptions()...)...)
+	cc, err := grpc.NewClient("passthrough:///"+addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, wire.ErrorCodeDialOptions()...)...)
 	if err != nil {
 		tg.t.Fatal(err)
 	}

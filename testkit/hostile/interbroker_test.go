@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/strand-io/strand/errs"
-	"github.com/strand-io/strand/internal/rpc"
+	"github.com/strand-io/strand/internal/wire"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -28,7 +28,7 @@ func (tg *target) rawFrom(src, addr string) *grpc.ClientConn {
 	probe.Close()
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
 	cc, err := grpc.NewClient("passthrough:///"+addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, "tcp", a) })}, rpc.ErrorCodeDialOptions()...)...)
+		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, "tcp", a) })}, wire.ErrorCodeDialOptions()...)...)
 	if err != nil {
 		tg.t.Fatal(err)
 	}

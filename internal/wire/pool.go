@@ -1,7 +1,7 @@
-// Package rpc holds the gRPC plumbing shared by every role: a pool of
+// Package wire holds the gRPC plumbing shared by every role: a pool of
 // client connections by address, and the helpers that map Strand errors to
 // gRPC status and back.
-package rpc
+package wire
 
 import (
 	"context"
