@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/strand-io/strand/testkit/testutil"
 )
 
 // outsideProgram is an application in a module of its own: it may import
@@ -24,6 +26,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/strand-io/strand/client"
@@ -37,24 +41,18 @@ func main() {
 	var codec record.Compression = record.Zstd
 	var c client.CompressionCodec = codec
 	var clk clock.Clock = clock.Real
+	bootstrap := "127.0.0.1:1"
+	if len(os.Args) > 1 {
+		bootstrap = os.Args[1]
+	}
 	opts := []client.Opt{
-		client.Bootstrap("127.0.0.1:1"),
+		client.Bootstrap(bootstrap),
 		client.TransactionalID("outside-1"),
 		client.Compression(c),
 		client.Linger(5 * time.Millisecond),
 		client.TransactionTimeout(30 * time.Second),
 		client.WithClock(clk),
 	}
-	p, err := client.NewProducer(opts...)
-	if err != nil {
-		panic(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	defer p.Close(ctx)
-	var begin func() error = p.BeginTransaction
-	var commit func(context.Context) error = p.CommitTransaction
-	_, _ = begin, commit
 	var e *client.Error = &errs.Error{Code: pb.ErrorCode_NOT_COORDINATOR}
 	fmt.Println("codec", c, "error", e)
 
@@ -71,15 +69,111 @@ func main() {
 	} {
 		var cat errs.Category = errs.CategoryOf(err)
 		if client.Classify(err) != cat {
-			panic("client.Classify and errs.CategoryOf disagree")
+			fail("client.Classify and errs.CategoryOf disagree")
 		}
 		fmt.Printf("%v -> code %v, class %v\n", err, errs.CodeOf(err), cat)
+	}
+	if len(os.Args) > 1 {
+		transact(bootstrap, opts)
+	}
+}
+
+func fail(format string, args ...any) {
+	fmt.Printf("FAIL: "+format+"\n", args...)
+	os.Exit(1)
+}
+
+// transact runs against a live node: a committed and an aborted
+// transaction in zstd batches, a read_committed read-back, and a zombie
+// fenced by a second producer with the same transactional id, whose error
+// is classified from the public packages alone.
+func transact(bootstrap string, opts []client.Opt) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	adm, err := client.NewAdmin(client.Bootstrap(bootstrap))
+	if err != nil {
+		fail("admin: %v", err)
+	}
+	defer adm.Close()
+	if err := adm.CreateTopic(ctx, client.TopicSpec{Name: "outside", Partitions: 1, ReplicationFactor: 1}); err != nil {
+		fail("create topic: %v", err)
+	}
+	p, err := client.NewProducer(opts...)
+	if err != nil {
+		fail("producer: %v", err)
+	}
+	defer p.Close(ctx)
+	if err := p.InitTransactions(ctx); err != nil {
+		fail("init: %v (%v)", err, errs.CategoryOf(err))
+	}
+	for _, commit := range []bool{true, false} {
+		if err := p.BeginTransaction(); err != nil {
+			fail("begin: %v", err)
+		}
+		for _, v := range []string{"a", "b"} {
+			if commit {
+				v = "committed-" + v
+			} else {
+				v = "aborted-" + v
+			}
+			p.Produce(ctx, &client.Record{Topic: "outside", Value: []byte(v)}, nil)
+		}
+		end := p.AbortTransaction
+		if commit {
+			end = p.CommitTransaction
+		}
+		if err := end(ctx); err != nil {
+			fail("end (commit %v): %v (%v)", commit, err, errs.CategoryOf(err))
+		}
+	}
+	cons, err := client.NewConsumer(client.Bootstrap(bootstrap), client.Isolation(client.ReadCommitted))
+	if err != nil {
+		fail("consumer: %v", err)
+	}
+	defer cons.Close(ctx)
+	cons.Assign(map[client.TopicPartition]int64{{Topic: "outside", Partition: 0}: client.OffsetEarliest})
+	var got []string
+	for len(got) < 2 {
+		recs, err := cons.Poll(ctx)
+		if err != nil {
+			fail("poll: %v", err)
+		}
+		for _, r := range recs {
+			got = append(got, string(r.Value))
+		}
+	}
+	fmt.Println("read_committed:", strings.Join(got, " "))
+
+	zombie := p
+	fresh, err := client.NewProducer(opts...)
+	if err != nil {
+		fail("second producer: %v", err)
+	}
+	defer fresh.Close(ctx)
+	if err := fresh.InitTransactions(ctx); err != nil {
+		fail("second init: %v", err)
+	}
+	if err := zombie.BeginTransaction(); err != nil {
+		fmt.Printf("zombie: %v -> code %v, class %v\n", err, errs.CodeOf(err), errs.CategoryOf(err))
+		return
+	}
+	zombie.Produce(ctx, &client.Record{Topic: "outside", Value: []byte("zombie")}, nil)
+	// As in Kafka (KIP-588), a stale epoch on produce is abortable (the
+	// epoch may have been bumped by a timeout); the abort then learns
+	// whether this producer was fenced.
+	err = zombie.CommitTransaction(ctx)
+	fmt.Printf("zombie commit: code %v, class %v\n", errs.CodeOf(err), errs.CategoryOf(err))
+	if errs.CategoryOf(err) == errs.Abortable {
+		err = zombie.AbortTransaction(ctx)
+		fmt.Printf("zombie abort: code %v, class %v, fenced %v\n", errs.CodeOf(err), errs.CategoryOf(err), errors.Is(err, errs.ProducerFenced))
 	}
 }
 `
 
 // An application outside the module builds against the SDK's public
-// packages only: client, record, errs, clock and the generated protocol.
+// packages only (client, record, errs, clock and the generated protocol),
+// and with them alone produces transactionally with a chosen codec against
+// a node, reads back read_committed, and classifies every error it meets.
 func TestOutsideModuleBuilds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a separate module")
@@ -113,7 +207,13 @@ func TestOutsideModuleBuilds(t *testing.T) {
 		return out.String()
 	}
 	run("build", "-o", filepath.Join(dir, "outside"), ".")
-	out := run("run", ".")
+	n := testutil.StartDev(t, t.TempDir())
+	cmd := exec.Command(filepath.Join(dir, "outside"), n.Addr())
+	outb, err := cmd.CombinedOutput()
+	out := string(outb)
+	if err != nil {
+		t.Fatalf("the outside program against a node: %v\n%s", err, out)
+	}
 	for _, want := range []string{
 		"codec zstd",
 		"<nil> -> code NONE, class none",
@@ -124,6 +224,9 @@ func TestOutsideModuleBuilds(t *testing.T) {
 		"context deadline exceeded -> code UNKNOWN_SERVER_ERROR, class commit-outcome-unknown",
 		"REQUEST_TIMED_OUT -> code REQUEST_TIMED_OUT, class commit-outcome-unknown",
 		"plain -> code UNKNOWN_SERVER_ERROR, class fatal",
+		"read_committed: committed-a committed-b",
+		"zombie commit: code INVALID_PRODUCER_EPOCH, class abortable",
+		"zombie abort: code PRODUCER_FENCED, class application-recoverable, fenced true",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the outside program's output lacks %q:\n%s", want, out)
