@@ -16,16 +16,43 @@ import (
 
 // ackLog records, per partition, the values acknowledged and their offsets.
 type ackLog struct {
-	mu    sync.Mutex
-	acked map[int32]map[int]int64 // partition -> value -> offset
-	errs  []error
+	mu      sync.Mutex
+	acked   map[int32]map[int]int64 // partition -> value -> offset
+	errs    []error
+	settled int           // promises run, acknowledged or failed
+	changed chan struct{} // a token after each promise
 }
 
-func newAckLog() *ackLog { return &ackLog{acked: map[int32]map[int]int64{}} }
+// waitBelow blocks until fewer than n of the sent records are unsettled,
+// or stop is closed (false).
+func (a *ackLog) waitBelow(sent, n int, stop <-chan struct{}) bool {
+	for {
+		a.mu.Lock()
+		pending := sent - a.settled
+		a.mu.Unlock()
+		if pending < n {
+			return true
+		}
+		select {
+		case <-a.changed:
+		case <-stop:
+			return false
+		}
+	}
+}
+
+func newAckLog() *ackLog {
+	return &ackLog{acked: map[int32]map[int]int64{}, changed: make(chan struct{}, 1)}
+}
 
 func (a *ackLog) promise(r *client.Record, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.settled++
+	select {
+	case a.changed <- struct{}{}:
+	default:
+	}
 	if err != nil {
 		a.errs = append(a.errs, err)
 		return
@@ -197,8 +224,10 @@ func TestKillLeaderWhileProducing(t *testing.T) {
 			}
 			p.Produce(ctx, &client.Record{Topic: "orders", Partition: int32(i % parts), Value: []byte(strconv.Itoa(i))}, acks.promise)
 			sent++
-			if i%50 == 0 {
-				time.Sleep(2 * time.Millisecond)
+			// At most 500 records unsettled: the stream keeps flowing
+			// through the failover without running ahead of the acks.
+			if !acks.waitBelow(sent, 500, stop) {
+				return
 			}
 		}
 	}()
