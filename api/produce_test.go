@@ -84,7 +84,8 @@ func expect(t *testing.T, r *pb.ProducePartitionResponse, code pb.ErrorCode, off
 	}
 }
 
-// TestIdempotenceScenario is the seed's example 2 over real gRPC, with its
+// TestIdempotenceScenario is worked example 2 (docs/ARCHITECTURE.md,
+// "Worked examples") over real gRPC, with its
 // exact answers and offsets: hand-built batches of one producer id, the same
 // batch twice (NONE, offset 0), a sequence gap (OUT_OF_ORDER_SEQUENCE_NUMBER),
 // then batches at 3, 6, 9, 12, 15, and the first batch again once five newer

@@ -58,10 +58,10 @@ func txnProduce(t *testing.T, p *client.Producer, topic string, vals ...string) 
 	}
 }
 
-// TestDemoFlow is `make demo` as a test and the seed's example 1 with its
-// exact offsets, epochs, .txnindex and transaction-log states: transaction
-// A (c1..c3) commits, B (a1..a3) aborts, C (c4..c5) commits, on one
-// partition.
+// TestDemoFlow is `make demo` as a test and worked example 1
+// (docs/ARCHITECTURE.md, "Worked examples") with its exact offsets, epochs,
+// .txnindex and transaction-log states: transaction A (c1..c3) commits,
+// B (a1..a3) aborts, C (c4..c5) commits, on one partition.
 func TestDemoFlow(t *testing.T) {
 	dir := t.TempDir()
 	n := testutil.StartDev(t, dir)
@@ -132,7 +132,7 @@ func TestDemoFlow(t *testing.T) {
 	if posU != 11 || posC != 11 {
 		t.Fatalf("positions %d and %d, want 11", posU, posC)
 	}
-	// Seed example 1 exactly: the log (data batches of one epoch merged,
+	// Worked example 1 exactly: the log (data batches of one epoch merged,
 	// since batch boundaries vary), the .txnindex entry with its LSO, and
 	// the transaction log's states with their epochs.
 	if got, want := strings.Join(mergeData(batchesOf(t, n, "demo", false)), " "),

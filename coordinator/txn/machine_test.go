@@ -521,7 +521,7 @@ func TestEmptyAbort(t *testing.T) {
 }
 
 // TestFenceKeepsPrepareEpochFenceInMemory: the fence writes PREPARE_ABORT at
-// the bumped epoch, never a PREPARE_EPOCH_FENCE record (seed example 3's log
+// the bumped epoch, never a PREPARE_EPOCH_FENCE record (worked example 3's log
 // has none); the planted bug writes one.
 func TestFenceKeepsPrepareEpochFenceInMemory(t *testing.T) {
 	m := fixture("Ongoing")

@@ -116,16 +116,16 @@ func (a *initAnswers) String() string {
 	return strings.Join(s, " ")
 }
 
-// TestSeedExample3Fencing is the seed's example 3, with its exact offsets,
-// epochs and transaction-log states: two producers with one transactional
-// id. Producer 1 gets P epoch 0 and writes z1 at offset 0; producer 2's
+// TestExample3Fencing is worked example 3 (docs/ARCHITECTURE.md, "Worked
+// examples"), with its exact offsets, epochs and transaction-log states:
+// two producers with one transactional id. Producer 1 gets P epoch 0 and writes z1 at offset 0; producer 2's
 // InitProducerId fences it (the open transaction is aborted: ABORT marker
 // at offset 1, epoch 1), answers CONCURRENT_TRANSACTIONS, and on retry P
 // epoch 2; producer 1's z2 at epoch 0 is refused and not on disk; y1 at
 // offset 2, epoch 2; COMMIT at offset 3, epoch 3. The transaction log holds
 // Empty(0) Ongoing(0) PrepareAbort(1) CompleteAbort(1) Empty(2) Ongoing(2)
 // PrepareCommit(3) CompleteCommit(3): PREPARE_EPOCH_FENCE is never written.
-func TestSeedExample3Fencing(t *testing.T) {
+func TestExample3Fencing(t *testing.T) {
 	got := runExample3(t)
 	if got != "" {
 		t.Fatal(got)
@@ -138,7 +138,7 @@ func TestSeedExample3Fencing(t *testing.T) {
 	})
 }
 
-// runExample3 runs the example and returns what differs from the seed ("" if
+// runExample3 runs the example and returns what differs from it ("" if
 // nothing).
 func runExample3(t *testing.T) string {
 	n := testutil.StartDev(t, t.TempDir())
