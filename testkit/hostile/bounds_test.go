@@ -369,17 +369,25 @@ func TestManyProduceStreamsOnOneConnection(t *testing.T) {
 			<-ctx.Done()
 		}()
 	}
-	// Give the flood time to open what the node lets it open.
-	most := 0
-	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		most = max(most, produceHandlers())
+	// Wait until the node runs as many Produce handlers as one connection
+	// may have; then one more stream on that connection must not open (it
+	// waits in the client for the node's stream quota), and the node must
+	// still run no more handlers than the cap. Without the cap all 300
+	// open at once and the extra stream opens at once.
+	wait.Eventually(t, 10*time.Second, "the node to run a connection's worth of Produce handlers", func() bool {
+		return produceHandlers() >= api.MaxStreamsPerConnection
+	})
+	pctx, pcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	_, extraErr := pb.NewProducerClient(cc).Produce(pctx)
+	pcancel()
+	most := produceHandlers()
+	t.Logf("%d streams asked for on one connection: %d opened, %d Produce handlers on the node; one more stream: %v",
+		streams, opened.Load(), most, extraErr)
+	if extraErr == nil {
+		t.Errorf("a stream beyond the connection's %d opened", api.MaxStreamsPerConnection)
 	}
-	t.Logf("%d streams asked for on one connection: %d opened, at most %d Produce handlers on the node", streams, opened.Load(), most)
-	if most > api.MaxStreamsPerConnection {
-		t.Errorf("one connection ran %d Produce handlers at once, want at most %d", most, api.MaxStreamsPerConnection)
-	}
-	if most == 0 {
-		t.Fatal("no Produce handler seen: the flood never reached the node")
+	if most > api.MaxStreamsPerConnection || opened.Load() > int64(api.MaxStreamsPerConnection) {
+		t.Errorf("one connection ran %d Produce handlers (%d streams opened) at once, want at most %d", most, opened.Load(), api.MaxStreamsPerConnection)
 	}
 	tg.assertServes()
 	cancel()
