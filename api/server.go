@@ -26,12 +26,6 @@ import (
 // per broker, with room for a non-idempotent one that pipelines more.
 const DefaultProduceMaxInFlight = 16
 
-// MaxStringBytes is Kafka's string limit (request.MaxStringBytes).
-const MaxStringBytes = request.MaxStringBytes
-
-// ListPageBytes bounds one page of a List* answer (request.ListPageBytes).
-const ListPageBytes = request.ListPageBytes
-
 // Deps is what the services call into.
 type Deps struct {
 	NodeID int32

@@ -12,9 +12,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/strand-io/strand/api"
 	"github.com/strand-io/strand/client"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/request"
 	"github.com/strand-io/strand/testkit/testutil"
 	"github.com/strand-io/strand/testkit/wait"
 )
@@ -107,7 +107,7 @@ func TestLongIdsRefusedStateReadableAfterRestart(t *testing.T) {
 	tg.createTopic("kept", 1, 1)
 
 	// A good transactional producer whose id is exactly at the limit.
-	longest := strings.Repeat("t", api.MaxStringBytes)
+	longest := strings.Repeat("t", request.MaxStringBytes)
 	v := newVictim(tg, "kept", longest)
 	v.begin("a", "b")
 	if err := v.end(true); err != nil {
@@ -133,7 +133,7 @@ func TestLongIdsRefusedStateReadableAfterRestart(t *testing.T) {
 
 	bound := measure(t)
 	tc := pb.NewTransactionsClient(tg.raw(n.Addr()))
-	for _, size := range []int{api.MaxStringBytes + 1, 1 << 20} {
+	for _, size := range []int{request.MaxStringBytes + 1, 1 << 20} {
 		long := strings.Repeat("x", size)
 		want := fmt.Sprintf("is %d bytes; Kafka's protocol allows at most 32767", size)
 		r, err := tc.InitProducerId(ctx, &pb.InitProducerIdRequest{TransactionalId: long, TransactionTimeoutMs: 60000, ProducerId: -1, ProducerEpoch: -1})
@@ -201,7 +201,7 @@ func TestLongIdsRefusedStateReadableAfterRestart(t *testing.T) {
 
 // TestListTransactionsPaged: with 40 transactional ids of 30 000 bytes
 // (1.2 MB of ids) a ListTransactions answer is a page no larger than
-// api.ListPageBytes, the pages together list every id once, and the SDK
+// request.ListPageBytes, the pages together list every id once, and the SDK
 // follows them.
 func TestListTransactionsPaged(t *testing.T) {
 	tg := devTarget(t)
@@ -227,8 +227,8 @@ func TestListTransactionsPaged(t *testing.T) {
 			t.Fatalf("ListTransactions: %v", r.ErrorCode)
 		}
 		pages++
-		if size := proto.Size(r); size > api.ListPageBytes {
-			t.Fatalf("page %d is %d bytes, over the %d-byte page budget", pages, size, api.ListPageBytes)
+		if size := proto.Size(r); size > request.ListPageBytes {
+			t.Fatalf("page %d is %d bytes, over the %d-byte page budget", pages, size, request.ListPageBytes)
 		}
 		for _, l := range r.Transactions {
 			if seen[l.TransactionalId] {
