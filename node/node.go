@@ -14,15 +14,12 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/strand-io/strand/api"
 	"github.com/strand-io/strand/broker"
@@ -169,39 +166,14 @@ func Start(cfg Config) (*Node, error) {
 	n.clusterID.Store(&cid)
 
 	if cfg.Controller {
-		q, err := controller.StartQuorum(controller.QuorumConfig{
-			NodeID: cfg.NodeID, Dir: filepath.Join(cfg.DataDir, "controller"), Bind: cfg.ControllerListen, Advertise: cfg.ControllerAdvertise,
-			Voters: cfg.Voters, Dial: cfg.RaftDial, Logger: lg,
-			HeartbeatTimeout: cfg.QuorumTimeouts.Heartbeat, ElectionTimeout: cfg.QuorumTimeouts.Election,
-			LeaderLeaseTimeout: cfg.QuorumTimeouts.LeaderLease, CommitTimeout: cfg.QuorumTimeouts.Commit,
-		})
-		if err != nil {
+		if err := n.startController(cfg); err != nil {
 			return nil, err
 		}
-		n.Quorum = q
-		cc := cfg.ControllerConfig
-		cc.NodeID, cc.Logger = cfg.NodeID, lg
-		n.Controller = controller.New(cc, q, cfg.Clock)
-		n.Controller.Start()
 	}
 	if cfg.GossipListen != "" {
-		raftAdv := cfg.ControllerAdvertise
-		if raftAdv == "" {
-			raftAdv = cfg.ControllerListen
-		}
-		g, err := gossip.Start(gossip.Config{
-			Meta: gossip.Meta{NodeID: cfg.NodeID, Address: n.cfg.Advertise, InterBroker: n.cfg.InterBrokerAdvertise, RaftAddr: raftAdv, Broker: cfg.Broker, Controller: cfg.Controller},
-			Bind: cfg.GossipListen, Advertise: cfg.GossipAdvertise, Join: cfg.Join, Logger: lg,
-			OnDead: func(id int32) {
-				if n.Controller != nil {
-					go n.Controller.Suspect(n.suspectCtx, id, cfg.HeartbeatInterval)
-				}
-			},
-		})
-		if err != nil {
+		if err := n.startGossip(cfg); err != nil {
 			return nil, err
 		}
-		n.Gossip = g
 	}
 	var localLeader func() int32
 	if n.Quorum != nil {
@@ -225,116 +197,12 @@ func Start(cfg Config) (*Node, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 	if cfg.Broker {
-		bc := cfg.BrokerConfig
-		bc.DataDir, bc.Logger = cfg.DataDir, lg
-		parts, err := broker.Open(bc, cfg.Clock)
-		if err != nil {
+		if err := n.startBroker(ctx, cfg, meta, deps); err != nil {
 			return nil, err
 		}
-		n.Parts = parts
-		n.Lifecycle = &channel.Lifecycle{NodeID: cfg.NodeID, IncarnationID: newIncarnation(), Address: n.cfg.Advertise, ExternalAddress: cfg.ExternalAdvertise,
-			InterBrokerAddress: n.cfg.InterBrokerAdvertise, Rack: cfg.Rack,
-			ClusterID: func() string { return *n.clusterID.Load() }, Interval: cfg.HeartbeatInterval, Remote: n.Remote, Applied: n.applied.Load, Logger: lg}
-		n.applied.Store(-1)
-		rc := cfg.ReplicationConfig
-		rc.NodeID, rc.Logger = cfg.NodeID, lg
-		n.Repl = replication.New(rc, parts, n.Remote, peers{n.pool}, n.Lifecycle.Epoch, cfg.Clock)
-		n.Repl.Start()
-		n.PIDs = coordinator.NewProducerIDManager(&blockSource{n: n}, lg)
-		txnTopic, offTopic := cfg.TxnTopic, cfg.OffsetsTopic
-		if cfg.Dev {
-			txnTopic.ReplicationFactor, txnTopic.MinISR = 1, 1
-			offTopic.ReplicationFactor, offTopic.MinISR = 1, 1
-		}
-		n.Locator = coordinator.NewLocator(n.Repl, n.Remote, txnTopic, offTopic)
-		n.TxnClient = txn.NewClient(n.Locator, n.pool)
-		gc := cfg.GroupConfig
-		gc.NodeID, gc.Topic, gc.Logger = cfg.NodeID, offTopic, lg
-		n.Groups = group.New(gc, n.Repl, n.Locator, n.TxnClient, cfg.Clock)
-		n.Groups.Start()
-		tc := cfg.TxnConfig
-		tc.NodeID, tc.Topic, tc.Logger = cfg.NodeID, txnTopic, lg
-		markerPool := n.pool
-		if cfg.MarkerDial != nil {
-			n.markerPool = wire.NewPool(cfg.MarkerDial)
-			markerPool = n.markerPool
-		}
-		n.TxnCoord = txn.New(tc, n.Repl, n.PIDs, markerPool, cfg.Clock)
-		n.TxnCoord.Start()
-		// The one request layer both front doors call (package request).
-		n.handler = &request.Handler{NodeID: cfg.NodeID, Repl: n.Repl, Remote: n.Remote, PIDs: n.PIDs, MessageMaxBytes: cfg.MessageMaxBytes,
-			TimestampBeforeMaxMs: cfg.TimestampBeforeMaxMs, TimestampAfterMaxMs: cfg.TimestampAfterMaxMs, Clock: cfg.Clock,
-			Locator: n.Locator, TxnCoord: n.TxnCoord, TxnClient: n.TxnClient, Groups: n.Groups, Metrics: n.metrics,
-			OffsetMetadataMaxBytes: cfg.OffsetMetadataMaxBytes, TxnMaxTimeout: cfg.TxnConfig.MaxTimeout, ReadBuffer: api.ReadBuffer}
-		deps.Handler = n.handler
-		var src metadata.Source
-		if n.Quorum != nil {
-			src = n.Quorum.FSM
-		} else {
-			src = &channel.StreamSource{Remote: n.Remote, NodeID: cfg.NodeID}
-		}
-		n.wg.Add(1)
-		go n.followMetadata(ctx, src, meta)
-		n.Lifecycle.Start()
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			select {
-			case <-n.Lifecycle.Registered():
-				n.PIDs.Prefetch()
-			case <-ctx.Done():
-			}
-		}()
 	}
-	// Client requests wait behind the gate until the node is ready; what
-	// other nodes send arrives on the inter-broker listener, which has no
-	// gate, so the ports can answer from the start.
-	n.gate = api.NewStartupGate(n.notReadyMessage)
-	n.health = health.NewServer()
-	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-	// The request metrics come first, so they count (and time) refusals too.
-	common := append(api.ServerOptions(), api.ConnectionOptions(n.maxIdle())...)
-	common = append(common, grpc.ChainUnaryInterceptor(n.metrics.Unary))
-	clientOpts := append(slices.Clone(common), api.ClientConnectionOptions()...)
-	clientOpts = append(clientOpts, n.gate.Interceptors(cfg.UnaryInterceptors...)...)
-	n.grpc = grpc.NewServer(clientOpts...)
-	api.RegisterClient(n.grpc, deps)
-	healthpb.RegisterHealthServer(n.grpc, n.health)
-	n.peers = api.NewPeerFilter(n.peerHosts, lg)
-	ibOpts := append(slices.Clone(common), n.peers.Interceptors()...)
-	ibOpts = append(ibOpts, grpc.ChainUnaryInterceptor(cfg.UnaryInterceptors...))
-	n.ibGRPC = grpc.NewServer(ibOpts...)
-	api.RegisterInterBroker(n.ibGRPC, deps)
-	healthpb.RegisterHealthServer(n.ibGRPC, n.health)
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		_ = n.WaitReady(ctx) // opens the gate
-	}()
-	n.wg.Add(2)
-	go func() {
-		defer n.wg.Done()
-		_ = n.grpc.Serve(clientConns.Wrap(ln, "client"))
-	}()
-	go func() {
-		defer n.wg.Done()
-		_ = n.ibGRPC.Serve(ibConns.Wrap(n.ibLn, "inter_broker"))
-	}()
-	if cfg.ExternalListen != "" {
-		eln, err := net.Listen("tcp", cfg.ExternalListen)
-		if err != nil {
-			return nil, fmt.Errorf("external listen %s: %w", cfg.ExternalListen, err)
-		}
-		ext := *deps
-		ext.External = true
-		n.extGRPC = grpc.NewServer(clientOpts...)
-		api.RegisterClient(n.extGRPC, &ext)
-		healthpb.RegisterHealthServer(n.extGRPC, n.health)
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			_ = n.extGRPC.Serve(clientConns.Wrap(eln, "external"))
-		}()
+	if err := n.serve(ctx, cfg, deps, ln, clientConns, ibConns); err != nil {
+		return nil, err
 	}
 	if cfg.MetricsListen != "" {
 		if err := n.startHTTP(cfg.MetricsListen); err != nil {
