@@ -5,26 +5,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strand-io/strand/testkit/wait"
+
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
 	"github.com/strand-io/strand/request"
 	"github.com/strand-io/strand/testkit/testutil"
 )
-
-// eventually calls f every 20 ms until it reports true, failing the test
-// when ctx ends first.
-func eventually(ctx context.Context, t *testing.T, what string, f func() bool) {
-	t.Helper()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !f() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s: not before the deadline", what)
-		case <-tick.C:
-		}
-	}
-}
 
 // produce calls Produce and waits for the answer to be complete.
 func produce(ctx context.Context, t *testing.T, h *request.Handler, req *pb.ProduceRequest) *pb.ProducePartitionResponse {
@@ -93,7 +80,7 @@ func TestProduceAndCommitThroughHandler(t *testing.T) {
 	// FindCoordinator; until its partition is led and loaded here,
 	// InitProducerId is answered retriably.
 	var ip *pb.InitProducerIdResponse
-	eventually(ctx, t, "InitProducerId", func() bool {
+	wait.Eventually(t, 30*time.Second, "InitProducerId", func() bool {
 		fc, err := h.FindCoordinator(ctx, &pb.FindCoordinatorRequest{KeyType: pb.CoordinatorType_TRANSACTION, Keys: []string{"tx"}})
 		if err != nil || fc.Coordinators[0].ErrorCode != pb.ErrorCode_NONE {
 			return false
@@ -122,7 +109,7 @@ func TestProduceAndCommitThroughHandler(t *testing.T) {
 		t.Fatalf("EndTxn commit: %v %v", et, err)
 	}
 	// The marker is written by the coordinator after it answers.
-	eventually(ctx, t, "the commit marker", func() bool {
+	wait.Eventually(t, 30*time.Second, "the commit marker", func() bool {
 		p := latest()
 		return p.LastStableOffset == 4 && p.HighWatermark == 4 && p.LastOffsetIsControl
 	})
