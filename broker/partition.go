@@ -235,12 +235,17 @@ func (p *Partition) WaitForHW(ctx context.Context, offset int64, epoch int32) er
 		p.mu.Lock()
 		hw, ch := p.hw, p.hwWait
 		p.mu.Unlock()
-		if hw > offset {
-			return nil
-		}
+		// The leadership is checked after the HW is read, and before the HW
+		// is believed: once this replica has stopped leading epoch, its HW
+		// is a follower's, and after a truncation the offset may hold
+		// another record that HW covers. Epochs never come back, so a
+		// leadership still at epoch here was so when hw was read.
 		l := p.Leadership()
 		if l.Role != RoleLeader || l.LeaderEpoch != epoch {
-			return errs.New(pb.ErrorCode_NOT_LEADER_OR_FOLLOWER, "%s: leadership moved (epoch %d -> %d, leader %d) before offset %d was replicated", p.Key, epoch, l.LeaderEpoch, l.Leader, offset)
+			return errs.New(pb.ErrorCode_NOT_LEADER_OR_FOLLOWER, "%s: leadership moved (epoch %d -> %d, leader %d) before offset %d was acknowledged", p.Key, epoch, l.LeaderEpoch, l.Leader, offset)
+		}
+		if hw > offset {
+			return nil
 		}
 		select {
 		case <-ch:

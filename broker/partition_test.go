@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -298,5 +299,40 @@ func TestFetchWatchersWokenByAppendAndHighWatermark(t *testing.T) {
 	produce(t, p, 1, batch{n: 1})
 	if woken() {
 		t.Fatal("woken after Unwatch")
+	}
+}
+
+// TestAcksAllNotAnsweredByAnotherLeadersHW: an acks=all wait that starts
+// (or wakes) only after its leader became a follower, truncated the write
+// away and followed the new leader past that offset must not take the
+// follower's HW for its own: the record at the offset is another one now.
+// It is NOT_LEADER_OR_FOLLOWER, so the producer retries. (The drill
+// workload lost an acknowledged transactional record this way: the answer
+// said offset 336, and offset 336 held another producer's record.)
+func TestAcksAllNotAnsweredByAnotherLeadersHW(t *testing.T) {
+	p := newPartition(t)
+	lead(t, p, 1, 2)
+	produce(t, p, 1, batch{n: 2}) // offsets 0-1, on both replicas
+	p.SetHighWatermark(2, false)
+	ours := produce(t, p, -1, batch{n: 1}) // offset 2, on this leader only
+	// The leadership moves; this replica truncates to the new leader's log
+	// and appends what the new leader wrote at offsets 2-3.
+	follower := broker.Leadership{Role: broker.RoleFollower, Leader: 2, LeaderEpoch: leaderEpoch + 1}
+	if err := p.SetLeadership(follower, func() error { return p.Log.TruncateTo(2) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Log.AssignEpoch(leaderEpoch + 1); err != nil {
+		t.Fatal(err)
+	}
+	other := build(t, batch{n: 2})
+	binary.BigEndian.PutUint64(other[0:8], 2) // the new leader's offsets 2-3
+	if _, err := p.AppendAsFollower(other, leaderEpoch+1); err != nil {
+		t.Fatal(err)
+	}
+	p.SetHighWatermark(4, false)
+
+	err := p.WaitForHW(context.Background(), ours.LastOffset, leaderEpoch)
+	if errs.CodeOf(err) != pb.ErrorCode_NOT_LEADER_OR_FOLLOWER {
+		t.Fatalf("WaitForHW after the write was truncated away = %v, want NOT_LEADER_OR_FOLLOWER (HW %d now covers another record at offset %d)", err, p.HighWatermark(), ours.LastOffset)
 	}
 }
