@@ -80,7 +80,11 @@ func (d *Deps) defaults() {
 // the server codec returns (fetchbuf.go) and counting into d.Metrics
 // unless it was given its own.
 func (d *Deps) handler(external bool) *request.Handler {
-	h := d.Handler.ForListener(external)
+	l := request.ListenerClient
+	if external {
+		l = request.ListenerExternal
+	}
+	h := d.Handler.ForListener(l)
 	if h.ReadBuffer == nil {
 		h.ReadBuffer = ReadBuffer
 	}

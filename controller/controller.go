@@ -299,7 +299,7 @@ func (c *Controller) RegisterBroker(ctx context.Context, req *pb.RegisterBrokerR
 	}
 	cur := img.Brokers[req.NodeId]
 	if cur != nil && cur.IncarnationID == req.IncarnationId && cur.Address == req.Address && cur.ExternalAddress == req.ExternalAddress &&
-		cur.InterBrokerAddress == req.InterBrokerAddress {
+		cur.InterBrokerAddress == req.InterBrokerAddress && cur.KafkaAddress == req.KafkaAddress {
 		c.leases[req.NodeId] = c.clk.Now()
 		c.heard[req.NodeId] = true
 		return cur.Epoch, nil
@@ -315,7 +315,7 @@ func (c *Controller) RegisterBroker(ctx context.Context, req *pb.RegisterBrokerR
 	}
 	recs = append(recs, &pb.MetadataRecord{Record: &pb.MetadataRecord_RegisterBroker{RegisterBroker: &pb.RegisterBrokerRecord{
 		NodeId: req.NodeId, IncarnationId: req.IncarnationId, Address: req.Address, ExternalAddress: req.ExternalAddress,
-		InterBrokerAddress: req.InterBrokerAddress, Rack: req.Rack, Fenced: true,
+		InterBrokerAddress: req.InterBrokerAddress, KafkaAddress: req.KafkaAddress, Rack: req.Rack, Fenced: true,
 	}}})
 	off, err := c.proposeLocked(ctx, recs...)
 	if err != nil {

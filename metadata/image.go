@@ -44,7 +44,10 @@ type Broker struct {
 	// InterBrokerAddress is what other nodes dial for the internal RPCs
 	// ("" in registrations made before there was an inter-broker listener).
 	InterBrokerAddress string
-	Rack               string
+	// KafkaAddress is the Kafka wire-protocol listener's address ("" =
+	// this broker has none).
+	KafkaAddress string
+	Rack         string
 	Fenced             bool
 }
 
@@ -351,7 +354,7 @@ func (b *builder) record(r *pb.MetadataRecord, offset int64) error {
 			epoch = offset
 		}
 		b.brokers()[rb.NodeId] = &Broker{ID: rb.NodeId, Epoch: epoch, IncarnationID: rb.IncarnationId, Address: rb.Address, ExternalAddress: rb.ExternalAddress,
-			InterBrokerAddress: rb.InterBrokerAddress, Rack: rb.Rack, Fenced: rb.Fenced}
+			InterBrokerAddress: rb.InterBrokerAddress, KafkaAddress: rb.KafkaAddress, Rack: rb.Rack, Fenced: rb.Fenced}
 		b.delta.Brokers = append(b.delta.Brokers, rb.NodeId)
 	case *pb.MetadataRecord_UnregisterBroker:
 		if cur := b.im.Brokers[x.UnregisterBroker.NodeId]; cur != nil {
@@ -478,7 +481,7 @@ func (im *Image) SnapshotRecords() *pb.MetadataBatch {
 	for _, br := range im.SortedBrokers() {
 		add(&pb.MetadataRecord{Record: &pb.MetadataRecord_RegisterBroker{RegisterBroker: &pb.RegisterBrokerRecord{
 			NodeId: br.ID, IncarnationId: br.IncarnationID, BrokerEpoch: br.Epoch, Address: br.Address, ExternalAddress: br.ExternalAddress,
-			InterBrokerAddress: br.InterBrokerAddress, Rack: br.Rack, Fenced: br.Fenced,
+			InterBrokerAddress: br.InterBrokerAddress, KafkaAddress: br.KafkaAddress, Rack: br.Rack, Fenced: br.Fenced,
 		}}})
 	}
 	for _, name := range im.TopicNames() {

@@ -45,6 +45,17 @@ type Config struct {
 	// (like Kafka's EXTERNAL) whose Metadata hands out external addresses,
 	// for clients outside the nodes' network (a container host).
 	ExternalListen, ExternalAdvertise string
+	// KafkaListen / KafkaAdvertise: the Kafka wire-protocol listener
+	// (api/kafka; "" = none). Brokers register KafkaAdvertise, which
+	// Metadata and FindCoordinator hand out to Kafka clients; an empty one
+	// is Advertise's host with the port bound when the listen host names
+	// every interface, else the bound address.
+	KafkaListen, KafkaAdvertise string
+	// KafkaListener, if set, is used instead of listening on KafkaListen (tests).
+	KafkaListener net.Listener
+	// SocketRequestMaxBytes is socket.request.max.bytes for the Kafka
+	// listener (0: 100 MiB).
+	SocketRequestMaxBytes int32
 	// MetricsListen serves /metrics and /debug/pprof over HTTP ("" = off).
 	MetricsListen string
 	// ControllerListen / ControllerAdvertise: the Raft transport.

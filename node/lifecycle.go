@@ -162,6 +162,11 @@ func (n *Node) shutdown(clean bool) error {
 	if n.extGRPC != nil {
 		n.extGRPC.Stop()
 	}
+	if n.kafka != nil {
+		n.kafka.Close()
+	} else if n.kafkaLn != nil {
+		n.kafkaLn.Close()
+	}
 	var stops sync.WaitGroup
 	for _, s := range []struct {
 		srv *grpc.Server

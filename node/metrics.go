@@ -164,6 +164,7 @@ func (n *Node) startHTTP(addr string) error {
 	reg.MustRegister(collector{n}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(n.metrics.Collectors()...)
 	reg.MustRegister(n.connMetrics.Collectors()...)
+	reg.MustRegister(n.kafkaMetrics.Collectors()...)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/debug/pprof/", pprof.Index)

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/health"
 
 	"github.com/strand-io/strand/api"
+	"github.com/strand-io/strand/api/kafka"
 	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/controller"
@@ -51,6 +52,10 @@ type Node struct {
 	health  *health.Server
 	ln      net.Listener
 	ibLn    net.Listener
+	kafkaLn net.Listener  // the Kafka listener's (nil: none)
+	kafka   *kafka.Server // serves kafkaLn once the node is ready
+	// kafkaMetrics are the Kafka listener's (registered even without one).
+	kafkaMetrics *kafka.Metrics
 	// peers admits the inter-broker listener's callers (api.PeerFilter).
 	peers *api.PeerFilter
 	// metaImg is the newest metadata image the broker's follower built,
@@ -132,7 +137,7 @@ func Start(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, lg: lg}
+	n := &Node{cfg: cfg, lg: lg, kafkaMetrics: kafka.NewMetrics()}
 	n.suspectCtx, n.suspectCancel = context.WithCancel(context.Background())
 	ok := false
 	defer func() {
@@ -152,6 +157,9 @@ func Start(cfg Config) (*Node, error) {
 		n.cfg.Advertise = ln.Addr().String()
 	}
 	if err := n.listenInterBroker(); err != nil {
+		return nil, err
+	}
+	if err := n.listenKafka(); err != nil {
 		return nil, err
 	}
 	meta, err := readMeta(cfg.DataDir)
@@ -210,7 +218,7 @@ func Start(cfg Config) (*Node, error) {
 		}
 	}
 	ok = true
-	lg.Info("node started", "listen", n.cfg.Advertise, "interBroker", n.cfg.InterBrokerAdvertise, "broker", cfg.Broker, "controller", cfg.Controller, "dataDir", cfg.DataDir)
+	lg.Info("node started", "listen", n.cfg.Advertise, "interBroker", n.cfg.InterBrokerAdvertise, "kafka", n.cfg.KafkaAdvertise, "broker", cfg.Broker, "controller", cfg.Controller, "dataDir", cfg.DataDir)
 	return n, nil
 }
 
@@ -244,6 +252,35 @@ func (n *Node) listenInterBroker() error {
 	}
 	return nil
 }
+
+// listenKafka opens the Kafka listener, if configured, and settles the
+// address Kafka clients are handed.
+func (n *Node) listenKafka() error {
+	ln := n.cfg.KafkaListener
+	if ln == nil {
+		if n.cfg.KafkaListen == "" || !n.cfg.Broker {
+			return nil
+		}
+		var err error
+		if ln, err = net.Listen("tcp", n.cfg.KafkaListen); err != nil {
+			return fmt.Errorf("kafka listen %s: %w", n.cfg.KafkaListen, err)
+		}
+	}
+	n.kafkaLn = ln
+	if n.cfg.KafkaAdvertise == "" {
+		bound := ln.Addr().(*net.TCPAddr)
+		n.cfg.KafkaAdvertise = ln.Addr().String()
+		if bound.IP.IsUnspecified() {
+			if h := api.HostOf(n.cfg.Advertise); h != "" {
+				n.cfg.KafkaAdvertise = net.JoinHostPort(h, strconv.Itoa(bound.Port))
+			}
+		}
+	}
+	return nil
+}
+
+// KafkaAddr is the Kafka listener's advertised address ("" = none).
+func (n *Node) KafkaAddr() string { return n.cfg.KafkaAdvertise }
 
 type peers struct{ pool *wire.Pool }
 
@@ -281,6 +318,6 @@ func newIncarnation() string {
 
 // Handler is the request layer this node's front doors call: client
 // requests as plain Go methods (package request). Nil on a
-// controller-only node. Its External is false: a front door on an
-// external listener uses Handler().ForListener(true).
+// controller-only node. It answers as the gRPC client listener: a front
+// door on another listener uses Handler().ForListener.
 func (n *Node) Handler() *request.Handler { return n.handler }

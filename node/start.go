@@ -12,6 +12,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/strand-io/strand/api"
+	"github.com/strand-io/strand/api/kafka"
 	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/controller/channel"
@@ -85,7 +86,7 @@ func (n *Node) startBroker(ctx context.Context, cfg Config, meta nodeMeta, deps 
 	}
 	n.Parts = parts
 	n.Lifecycle = &channel.Lifecycle{NodeID: cfg.NodeID, IncarnationID: newIncarnation(), Address: n.cfg.Advertise, ExternalAddress: cfg.ExternalAdvertise,
-		InterBrokerAddress: n.cfg.InterBrokerAdvertise, Rack: cfg.Rack,
+		InterBrokerAddress: n.cfg.InterBrokerAdvertise, KafkaAddress: n.cfg.KafkaAdvertise, Rack: cfg.Rack,
 		ClusterID: func() string { return *n.clusterID.Load() }, Interval: cfg.HeartbeatInterval, Remote: n.Remote, Applied: n.applied.Load, Logger: n.lg}
 	n.applied.Store(-1)
 	rc := cfg.ReplicationConfig
@@ -177,6 +178,25 @@ func (n *Node) serve(ctx context.Context, cfg Config, deps *api.Deps, ln net.Lis
 		defer n.wg.Done()
 		_ = n.ibGRPC.Serve(ibConns.Wrap(n.ibLn, "inter_broker"))
 	}()
+	if n.kafkaLn != nil && n.handler != nil {
+		kh := n.handler.ForListener(request.ListenerKafka)
+		if kh.Metrics == nil && deps.Metrics != nil {
+			kh.Metrics = deps.Metrics
+		}
+		n.kafka = kafka.NewServer(kafka.Config{Handler: kh, Logger: n.lg, MaxRequestBytes: cfg.SocketRequestMaxBytes,
+			IdleTimeout: n.maxIdle(), Metrics: n.kafkaMetrics})
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			// Like the gRPC client listener's gate: Kafka clients are
+			// served once the node is ready (connections wait in the
+			// accept queue until then).
+			if n.WaitReady(ctx) != nil {
+				return
+			}
+			_ = n.kafka.Serve(clientConns.Wrap(n.kafkaLn, "kafka"))
+		}()
+	}
 	if cfg.ExternalListen != "" {
 		eln, err := net.Listen("tcp", cfg.ExternalListen)
 		if err != nil {

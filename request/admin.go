@@ -125,7 +125,7 @@ func (h *Handler) IncrementalAlterConfigs(ctx context.Context, req *pb.Increment
 // the active controller sees it.
 func (h *Handler) DescribeCluster(ctx context.Context, _ *pb.DescribeClusterRequest) (*pb.DescribeClusterResponse, error) {
 	img := h.Repl.Image()
-	resp := &pb.DescribeClusterResponse{ClusterId: img.ClusterID, ControllerId: h.Remote.LeaderHint(), Brokers: brokerInfos(img, h.External), MetadataOffset: img.Offset}
+	resp := &pb.DescribeClusterResponse{ClusterId: img.ClusterID, ControllerId: h.Remote.LeaderHint(), Brokers: brokerInfos(img, h.Listener), MetadataOffset: img.Offset}
 	qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	var q *pb.DescribeQuorumResponse

@@ -99,12 +99,14 @@ func TestEdgeChecks(t *testing.T) {
 	}
 }
 
-// TestForListener: the external copy hands out external addresses and
+// TestForListener: the copy answers as the listener it was made for and
 // leaves the handler it was made from as it was.
 func TestForListener(t *testing.T) {
 	h := &request.Handler{NodeID: 2}
-	ext := h.ForListener(true)
-	if !ext.External || h.External || ext.NodeID != 2 {
-		t.Fatalf("ForListener(true): copy external=%v node %d, original external=%v", ext.External, ext.NodeID, h.External)
+	for _, l := range []request.Listener{request.ListenerExternal, request.ListenerKafka} {
+		c := h.ForListener(l)
+		if c.Listener != l || h.Listener != request.ListenerClient || c.NodeID != 2 {
+			t.Fatalf("ForListener(%d): copy listener=%d node %d, original listener=%d", l, c.Listener, c.NodeID, h.Listener)
+		}
 	}
 }

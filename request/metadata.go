@@ -10,17 +10,25 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-func brokerInfos(img *metadata.Image, external bool) []*pb.BrokerInfo {
+func brokerInfos(img *metadata.Image, l Listener) []*pb.BrokerInfo {
 	var out []*pb.BrokerInfo
 	for _, b := range img.SortedBrokers() {
-		out = append(out, &pb.BrokerInfo{NodeId: b.ID, Address: addressFor(b, external), Rack: b.Rack, Fenced: b.Fenced, BrokerEpoch: b.Epoch})
+		addr := addressFor(b, l)
+		if addr == "" {
+			continue // no listener of this kind: Kafka lists only brokers a client can reach on it
+		}
+		out = append(out, &pb.BrokerInfo{NodeId: b.ID, Address: addr, Rack: b.Rack, Fenced: b.Fenced, BrokerEpoch: b.Epoch})
 	}
 	return out
 }
 
-// addressFor picks the address a client on this listener can dial.
-func addressFor(b *metadata.Broker, external bool) string {
-	if external && b.ExternalAddress != "" {
+// addressFor picks the address a client on this listener can dial ("":
+// the broker has no listener of that kind).
+func addressFor(b *metadata.Broker, l Listener) string {
+	switch {
+	case l == ListenerKafka:
+		return b.KafkaAddress
+	case l == ListenerExternal && b.ExternalAddress != "":
 		return b.ExternalAddress
 	}
 	return b.Address
@@ -50,7 +58,7 @@ func TopicMetadata(img *metadata.Image, t *metadata.Topic, messageMaxBytes int) 
 // Metadata answers from the local image.
 func (h *Handler) Metadata(ctx context.Context, req *pb.MetadataRequest) (*pb.MetadataResponse, error) {
 	img := h.Repl.Image()
-	resp := &pb.MetadataResponse{ClusterId: img.ClusterID, ControllerId: h.Remote.LeaderHint(), Brokers: brokerInfos(img, h.External), MetadataOffset: img.Offset}
+	resp := &pb.MetadataResponse{ClusterId: img.ClusterID, ControllerId: h.Remote.LeaderHint(), Brokers: brokerInfos(img, h.Listener), MetadataOffset: img.Offset}
 	names := req.Topics
 	if len(names) == 0 {
 		for _, n := range img.TopicNames() {
@@ -96,7 +104,7 @@ func (h *Handler) FindCoordinator(ctx context.Context, req *pb.FindCoordinatorRe
 		}
 		co := h.Locator.Find(ctx, req.KeyType, k)
 		if b := h.Repl.Image().Brokers[co.NodeId]; b != nil && co.ErrorCode == pb.ErrorCode_NONE {
-			co.Address = addressFor(b, h.External)
+			co.Address = addressFor(b, h.Listener)
 		}
 		resp.Coordinators = append(resp.Coordinators, co)
 	}

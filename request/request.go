@@ -46,7 +46,8 @@
 //
 // Which listener a request came in on matters in one way: the addresses
 // handed out (Metadata, FindCoordinator, DescribeCluster) are brokers'
-// external ones on an external listener. That is Handler.External, set
+// external ones on an external listener and their Kafka listeners' on
+// the Kafka one. That is Handler.Listener, set
 // per listener by the front door; nothing is read from the connection.
 package request
 
@@ -64,7 +65,7 @@ import (
 
 // Handler answers client requests. Its fields are what the methods call
 // into; a Handler is not changed once requests are served (a front door
-// that needs External set copies it: Handler.ForListener).
+// that needs Listener set copies it: Handler.ForListener).
 type Handler struct {
 	NodeID int32
 	// Repl is the node's partitions and metadata image (nil on a
@@ -82,9 +83,9 @@ type Handler struct {
 	TimestampBeforeMaxMs, TimestampAfterMaxMs int64
 	// Clock is what record timestamps are checked against (nil: the real clock).
 	Clock clock.Clock
-	// External: the requests came in on an external client listener, so
-	// the addresses handed out are brokers' external addresses.
-	External bool
+	// Listener is the kind of listener the requests came in on: it picks
+	// which of a broker's addresses are handed out.
+	Listener Listener
 	// Locator answers FindCoordinator.
 	Locator *coordinator.Locator
 	// TxnCoord and Groups are the coordinators (nil: this node runs
@@ -106,10 +107,26 @@ type Handler struct {
 	TxnMaxTimeout time.Duration
 }
 
-// ForListener is a copy of h answering on a client listener, external or not.
-func (h *Handler) ForListener(external bool) *Handler {
+// Listener is a kind of client listener.
+type Listener int
+
+const (
+	// ListenerClient is the gRPC client listener (--listen): brokers'
+	// Address is handed out.
+	ListenerClient Listener = iota
+	// ListenerExternal is the second gRPC client listener
+	// (--external-listen): brokers' ExternalAddress (Address when they
+	// have none).
+	ListenerExternal
+	// ListenerKafka is the Kafka wire-protocol listener (--kafka-listen):
+	// brokers' KafkaAddress; a broker without one is left out.
+	ListenerKafka
+)
+
+// ForListener is a copy of h answering on a listener of kind l.
+func (h *Handler) ForListener(l Listener) *Handler {
 	c := *h
-	c.External = external
+	c.Listener = l
 	return &c
 }
 

@@ -27,7 +27,9 @@ type Lifecycle struct {
 	// InterBrokerAddress is the address other nodes dial for the internal
 	// RPCs (the inter-broker listener).
 	InterBrokerAddress string
-	Rack               string
+	// KafkaAddress is the Kafka wire-protocol listener's address ("": none).
+	KafkaAddress string
+	Rack         string
 	ClusterID          func() string
 	Interval           time.Duration
 	Remote             *Remote
@@ -97,7 +99,7 @@ func sleep(ctx context.Context, d time.Duration) {
 
 func (l *Lifecycle) register(ctx context.Context) error {
 	req := &pb.RegisterBrokerRequest{NodeId: l.NodeID, IncarnationId: l.IncarnationID, Address: l.Address, ExternalAddress: l.ExternalAddress,
-		InterBrokerAddress: l.InterBrokerAddress, Rack: l.Rack}
+		InterBrokerAddress: l.InterBrokerAddress, KafkaAddress: l.KafkaAddress, Rack: l.Rack}
 	if l.ClusterID != nil {
 		req.ClusterId = l.ClusterID()
 	}

@@ -75,14 +75,14 @@ func New(t testing.TB, opts Options) *Cluster {
 	c := &Cluster{T: t, Net: fault.NewNetwork()}
 	base := t.TempDir()
 	var voters []controller.Voter
-	type addrs struct{ listen, interBroker, raft, gossip string }
+	type addrs struct{ listen, interBroker, raft, gossip, kafka string }
 	all := make([]addrs, opts.Nodes)
 	roles := opts.Roles
 	if roles == nil {
 		roles = func(int32) (bool, bool) { return true, true }
 	}
 	for i := range all {
-		all[i] = addrs{testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t)}
+		all[i] = addrs{testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t)}
 		if _, ctl := roles(int32(i + 1)); ctl {
 			voters = append(voters, controller.Voter{ID: int32(i + 1), Addr: all[i].raft})
 		}
@@ -93,6 +93,9 @@ func New(t testing.TB, opts Options) *Cluster {
 		cfg := node.DefaultConfig(id, dir)
 		cfg.Broker, cfg.Controller = roles(id)
 		cfg.Listen, cfg.InterBrokerListen, cfg.ControllerListen, cfg.GossipListen = all[i].listen, all[i].interBroker, all[i].raft, all[i].gossip
+		if cfg.Broker {
+			cfg.KafkaListen = all[i].kafka
+		}
 		cfg.Voters = voters
 		for j := range all {
 			if j != i {
@@ -111,6 +114,9 @@ func New(t testing.TB, opts Options) *Cluster {
 		m := &Member{ID: id, Dir: dir, Cfg: cfg}
 		c.Net.Register(m.Name(), cfg.Listen)
 		c.Net.Register(m.Name(), cfg.InterBrokerListen)
+		if cfg.KafkaListen != "" {
+			c.Net.Register(m.Name(), cfg.KafkaListen)
+		}
 		c.Net.Register(m.Name(), cfg.ControllerListen)
 		cfg.Dial = c.Net.Dialer(m.Name())
 		cfg.RaftDial = c.Net.Dialer(m.Name())
@@ -190,6 +196,18 @@ func (c *Cluster) Bootstrap() []string {
 	var out []string
 	for _, m := range c.Members() {
 		out = append(out, m.Cfg.Listen)
+	}
+	return out
+}
+
+// KafkaAddrs lists every broker's Kafka listener (what a Kafka client's
+// bootstrap.servers takes).
+func (c *Cluster) KafkaAddrs() []string {
+	var out []string
+	for _, m := range c.Members() {
+		if m.Cfg.KafkaListen != "" {
+			out = append(out, m.Cfg.KafkaListen)
+		}
 	}
 	return out
 }

@@ -7,12 +7,11 @@
 package strandv1
 
 import (
+	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
+	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
-
-	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
-	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 )
 
 const (
@@ -106,12 +105,14 @@ const (
 	// incarnation (or at another address) whose session is still alive.
 	ErrorCode_DUPLICATE_BROKER_REGISTRATION ErrorCode = 101
 	ErrorCode_BROKER_ID_NOT_REGISTERED      ErrorCode = 102
-	ErrorCode_INCONSISTENT_CLUSTER_ID       ErrorCode = 104
-	ErrorCode_TRANSACTIONAL_ID_NOT_FOUND    ErrorCode = 105
-	ErrorCode_INELIGIBLE_REPLICA            ErrorCode = 107
-	ErrorCode_NEW_LEADER_ELECTED            ErrorCode = 108
-	ErrorCode_INVALID_REGISTRATION          ErrorCode = 119
-	ErrorCode_TRANSACTION_ABORTABLE         ErrorCode = 120
+	// UNKNOWN_TOPIC_ID: a request names a topic by an id no topic has.
+	ErrorCode_UNKNOWN_TOPIC_ID           ErrorCode = 100
+	ErrorCode_INCONSISTENT_CLUSTER_ID    ErrorCode = 104
+	ErrorCode_TRANSACTIONAL_ID_NOT_FOUND ErrorCode = 105
+	ErrorCode_INELIGIBLE_REPLICA         ErrorCode = 107
+	ErrorCode_NEW_LEADER_ELECTED         ErrorCode = 108
+	ErrorCode_INVALID_REGISTRATION       ErrorCode = 119
+	ErrorCode_TRANSACTION_ABORTABLE      ErrorCode = 120
 	// TRANSACTION_TIMED_OUT is Strand's: the coordinator aborted the
 	// transaction because it outlived transaction.timeout.ms. Kafka reports
 	// this case as PRODUCER_FENCED / INVALID_PRODUCER_EPOCH, which users read
@@ -194,6 +195,7 @@ var (
 		96:    "FEATURE_UPDATE_FAILED",
 		101:   "DUPLICATE_BROKER_REGISTRATION",
 		102:   "BROKER_ID_NOT_REGISTERED",
+		100:   "UNKNOWN_TOPIC_ID",
 		104:   "INCONSISTENT_CLUSTER_ID",
 		105:   "TRANSACTIONAL_ID_NOT_FOUND",
 		107:   "INELIGIBLE_REPLICA",
@@ -275,6 +277,7 @@ var (
 		"FEATURE_UPDATE_FAILED":            96,
 		"DUPLICATE_BROKER_REGISTRATION":    101,
 		"BROKER_ID_NOT_REGISTERED":         102,
+		"UNKNOWN_TOPIC_ID":                 100,
 		"INCONSISTENT_CLUSTER_ID":          104,
 		"TRANSACTIONAL_ID_NOT_FOUND":       105,
 		"INELIGIBLE_REPLICA":               107,
@@ -419,7 +422,7 @@ const file_strand_v1_common_proto_rawDesc = "" +
 	"\x16strand/v1/common.proto\x12\tstrand.v1\"D\n" +
 	"\x0eTopicPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
-	"\tpartition\x18\x02 \x01(\x05R\tpartition*\xf4\x10\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition*\x8a\x11\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12!\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\x17\n" +
@@ -493,7 +496,8 @@ const file_strand_v1_common_proto_rawDesc = "" +
 	"\x16INVALID_UPDATE_VERSION\x10_\x12\x19\n" +
 	"\x15FEATURE_UPDATE_FAILED\x10`\x12!\n" +
 	"\x1dDUPLICATE_BROKER_REGISTRATION\x10e\x12\x1c\n" +
-	"\x18BROKER_ID_NOT_REGISTERED\x10f\x12\x1b\n" +
+	"\x18BROKER_ID_NOT_REGISTERED\x10f\x12\x14\n" +
+	"\x10UNKNOWN_TOPIC_ID\x10d\x12\x1b\n" +
 	"\x17INCONSISTENT_CLUSTER_ID\x10h\x12\x1e\n" +
 	"\x1aTRANSACTIONAL_ID_NOT_FOUND\x10i\x12\x16\n" +
 	"\x12INELIGIBLE_REPLICA\x10k\x12\x16\n" +

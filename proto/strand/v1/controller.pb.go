@@ -36,8 +36,12 @@ type RegisterBrokerRequest struct {
 	// internal RPCs (Controller, follower Fetch, WriteTxnMarkers,
 	// AddPartitionsToTxn).
 	InterBrokerAddress string `protobuf:"bytes,7,opt,name=inter_broker_address,json=interBrokerAddress,proto3" json:"inter_broker_address,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The Kafka wire-protocol listener's address (--kafka-advertise): what
+	// Metadata and FindCoordinator hand out to Kafka clients; empty when
+	// the broker has no such listener.
+	KafkaAddress  string `protobuf:"bytes,8,opt,name=kafka_address,json=kafkaAddress,proto3" json:"kafka_address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RegisterBrokerRequest) Reset() {
@@ -115,6 +119,13 @@ func (x *RegisterBrokerRequest) GetExternalAddress() string {
 func (x *RegisterBrokerRequest) GetInterBrokerAddress() string {
 	if x != nil {
 		return x.InterBrokerAddress
+	}
+	return ""
+}
+
+func (x *RegisterBrokerRequest) GetKafkaAddress() string {
+	if x != nil {
+		return x.KafkaAddress
 	}
 	return ""
 }
@@ -1360,6 +1371,7 @@ type RegisterBrokerRecord struct {
 	Fenced             bool   `protobuf:"varint,6,opt,name=fenced,proto3" json:"fenced,omitempty"`
 	ExternalAddress    string `protobuf:"bytes,7,opt,name=external_address,json=externalAddress,proto3" json:"external_address,omitempty"`
 	InterBrokerAddress string `protobuf:"bytes,8,opt,name=inter_broker_address,json=interBrokerAddress,proto3" json:"inter_broker_address,omitempty"`
+	KafkaAddress       string `protobuf:"bytes,9,opt,name=kafka_address,json=kafkaAddress,proto3" json:"kafka_address,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
@@ -1446,6 +1458,13 @@ func (x *RegisterBrokerRecord) GetExternalAddress() string {
 func (x *RegisterBrokerRecord) GetInterBrokerAddress() string {
 	if x != nil {
 		return x.InterBrokerAddress
+	}
+	return ""
+}
+
+func (x *RegisterBrokerRecord) GetKafkaAddress() string {
+	if x != nil {
+		return x.KafkaAddress
 	}
 	return ""
 }
@@ -2106,7 +2125,7 @@ var File_strand_v1_controller_proto protoreflect.FileDescriptor
 
 const file_strand_v1_controller_proto_rawDesc = "" +
 	"\n" +
-	"\x1astrand/v1/controller.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x15strand/v1/admin.proto\"\x81\x02\n" +
+	"\x1astrand/v1/controller.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x15strand/v1/admin.proto\"\xa6\x02\n" +
 	"\x15RegisterBrokerRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12%\n" +
 	"\x0eincarnation_id\x18\x02 \x01(\tR\rincarnationId\x12\x18\n" +
@@ -2115,7 +2134,8 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"\n" +
 	"cluster_id\x18\x05 \x01(\tR\tclusterId\x12)\n" +
 	"\x10external_address\x18\x06 \x01(\tR\x0fexternalAddress\x120\n" +
-	"\x14inter_broker_address\x18\a \x01(\tR\x12interBrokerAddress\"\xdd\x01\n" +
+	"\x14inter_broker_address\x18\a \x01(\tR\x12interBrokerAddress\x12#\n" +
+	"\rkafka_address\x18\b \x01(\tR\fkafkaAddress\"\xdd\x01\n" +
 	"\x16RegisterBrokerResponse\x123\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x14.strand.v1.ErrorCodeR\terrorCode\x12#\n" +
@@ -2222,7 +2242,7 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"\x06record\".\n" +
 	"\rClusterRecord\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x01 \x01(\tR\tclusterId\"\x9c\x02\n" +
+	"cluster_id\x18\x01 \x01(\tR\tclusterId\"\xc1\x02\n" +
 	"\x14RegisterBrokerRecord\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12%\n" +
 	"\x0eincarnation_id\x18\x02 \x01(\tR\rincarnationId\x12!\n" +
@@ -2231,7 +2251,8 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"\x04rack\x18\x05 \x01(\tR\x04rack\x12\x16\n" +
 	"\x06fenced\x18\x06 \x01(\bR\x06fenced\x12)\n" +
 	"\x10external_address\x18\a \x01(\tR\x0fexternalAddress\x120\n" +
-	"\x14inter_broker_address\x18\b \x01(\tR\x12interBrokerAddress\"T\n" +
+	"\x14inter_broker_address\x18\b \x01(\tR\x12interBrokerAddress\x12#\n" +
+	"\rkafka_address\x18\t \x01(\tR\fkafkaAddress\"T\n" +
 	"\x16UnregisterBrokerRecord\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"O\n" +

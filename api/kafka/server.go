@@ -1,0 +1,238 @@
+// Package kafka is Strand's second front door: a listener speaking Kafka's
+// binary wire protocol, so Kafka's own clients and tools (the Java
+// client, librdkafka and what is built on it, franz-go, sarama,
+// kafka-python, kcat) work against a Strand cluster unchanged.
+//
+// Each request is decoded with franz-go's kmsg codec, translated to the
+// request layer's message (package request, the same methods the gRPC
+// front door calls), and the answer translated back. Nothing here decides
+// what a request means: a rule both front doors need lives in request or
+// below. Record batches pass through as bytes: Strand's log already holds
+// Kafka's v2 batches.
+//
+// One file per family of APIs registers what it serves (register, from
+// init): apis.go (ApiVersions), metadata.go (Metadata, FindCoordinator),
+// produce.go, fetch.go (Fetch with KIP-227 sessions, ListOffsets,
+// OffsetForLeaderEpoch), and the group, admin and transaction files. An
+// API not registered is absent from ApiVersions, so clients never send
+// it.
+//
+// Connections (conn.go): requests of one connection are decoded and
+// handed to the request layer in the order they arrive, so a producer's
+// sequence checks see them in order; answers are written in that order
+// too, by a writer that waits for acks=all produce answers while the
+// reader carries on (at most MaxInFlight answers pending per
+// connection). What breaks the protocol (a frame over
+// socket.request.max.bytes, a header or body that does not decode, an
+// unknown API key, a version outside the range served where the answer
+// has no error field to say so) closes that connection with a log line
+// and a metric; other connections and the node carry on.
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/strand-io/strand/request"
+)
+
+// Defaults, with Kafka's names.
+const (
+	// DefaultMaxRequestBytes is socket.request.max.bytes (100 MiB).
+	DefaultMaxRequestBytes = 100 * 1024 * 1024
+	// DefaultMaxInFlight is how many answers one connection may have
+	// pending (decoded, not yet written) before its reader waits.
+	DefaultMaxInFlight = 16
+	// DefaultIdleTimeout is connections.max.idle.ms (10 minutes).
+	DefaultIdleTimeout = 10 * time.Minute
+	// DefaultSessionSlots is max.incremental.fetch.session.cache.slots.
+	DefaultSessionSlots = 1000
+)
+
+// Config configures a Server.
+type Config struct {
+	// Handler is the request layer; the server answers as
+	// request.ListenerKafka (Metadata hands out brokers' Kafka addresses).
+	Handler *request.Handler
+	Logger  *slog.Logger
+	// MaxRequestBytes is socket.request.max.bytes: a larger frame closes
+	// the connection (0: DefaultMaxRequestBytes).
+	MaxRequestBytes int32
+	// MaxInFlight bounds the answers pending per connection (0: default).
+	MaxInFlight int
+	// IdleTimeout is connections.max.idle.ms (0: default; <0: none).
+	IdleTimeout time.Duration
+	// SessionSlots is max.incremental.fetch.session.cache.slots (0:
+	// default; <0: no sessions, every fetch is a full one).
+	SessionSlots int
+	// Metrics counts requests and closed connections (nil: NewMetrics, unregistered).
+	Metrics *Metrics
+}
+
+// Server serves Kafka's protocol on listeners given to Serve.
+type Server struct {
+	cfg      Config
+	h        *request.Handler
+	lg       *slog.Logger
+	metrics  *Metrics
+	sessions *sessionCache
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	lns    map[net.Listener]bool
+	conns  map[*Conn]bool
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// NewServer returns a server; Serve starts it on a listener.
+func NewServer(cfg Config) *Server {
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.SessionSlots == 0 {
+		cfg.SessionSlots = DefaultSessionSlots
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{
+		cfg: cfg, h: cfg.Handler.ForListener(request.ListenerKafka), lg: cfg.Logger.With("listener", "kafka"),
+		metrics: cfg.Metrics, sessions: newSessionCache(cfg.SessionSlots),
+		ctx: ctx, cancel: cancel, lns: map[net.Listener]bool{}, conns: map[*Conn]bool{},
+	}
+}
+
+// ErrServerClosed is what Serve returns once Close was called.
+var ErrServerClosed = errors.New("kafka: server closed")
+
+// Serve accepts connections on ln until Close (then ErrServerClosed) or
+// until accepting fails. Each connection is served by goroutines the
+// server owns; Close stops them.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ln.Close()
+		return ErrServerClosed
+	}
+	s.lns[ln] = true
+	s.mu.Unlock()
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			delete(s.lns, ln)
+			s.mu.Unlock()
+			if closed {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return fmt.Errorf("kafka: accept: %w", err)
+		}
+		c := newConn(s, nc)
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			nc.Close()
+			return ErrServerClosed
+		}
+		s.conns[c] = true
+		s.wg.Add(1)
+		s.mu.Unlock()
+		s.metrics.connections.Inc()
+		go func() {
+			defer s.wg.Done()
+			c.serve(s.ctx)
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+			s.metrics.connections.Dec()
+		}()
+	}
+}
+
+// Close stops accepting, closes every connection (answers not yet
+// written are dropped, as when a broker stops) and waits for the
+// server's goroutines.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.wg.Wait()
+		return nil
+	}
+	s.closed = true
+	for ln := range s.lns {
+		ln.Close()
+	}
+	for c := range s.conns {
+		c.nc.Close()
+	}
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+	return nil
+}
+
+// Metrics counts the Kafka listener's requests and the connections it
+// closed, under names that say which listener (the request layer's byte
+// counters are shared with the gRPC front door).
+type Metrics struct {
+	requests    *prometheus.CounterVec
+	latency     *prometheus.HistogramVec
+	closed      *prometheus.CounterVec
+	connections prometheus.Gauge
+}
+
+// NewMetrics returns unregistered metrics (Collectors).
+func NewMetrics() *Metrics {
+	return &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strand_kafka_requests_total",
+			Help: "Requests served on the Kafka listener, per API (RequestsPerSec)."}, []string{"request"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "strand_kafka_request_duration_seconds",
+			Help:    "Time from a Kafka request's decoding to its answer being written, per API (TotalTimeMs).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}}, []string{"request"}),
+		closed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strand_kafka_connections_closed_total",
+			Help: "Kafka-listener connections the broker closed for breaking the protocol, per reason (oversized, malformed, unknown_api, unsupported_version, idle)."}, []string{"reason"}),
+		connections: prometheus.NewGauge(prometheus.GaugeOpts{Name: "strand_kafka_connections",
+			Help: "Open connections on the Kafka listener (connection-count)."}),
+	}
+}
+
+// Collectors are the metrics to register.
+func (m *Metrics) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.requests, m.latency, m.closed, m.connections}
+}
+
+// Closed is how many connections were closed for reason.
+func (m *Metrics) Closed(reason string) float64 {
+	return counterValue(m.closed.WithLabelValues(reason))
+}
+
+// Requests is how many requests of api (Kafka's name, e.g. "Produce") were answered.
+func (m *Metrics) Requests(api string) float64 {
+	return counterValue(m.requests.WithLabelValues(api))
+}
