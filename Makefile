@@ -17,7 +17,8 @@ FUZZ_TARGETS  := ./record:FuzzDecode ./record:FuzzValidateBatch \
 	./coordinator/txn:FuzzTxnLogKey ./coordinator/txn:FuzzTxnLogValue \
 	./coordinator/group:FuzzGroupKey ./coordinator/group:FuzzGroupLoadRecord \
 	./broker/storage:FuzzProducerSnapshot ./broker/storage:FuzzOffsetCheckpoint \
-	./broker/storage:FuzzEpochCheckpoint ./broker/storage:FuzzTxnIndex ./api:FuzzRequests
+	./broker/storage:FuzzEpochCheckpoint ./broker/storage:FuzzTxnIndex ./api:FuzzRequests \
+	./api/kafka:FuzzDecode
 
 .PHONY: all build test test-short fuzz lint proto run demo stop clean image drill drill-ci soak bench-compare readme-check
 

@@ -282,6 +282,9 @@ func (n *Node) listenKafka() error {
 // KafkaAddr is the Kafka listener's advertised address ("" = none).
 func (n *Node) KafkaAddr() string { return n.cfg.KafkaAdvertise }
 
+// KafkaMetrics are the Kafka listener's metrics (also on /metrics).
+func (n *Node) KafkaMetrics() *kafka.Metrics { return n.kafkaMetrics }
+
 type peers struct{ pool *wire.Pool }
 
 func (p peers) Consumer(addr string) (pb.ConsumerClient, error) {

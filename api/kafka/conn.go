@@ -188,8 +188,13 @@ func skipTags(b []byte) ([]byte, error) {
 	return b, nil
 }
 
-// requestFlexible says whether a request at this version uses header v2.
+// requestFlexible says whether a request at this version uses header v2
+// (false for an API or version not served: those are refused on their
+// key and version alone, whatever follows).
 func requestFlexible(key, version int16) bool {
+	if a, ok := apis[key]; !ok || version < a.min || version > a.max {
+		return false
+	}
 	req := kmsg.RequestForKey(key)
 	if req == nil {
 		return false
@@ -198,30 +203,47 @@ func requestFlexible(key, version int16) bool {
 	return req.IsFlexible()
 }
 
-// handle decodes one frame and answers it (nil: no answer).
-func (c *Conn) handle(ctx context.Context, frame []byte) (*pending, error) {
-	start := time.Now()
+// errNewerApiVersions: an ApiVersions request at a version not served
+// (decode's caller answers it at version 0, KIP-511).
+var errNewerApiVersions = errors.New("ApiVersions at a newer version")
+
+// decode decodes one frame: its header, the API it names and its
+// request. What breaks the protocol is a *protocolError.
+func decode(frame []byte) (header, api, kmsg.Request, error) {
 	h, body, err := parseHeader(frame, requestFlexible)
 	if err != nil {
-		return nil, err
+		return h, api{}, nil, err
 	}
-	c.ClientID = h.clientID
 	a, ok := apis[h.key]
 	if !ok {
-		return nil, violation("unknown_api", "API key %d (%s) is not served here; ApiVersions lists what is", h.key, kmsg.NameForKey(h.key))
+		return h, a, nil, violation("unknown_api", "API key %d (%s) is not served here; ApiVersions lists what is", h.key, kmsg.NameForKey(h.key))
 	}
 	if h.version < a.min || h.version > a.max {
 		if h.key == int16(kmsg.ApiVersions) {
-			// KIP-511: a newer ApiVersions is answered at version 0 with
-			// the versions served, so the client can pick one.
-			return &pending{key: h.key, corr: h.corr, resp: apiVersionsUnsupported(), start: start}, nil // version 0
+			return h, a, nil, errNewerApiVersions
 		}
-		return nil, violation("unsupported_version", "%s version %d is not served (versions %d to %d are)", a.name, h.version, a.min, a.max)
+		return h, a, nil, violation("unsupported_version", "%s version %d is not served (versions %d to %d are)", a.name, h.version, a.min, a.max)
 	}
 	req := kmsg.RequestForKey(h.key)
 	req.SetVersion(h.version)
 	if err := req.ReadFrom(body); err != nil {
-		return nil, violation("malformed", "%s v%d does not decode: %v", a.name, h.version, err)
+		return h, a, nil, violation("malformed", "%s v%d does not decode: %v", a.name, h.version, err)
+	}
+	return h, a, req, nil
+}
+
+// handle decodes one frame and answers it (nil: no answer).
+func (c *Conn) handle(ctx context.Context, frame []byte) (*pending, error) {
+	start := time.Now()
+	h, a, req, err := decode(frame)
+	c.ClientID = h.clientID
+	if errors.Is(err, errNewerApiVersions) {
+		// KIP-511: a newer ApiVersions is answered at version 0 with the
+		// versions served, so the client can pick one.
+		return &pending{key: h.key, corr: h.corr, resp: apiVersionsUnsupported(), start: start}, nil
+	}
+	if err != nil {
+		return nil, err
 	}
 	resp, err := a.fn(ctx, c, req)
 	if err != nil {
