@@ -81,6 +81,8 @@ NATS=$TOOLS/nats
 NATS_SERVER=$TOOLS/nats-server
 HZ=$(getconf CLK_TCK)
 SBOOT="127.0.0.1:$S_PORT_BASE,127.0.0.1:$((S_PORT_BASE + 10)),127.0.0.1:$((S_PORT_BASE + 20))"
+# The Kafka listeners of scripts/run.sh's nodes (KAFKA_PORT offset 0 of each node's ports).
+KBOOT="127.0.0.1:$S_PORT_BASE,127.0.0.1:$((S_PORT_BASE + 10)),127.0.0.1:$((S_PORT_BASE + 20))"
 
 say() { printf '%s\n' "$*" >&2; }
 warn() { printf 'WARNING: %s\n' "$*" >&2; WARNINGS+=("$*"); }
@@ -469,7 +471,7 @@ s_produce() { # key topic records size [perf flags...]
   mbegin
   c0=$(cpu_ticks "${S_PIDS[@]}")
   if ! run_child timeout 300 "$SB" perf produce --topic "$topic" --num-records "$n" --record-size "$size" --acks all \
-    "${SPROPS[@]}" "$@" --bootstrap "$SBOOT" >"$log" 2>&1; then
+    "${SPROPS[@]}" "$@" --bootstrap "${S_BOOT_FOR:-$SBOOT}" >"$log" 2>&1; then
     warn "round $r: $key failed: $(tail -1 "$log")"
     return 0
   fi
@@ -669,13 +671,19 @@ for r in $(seq 1 "$ROUNDS"); do
   say "== round $r/$ROUNDS (load average $(cut -d' ' -f1-3 /proc/loadavg); $(($(date +%s) - T0)) s elapsed)"
   record "round$r.loadavg" "$(cut -d' ' -f1 /proc/loadavg)"
   strand_start
-  for t in p1k p1kw p100 lat e2e; do strand_topic "$t" || true; done
+  for t in p1k p1kw p100 lat e2e k1k p1k2; do strand_topic "$t" || true; done
   js_start default
   warm_both
   # The second Strand run matches JetStream's window in bytes: 5 batches of
   # 64 KiB in flight hold about 320 unacknowledged 1 KiB records (256 for
   # JetStream); with the default 16 KiB batches they hold 80.
   pair 's_produce s.p1k p1k "$S_1K" 1024; s_produce s.p1kw p1kw "$S_1KW" 1024 --producer-props batch.size=65536' 'j_run j.p1k "$J_1K" 1024'
+  # The Kafka listener: franz-go with the same producer properties, on
+  # its own topic, right before or after the SDK's run of the same size
+  # (the order alternates by round, as the SDK and JetStream pair does).
+  kafka_row='S_BOOT_FOR=$KBOOT s_produce s.k1k k1k "$S_1K" 1024 --protocol kafka'
+  sdk_row='s_produce s.p1k2 p1k2 "$S_1K" 1024'
+  if ((r % 2 == 1)); then eval "$kafka_row"; eval "$sdk_row"; else eval "$sdk_row"; eval "$kafka_row"; fi
   pair 's_produce s.p100 p100 "$S_100" 100' 'j_run j.p100 "$J_100" 100'
   pair 's_produce s.lat lat $((RATE * FIXED_SECS)) 1024 --throughput "$RATE" --warmup-records "$RATE"' 'j_run j.lat 0 1024 -rate "$RATE" -warmup "$RATE"'
   pair 's_e2e s.e2e e2e --isolation-level read_committed --warmup-records "$RATE"' 'j_run j.e2e 0 1024 -rate "$RATE" -e2e -warmup "$RATE"'
@@ -750,6 +758,7 @@ RF1K=$(ratio "$(med s.f1k.rate)" "$(med j.f1k.rate)")
 RF1KW=$(ratio "$(med s.f1kw.rate)" "$(med j.f1k.rate)")
 RF100=$(ratio "$(med s.f100.rate)" "$(med j.f100.rate)")
 RTXN=$(ratio "$(med s.txn.rate)" "$(med s.idem.rate)")
+RKAFKA=$(ratio "$(med s.k1k.rate)" "$(med s.p1k2.rate)")
 RRC=$(ratio "$(med s.committed.rate)" "$(med s.uncommitted.rate)")
 RLAT=$(ratio "$(med s.lat.p99)" "$(med j.lat.p99)")
 RE2E=$(ratio "$(med s.e2e.p99)" "$(med j.e2e.e2e_p99)")
@@ -795,6 +804,7 @@ inv() { [[ $1 == n/a ]] && echo n/a || awk -v x="$1" 'BEGIN { print (x <= 1) ? 1
   echo "| workload | msgs/s | baseline | baseline msgs/s | ratio | p50 / p99 ms |"
   echo "| --- | ---: | --- | ---: | ---: | ---: |"
   echo "| transactional, 100 ms transactions (measured: $(num "$(med s.txn.txn_ms)") ms each, of which $(num "$(med s.txn.commit_ms)") ms commit) | $(rate_cell s.txn) | idempotent, same settings | $(rate_cell s.idem) | $RTXN | $(latp s.txn) vs $(latp s.idem) |"
+  echo "| franz-go $(go list -m -f '{{.Version}}' github.com/twmb/franz-go 2>/dev/null) → the Kafka listener, idempotent, same producer properties | $(rate_cell s.k1k) | Strand's SDK over gRPC (run beside it) | $(rate_cell s.p1k2) | $RKAFKA | $(latp s.k1k) vs $(latp s.p1k2) |"
   echo "| consume read_committed (the transactional topic, fetch phase) | $(rate_cell s.committed) | read_uncommitted | $(rate_cell s.uncommitted) | $RRC | |"
   echo "| send → read_committed consumer, 100 ms transactions, $(num "$RATE") msgs/s offered | | idempotent producer | | | $(latp s.txe2e) vs $(latp s.e2e) |"
   echo
@@ -807,6 +817,7 @@ inv() { [[ $1 == n/a ]] && echo n/a || awk -v x="$1" 'BEGIN { print (x <= 1) ? 1
   echo "| … with p99 ≤ JetStream's at equal load ($(num "$RATE") msgs/s, send → ack) | $(med s.lat.p99) vs $(med j.lat.p99) ms | $(verdict "$(inv "$RLAT")" 1) |"
   echo "| … end to end (send → consumer) at that load | $(med s.e2e.p99) vs $(med j.e2e.e2e_p99) ms | $(verdict "$(inv "$RE2E")" 1) |"
   echo "| transactional ≥ 95% of idempotent | $(pct "$RTXN") | $(verdict "$RTXN" 0.95) |"
+  echo "| Kafka listener (franz-go) ≥ 90% of the SDK's throughput | $(pct "$RKAFKA") | $(verdict "$RKAFKA" 0.90) |"
   echo "| read_committed ≥ 90% of read_uncommitted | $(pct "$RRC") | $(verdict "$RRC" 0.90) |"
   echo "| fsync per write ≥ 2× JetStream sync_interval always (1 KiB) | ${RF1K}× | $(verdict "$RF1K" 2) |"
   echo "| … with batch.size 64 KiB | ${RF1KW}× | $(verdict "$RF1KW" 2) |"

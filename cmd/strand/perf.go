@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strand-io/strand/app/perf"
 	"github.com/strand-io/strand/client"
@@ -87,7 +88,7 @@ func perfProduceCmd() *cobra.Command {
 	var txnMs int
 	var props []string
 	var warmup int64
-	var cpuProfile string
+	var cpuProfile, protocol string
 	cmd := &cobra.Command{
 		Use:   "produce",
 		Short: "Produce records at a target rate and report throughput and latency",
@@ -98,7 +99,9 @@ maximum and percentile latencies (send to acknowledgement, per record).
 With --transactional-id every --transaction-duration-ms the transaction is
 committed and a new one begun. With --warmup-records N (KIP-1052) a second
 final line, "steady state", leaves out the first N records: the producer's
-start (metadata, producer id, connections) is in them.`,
+start (metadata, producer id, connections) is in them. With --protocol
+kafka the records go through the Kafka listener with franz-go (the same
+producer properties; --bootstrap then names Kafka listeners).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if topic == "" || num <= 0 || size <= 0 {
 				return fmt.Errorf("--topic, --num-records and --record-size are required")
@@ -106,16 +109,8 @@ start (metadata, producer id, connections) is in them.`,
 			if warmup < 0 || warmup >= num {
 				return fmt.Errorf("--warmup-records must be at least 0 and less than --num-records")
 			}
-			opts, err := producerOpts(props, acks)
-			if err != nil {
-				return err
-			}
-			opts = append(opts, client.Bootstrap(bootstrap(cmd)...))
-			if txnID != "" {
-				opts = append(opts, client.TransactionalID(txnID))
-				if txnMs <= 0 {
-					txnMs = 3000
-				}
+			if txnID != "" && txnMs <= 0 {
+				txnMs = 3000
 			}
 			if cpuProfile != "" {
 				stopProfile, err := startCPUProfile(cpuProfile)
@@ -126,14 +121,39 @@ start (metadata, producer id, connections) is in them.`,
 			}
 			ctx, stop := signalContext()
 			defer stop()
-			if _, err := perfTopic(ctx, cmd, topic); err != nil {
-				return err
+			var p perfSink
+			switch protocol {
+			case "grpc", "":
+				if _, err := perfTopic(ctx, cmd, topic); err != nil {
+					return err
+				}
+				opts, err := producerOpts(props, acks)
+				if err != nil {
+					return err
+				}
+				opts = append(opts, client.Bootstrap(bootstrap(cmd)...))
+				if txnID != "" {
+					opts = append(opts, client.TransactionalID(txnID))
+				}
+				sp, err := client.NewProducer(opts...)
+				if err != nil {
+					return err
+				}
+				p = sdkSink{sp}
+			case "kafka":
+				opts, err := kafkaProducerOpts(bootstrapList(cmd), props, acks, txnID)
+				if err != nil {
+					return err
+				}
+				cl, err := kgo.NewClient(opts...)
+				if err != nil {
+					return err
+				}
+				p = kafkaSink{cl}
+			default:
+				return fmt.Errorf("--protocol: grpc or kafka, not %q", protocol)
 			}
-			p, err := client.NewProducer(opts...)
-			if err != nil {
-				return err
-			}
-			defer p.Close(context.Background())
+			defer p.Close()
 			if txnID != "" {
 				if err := p.InitTransactions(ctx); err != nil {
 					return err
@@ -184,7 +204,7 @@ start (metadata, producer id, connections) is in them.`,
 				if warmup > 0 && i == warmup {
 					steadyStart = sent
 				}
-				p.Produce(ctx, &client.Record{Topic: topic, Value: payload}, func(_ *client.Record, err error) {
+				p.Produce(ctx, topic, payload, func(err error) {
 					if err != nil {
 						failed.Add(1)
 						firstErr.set(err)
@@ -244,6 +264,7 @@ start (metadata, producer id, connections) is in them.`,
 	f.StringArrayVar(&props, "producer-props", nil, "producer properties key=value (linger.ms, batch.size, batch.max.size, max.in.flight.requests.per.connection, buffer.memory, compression.type, enable.idempotence)")
 	f.Int64Var(&warmup, "warmup-records", 0, "also report the steady state: all but the first N records")
 	f.StringVar(&cpuProfile, "cpu-profile", "", "write a Go CPU profile of the producer process to this file")
+	f.StringVar(&protocol, "protocol", "grpc", "grpc (Strand's SDK) or kafka (franz-go on the Kafka listener)")
 	return cmd
 }
 

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strand-io/strand/client"
+)
+
+// perfSink is what perf produce sends through: Strand's SDK over gRPC, or
+// franz-go over the Kafka listener (--protocol kafka), with the same
+// producer properties, so the two front doors can be compared.
+type perfSink interface {
+	Produce(ctx context.Context, topic string, value []byte, done func(error))
+	Flush(ctx context.Context) error
+	InitTransactions(ctx context.Context) error
+	BeginTransaction() error
+	CommitTransaction(ctx context.Context) error
+	Close()
+}
+
+// sdkSink is the SDK's producer.
+type sdkSink struct{ p *client.Producer }
+
+func (s sdkSink) Produce(ctx context.Context, topic string, value []byte, done func(error)) {
+	s.p.Produce(ctx, &client.Record{Topic: topic, Value: value}, func(_ *client.Record, err error) { done(err) })
+}
+func (s sdkSink) Flush(ctx context.Context) error            { return s.p.Flush(ctx) }
+func (s sdkSink) InitTransactions(ctx context.Context) error { return s.p.InitTransactions(ctx) }
+func (s sdkSink) BeginTransaction() error                    { return s.p.BeginTransaction() }
+func (s sdkSink) CommitTransaction(ctx context.Context) error {
+	return s.p.CommitTransaction(ctx)
+}
+func (s sdkSink) Close() { s.p.Close(context.Background()) }
+
+// kafkaSink is a franz-go client on the Kafka listener.
+type kafkaSink struct{ cl *kgo.Client }
+
+func (s kafkaSink) Produce(ctx context.Context, topic string, value []byte, done func(error)) {
+	s.cl.Produce(ctx, &kgo.Record{Topic: topic, Value: value}, func(_ *kgo.Record, err error) { done(err) })
+}
+func (s kafkaSink) Flush(ctx context.Context) error        { return s.cl.Flush(ctx) }
+func (s kafkaSink) InitTransactions(context.Context) error { return nil } // franz-go initialises on first use
+func (s kafkaSink) BeginTransaction() error                { return s.cl.BeginTransaction() }
+func (s kafkaSink) CommitTransaction(ctx context.Context) error {
+	return s.cl.EndTransaction(ctx, kgo.TryCommit)
+}
+func (s kafkaSink) Close() { s.cl.Close() }
+
+// kafkaProducerOpts maps perf produce's producer properties to franz-go's
+// options. batch.max.size (how large Strand's batches grow while the
+// window is full) is franz-go's batch bound; batch.size alone is used
+// when it is not given.
+func kafkaProducerOpts(bootstrap []string, props []string, acks, txnID string) ([]kgo.Opt, error) {
+	opts := []kgo.Opt{kgo.SeedBrokers(bootstrap...)}
+	idempotent := true
+	switch acks {
+	case "all", "-1":
+		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
+	case "1":
+		opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()))
+		idempotent = false
+	case "0":
+		opts = append(opts, kgo.RequiredAcks(kgo.NoAck()))
+		idempotent = false
+	default:
+		return nil, fmt.Errorf("--acks: all, -1, 1 or 0, not %q", acks)
+	}
+	batch, batchMax := 0, 0
+	for _, kv := range props {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, fmt.Errorf("--producer-props %q: want key=value", kv)
+		}
+		n, nerr := strconv.Atoi(v)
+		switch k {
+		case "linger.ms":
+			opts = append(opts, kgo.ProducerLinger(time.Duration(n)*time.Millisecond))
+		case "batch.size":
+			batch = n
+		case "batch.max.size":
+			batchMax = n
+		case "max.in.flight.requests.per.connection":
+			opts = append(opts, kgo.MaxProduceRequestsInflightPerBroker(n))
+		case "buffer.memory":
+			opts = append(opts, kgo.MaxBufferedBytes(n))
+		case "enable.idempotence":
+			idempotent, nerr = v != "false", nil
+		case "compression.type":
+			codec, err := kafkaCodec(v)
+			if err != nil {
+				return nil, err
+			}
+			opts, nerr = append(opts, kgo.ProducerBatchCompression(codec)), nil
+		default:
+			return nil, fmt.Errorf("--producer-props: unknown property %q", k)
+		}
+		if nerr != nil {
+			return nil, fmt.Errorf("--producer-props %s: %v", k, nerr)
+		}
+	}
+	if batchMax == 0 {
+		batchMax = batch
+	}
+	if batchMax > 0 {
+		opts = append(opts, kgo.ProducerBatchMaxBytes(int32(batchMax)))
+	}
+	if txnID != "" {
+		opts = append(opts, kgo.TransactionalID(txnID))
+	} else if !idempotent {
+		opts = append(opts, kgo.DisableIdempotentWrite())
+	}
+	return opts, nil
+}
+
+func kafkaCodec(name string) (kgo.CompressionCodec, error) {
+	switch name {
+	case "none":
+		return kgo.NoCompression(), nil
+	case "gzip":
+		return kgo.GzipCompression(), nil
+	case "snappy":
+		return kgo.SnappyCompression(), nil
+	case "lz4":
+		return kgo.Lz4Compression(), nil
+	case "zstd":
+		return kgo.ZstdCompression(), nil
+	}
+	return kgo.NoCompression(), fmt.Errorf("compression.type %q: none, gzip, snappy, lz4 or zstd", name)
+}
