@@ -285,6 +285,11 @@ func fetchResponse(req *kmsg.FetchRequest, presp *pb.FetchResponse, sess *consum
 		rp.Partition, rp.ErrorCode = pp.Partition, code(pp.ErrorCode)
 		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = pp.HighWatermark, pp.LastStableOffset, pp.LogStartOffset
 		rp.RecordBatches = pp.Records
+		if rp.RecordBatches == nil {
+			// An empty record set, not a null one: librdkafka (kcat,
+			// confluent-kafka) treats null as a broken answer.
+			rp.RecordBatches = []byte{}
+		}
 		if req.IsolationLevel == 1 {
 			rp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
 			for _, a := range pp.AbortedTransactions {
