@@ -546,8 +546,8 @@ func TestTransactionVersionOfMarkers(t *testing.T) {
 	tp := []TopicPartition{{"t", 0}}
 	for _, tc := range []struct {
 		startTV, laterTV, endTV int16
-		ongoingTV, prepareTV  int16
-		epoch                 int16
+		ongoingTV, prepareTV    int16
+		epoch                   int16
 	}{
 		{startTV: 1, laterTV: 2, endTV: 1, ongoingTV: 1, prepareTV: 1, epoch: 5},
 		{startTV: 2, laterTV: 1, endTV: 2, ongoingTV: 2, prepareTV: 2, epoch: 6},
