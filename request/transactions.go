@@ -255,7 +255,14 @@ func (h *Handler) AbortTransaction(ctx context.Context, req *pb.AbortTransaction
 // DescribeTransactions reports transactional ids this broker coordinates.
 func (h *Handler) DescribeTransactions(ctx context.Context, req *pb.DescribeTransactionsRequest) (*pb.DescribeTransactionsResponse, error) {
 	if h.TxnCoord == nil {
-		return &pb.DescribeTransactionsResponse{}, nil
+		// Every id asked for is answered, here with why none is known.
+		code, msg := errs.Split(h.noCoordinator())
+		out := &pb.DescribeTransactionsResponse{}
+		for _, id := range req.TransactionalIds {
+			out.Transactions = append(out.Transactions, &pb.TransactionState{TransactionalId: shortID(id), ErrorCode: code, ErrorMessage: msg,
+				ProducerId: -1, ProducerEpoch: -1, TransactionStartTimeMs: -1, CoordinatorId: h.NodeID})
+		}
+		return out, nil
 	}
 	var ids []string
 	var long []*pb.TransactionState
