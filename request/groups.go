@@ -153,7 +153,7 @@ func (h *Handler) TxnOffsetCommit(ctx context.Context, req *pb.TxnOffsetCommitRe
 	inner := &pb.TxnOffsetCommitResponse{}
 	if len(ok) > 0 {
 		sub := &pb.TxnOffsetCommitRequest{TransactionalId: req.TransactionalId, GroupId: req.GroupId, ProducerId: req.ProducerId, ProducerEpoch: req.ProducerEpoch,
-			GenerationId: req.GenerationId, MemberId: req.MemberId, GroupInstanceId: req.GroupInstanceId, Offsets: ok}
+			GenerationId: req.GenerationId, MemberId: req.MemberId, GroupInstanceId: req.GroupInstanceId, Offsets: ok, TransactionVersion: req.TransactionVersion}
 		var err error
 		if inner, err = h.Groups.TxnOffsetCommit(ctx, sub); err != nil {
 			return nil, err

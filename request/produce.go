@@ -157,7 +157,7 @@ func (h *Handler) appendOne(ctx context.Context, req *pb.ProduceRequest, pr *pb.
 		pos += bh.Size()
 	}
 	if txnHeader != nil {
-		if err := h.addToTxn(ctx, req.TransactionalId, txnHeader, pr.Topic, pr.Partition); err != nil {
+		if err := h.addToTxn(ctx, req.TransactionalId, txnHeader, pr.Topic, pr.Partition, req.TransactionVersion); err != nil {
 			return nil, err
 		}
 	}
@@ -169,11 +169,14 @@ func (h *Handler) appendOne(ctx context.Context, req *pb.ProduceRequest, pr *pb.
 }
 
 // addToTxn makes sure the partition is in the producer's transaction before
-// a transactional batch is appended (KIP-890: the partition leader adds it
-// itself), so no transactional batch is ever on disk without its
-// coordinator knowing. A partition where the producer already has its
-// transaction open at this epoch needs nothing.
-func (h *Handler) addToTxn(ctx context.Context, txnID string, bh *record.Header, topic string, partition int32) error {
+// a transactional batch is appended, so no transactional batch is ever on
+// disk without its coordinator knowing: under transaction version 2
+// (KIP-890) the partition leader adds it itself; a producer below version
+// 2 (txnVersion 1: a Kafka client's Produce below v12) added it with
+// AddPartitionsToTxn, and the leader only verifies that (Kafka's
+// transaction.partition.verification). A partition where the producer
+// already has its transaction open at this epoch needs nothing.
+func (h *Handler) addToTxn(ctx context.Context, txnID string, bh *record.Header, topic string, partition int32, txnVersion int32) error {
 	if txnID == "" {
 		return errs.New(pb.ErrorCode_INVALID_TXN_STATE, "a transactional batch needs the producer's transactional id")
 	}
@@ -193,7 +196,11 @@ func (h *Handler) addToTxn(ctx context.Context, txnID string, bh *record.Header,
 	}
 	vctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	return addPartitionAnswer(h.TxnClient.AddPartition(vctx, txnID, bh.ProducerID, bh.ProducerEpoch, topic, partition), txnID, topic, partition)
+	add := h.TxnClient.AddPartition
+	if txnVersion == 1 {
+		add = h.TxnClient.Verify
+	}
+	return addPartitionAnswer(add(vctx, txnID, bh.ProducerID, bh.ProducerEpoch, topic, partition), txnID, topic, partition)
 }
 
 // addPartitionAnswer is what a transactional batch is answered when adding

@@ -57,9 +57,11 @@ func (h *Handler) initIdempotent(ctx context.Context, req *pb.InitProducerIdRequ
 	return &pb.InitProducerIdResponse{ProducerId: id, ProducerEpoch: 0}
 }
 
-// EndTxn commits or aborts.
+// EndTxn commits or aborts, under the client's transaction version
+// (req.TransactionVersion; unset is 2).
 func (h *Handler) EndTxn(ctx context.Context, req *pb.EndTxnRequest) (*pb.EndTxnResponse, error) {
-	if err := firstErr(checkString("transactional id", req.TransactionalId), checkInt16("producer epoch", req.ProducerEpoch)); err != nil {
+	if err := firstErr(checkString("transactional id", req.TransactionalId), checkInt16("producer epoch", req.ProducerEpoch),
+		checkInt8("transaction version", req.TransactionVersion)); err != nil {
 		code, msg := errs.Split(err)
 		return &pb.EndTxnResponse{ErrorCode: code, ErrorMessage: msg, ProducerId: -1, ProducerEpoch: -1}, nil
 	}
@@ -67,7 +69,7 @@ func (h *Handler) EndTxn(ctx context.Context, req *pb.EndTxnRequest) (*pb.EndTxn
 		code, msg := errs.Split(h.noCoordinator())
 		return &pb.EndTxnResponse{ErrorCode: code, ErrorMessage: msg, ProducerId: -1, ProducerEpoch: -1}, nil
 	}
-	res, err := h.TxnCoord.EndTxn(ctx, req.TransactionalId, req.ProducerId, int16(req.ProducerEpoch), req.Committed)
+	res, err := h.TxnCoord.EndTxn(ctx, req.TransactionalId, req.ProducerId, int16(req.ProducerEpoch), req.Committed, int16(req.TransactionVersion))
 	code, msg := errs.Split(err)
 	if err != nil {
 		// As Kafka: no producer id or epoch with an error.
@@ -76,7 +78,10 @@ func (h *Handler) EndTxn(ctx context.Context, req *pb.EndTxnRequest) (*pb.EndTxn
 	return &pb.EndTxnResponse{ErrorCode: code, ErrorMessage: msg, ProducerId: res.ProducerID, ProducerEpoch: int32(res.Epoch)}, nil
 }
 
-// AddPartitionsToTxn adds (or verifies) partitions of transactions. As in
+// AddPartitionsToTxn adds (or verifies) partitions of transactions: sent
+// by partition leaders and group coordinators (the inter-broker listener),
+// and by Kafka clients below transaction version 2 for their own
+// partitions (the Kafka listener, transaction_version 1). As in
 // Kafka, a transaction naming a partition that does not exist adds none:
 // that partition is answered UNKNOWN_TOPIC_OR_PARTITION and the others
 // OPERATION_NOT_ATTEMPTED.
@@ -96,7 +101,8 @@ func (h *Handler) AddPartitionsToTxn(ctx context.Context, req *pb.AddPartitionsT
 			}
 			continue
 		}
-		err := firstErr(checkString("transactional id", t.TransactionalId), checkInt16("producer epoch", t.ProducerEpoch))
+		err := firstErr(checkString("transactional id", t.TransactionalId), checkInt16("producer epoch", t.ProducerEpoch),
+			checkInt8("transaction version", t.TransactionVersion))
 		switch {
 		case err != nil:
 		case h.TxnCoord == nil:
@@ -106,7 +112,7 @@ func (h *Handler) AddPartitionsToTxn(ctx context.Context, req *pb.AddPartitionsT
 			for i, p := range t.Partitions {
 				tps[i] = txn.TopicPartition{Topic: p.Topic, Partition: p.Partition}
 			}
-			err = h.TxnCoord.AddPartitions(ctx, t.TransactionalId, t.ProducerId, int16(t.ProducerEpoch), t.VerifyOnly, tps)
+			err = h.TxnCoord.AddPartitions(ctx, t.TransactionalId, t.ProducerId, int16(t.ProducerEpoch), t.VerifyOnly, tps, int16(t.TransactionVersion))
 		}
 		code, msg := errs.Split(err)
 		for _, p := range t.Partitions {
@@ -114,6 +120,35 @@ func (h *Handler) AddPartitionsToTxn(ctx context.Context, req *pb.AddPartitionsT
 		}
 	}
 	return resp, nil
+}
+
+// AddOffsetsToTxn adds the __consumer_offsets partition of a group to a
+// transaction (a Kafka client below transaction version 2, before its
+// TxnOffsetCommit): the client's own add, at transaction version 1.
+func (h *Handler) AddOffsetsToTxn(ctx context.Context, req *pb.AddOffsetsToTxnRequest) (*pb.AddOffsetsToTxnResponse, error) {
+	err := firstErr(checkStrings("transactional id", req.TransactionalId, "group id", req.GroupId), checkInt16("producer epoch", req.ProducerEpoch))
+	switch {
+	case err != nil:
+	case req.GroupId == "":
+		err = errs.New(pb.ErrorCode_INVALID_REQUEST, "AddOffsetsToTxn names the group whose offsets the transaction commits")
+	case h.TxnCoord == nil:
+		err = h.noCoordinator()
+	default:
+		offsets := h.offsetsTopic()
+		tp := txn.TopicPartition{Topic: offsets.Name, Partition: coordinator.PartitionFor(req.GroupId, offsets.Partitions)}
+		err = h.TxnCoord.AddPartitions(ctx, req.TransactionalId, req.ProducerId, int16(req.ProducerEpoch), false, []txn.TopicPartition{tp}, 1)
+	}
+	code, msg := errs.Split(err)
+	return &pb.AddOffsetsToTxnResponse{ErrorCode: code, ErrorMessage: msg}, nil
+}
+
+// offsetsTopic is __consumer_offsets as the group coordinators partition
+// it.
+func (h *Handler) offsetsTopic() coordinator.InternalTopic {
+	if h.Locator != nil {
+		return h.Locator.Topic(pb.CoordinatorType_GROUP)
+	}
+	return coordinator.DefaultOffsetsTopic()
 }
 
 // WriteTxnMarkers appends COMMIT/ABORT markers on partitions this broker
@@ -220,7 +255,14 @@ func (h *Handler) AbortTransaction(ctx context.Context, req *pb.AbortTransaction
 // DescribeTransactions reports transactional ids this broker coordinates.
 func (h *Handler) DescribeTransactions(ctx context.Context, req *pb.DescribeTransactionsRequest) (*pb.DescribeTransactionsResponse, error) {
 	if h.TxnCoord == nil {
-		return &pb.DescribeTransactionsResponse{}, nil
+		// Every id asked for is answered, here with why none is known.
+		code, msg := errs.Split(h.noCoordinator())
+		out := &pb.DescribeTransactionsResponse{}
+		for _, id := range req.TransactionalIds {
+			out.Transactions = append(out.Transactions, &pb.TransactionState{TransactionalId: shortID(id), ErrorCode: code, ErrorMessage: msg,
+				ProducerId: -1, ProducerEpoch: -1, TransactionStartTimeMs: -1, CoordinatorId: h.NodeID})
+		}
+		return out, nil
 	}
 	var ids []string
 	var long []*pb.TransactionState

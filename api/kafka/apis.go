@@ -81,11 +81,16 @@ func handleApiVersions(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Respo
 }
 
 // apiVersionsUnsupported is the version-0 answer to an ApiVersions
-// version this listener does not serve.
+// version this listener does not serve. As Kafka (KIP-511) it lists only
+// ApiVersions' own range, which tells the client to ask again at the
+// highest version served: a client handed every key instead takes the
+// version 0 answer as final, and never learns the finalized features
+// (franz-go then runs its first transaction below transaction version 2).
 func apiVersionsUnsupported() kmsg.Response {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.ErrorCode = int16(pb.ErrorCode_UNSUPPORTED_VERSION)
-	resp.ApiKeys = Served()
+	a := apis[int16(kmsg.ApiVersions)]
+	resp.ApiKeys = []kmsg.ApiVersionsResponseApiKey{{ApiKey: int16(kmsg.ApiVersions), MinVersion: a.min, MaxVersion: a.max}}
 	resp.SetVersion(0)
 	return resp
 }

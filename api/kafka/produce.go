@@ -25,6 +25,11 @@ func handleProduce(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response,
 	if req.TransactionID != nil {
 		preq.TransactionalId = *req.TransactionID
 	}
+	if req.Version < 12 {
+		// A transactional producer below KIP-890's version added its
+		// partitions itself (AddPartitionsToTxn): the leader only checks.
+		preq.TransactionVersion = 1
+	}
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
 			preq.Partitions = append(preq.Partitions, &pb.PartitionRecords{Topic: t.Topic, Partition: p.Partition, Records: p.Records})

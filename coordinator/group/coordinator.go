@@ -60,9 +60,11 @@ func DefaultConfig(nodeID int32) Config {
 
 // TxnAdder adds a partition of __consumer_offsets to a transaction (an
 // AddPartitionsToTxn to the transaction coordinator), before a
-// TxnOffsetCommit is written.
+// TxnOffsetCommit is written; for a producer below transaction version 2,
+// which added it itself with AddOffsetsToTxn, it verifies it is there.
 type TxnAdder interface {
 	AddPartition(ctx context.Context, transactionalID string, pid int64, epoch int16, topic string, partition int32) error
+	Verify(ctx context.Context, transactionalID string, pid int64, epoch int16, topic string, partition int32) error
 }
 
 // loadBufferSize is offsets.load.buffer.size: bytes read per step of a load.

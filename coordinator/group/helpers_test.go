@@ -89,6 +89,13 @@ func (a *fakeAdder) AddPartition(ctx context.Context, transactionalID string, pi
 	return a.err
 }
 
+func (a *fakeAdder) Verify(ctx context.Context, transactionalID string, pid int64, epoch int16, topic string, partition int32) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.calls = append(a.calls, "verify "+transactionalID+"/"+topic)
+	return a.err
+}
+
 // errorRecorder is a slog handler that keeps error records: an illegal
 // state transition logs one, and every test fails on it.
 type errorRecorder struct {

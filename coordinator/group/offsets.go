@@ -302,7 +302,13 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *pb.TxnOffsetComm
 		return fail(errs.New(pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, "this broker has no transaction client to add %s-%d to transaction %q", c.cfg.Topic.Name, s.partition, req.TransactionalId))
 	}
 	epoch := int16(req.ProducerEpoch)
-	if err := c.txn.AddPartition(ctx, req.TransactionalId, req.ProducerId, epoch, c.cfg.Topic.Name, s.partition); err != nil {
+	add := c.txn.AddPartition
+	if req.TransactionVersion == 1 {
+		// A Kafka client's TxnOffsetCommit below v5: AddOffsetsToTxn added
+		// the partition; check it did (Kafka's verification).
+		add = c.txn.Verify
+	}
+	if err := add(ctx, req.TransactionalId, req.ProducerId, epoch, c.cfg.Topic.Name, s.partition); err != nil {
 		return fail(err)
 	}
 	now := c.clk.Now()

@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -201,5 +202,38 @@ func TestReplayMatchesLive(t *testing.T) {
 		if string(re.groups["g"].members[id].assignment) != string(m.assignment) {
 			t.Errorf("member %s assignment differs", id)
 		}
+	}
+}
+
+// TestTxnOffsetCommitVersion1Verifies: a transaction version 1 commit (a
+// Kafka client's TxnOffsetCommit below v5, after its AddOffsetsToTxn) only
+// verifies that the group's partition is in the transaction; a version 2
+// one (or one that does not say: the gRPC SDK) adds it. A failed
+// verification commits nothing.
+func TestTxnOffsetCommitVersion1Verifies(t *testing.T) {
+	h := newHarness(t)
+	commit := func(tv int32) *pb.TxnOffsetCommitResponse {
+		r, err := h.c.TxnOffsetCommit(context.Background(), &pb.TxnOffsetCommitRequest{TransactionalId: "tx", GroupId: "g", ProducerId: 7,
+			ProducerEpoch: 0, GenerationId: -1, TransactionVersion: tv, Offsets: []*pb.PartitionOffset{{Topic: "t", Partition: 0, Offset: 9, LeaderEpoch: -1}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	wantCode(t, "v1 commit", commit(1).ErrorCode, pb.ErrorCode_NONE)
+	wantCode(t, "v2 commit", commit(2).ErrorCode, pb.ErrorCode_NONE)
+	wantCode(t, "unset commit", commit(0).ErrorCode, pb.ErrorCode_NONE)
+	want := []string{"verify tx/__consumer_offsets", "tx/__consumer_offsets", "tx/__consumer_offsets"}
+	if fmt.Sprint(h.txn.calls) != fmt.Sprint(want) {
+		t.Fatalf("transaction coordinator calls %q, want %q", h.txn.calls, want)
+	}
+	h.txn.err = errs.New(pb.ErrorCode_INVALID_TXN_STATE, "not in the transaction")
+	before := len(h.w.all())
+	r := commit(1)
+	if len(r.Partitions) != 1 || r.Partitions[0].ErrorCode != pb.ErrorCode_INVALID_TXN_STATE {
+		t.Fatalf("unverified commit answered %v", r)
+	}
+	if len(h.w.all()) != before {
+		t.Fatalf("an unverified commit was written")
 	}
 }

@@ -40,6 +40,10 @@ func (a *recordingAdder) AddPartition(ctx context.Context, txnID string, pid int
 	return nil
 }
 
+func (a *recordingAdder) Verify(ctx context.Context, txnID string, pid int64, epoch int16, topic string, partition int32) error {
+	return a.AddPartition(ctx, txnID, pid, epoch, topic, partition)
+}
+
 // rig is a real one-node server plus a group coordinator of the test's own
 // (with a fake transaction coordinator) over the node's real
 // __consumer_offsets log.

@@ -398,12 +398,12 @@ func TestEndTxnRetryAfterRotationEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	txnProduce(t, p, "r", "v")
-	first, err := n.TxnCoord.EndTxn(ctx, "rotating", pid, epoch, true)
+	first, err := n.TxnCoord.EndTxn(ctx, "rotating", pid, epoch, true, 2)
 	if err != nil || first.ProducerID == pid || first.Epoch != 0 {
 		t.Fatalf("the rotating commit: %+v %v", first, err)
 	}
 	for i := 0; i < 2; i++ { // during the markers (likely) and after them
-		again, err := n.TxnCoord.EndTxn(ctx, "rotating", pid, epoch, true)
+		again, err := n.TxnCoord.EndTxn(ctx, "rotating", pid, epoch, true, 2)
 		if err != nil || again != first {
 			t.Fatalf("retry %d of the rotating commit: %+v %v, want %+v", i, again, err, first)
 		}

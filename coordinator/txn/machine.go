@@ -306,9 +306,11 @@ func decideAdd(m *Metadata, r Request) Decision {
 	}
 	t := m.base(Ongoing, r.Now)
 	if m.State != Ongoing {
-		t.partitions, t.startTimeMs, t.reason = map[TopicPartition]bool{}, r.Now, reasonNone
+		// The add that starts a transaction gives it its version; a later
+		// add of another version (a producer cannot change version
+		// mid-transaction) does not change it.
+		t.partitions, t.startTimeMs, t.reason, t.txnVersion = map[TopicPartition]bool{}, r.Now, reasonNone, r.TxnVersion
 	}
-	t.txnVersion = r.TxnVersion
 	for _, tp := range r.Partitions {
 		t.partitions[tp] = true
 	}
@@ -486,7 +488,8 @@ func decideEndV1(m *Metadata, r Request) Decision {
 			to = PrepareCommit
 		}
 		t := m.base(to, r.Now)
-		t.reason = reasonNone
+		// The markers follow the end's epoch rule: unbumped.
+		t.reason, t.txnVersion = reasonNone, 1
 		return Decision{Write: t, SendMarkers: true, ProducerID: t.producerID, Epoch: t.epoch}
 	case CompleteCommit:
 		if r.Commit {

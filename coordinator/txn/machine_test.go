@@ -534,3 +534,53 @@ func TestFenceKeepsPrepareEpochFenceInMemory(t *testing.T) {
 		t.Fatalf("with the bug put back the fence writes %s", describe(d))
 	}
 }
+
+// TestTransactionVersionOfMarkers: the markers of a transaction follow the
+// epoch rule of the EndTxn that ends it. A version 1 end writes PREPARE_*
+// at version 1 (markers at the producer's unbumped epoch) even on an id
+// whose metadata is at version 2 (InitProducerId and the gRPC SDK default
+// to 2); a version 2 end writes version 2 (the bumped epoch). The add that
+// starts a transaction gives it its version, and a later add of another
+// version does not change it.
+func TestTransactionVersionOfMarkers(t *testing.T) {
+	tp := []TopicPartition{{"t", 0}}
+	for _, tc := range []struct {
+		startTV, laterTV, endTV int16
+		ongoingTV, prepareTV    int16
+		epoch                   int16
+	}{
+		{startTV: 1, laterTV: 2, endTV: 1, ongoingTV: 1, prepareTV: 1, epoch: 5},
+		{startTV: 2, laterTV: 1, endTV: 2, ongoingTV: 2, prepareTV: 2, epoch: 6},
+		// A version 1 producer's transaction that a version 2 add started
+		// (a partition leader not told the producer's version).
+		{startTV: 2, laterTV: 2, endTV: 1, ongoingTV: 2, prepareTV: 1, epoch: 5},
+	} {
+		name := fmt.Sprintf("start%d-end%d", tc.startTV, tc.endTV)
+		t.Run(name, func(t *testing.T) {
+			m := fixture("CompleteCommit") // TxnVersion 2, epoch 5
+			step := func(r Request) Decision {
+				t.Helper()
+				r.ProducerID, r.Epoch, r.NewProducerID = 100, 5, -1
+				d := Decide(m, r)
+				if d.Err != nil || d.Write == nil {
+					t.Fatalf("%v: %s", r.Kind, describe(d))
+				}
+				if !m.begin(d.Write) {
+					t.Fatalf("%v: illegal transition to %s", r.Kind, d.Write.state)
+				}
+				m.apply()
+				return d
+			}
+			step(Request{Kind: KindAddPartitions, TxnVersion: tc.startTV, Partitions: tp})
+			step(Request{Kind: KindAddPartitions, TxnVersion: tc.laterTV, Partitions: []TopicPartition{{"t", 1}}})
+			if m.TxnVersion != tc.ongoingTV {
+				t.Fatalf("open transaction at version %d, want %d (the version of the add that started it)", m.TxnVersion, tc.ongoingTV)
+			}
+			d := step(Request{Kind: KindEndTxn, TxnVersion: tc.endTV, Commit: true})
+			if m.State != PrepareCommit || m.TxnVersion != tc.prepareTV || m.ProducerEpoch != tc.epoch || d.Epoch != tc.epoch {
+				t.Fatalf("after EndTxn v%d: %s at version %d epoch %d (answered %d); want PrepareCommit at version %d epoch %d",
+					tc.endTV, m.State, m.TxnVersion, m.ProducerEpoch, d.Epoch, tc.prepareTV, tc.epoch)
+			}
+		})
+	}
+}

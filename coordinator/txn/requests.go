@@ -45,19 +45,32 @@ func (c *Coordinator) InitProducerId(ctx context.Context, id string, timeoutMs i
 }
 
 // AddPartitions adds partitions to a producer's transaction, starting one
-// (version 2) when none is open; with verifyOnly it only checks they are
-// already in it. Partition leaders call it before appending a
-// transactional batch; the group coordinator before a TxnOffsetCommit. A
-// previous transaction still writing its markers is waited for (briefly);
-// if it takes longer the answer is CONCURRENT_TRANSACTIONS and the caller
-// retries.
-func (c *Coordinator) AddPartitions(ctx context.Context, id string, pid int64, epoch int16, verifyOnly bool, tps []TopicPartition) error {
+// when none is open; with verifyOnly it only checks they are already in
+// it. Partition leaders call it before appending a transactional batch of
+// a version 2 producer, the group coordinator before a TxnOffsetCommit,
+// and a version 1 Kafka client itself (AddPartitionsToTxn v0-v3,
+// AddOffsetsToTxn). txnVersion is the adder's transaction version (0
+// means 2); the transaction keeps the version of the add that started it.
+// A previous transaction still writing its markers is waited for
+// (briefly); if it takes longer the answer is CONCURRENT_TRANSACTIONS and
+// the caller retries.
+func (c *Coordinator) AddPartitions(ctx context.Context, id string, pid int64, epoch int16, verifyOnly bool, tps []TopicPartition, txnVersion int16) error {
 	kind := KindAddPartitions
 	if verifyOnly {
 		kind = KindVerifyPartitions
 	}
-	_, err := c.handle(ctx, id, Request{Kind: kind, TxnVersion: 2, ProducerID: pid, Epoch: epoch, Partitions: tps})
+	_, err := c.handle(ctx, id, Request{Kind: kind, TxnVersion: clientVersion(txnVersion), ProducerID: pid, Epoch: epoch, Partitions: tps})
 	return err
+}
+
+// clientVersion is the transaction version a request carries: unset (0)
+// is 2, the gRPC SDK's; anything else below 2 is 1.
+func clientVersion(v int16) int16 {
+	switch {
+	case v == 0 || v >= 2:
+		return 2
+	}
+	return 1
 }
 
 // EndTxnResult is the producer id and epoch for the next transaction.
@@ -66,15 +79,19 @@ type EndTxnResult struct {
 	Epoch      int16
 }
 
-// EndTxn commits or aborts (version 2): PREPARE_* with the epoch bumped is
-// written and replicated before it answers; markers follow. A retry of an
-// EndTxn whose answer was lost (the epoch before the bump, or the last
-// epoch of a producer id that rotated) gets the same answer; a commit
-// retried after the coordinator aborted the transaction is refused, never
-// turned into an abort. An abort or commit with no partition in the
-// transaction is allowed, and bumps the epoch like any other.
-func (c *Coordinator) EndTxn(ctx context.Context, id string, pid int64, epoch int16, commit bool) (EndTxnResult, error) {
-	d, err := c.handle(ctx, id, Request{Kind: KindEndTxn, TxnVersion: 2, ProducerID: pid, Epoch: epoch, Commit: commit})
+// EndTxn commits or aborts. Under transaction version 2 (txnVersion 2, or
+// 0: unset) PREPARE_* with the epoch bumped is written and replicated
+// before it answers, and the answer is the epoch for the next transaction;
+// markers follow. A retry of an EndTxn whose answer was lost (the epoch
+// before the bump, or the last epoch of a producer id that rotated) gets
+// the same answer; a commit retried after the coordinator aborted the
+// transaction is refused, never turned into an abort. An abort or commit
+// with no partition in the transaction is allowed, and bumps the epoch
+// like any other. Under version 1 (a Kafka client's EndTxn below v5) the
+// epoch stays, the markers carry it unbumped, and only an open
+// transaction may be ended (a repeat of a completed end is answered NONE).
+func (c *Coordinator) EndTxn(ctx context.Context, id string, pid int64, epoch int16, commit bool, txnVersion int16) (EndTxnResult, error) {
+	d, err := c.handle(ctx, id, Request{Kind: KindEndTxn, TxnVersion: clientVersion(txnVersion), ProducerID: pid, Epoch: epoch, Commit: commit})
 	if err != nil {
 		return EndTxnResult{}, err
 	}

@@ -1185,8 +1185,13 @@ type TxnOffsetCommitRequest struct {
 	MemberId        string                 `protobuf:"bytes,6,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
 	GroupInstanceId string                 `protobuf:"bytes,7,opt,name=group_instance_id,json=groupInstanceId,proto3" json:"group_instance_id,omitempty"`
 	Offsets         []*PartitionOffset     `protobuf:"bytes,8,rep,name=offsets,proto3" json:"offsets,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The client's transaction version: 2 (or 0, unset: the gRPC SDK, a
+	// Kafka client's v5+) adds the group's __consumer_offsets partition to
+	// the transaction; 1 (a Kafka client below v5) only checks that
+	// AddOffsetsToTxn added it.
+	TransactionVersion int32 `protobuf:"varint,9,opt,name=transaction_version,json=transactionVersion,proto3" json:"transaction_version,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *TxnOffsetCommitRequest) Reset() {
@@ -1273,6 +1278,13 @@ func (x *TxnOffsetCommitRequest) GetOffsets() []*PartitionOffset {
 		return x.Offsets
 	}
 	return nil
+}
+
+func (x *TxnOffsetCommitRequest) GetTransactionVersion() int32 {
+	if x != nil {
+		return x.TransactionVersion
+	}
+	return 0
 }
 
 type TxnOffsetCommitResponse struct {
@@ -1627,7 +1639,7 @@ const file_strand_v1_groups_proto_rawDesc = "" +
 	"\bmetadata\x18\x05 \x01(\tR\bmetadata\x123\n" +
 	"\n" +
 	"error_code\x18\x06 \x01(\x0e2\x14.strand.v1.ErrorCodeR\terrorCode\x12#\n" +
-	"\rerror_message\x18\a \x01(\tR\ferrorMessage\"\xca\x02\n" +
+	"\rerror_message\x18\a \x01(\tR\ferrorMessage\"\xfb\x02\n" +
 	"\x16TxnOffsetCommitRequest\x12)\n" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x19\n" +
 	"\bgroup_id\x18\x02 \x01(\tR\agroupId\x12\x1f\n" +
@@ -1637,7 +1649,8 @@ const file_strand_v1_groups_proto_rawDesc = "" +
 	"\rgeneration_id\x18\x05 \x01(\x05R\fgenerationId\x12\x1b\n" +
 	"\tmember_id\x18\x06 \x01(\tR\bmemberId\x12*\n" +
 	"\x11group_instance_id\x18\a \x01(\tR\x0fgroupInstanceId\x124\n" +
-	"\aoffsets\x18\b \x03(\v2\x1a.strand.v1.PartitionOffsetR\aoffsets\"\xae\x01\n" +
+	"\aoffsets\x18\b \x03(\v2\x1a.strand.v1.PartitionOffsetR\aoffsets\x12/\n" +
+	"\x13transaction_version\x18\t \x01(\x05R\x12transactionVersion\"\xae\x01\n" +
 	"\x17TxnOffsetCommitResponse\x123\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x14.strand.v1.ErrorCodeR\terrorCode\x12#\n" +

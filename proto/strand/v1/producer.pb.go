@@ -29,8 +29,14 @@ type ProduceRequest struct {
 	TimeoutMs       int32               `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	TransactionalId string              `protobuf:"bytes,4,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
 	Partitions      []*PartitionRecords `protobuf:"bytes,5,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The producer's transaction version: 2 (or 0, unset: the gRPC SDK, a
+	// Kafka client's Produce v12+) has the leader add the partition of a
+	// transactional batch to the transaction; 1 (a Kafka client's Produce
+	// below v12, which added it with AddPartitionsToTxn) only checks that it
+	// is there.
+	TransactionVersion int32 `protobuf:"varint,6,opt,name=transaction_version,json=transactionVersion,proto3" json:"transaction_version,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *ProduceRequest) Reset() {
@@ -96,6 +102,13 @@ func (x *ProduceRequest) GetPartitions() []*PartitionRecords {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *ProduceRequest) GetTransactionVersion() int32 {
+	if x != nil {
+		return x.TransactionVersion
+	}
+	return 0
 }
 
 // PartitionRecords holds one or more encoded record batches (RecordBatch v2)
@@ -390,7 +403,7 @@ var File_strand_v1_producer_proto protoreflect.FileDescriptor
 
 const file_strand_v1_producer_proto_rawDesc = "" +
 	"\n" +
-	"\x18strand/v1/producer.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\"\xd2\x01\n" +
+	"\x18strand/v1/producer.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\"\x83\x02\n" +
 	"\x0eProduceRequest\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x03R\rcorrelationId\x12\x12\n" +
 	"\x04acks\x18\x02 \x01(\x05R\x04acks\x12\x1d\n" +
@@ -399,7 +412,8 @@ const file_strand_v1_producer_proto_rawDesc = "" +
 	"\x10transactional_id\x18\x04 \x01(\tR\x0ftransactionalId\x12;\n" +
 	"\n" +
 	"partitions\x18\x05 \x03(\v2\x1b.strand.v1.PartitionRecordsR\n" +
-	"partitions\"`\n" +
+	"partitions\x12/\n" +
+	"\x13transaction_version\x18\x06 \x01(\x05R\x12transactionVersion\"`\n" +
 	"\x10PartitionRecords\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x18\n" +

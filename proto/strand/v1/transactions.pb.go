@@ -164,8 +164,12 @@ type EndTxnRequest struct {
 	ProducerId      int64                  `protobuf:"varint,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
 	ProducerEpoch   int32                  `protobuf:"varint,3,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
 	Committed       bool                   `protobuf:"varint,4,opt,name=committed,proto3" json:"committed,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The client's transaction version: 2 (or 0, unset: the gRPC SDK) bumps
+	// the epoch and answers the next one (KIP-890); 1 (a Kafka client's
+	// EndTxn below v5) keeps the epoch, and the markers carry it unbumped.
+	TransactionVersion int32 `protobuf:"varint,5,opt,name=transaction_version,json=transactionVersion,proto3" json:"transaction_version,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *EndTxnRequest) Reset() {
@@ -224,6 +228,13 @@ func (x *EndTxnRequest) GetCommitted() bool {
 		return x.Committed
 	}
 	return false
+}
+
+func (x *EndTxnRequest) GetTransactionVersion() int32 {
+	if x != nil {
+		return x.TransactionVersion
+	}
+	return 0
 }
 
 type EndTxnResponse struct {
@@ -345,10 +356,16 @@ type AddPartitionsToTxnTransaction struct {
 	ProducerId      int64                  `protobuf:"varint,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
 	ProducerEpoch   int32                  `protobuf:"varint,3,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
 	// True: only check that the partitions are already in the transaction.
-	VerifyOnly    bool              `protobuf:"varint,4,opt,name=verify_only,json=verifyOnly,proto3" json:"verify_only,omitempty"`
-	Partitions    []*TopicPartition `protobuf:"bytes,5,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	VerifyOnly bool              `protobuf:"varint,4,opt,name=verify_only,json=verifyOnly,proto3" json:"verify_only,omitempty"`
+	Partitions []*TopicPartition `protobuf:"bytes,5,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// The transaction version of the add: 2 (or 0, unset) when a partition
+	// leader or group coordinator adds for a version 2 producer; 1 when a
+	// Kafka client below version 2 adds its partitions itself
+	// (AddPartitionsToTxn v0-v3 on the Kafka listener). The transaction
+	// takes the version of the add that starts it.
+	TransactionVersion int32 `protobuf:"varint,6,opt,name=transaction_version,json=transactionVersion,proto3" json:"transaction_version,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *AddPartitionsToTxnTransaction) Reset() {
@@ -414,6 +431,13 @@ func (x *AddPartitionsToTxnTransaction) GetPartitions() []*TopicPartition {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *AddPartitionsToTxnTransaction) GetTransactionVersion() int32 {
+	if x != nil {
+		return x.TransactionVersion
+	}
+	return 0
 }
 
 type AddPartitionsToTxnResponse struct {
@@ -512,6 +536,135 @@ func (x *AddPartitionsToTxnResult) GetPartitions() []*PartitionError {
 	return nil
 }
 
+// AddOffsetsToTxn is a transaction version 1 Kafka client's request
+// (served on the Kafka listener only; version 2 clients commit offsets
+// with TxnOffsetCommit v5+, which adds the partition itself): it adds the
+// __consumer_offsets partition of group_id to the transaction, so that a
+// TxnOffsetCommit may follow.
+type AddOffsetsToTxnRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	ProducerId      int64                  `protobuf:"varint,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch   int32                  `protobuf:"varint,3,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	GroupId         string                 `protobuf:"bytes,4,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *AddOffsetsToTxnRequest) Reset() {
+	*x = AddOffsetsToTxnRequest{}
+	mi := &file_strand_v1_transactions_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddOffsetsToTxnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddOffsetsToTxnRequest) ProtoMessage() {}
+
+func (x *AddOffsetsToTxnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_transactions_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddOffsetsToTxnRequest.ProtoReflect.Descriptor instead.
+func (*AddOffsetsToTxnRequest) Descriptor() ([]byte, []int) {
+	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *AddOffsetsToTxnRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *AddOffsetsToTxnRequest) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *AddOffsetsToTxnRequest) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *AddOffsetsToTxnRequest) GetGroupId() string {
+	if x != nil {
+		return x.GroupId
+	}
+	return ""
+}
+
+// Errors: NONE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+// COORDINATOR_NOT_AVAILABLE, CONCURRENT_TRANSACTIONS, PRODUCER_FENCED,
+// INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING,
+// INVALID_REQUEST.
+type AddOffsetsToTxnResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ErrorCode     ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=strand.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage  string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddOffsetsToTxnResponse) Reset() {
+	*x = AddOffsetsToTxnResponse{}
+	mi := &file_strand_v1_transactions_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddOffsetsToTxnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddOffsetsToTxnResponse) ProtoMessage() {}
+
+func (x *AddOffsetsToTxnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_transactions_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddOffsetsToTxnResponse.ProtoReflect.Descriptor instead.
+func (*AddOffsetsToTxnResponse) Descriptor() ([]byte, []int) {
+	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *AddOffsetsToTxnResponse) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_NONE
+}
+
+func (x *AddOffsetsToTxnResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
 type PartitionError struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -524,7 +677,7 @@ type PartitionError struct {
 
 func (x *PartitionError) Reset() {
 	*x = PartitionError{}
-	mi := &file_strand_v1_transactions_proto_msgTypes[8]
+	mi := &file_strand_v1_transactions_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -536,7 +689,7 @@ func (x *PartitionError) String() string {
 func (*PartitionError) ProtoMessage() {}
 
 func (x *PartitionError) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_transactions_proto_msgTypes[8]
+	mi := &file_strand_v1_transactions_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -549,7 +702,7 @@ func (x *PartitionError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionError.ProtoReflect.Descriptor instead.
 func (*PartitionError) Descriptor() ([]byte, []int) {
-	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{8}
+	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PartitionError) GetTopic() string {
@@ -589,7 +742,7 @@ type WriteTxnMarkersRequest struct {
 
 func (x *WriteTxnMarkersRequest) Reset() {
 	*x = WriteTxnMarkersRequest{}
-	mi := &file_strand_v1_transactions_proto_msgTypes[9]
+	mi := &file_strand_v1_transactions_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -601,7 +754,7 @@ func (x *WriteTxnMarkersRequest) String() string {
 func (*WriteTxnMarkersRequest) ProtoMessage() {}
 
 func (x *WriteTxnMarkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_transactions_proto_msgTypes[9]
+	mi := &file_strand_v1_transactions_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -614,7 +767,7 @@ func (x *WriteTxnMarkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteTxnMarkersRequest.ProtoReflect.Descriptor instead.
 func (*WriteTxnMarkersRequest) Descriptor() ([]byte, []int) {
-	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{9}
+	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WriteTxnMarkersRequest) GetMarkers() []*TxnMarker {
@@ -644,7 +797,7 @@ type TxnMarker struct {
 
 func (x *TxnMarker) Reset() {
 	*x = TxnMarker{}
-	mi := &file_strand_v1_transactions_proto_msgTypes[10]
+	mi := &file_strand_v1_transactions_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -656,7 +809,7 @@ func (x *TxnMarker) String() string {
 func (*TxnMarker) ProtoMessage() {}
 
 func (x *TxnMarker) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_transactions_proto_msgTypes[10]
+	mi := &file_strand_v1_transactions_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -669,7 +822,7 @@ func (x *TxnMarker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnMarker.ProtoReflect.Descriptor instead.
 func (*TxnMarker) Descriptor() ([]byte, []int) {
-	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{10}
+	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TxnMarker) GetProducerId() int64 {
@@ -730,7 +883,7 @@ type WriteTxnMarkersResponse struct {
 
 func (x *WriteTxnMarkersResponse) Reset() {
 	*x = WriteTxnMarkersResponse{}
-	mi := &file_strand_v1_transactions_proto_msgTypes[11]
+	mi := &file_strand_v1_transactions_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -742,7 +895,7 @@ func (x *WriteTxnMarkersResponse) String() string {
 func (*WriteTxnMarkersResponse) ProtoMessage() {}
 
 func (x *WriteTxnMarkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_transactions_proto_msgTypes[11]
+	mi := &file_strand_v1_transactions_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -755,7 +908,7 @@ func (x *WriteTxnMarkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteTxnMarkersResponse.ProtoReflect.Descriptor instead.
 func (*WriteTxnMarkersResponse) Descriptor() ([]byte, []int) {
-	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{11}
+	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WriteTxnMarkersResponse) GetMarkers() []*TxnMarkerResult {
@@ -775,7 +928,7 @@ type TxnMarkerResult struct {
 
 func (x *TxnMarkerResult) Reset() {
 	*x = TxnMarkerResult{}
-	mi := &file_strand_v1_transactions_proto_msgTypes[12]
+	mi := &file_strand_v1_transactions_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -787,7 +940,7 @@ func (x *TxnMarkerResult) String() string {
 func (*TxnMarkerResult) ProtoMessage() {}
 
 func (x *TxnMarkerResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_transactions_proto_msgTypes[12]
+	mi := &file_strand_v1_transactions_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -800,7 +953,7 @@ func (x *TxnMarkerResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnMarkerResult.ProtoReflect.Descriptor instead.
 func (*TxnMarkerResult) Descriptor() ([]byte, []int) {
-	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{12}
+	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TxnMarkerResult) GetProducerId() int64 {
@@ -832,7 +985,7 @@ type AbortTransactionRequest struct {
 
 func (x *AbortTransactionRequest) Reset() {
 	*x = AbortTransactionRequest{}
-	mi := &file_strand_v1_transactions_proto_msgTypes[13]
+	mi := &file_strand_v1_transactions_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -844,7 +997,7 @@ func (x *AbortTransactionRequest) String() string {
 func (*AbortTransactionRequest) ProtoMessage() {}
 
 func (x *AbortTransactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_transactions_proto_msgTypes[13]
+	mi := &file_strand_v1_transactions_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -857,7 +1010,7 @@ func (x *AbortTransactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortTransactionRequest.ProtoReflect.Descriptor instead.
 func (*AbortTransactionRequest) Descriptor() ([]byte, []int) {
-	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{13}
+	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AbortTransactionRequest) GetTopic() string {
@@ -907,7 +1060,7 @@ type AbortTransactionResponse struct {
 
 func (x *AbortTransactionResponse) Reset() {
 	*x = AbortTransactionResponse{}
-	mi := &file_strand_v1_transactions_proto_msgTypes[14]
+	mi := &file_strand_v1_transactions_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -919,7 +1072,7 @@ func (x *AbortTransactionResponse) String() string {
 func (*AbortTransactionResponse) ProtoMessage() {}
 
 func (x *AbortTransactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_transactions_proto_msgTypes[14]
+	mi := &file_strand_v1_transactions_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -932,7 +1085,7 @@ func (x *AbortTransactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortTransactionResponse.ProtoReflect.Descriptor instead.
 func (*AbortTransactionResponse) Descriptor() ([]byte, []int) {
-	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{14}
+	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AbortTransactionResponse) GetErrorCode() ErrorCode {
@@ -965,7 +1118,7 @@ type DescribeTransactionsRequest struct {
 
 func (x *DescribeTransactionsRequest) Reset() {
 	*x = DescribeTransactionsRequest{}
-	mi := &file_strand_v1_transactions_proto_msgTypes[15]
+	mi := &file_strand_v1_transactions_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -977,7 +1130,7 @@ func (x *DescribeTransactionsRequest) String() string {
 func (*DescribeTransactionsRequest) ProtoMessage() {}
 
 func (x *DescribeTransactionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_transactions_proto_msgTypes[15]
+	mi := &file_strand_v1_transactions_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -990,7 +1143,7 @@ func (x *DescribeTransactionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTransactionsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTransactionsRequest) Descriptor() ([]byte, []int) {
-	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{15}
+	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DescribeTransactionsRequest) GetTransactionalIds() []string {
@@ -1009,7 +1162,7 @@ type DescribeTransactionsResponse struct {
 
 func (x *DescribeTransactionsResponse) Reset() {
 	*x = DescribeTransactionsResponse{}
-	mi := &file_strand_v1_transactions_proto_msgTypes[16]
+	mi := &file_strand_v1_transactions_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1021,7 +1174,7 @@ func (x *DescribeTransactionsResponse) String() string {
 func (*DescribeTransactionsResponse) ProtoMessage() {}
 
 func (x *DescribeTransactionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_transactions_proto_msgTypes[16]
+	mi := &file_strand_v1_transactions_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1034,7 +1187,7 @@ func (x *DescribeTransactionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTransactionsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTransactionsResponse) Descriptor() ([]byte, []int) {
-	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{16}
+	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DescribeTransactionsResponse) GetTransactions() []*TransactionState {
@@ -1065,7 +1218,7 @@ type TransactionState struct {
 
 func (x *TransactionState) Reset() {
 	*x = TransactionState{}
-	mi := &file_strand_v1_transactions_proto_msgTypes[17]
+	mi := &file_strand_v1_transactions_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1230,7 @@ func (x *TransactionState) String() string {
 func (*TransactionState) ProtoMessage() {}
 
 func (x *TransactionState) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_transactions_proto_msgTypes[17]
+	mi := &file_strand_v1_transactions_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1243,7 @@ func (x *TransactionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionState.ProtoReflect.Descriptor instead.
 func (*TransactionState) Descriptor() ([]byte, []int) {
-	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{17}
+	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TransactionState) GetErrorCode() ErrorCode {
@@ -1188,7 +1341,7 @@ type ListTransactionsRequest struct {
 
 func (x *ListTransactionsRequest) Reset() {
 	*x = ListTransactionsRequest{}
-	mi := &file_strand_v1_transactions_proto_msgTypes[18]
+	mi := &file_strand_v1_transactions_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1200,7 +1353,7 @@ func (x *ListTransactionsRequest) String() string {
 func (*ListTransactionsRequest) ProtoMessage() {}
 
 func (x *ListTransactionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_transactions_proto_msgTypes[18]
+	mi := &file_strand_v1_transactions_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1213,7 +1366,7 @@ func (x *ListTransactionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTransactionsRequest.ProtoReflect.Descriptor instead.
 func (*ListTransactionsRequest) Descriptor() ([]byte, []int) {
-	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{18}
+	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListTransactionsRequest) GetStateFilters() []string {
@@ -1265,7 +1418,7 @@ type ListTransactionsResponse struct {
 
 func (x *ListTransactionsResponse) Reset() {
 	*x = ListTransactionsResponse{}
-	mi := &file_strand_v1_transactions_proto_msgTypes[19]
+	mi := &file_strand_v1_transactions_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1277,7 +1430,7 @@ func (x *ListTransactionsResponse) String() string {
 func (*ListTransactionsResponse) ProtoMessage() {}
 
 func (x *ListTransactionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_transactions_proto_msgTypes[19]
+	mi := &file_strand_v1_transactions_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1290,7 +1443,7 @@ func (x *ListTransactionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTransactionsResponse.ProtoReflect.Descriptor instead.
 func (*ListTransactionsResponse) Descriptor() ([]byte, []int) {
-	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{19}
+	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListTransactionsResponse) GetErrorCode() ErrorCode {
@@ -1332,7 +1485,7 @@ type TransactionListing struct {
 
 func (x *TransactionListing) Reset() {
 	*x = TransactionListing{}
-	mi := &file_strand_v1_transactions_proto_msgTypes[20]
+	mi := &file_strand_v1_transactions_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1344,7 +1497,7 @@ func (x *TransactionListing) String() string {
 func (*TransactionListing) ProtoMessage() {}
 
 func (x *TransactionListing) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_transactions_proto_msgTypes[20]
+	mi := &file_strand_v1_transactions_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1357,7 +1510,7 @@ func (x *TransactionListing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionListing.ProtoReflect.Descriptor instead.
 func (*TransactionListing) Descriptor() ([]byte, []int) {
-	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{20}
+	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TransactionListing) GetTransactionalId() string {
@@ -1390,7 +1543,7 @@ type DescribeProducersRequest struct {
 
 func (x *DescribeProducersRequest) Reset() {
 	*x = DescribeProducersRequest{}
-	mi := &file_strand_v1_transactions_proto_msgTypes[21]
+	mi := &file_strand_v1_transactions_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1402,7 +1555,7 @@ func (x *DescribeProducersRequest) String() string {
 func (*DescribeProducersRequest) ProtoMessage() {}
 
 func (x *DescribeProducersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_transactions_proto_msgTypes[21]
+	mi := &file_strand_v1_transactions_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1415,7 +1568,7 @@ func (x *DescribeProducersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeProducersRequest.ProtoReflect.Descriptor instead.
 func (*DescribeProducersRequest) Descriptor() ([]byte, []int) {
-	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{21}
+	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DescribeProducersRequest) GetPartitions() []*TopicPartition {
@@ -1434,7 +1587,7 @@ type DescribeProducersResponse struct {
 
 func (x *DescribeProducersResponse) Reset() {
 	*x = DescribeProducersResponse{}
-	mi := &file_strand_v1_transactions_proto_msgTypes[22]
+	mi := &file_strand_v1_transactions_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1446,7 +1599,7 @@ func (x *DescribeProducersResponse) String() string {
 func (*DescribeProducersResponse) ProtoMessage() {}
 
 func (x *DescribeProducersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_transactions_proto_msgTypes[22]
+	mi := &file_strand_v1_transactions_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1459,7 +1612,7 @@ func (x *DescribeProducersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeProducersResponse.ProtoReflect.Descriptor instead.
 func (*DescribeProducersResponse) Descriptor() ([]byte, []int) {
-	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{22}
+	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DescribeProducersResponse) GetPartitions() []*PartitionProducers {
@@ -1484,7 +1637,7 @@ type PartitionProducers struct {
 
 func (x *PartitionProducers) Reset() {
 	*x = PartitionProducers{}
-	mi := &file_strand_v1_transactions_proto_msgTypes[23]
+	mi := &file_strand_v1_transactions_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1496,7 +1649,7 @@ func (x *PartitionProducers) String() string {
 func (*PartitionProducers) ProtoMessage() {}
 
 func (x *PartitionProducers) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_transactions_proto_msgTypes[23]
+	mi := &file_strand_v1_transactions_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1509,7 +1662,7 @@ func (x *PartitionProducers) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionProducers.ProtoReflect.Descriptor instead.
 func (*PartitionProducers) Descriptor() ([]byte, []int) {
-	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{23}
+	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PartitionProducers) GetTopic() string {
@@ -1576,7 +1729,7 @@ type ProducerState struct {
 
 func (x *ProducerState) Reset() {
 	*x = ProducerState{}
-	mi := &file_strand_v1_transactions_proto_msgTypes[24]
+	mi := &file_strand_v1_transactions_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +1741,7 @@ func (x *ProducerState) String() string {
 func (*ProducerState) ProtoMessage() {}
 
 func (x *ProducerState) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_transactions_proto_msgTypes[24]
+	mi := &file_strand_v1_transactions_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +1754,7 @@ func (x *ProducerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProducerState.ProtoReflect.Descriptor instead.
 func (*ProducerState) Descriptor() ([]byte, []int) {
-	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{24}
+	return file_strand_v1_transactions_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ProducerState) GetProducerId() int64 {
@@ -1663,13 +1816,14 @@ const file_strand_v1_transactions_proto_rawDesc = "" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12\x1f\n" +
 	"\vproducer_id\x18\x03 \x01(\x03R\n" +
 	"producerId\x12%\n" +
-	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch\"\xa0\x01\n" +
+	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch\"\xd1\x01\n" +
 	"\rEndTxnRequest\x12)\n" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
 	"\vproducer_id\x18\x02 \x01(\x03R\n" +
 	"producerId\x12%\n" +
 	"\x0eproducer_epoch\x18\x03 \x01(\x05R\rproducerEpoch\x12\x1c\n" +
-	"\tcommitted\x18\x04 \x01(\bR\tcommitted\"\xb2\x01\n" +
+	"\tcommitted\x18\x04 \x01(\bR\tcommitted\x12/\n" +
+	"\x13transaction_version\x18\x05 \x01(\x05R\x12transactionVersion\"\xb2\x01\n" +
 	"\x0eEndTxnResponse\x123\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x14.strand.v1.ErrorCodeR\terrorCode\x12#\n" +
@@ -1678,7 +1832,7 @@ const file_strand_v1_transactions_proto_rawDesc = "" +
 	"producerId\x12%\n" +
 	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch\"i\n" +
 	"\x19AddPartitionsToTxnRequest\x12L\n" +
-	"\ftransactions\x18\x01 \x03(\v2(.strand.v1.AddPartitionsToTxnTransactionR\ftransactions\"\xee\x01\n" +
+	"\ftransactions\x18\x01 \x03(\v2(.strand.v1.AddPartitionsToTxnTransactionR\ftransactions\"\x9f\x02\n" +
 	"\x1dAddPartitionsToTxnTransaction\x12)\n" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
 	"\vproducer_id\x18\x02 \x01(\x03R\n" +
@@ -1688,14 +1842,25 @@ const file_strand_v1_transactions_proto_rawDesc = "" +
 	"verifyOnly\x129\n" +
 	"\n" +
 	"partitions\x18\x05 \x03(\v2\x19.strand.v1.TopicPartitionR\n" +
-	"partitions\"[\n" +
+	"partitions\x12/\n" +
+	"\x13transaction_version\x18\x06 \x01(\x05R\x12transactionVersion\"[\n" +
 	"\x1aAddPartitionsToTxnResponse\x12=\n" +
 	"\aresults\x18\x01 \x03(\v2#.strand.v1.AddPartitionsToTxnResultR\aresults\"\x80\x01\n" +
 	"\x18AddPartitionsToTxnResult\x12)\n" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x129\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v2\x19.strand.v1.PartitionErrorR\n" +
-	"partitions\"\x9e\x01\n" +
+	"partitions\"\xa6\x01\n" +
+	"\x16AddOffsetsToTxnRequest\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
+	"\vproducer_id\x18\x02 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x03 \x01(\x05R\rproducerEpoch\x12\x19\n" +
+	"\bgroup_id\x18\x04 \x01(\tR\agroupId\"s\n" +
+	"\x17AddOffsetsToTxnResponse\x123\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x0e2\x14.strand.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\"\x9e\x01\n" +
 	"\x0ePartitionError\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x123\n" +
@@ -1820,7 +1985,7 @@ func file_strand_v1_transactions_proto_rawDescGZIP() []byte {
 	return file_strand_v1_transactions_proto_rawDescData
 }
 
-var file_strand_v1_transactions_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_strand_v1_transactions_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_strand_v1_transactions_proto_goTypes = []any{
 	(*InitProducerIdRequest)(nil),         // 0: strand.v1.InitProducerIdRequest
 	(*InitProducerIdResponse)(nil),        // 1: strand.v1.InitProducerIdResponse
@@ -1830,69 +1995,72 @@ var file_strand_v1_transactions_proto_goTypes = []any{
 	(*AddPartitionsToTxnTransaction)(nil), // 5: strand.v1.AddPartitionsToTxnTransaction
 	(*AddPartitionsToTxnResponse)(nil),    // 6: strand.v1.AddPartitionsToTxnResponse
 	(*AddPartitionsToTxnResult)(nil),      // 7: strand.v1.AddPartitionsToTxnResult
-	(*PartitionError)(nil),                // 8: strand.v1.PartitionError
-	(*WriteTxnMarkersRequest)(nil),        // 9: strand.v1.WriteTxnMarkersRequest
-	(*TxnMarker)(nil),                     // 10: strand.v1.TxnMarker
-	(*WriteTxnMarkersResponse)(nil),       // 11: strand.v1.WriteTxnMarkersResponse
-	(*TxnMarkerResult)(nil),               // 12: strand.v1.TxnMarkerResult
-	(*AbortTransactionRequest)(nil),       // 13: strand.v1.AbortTransactionRequest
-	(*AbortTransactionResponse)(nil),      // 14: strand.v1.AbortTransactionResponse
-	(*DescribeTransactionsRequest)(nil),   // 15: strand.v1.DescribeTransactionsRequest
-	(*DescribeTransactionsResponse)(nil),  // 16: strand.v1.DescribeTransactionsResponse
-	(*TransactionState)(nil),              // 17: strand.v1.TransactionState
-	(*ListTransactionsRequest)(nil),       // 18: strand.v1.ListTransactionsRequest
-	(*ListTransactionsResponse)(nil),      // 19: strand.v1.ListTransactionsResponse
-	(*TransactionListing)(nil),            // 20: strand.v1.TransactionListing
-	(*DescribeProducersRequest)(nil),      // 21: strand.v1.DescribeProducersRequest
-	(*DescribeProducersResponse)(nil),     // 22: strand.v1.DescribeProducersResponse
-	(*PartitionProducers)(nil),            // 23: strand.v1.PartitionProducers
-	(*ProducerState)(nil),                 // 24: strand.v1.ProducerState
-	(ErrorCode)(0),                        // 25: strand.v1.ErrorCode
-	(*TopicPartition)(nil),                // 26: strand.v1.TopicPartition
+	(*AddOffsetsToTxnRequest)(nil),        // 8: strand.v1.AddOffsetsToTxnRequest
+	(*AddOffsetsToTxnResponse)(nil),       // 9: strand.v1.AddOffsetsToTxnResponse
+	(*PartitionError)(nil),                // 10: strand.v1.PartitionError
+	(*WriteTxnMarkersRequest)(nil),        // 11: strand.v1.WriteTxnMarkersRequest
+	(*TxnMarker)(nil),                     // 12: strand.v1.TxnMarker
+	(*WriteTxnMarkersResponse)(nil),       // 13: strand.v1.WriteTxnMarkersResponse
+	(*TxnMarkerResult)(nil),               // 14: strand.v1.TxnMarkerResult
+	(*AbortTransactionRequest)(nil),       // 15: strand.v1.AbortTransactionRequest
+	(*AbortTransactionResponse)(nil),      // 16: strand.v1.AbortTransactionResponse
+	(*DescribeTransactionsRequest)(nil),   // 17: strand.v1.DescribeTransactionsRequest
+	(*DescribeTransactionsResponse)(nil),  // 18: strand.v1.DescribeTransactionsResponse
+	(*TransactionState)(nil),              // 19: strand.v1.TransactionState
+	(*ListTransactionsRequest)(nil),       // 20: strand.v1.ListTransactionsRequest
+	(*ListTransactionsResponse)(nil),      // 21: strand.v1.ListTransactionsResponse
+	(*TransactionListing)(nil),            // 22: strand.v1.TransactionListing
+	(*DescribeProducersRequest)(nil),      // 23: strand.v1.DescribeProducersRequest
+	(*DescribeProducersResponse)(nil),     // 24: strand.v1.DescribeProducersResponse
+	(*PartitionProducers)(nil),            // 25: strand.v1.PartitionProducers
+	(*ProducerState)(nil),                 // 26: strand.v1.ProducerState
+	(ErrorCode)(0),                        // 27: strand.v1.ErrorCode
+	(*TopicPartition)(nil),                // 28: strand.v1.TopicPartition
 }
 var file_strand_v1_transactions_proto_depIdxs = []int32{
-	25, // 0: strand.v1.InitProducerIdResponse.error_code:type_name -> strand.v1.ErrorCode
-	25, // 1: strand.v1.EndTxnResponse.error_code:type_name -> strand.v1.ErrorCode
+	27, // 0: strand.v1.InitProducerIdResponse.error_code:type_name -> strand.v1.ErrorCode
+	27, // 1: strand.v1.EndTxnResponse.error_code:type_name -> strand.v1.ErrorCode
 	5,  // 2: strand.v1.AddPartitionsToTxnRequest.transactions:type_name -> strand.v1.AddPartitionsToTxnTransaction
-	26, // 3: strand.v1.AddPartitionsToTxnTransaction.partitions:type_name -> strand.v1.TopicPartition
+	28, // 3: strand.v1.AddPartitionsToTxnTransaction.partitions:type_name -> strand.v1.TopicPartition
 	7,  // 4: strand.v1.AddPartitionsToTxnResponse.results:type_name -> strand.v1.AddPartitionsToTxnResult
-	8,  // 5: strand.v1.AddPartitionsToTxnResult.partitions:type_name -> strand.v1.PartitionError
-	25, // 6: strand.v1.PartitionError.error_code:type_name -> strand.v1.ErrorCode
-	10, // 7: strand.v1.WriteTxnMarkersRequest.markers:type_name -> strand.v1.TxnMarker
-	26, // 8: strand.v1.TxnMarker.partitions:type_name -> strand.v1.TopicPartition
-	12, // 9: strand.v1.WriteTxnMarkersResponse.markers:type_name -> strand.v1.TxnMarkerResult
-	8,  // 10: strand.v1.TxnMarkerResult.partitions:type_name -> strand.v1.PartitionError
-	25, // 11: strand.v1.AbortTransactionResponse.error_code:type_name -> strand.v1.ErrorCode
-	17, // 12: strand.v1.DescribeTransactionsResponse.transactions:type_name -> strand.v1.TransactionState
-	25, // 13: strand.v1.TransactionState.error_code:type_name -> strand.v1.ErrorCode
-	26, // 14: strand.v1.TransactionState.partitions:type_name -> strand.v1.TopicPartition
-	25, // 15: strand.v1.ListTransactionsResponse.error_code:type_name -> strand.v1.ErrorCode
-	20, // 16: strand.v1.ListTransactionsResponse.transactions:type_name -> strand.v1.TransactionListing
-	26, // 17: strand.v1.DescribeProducersRequest.partitions:type_name -> strand.v1.TopicPartition
-	23, // 18: strand.v1.DescribeProducersResponse.partitions:type_name -> strand.v1.PartitionProducers
-	25, // 19: strand.v1.PartitionProducers.error_code:type_name -> strand.v1.ErrorCode
-	24, // 20: strand.v1.PartitionProducers.active_producers:type_name -> strand.v1.ProducerState
-	0,  // 21: strand.v1.Transactions.InitProducerId:input_type -> strand.v1.InitProducerIdRequest
-	2,  // 22: strand.v1.Transactions.EndTxn:input_type -> strand.v1.EndTxnRequest
-	4,  // 23: strand.v1.Transactions.AddPartitionsToTxn:input_type -> strand.v1.AddPartitionsToTxnRequest
-	9,  // 24: strand.v1.Transactions.WriteTxnMarkers:input_type -> strand.v1.WriteTxnMarkersRequest
-	13, // 25: strand.v1.Transactions.AbortTransaction:input_type -> strand.v1.AbortTransactionRequest
-	15, // 26: strand.v1.Transactions.DescribeTransactions:input_type -> strand.v1.DescribeTransactionsRequest
-	18, // 27: strand.v1.Transactions.ListTransactions:input_type -> strand.v1.ListTransactionsRequest
-	21, // 28: strand.v1.Transactions.DescribeProducers:input_type -> strand.v1.DescribeProducersRequest
-	1,  // 29: strand.v1.Transactions.InitProducerId:output_type -> strand.v1.InitProducerIdResponse
-	3,  // 30: strand.v1.Transactions.EndTxn:output_type -> strand.v1.EndTxnResponse
-	6,  // 31: strand.v1.Transactions.AddPartitionsToTxn:output_type -> strand.v1.AddPartitionsToTxnResponse
-	11, // 32: strand.v1.Transactions.WriteTxnMarkers:output_type -> strand.v1.WriteTxnMarkersResponse
-	14, // 33: strand.v1.Transactions.AbortTransaction:output_type -> strand.v1.AbortTransactionResponse
-	16, // 34: strand.v1.Transactions.DescribeTransactions:output_type -> strand.v1.DescribeTransactionsResponse
-	19, // 35: strand.v1.Transactions.ListTransactions:output_type -> strand.v1.ListTransactionsResponse
-	22, // 36: strand.v1.Transactions.DescribeProducers:output_type -> strand.v1.DescribeProducersResponse
-	29, // [29:37] is the sub-list for method output_type
-	21, // [21:29] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	10, // 5: strand.v1.AddPartitionsToTxnResult.partitions:type_name -> strand.v1.PartitionError
+	27, // 6: strand.v1.AddOffsetsToTxnResponse.error_code:type_name -> strand.v1.ErrorCode
+	27, // 7: strand.v1.PartitionError.error_code:type_name -> strand.v1.ErrorCode
+	12, // 8: strand.v1.WriteTxnMarkersRequest.markers:type_name -> strand.v1.TxnMarker
+	28, // 9: strand.v1.TxnMarker.partitions:type_name -> strand.v1.TopicPartition
+	14, // 10: strand.v1.WriteTxnMarkersResponse.markers:type_name -> strand.v1.TxnMarkerResult
+	10, // 11: strand.v1.TxnMarkerResult.partitions:type_name -> strand.v1.PartitionError
+	27, // 12: strand.v1.AbortTransactionResponse.error_code:type_name -> strand.v1.ErrorCode
+	19, // 13: strand.v1.DescribeTransactionsResponse.transactions:type_name -> strand.v1.TransactionState
+	27, // 14: strand.v1.TransactionState.error_code:type_name -> strand.v1.ErrorCode
+	28, // 15: strand.v1.TransactionState.partitions:type_name -> strand.v1.TopicPartition
+	27, // 16: strand.v1.ListTransactionsResponse.error_code:type_name -> strand.v1.ErrorCode
+	22, // 17: strand.v1.ListTransactionsResponse.transactions:type_name -> strand.v1.TransactionListing
+	28, // 18: strand.v1.DescribeProducersRequest.partitions:type_name -> strand.v1.TopicPartition
+	25, // 19: strand.v1.DescribeProducersResponse.partitions:type_name -> strand.v1.PartitionProducers
+	27, // 20: strand.v1.PartitionProducers.error_code:type_name -> strand.v1.ErrorCode
+	26, // 21: strand.v1.PartitionProducers.active_producers:type_name -> strand.v1.ProducerState
+	0,  // 22: strand.v1.Transactions.InitProducerId:input_type -> strand.v1.InitProducerIdRequest
+	2,  // 23: strand.v1.Transactions.EndTxn:input_type -> strand.v1.EndTxnRequest
+	4,  // 24: strand.v1.Transactions.AddPartitionsToTxn:input_type -> strand.v1.AddPartitionsToTxnRequest
+	11, // 25: strand.v1.Transactions.WriteTxnMarkers:input_type -> strand.v1.WriteTxnMarkersRequest
+	15, // 26: strand.v1.Transactions.AbortTransaction:input_type -> strand.v1.AbortTransactionRequest
+	17, // 27: strand.v1.Transactions.DescribeTransactions:input_type -> strand.v1.DescribeTransactionsRequest
+	20, // 28: strand.v1.Transactions.ListTransactions:input_type -> strand.v1.ListTransactionsRequest
+	23, // 29: strand.v1.Transactions.DescribeProducers:input_type -> strand.v1.DescribeProducersRequest
+	1,  // 30: strand.v1.Transactions.InitProducerId:output_type -> strand.v1.InitProducerIdResponse
+	3,  // 31: strand.v1.Transactions.EndTxn:output_type -> strand.v1.EndTxnResponse
+	6,  // 32: strand.v1.Transactions.AddPartitionsToTxn:output_type -> strand.v1.AddPartitionsToTxnResponse
+	13, // 33: strand.v1.Transactions.WriteTxnMarkers:output_type -> strand.v1.WriteTxnMarkersResponse
+	16, // 34: strand.v1.Transactions.AbortTransaction:output_type -> strand.v1.AbortTransactionResponse
+	18, // 35: strand.v1.Transactions.DescribeTransactions:output_type -> strand.v1.DescribeTransactionsResponse
+	21, // 36: strand.v1.Transactions.ListTransactions:output_type -> strand.v1.ListTransactionsResponse
+	24, // 37: strand.v1.Transactions.DescribeProducers:output_type -> strand.v1.DescribeProducersResponse
+	30, // [30:38] is the sub-list for method output_type
+	22, // [22:30] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_strand_v1_transactions_proto_init() }
@@ -1907,7 +2075,7 @@ func file_strand_v1_transactions_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strand_v1_transactions_proto_rawDesc), len(file_strand_v1_transactions_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
