@@ -116,8 +116,11 @@ const (
 	ErrorCode_TRANSACTIONAL_ID_NOT_FOUND ErrorCode = 105
 	ErrorCode_INELIGIBLE_REPLICA         ErrorCode = 107
 	ErrorCode_NEW_LEADER_ELECTED         ErrorCode = 108
-	ErrorCode_INVALID_REGISTRATION       ErrorCode = 119
-	ErrorCode_TRANSACTION_ABORTABLE      ErrorCode = 120
+	// MISMATCHED_ENDPOINT_TYPE: a request for controllers sent to a broker
+	// (DescribeCluster's endpoint type, KIP-919).
+	ErrorCode_MISMATCHED_ENDPOINT_TYPE ErrorCode = 114
+	ErrorCode_INVALID_REGISTRATION     ErrorCode = 119
+	ErrorCode_TRANSACTION_ABORTABLE    ErrorCode = 120
 	// TRANSACTION_TIMED_OUT is Strand's: the coordinator aborted the
 	// transaction because it outlived transaction.timeout.ms. Kafka reports
 	// this case as PRODUCER_FENCED / INVALID_PRODUCER_EPOCH, which users read
@@ -207,6 +210,7 @@ var (
 		105:   "TRANSACTIONAL_ID_NOT_FOUND",
 		107:   "INELIGIBLE_REPLICA",
 		108:   "NEW_LEADER_ELECTED",
+		114:   "MISMATCHED_ENDPOINT_TYPE",
 		119:   "INVALID_REGISTRATION",
 		120:   "TRANSACTION_ABORTABLE",
 		10001: "TRANSACTION_TIMED_OUT",
@@ -291,6 +295,7 @@ var (
 		"TRANSACTIONAL_ID_NOT_FOUND":       105,
 		"INELIGIBLE_REPLICA":               107,
 		"NEW_LEADER_ELECTED":               108,
+		"MISMATCHED_ENDPOINT_TYPE":         114,
 		"INVALID_REGISTRATION":             119,
 		"TRANSACTION_ABORTABLE":            120,
 		"TRANSACTION_TIMED_OUT":            10001,
@@ -431,7 +436,7 @@ const file_strand_v1_common_proto_rawDesc = "" +
 	"\x16strand/v1/common.proto\x12\tstrand.v1\"D\n" +
 	"\x0eTopicPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
-	"\tpartition\x18\x02 \x01(\x05R\tpartition*\xbe\x11\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition*\xdc\x11\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12!\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\x17\n" +
@@ -512,7 +517,8 @@ const file_strand_v1_common_proto_rawDesc = "" +
 	"\x17INCONSISTENT_CLUSTER_ID\x10h\x12\x1e\n" +
 	"\x1aTRANSACTIONAL_ID_NOT_FOUND\x10i\x12\x16\n" +
 	"\x12INELIGIBLE_REPLICA\x10k\x12\x16\n" +
-	"\x12NEW_LEADER_ELECTED\x10l\x12\x18\n" +
+	"\x12NEW_LEADER_ELECTED\x10l\x12\x1c\n" +
+	"\x18MISMATCHED_ENDPOINT_TYPE\x10r\x12\x18\n" +
 	"\x14INVALID_REGISTRATION\x10w\x12\x19\n" +
 	"\x15TRANSACTION_ABORTABLE\x10x\x12\x1a\n" +
 	"\x15TRANSACTION_TIMED_OUT\x10\x91N*:\n" +
