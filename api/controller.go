@@ -82,6 +82,17 @@ func (s *controllerService) DeleteTopics(ctx context.Context, req *pb.DeleteTopi
 	return &pb.DeleteTopicsResponse{Topics: res}, nil
 }
 
+func (s *controllerService) CreatePartitions(ctx context.Context, req *pb.CreatePartitionsRequest) (*pb.CreatePartitionsResponse, error) {
+	res, err := s.d.Controller.CreatePartitions(ctx, req)
+	if rerr := s.route(err); rerr != nil {
+		return nil, rerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &pb.CreatePartitionsResponse{Topics: res}, nil
+}
+
 func (s *controllerService) IncrementalAlterConfigs(ctx context.Context, req *pb.IncrementalAlterConfigsRequest) (*pb.IncrementalAlterConfigsResponse, error) {
 	err := s.d.Controller.IncrementalAlterConfigs(ctx, req)
 	if rerr := s.route(err); rerr != nil {

@@ -175,6 +175,11 @@ func (c *Coordinator) applyRecord(s *shard, r record.Record, now time.Time) erro
 		if r.Value == nil {
 			g.restore(&pb.GroupMetadataValue{}, now)
 			g.generation = 0
+			if len(g.offsets) == 0 {
+				// DeleteGroups: the group is gone (its pending
+				// transactional offsets with it, as live).
+				delete(s.groups, k.group)
+			}
 			return nil
 		}
 		var v pb.GroupMetadataValue

@@ -604,7 +604,7 @@ func (c *Coordinator) DescribeGroups(ctx context.Context, req *pb.DescribeGroups
 			d.State, d.ProtocolType, d.Protocol, d.GenerationId = g.state.String(), g.protocolType, g.protocol, g.generation
 			for _, mid := range g.order {
 				m := g.members[mid]
-				d.Members = append(d.Members, &pb.GroupMember{MemberId: m.id, GroupInstanceId: m.instanceID, ClientId: m.clientID, Metadata: m.metadataFor(g.protocol)})
+				d.Members = append(d.Members, &pb.GroupMember{MemberId: m.id, GroupInstanceId: m.instanceID, ClientId: m.clientID, Metadata: m.metadataFor(g.protocol), Assignment: m.assignment})
 			}
 		}
 		s.mu.Unlock()

@@ -923,8 +923,11 @@ type IncrementalAlterConfigsRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Resource *ConfigResource        `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
 	// key -> value; an empty value deletes the key (back to the default).
-	Set           map[string]string `protobuf:"bytes,2,rep,name=set,proto3" json:"set,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Delete        []string          `protobuf:"bytes,3,rep,name=delete,proto3" json:"delete,omitempty"`
+	Set    map[string]string `protobuf:"bytes,2,rep,name=set,proto3" json:"set,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Delete []string          `protobuf:"bytes,3,rep,name=delete,proto3" json:"delete,omitempty"`
+	// Check the change (the topic exists, the values are valid) without
+	// making it.
+	ValidateOnly  bool `protobuf:"varint,4,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -980,6 +983,13 @@ func (x *IncrementalAlterConfigsRequest) GetDelete() []string {
 	return nil
 }
 
+func (x *IncrementalAlterConfigsRequest) GetValidateOnly() bool {
+	if x != nil {
+		return x.ValidateOnly
+	}
+	return false
+}
+
 type IncrementalAlterConfigsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ErrorCode     ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=strand.v1.ErrorCode" json:"error_code,omitempty"`
@@ -1026,6 +1036,276 @@ func (x *IncrementalAlterConfigsResponse) GetErrorCode() ErrorCode {
 }
 
 func (x *IncrementalAlterConfigsResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+type CreatePartitionsRequest struct {
+	state         protoimpl.MessageState   `protogen:"open.v1"`
+	Topics        []*CreatePartitionsTopic `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	TimeoutMs     int32                    `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	ValidateOnly  bool                     `protobuf:"varint,3,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePartitionsRequest) Reset() {
+	*x = CreatePartitionsRequest{}
+	mi := &file_strand_v1_admin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePartitionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePartitionsRequest) ProtoMessage() {}
+
+func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_admin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePartitionsRequest.ProtoReflect.Descriptor instead.
+func (*CreatePartitionsRequest) Descriptor() ([]byte, []int) {
+	return file_strand_v1_admin_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *CreatePartitionsRequest) GetTopics() []*CreatePartitionsTopic {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *CreatePartitionsRequest) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *CreatePartitionsRequest) GetValidateOnly() bool {
+	if x != nil {
+		return x.ValidateOnly
+	}
+	return false
+}
+
+type CreatePartitionsTopic struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The topic's new partition count (more than it has).
+	Count int32 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	// Replicas of each new partition, in order; empty: the controller places them.
+	Assignments   []*ReplicaAssignment `protobuf:"bytes,3,rep,name=assignments,proto3" json:"assignments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePartitionsTopic) Reset() {
+	*x = CreatePartitionsTopic{}
+	mi := &file_strand_v1_admin_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePartitionsTopic) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePartitionsTopic) ProtoMessage() {}
+
+func (x *CreatePartitionsTopic) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_admin_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePartitionsTopic.ProtoReflect.Descriptor instead.
+func (*CreatePartitionsTopic) Descriptor() ([]byte, []int) {
+	return file_strand_v1_admin_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *CreatePartitionsTopic) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreatePartitionsTopic) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *CreatePartitionsTopic) GetAssignments() []*ReplicaAssignment {
+	if x != nil {
+		return x.Assignments
+	}
+	return nil
+}
+
+type ReplicaAssignment struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BrokerIds     []int32                `protobuf:"varint,1,rep,packed,name=broker_ids,json=brokerIds,proto3" json:"broker_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaAssignment) Reset() {
+	*x = ReplicaAssignment{}
+	mi := &file_strand_v1_admin_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaAssignment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaAssignment) ProtoMessage() {}
+
+func (x *ReplicaAssignment) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_admin_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaAssignment.ProtoReflect.Descriptor instead.
+func (*ReplicaAssignment) Descriptor() ([]byte, []int) {
+	return file_strand_v1_admin_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ReplicaAssignment) GetBrokerIds() []int32 {
+	if x != nil {
+		return x.BrokerIds
+	}
+	return nil
+}
+
+type CreatePartitionsResponse struct {
+	state         protoimpl.MessageState    `protogen:"open.v1"`
+	Topics        []*CreatePartitionsResult `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePartitionsResponse) Reset() {
+	*x = CreatePartitionsResponse{}
+	mi := &file_strand_v1_admin_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePartitionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePartitionsResponse) ProtoMessage() {}
+
+func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_admin_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePartitionsResponse.ProtoReflect.Descriptor instead.
+func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
+	return file_strand_v1_admin_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *CreatePartitionsResponse) GetTopics() []*CreatePartitionsResult {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+type CreatePartitionsResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	ErrorCode     ErrorCode              `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=strand.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage  string                 `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePartitionsResult) Reset() {
+	*x = CreatePartitionsResult{}
+	mi := &file_strand_v1_admin_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePartitionsResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePartitionsResult) ProtoMessage() {}
+
+func (x *CreatePartitionsResult) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_admin_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePartitionsResult.ProtoReflect.Descriptor instead.
+func (*CreatePartitionsResult) Descriptor() ([]byte, []int) {
+	return file_strand_v1_admin_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *CreatePartitionsResult) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreatePartitionsResult) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_NONE
+}
+
+func (x *CreatePartitionsResult) GetErrorMessage() string {
 	if x != nil {
 		return x.ErrorMessage
 	}
@@ -1105,24 +1385,45 @@ const file_strand_v1_admin_proto_rawDesc = "" +
 	"\vConfigEntry\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12\x16\n" +
-	"\x06source\x18\x03 \x01(\tR\x06source\"\xed\x01\n" +
+	"\x06source\x18\x03 \x01(\tR\x06source\"\x92\x02\n" +
 	"\x1eIncrementalAlterConfigsRequest\x125\n" +
 	"\bresource\x18\x01 \x01(\v2\x19.strand.v1.ConfigResourceR\bresource\x12D\n" +
 	"\x03set\x18\x02 \x03(\v22.strand.v1.IncrementalAlterConfigsRequest.SetEntryR\x03set\x12\x16\n" +
-	"\x06delete\x18\x03 \x03(\tR\x06delete\x1a6\n" +
+	"\x06delete\x18\x03 \x03(\tR\x06delete\x12#\n" +
+	"\rvalidate_only\x18\x04 \x01(\bR\fvalidateOnly\x1a6\n" +
 	"\bSetEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"{\n" +
 	"\x1fIncrementalAlterConfigsResponse\x123\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x14.strand.v1.ErrorCodeR\terrorCode\x12#\n" +
-	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage2\xcf\x03\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\"\x97\x01\n" +
+	"\x17CreatePartitionsRequest\x128\n" +
+	"\x06topics\x18\x01 \x03(\v2 .strand.v1.CreatePartitionsTopicR\x06topics\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\x12#\n" +
+	"\rvalidate_only\x18\x03 \x01(\bR\fvalidateOnly\"\x81\x01\n" +
+	"\x15CreatePartitionsTopic\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x05R\x05count\x12>\n" +
+	"\vassignments\x18\x03 \x03(\v2\x1c.strand.v1.ReplicaAssignmentR\vassignments\"2\n" +
+	"\x11ReplicaAssignment\x12\x1d\n" +
+	"\n" +
+	"broker_ids\x18\x01 \x03(\x05R\tbrokerIds\"U\n" +
+	"\x18CreatePartitionsResponse\x129\n" +
+	"\x06topics\x18\x01 \x03(\v2!.strand.v1.CreatePartitionsResultR\x06topics\"\x86\x01\n" +
+	"\x16CreatePartitionsResult\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
+	"\n" +
+	"error_code\x18\x02 \x01(\x0e2\x14.strand.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage2\xac\x04\n" +
 	"\x05Admin\x12O\n" +
 	"\fCreateTopics\x12\x1e.strand.v1.CreateTopicsRequest\x1a\x1f.strand.v1.CreateTopicsResponse\x12O\n" +
 	"\fDeleteTopics\x12\x1e.strand.v1.DeleteTopicsRequest\x1a\x1f.strand.v1.DeleteTopicsResponse\x12X\n" +
 	"\x0fDescribeCluster\x12!.strand.v1.DescribeClusterRequest\x1a\".strand.v1.DescribeClusterResponse\x12X\n" +
 	"\x0fDescribeConfigs\x12!.strand.v1.DescribeConfigsRequest\x1a\".strand.v1.DescribeConfigsResponse\x12p\n" +
-	"\x17IncrementalAlterConfigs\x12).strand.v1.IncrementalAlterConfigsRequest\x1a*.strand.v1.IncrementalAlterConfigsResponseB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
+	"\x17IncrementalAlterConfigs\x12).strand.v1.IncrementalAlterConfigsRequest\x1a*.strand.v1.IncrementalAlterConfigsResponse\x12[\n" +
+	"\x10CreatePartitions\x12\".strand.v1.CreatePartitionsRequest\x1a#.strand.v1.CreatePartitionsResponseB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
 
 var (
 	file_strand_v1_admin_proto_rawDescOnce sync.Once
@@ -1136,7 +1437,7 @@ func file_strand_v1_admin_proto_rawDescGZIP() []byte {
 	return file_strand_v1_admin_proto_rawDescData
 }
 
-var file_strand_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_strand_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_strand_v1_admin_proto_goTypes = []any{
 	(*CreateTopicsRequest)(nil),             // 0: strand.v1.CreateTopicsRequest
 	(*CreatableTopic)(nil),                  // 1: strand.v1.CreatableTopic
@@ -1155,43 +1456,54 @@ var file_strand_v1_admin_proto_goTypes = []any{
 	(*ConfigEntry)(nil),                     // 14: strand.v1.ConfigEntry
 	(*IncrementalAlterConfigsRequest)(nil),  // 15: strand.v1.IncrementalAlterConfigsRequest
 	(*IncrementalAlterConfigsResponse)(nil), // 16: strand.v1.IncrementalAlterConfigsResponse
-	nil,                                     // 17: strand.v1.CreatableTopic.ConfigsEntry
-	nil,                                     // 18: strand.v1.IncrementalAlterConfigsRequest.SetEntry
-	(ErrorCode)(0),                          // 19: strand.v1.ErrorCode
-	(*BrokerInfo)(nil),                      // 20: strand.v1.BrokerInfo
+	(*CreatePartitionsRequest)(nil),         // 17: strand.v1.CreatePartitionsRequest
+	(*CreatePartitionsTopic)(nil),           // 18: strand.v1.CreatePartitionsTopic
+	(*ReplicaAssignment)(nil),               // 19: strand.v1.ReplicaAssignment
+	(*CreatePartitionsResponse)(nil),        // 20: strand.v1.CreatePartitionsResponse
+	(*CreatePartitionsResult)(nil),          // 21: strand.v1.CreatePartitionsResult
+	nil,                                     // 22: strand.v1.CreatableTopic.ConfigsEntry
+	nil,                                     // 23: strand.v1.IncrementalAlterConfigsRequest.SetEntry
+	(ErrorCode)(0),                          // 24: strand.v1.ErrorCode
+	(*BrokerInfo)(nil),                      // 25: strand.v1.BrokerInfo
 }
 var file_strand_v1_admin_proto_depIdxs = []int32{
 	1,  // 0: strand.v1.CreateTopicsRequest.topics:type_name -> strand.v1.CreatableTopic
-	17, // 1: strand.v1.CreatableTopic.configs:type_name -> strand.v1.CreatableTopic.ConfigsEntry
+	22, // 1: strand.v1.CreatableTopic.configs:type_name -> strand.v1.CreatableTopic.ConfigsEntry
 	3,  // 2: strand.v1.CreateTopicsResponse.topics:type_name -> strand.v1.CreatableTopicResult
-	19, // 3: strand.v1.CreatableTopicResult.error_code:type_name -> strand.v1.ErrorCode
+	24, // 3: strand.v1.CreatableTopicResult.error_code:type_name -> strand.v1.ErrorCode
 	6,  // 4: strand.v1.DeleteTopicsResponse.topics:type_name -> strand.v1.DeletableTopicResult
-	19, // 5: strand.v1.DeletableTopicResult.error_code:type_name -> strand.v1.ErrorCode
-	19, // 6: strand.v1.DescribeClusterResponse.error_code:type_name -> strand.v1.ErrorCode
-	20, // 7: strand.v1.DescribeClusterResponse.brokers:type_name -> strand.v1.BrokerInfo
+	24, // 5: strand.v1.DeletableTopicResult.error_code:type_name -> strand.v1.ErrorCode
+	24, // 6: strand.v1.DescribeClusterResponse.error_code:type_name -> strand.v1.ErrorCode
+	25, // 7: strand.v1.DescribeClusterResponse.brokers:type_name -> strand.v1.BrokerInfo
 	9,  // 8: strand.v1.DescribeClusterResponse.controllers:type_name -> strand.v1.ControllerInfo
 	11, // 9: strand.v1.DescribeConfigsRequest.resources:type_name -> strand.v1.ConfigResource
 	13, // 10: strand.v1.DescribeConfigsResponse.results:type_name -> strand.v1.ConfigResourceResult
-	19, // 11: strand.v1.ConfigResourceResult.error_code:type_name -> strand.v1.ErrorCode
+	24, // 11: strand.v1.ConfigResourceResult.error_code:type_name -> strand.v1.ErrorCode
 	14, // 12: strand.v1.ConfigResourceResult.entries:type_name -> strand.v1.ConfigEntry
 	11, // 13: strand.v1.IncrementalAlterConfigsRequest.resource:type_name -> strand.v1.ConfigResource
-	18, // 14: strand.v1.IncrementalAlterConfigsRequest.set:type_name -> strand.v1.IncrementalAlterConfigsRequest.SetEntry
-	19, // 15: strand.v1.IncrementalAlterConfigsResponse.error_code:type_name -> strand.v1.ErrorCode
-	0,  // 16: strand.v1.Admin.CreateTopics:input_type -> strand.v1.CreateTopicsRequest
-	4,  // 17: strand.v1.Admin.DeleteTopics:input_type -> strand.v1.DeleteTopicsRequest
-	7,  // 18: strand.v1.Admin.DescribeCluster:input_type -> strand.v1.DescribeClusterRequest
-	10, // 19: strand.v1.Admin.DescribeConfigs:input_type -> strand.v1.DescribeConfigsRequest
-	15, // 20: strand.v1.Admin.IncrementalAlterConfigs:input_type -> strand.v1.IncrementalAlterConfigsRequest
-	2,  // 21: strand.v1.Admin.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
-	5,  // 22: strand.v1.Admin.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
-	8,  // 23: strand.v1.Admin.DescribeCluster:output_type -> strand.v1.DescribeClusterResponse
-	12, // 24: strand.v1.Admin.DescribeConfigs:output_type -> strand.v1.DescribeConfigsResponse
-	16, // 25: strand.v1.Admin.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
-	21, // [21:26] is the sub-list for method output_type
-	16, // [16:21] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	23, // 14: strand.v1.IncrementalAlterConfigsRequest.set:type_name -> strand.v1.IncrementalAlterConfigsRequest.SetEntry
+	24, // 15: strand.v1.IncrementalAlterConfigsResponse.error_code:type_name -> strand.v1.ErrorCode
+	18, // 16: strand.v1.CreatePartitionsRequest.topics:type_name -> strand.v1.CreatePartitionsTopic
+	19, // 17: strand.v1.CreatePartitionsTopic.assignments:type_name -> strand.v1.ReplicaAssignment
+	21, // 18: strand.v1.CreatePartitionsResponse.topics:type_name -> strand.v1.CreatePartitionsResult
+	24, // 19: strand.v1.CreatePartitionsResult.error_code:type_name -> strand.v1.ErrorCode
+	0,  // 20: strand.v1.Admin.CreateTopics:input_type -> strand.v1.CreateTopicsRequest
+	4,  // 21: strand.v1.Admin.DeleteTopics:input_type -> strand.v1.DeleteTopicsRequest
+	7,  // 22: strand.v1.Admin.DescribeCluster:input_type -> strand.v1.DescribeClusterRequest
+	10, // 23: strand.v1.Admin.DescribeConfigs:input_type -> strand.v1.DescribeConfigsRequest
+	15, // 24: strand.v1.Admin.IncrementalAlterConfigs:input_type -> strand.v1.IncrementalAlterConfigsRequest
+	17, // 25: strand.v1.Admin.CreatePartitions:input_type -> strand.v1.CreatePartitionsRequest
+	2,  // 26: strand.v1.Admin.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
+	5,  // 27: strand.v1.Admin.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
+	8,  // 28: strand.v1.Admin.DescribeCluster:output_type -> strand.v1.DescribeClusterResponse
+	12, // 29: strand.v1.Admin.DescribeConfigs:output_type -> strand.v1.DescribeConfigsResponse
+	16, // 30: strand.v1.Admin.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
+	20, // 31: strand.v1.Admin.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
+	26, // [26:32] is the sub-list for method output_type
+	20, // [20:26] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_strand_v1_admin_proto_init() }
@@ -1207,7 +1519,7 @@ func file_strand_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strand_v1_admin_proto_rawDesc), len(file_strand_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,6 +24,7 @@ const (
 	Admin_DescribeCluster_FullMethodName         = "/strand.v1.Admin/DescribeCluster"
 	Admin_DescribeConfigs_FullMethodName         = "/strand.v1.Admin/DescribeConfigs"
 	Admin_IncrementalAlterConfigs_FullMethodName = "/strand.v1.Admin/IncrementalAlterConfigs"
+	Admin_CreatePartitions_FullMethodName        = "/strand.v1.Admin/CreatePartitions"
 )
 
 // AdminClient is the client API for Admin service.
@@ -44,6 +45,11 @@ type AdminClient interface {
 	DescribeConfigs(ctx context.Context, in *DescribeConfigsRequest, opts ...grpc.CallOption) (*DescribeConfigsResponse, error)
 	// IncrementalAlterConfigs sets or deletes topic config keys.
 	IncrementalAlterConfigs(ctx context.Context, in *IncrementalAlterConfigsRequest, opts ...grpc.CallOption) (*IncrementalAlterConfigsResponse, error)
+	// CreatePartitions adds partitions to topics (never removes any).
+	// Errors per topic: NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS,
+	// INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST
+	// (internal topics), NOT_CONTROLLER, REQUEST_TIMED_OUT.
+	CreatePartitions(ctx context.Context, in *CreatePartitionsRequest, opts ...grpc.CallOption) (*CreatePartitionsResponse, error)
 }
 
 type adminClient struct {
@@ -104,6 +110,16 @@ func (c *adminClient) IncrementalAlterConfigs(ctx context.Context, in *Increment
 	return out, nil
 }
 
+func (c *adminClient) CreatePartitions(ctx context.Context, in *CreatePartitionsRequest, opts ...grpc.CallOption) (*CreatePartitionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreatePartitionsResponse)
+	err := c.cc.Invoke(ctx, Admin_CreatePartitions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -122,6 +138,11 @@ type AdminServer interface {
 	DescribeConfigs(context.Context, *DescribeConfigsRequest) (*DescribeConfigsResponse, error)
 	// IncrementalAlterConfigs sets or deletes topic config keys.
 	IncrementalAlterConfigs(context.Context, *IncrementalAlterConfigsRequest) (*IncrementalAlterConfigsResponse, error)
+	// CreatePartitions adds partitions to topics (never removes any).
+	// Errors per topic: NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS,
+	// INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST
+	// (internal topics), NOT_CONTROLLER, REQUEST_TIMED_OUT.
+	CreatePartitions(context.Context, *CreatePartitionsRequest) (*CreatePartitionsResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -146,6 +167,9 @@ func (UnimplementedAdminServer) DescribeConfigs(context.Context, *DescribeConfig
 }
 func (UnimplementedAdminServer) IncrementalAlterConfigs(context.Context, *IncrementalAlterConfigsRequest) (*IncrementalAlterConfigsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method IncrementalAlterConfigs not implemented")
+}
+func (UnimplementedAdminServer) CreatePartitions(context.Context, *CreatePartitionsRequest) (*CreatePartitionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreatePartitions not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -258,6 +282,24 @@ func _Admin_IncrementalAlterConfigs_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_CreatePartitions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreatePartitionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).CreatePartitions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_CreatePartitions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).CreatePartitions(ctx, req.(*CreatePartitionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -284,6 +326,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "IncrementalAlterConfigs",
 			Handler:    _Admin_IncrementalAlterConfigs_Handler,
+		},
+		{
+			MethodName: "CreatePartitions",
+			Handler:    _Admin_CreatePartitions_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -82,6 +82,8 @@ const (
 	ErrorCode_OPERATION_NOT_ATTEMPTED        ErrorCode = 55
 	ErrorCode_KAFKA_STORAGE_ERROR            ErrorCode = 56
 	ErrorCode_UNKNOWN_PRODUCER_ID            ErrorCode = 59
+	// NON_EMPTY_GROUP: a group with members cannot be deleted.
+	ErrorCode_NON_EMPTY_GROUP                ErrorCode = 68
 	ErrorCode_GROUP_ID_NOT_FOUND             ErrorCode = 69
 	ErrorCode_FETCH_SESSION_ID_NOT_FOUND     ErrorCode = 70
 	ErrorCode_INVALID_FETCH_SESSION_EPOCH    ErrorCode = 71
@@ -95,12 +97,15 @@ const (
 	ErrorCode_FENCED_INSTANCE_ID             ErrorCode = 82
 	ErrorCode_ELIGIBLE_LEADERS_NOT_AVAILABLE ErrorCode = 83
 	ErrorCode_ELECTION_NOT_NEEDED            ErrorCode = 84
-	ErrorCode_INVALID_RECORD                 ErrorCode = 87
-	ErrorCode_UNSTABLE_OFFSET_COMMIT         ErrorCode = 88
-	ErrorCode_PRODUCER_FENCED                ErrorCode = 90
-	ErrorCode_RESOURCE_NOT_FOUND             ErrorCode = 91
-	ErrorCode_INVALID_UPDATE_VERSION         ErrorCode = 95
-	ErrorCode_FEATURE_UPDATE_FAILED          ErrorCode = 96
+	// GROUP_SUBSCRIBED_TO_TOPIC: an offset of a topic the group's members
+	// consume cannot be deleted.
+	ErrorCode_GROUP_SUBSCRIBED_TO_TOPIC ErrorCode = 86
+	ErrorCode_INVALID_RECORD            ErrorCode = 87
+	ErrorCode_UNSTABLE_OFFSET_COMMIT    ErrorCode = 88
+	ErrorCode_PRODUCER_FENCED           ErrorCode = 90
+	ErrorCode_RESOURCE_NOT_FOUND        ErrorCode = 91
+	ErrorCode_INVALID_UPDATE_VERSION    ErrorCode = 95
+	ErrorCode_FEATURE_UPDATE_FAILED     ErrorCode = 96
 	// DUPLICATE_BROKER_REGISTRATION: the broker id is registered by another
 	// incarnation (or at another address) whose session is still alive.
 	ErrorCode_DUPLICATE_BROKER_REGISTRATION ErrorCode = 101
@@ -111,8 +116,11 @@ const (
 	ErrorCode_TRANSACTIONAL_ID_NOT_FOUND ErrorCode = 105
 	ErrorCode_INELIGIBLE_REPLICA         ErrorCode = 107
 	ErrorCode_NEW_LEADER_ELECTED         ErrorCode = 108
-	ErrorCode_INVALID_REGISTRATION       ErrorCode = 119
-	ErrorCode_TRANSACTION_ABORTABLE      ErrorCode = 120
+	// MISMATCHED_ENDPOINT_TYPE: a request for controllers sent to a broker
+	// (DescribeCluster's endpoint type, KIP-919).
+	ErrorCode_MISMATCHED_ENDPOINT_TYPE ErrorCode = 114
+	ErrorCode_INVALID_REGISTRATION     ErrorCode = 119
+	ErrorCode_TRANSACTION_ABORTABLE    ErrorCode = 120
 	// TRANSACTION_TIMED_OUT is Strand's: the coordinator aborted the
 	// transaction because it outlived transaction.timeout.ms. Kafka reports
 	// this case as PRODUCER_FENCED / INVALID_PRODUCER_EPOCH, which users read
@@ -174,6 +182,7 @@ var (
 		55:    "OPERATION_NOT_ATTEMPTED",
 		56:    "KAFKA_STORAGE_ERROR",
 		59:    "UNKNOWN_PRODUCER_ID",
+		68:    "NON_EMPTY_GROUP",
 		69:    "GROUP_ID_NOT_FOUND",
 		70:    "FETCH_SESSION_ID_NOT_FOUND",
 		71:    "INVALID_FETCH_SESSION_EPOCH",
@@ -187,6 +196,7 @@ var (
 		82:    "FENCED_INSTANCE_ID",
 		83:    "ELIGIBLE_LEADERS_NOT_AVAILABLE",
 		84:    "ELECTION_NOT_NEEDED",
+		86:    "GROUP_SUBSCRIBED_TO_TOPIC",
 		87:    "INVALID_RECORD",
 		88:    "UNSTABLE_OFFSET_COMMIT",
 		90:    "PRODUCER_FENCED",
@@ -200,6 +210,7 @@ var (
 		105:   "TRANSACTIONAL_ID_NOT_FOUND",
 		107:   "INELIGIBLE_REPLICA",
 		108:   "NEW_LEADER_ELECTED",
+		114:   "MISMATCHED_ENDPOINT_TYPE",
 		119:   "INVALID_REGISTRATION",
 		120:   "TRANSACTION_ABORTABLE",
 		10001: "TRANSACTION_TIMED_OUT",
@@ -256,6 +267,7 @@ var (
 		"OPERATION_NOT_ATTEMPTED":          55,
 		"KAFKA_STORAGE_ERROR":              56,
 		"UNKNOWN_PRODUCER_ID":              59,
+		"NON_EMPTY_GROUP":                  68,
 		"GROUP_ID_NOT_FOUND":               69,
 		"FETCH_SESSION_ID_NOT_FOUND":       70,
 		"INVALID_FETCH_SESSION_EPOCH":      71,
@@ -269,6 +281,7 @@ var (
 		"FENCED_INSTANCE_ID":               82,
 		"ELIGIBLE_LEADERS_NOT_AVAILABLE":   83,
 		"ELECTION_NOT_NEEDED":              84,
+		"GROUP_SUBSCRIBED_TO_TOPIC":        86,
 		"INVALID_RECORD":                   87,
 		"UNSTABLE_OFFSET_COMMIT":           88,
 		"PRODUCER_FENCED":                  90,
@@ -282,6 +295,7 @@ var (
 		"TRANSACTIONAL_ID_NOT_FOUND":       105,
 		"INELIGIBLE_REPLICA":               107,
 		"NEW_LEADER_ELECTED":               108,
+		"MISMATCHED_ENDPOINT_TYPE":         114,
 		"INVALID_REGISTRATION":             119,
 		"TRANSACTION_ABORTABLE":            120,
 		"TRANSACTION_TIMED_OUT":            10001,
@@ -422,7 +436,7 @@ const file_strand_v1_common_proto_rawDesc = "" +
 	"\x16strand/v1/common.proto\x12\tstrand.v1\"D\n" +
 	"\x0eTopicPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
-	"\tpartition\x18\x02 \x01(\x05R\tpartition*\x8a\x11\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition*\xdc\x11\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12!\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\x17\n" +
@@ -475,7 +489,8 @@ const file_strand_v1_common_proto_rawDesc = "" +
 	"\x1eTRANSACTION_COORDINATOR_FENCED\x104\x12\x1b\n" +
 	"\x17OPERATION_NOT_ATTEMPTED\x107\x12\x17\n" +
 	"\x13KAFKA_STORAGE_ERROR\x108\x12\x17\n" +
-	"\x13UNKNOWN_PRODUCER_ID\x10;\x12\x16\n" +
+	"\x13UNKNOWN_PRODUCER_ID\x10;\x12\x13\n" +
+	"\x0fNON_EMPTY_GROUP\x10D\x12\x16\n" +
 	"\x12GROUP_ID_NOT_FOUND\x10E\x12\x1e\n" +
 	"\x1aFETCH_SESSION_ID_NOT_FOUND\x10F\x12\x1f\n" +
 	"\x1bINVALID_FETCH_SESSION_EPOCH\x10G\x12\x17\n" +
@@ -488,7 +503,8 @@ const file_strand_v1_common_proto_rawDesc = "" +
 	"\x1ePREFERRED_LEADER_NOT_AVAILABLE\x10P\x12\x16\n" +
 	"\x12FENCED_INSTANCE_ID\x10R\x12\"\n" +
 	"\x1eELIGIBLE_LEADERS_NOT_AVAILABLE\x10S\x12\x17\n" +
-	"\x13ELECTION_NOT_NEEDED\x10T\x12\x12\n" +
+	"\x13ELECTION_NOT_NEEDED\x10T\x12\x1d\n" +
+	"\x19GROUP_SUBSCRIBED_TO_TOPIC\x10V\x12\x12\n" +
 	"\x0eINVALID_RECORD\x10W\x12\x1a\n" +
 	"\x16UNSTABLE_OFFSET_COMMIT\x10X\x12\x13\n" +
 	"\x0fPRODUCER_FENCED\x10Z\x12\x16\n" +
@@ -501,7 +517,8 @@ const file_strand_v1_common_proto_rawDesc = "" +
 	"\x17INCONSISTENT_CLUSTER_ID\x10h\x12\x1e\n" +
 	"\x1aTRANSACTIONAL_ID_NOT_FOUND\x10i\x12\x16\n" +
 	"\x12INELIGIBLE_REPLICA\x10k\x12\x16\n" +
-	"\x12NEW_LEADER_ELECTED\x10l\x12\x18\n" +
+	"\x12NEW_LEADER_ELECTED\x10l\x12\x1c\n" +
+	"\x18MISMATCHED_ENDPOINT_TYPE\x10r\x12\x18\n" +
 	"\x14INVALID_REGISTRATION\x10w\x12\x19\n" +
 	"\x15TRANSACTION_ABORTABLE\x10x\x12\x1a\n" +
 	"\x15TRANSACTION_TIMED_OUT\x10\x91N*:\n" +

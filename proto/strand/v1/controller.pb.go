@@ -2301,7 +2301,7 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"\rresource_name\x18\x02 \x01(\tR\fresourceName\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x04 \x01(\tR\x05value\x12\x16\n" +
-	"\x06delete\x18\x05 \x01(\bR\x06delete2\xb3\x06\n" +
+	"\x06delete\x18\x05 \x01(\bR\x06delete2\x90\a\n" +
 	"\n" +
 	"Controller\x12U\n" +
 	"\x0eRegisterBroker\x12 .strand.v1.RegisterBrokerRequest\x1a!.strand.v1.RegisterBrokerResponse\x12X\n" +
@@ -2311,7 +2311,8 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"\rFetchMetadata\x12\x1f.strand.v1.FetchMetadataRequest\x1a\x18.strand.v1.MetadataBatch0\x01\x12O\n" +
 	"\fCreateTopics\x12\x1e.strand.v1.CreateTopicsRequest\x1a\x1f.strand.v1.CreateTopicsResponse\x12O\n" +
 	"\fDeleteTopics\x12\x1e.strand.v1.DeleteTopicsRequest\x1a\x1f.strand.v1.DeleteTopicsResponse\x12p\n" +
-	"\x17IncrementalAlterConfigs\x12).strand.v1.IncrementalAlterConfigsRequest\x1a*.strand.v1.IncrementalAlterConfigsResponse\x12U\n" +
+	"\x17IncrementalAlterConfigs\x12).strand.v1.IncrementalAlterConfigsRequest\x1a*.strand.v1.IncrementalAlterConfigsResponse\x12[\n" +
+	"\x10CreatePartitions\x12\".strand.v1.CreatePartitionsRequest\x1a#.strand.v1.CreatePartitionsResponse\x12U\n" +
 	"\x0eDescribeQuorum\x12 .strand.v1.DescribeQuorumRequest\x1a!.strand.v1.DescribeQuorumResponseB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
 
 var (
@@ -2361,9 +2362,11 @@ var file_strand_v1_controller_proto_goTypes = []any{
 	(*CreateTopicsRequest)(nil),             // 30: strand.v1.CreateTopicsRequest
 	(*DeleteTopicsRequest)(nil),             // 31: strand.v1.DeleteTopicsRequest
 	(*IncrementalAlterConfigsRequest)(nil),  // 32: strand.v1.IncrementalAlterConfigsRequest
-	(*CreateTopicsResponse)(nil),            // 33: strand.v1.CreateTopicsResponse
-	(*DeleteTopicsResponse)(nil),            // 34: strand.v1.DeleteTopicsResponse
-	(*IncrementalAlterConfigsResponse)(nil), // 35: strand.v1.IncrementalAlterConfigsResponse
+	(*CreatePartitionsRequest)(nil),         // 33: strand.v1.CreatePartitionsRequest
+	(*CreateTopicsResponse)(nil),            // 34: strand.v1.CreateTopicsResponse
+	(*DeleteTopicsResponse)(nil),            // 35: strand.v1.DeleteTopicsResponse
+	(*IncrementalAlterConfigsResponse)(nil), // 36: strand.v1.IncrementalAlterConfigsResponse
+	(*CreatePartitionsResponse)(nil),        // 37: strand.v1.CreatePartitionsResponse
 }
 var file_strand_v1_controller_proto_depIdxs = []int32{
 	28, // 0: strand.v1.RegisterBrokerResponse.error_code:type_name -> strand.v1.ErrorCode
@@ -2397,18 +2400,20 @@ var file_strand_v1_controller_proto_depIdxs = []int32{
 	30, // 28: strand.v1.Controller.CreateTopics:input_type -> strand.v1.CreateTopicsRequest
 	31, // 29: strand.v1.Controller.DeleteTopics:input_type -> strand.v1.DeleteTopicsRequest
 	32, // 30: strand.v1.Controller.IncrementalAlterConfigs:input_type -> strand.v1.IncrementalAlterConfigsRequest
-	11, // 31: strand.v1.Controller.DescribeQuorum:input_type -> strand.v1.DescribeQuorumRequest
-	1,  // 32: strand.v1.Controller.RegisterBroker:output_type -> strand.v1.RegisterBrokerResponse
-	3,  // 33: strand.v1.Controller.BrokerHeartbeat:output_type -> strand.v1.BrokerHeartbeatResponse
-	6,  // 34: strand.v1.Controller.AlterPartition:output_type -> strand.v1.AlterPartitionResponse
-	9,  // 35: strand.v1.Controller.AllocateProducerIds:output_type -> strand.v1.AllocateProducerIdsResponse
-	13, // 36: strand.v1.Controller.FetchMetadata:output_type -> strand.v1.MetadataBatch
-	33, // 37: strand.v1.Controller.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
-	34, // 38: strand.v1.Controller.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
-	35, // 39: strand.v1.Controller.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
-	12, // 40: strand.v1.Controller.DescribeQuorum:output_type -> strand.v1.DescribeQuorumResponse
-	32, // [32:41] is the sub-list for method output_type
-	23, // [23:32] is the sub-list for method input_type
+	33, // 31: strand.v1.Controller.CreatePartitions:input_type -> strand.v1.CreatePartitionsRequest
+	11, // 32: strand.v1.Controller.DescribeQuorum:input_type -> strand.v1.DescribeQuorumRequest
+	1,  // 33: strand.v1.Controller.RegisterBroker:output_type -> strand.v1.RegisterBrokerResponse
+	3,  // 34: strand.v1.Controller.BrokerHeartbeat:output_type -> strand.v1.BrokerHeartbeatResponse
+	6,  // 35: strand.v1.Controller.AlterPartition:output_type -> strand.v1.AlterPartitionResponse
+	9,  // 36: strand.v1.Controller.AllocateProducerIds:output_type -> strand.v1.AllocateProducerIdsResponse
+	13, // 37: strand.v1.Controller.FetchMetadata:output_type -> strand.v1.MetadataBatch
+	34, // 38: strand.v1.Controller.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
+	35, // 39: strand.v1.Controller.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
+	36, // 40: strand.v1.Controller.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
+	37, // 41: strand.v1.Controller.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
+	12, // 42: strand.v1.Controller.DescribeQuorum:output_type -> strand.v1.DescribeQuorumResponse
+	33, // [33:43] is the sub-list for method output_type
+	23, // [23:33] is the sub-list for method input_type
 	23, // [23:23] is the sub-list for extension type_name
 	23, // [23:23] is the sub-list for extension extendee
 	0,  // [0:23] is the sub-list for field type_name

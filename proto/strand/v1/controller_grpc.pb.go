@@ -27,6 +27,7 @@ const (
 	Controller_CreateTopics_FullMethodName            = "/strand.v1.Controller/CreateTopics"
 	Controller_DeleteTopics_FullMethodName            = "/strand.v1.Controller/DeleteTopics"
 	Controller_IncrementalAlterConfigs_FullMethodName = "/strand.v1.Controller/IncrementalAlterConfigs"
+	Controller_CreatePartitions_FullMethodName        = "/strand.v1.Controller/CreatePartitions"
 	Controller_DescribeQuorum_FullMethodName          = "/strand.v1.Controller/DescribeQuorum"
 )
 
@@ -68,6 +69,7 @@ type ControllerClient interface {
 	CreateTopics(ctx context.Context, in *CreateTopicsRequest, opts ...grpc.CallOption) (*CreateTopicsResponse, error)
 	DeleteTopics(ctx context.Context, in *DeleteTopicsRequest, opts ...grpc.CallOption) (*DeleteTopicsResponse, error)
 	IncrementalAlterConfigs(ctx context.Context, in *IncrementalAlterConfigsRequest, opts ...grpc.CallOption) (*IncrementalAlterConfigsResponse, error)
+	CreatePartitions(ctx context.Context, in *CreatePartitionsRequest, opts ...grpc.CallOption) (*CreatePartitionsResponse, error)
 	// DescribeQuorum reports the Raft voters and which one is active.
 	DescribeQuorum(ctx context.Context, in *DescribeQuorumRequest, opts ...grpc.CallOption) (*DescribeQuorumResponse, error)
 }
@@ -169,6 +171,16 @@ func (c *controllerClient) IncrementalAlterConfigs(ctx context.Context, in *Incr
 	return out, nil
 }
 
+func (c *controllerClient) CreatePartitions(ctx context.Context, in *CreatePartitionsRequest, opts ...grpc.CallOption) (*CreatePartitionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreatePartitionsResponse)
+	err := c.cc.Invoke(ctx, Controller_CreatePartitions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *controllerClient) DescribeQuorum(ctx context.Context, in *DescribeQuorumRequest, opts ...grpc.CallOption) (*DescribeQuorumResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DescribeQuorumResponse)
@@ -217,6 +229,7 @@ type ControllerServer interface {
 	CreateTopics(context.Context, *CreateTopicsRequest) (*CreateTopicsResponse, error)
 	DeleteTopics(context.Context, *DeleteTopicsRequest) (*DeleteTopicsResponse, error)
 	IncrementalAlterConfigs(context.Context, *IncrementalAlterConfigsRequest) (*IncrementalAlterConfigsResponse, error)
+	CreatePartitions(context.Context, *CreatePartitionsRequest) (*CreatePartitionsResponse, error)
 	// DescribeQuorum reports the Raft voters and which one is active.
 	DescribeQuorum(context.Context, *DescribeQuorumRequest) (*DescribeQuorumResponse, error)
 	mustEmbedUnimplementedControllerServer()
@@ -252,6 +265,9 @@ func (UnimplementedControllerServer) DeleteTopics(context.Context, *DeleteTopics
 }
 func (UnimplementedControllerServer) IncrementalAlterConfigs(context.Context, *IncrementalAlterConfigsRequest) (*IncrementalAlterConfigsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method IncrementalAlterConfigs not implemented")
+}
+func (UnimplementedControllerServer) CreatePartitions(context.Context, *CreatePartitionsRequest) (*CreatePartitionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreatePartitions not implemented")
 }
 func (UnimplementedControllerServer) DescribeQuorum(context.Context, *DescribeQuorumRequest) (*DescribeQuorumResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DescribeQuorum not implemented")
@@ -414,6 +430,24 @@ func _Controller_IncrementalAlterConfigs_Handler(srv interface{}, ctx context.Co
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_CreatePartitions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreatePartitionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).CreatePartitions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_CreatePartitions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).CreatePartitions(ctx, req.(*CreatePartitionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Controller_DescribeQuorum_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DescribeQuorumRequest)
 	if err := dec(in); err != nil {
@@ -466,6 +500,10 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "IncrementalAlterConfigs",
 			Handler:    _Controller_IncrementalAlterConfigs_Handler,
+		},
+		{
+			MethodName: "CreatePartitions",
+			Handler:    _Controller_CreatePartitions_Handler,
 		},
 		{
 			MethodName: "DescribeQuorum",

@@ -271,8 +271,10 @@ type GroupMember struct {
 	GroupInstanceId string                 `protobuf:"bytes,2,opt,name=group_instance_id,json=groupInstanceId,proto3" json:"group_instance_id,omitempty"`
 	Metadata        []byte                 `protobuf:"bytes,3,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	ClientId        string                 `protobuf:"bytes,4,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The member's assignment of the current generation (DescribeGroups).
+	Assignment    []byte `protobuf:"bytes,5,opt,name=assignment,proto3" json:"assignment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GroupMember) Reset() {
@@ -331,6 +333,13 @@ func (x *GroupMember) GetClientId() string {
 		return x.ClientId
 	}
 	return ""
+}
+
+func (x *GroupMember) GetAssignment() []byte {
+	if x != nil {
+		return x.Assignment
+	}
+	return nil
 }
 
 type SyncGroupRequest struct {
@@ -1535,6 +1544,449 @@ func (x *GroupDescription) GetCoordinatorId() int32 {
 	return 0
 }
 
+type ListGroupsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only groups in these states (Kafka's names, e.g. "Stable"); empty: all.
+	StatesFilter []string `protobuf:"bytes,1,rep,name=states_filter,json=statesFilter,proto3" json:"states_filter,omitempty"`
+	// Only groups of these types ("classic"); empty: all.
+	TypesFilter   []string `protobuf:"bytes,2,rep,name=types_filter,json=typesFilter,proto3" json:"types_filter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGroupsRequest) Reset() {
+	*x = ListGroupsRequest{}
+	mi := &file_strand_v1_groups_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGroupsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGroupsRequest) ProtoMessage() {}
+
+func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_groups_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
+func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
+	return file_strand_v1_groups_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ListGroupsRequest) GetStatesFilter() []string {
+	if x != nil {
+		return x.StatesFilter
+	}
+	return nil
+}
+
+func (x *ListGroupsRequest) GetTypesFilter() []string {
+	if x != nil {
+		return x.TypesFilter
+	}
+	return nil
+}
+
+type ListGroupsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ErrorCode     ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=strand.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage  string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	Groups        []*ListedGroup         `protobuf:"bytes,3,rep,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGroupsResponse) Reset() {
+	*x = ListGroupsResponse{}
+	mi := &file_strand_v1_groups_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGroupsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGroupsResponse) ProtoMessage() {}
+
+func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_groups_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
+func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
+	return file_strand_v1_groups_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ListGroupsResponse) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_NONE
+}
+
+func (x *ListGroupsResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *ListGroupsResponse) GetGroups() []*ListedGroup {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+type ListedGroup struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	GroupId      string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	ProtocolType string                 `protobuf:"bytes,2,opt,name=protocol_type,json=protocolType,proto3" json:"protocol_type,omitempty"`
+	State        string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	// "classic": Strand runs the classic protocol only.
+	GroupType     string `protobuf:"bytes,4,opt,name=group_type,json=groupType,proto3" json:"group_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListedGroup) Reset() {
+	*x = ListedGroup{}
+	mi := &file_strand_v1_groups_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListedGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListedGroup) ProtoMessage() {}
+
+func (x *ListedGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_groups_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListedGroup.ProtoReflect.Descriptor instead.
+func (*ListedGroup) Descriptor() ([]byte, []int) {
+	return file_strand_v1_groups_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ListedGroup) GetGroupId() string {
+	if x != nil {
+		return x.GroupId
+	}
+	return ""
+}
+
+func (x *ListedGroup) GetProtocolType() string {
+	if x != nil {
+		return x.ProtocolType
+	}
+	return ""
+}
+
+func (x *ListedGroup) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *ListedGroup) GetGroupType() string {
+	if x != nil {
+		return x.GroupType
+	}
+	return ""
+}
+
+type DeleteGroupsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GroupIds      []string               `protobuf:"bytes,1,rep,name=group_ids,json=groupIds,proto3" json:"group_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteGroupsRequest) Reset() {
+	*x = DeleteGroupsRequest{}
+	mi := &file_strand_v1_groups_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteGroupsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteGroupsRequest) ProtoMessage() {}
+
+func (x *DeleteGroupsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_groups_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteGroupsRequest.ProtoReflect.Descriptor instead.
+func (*DeleteGroupsRequest) Descriptor() ([]byte, []int) {
+	return file_strand_v1_groups_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *DeleteGroupsRequest) GetGroupIds() []string {
+	if x != nil {
+		return x.GroupIds
+	}
+	return nil
+}
+
+type DeleteGroupsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Groups        []*GroupResult         `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteGroupsResponse) Reset() {
+	*x = DeleteGroupsResponse{}
+	mi := &file_strand_v1_groups_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteGroupsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteGroupsResponse) ProtoMessage() {}
+
+func (x *DeleteGroupsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_groups_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteGroupsResponse.ProtoReflect.Descriptor instead.
+func (*DeleteGroupsResponse) Descriptor() ([]byte, []int) {
+	return file_strand_v1_groups_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *DeleteGroupsResponse) GetGroups() []*GroupResult {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+type GroupResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GroupId       string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	ErrorCode     ErrorCode              `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=strand.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage  string                 `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupResult) Reset() {
+	*x = GroupResult{}
+	mi := &file_strand_v1_groups_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupResult) ProtoMessage() {}
+
+func (x *GroupResult) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_groups_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupResult.ProtoReflect.Descriptor instead.
+func (*GroupResult) Descriptor() ([]byte, []int) {
+	return file_strand_v1_groups_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *GroupResult) GetGroupId() string {
+	if x != nil {
+		return x.GroupId
+	}
+	return ""
+}
+
+func (x *GroupResult) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_NONE
+}
+
+func (x *GroupResult) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+type OffsetDeleteRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GroupId       string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	Partitions    []*TopicPartition      `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OffsetDeleteRequest) Reset() {
+	*x = OffsetDeleteRequest{}
+	mi := &file_strand_v1_groups_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OffsetDeleteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OffsetDeleteRequest) ProtoMessage() {}
+
+func (x *OffsetDeleteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_groups_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OffsetDeleteRequest.ProtoReflect.Descriptor instead.
+func (*OffsetDeleteRequest) Descriptor() ([]byte, []int) {
+	return file_strand_v1_groups_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *OffsetDeleteRequest) GetGroupId() string {
+	if x != nil {
+		return x.GroupId
+	}
+	return ""
+}
+
+func (x *OffsetDeleteRequest) GetPartitions() []*TopicPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type OffsetDeleteResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ErrorCode     ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=strand.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage  string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	Partitions    []*PartitionError      `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OffsetDeleteResponse) Reset() {
+	*x = OffsetDeleteResponse{}
+	mi := &file_strand_v1_groups_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OffsetDeleteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OffsetDeleteResponse) ProtoMessage() {}
+
+func (x *OffsetDeleteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_groups_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OffsetDeleteResponse.ProtoReflect.Descriptor instead.
+func (*OffsetDeleteResponse) Descriptor() ([]byte, []int) {
+	return file_strand_v1_groups_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *OffsetDeleteResponse) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_NONE
+}
+
+func (x *OffsetDeleteResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *OffsetDeleteResponse) GetPartitions() []*PartitionError {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
 var File_strand_v1_groups_proto protoreflect.FileDescriptor
 
 const file_strand_v1_groups_proto_rawDesc = "" +
@@ -1560,12 +2012,15 @@ const file_strand_v1_groups_proto_rawDesc = "" +
 	"\rprotocol_name\x18\x04 \x01(\tR\fprotocolName\x12\x16\n" +
 	"\x06leader\x18\x05 \x01(\tR\x06leader\x12\x1b\n" +
 	"\tmember_id\x18\x06 \x01(\tR\bmemberId\x120\n" +
-	"\amembers\x18\a \x03(\v2\x16.strand.v1.GroupMemberR\amembers\"\x8f\x01\n" +
+	"\amembers\x18\a \x03(\v2\x16.strand.v1.GroupMemberR\amembers\"\xaf\x01\n" +
 	"\vGroupMember\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12*\n" +
 	"\x11group_instance_id\x18\x02 \x01(\tR\x0fgroupInstanceId\x12\x1a\n" +
 	"\bmetadata\x18\x03 \x01(\fR\bmetadata\x12\x1b\n" +
-	"\tclient_id\x18\x04 \x01(\tR\bclientId\"\xd9\x01\n" +
+	"\tclient_id\x18\x04 \x01(\tR\bclientId\x12\x1e\n" +
+	"\n" +
+	"assignment\x18\x05 \x01(\fR\n" +
+	"assignment\"\xd9\x01\n" +
 	"\x10SyncGroupRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12#\n" +
 	"\rgeneration_id\x18\x02 \x01(\x05R\fgenerationId\x12\x1b\n" +
@@ -1671,7 +2126,42 @@ const file_strand_v1_groups_proto_rawDesc = "" +
 	"\bprotocol\x18\x05 \x01(\tR\bprotocol\x12#\n" +
 	"\rgeneration_id\x18\x06 \x01(\x05R\fgenerationId\x120\n" +
 	"\amembers\x18\a \x03(\v2\x16.strand.v1.GroupMemberR\amembers\x12%\n" +
-	"\x0ecoordinator_id\x18\b \x01(\x05R\rcoordinatorId2\xfb\x04\n" +
+	"\x0ecoordinator_id\x18\b \x01(\x05R\rcoordinatorId\"[\n" +
+	"\x11ListGroupsRequest\x12#\n" +
+	"\rstates_filter\x18\x01 \x03(\tR\fstatesFilter\x12!\n" +
+	"\ftypes_filter\x18\x02 \x03(\tR\vtypesFilter\"\x9e\x01\n" +
+	"\x12ListGroupsResponse\x123\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x0e2\x14.strand.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12.\n" +
+	"\x06groups\x18\x03 \x03(\v2\x16.strand.v1.ListedGroupR\x06groups\"\x82\x01\n" +
+	"\vListedGroup\x12\x19\n" +
+	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12#\n" +
+	"\rprotocol_type\x18\x02 \x01(\tR\fprotocolType\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12\x1d\n" +
+	"\n" +
+	"group_type\x18\x04 \x01(\tR\tgroupType\"2\n" +
+	"\x13DeleteGroupsRequest\x12\x1b\n" +
+	"\tgroup_ids\x18\x01 \x03(\tR\bgroupIds\"F\n" +
+	"\x14DeleteGroupsResponse\x12.\n" +
+	"\x06groups\x18\x01 \x03(\v2\x16.strand.v1.GroupResultR\x06groups\"\x82\x01\n" +
+	"\vGroupResult\x12\x19\n" +
+	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x123\n" +
+	"\n" +
+	"error_code\x18\x02 \x01(\x0e2\x14.strand.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\"k\n" +
+	"\x13OffsetDeleteRequest\x12\x19\n" +
+	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x129\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\v2\x19.strand.v1.TopicPartitionR\n" +
+	"partitions\"\xab\x01\n" +
+	"\x14OffsetDeleteResponse\x123\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x0e2\x14.strand.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x129\n" +
+	"\n" +
+	"partitions\x18\x03 \x03(\v2\x19.strand.v1.PartitionErrorR\n" +
+	"partitions2\xe8\x06\n" +
 	"\x06Groups\x12F\n" +
 	"\tJoinGroup\x12\x1b.strand.v1.JoinGroupRequest\x1a\x1c.strand.v1.JoinGroupResponse\x12F\n" +
 	"\tSyncGroup\x12\x1b.strand.v1.SyncGroupRequest\x1a\x1c.strand.v1.SyncGroupResponse\x12F\n" +
@@ -1681,7 +2171,11 @@ const file_strand_v1_groups_proto_rawDesc = "" +
 	"\fOffsetCommit\x12\x1e.strand.v1.OffsetCommitRequest\x1a\x1f.strand.v1.OffsetCommitResponse\x12L\n" +
 	"\vOffsetFetch\x12\x1d.strand.v1.OffsetFetchRequest\x1a\x1e.strand.v1.OffsetFetchResponse\x12X\n" +
 	"\x0fTxnOffsetCommit\x12!.strand.v1.TxnOffsetCommitRequest\x1a\".strand.v1.TxnOffsetCommitResponse\x12U\n" +
-	"\x0eDescribeGroups\x12 .strand.v1.DescribeGroupsRequest\x1a!.strand.v1.DescribeGroupsResponseB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
+	"\x0eDescribeGroups\x12 .strand.v1.DescribeGroupsRequest\x1a!.strand.v1.DescribeGroupsResponse\x12I\n" +
+	"\n" +
+	"ListGroups\x12\x1c.strand.v1.ListGroupsRequest\x1a\x1d.strand.v1.ListGroupsResponse\x12O\n" +
+	"\fDeleteGroups\x12\x1e.strand.v1.DeleteGroupsRequest\x1a\x1f.strand.v1.DeleteGroupsResponse\x12O\n" +
+	"\fOffsetDelete\x12\x1e.strand.v1.OffsetDeleteRequest\x1a\x1f.strand.v1.OffsetDeleteResponseB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
 
 var (
 	file_strand_v1_groups_proto_rawDescOnce sync.Once
@@ -1695,7 +2189,7 @@ func file_strand_v1_groups_proto_rawDescGZIP() []byte {
 	return file_strand_v1_groups_proto_rawDescData
 }
 
-var file_strand_v1_groups_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_strand_v1_groups_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_strand_v1_groups_proto_goTypes = []any{
 	(*GroupProtocol)(nil),           // 0: strand.v1.GroupProtocol
 	(*JoinGroupRequest)(nil),        // 1: strand.v1.JoinGroupRequest
@@ -1719,51 +2213,72 @@ var file_strand_v1_groups_proto_goTypes = []any{
 	(*DescribeGroupsRequest)(nil),   // 19: strand.v1.DescribeGroupsRequest
 	(*DescribeGroupsResponse)(nil),  // 20: strand.v1.DescribeGroupsResponse
 	(*GroupDescription)(nil),        // 21: strand.v1.GroupDescription
-	(ErrorCode)(0),                  // 22: strand.v1.ErrorCode
-	(*PartitionError)(nil),          // 23: strand.v1.PartitionError
-	(*TopicPartition)(nil),          // 24: strand.v1.TopicPartition
+	(*ListGroupsRequest)(nil),       // 22: strand.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),      // 23: strand.v1.ListGroupsResponse
+	(*ListedGroup)(nil),             // 24: strand.v1.ListedGroup
+	(*DeleteGroupsRequest)(nil),     // 25: strand.v1.DeleteGroupsRequest
+	(*DeleteGroupsResponse)(nil),    // 26: strand.v1.DeleteGroupsResponse
+	(*GroupResult)(nil),             // 27: strand.v1.GroupResult
+	(*OffsetDeleteRequest)(nil),     // 28: strand.v1.OffsetDeleteRequest
+	(*OffsetDeleteResponse)(nil),    // 29: strand.v1.OffsetDeleteResponse
+	(ErrorCode)(0),                  // 30: strand.v1.ErrorCode
+	(*PartitionError)(nil),          // 31: strand.v1.PartitionError
+	(*TopicPartition)(nil),          // 32: strand.v1.TopicPartition
 }
 var file_strand_v1_groups_proto_depIdxs = []int32{
 	0,  // 0: strand.v1.JoinGroupRequest.protocols:type_name -> strand.v1.GroupProtocol
-	22, // 1: strand.v1.JoinGroupResponse.error_code:type_name -> strand.v1.ErrorCode
+	30, // 1: strand.v1.JoinGroupResponse.error_code:type_name -> strand.v1.ErrorCode
 	3,  // 2: strand.v1.JoinGroupResponse.members:type_name -> strand.v1.GroupMember
 	5,  // 3: strand.v1.SyncGroupRequest.assignments:type_name -> strand.v1.GroupAssignment
-	22, // 4: strand.v1.SyncGroupResponse.error_code:type_name -> strand.v1.ErrorCode
-	22, // 5: strand.v1.HeartbeatResponse.error_code:type_name -> strand.v1.ErrorCode
-	22, // 6: strand.v1.LeaveGroupResponse.error_code:type_name -> strand.v1.ErrorCode
+	30, // 4: strand.v1.SyncGroupResponse.error_code:type_name -> strand.v1.ErrorCode
+	30, // 5: strand.v1.HeartbeatResponse.error_code:type_name -> strand.v1.ErrorCode
+	30, // 6: strand.v1.LeaveGroupResponse.error_code:type_name -> strand.v1.ErrorCode
 	12, // 7: strand.v1.OffsetCommitRequest.offsets:type_name -> strand.v1.PartitionOffset
-	23, // 8: strand.v1.OffsetCommitResponse.partitions:type_name -> strand.v1.PartitionError
-	24, // 9: strand.v1.OffsetFetchRequest.partitions:type_name -> strand.v1.TopicPartition
-	22, // 10: strand.v1.OffsetFetchResponse.error_code:type_name -> strand.v1.ErrorCode
+	31, // 8: strand.v1.OffsetCommitResponse.partitions:type_name -> strand.v1.PartitionError
+	32, // 9: strand.v1.OffsetFetchRequest.partitions:type_name -> strand.v1.TopicPartition
+	30, // 10: strand.v1.OffsetFetchResponse.error_code:type_name -> strand.v1.ErrorCode
 	16, // 11: strand.v1.OffsetFetchResponse.partitions:type_name -> strand.v1.OffsetFetchPartition
-	22, // 12: strand.v1.OffsetFetchPartition.error_code:type_name -> strand.v1.ErrorCode
+	30, // 12: strand.v1.OffsetFetchPartition.error_code:type_name -> strand.v1.ErrorCode
 	12, // 13: strand.v1.TxnOffsetCommitRequest.offsets:type_name -> strand.v1.PartitionOffset
-	22, // 14: strand.v1.TxnOffsetCommitResponse.error_code:type_name -> strand.v1.ErrorCode
-	23, // 15: strand.v1.TxnOffsetCommitResponse.partitions:type_name -> strand.v1.PartitionError
+	30, // 14: strand.v1.TxnOffsetCommitResponse.error_code:type_name -> strand.v1.ErrorCode
+	31, // 15: strand.v1.TxnOffsetCommitResponse.partitions:type_name -> strand.v1.PartitionError
 	21, // 16: strand.v1.DescribeGroupsResponse.groups:type_name -> strand.v1.GroupDescription
-	22, // 17: strand.v1.GroupDescription.error_code:type_name -> strand.v1.ErrorCode
+	30, // 17: strand.v1.GroupDescription.error_code:type_name -> strand.v1.ErrorCode
 	3,  // 18: strand.v1.GroupDescription.members:type_name -> strand.v1.GroupMember
-	1,  // 19: strand.v1.Groups.JoinGroup:input_type -> strand.v1.JoinGroupRequest
-	4,  // 20: strand.v1.Groups.SyncGroup:input_type -> strand.v1.SyncGroupRequest
-	7,  // 21: strand.v1.Groups.Heartbeat:input_type -> strand.v1.HeartbeatRequest
-	9,  // 22: strand.v1.Groups.LeaveGroup:input_type -> strand.v1.LeaveGroupRequest
-	11, // 23: strand.v1.Groups.OffsetCommit:input_type -> strand.v1.OffsetCommitRequest
-	14, // 24: strand.v1.Groups.OffsetFetch:input_type -> strand.v1.OffsetFetchRequest
-	17, // 25: strand.v1.Groups.TxnOffsetCommit:input_type -> strand.v1.TxnOffsetCommitRequest
-	19, // 26: strand.v1.Groups.DescribeGroups:input_type -> strand.v1.DescribeGroupsRequest
-	2,  // 27: strand.v1.Groups.JoinGroup:output_type -> strand.v1.JoinGroupResponse
-	6,  // 28: strand.v1.Groups.SyncGroup:output_type -> strand.v1.SyncGroupResponse
-	8,  // 29: strand.v1.Groups.Heartbeat:output_type -> strand.v1.HeartbeatResponse
-	10, // 30: strand.v1.Groups.LeaveGroup:output_type -> strand.v1.LeaveGroupResponse
-	13, // 31: strand.v1.Groups.OffsetCommit:output_type -> strand.v1.OffsetCommitResponse
-	15, // 32: strand.v1.Groups.OffsetFetch:output_type -> strand.v1.OffsetFetchResponse
-	18, // 33: strand.v1.Groups.TxnOffsetCommit:output_type -> strand.v1.TxnOffsetCommitResponse
-	20, // 34: strand.v1.Groups.DescribeGroups:output_type -> strand.v1.DescribeGroupsResponse
-	27, // [27:35] is the sub-list for method output_type
-	19, // [19:27] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	30, // 19: strand.v1.ListGroupsResponse.error_code:type_name -> strand.v1.ErrorCode
+	24, // 20: strand.v1.ListGroupsResponse.groups:type_name -> strand.v1.ListedGroup
+	27, // 21: strand.v1.DeleteGroupsResponse.groups:type_name -> strand.v1.GroupResult
+	30, // 22: strand.v1.GroupResult.error_code:type_name -> strand.v1.ErrorCode
+	32, // 23: strand.v1.OffsetDeleteRequest.partitions:type_name -> strand.v1.TopicPartition
+	30, // 24: strand.v1.OffsetDeleteResponse.error_code:type_name -> strand.v1.ErrorCode
+	31, // 25: strand.v1.OffsetDeleteResponse.partitions:type_name -> strand.v1.PartitionError
+	1,  // 26: strand.v1.Groups.JoinGroup:input_type -> strand.v1.JoinGroupRequest
+	4,  // 27: strand.v1.Groups.SyncGroup:input_type -> strand.v1.SyncGroupRequest
+	7,  // 28: strand.v1.Groups.Heartbeat:input_type -> strand.v1.HeartbeatRequest
+	9,  // 29: strand.v1.Groups.LeaveGroup:input_type -> strand.v1.LeaveGroupRequest
+	11, // 30: strand.v1.Groups.OffsetCommit:input_type -> strand.v1.OffsetCommitRequest
+	14, // 31: strand.v1.Groups.OffsetFetch:input_type -> strand.v1.OffsetFetchRequest
+	17, // 32: strand.v1.Groups.TxnOffsetCommit:input_type -> strand.v1.TxnOffsetCommitRequest
+	19, // 33: strand.v1.Groups.DescribeGroups:input_type -> strand.v1.DescribeGroupsRequest
+	22, // 34: strand.v1.Groups.ListGroups:input_type -> strand.v1.ListGroupsRequest
+	25, // 35: strand.v1.Groups.DeleteGroups:input_type -> strand.v1.DeleteGroupsRequest
+	28, // 36: strand.v1.Groups.OffsetDelete:input_type -> strand.v1.OffsetDeleteRequest
+	2,  // 37: strand.v1.Groups.JoinGroup:output_type -> strand.v1.JoinGroupResponse
+	6,  // 38: strand.v1.Groups.SyncGroup:output_type -> strand.v1.SyncGroupResponse
+	8,  // 39: strand.v1.Groups.Heartbeat:output_type -> strand.v1.HeartbeatResponse
+	10, // 40: strand.v1.Groups.LeaveGroup:output_type -> strand.v1.LeaveGroupResponse
+	13, // 41: strand.v1.Groups.OffsetCommit:output_type -> strand.v1.OffsetCommitResponse
+	15, // 42: strand.v1.Groups.OffsetFetch:output_type -> strand.v1.OffsetFetchResponse
+	18, // 43: strand.v1.Groups.TxnOffsetCommit:output_type -> strand.v1.TxnOffsetCommitResponse
+	20, // 44: strand.v1.Groups.DescribeGroups:output_type -> strand.v1.DescribeGroupsResponse
+	23, // 45: strand.v1.Groups.ListGroups:output_type -> strand.v1.ListGroupsResponse
+	26, // 46: strand.v1.Groups.DeleteGroups:output_type -> strand.v1.DeleteGroupsResponse
+	29, // 47: strand.v1.Groups.OffsetDelete:output_type -> strand.v1.OffsetDeleteResponse
+	37, // [37:48] is the sub-list for method output_type
+	26, // [26:37] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_strand_v1_groups_proto_init() }
@@ -1779,7 +2294,7 @@ func file_strand_v1_groups_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strand_v1_groups_proto_rawDesc), len(file_strand_v1_groups_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,9 @@ const (
 	Groups_OffsetFetch_FullMethodName     = "/strand.v1.Groups/OffsetFetch"
 	Groups_TxnOffsetCommit_FullMethodName = "/strand.v1.Groups/TxnOffsetCommit"
 	Groups_DescribeGroups_FullMethodName  = "/strand.v1.Groups/DescribeGroups"
+	Groups_ListGroups_FullMethodName      = "/strand.v1.Groups/ListGroups"
+	Groups_DeleteGroups_FullMethodName    = "/strand.v1.Groups/DeleteGroups"
+	Groups_OffsetDelete_FullMethodName    = "/strand.v1.Groups/OffsetDelete"
 )
 
 // GroupsClient is the client API for Groups service.
@@ -71,6 +74,22 @@ type GroupsClient interface {
 	// TRANSACTION_ABORTABLE.
 	TxnOffsetCommit(ctx context.Context, in *TxnOffsetCommitRequest, opts ...grpc.CallOption) (*TxnOffsetCommitResponse, error)
 	DescribeGroups(ctx context.Context, in *DescribeGroupsRequest, opts ...grpc.CallOption) (*DescribeGroupsResponse, error)
+	// ListGroups lists the groups of the __consumer_offsets partitions this
+	// broker leads (an administrator asks every broker).
+	// Errors: NONE, COORDINATOR_LOAD_IN_PROGRESS (some partition still loading;
+	// the groups of the others are listed).
+	ListGroups(ctx context.Context, in *ListGroupsRequest, opts ...grpc.CallOption) (*ListGroupsResponse, error)
+	// DeleteGroups removes groups with no members and their offsets.
+	// Errors per group: NONE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+	// GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, INVALID_GROUP_ID,
+	// COORDINATOR_NOT_AVAILABLE.
+	DeleteGroups(ctx context.Context, in *DeleteGroupsRequest, opts ...grpc.CallOption) (*DeleteGroupsResponse, error)
+	// OffsetDelete removes committed offsets of a group.
+	// Errors: NONE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+	// GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP (members of a non-consumer protocol),
+	// INVALID_GROUP_ID, COORDINATOR_NOT_AVAILABLE; per partition NONE,
+	// GROUP_SUBSCRIBED_TO_TOPIC, UNKNOWN_TOPIC_OR_PARTITION.
+	OffsetDelete(ctx context.Context, in *OffsetDeleteRequest, opts ...grpc.CallOption) (*OffsetDeleteResponse, error)
 }
 
 type groupsClient struct {
@@ -161,6 +180,36 @@ func (c *groupsClient) DescribeGroups(ctx context.Context, in *DescribeGroupsReq
 	return out, nil
 }
 
+func (c *groupsClient) ListGroups(ctx context.Context, in *ListGroupsRequest, opts ...grpc.CallOption) (*ListGroupsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListGroupsResponse)
+	err := c.cc.Invoke(ctx, Groups_ListGroups_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *groupsClient) DeleteGroups(ctx context.Context, in *DeleteGroupsRequest, opts ...grpc.CallOption) (*DeleteGroupsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteGroupsResponse)
+	err := c.cc.Invoke(ctx, Groups_DeleteGroups_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *groupsClient) OffsetDelete(ctx context.Context, in *OffsetDeleteRequest, opts ...grpc.CallOption) (*OffsetDeleteResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(OffsetDeleteResponse)
+	err := c.cc.Invoke(ctx, Groups_OffsetDelete_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // GroupsServer is the server API for Groups service.
 // All implementations must embed UnimplementedGroupsServer
 // for forward compatibility.
@@ -203,6 +252,22 @@ type GroupsServer interface {
 	// TRANSACTION_ABORTABLE.
 	TxnOffsetCommit(context.Context, *TxnOffsetCommitRequest) (*TxnOffsetCommitResponse, error)
 	DescribeGroups(context.Context, *DescribeGroupsRequest) (*DescribeGroupsResponse, error)
+	// ListGroups lists the groups of the __consumer_offsets partitions this
+	// broker leads (an administrator asks every broker).
+	// Errors: NONE, COORDINATOR_LOAD_IN_PROGRESS (some partition still loading;
+	// the groups of the others are listed).
+	ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error)
+	// DeleteGroups removes groups with no members and their offsets.
+	// Errors per group: NONE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+	// GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, INVALID_GROUP_ID,
+	// COORDINATOR_NOT_AVAILABLE.
+	DeleteGroups(context.Context, *DeleteGroupsRequest) (*DeleteGroupsResponse, error)
+	// OffsetDelete removes committed offsets of a group.
+	// Errors: NONE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+	// GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP (members of a non-consumer protocol),
+	// INVALID_GROUP_ID, COORDINATOR_NOT_AVAILABLE; per partition NONE,
+	// GROUP_SUBSCRIBED_TO_TOPIC, UNKNOWN_TOPIC_OR_PARTITION.
+	OffsetDelete(context.Context, *OffsetDeleteRequest) (*OffsetDeleteResponse, error)
 	mustEmbedUnimplementedGroupsServer()
 }
 
@@ -236,6 +301,15 @@ func (UnimplementedGroupsServer) TxnOffsetCommit(context.Context, *TxnOffsetComm
 }
 func (UnimplementedGroupsServer) DescribeGroups(context.Context, *DescribeGroupsRequest) (*DescribeGroupsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DescribeGroups not implemented")
+}
+func (UnimplementedGroupsServer) ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListGroups not implemented")
+}
+func (UnimplementedGroupsServer) DeleteGroups(context.Context, *DeleteGroupsRequest) (*DeleteGroupsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteGroups not implemented")
+}
+func (UnimplementedGroupsServer) OffsetDelete(context.Context, *OffsetDeleteRequest) (*OffsetDeleteResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method OffsetDelete not implemented")
 }
 func (UnimplementedGroupsServer) mustEmbedUnimplementedGroupsServer() {}
 func (UnimplementedGroupsServer) testEmbeddedByValue()                {}
@@ -402,6 +476,60 @@ func _Groups_DescribeGroups_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Groups_ListGroups_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListGroupsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GroupsServer).ListGroups(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Groups_ListGroups_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GroupsServer).ListGroups(ctx, req.(*ListGroupsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Groups_DeleteGroups_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteGroupsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GroupsServer).DeleteGroups(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Groups_DeleteGroups_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GroupsServer).DeleteGroups(ctx, req.(*DeleteGroupsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Groups_OffsetDelete_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OffsetDeleteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GroupsServer).OffsetDelete(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Groups_OffsetDelete_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GroupsServer).OffsetDelete(ctx, req.(*OffsetDeleteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Groups_ServiceDesc is the grpc.ServiceDesc for Groups service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -440,6 +568,18 @@ var Groups_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DescribeGroups",
 			Handler:    _Groups_DescribeGroups_Handler,
+		},
+		{
+			MethodName: "ListGroups",
+			Handler:    _Groups_ListGroups_Handler,
+		},
+		{
+			MethodName: "DeleteGroups",
+			Handler:    _Groups_DeleteGroups_Handler,
+		},
+		{
+			MethodName: "OffsetDelete",
+			Handler:    _Groups_OffsetDelete_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
