@@ -77,8 +77,8 @@ image:
 
 ## demo: the exactly-once demo on the running local cluster (make run starts one)
 demo: build
-	@bin/strand health --addr 127.0.0.1:9092 >/dev/null 2>&1 || ./scripts/run.sh >/dev/null
-	bin/strand demo --bootstrap 127.0.0.1:9092,127.0.0.1:9102,127.0.0.1:9112
+	@bin/strand health --addr 127.0.0.1:9097 >/dev/null 2>&1 || ./scripts/run.sh >/dev/null
+	bin/strand demo --bootstrap 127.0.0.1:9097,127.0.0.1:9107,127.0.0.1:9117
 
 stop:
 	./scripts/run.sh stop

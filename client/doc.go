@@ -118,6 +118,6 @@
 // # Examples
 //
 // The examples run against a one-node server (`strand server --dev
-// --data-dir /tmp/s1 --listen 127.0.0.1:9092`, with the topics they name
-// created); bootstrap is its address.
+// --data-dir /tmp/s1 --listen 127.0.0.1:9097`, with the topics they name
+// created); bootstrap is its gRPC address.
 package client

@@ -80,7 +80,7 @@ JSLOAD=$TOOLS/jsload
 NATS=$TOOLS/nats
 NATS_SERVER=$TOOLS/nats-server
 HZ=$(getconf CLK_TCK)
-SBOOT="127.0.0.1:$S_PORT_BASE,127.0.0.1:$((S_PORT_BASE + 10)),127.0.0.1:$((S_PORT_BASE + 20))"
+SBOOT="127.0.0.1:$((S_PORT_BASE + 5)),127.0.0.1:$((S_PORT_BASE + 15)),127.0.0.1:$((S_PORT_BASE + 25))"   # run.sh's gRPC listeners
 # The Kafka listeners of scripts/run.sh's nodes (KAFKA_PORT offset 0 of each node's ports).
 KBOOT="127.0.0.1:$S_PORT_BASE,127.0.0.1:$((S_PORT_BASE + 10)),127.0.0.1:$((S_PORT_BASE + 20))"
 
@@ -89,12 +89,12 @@ warn() { printf 'WARNING: %s\n' "$*" >&2; WARNINGS+=("$*"); }
 WARNINGS=()
 
 # ---------------------------------------------------------------- ports
-forbidden() { (($1 >= 9092 && $1 <= 9120)) || (($1 >= 19092 && $1 <= 39095)); }
+forbidden() { (($1 >= 9092 && $1 <= 9120)) || (($1 >= 19092 && $1 <= 39097)); }
 S_PORTS=() J_PORTS=()
-for n in 0 10 20; do for o in 0 1 2 3 4; do S_PORTS+=($((S_PORT_BASE + n + o))); done; done
+for n in 0 10 20; do for o in 0 1 2 3 4 5; do S_PORTS+=($((S_PORT_BASE + n + o))); done; done
 for i in 0 1 2; do J_PORTS+=($((J_PORT_BASE + i)) $((J_PORT_BASE + 2000 + i)) $((J_PORT_BASE + 4000 + i))); done
 for p in "${S_PORTS[@]}" "${J_PORTS[@]}"; do
-  forbidden "$p" && { say "port $p is reserved for others (9092-9120, 19092-39095); pick another S_PORT_BASE/J_PORT_BASE"; exit 2; }
+  forbidden "$p" && { say "port $p is reserved for others (9092-9120, 19092-39097); pick another S_PORT_BASE/J_PORT_BASE"; exit 2; }
 done
 ports_free() {
   local p

@@ -60,7 +60,7 @@ compose)
   down
   log "starting the compose cluster"
   compose "${F[@]}" up -d
-  BOOT=127.0.0.1:${STRAND_NODE1_PORT:-19092},127.0.0.1:${STRAND_NODE2_PORT:-29092},127.0.0.1:${STRAND_NODE3_PORT:-39092}
+  BOOT=127.0.0.1:${STRAND_NODE1_PORT:-19097},127.0.0.1:${STRAND_NODE2_PORT:-29097},127.0.0.1:${STRAND_NODE3_PORT:-39097}   # the gRPC listeners
   for a in ${BOOT//,/ }; do bin/strand health --addr "$a" --wait 120s >/dev/null; done
   log "three nodes healthy; running strand verify for $DURATION with drills: $DRILLS"
   verify "$BOOT"
@@ -74,7 +74,7 @@ process)
   rm -rf "$DATA"
   log "starting a process cluster under $DATA (ports from $PORT_BASE)"
   scripts/run.sh start >/dev/null
-  BOOT=127.0.0.1:$PORT_BASE,127.0.0.1:$((PORT_BASE + 10)),127.0.0.1:$((PORT_BASE + 20))
+  BOOT=127.0.0.1:$((PORT_BASE + 5)),127.0.0.1:$((PORT_BASE + 15)),127.0.0.1:$((PORT_BASE + 25))   # run.sh's gRPC listeners
   log "three nodes healthy; running strand verify for $DURATION with drills: $DRILLS"
   verify "$BOOT" --data-dir "$DATA"
   ;;

@@ -37,9 +37,12 @@
 # cluster it brought up. The copy is removed when the check passes and
 # kept (its path is printed) when it fails.
 #
-# The ports the README's commands use must be free: 9092-9095, 9102-9105,
-# 9112-9115 (make run), 9192-9195 (the one-node server of "By hand"), and
-# 19092, 29092, 39092, 19095, 29095, 39095 for the Docker blocks.
+# The ports the README's commands use must be free: 9092-9097, 9102-9107,
+# 9112-9117 (make run: Kafka at the base, Raft, gossip, metrics,
+# inter-broker, gRPC at +1..+5), 9192 and 9197-9201 (the one-node server
+# of "By hand": Kafka, gRPC, and Raft, gossip, metrics, inter-broker at the
+# gRPC port +1..+4), and 19092, 29092, 39092 (Kafka), 19097, 29097, 39097
+# (gRPC), 19095, 29095, 39095 (metrics) for the Docker blocks.
 #
 # Environment:
 #   README_CHECK_DOCKER=auto|no|yes  run the Docker blocks when Docker works
@@ -185,8 +188,9 @@ fi
 
 # --- ports ------------------------------------------------------------------
 busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-PORTS=(9092 9093 9094 9095 9102 9103 9104 9105 9112 9113 9114 9115 9192 9193 9194 9195)
-((DOCKER_OK)) && PORTS+=(19092 29092 39092 19095 29095 39095)
+PORTS=(9092 9093 9094 9095 9096 9097 9102 9103 9104 9105 9106 9107 9112 9113 9114 9115 9116 9117
+  9192 9197 9198 9199 9200 9201)
+((DOCKER_OK)) && PORTS+=(19092 29092 39092 19097 29097 39097 19095 29095 39095)
 taken=()
 for p in "${PORTS[@]}"; do busy "$p" && taken+=("$p"); done
 if ((${#taken[@]})); then

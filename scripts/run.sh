@@ -9,6 +9,11 @@
 #   scripts/run.sh stop-node N   stop node N alone (SIGTERM: a controlled shutdown)
 #   scripts/run.sh status        which nodes run, with their pids
 #
+# Node N's ports start at port(N) = PORT_BASE + 10(N-1) (9092, 9102, 9112):
+# its Kafka listener there (what Kafka clients bootstrap from), Raft at +1,
+# gossip at +2, metrics at +3, inter-broker at +4 and its gRPC listener (the
+# strand CLI's and the Go SDK's bootstrap) at +5 (9097, 9107, 9117).
+#
 # DATA and PORT_BASE (default 9092) let several clusters live side by side
 # (the drill and the benchmarks use their own); SERVER_CONFIG names a file
 # of broker settings for every node. $DATA/nodeN.pid always names node N's
@@ -22,7 +27,8 @@ DATA=${DATA:-data/cluster}
 NODES=(1 2 3)
 PORT_BASE=${PORT_BASE:-9092}
 port() { echo $((PORT_BASE + ($1 - 1) * 10)); }      # 9092, 9102, 9112
-addr() { echo "127.0.0.1:$(port "$1")"; }
+kafka() { echo "127.0.0.1:$(port "$1")"; }             # Kafka clients
+addr() { echo "127.0.0.1:$(($(port "$1") + 5))"; }    # gRPC: the CLI, the SDK, health checks
 raft() { echo "127.0.0.1:$(($(port "$1") + 1))"; }
 gossip() { echo "127.0.0.1:$(($(port "$1") + 2))"; }
 interbroker() { echo "127.0.0.1:$(($(port "$1") + 4))"; }   # what the nodes dial each other on
@@ -30,6 +36,8 @@ VOTERS=$(for n in "${NODES[@]}"; do printf '%s@%s,' "$n" "$(raft "$n")"; done)
 VOTERS=${VOTERS%,}
 BOOT=$(for n in "${NODES[@]}"; do printf '%s,' "$(addr "$n")"; done)
 BOOT=${BOOT%,}
+KBOOT=$(for n in "${NODES[@]}"; do printf '%s,' "$(kafka "$n")"; done)
+KBOOT=${KBOOT%,}
 mkdir -p "$DATA"
 
 usage() {
@@ -127,7 +135,7 @@ stop >/dev/null 2>&1 || true
 
 for n in "${NODES[@]}"; do
   join=$(for m in "${NODES[@]}"; do [[ $m == "$n" ]] || printf '%s,' "$(gossip "$m")"; done)
-  args=("$(realpath "$BIN")" server --node-id "$n" --listen "$(addr "$n")" --inter-broker-listen "$(interbroker "$n")" --controller-listen "$(raft "$n")"
+  args=("$(realpath "$BIN")" server --node-id "$n" --listen "$(addr "$n")" --kafka-listen "$(kafka "$n")" --inter-broker-listen "$(interbroker "$n")" --controller-listen "$(raft "$n")"
     --gossip-listen "$(gossip "$n")" --join "${join%,}" --controller-voters "$VOTERS"
     --metrics-listen "127.0.0.1:$(($(port "$n") + 3))" --data-dir "$(realpath -m "$DATA/node$n")")
   [[ -n ${SERVER_CONFIG:-} ]] && args+=(--config "$(realpath "$SERVER_CONFIG")")   # broker settings file (experiments)
@@ -135,7 +143,7 @@ for n in "${NODES[@]}"; do
   launch "$n" "${args[@]}"
 done
 for n in "${NODES[@]}"; do wait_healthy "$n" "$(addr "$n")"; done
-echo "== three nodes serving: $BOOT (logs and pids under $DATA/)"
+echo "== three nodes serving: gRPC $BOOT, Kafka $KBOOT (logs and pids under $DATA/)"
 if [[ ${1:-} == start ]]; then exit 0; fi
 "$BIN" cluster describe --bootstrap "$BOOT"
 "$BIN" topics create demo --partitions 3 --replication-factor 3 --config min.insync.replicas=2 --bootstrap "$BOOT" 2>/dev/null || true
@@ -148,4 +156,4 @@ echo
 echo "== exactly-once demo (strand demo)"
 "$BIN" demo --bootstrap "$BOOT"
 echo
-echo "== point the CLI at --bootstrap $BOOT; stop with: make stop"
+echo "== point the CLI at --bootstrap $BOOT and Kafka clients at $KBOOT; stop with: make stop"

@@ -60,13 +60,13 @@ func TestBootstrapFromEnvSkipsDeadAddress(t *testing.T) {
 	}
 }
 
-// The default list is the three nodes of make run.
+// The default list is the gRPC listeners of make run's three nodes.
 func TestBootstrapDefaultIsMakeRunCluster(t *testing.T) {
 	t.Setenv("STRAND_BOOTSTRAP", "")
 	cmd := &cobra.Command{}
 	cmd.Flags().String("bootstrap", "", "")
 	got := strings.Join(bootstrapList(cmd), ",")
-	if got != "127.0.0.1:9092,127.0.0.1:9102,127.0.0.1:9112" {
+	if got != "127.0.0.1:9097,127.0.0.1:9107,127.0.0.1:9117" {
 		t.Fatalf("default bootstrap %s", got)
 	}
 	t.Setenv("STRAND_BOOTSTRAP", "h1:1, h2:2")

@@ -21,10 +21,11 @@ func composeTools() [][]string {
 	return out
 }
 
-// The compose file's host ports can be moved with STRAND_NODE<N>_PORT and
-// STRAND_NODE<N>_METRICS_PORT (each node advertising its moved client
-// port), and stay at 19092/19095… by default, under both docker compose
-// and docker-compose v1. `config` only renders the file: nothing starts.
+// The compose file's host ports can be moved with STRAND_NODE<N>_KAFKA_PORT,
+// STRAND_NODE<N>_PORT and STRAND_NODE<N>_METRICS_PORT (each node
+// advertising its moved Kafka and gRPC ports), and stay at 19092 (Kafka),
+// 19097 (gRPC), 19095 (metrics)… by default, under both docker compose and
+// docker-compose v1. `config` only renders the file: nothing starts.
 func TestComposeHostPortsOverridable(t *testing.T) {
 	tools := composeTools()
 	if len(tools) == 0 {
@@ -45,25 +46,29 @@ func TestComposeHostPortsOverridable(t *testing.T) {
 	for _, tool := range tools {
 		t.Run(strings.Join(tool, "-"), func(t *testing.T) {
 			def := render(t, tool)
-			for _, want := range []string{"127.0.0.1:19092", "127.0.0.1:29092", "127.0.0.1:39092"} {
-				if strings.Count(def, want) < 2 { // the published port and --external-advertise
+			// Each published and advertised: the Kafka listeners, then the gRPC ones.
+			for _, want := range []string{"127.0.0.1:19092", "127.0.0.1:29092", "127.0.0.1:39092", "127.0.0.1:19097", "127.0.0.1:29097", "127.0.0.1:39097"} {
+				if strings.Count(def, want) < 2 {
 					t.Errorf("default rendering lacks %s twice:\n%s", want, def)
 				}
 			}
-			moved := render(t, tool, "STRAND_NODE1_PORT=41092", "STRAND_NODE2_PORT=42092", "STRAND_NODE3_PORT=43092",
+			moved := render(t, tool, "STRAND_NODE1_KAFKA_PORT=41092", "STRAND_NODE2_KAFKA_PORT=42092", "STRAND_NODE3_KAFKA_PORT=43092",
+				"STRAND_NODE1_PORT=41097", "STRAND_NODE2_PORT=42097", "STRAND_NODE3_PORT=43097",
 				"STRAND_NODE1_METRICS_PORT=41095", "STRAND_NODE2_METRICS_PORT=42095", "STRAND_NODE3_METRICS_PORT=43095")
-			for _, port := range []string{"41092", "42092", "43092", "41095", "42095", "43095"} {
+			for _, port := range []string{"41092", "42092", "43092", "41097", "42097", "43097", "41095", "42095", "43095"} {
 				if !strings.Contains(moved, "127.0.0.1:"+port) {
 					t.Errorf("with STRAND_NODE*_PORT set, no host port %s:\n%s", port, moved)
 				}
 			}
-			for _, old := range []string{"127.0.0.1:19092", "127.0.0.1:29095", "127.0.0.1:39092"} {
+			for _, old := range []string{"127.0.0.1:19092", "127.0.0.1:29097", "127.0.0.1:29095", "127.0.0.1:39092"} {
 				if strings.Contains(moved, old) {
 					t.Errorf("with the ports moved, %s is still there:\n%s", old, moved)
 				}
 			}
-			if strings.Count(moved, "127.0.0.1:42092") < 2 {
-				t.Errorf("node 2 does not advertise its moved port:\n%s", moved)
+			for _, port := range []string{"42092", "42097"} {
+				if strings.Count(moved, "127.0.0.1:"+port) < 2 {
+					t.Errorf("node 2 does not advertise its moved port %s:\n%s", port, moved)
+				}
 			}
 		})
 	}

@@ -51,7 +51,7 @@ func main() {
 var extraCommands []func() *cobra.Command
 
 // defaultBootstrap is the cluster scripts/run.sh (make run) starts.
-const defaultBootstrap = "127.0.0.1:9092,127.0.0.1:9102,127.0.0.1:9112"
+const defaultBootstrap = "127.0.0.1:9097,127.0.0.1:9107,127.0.0.1:9117"
 
 // resolvedBootstrap is the bootstrap list after probing, the servers that
 // accepted a connection first.

@@ -54,7 +54,7 @@ func TestRunScriptStartAndStopOneNode(t *testing.T) {
 		t.Skip("setsid is missing")
 	}
 	data := t.TempDir()
-	base := testutil.FreePortBlock(t, 24) // three nodes at base, +10, +20, each with +1..+3
+	base := testutil.FreePortBlock(t, 26) // three nodes at base (Kafka), +10, +20, each with +1..+5 (+5: gRPC)
 	t.Cleanup(func() { runScript(t, data, base, "stop") })
 	if out, err := runScript(t, data, base, "start"); err != nil {
 		t.Fatalf("run.sh start: %v\n%s", err, out)
@@ -81,7 +81,7 @@ func TestRunScriptStartAndStopOneNode(t *testing.T) {
 		t.Fatalf("node2.pid says %d (alive %v), command line %q, want node2.cmd %q", newPid2, alive(newPid2), cmdlineOf(newPid2), want)
 	}
 	// The node serves again: the script waited for its health.
-	run(t, "", "health", "--addr", fmt.Sprintf("127.0.0.1:%d", base+10))
+	run(t, "", "health", "--addr", fmt.Sprintf("127.0.0.1:%d", base+15))
 	out, err = runScript(t, data, base, "status")
 	if err != nil || !strings.Contains(out, fmt.Sprintf("node 2: running (pid %d)", newPid2)) || !strings.Contains(out, fmt.Sprintf("node 1: running (pid %d)", pid1)) {
 		t.Fatalf("status: %v\n%s", err, out)

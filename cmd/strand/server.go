@@ -32,6 +32,8 @@ func serverCmd() *cobra.Command {
 		join, roles, configFile, logLevel, logJSON string
 		metricsListen, extListen, extAdvertise     string
 		ibListen, ibAdvertise                      string
+		kafkaListen, kafkaAdvertise                string
+		socketRequestMaxBytes                      int32
 		dev                                        bool
 	)
 	cmd := &cobra.Command{
@@ -41,6 +43,10 @@ func serverCmd() *cobra.Command {
 STRAND_<FLAG> (for example STRAND_NODE_ID=2), and broker settings with Kafka's
 names (log.segment.bytes, min.insync.replicas, …) in --config, one
 "key: value" per line.
+
+Kafka clients (kcat, franz-go, the Java client) connect to --kafka-listen
+(127.0.0.1:9092 unless moved; "" turns it off); the strand CLI and the Go
+SDK use the gRPC listener, --listen (127.0.0.1:9097).
 
 With --dev the node is a one-node cluster holding every role, and internal
 topics use replication factor 1.`,
@@ -142,6 +148,9 @@ topics use replication factor 1.`,
 					return err
 				}
 			}
+			if err := applyKafkaFlags(&cfg, kafkaListen, kafkaAdvertise, socketRequestMaxBytes, cmd.Flags().Changed("socket-request-max-bytes")); err != nil {
+				return err
+			}
 			if dev {
 				// One voter: no need to wait out a cluster-sized election timeout.
 				cfg.QuorumTimeouts = node.QuorumTimeouts{Heartbeat: 200 * time.Millisecond, Election: 200 * time.Millisecond, LeaderLease: 200 * time.Millisecond}
@@ -173,7 +182,10 @@ topics use replication factor 1.`,
 	}
 	f := cmd.Flags()
 	f.Int32Var(&nodeID, "node-id", 1, "this node's id")
-	f.StringVar(&listen, "listen", "127.0.0.1:9092", "client gRPC listen address (what clients bootstrap from)")
+	f.StringVar(&kafkaListen, "kafka-listen", "127.0.0.1:9092", "Kafka wire-protocol listen address, for Kafka clients (kcat, franz-go, the Java client); \"\" turns it off")
+	f.StringVar(&kafkaAdvertise, "kafka-advertise", "", "address Kafka clients are handed to reach --kafka-listen (default: --kafka-listen; on 0.0.0.0, --advertise's host with its port)")
+	f.Int32Var(&socketRequestMaxBytes, "socket-request-max-bytes", 104857600, "largest Kafka request accepted, in bytes (Kafka's socket.request.max.bytes; also settable in --config)")
+	f.StringVar(&listen, "listen", "127.0.0.1:9097", "client gRPC listen address (what the strand CLI and the Go SDK bootstrap from)")
 	f.StringVar(&advertise, "advertise", "", "address clients use to reach --listen (default: --listen)")
 	f.StringVar(&ibListen, "inter-broker-listen", "", "inter-broker gRPC listen address: what other nodes send (controller, replication, transaction markers), served to the cluster's addresses only (default: --listen port+4)")
 	f.StringVar(&ibAdvertise, "inter-broker-advertise", "", "address other nodes use to reach --inter-broker-listen (default: --inter-broker-listen; on 0.0.0.0, --advertise's host with its port)")
@@ -217,6 +229,25 @@ func shiftPort(addr string, by int) (string, error) {
 	return net.JoinHostPort(h, strconv.Itoa(n+by)), nil
 }
 
+// applyKafkaFlags sets the Kafka listener from --kafka-listen,
+// --kafka-advertise and --socket-request-max-bytes, after --config: the
+// flag (or STRAND_SOCKET_REQUEST_MAX_BYTES) wins over the file's
+// socket.request.max.bytes when given (maxBytesSet), and its default
+// applies when neither is.
+func applyKafkaFlags(cfg *node.Config, listen, advertise string, maxBytes int32, maxBytesSet bool) error {
+	if listen == "" && advertise != "" {
+		return fmt.Errorf("--kafka-advertise %q without --kafka-listen: the Kafka listener is off", advertise)
+	}
+	if maxBytes < 1 {
+		return fmt.Errorf("--socket-request-max-bytes %d: want at least 1", maxBytes)
+	}
+	cfg.KafkaListen, cfg.KafkaAdvertise = listen, advertise
+	if maxBytesSet || cfg.SocketRequestMaxBytes == 0 {
+		cfg.SocketRequestMaxBytes = maxBytes
+	}
+	return nil
+}
+
 // applyDevDefaults: dev mode lowers what a single node cannot meet.
 func applyDevDefaults(cfg *node.Config) error {
 	if cfg.Dev {
@@ -238,6 +269,7 @@ var serverSettings = map[string]func(cfg *node.Config, v string) error{
 	"producer.id.expiration.ms":               bounded(1, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.ProducerIDExpirationMs = n })),
 	"min.insync.replicas":                     bounded(1, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.MinInsyncReplicas = int(n) })),
 	"offset.metadata.max.bytes":               bounded(0, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.OffsetMetadataMaxBytes = int(n) })),
+	"socket.request.max.bytes":                bounded(1, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.SocketRequestMaxBytes = int32(n) })),
 	"message.max.bytes":                       bounded(0, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.MessageMaxBytes = int(n) })),
 	"max.in.flight.requests.per.stream":       bounded(1, 1<<16, intSetting(func(c *node.Config, n int64) { c.ProduceMaxInFlight = int(n) })),
 	"log.message.timestamp.before.max.ms":     bounded(0, math.MaxInt64, intSetting(func(c *node.Config, n int64) { c.TimestampBeforeMaxMs = n })),

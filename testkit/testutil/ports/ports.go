@@ -87,8 +87,8 @@ func Addr() (string, error) {
 
 // Block claims n consecutive ports and returns the first, for a server (or
 // a script) that derives its ports from a base, such as scripts/run.sh's
-// PORT_BASE (node N at base+10(N-1), plus 1, 2 and 3 for Raft, gossip and
-// metrics).
+// PORT_BASE (node N's Kafka listener at base+10(N-1), plus 1, 2, 3, 4 and
+// 5 for Raft, gossip, metrics, inter-broker and gRPC).
 func Block(n int) (int, error) {
 	mu.Lock()
 	defer mu.Unlock()
