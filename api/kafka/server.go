@@ -209,7 +209,7 @@ type Metrics struct {
 
 // NewMetrics returns unregistered metrics (Collectors).
 func NewMetrics() *Metrics {
-	return &Metrics{
+	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strand_kafka_requests_total",
 			Help: "Requests served on the Kafka listener, per API (RequestsPerSec)."}, []string{"request"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "strand_kafka_request_duration_seconds",
@@ -220,6 +220,13 @@ func NewMetrics() *Metrics {
 		connections: prometheus.NewGauge(prometheus.GaugeOpts{Name: "strand_kafka_connections",
 			Help: "Open connections on the Kafka listener (connection-count)."}),
 	}
+	// Every reason is served from the start, at 0 until a connection is
+	// closed for it (as strand_connections_rejected_total is), so the
+	// metric is there to alert on before the first violation.
+	for _, reason := range []string{"oversized", "malformed", "unknown_api", "unsupported_version", "idle"} {
+		m.closed.WithLabelValues(reason).Add(0)
+	}
+	return m
 }
 
 // Collectors are the metrics to register.
