@@ -53,9 +53,10 @@ func (s kafkaSink) CommitTransaction(ctx context.Context) error {
 func (s kafkaSink) Close() { s.cl.Close() }
 
 // kafkaProducerOpts maps perf produce's producer properties to franz-go's
-// options. batch.max.size (how large Strand's batches grow while the
-// window is full) is franz-go's batch bound; batch.size alone is used
-// when it is not given.
+// options. franz-go's batches grow while requests are in flight up to one
+// bound, as the SDK's grow from batch.size to batch.max.size: that bound
+// is batch.max.size (the SDK's default when not given, or batch.size if
+// larger), so both producers send batches of the same size.
 func kafkaProducerOpts(bootstrap []string, props []string, acks, txnID string) ([]kgo.Opt, error) {
 	opts := []kgo.Opt{kgo.SeedBrokers(bootstrap...)}
 	idempotent := true
@@ -71,7 +72,7 @@ func kafkaProducerOpts(bootstrap []string, props []string, acks, txnID string) (
 	default:
 		return nil, fmt.Errorf("--acks: all, -1, 1 or 0, not %q", acks)
 	}
-	batch, batchMax := 0, 0
+	batch, batchMax, inflight := 0, 0, 0
 	for _, kv := range props {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
@@ -86,7 +87,7 @@ func kafkaProducerOpts(bootstrap []string, props []string, acks, txnID string) (
 		case "batch.max.size":
 			batchMax = n
 		case "max.in.flight.requests.per.connection":
-			opts = append(opts, kgo.MaxProduceRequestsInflightPerBroker(n))
+			inflight = n
 		case "buffer.memory":
 			opts = append(opts, kgo.MaxBufferedBytes(n))
 		case "enable.idempotence":
@@ -105,15 +106,24 @@ func kafkaProducerOpts(bootstrap []string, props []string, acks, txnID string) (
 		}
 	}
 	if batchMax == 0 {
-		batchMax = batch
+		batchMax = max(batch, sdkBatchMaxSize)
 	}
-	if batchMax > 0 {
-		opts = append(opts, kgo.ProducerBatchMaxBytes(int32(batchMax)))
-	}
+	opts = append(opts, kgo.ProducerBatchMaxBytes(int32(batchMax)))
 	if txnID != "" {
 		opts = append(opts, kgo.TransactionalID(txnID))
 	} else if !idempotent {
 		opts = append(opts, kgo.DisableIdempotentWrite())
+	}
+	switch {
+	case inflight == 0:
+	case idempotent || txnID != "":
+		// franz-go keeps up to 5 requests in flight per broker for an
+		// idempotent producer (Kafka's bound) and takes no setting for it.
+		if inflight > 5 {
+			return nil, fmt.Errorf("max.in.flight.requests.per.connection=%d: an idempotent producer keeps at most 5", inflight)
+		}
+	default:
+		opts = append(opts, kgo.MaxProduceRequestsInflightPerBroker(inflight))
 	}
 	return opts, nil
 }
@@ -133,3 +143,6 @@ func kafkaCodec(name string) (kgo.CompressionCodec, error) {
 	}
 	return kgo.NoCompression(), fmt.Errorf("compression.type %q: none, gzip, snappy, lz4 or zstd", name)
 }
+
+// sdkBatchMaxSize is the SDK's default batch.max.size (client.BatchMaxSize).
+const sdkBatchMaxSize = 256 << 10
