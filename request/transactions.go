@@ -90,6 +90,9 @@ func (h *Handler) AddPartitionsToTxn(ctx context.Context, req *pb.AddPartitionsT
 	for _, t := range req.Transactions {
 		r := &pb.AddPartitionsToTxnResult{TransactionalId: shortID(t.TransactionalId)}
 		resp.Results = append(resp.Results, r)
+		if len(t.Partitions) == 0 {
+			continue // nothing to add: no transaction is started for it
+		}
 		if missing := h.missingPartitions(t.Partitions); len(missing) > 0 {
 			for i, p := range t.Partitions {
 				pe := &pb.PartitionError{Topic: p.Topic, Partition: p.Partition, ErrorCode: pb.ErrorCode_OPERATION_NOT_ATTEMPTED,

@@ -622,6 +622,15 @@ func TestTxnVersion1Requests(t *testing.T) {
 	r.pid, r.epoch = init.ProducerID, init.ProducerEpoch
 	plain := capped(t, c, kmsg.Produce, 12)
 
+	// Adding no partition starts no transaction.
+	empty := kmsg.NewPtrAddPartitionsToTxnRequest()
+	empty.TransactionalID, empty.ProducerID, empty.ProducerEpoch = r.id, r.pid, r.epoch
+	if resp, err := empty.RequestWith(ctx, plain); err != nil || len(resp.Topics) != 0 {
+		t.Fatalf("AddPartitionsToTxn of nothing: %v %+v", err, resp)
+	}
+	if st := describeTxn(t, ctx, plain, r.id); st.State != "Empty" {
+		t.Fatalf("after adding no partition the transaction is %s, want Empty", st.State)
+	}
 	wantCode(t, "Produce v11 to a partition not added", r.produce(11, "unadded"), kerr.InvalidTxnState)
 	wantCode(t, "AddPartitionsToTxn v3", r.addPartition(3), nil)
 	wantCode(t, "Produce v11", r.produce(11, "one"), nil)
