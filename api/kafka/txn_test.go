@@ -376,6 +376,16 @@ func TestTxnZombieFenced(t *testing.T) {
 					t.Fatalf("EndTxn v%d at the zombie's epoch answered %v, want %v", v, got, want)
 				}
 			}
+			// And the zombie's adds, likewise.
+			z := &rawTxn{t: t, ctx: ctx, c: c, id: id, pid: old.ProducerID, epoch: old.ProducerEpoch, topic: topic}
+			for _, v := range []int16{1, 2, 3} {
+				want := kerr.ProducerFenced
+				if v < 2 {
+					want = kerr.InvalidProducerEpoch
+				}
+				wantCode(t, fmt.Sprintf("the zombie's AddPartitionsToTxn v%d", v), z.addPartition(v), want)
+				wantCode(t, fmt.Sprintf("the zombie's AddOffsetsToTxn v%d", v), z.addOffsets(v, "zombie-group"), want)
+			}
 			settled(t, ctx, fresh, id)
 			got := readCommitted(t, ctx, c, topic, 1)
 			if want := map[int32][]string{0: {"z-ok", "fresh"}}; fmt.Sprint(got) != fmt.Sprint(want) {
