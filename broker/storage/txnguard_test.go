@@ -107,3 +107,51 @@ func TestAbortHanging(t *testing.T) {
 		t.Fatalf("abort after minOpen since the log opened: %v", err)
 	}
 }
+
+// TestVersion1TransactionsAtOneEpoch: a transaction version 1 producer
+// keeps its epoch across transactions. Its markers carry that epoch
+// unbumped (the legacy rule ends the open transaction with them), and its
+// next transaction at the same epoch continues the sequence: the next
+// sequence is accepted, a repeat of the last batch is a duplicate, a gap
+// is refused, and sequence 0 (what a version 2 producer sends at a new
+// epoch) is not a new start. Nothing fences the epoch after a version 1
+// marker.
+func TestVersion1TransactionsAtOneEpoch(t *testing.T) {
+	f := newFixture(t, testConfig())
+	first := f.appendLeader(txnb(5, 3, 0, 2, f.nowMs()))
+	m, err := f.l.AppendMarkerVersion(5, 3, 0, record.ControlCommit, 0, 1)
+	if err != nil || m.AlreadyDone || m.Completed == nil || m.Completed.FirstOffset != first.FirstOffset {
+		t.Fatalf("version 1 marker at the producer's epoch: %+v %v", m, err)
+	}
+	if epoch, open := f.l.ProducerTxn(5); epoch != 3 || open {
+		t.Fatalf("after the marker: epoch %d open %v, want epoch 3 closed", epoch, open)
+	}
+	// A repeat of that marker writes nothing.
+	if m, err := f.l.AppendMarkerVersion(5, 3, 0, record.ControlCommit, 0, 1); err != nil || !m.AlreadyDone {
+		t.Fatalf("the repeated version 1 marker: %+v %v", m, err)
+	}
+	_, err = f.l.AppendAsLeader(buildBatch(t, txnb(5, 3, 3, 1, f.nowMs())), 0)
+	wantCode(t, err, pb.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER)
+	_, err = f.l.AppendAsLeader(buildBatch(t, txnb(5, 3, 0, 1, f.nowMs())), 0)
+	if err == nil {
+		t.Fatal("sequence 0 at the same epoch was taken as a new start")
+	}
+	next := f.appendLeader(txnb(5, 3, 2, 1, f.nowMs()))
+	if next.Duplicate {
+		t.Fatalf("the next sequence was taken for a duplicate: %+v", next)
+	}
+	if epoch, open := f.l.ProducerTxn(5); epoch != 3 || !open {
+		t.Fatalf("the second transaction: epoch %d open %v, want epoch 3 open", epoch, open)
+	}
+	if again := f.appendLeader(txnb(5, 3, 2, 1, f.nowMs())); !again.Duplicate || again.FirstOffset != next.FirstOffset {
+		t.Fatalf("a retry of the last batch: %+v, want the duplicate of %d", again, next.FirstOffset)
+	}
+	f.l.OnHighWatermarkUpdated(f.l.LogEndOffset()) // the first transaction's marker is replicated
+	if fu, ok := f.l.FirstUnstableOffset(); !ok || fu != next.FirstOffset {
+		t.Fatalf("first unstable offset %d %v, want %d (the second transaction's start)", fu, ok, next.FirstOffset)
+	}
+	m, err = f.l.AppendMarkerVersion(5, 3, 0, record.ControlAbort, 0, 1)
+	if err != nil || m.Completed == nil || !m.Completed.Aborted || m.Completed.FirstOffset != next.FirstOffset {
+		t.Fatalf("version 1 abort of the second transaction: %+v %v", m, err)
+	}
+}
