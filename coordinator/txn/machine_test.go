@@ -584,3 +584,23 @@ func TestTransactionVersionOfMarkers(t *testing.T) {
 		})
 	}
 }
+
+// TestTransactionVersionPersisted: the transaction log keeps each
+// transaction's version, so a coordinator that loads a version 1
+// transaction (say, in PREPARE_COMMIT) writes its markers by version 1's
+// rule; a record written before the version was kept loads as version 2.
+func TestTransactionVersionPersisted(t *testing.T) {
+	m := fixture("Ongoing")
+	for _, v := range []int16{1, 2} {
+		tr := m.base(PrepareCommit, 1)
+		tr.txnVersion = v
+		if got := fromValue("tx", tr.value()).TxnVersion; got != v {
+			t.Fatalf("version %d loaded as %d", v, got)
+		}
+	}
+	old := m.base(PrepareCommit, 1).value()
+	old.ClientTransactionVersion = 0
+	if got := fromValue("tx", old).TxnVersion; got != 2 {
+		t.Fatalf("a record without a version loaded as version %d, want 2", got)
+	}
+}
