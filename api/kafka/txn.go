@@ -64,15 +64,21 @@ func clientTxnVersion(v, since int16) int32 {
 
 func handleInitProducerID(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response, error) {
 	req := r.(*kmsg.InitProducerIDRequest)
+	resp := kmsg.NewPtrInitProducerIDResponse()
 	preq := &pb.InitProducerIdRequest{TransactionTimeoutMs: req.TransactionTimeoutMillis, ProducerId: -1, ProducerEpoch: -1}
 	if req.TransactionalID != nil {
+		if *req.TransactionalID == "" {
+			// Kafka: null is an idempotent producer, empty is a mistake
+			// (the request layer knows only empty, for none).
+			resp.ErrorCode = code(pb.ErrorCode_INVALID_REQUEST)
+			return resp, nil
+		}
 		preq.TransactionalId = *req.TransactionalID
 	}
 	if req.Version >= 3 {
 		// KIP-360: a producer re-initialising names its id and epoch.
 		preq.ProducerId, preq.ProducerEpoch = req.ProducerID, int32(req.ProducerEpoch)
 	}
-	resp := kmsg.NewPtrInitProducerIDResponse()
 	presp, err := c.H.InitProducerId(ctx, preq)
 	if err != nil {
 		resp.ErrorCode, _ = splitCode(err)

@@ -586,6 +586,20 @@ func TestTxnInitProducerID(t *testing.T) {
 		t.Fatalf("idempotent producers got %d/%d then %d/%d; want two fresh ids at epoch 0", a.ProducerID, a.ProducerEpoch, b.ProducerID, b.ProducerEpoch)
 	}
 
+	// An empty transactional id is no id: Kafka refuses it.
+	bad := kmsg.NewPtrInitProducerIDRequest()
+	bad.TransactionalID, bad.TransactionTimeoutMillis = new(string), 60000
+	direct := capped(t, c, kmsg.InitProducerID, 5)
+	if err := direct.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Sent to a broker: FindCoordinator already refuses an empty key.
+	if resp, err := direct.Broker(1).Request(ctx, bad); err != nil {
+		t.Fatal(err)
+	} else {
+		wantCode(t, "InitProducerId with an empty transactional id", resp.(*kmsg.InitProducerIDResponse).ErrorCode, kerr.InvalidRequest)
+	}
+
 	r := &rawTxn{t: t, ctx: ctx, c: c, id: "kip360"}
 	first := r.initProducerID(5, -1, -1)
 	wantCode(t, "InitProducerId", first.ErrorCode, nil)
