@@ -377,7 +377,13 @@ func TestTxnZombieFenced(t *testing.T) {
 				}
 			}
 			// And the zombie's adds, likewise.
-			z := &rawTxn{t: t, ctx: ctx, c: c, id: id, pid: old.ProducerID, epoch: old.ProducerEpoch, topic: topic}
+			z := &rawTxn{t: t, ctx: ctx, c: c, id: id, pid: old.ProducerID, epoch: old.ProducerEpoch, topic: topic, leader: c.Partition(topic, 0).Leader, seq: 2}
+			// Its late batch: the partition has seen the newer epoch.
+			pv := int16(12)
+			if tc.tv1 {
+				pv = 11
+			}
+			wantCode(t, fmt.Sprintf("the zombie's Produce v%d", pv), z.produce(pv, "z-late"), kerr.InvalidProducerEpoch)
 			for _, v := range []int16{1, 2, 3} {
 				want := kerr.ProducerFenced
 				if v < 2 {
