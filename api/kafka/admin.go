@@ -1,0 +1,349 @@
+package kafka
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// Topic and config administration, forwarded by the request layer to
+// the active controller (DescribeConfigs and DescribeCluster answer from
+// this broker).
+//
+// Versions: CreateTopics 0-7, DeleteTopics 0-6 (v6 by name or topic id),
+// CreatePartitions 0-3, DescribeConfigs 0-4, IncrementalAlterConfigs
+// 0-1, DescribeCluster 0-2. DeleteRecords is not served: a partition's
+// log start moves only when retention drops whole segments.
+func init() {
+	register(kmsg.CreateTopics, 0, 7, handleCreateTopics)
+	register(kmsg.DeleteTopics, 0, 6, handleDeleteTopics)
+	register(kmsg.CreatePartitions, 0, 3, handleCreatePartitions)
+	register(kmsg.DescribeConfigs, 0, 4, handleDescribeConfigs)
+	register(kmsg.IncrementalAlterConfigs, 0, 1, handleIncrementalAlterConfigs)
+	register(kmsg.DescribeCluster, 0, 2, handleDescribeCluster)
+}
+
+// Config resource types on Kafka's wire.
+const (
+	resourceTopic  = kmsg.ConfigResourceTypeTopic
+	resourceBroker = kmsg.ConfigResourceTypeBroker
+)
+
+func resourceName(t kmsg.ConfigResourceType) string {
+	switch t {
+	case resourceTopic:
+		return "topic"
+	case resourceBroker:
+		return "broker"
+	}
+	return fmt.Sprintf("type-%d", int8(t))
+}
+
+func handleCreateTopics(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response, error) {
+	req := r.(*kmsg.CreateTopicsRequest)
+	resp := kmsg.NewPtrCreateTopicsResponse()
+	preq := &pb.CreateTopicsRequest{TimeoutMs: req.TimeoutMillis, ValidateOnly: req.ValidateOnly}
+	// Answers by request position; those refused here are filled in.
+	refused := make([]*kmsg.CreateTopicsResponseTopic, len(req.Topics))
+	for i, t := range req.Topics {
+		if len(t.ReplicaAssignment) > 0 {
+			rt := kmsg.NewCreateTopicsResponseTopic()
+			rt.Topic, rt.ErrorCode = t.Topic, code(pb.ErrorCode_INVALID_REQUEST)
+			rt.ErrorMessage = errMsg("a manual replica assignment is not supported: give a partition count and replication factor")
+			rt.NumPartitions, rt.ReplicationFactor = -1, -1
+			refused[i] = &rt
+			continue
+		}
+		ct := &pb.CreatableTopic{Name: t.Topic, NumPartitions: t.NumPartitions, ReplicationFactor: int32(t.ReplicationFactor)}
+		for _, cf := range t.Configs {
+			if cf.Value == nil {
+				continue
+			}
+			if ct.Configs == nil {
+				ct.Configs = map[string]string{}
+			}
+			ct.Configs[cf.Name] = *cf.Value
+		}
+		preq.Topics = append(preq.Topics, ct)
+	}
+	var results []*pb.CreatableTopicResult
+	if len(preq.Topics) > 0 {
+		presp, err := c.H.CreateTopics(ctx, preq)
+		if err != nil {
+			ec, msg := splitCode(err)
+			for _, t := range preq.Topics {
+				results = append(results, &pb.CreatableTopicResult{Name: t.Name, ErrorCode: pb.ErrorCode(ec), ErrorMessage: str(msg)})
+			}
+		} else {
+			results = presp.Topics
+		}
+	}
+	j := 0
+	for i, t := range req.Topics {
+		if refused[i] != nil {
+			resp.Topics = append(resp.Topics, *refused[i])
+			continue
+		}
+		rt := kmsg.NewCreateTopicsResponseTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = t.Topic, -1, -1
+		if j < len(results) {
+			res := results[j]
+			rt.ErrorCode, rt.ErrorMessage = code(res.ErrorCode), errMsg(res.ErrorMessage)
+			if res.ErrorCode == pb.ErrorCode_NONE {
+				rt.TopicID = topicID(res.TopicId)
+				rt.NumPartitions, rt.ReplicationFactor = res.NumPartitions, int16(res.ReplicationFactor)
+			}
+		} else {
+			rt.ErrorCode = code(pb.ErrorCode_UNKNOWN_SERVER_ERROR)
+		}
+		j++
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}
+
+// handleDeleteTopics: by name, or from v6 by name or topic id (an id is
+// looked up in this broker's metadata).
+func handleDeleteTopics(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response, error) {
+	req := r.(*kmsg.DeleteTopicsRequest)
+	resp := kmsg.NewPtrDeleteTopicsResponse()
+	type ask struct {
+		name string
+		id   [16]byte
+		ok   bool // name known
+	}
+	var asks []ask
+	if req.Version < 6 {
+		for _, n := range req.TopicNames {
+			asks = append(asks, ask{name: n, ok: true})
+		}
+	} else {
+		var byID map[[16]byte]string
+		for _, t := range req.Topics {
+			if t.Topic != nil {
+				asks = append(asks, ask{name: *t.Topic, id: t.TopicID, ok: true})
+				continue
+			}
+			if byID == nil {
+				md, err := c.H.Metadata(ctx, &pb.MetadataRequest{IncludeInternal: true})
+				if err != nil {
+					return nil, err
+				}
+				byID = map[[16]byte]string{}
+				for _, mt := range md.Topics {
+					byID[topicID(mt.TopicId)] = mt.Name
+				}
+			}
+			n, ok := byID[t.TopicID]
+			asks = append(asks, ask{name: n, id: t.TopicID, ok: ok && t.TopicID != [16]byte{}})
+		}
+	}
+	preq := &pb.DeleteTopicsRequest{TimeoutMs: req.TimeoutMillis}
+	for _, a := range asks {
+		if a.ok {
+			preq.Names = append(preq.Names, a.name)
+		}
+	}
+	var results []*pb.DeletableTopicResult
+	if len(preq.Names) > 0 {
+		presp, err := c.H.DeleteTopics(ctx, preq)
+		if err != nil {
+			ec, msg := splitCode(err)
+			for _, n := range preq.Names {
+				results = append(results, &pb.DeletableTopicResult{Name: n, ErrorCode: pb.ErrorCode(ec), ErrorMessage: str(msg)})
+			}
+		} else {
+			results = presp.Topics
+		}
+	}
+	j := 0
+	for _, a := range asks {
+		rt := kmsg.NewDeleteTopicsResponseTopic()
+		rt.TopicID = a.id
+		if !a.ok {
+			rt.ErrorCode = code(pb.ErrorCode_UNKNOWN_TOPIC_ID)
+			rt.ErrorMessage = errMsg(fmt.Sprintf("no topic has id %s", base64.RawURLEncoding.EncodeToString(a.id[:])))
+			resp.Topics = append(resp.Topics, rt)
+			continue
+		}
+		name := a.name
+		rt.Topic = &name
+		if j < len(results) {
+			rt.ErrorCode, rt.ErrorMessage = code(results[j].ErrorCode), errMsg(results[j].ErrorMessage)
+		} else {
+			rt.ErrorCode = code(pb.ErrorCode_UNKNOWN_SERVER_ERROR)
+		}
+		j++
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}
+
+func handleCreatePartitions(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response, error) {
+	req := r.(*kmsg.CreatePartitionsRequest)
+	resp := kmsg.NewPtrCreatePartitionsResponse()
+	preq := &pb.CreatePartitionsRequest{TimeoutMs: req.TimeoutMillis, ValidateOnly: req.ValidateOnly}
+	for _, t := range req.Topics {
+		pt := &pb.CreatePartitionsTopic{Name: t.Topic, Count: t.Count}
+		for _, a := range t.Assignment {
+			pt.Assignments = append(pt.Assignments, &pb.ReplicaAssignment{BrokerIds: a.Replicas})
+		}
+		preq.Topics = append(preq.Topics, pt)
+	}
+	presp, err := c.H.CreatePartitions(ctx, preq)
+	for i, t := range req.Topics {
+		rt := kmsg.NewCreatePartitionsResponseTopic()
+		rt.Topic = t.Topic
+		switch {
+		case err != nil:
+			rt.ErrorCode, rt.ErrorMessage = splitCode(err)
+		case i < len(presp.Topics):
+			rt.ErrorCode, rt.ErrorMessage = code(presp.Topics[i].ErrorCode), errMsg(presp.Topics[i].ErrorMessage)
+		default:
+			rt.ErrorCode = code(pb.ErrorCode_UNKNOWN_SERVER_ERROR)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}
+
+// configSource is a config's source on Kafka's wire.
+func configSource(src string) kmsg.ConfigSource {
+	switch src {
+	case "topic":
+		return kmsg.ConfigSourceDynamicTopicConfig
+	case "broker":
+		return kmsg.ConfigSourceStaticBrokerConfig
+	}
+	return kmsg.ConfigSourceDefaultConfig
+}
+
+// handleDescribeConfigs: topic resources (every effective config, or the
+// names asked for); other resource types are answered INVALID_REQUEST by
+// the request layer.
+func handleDescribeConfigs(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response, error) {
+	req := r.(*kmsg.DescribeConfigsRequest)
+	resp := kmsg.NewPtrDescribeConfigsResponse()
+	preq := &pb.DescribeConfigsRequest{}
+	for _, res := range req.Resources {
+		preq.Resources = append(preq.Resources, &pb.ConfigResource{Type: resourceName(res.ResourceType), Name: res.ResourceName})
+	}
+	presp, err := c.H.DescribeConfigs(ctx, preq)
+	for i, res := range req.Resources {
+		rr := kmsg.NewDescribeConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
+		switch {
+		case err != nil:
+			rr.ErrorCode, rr.ErrorMessage = splitCode(err)
+		case i >= len(presp.Results):
+			rr.ErrorCode = code(pb.ErrorCode_UNKNOWN_SERVER_ERROR)
+		default:
+			pr := presp.Results[i]
+			rr.ErrorCode, rr.ErrorMessage = code(pr.ErrorCode), errMsg(pr.ErrorMessage)
+			var want map[string]bool
+			if res.ConfigNames != nil {
+				want = map[string]bool{}
+				for _, n := range res.ConfigNames {
+					want[n] = true
+				}
+			}
+			for _, e := range pr.Entries {
+				if want != nil && !want[e.Name] {
+					continue
+				}
+				rc := kmsg.NewDescribeConfigsResponseResourceConfig()
+				v := e.Value
+				rc.Name, rc.Value, rc.Source = e.Name, &v, configSource(e.Source)
+				rc.IsDefault = e.Source == "default"
+				if req.IncludeSynonyms && req.Version >= 1 {
+					syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+					syn.Name, syn.Value, syn.Source = e.Name, &v, rc.Source
+					rc.ConfigSynonyms = append(rc.ConfigSynonyms, syn)
+				}
+				rr.Configs = append(rr.Configs, rc)
+			}
+		}
+		resp.Resources = append(resp.Resources, rr)
+	}
+	return resp, nil
+}
+
+// handleIncrementalAlterConfigs: SET and DELETE of topic configs, one
+// resource at a time. APPEND and SUBTRACT apply to list configs, and
+// Strand's topic configs hold single values: INVALID_CONFIG.
+func handleIncrementalAlterConfigs(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response, error) {
+	req := r.(*kmsg.IncrementalAlterConfigsRequest)
+	resp := kmsg.NewPtrIncrementalAlterConfigsResponse()
+	for _, res := range req.Resources {
+		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
+		preq := &pb.IncrementalAlterConfigsRequest{Resource: &pb.ConfigResource{Type: resourceName(res.ResourceType), Name: res.ResourceName}, ValidateOnly: req.ValidateOnly}
+		var bad string
+		for _, cf := range res.Configs {
+			switch cf.Op {
+			case kmsg.IncrementalAlterConfigOpSet:
+				if preq.Set == nil {
+					preq.Set = map[string]string{}
+				}
+				preq.Set[cf.Name] = str(cf.Value)
+			case kmsg.IncrementalAlterConfigOpDelete:
+				preq.Delete = append(preq.Delete, cf.Name)
+			default:
+				bad = fmt.Sprintf("operation %s on %s: only SET and DELETE are supported (no topic config is a list)", cf.Op, cf.Name)
+			}
+		}
+		if bad != "" {
+			rr.ErrorCode, rr.ErrorMessage = code(pb.ErrorCode_INVALID_CONFIG), errMsg(bad)
+			resp.Resources = append(resp.Resources, rr)
+			continue
+		}
+		presp, err := c.H.IncrementalAlterConfigs(ctx, preq)
+		if err != nil {
+			rr.ErrorCode, rr.ErrorMessage = splitCode(err)
+		} else {
+			rr.ErrorCode, rr.ErrorMessage = code(presp.ErrorCode), errMsg(presp.ErrorMessage)
+		}
+		resp.Resources = append(resp.Resources, rr)
+	}
+	return resp, nil
+}
+
+// handleDescribeCluster: the brokers at their Kafka listeners. Asking a
+// broker for controllers (endpoint type 2, KIP-919) is
+// MISMATCHED_ENDPOINT_TYPE, as Kafka's brokers answer it.
+func handleDescribeCluster(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response, error) {
+	req := r.(*kmsg.DescribeClusterRequest)
+	resp := kmsg.NewPtrDescribeClusterResponse()
+	resp.EndpointType = req.EndpointType
+	resp.ControllerID = -1
+	if req.Version >= 1 && req.EndpointType != 1 {
+		resp.ErrorCode = code(pb.ErrorCode_MISMATCHED_ENDPOINT_TYPE)
+		resp.ErrorMessage = errMsg("this is a broker's listener: it describes brokers (endpoint type 1)")
+		return resp, nil
+	}
+	presp, err := c.H.DescribeCluster(ctx, &pb.DescribeClusterRequest{})
+	if err != nil {
+		resp.ErrorCode, resp.ErrorMessage = splitCode(err)
+		return resp, nil
+	}
+	resp.ClusterID = presp.ClusterId
+	// Kafka's clients send controller-bound admin requests to this id;
+	// every broker forwards them, so one they can reach is what matters
+	// (KRaft brokers answer a live broker too).
+	for _, b := range presp.Brokers {
+		if b.NodeId == presp.ControllerId || resp.ControllerID < 0 {
+			resp.ControllerID = b.NodeId
+		}
+	}
+	for _, b := range presp.Brokers {
+		host, port := hostPort(b.Address)
+		rb := kmsg.NewDescribeClusterResponseBroker()
+		rb.NodeID, rb.Host, rb.Port, rb.Rack = b.NodeId, host, port, nullable(b.Rack)
+		resp.Brokers = append(resp.Brokers, rb)
+	}
+	return resp, nil
+}
