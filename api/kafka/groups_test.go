@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/strand-io/strand/node"
 	"github.com/strand-io/strand/testkit/testcluster"
@@ -41,11 +42,12 @@ func produceEach(ctx context.Context, t *testing.T, cl *kgo.Client, topic string
 
 // groupMember is a kgo consumer-group member that commits what it polled
 // explicitly (autocommit off).
-func groupMember(t *testing.T, addrs []string, group, topic string) *kgo.Client {
+func groupMember(t *testing.T, addrs []string, group, topic string, extra ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+	opts := []kgo.Opt{kgo.SeedBrokers(addrs...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
 		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.HeartbeatInterval(300*time.Millisecond), kgo.SessionTimeout(10*time.Second), kgo.FetchMaxWait(200*time.Millisecond))
+		kgo.HeartbeatInterval(300*time.Millisecond), kgo.SessionTimeout(10*time.Second), kgo.FetchMaxWait(200*time.Millisecond)}
+	cl, err := kgo.NewClient(append(opts, extra...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,8 +126,16 @@ func assignment(ctx context.Context, adm *kadm.Client, group, topic string) (str
 // committed offsets (nothing read twice). The administrator's view
 // follows: DescribeGroups shows the members and their assignments,
 // ListGroups the group, DeleteGroups refuses it while it has members and
-// removes it, with its offsets, once empty.
+// removes it, with its offsets, once empty. The members speak the
+// newest versions (LeaveGroup's batches, OffsetFetch's groups, JoinGroup
+// v9), and then Kafka 1.0's (JoinGroup v2, OffsetCommit v3, OffsetFetch
+// v3, LeaveGroup v1: what kafka-python 2.0 and older librdkafka send).
 func TestKafkaConsumerGroup(t *testing.T) {
+	t.Run("newest", func(t *testing.T) { testConsumerGroup(t) })
+	t.Run("kafka-1.0", func(t *testing.T) { testConsumerGroup(t, kgo.MaxVersions(kversion.V1_0_0())) })
+}
+
+func testConsumerGroup(t *testing.T, memberOpts ...kgo.Opt) {
 	c := groupCluster(t)
 	const topic, group, parts = "orders", "billing", 4
 	c.CreateTopic(topic, parts, 3, nil)
@@ -147,9 +157,9 @@ func TestKafkaConsumerGroup(t *testing.T) {
 
 	produceEach(ctx, t, prod, topic, parts, 0, 10)
 
-	a := groupMember(t, addrs, group, topic)
+	a := groupMember(t, addrs, group, topic, memberOpts...)
 	defer a.Close()
-	b := groupMember(t, addrs, group, topic)
+	b := groupMember(t, addrs, group, topic, memberOpts...)
 	defer b.Close()
 
 	// Both members hold partitions, no partition twice, every one held.
