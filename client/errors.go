@@ -125,6 +125,7 @@ var (
 	ErrOperationNotAttempted        = &Error{Code: pb.ErrorCode_OPERATION_NOT_ATTEMPTED}
 	ErrKafkaStorageError            = &Error{Code: pb.ErrorCode_KAFKA_STORAGE_ERROR}
 	ErrUnknownProducerID            = &Error{Code: pb.ErrorCode_UNKNOWN_PRODUCER_ID}
+	ErrNonEmptyGroup                = &Error{Code: pb.ErrorCode_NON_EMPTY_GROUP}
 	ErrGroupIDNotFound              = &Error{Code: pb.ErrorCode_GROUP_ID_NOT_FOUND}
 	ErrFetchSessionIDNotFound       = &Error{Code: pb.ErrorCode_FETCH_SESSION_ID_NOT_FOUND}
 	ErrInvalidFetchSessionEpoch     = &Error{Code: pb.ErrorCode_INVALID_FETCH_SESSION_EPOCH}
@@ -141,6 +142,7 @@ var (
 	ErrFencedInstanceID            = &Error{Code: pb.ErrorCode_FENCED_INSTANCE_ID}
 	ErrEligibleLeadersNotAvailable = &Error{Code: pb.ErrorCode_ELIGIBLE_LEADERS_NOT_AVAILABLE}
 	ErrElectionNotNeeded           = &Error{Code: pb.ErrorCode_ELECTION_NOT_NEEDED}
+	ErrGroupSubscribedToTopic      = &Error{Code: pb.ErrorCode_GROUP_SUBSCRIBED_TO_TOPIC}
 	ErrInvalidRecord               = &Error{Code: pb.ErrorCode_INVALID_RECORD}
 	ErrUnstableOffsetCommit        = &Error{Code: pb.ErrorCode_UNSTABLE_OFFSET_COMMIT}
 	ErrProducerFenced              = &Error{Code: pb.ErrorCode_PRODUCER_FENCED}
@@ -151,10 +153,12 @@ var (
 	// session of another incarnation (brokers see it, clients do not).
 	ErrDuplicateBrokerRegistration = &Error{Code: pb.ErrorCode_DUPLICATE_BROKER_REGISTRATION}
 	ErrBrokerIDNotRegistered       = &Error{Code: pb.ErrorCode_BROKER_ID_NOT_REGISTERED}
+	ErrUnknownTopicID              = &Error{Code: pb.ErrorCode_UNKNOWN_TOPIC_ID}
 	ErrInconsistentClusterID       = &Error{Code: pb.ErrorCode_INCONSISTENT_CLUSTER_ID}
 	ErrTransactionalIDNotFound     = &Error{Code: pb.ErrorCode_TRANSACTIONAL_ID_NOT_FOUND}
 	ErrIneligibleReplica           = &Error{Code: pb.ErrorCode_INELIGIBLE_REPLICA}
 	ErrNewLeaderElected            = &Error{Code: pb.ErrorCode_NEW_LEADER_ELECTED}
+	ErrMismatchedEndpointType      = &Error{Code: pb.ErrorCode_MISMATCHED_ENDPOINT_TYPE}
 	ErrInvalidRegistration         = &Error{Code: pb.ErrorCode_INVALID_REGISTRATION}
 	ErrTransactionAbortable        = &Error{Code: pb.ErrorCode_TRANSACTION_ABORTABLE}
 	// ErrTransactionTimedOut: the coordinator aborted the transaction
