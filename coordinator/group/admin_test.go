@@ -75,3 +75,21 @@ func TestSubscriptionTopics(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaveByInstanceID: an administrator removes a static member by its
+// group.instance.id alone; an instance id the group does not know is an
+// unknown member.
+func TestLeaveByInstanceID(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	j := h.joinNow(staticJoinReq("g", "", "pod", "range"))
+	wantCode(t, "join", j.ErrorCode, pb.ErrorCode_NONE)
+	lr, _ := h.c.LeaveGroup(ctx, &pb.LeaveGroupRequest{GroupId: "g", GroupInstanceId: "other"})
+	wantCode(t, "leave of an unknown instance", lr.ErrorCode, pb.ErrorCode_UNKNOWN_MEMBER_ID)
+	lr, _ = h.c.LeaveGroup(ctx, &pb.LeaveGroupRequest{GroupId: "g", GroupInstanceId: "pod"})
+	wantCode(t, "leave by instance id", lr.ErrorCode, pb.ErrorCode_NONE)
+	if st := h.state("g"); st != Empty {
+		t.Fatalf("state %v after its only member was removed, want Empty", st)
+	}
+	wantCode(t, "the removed member's heartbeat", h.heartbeat("g", j.MemberId, j.GenerationId), pb.ErrorCode_UNKNOWN_MEMBER_ID)
+}

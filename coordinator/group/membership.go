@@ -551,7 +551,8 @@ func (c *Coordinator) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (
 }
 
 // LeaveGroup removes a member at once (no session timeout to wait for) and
-// rebalances the rest.
+// rebalances the rest. A static member may be named by its
+// group.instance.id alone (an administrator removing it).
 //
 // Errors: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, UNKNOWN_MEMBER_ID,
 // FENCED_INSTANCE_ID.
@@ -566,13 +567,17 @@ func (c *Coordinator) LeaveGroup(ctx context.Context, req *pb.LeaveGroupRequest)
 	}
 	defer s.mu.Unlock()
 	g := s.groups[req.GroupId]
-	if g == nil || g.state == Dead || req.MemberId == "" {
-		// (Kafka's removal of a static member by its group.instance.id
-		// alone, an admin operation, is not supported.)
+	if g == nil || g.state == Dead || req.MemberId == "" && req.GroupInstanceId == "" {
 		return out(errs.New(pb.ErrorCode_UNKNOWN_MEMBER_ID, "member %q is not in group %q", req.MemberId, req.GroupId))
 	}
-	m, err := identify(g, req.MemberId, req.GroupInstanceId)
-	if err != nil {
+	var m *member
+	if req.MemberId == "" {
+		// An administrator removing a static member by its
+		// group.instance.id alone (Kafka's removeMembersFromConsumerGroup).
+		if m = g.byInstance(req.GroupInstanceId); m == nil {
+			return out(errs.New(pb.ErrorCode_UNKNOWN_MEMBER_ID, "group.instance.id %q is not in group %q", req.GroupInstanceId, req.GroupId))
+		}
+	} else if m, err = identify(g, req.MemberId, req.GroupInstanceId); err != nil {
 		return out(err)
 	}
 	now := c.clk.Now()
