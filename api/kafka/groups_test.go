@@ -364,3 +364,65 @@ func TestKafkaOffsetsOutsideAGroup(t *testing.T) {
 		t.Fatalf("DescribeGroups of a group that does not exist: %v, want GROUP_ID_NOT_FOUND", ds["nobody"].Err)
 	}
 }
+
+// TestKafkaRemoveStaticMembers: an administrator removes static members
+// by their group.instance.id in one batched LeaveGroup (v3+); each is
+// answered on its own (an instance the group does not know:
+// UNKNOWN_MEMBER_ID) and the group is left empty.
+func TestKafkaRemoveStaticMembers(t *testing.T) {
+	c := groupCluster(t)
+	const topic, group = "clicks", "static"
+	c.CreateTopic(topic, 2, 3, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	addrs := c.KafkaAddrs()
+	adminCl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adminCl.Close()
+	adm := kadm.NewClient(adminCl)
+	a := groupMember(t, addrs, group, topic, kgo.InstanceID("pod-a"))
+	defer a.Close()
+	b := groupMember(t, addrs, group, topic, kgo.InstanceID("pod-b"))
+	defer b.Close()
+	wait.Eventually(t, 60*time.Second, "both static members in the group", func() bool {
+		ds, err := adm.DescribeGroups(ctx, group)
+		if err != nil || ds[group].State != "Stable" || len(ds[group].Members) != 2 {
+			return false
+		}
+		for _, m := range ds[group].Members {
+			if m.InstanceID == nil {
+				return false
+			}
+		}
+		return true
+	})
+	// The processes stop; static members do not leave on their own (their
+	// sessions would keep them for session.timeout.ms).
+	a.Close()
+	b.Close()
+	ds, err := adm.DescribeGroups(ctx, group)
+	if err != nil || len(ds[group].Members) != 2 {
+		t.Fatalf("after the static members' clients closed: %v, %d members; want them kept", err, len(ds[group].Members))
+	}
+	res, err := adm.LeaveGroup(ctx, kadm.LeaveGroup(group).InstanceIDs("pod-a", "pod-b", "pod-x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"pod-a", "pod-b"} {
+		if r, ok := res[id]; !ok || r.Err != nil {
+			t.Fatalf("remove %s: %+v (answered %v)", id, r, ok)
+		}
+	}
+	if r := res["pod-x"]; !errors.Is(r.Err, kerr.UnknownMemberID) {
+		t.Fatalf("remove pod-x, never a member: %v, want UNKNOWN_MEMBER_ID", r.Err)
+	}
+	ds, err = adm.DescribeGroups(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := ds[group]; len(d.Members) != 0 || d.State != "Empty" {
+		t.Fatalf("after removing both: state %s, %d members; want Empty, none", d.State, len(d.Members))
+	}
+}
