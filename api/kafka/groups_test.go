@@ -46,7 +46,7 @@ func groupMember(t *testing.T, addrs []string, group, topic string, extra ...kgo
 	t.Helper()
 	opts := []kgo.Opt{kgo.SeedBrokers(addrs...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
 		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.HeartbeatInterval(300*time.Millisecond), kgo.SessionTimeout(10*time.Second), kgo.FetchMaxWait(200*time.Millisecond)}
+		kgo.HeartbeatInterval(300 * time.Millisecond), kgo.SessionTimeout(10 * time.Second), kgo.FetchMaxWait(200 * time.Millisecond)}
 	cl, err := kgo.NewClient(append(opts, extra...)...)
 	if err != nil {
 		t.Fatal(err)
