@@ -22,7 +22,7 @@ import (
 // phase completes (or the context ends: then the context's error).
 func (h *Handler) JoinGroup(ctx context.Context, req *pb.JoinGroupRequest) (*pb.JoinGroupResponse, error) {
 	err := checkStrings("group id", req.GroupId, "member id", req.MemberId, "group instance id", req.GroupInstanceId,
-		"client id", req.ClientId, "protocol type", req.ProtocolType)
+		"client id", req.ClientId, "client host", req.ClientHost, "protocol type", req.ProtocolType)
 	for _, p := range req.Protocols {
 		if err == nil {
 			err = checkString("protocol name", p.Name)

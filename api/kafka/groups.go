@@ -42,6 +42,16 @@ func str(p *string) string {
 	return *p
 }
 
+// clientHost is where the connection comes from, as Kafka names a
+// member's host ("/" and the address).
+func clientHost(c *Conn) string {
+	if c.nc == nil {
+		return ""
+	}
+	host, _ := hostPort(c.nc.RemoteAddr().String())
+	return "/" + host
+}
+
 // nullable is s as a nullable string: nil when empty.
 func nullable(s string) *string {
 	if s == "" {
@@ -59,7 +69,7 @@ func handleJoinGroup(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Respons
 		return resp, nil
 	}
 	preq := &pb.JoinGroupRequest{GroupId: req.Group, SessionTimeoutMs: req.SessionTimeoutMillis, RebalanceTimeoutMs: req.RebalanceTimeoutMillis,
-		MemberId: req.MemberID, GroupInstanceId: str(req.InstanceID), ProtocolType: req.ProtocolType, ClientId: c.ClientID}
+		MemberId: req.MemberID, GroupInstanceId: str(req.InstanceID), ProtocolType: req.ProtocolType, ClientId: c.ClientID, ClientHost: clientHost(c)}
 	if req.Version < 1 {
 		preq.RebalanceTimeoutMs = req.SessionTimeoutMillis
 	}
@@ -389,7 +399,7 @@ func handleDescribeGroups(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Re
 		}
 		for _, m := range d.Members {
 			gm := kmsg.NewDescribeGroupsResponseGroupMember()
-			gm.MemberID, gm.InstanceID, gm.ClientID = m.MemberId, nullable(m.GroupInstanceId), m.ClientId
+			gm.MemberID, gm.InstanceID, gm.ClientID, gm.ClientHost = m.MemberId, nullable(m.GroupInstanceId), m.ClientId, m.ClientHost
 			gm.ProtocolMetadata, gm.MemberAssignment = nonNilBytes(m.Metadata), nonNilBytes(m.Assignment)
 			g.Members = append(g.Members, gm)
 		}

@@ -190,6 +190,11 @@ func testConsumerGroup(t *testing.T, memberOpts ...kgo.Opt) {
 	if d.ProtocolType != "consumer" || d.Protocol == "" || len(d.Members) != 2 {
 		t.Fatalf("described group: protocol type %q, protocol %q, %d members; want consumer, a protocol, 2", d.ProtocolType, d.Protocol, len(d.Members))
 	}
+	for _, m := range d.Members {
+		if m.ClientHost != "/127.0.0.1" || m.ClientID == "" {
+			t.Fatalf("member %s described with client host %q, client id %q; want /127.0.0.1 and the client's id", m.MemberID, m.ClientHost, m.ClientID)
+		}
+	}
 
 	got := pollCommit(ctx, t, 10*parts, a, b)
 	if len(got[0]) == 0 || len(got[1]) == 0 {

@@ -33,6 +33,7 @@ type offsetEntry struct {
 // JoinGroup / SyncGroup call waits for the answer (buffered, one answer).
 type member struct {
 	id, instanceID, clientID         string
+	clientHost                       string
 	sessionTimeout, rebalanceTimeout time.Duration
 	protocols                        []*pb.GroupProtocol // preference order
 	assignment                       []byte
@@ -280,7 +281,7 @@ func (g *group) metadataValue(now time.Time) *pb.GroupMetadataValue {
 		CurrentStateTimestampMs: now.UnixMilli()}
 	for _, id := range g.order {
 		m := g.members[id]
-		v.Members = append(v.Members, &pb.GroupMetadataMember{MemberId: m.id, GroupInstanceId: m.instanceID, ClientId: m.clientID,
+		v.Members = append(v.Members, &pb.GroupMetadataMember{MemberId: m.id, GroupInstanceId: m.instanceID, ClientId: m.clientID, ClientHost: m.clientHost,
 			RebalanceTimeoutMs: int32(m.rebalanceTimeout / time.Millisecond), SessionTimeoutMs: int32(m.sessionTimeout / time.Millisecond),
 			Subscription: m.metadataFor(g.protocol), Assignment: m.assignment})
 	}
@@ -296,7 +297,7 @@ func (g *group) restore(v *pb.GroupMetadataValue, now time.Time) {
 	g.protocolType, g.generation, g.protocol, g.leader = v.ProtocolType, v.Generation, v.Protocol, v.Leader
 	g.members, g.order = map[string]*member{}, nil
 	for _, vm := range v.Members {
-		g.addMember(&member{id: vm.MemberId, instanceID: vm.GroupInstanceId, clientID: vm.ClientId,
+		g.addMember(&member{id: vm.MemberId, instanceID: vm.GroupInstanceId, clientID: vm.ClientId, clientHost: vm.ClientHost,
 			sessionTimeout:   time.Duration(vm.SessionTimeoutMs) * time.Millisecond,
 			rebalanceTimeout: time.Duration(vm.RebalanceTimeoutMs) * time.Millisecond,
 			protocols:        []*pb.GroupProtocol{{Name: v.Protocol, Metadata: vm.Subscription}},

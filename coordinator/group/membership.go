@@ -106,11 +106,12 @@ func (c *Coordinator) join(req *pb.JoinGroupRequest) (*pb.JoinGroupResponse, <-c
 			old.answerSync(&pb.SyncGroupResponse{ErrorCode: fenced, ErrorMessage: why})
 			unchanged := sameProtocols(old.protocols, req.Protocols) || sameMetadata(old, req.Protocols, g.protocol)
 			wasLeader := g.leader == old.id
-			prev := staticSnapshot{id: old.id, clientID: old.clientID, protocols: old.protocols, session: old.sessionTimeout, rebalance: old.rebalanceTimeout}
+			prev := staticSnapshot{id: old.id, clientID: old.clientID, clientHost: old.clientHost, protocols: old.protocols, session: old.sessionTimeout, rebalance: old.rebalanceTimeout}
 			leaderBefore := g.leader
 			g.renameMember(old, newMemberID(req.ClientId))
 			m = old
 			m.sessionTimeout, m.rebalanceTimeout, m.clientID, m.protocols, m.lastHeartbeat = session, rebalance, req.ClientId, req.Protocols, now
+			m.clientHost = req.ClientHost
 			var keep bool
 			if planted.On(planted.StaticRejoinRebalances) {
 				keep = unchanged && !wasLeader
@@ -141,7 +142,7 @@ func (c *Coordinator) join(req *pb.JoinGroupRequest) (*pb.JoinGroupResponse, <-c
 			}
 		}
 	}
-	m.clientID, m.sessionTimeout, m.rebalanceTimeout, m.protocols = req.ClientId, session, rebalance, req.Protocols
+	m.clientID, m.clientHost, m.sessionTimeout, m.rebalanceTimeout, m.protocols = req.ClientId, req.ClientHost, session, rebalance, req.Protocols
 	m.lastHeartbeat = now
 	m.answerJoin(&pb.JoinGroupResponse{ErrorCode: pb.ErrorCode_REBALANCE_IN_PROGRESS, ErrorMessage: "a newer JoinGroup of this member replaced this one", MemberId: m.id, GenerationId: -1})
 	m.answerSync(&pb.SyncGroupResponse{ErrorCode: pb.ErrorCode_REBALANCE_IN_PROGRESS, ErrorMessage: "the member rejoined the group"})
@@ -174,6 +175,7 @@ func sameMetadata(m *member, protos []*pb.GroupProtocol, name string) bool {
 // the new member id cannot be stored.
 type staticSnapshot struct {
 	id, clientID       string
+	clientHost         string
 	protocols          []*pb.GroupProtocol
 	session, rebalance time.Duration
 }
@@ -212,7 +214,7 @@ func (c *Coordinator) keepStaticMember(s *shard, g *group, m *member, prev stati
 		m.joined = false
 		if werr != nil {
 			g.renameMember(m, prev.id)
-			m.clientID, m.protocols, m.sessionTimeout, m.rebalanceTimeout = prev.clientID, prev.protocols, prev.session, prev.rebalance
+			m.clientID, m.clientHost, m.protocols, m.sessionTimeout, m.rebalanceTimeout = prev.clientID, prev.clientHost, prev.protocols, prev.session, prev.rebalance
 			code, msg := errs.Split(werr)
 			m.answerJoin(&pb.JoinGroupResponse{ErrorCode: code, ErrorMessage: "storing the static member's new member id failed: " + msg, GenerationId: -1})
 			return
@@ -609,7 +611,7 @@ func (c *Coordinator) DescribeGroups(ctx context.Context, req *pb.DescribeGroups
 			d.State, d.ProtocolType, d.Protocol, d.GenerationId = g.state.String(), g.protocolType, g.protocol, g.generation
 			for _, mid := range g.order {
 				m := g.members[mid]
-				d.Members = append(d.Members, &pb.GroupMember{MemberId: m.id, GroupInstanceId: m.instanceID, ClientId: m.clientID, Metadata: m.metadataFor(g.protocol), Assignment: m.assignment})
+				d.Members = append(d.Members, &pb.GroupMember{MemberId: m.id, GroupInstanceId: m.instanceID, ClientId: m.clientID, ClientHost: m.clientHost, Metadata: m.metadataFor(g.protocol), Assignment: m.assignment})
 			}
 		}
 		s.mu.Unlock()

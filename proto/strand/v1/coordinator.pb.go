@@ -374,6 +374,7 @@ type GroupMetadataMember struct {
 	SessionTimeoutMs   int32                  `protobuf:"varint,5,opt,name=session_timeout_ms,json=sessionTimeoutMs,proto3" json:"session_timeout_ms,omitempty"`
 	Subscription       []byte                 `protobuf:"bytes,6,opt,name=subscription,proto3" json:"subscription,omitempty"`
 	Assignment         []byte                 `protobuf:"bytes,7,opt,name=assignment,proto3" json:"assignment,omitempty"`
+	ClientHost         string                 `protobuf:"bytes,8,opt,name=client_host,json=clientHost,proto3" json:"client_host,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
@@ -457,6 +458,13 @@ func (x *GroupMetadataMember) GetAssignment() []byte {
 	return nil
 }
 
+func (x *GroupMetadataMember) GetClientHost() string {
+	if x != nil {
+		return x.ClientHost
+	}
+	return ""
+}
+
 var File_strand_v1_coordinator_proto protoreflect.FileDescriptor
 
 const file_strand_v1_coordinator_proto_rawDesc = "" +
@@ -493,7 +501,7 @@ const file_strand_v1_coordinator_proto_rawDesc = "" +
 	"\bprotocol\x18\x03 \x01(\tR\bprotocol\x12\x16\n" +
 	"\x06leader\x18\x04 \x01(\tR\x06leader\x12;\n" +
 	"\x1acurrent_state_timestamp_ms\x18\x05 \x01(\x03R\x17currentStateTimestampMs\x128\n" +
-	"\amembers\x18\x06 \x03(\v2\x1e.strand.v1.GroupMetadataMemberR\amembers\"\x9f\x02\n" +
+	"\amembers\x18\x06 \x03(\v2\x1e.strand.v1.GroupMetadataMemberR\amembers\"\xc0\x02\n" +
 	"\x13GroupMetadataMember\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12*\n" +
 	"\x11group_instance_id\x18\x02 \x01(\tR\x0fgroupInstanceId\x12\x1b\n" +
@@ -503,7 +511,9 @@ const file_strand_v1_coordinator_proto_rawDesc = "" +
 	"\fsubscription\x18\x06 \x01(\fR\fsubscription\x12\x1e\n" +
 	"\n" +
 	"assignment\x18\a \x01(\fR\n" +
-	"assignmentB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
+	"assignment\x12\x1f\n" +
+	"\vclient_host\x18\b \x01(\tR\n" +
+	"clientHostB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
 
 var (
 	file_strand_v1_coordinator_proto_rawDescOnce sync.Once

@@ -83,8 +83,11 @@ type JoinGroupRequest struct {
 	ProtocolType       string                 `protobuf:"bytes,6,opt,name=protocol_type,json=protocolType,proto3" json:"protocol_type,omitempty"`
 	Protocols          []*GroupProtocol       `protobuf:"bytes,7,rep,name=protocols,proto3" json:"protocols,omitempty"`
 	ClientId           string                 `protobuf:"bytes,8,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Where the member connects from, as Kafka shows it ("/10.0.0.7"); set
+	// by the front door.
+	ClientHost    string `protobuf:"bytes,9,opt,name=client_host,json=clientHost,proto3" json:"client_host,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JoinGroupRequest) Reset() {
@@ -169,6 +172,13 @@ func (x *JoinGroupRequest) GetProtocols() []*GroupProtocol {
 func (x *JoinGroupRequest) GetClientId() string {
 	if x != nil {
 		return x.ClientId
+	}
+	return ""
+}
+
+func (x *JoinGroupRequest) GetClientHost() string {
+	if x != nil {
+		return x.ClientHost
 	}
 	return ""
 }
@@ -273,6 +283,7 @@ type GroupMember struct {
 	ClientId        string                 `protobuf:"bytes,4,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
 	// The member's assignment of the current generation (DescribeGroups).
 	Assignment    []byte `protobuf:"bytes,5,opt,name=assignment,proto3" json:"assignment,omitempty"`
+	ClientHost    string `protobuf:"bytes,6,opt,name=client_host,json=clientHost,proto3" json:"client_host,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -340,6 +351,13 @@ func (x *GroupMember) GetAssignment() []byte {
 		return x.Assignment
 	}
 	return nil
+}
+
+func (x *GroupMember) GetClientHost() string {
+	if x != nil {
+		return x.ClientHost
+	}
+	return ""
 }
 
 type SyncGroupRequest struct {
@@ -1994,7 +2012,7 @@ const file_strand_v1_groups_proto_rawDesc = "" +
 	"\x16strand/v1/groups.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x1cstrand/v1/transactions.proto\"?\n" +
 	"\rGroupProtocol\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
-	"\bmetadata\x18\x02 \x01(\fR\bmetadata\"\xd0\x02\n" +
+	"\bmetadata\x18\x02 \x01(\fR\bmetadata\"\xf1\x02\n" +
 	"\x10JoinGroupRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12,\n" +
 	"\x12session_timeout_ms\x18\x02 \x01(\x05R\x10sessionTimeoutMs\x120\n" +
@@ -2003,7 +2021,9 @@ const file_strand_v1_groups_proto_rawDesc = "" +
 	"\x11group_instance_id\x18\x05 \x01(\tR\x0fgroupInstanceId\x12#\n" +
 	"\rprotocol_type\x18\x06 \x01(\tR\fprotocolType\x126\n" +
 	"\tprotocols\x18\a \x03(\v2\x18.strand.v1.GroupProtocolR\tprotocols\x12\x1b\n" +
-	"\tclient_id\x18\b \x01(\tR\bclientId\"\x9e\x02\n" +
+	"\tclient_id\x18\b \x01(\tR\bclientId\x12\x1f\n" +
+	"\vclient_host\x18\t \x01(\tR\n" +
+	"clientHost\"\x9e\x02\n" +
 	"\x11JoinGroupResponse\x123\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x14.strand.v1.ErrorCodeR\terrorCode\x12#\n" +
@@ -2012,7 +2032,7 @@ const file_strand_v1_groups_proto_rawDesc = "" +
 	"\rprotocol_name\x18\x04 \x01(\tR\fprotocolName\x12\x16\n" +
 	"\x06leader\x18\x05 \x01(\tR\x06leader\x12\x1b\n" +
 	"\tmember_id\x18\x06 \x01(\tR\bmemberId\x120\n" +
-	"\amembers\x18\a \x03(\v2\x16.strand.v1.GroupMemberR\amembers\"\xaf\x01\n" +
+	"\amembers\x18\a \x03(\v2\x16.strand.v1.GroupMemberR\amembers\"\xd0\x01\n" +
 	"\vGroupMember\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12*\n" +
 	"\x11group_instance_id\x18\x02 \x01(\tR\x0fgroupInstanceId\x12\x1a\n" +
@@ -2020,7 +2040,9 @@ const file_strand_v1_groups_proto_rawDesc = "" +
 	"\tclient_id\x18\x04 \x01(\tR\bclientId\x12\x1e\n" +
 	"\n" +
 	"assignment\x18\x05 \x01(\fR\n" +
-	"assignment\"\xd9\x01\n" +
+	"assignment\x12\x1f\n" +
+	"\vclient_host\x18\x06 \x01(\tR\n" +
+	"clientHost\"\xd9\x01\n" +
 	"\x10SyncGroupRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12#\n" +
 	"\rgeneration_id\x18\x02 \x01(\x05R\fgenerationId\x12\x1b\n" +
