@@ -107,7 +107,11 @@ func (c *Coordinator) deleteGroup(ctx context.Context, id string) error {
 		n, st := len(g.members), g.state
 		s.mu.Unlock()
 		return errs.New(pb.ErrorCode_NON_EMPTY_GROUP, "group %q has %d members (state %s); only a group with none can be deleted", id, n, st)
+	case g.deleting:
+		s.mu.Unlock()
+		return errs.New(pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, "group %q is already being deleted; retry", id)
 	}
+	g.deleting = true
 	parts := make([]tp, 0, len(g.offsets))
 	for p := range g.offsets {
 		parts = append(parts, p)
@@ -120,17 +124,19 @@ func (c *Coordinator) deleteGroup(ctx context.Context, id string) error {
 	}
 	recs = append(recs, record.Record{Key: groupKey(id)})
 	first, err := c.w.write(ctx, s, recs, nil)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g.deleting = false
 	if err != nil {
 		return err
 	}
-	tomb := first + int64(len(parts)) // the group tombstone's offset
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.status != active {
 		return nil // the tombstones are written; whoever loads the partition applies them
 	}
-	for p, e := range g.offsets {
-		if e.logOffset < tomb {
+	// As a reload applies the tombstones: each removes its partition's
+	// offset unless a commit written after it replaced it.
+	for i, p := range parts {
+		if e, ok := g.offsets[p]; ok && e.logOffset < first+int64(i) {
 			delete(g.offsets, p)
 		}
 	}

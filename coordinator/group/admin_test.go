@@ -93,3 +93,36 @@ func TestLeaveByInstanceID(t *testing.T) {
 	}
 	wantCode(t, "the removed member's heartbeat", h.heartbeat("g", j.MemberId, j.GenerationId), pb.ErrorCode_UNKNOWN_MEMBER_ID)
 }
+
+// TestNoJoinWhileDeleting: while a group's tombstones are being written
+// nobody joins it (COORDINATOR_NOT_AVAILABLE, retriable): a membership
+// written before the group's tombstone would vanish on reload.
+func TestNoJoinWhileDeleting(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	wantCode(t, "commit", h.commit("g", "", -1, "orders", 0, 3), pb.ErrorCode_NONE)
+	hold, started := make(chan struct{}), make(chan struct{}, 1)
+	h.w.mu.Lock()
+	h.w.hold, h.w.started = hold, started
+	h.w.mu.Unlock()
+	done := make(chan *pb.DeleteGroupsResponse, 1)
+	go func() {
+		r, _ := h.c.DeleteGroups(ctx, &pb.DeleteGroupsRequest{GroupIds: []string{"g"}})
+		done <- r
+	}()
+	recv(t, started)
+	r, ch := h.join(joinReq("g", ""))
+	if ch != nil {
+		t.Fatal("a join during the delete waits instead of being refused")
+	}
+	wantCode(t, "join during the delete", r.ErrorCode, pb.ErrorCode_COORDINATOR_NOT_AVAILABLE)
+	close(hold)
+	wantCode(t, "delete", recv(t, done).Groups[0].ErrorCode, pb.ErrorCode_NONE)
+	if st := h.state("g"); st != Dead {
+		t.Fatalf("state %v after the delete, want Dead (gone)", st)
+	}
+	h.w.mu.Lock()
+	h.w.hold, h.w.started = nil, nil
+	h.w.mu.Unlock()
+	wantCode(t, "join after the delete", h.joinNow(joinReq("g", "")).ErrorCode, pb.ErrorCode_NONE)
+}

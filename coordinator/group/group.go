@@ -111,6 +111,10 @@ type group struct {
 	initialDelay      bool
 	// syncing: the leader's assignment is being written.
 	syncing bool
+	// deleting: DeleteGroups is writing the group's tombstones; nobody
+	// joins meanwhile (a membership written before the group's tombstone
+	// would be lost on reload while live it stayed).
+	deleting bool
 
 	offsets map[tp]offsetEntry
 	// pending holds transactional offsets per partition and producer id,

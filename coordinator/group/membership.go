@@ -80,6 +80,9 @@ func (c *Coordinator) join(req *pb.JoinGroupRequest) (*pb.JoinGroupResponse, <-c
 	if g == nil {
 		return joinError(errs.New(pb.ErrorCode_UNKNOWN_MEMBER_ID, "group %q has no members on this coordinator, so member %q is unknown; rejoin with an empty member id", req.GroupId, req.MemberId), req.MemberId), nil
 	}
+	if g.deleting {
+		return joinError(errs.New(pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, "group %q is being deleted; retry", req.GroupId), req.MemberId), nil
+	}
 	var m *member
 	if req.MemberId != "" {
 		if m, err = identify(g, req.MemberId, req.GroupInstanceId); err != nil {
