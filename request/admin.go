@@ -108,6 +108,9 @@ func (h *Handler) DeleteTopics(ctx context.Context, req *pb.DeleteTopicsRequest)
 
 // IncrementalAlterConfigs forwards to the active controller.
 func (h *Handler) IncrementalAlterConfigs(ctx context.Context, req *pb.IncrementalAlterConfigsRequest) (*pb.IncrementalAlterConfigsResponse, error) {
+	if req.Replace {
+		req = h.replaceConfigs(req)
+	}
 	if req.ValidateOnly {
 		return h.validateAlterConfigs(req), nil
 	}

@@ -1,6 +1,8 @@
 package request
 
 import (
+	"sort"
+
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/config"
 	pb "github.com/strand-io/strand/proto/strand/v1"
@@ -28,4 +30,25 @@ func (h *Handler) validateAlterConfigs(req *pb.IncrementalAlterConfigsRequest) *
 		}
 	}
 	return &pb.IncrementalAlterConfigsResponse{}
+}
+
+// replaceConfigs turns a whole-config alter (Kafka's AlterConfigs) into
+// an incremental one: the keys set on the topic now and absent from the
+// request are deleted. The topic's current keys are this broker's image's.
+func (h *Handler) replaceConfigs(req *pb.IncrementalAlterConfigsRequest) *pb.IncrementalAlterConfigsRequest {
+	out := &pb.IncrementalAlterConfigsRequest{Resource: req.Resource, Set: req.Set, ValidateOnly: req.ValidateOnly}
+	if h.Repl == nil || req.GetResource().GetType() != "topic" {
+		return out
+	}
+	t := h.Repl.Image().Topic(req.Resource.Name)
+	if t == nil {
+		return out
+	}
+	for k := range t.Configs {
+		if _, keep := req.Set[k]; !keep {
+			out.Delete = append(out.Delete, k)
+		}
+	}
+	sort.Strings(out.Delete)
+	return out
 }

@@ -16,7 +16,8 @@ import (
 //
 // Versions: CreateTopics 0-7, DeleteTopics 0-6 (v6 by name or topic id),
 // CreatePartitions 0-3, DescribeConfigs 0-4, IncrementalAlterConfigs
-// 0-1, DescribeCluster 0-2. DeleteRecords is not served: a partition's
+// 0-1, AlterConfigs 0-2 (the whole config of a topic: what librdkafka
+// before 2.2 and kafka-python send), DescribeCluster 0-2. DeleteRecords is not served: a partition's
 // log start moves only when retention drops whole segments.
 func init() {
 	register(kmsg.CreateTopics, 0, 7, handleCreateTopics)
@@ -24,6 +25,7 @@ func init() {
 	register(kmsg.CreatePartitions, 0, 3, handleCreatePartitions)
 	register(kmsg.DescribeConfigs, 0, 4, handleDescribeConfigs)
 	register(kmsg.IncrementalAlterConfigs, 0, 1, handleIncrementalAlterConfigs)
+	register(kmsg.AlterConfigs, 0, 2, handleAlterConfigs)
 	register(kmsg.DescribeCluster, 0, 2, handleDescribeCluster)
 }
 
@@ -300,6 +302,33 @@ func handleIncrementalAlterConfigs(ctx context.Context, c *Conn, r kmsg.Request)
 			rr.ErrorCode, rr.ErrorMessage = code(pb.ErrorCode_INVALID_CONFIG), errMsg(bad)
 			resp.Resources = append(resp.Resources, rr)
 			continue
+		}
+		presp, err := c.H.IncrementalAlterConfigs(ctx, preq)
+		if err != nil {
+			rr.ErrorCode, rr.ErrorMessage = splitCode(err)
+		} else {
+			rr.ErrorCode, rr.ErrorMessage = code(presp.ErrorCode), errMsg(presp.ErrorMessage)
+		}
+		resp.Resources = append(resp.Resources, rr)
+	}
+	return resp, nil
+}
+
+// handleAlterConfigs replaces each resource's whole config: the keys
+// given are set, every other key set on the topic goes back to its
+// default (a null value is no value: the key is left out).
+func handleAlterConfigs(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response, error) {
+	req := r.(*kmsg.AlterConfigsRequest)
+	resp := kmsg.NewPtrAlterConfigsResponse()
+	for _, res := range req.Resources {
+		rr := kmsg.NewAlterConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
+		preq := &pb.IncrementalAlterConfigsRequest{Resource: &pb.ConfigResource{Type: resourceName(res.ResourceType), Name: res.ResourceName},
+			Set: map[string]string{}, ValidateOnly: req.ValidateOnly, Replace: true}
+		for _, cf := range res.Configs {
+			if cf.Value != nil {
+				preq.Set[cf.Name] = *cf.Value
+			}
 		}
 		presp, err := c.H.IncrementalAlterConfigs(ctx, preq)
 		if err != nil {

@@ -88,7 +88,7 @@ func configValue(ctx context.Context, t *testing.T, adm *kadm.Client, topic, key
 }
 
 // TestKafkaTopicAdmin: kadm creates a topic with a config, describes and
-// alters its configs, adds partitions (records then go to the new ones),
+// alters its configs (incrementally, validate-only, and whole), adds partitions (records then go to the new ones),
 // and deletes it; what does not exist answers
 // UNKNOWN_TOPIC_OR_PARTITION and a second create TOPIC_ALREADY_EXISTS, as
 // Kafka answers them.
@@ -150,6 +150,20 @@ func TestKafkaTopicAdmin(t *testing.T) {
 	configEverywhere(ctx, t, c, cl, "ledger", "segment.ms", "600000")
 	if v, _ := configValue(ctx, t, adm, "ledger", "retention.ms"); v != "7200000" {
 		t.Fatalf("a validate-only alter changed retention.ms to %s", v)
+	}
+
+	// AlterConfigs (not incremental) replaces the topic's whole config:
+	// segment.ms, not given, goes back to its default.
+	ar, err = adm.AlterTopicConfigsState(ctx, []kadm.AlterConfig{{Name: "retention.ms", Value: ptr("1800000")}}, "ledger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := ar.On("ledger", nil); err != nil || r.Err != nil {
+		t.Fatalf("AlterConfigs: %v %v", err, r.Err)
+	}
+	configEverywhere(ctx, t, c, cl, "ledger", "retention.ms", "1800000")
+	if v, src := configValue(ctx, t, adm, "ledger", "segment.ms"); src != kmsg.ConfigSourceDefaultConfig {
+		t.Fatalf("segment.ms = %s (source %v) after an AlterConfigs without it, want the default", v, src)
 	}
 	ar, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: ptr("1")}}, "nosuch")
 	if err != nil {

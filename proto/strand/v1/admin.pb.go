@@ -927,7 +927,10 @@ type IncrementalAlterConfigsRequest struct {
 	Delete []string          `protobuf:"bytes,3,rep,name=delete,proto3" json:"delete,omitempty"`
 	// Check the change (the topic exists, the values are valid) without
 	// making it.
-	ValidateOnly  bool `protobuf:"varint,4,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	ValidateOnly bool `protobuf:"varint,4,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	// The set is the resource's whole config (Kafka's AlterConfigs): every
+	// key set on it and not in set goes back to its default.
+	Replace       bool `protobuf:"varint,5,opt,name=replace,proto3" json:"replace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -986,6 +989,13 @@ func (x *IncrementalAlterConfigsRequest) GetDelete() []string {
 func (x *IncrementalAlterConfigsRequest) GetValidateOnly() bool {
 	if x != nil {
 		return x.ValidateOnly
+	}
+	return false
+}
+
+func (x *IncrementalAlterConfigsRequest) GetReplace() bool {
+	if x != nil {
+		return x.Replace
 	}
 	return false
 }
@@ -1385,12 +1395,13 @@ const file_strand_v1_admin_proto_rawDesc = "" +
 	"\vConfigEntry\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12\x16\n" +
-	"\x06source\x18\x03 \x01(\tR\x06source\"\x92\x02\n" +
+	"\x06source\x18\x03 \x01(\tR\x06source\"\xac\x02\n" +
 	"\x1eIncrementalAlterConfigsRequest\x125\n" +
 	"\bresource\x18\x01 \x01(\v2\x19.strand.v1.ConfigResourceR\bresource\x12D\n" +
 	"\x03set\x18\x02 \x03(\v22.strand.v1.IncrementalAlterConfigsRequest.SetEntryR\x03set\x12\x16\n" +
 	"\x06delete\x18\x03 \x03(\tR\x06delete\x12#\n" +
-	"\rvalidate_only\x18\x04 \x01(\bR\fvalidateOnly\x1a6\n" +
+	"\rvalidate_only\x18\x04 \x01(\bR\fvalidateOnly\x12\x18\n" +
+	"\areplace\x18\x05 \x01(\bR\areplace\x1a6\n" +
 	"\bSetEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"{\n" +
