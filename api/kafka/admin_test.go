@@ -195,6 +195,49 @@ func TestKafkaTopicAdmin(t *testing.T) {
 			return cl.ProduceSync(ctx, &kgo.Record{Topic: "ledger", Partition: p, Value: []byte(fmt.Sprint(p))}).FirstErr()
 		})
 	}
+	// Placement by hand: the replicas named, checked as Kafka checks them.
+	for _, tc := range []struct {
+		assign   [][]int32
+		validate bool
+		want     error
+	}{
+		{[][]int32{{1, 2}}, false, kerr.InvalidReplicaAssignment},               // two replicas, the topic has three
+		{[][]int32{{1, 1, 2}}, false, kerr.InvalidReplicaAssignment},            // a broker twice
+		{[][]int32{{1, 2, 9}}, false, kerr.InvalidReplicaAssignment},            // no broker 9
+		{[][]int32{{1, 2, 3}, {2, 3, 1}}, false, kerr.InvalidReplicaAssignment}, // two lists for one new partition
+		{[][]int32{{3, 1, 2}}, true, nil},                                       // validate only: nothing changes
+		{[][]int32{{3, 1, 2}}, false, nil},
+	} {
+		req := kmsg.NewPtrCreatePartitionsRequest()
+		req.TimeoutMillis, req.ValidateOnly = 10000, tc.validate
+		rt := kmsg.NewCreatePartitionsRequestTopic()
+		rt.Topic, rt.Count = "ledger", 5
+		for _, a := range tc.assign {
+			ra := kmsg.NewCreatePartitionsRequestTopicAssignment()
+			ra.Replicas = a
+			rt.Assignment = append(rt.Assignment, ra)
+		}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := kerr.ErrorForCode(resp.Topics[0].ErrorCode); !errors.Is(got, tc.want) && got != tc.want {
+			t.Fatalf("CreatePartitions to 5 with assignment %v (validate only %v): %v, want %v", tc.assign, tc.validate, got, tc.want)
+		}
+		if tc.validate {
+			partitionsEverywhere(ctx, t, c, cl, "ledger", 4)
+		}
+	}
+	partitionsEverywhere(ctx, t, c, cl, "ledger", 5)
+	md, err := adm.ListTopics(ctx, "ledger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reps := md["ledger"].Partitions[4].Replicas; fmt.Sprint(reps) != "[3 1 2]" {
+		t.Fatalf("partition 4's replicas %v, want [3 1 2] as assigned", reps)
+	}
+
 	pr, err = adm.UpdatePartitions(ctx, 3, "ledger")
 	if err != nil {
 		t.Fatal(err)
