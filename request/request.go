@@ -24,11 +24,14 @@
 //     broker's block (coordinator.ProducerIDManager). AbortTransaction,
 //     DescribeProducers and WriteTxnMarkers: the partitions led here.
 //   - JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
-//     OffsetFetch, TxnOffsetCommit, DescribeGroups (groups.go):
+//     OffsetFetch, TxnOffsetCommit, DescribeGroups (groups.go), ListGroups,
+//     DeleteGroups, OffsetDelete (groups_admin.go):
 //     coordinator/group.Coordinator.
 //   - CreateTopics, DeleteTopics, IncrementalAlterConfigs,
-//     DescribeCluster (admin.go): forwarded to the active controller
-//     (controller/channel.Remote); DescribeConfigs answers from the image.
+//     DescribeCluster (admin.go), CreatePartitions (admin_partitions.go):
+//     forwarded to the active controller (controller/channel.Remote);
+//     DescribeConfigs and a validate-only IncrementalAlterConfigs answer
+//     from the image (admin_validate.go).
 //
 // What a request may carry is checked here, once for every front door
 // (edge.go): strings over Kafka's 32767-byte limit, integers that do not
