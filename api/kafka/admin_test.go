@@ -257,6 +257,31 @@ func TestKafkaTopicAdmin(t *testing.T) {
 		t.Fatalf("delete of a topic that does not exist: %v, want UNKNOWN_TOPIC_OR_PARTITION", r.Err)
 	}
 	partitionsEverywhere(ctx, t, c, cl, "ledger", 0)
+	// DeleteTopics v6 names topics by id too.
+	byID, err := adm.CreateTopic(ctx, 1, 3, nil, "byid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	partitionsEverywhere(ctx, t, c, cl, "byid", 1)
+	dreq := kmsg.NewPtrDeleteTopicsRequest()
+	dreq.TimeoutMillis = 10000
+	for _, id := range [][16]byte{byID.ID, {1, 2, 3}} {
+		dt := kmsg.NewDeleteTopicsRequestTopic()
+		dt.TopicID = id
+		dreq.Topics = append(dreq.Topics, dt)
+	}
+	dresp, err := dreq.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dresp.Topics) != 2 || dresp.Topics[0].ErrorCode != 0 || dresp.Topics[0].Topic == nil || *dresp.Topics[0].Topic != "byid" {
+		t.Fatalf("DeleteTopics by id: %+v, want byid deleted", dresp.Topics)
+	}
+	if err := kerr.ErrorForCode(dresp.Topics[1].ErrorCode); !errors.Is(err, kerr.UnknownTopicID) {
+		t.Fatalf("DeleteTopics of an id no topic has: %v, want UNKNOWN_TOPIC_ID", err)
+	}
+	partitionsEverywhere(ctx, t, c, cl, "byid", 0)
+
 	pr, err = adm.UpdatePartitions(ctx, 5, "ledger")
 	if err != nil {
 		t.Fatal(err)
