@@ -12,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
-	"github.com/strand-io/strand/api/kafka"
 	"github.com/strand-io/strand/testkit/testcluster"
 	"github.com/strand-io/strand/testkit/wait"
 )
@@ -28,10 +27,6 @@ import (
 // input, and read_committed reads every input record transformed exactly
 // once.
 func TestTxnConsumeTransformProduce(t *testing.T) {
-	if !served(kmsg.JoinGroup) || !served(kmsg.OffsetFetch) {
-		// Only until the group APIs (branch h-groups) are merged; remove then.
-		t.Skip("the Kafka listener serves no group APIs yet")
-	}
 	c := testcluster.New(t, testcluster.Options{})
 	for _, tc := range []struct {
 		name string
@@ -149,14 +144,4 @@ func TestTxnConsumeTransformProduce(t *testing.T) {
 			}
 		})
 	}
-}
-
-// served reports whether the Kafka listener serves key.
-func served(key kmsg.Key) bool {
-	for _, k := range kafka.Served() {
-		if k.ApiKey == int16(key) {
-			return true
-		}
-	}
-	return false
 }
