@@ -144,3 +144,19 @@ func (s *groupsService) TxnOffsetCommit(ctx context.Context, req *pb.TxnOffsetCo
 func (s *groupsService) DescribeGroups(ctx context.Context, req *pb.DescribeGroupsRequest) (*pb.DescribeGroupsResponse, error) {
 	return answer(s.h.DescribeGroups(ctx, req))
 }
+
+func (s *groupsService) ListGroups(ctx context.Context, req *pb.ListGroupsRequest) (*pb.ListGroupsResponse, error) {
+	return answer(s.h.ListGroups(ctx, req))
+}
+
+func (s *groupsService) DeleteGroups(ctx context.Context, req *pb.DeleteGroupsRequest) (*pb.DeleteGroupsResponse, error) {
+	return answer(s.h.DeleteGroups(ctx, req))
+}
+
+func (s *groupsService) OffsetDelete(ctx context.Context, req *pb.OffsetDeleteRequest) (*pb.OffsetDeleteResponse, error) {
+	return answer(s.h.OffsetDelete(ctx, req))
+}
+
+func (s *adminService) CreatePartitions(ctx context.Context, req *pb.CreatePartitionsRequest) (*pb.CreatePartitionsResponse, error) {
+	return answer(s.h.CreatePartitions(ctx, req))
+}
