@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -9,12 +10,14 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"reflect"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/request"
 )
 
@@ -222,7 +225,10 @@ func decode(frame []byte) (header, api, kmsg.Request, error) {
 		if h.key == int16(kmsg.ApiVersions) {
 			return h, a, nil, errNewerApiVersions
 		}
-		return h, a, nil, violation("unsupported_version", "%s version %d is not served (versions %d to %d are)", a.name, h.version, a.min, a.max)
+		if resp := unsupportedAnswer(h.key, h.version); resp != nil {
+			return h, a, nil, &unsupported{resp: resp}
+		}
+		return h, a, nil, violation("unsupported_version", "%s version %d is not served (versions %d to %d are), and its answer at that version has no error code to say so", a.name, h.version, a.min, a.max)
 	}
 	req := kmsg.RequestForKey(h.key)
 	req.SetVersion(h.version)
@@ -230,6 +236,38 @@ func decode(frame []byte) (header, api, kmsg.Request, error) {
 		return h, a, nil, violation("malformed", "%s v%d does not decode: %v", a.name, h.version, err)
 	}
 	return h, a, req, nil
+}
+
+// unsupported: a request at a version not served whose answer at that
+// version carries a top-level error code: it is answered
+// UNSUPPORTED_VERSION instead of closing the connection.
+type unsupported struct{ resp kmsg.Response }
+
+func (u *unsupported) Error() string { return "unsupported version" }
+
+// unsupportedAnswer is the answer UNSUPPORTED_VERSION to key at version,
+// or nil when the codec does not know that version or the answer has no
+// top-level error code on the wire at it (Produce, Metadata and Fetch
+// before v7, say: an empty answer would read as success). Whether the
+// field is on the wire at that version is read off the encoding: it
+// changes when the code does.
+func unsupportedAnswer(key, version int16) kmsg.Response {
+	req := kmsg.RequestForKey(key)
+	if req == nil || version < 0 || version > req.MaxVersion() {
+		return nil
+	}
+	resp := req.ResponseKind()
+	resp.SetVersion(version)
+	f := reflect.ValueOf(resp).Elem().FieldByName("ErrorCode")
+	if !f.IsValid() || f.Kind() != reflect.Int16 {
+		return nil
+	}
+	without := resp.AppendTo(nil)
+	f.SetInt(int64(pb.ErrorCode_UNSUPPORTED_VERSION))
+	if bytes.Equal(without, resp.AppendTo(nil)) {
+		return nil
+	}
+	return resp
 }
 
 // handle decodes one frame and answers it (nil: no answer).
@@ -241,6 +279,11 @@ func (c *Conn) handle(ctx context.Context, frame []byte) (*pending, error) {
 		// KIP-511: a newer ApiVersions is answered at version 0 with the
 		// versions served, so the client can pick one.
 		return &pending{key: h.key, corr: h.corr, resp: apiVersionsUnsupported(), start: start}, nil
+	}
+	var us *unsupported
+	if errors.As(err, &us) {
+		c.Log.Debug("answered UNSUPPORTED_VERSION", "api", a.name, "version", h.version, "clientId", h.clientID)
+		return &pending{key: h.key, version: h.version, corr: h.corr, flexible: us.resp.IsFlexible(), resp: us.resp, start: start}, nil
 	}
 	if err != nil {
 		return nil, err

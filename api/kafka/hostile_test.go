@@ -135,6 +135,22 @@ func TestHostileFrames(t *testing.T) {
 		t.Fatalf("ApiVersions v99 answered error %d with %d APIs, want UNSUPPORTED_VERSION (35) and the list", av.ErrorCode, len(av.ApiKeys))
 	}
 
+	// A version outside the range whose answer has a top-level error code
+	// at that version is answered UNSUPPORTED_VERSION (Fetch 13 names
+	// topics by id, which this listener does not serve).
+	corr, body, err = roundTrip(t, dial(), frame(int16(kmsg.Fetch), 13, 6, nil, true))
+	if err != nil || corr != 6 {
+		t.Fatalf("Fetch v13: corr %d, %v", corr, err)
+	}
+	fr := kmsg.NewPtrFetchResponse()
+	fr.SetVersion(13)
+	if err := fr.ReadFrom(body[1:]); err != nil { // body[0]: the flexible header's empty tags
+		t.Fatal(err)
+	}
+	if fr.ErrorCode != 35 {
+		t.Fatalf("Fetch v13 answered error %d, want UNSUPPORTED_VERSION (35)", fr.ErrorCode)
+	}
+
 	// The bystander connection and a real client are unaffected.
 	if corr, _, err := roundTrip(t, bystander, encode(apiv, 8)); err != nil || corr != 8 {
 		t.Fatalf("the bystander's ApiVersions after the hostile frames: corr %d, %v", corr, err)
