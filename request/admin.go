@@ -26,18 +26,12 @@ func (h *Handler) CreateTopics(ctx context.Context, req *pb.CreateTopicsRequest)
 			return out, nil
 		}
 	}
-	var resp *pb.CreateTopicsResponse
-	err := h.Remote.Call(ctx, func(ctx context.Context, c pb.ControllerClient) error {
-		var err error
-		resp, err = c.CreateTopics(ctx, req)
-		return err
+	resp, err := toController(ctx, h, func(ctx context.Context, c pb.ControllerClient) (*pb.CreateTopicsResponse, error) {
+		return c.CreateTopics(ctx, req)
 	})
 	if err != nil {
 		out := &pb.CreateTopicsResponse{}
-		code, msg := errs.Split(err)
-		if code == pb.ErrorCode_UNKNOWN_SERVER_ERROR {
-			code = pb.ErrorCode_REQUEST_TIMED_OUT
-		}
+		code, msg := timedOutIfUnknown(errs.Split(err))
 		for _, t := range req.Topics {
 			out.Topics = append(out.Topics, &pb.CreatableTopicResult{Name: t.Name, ErrorCode: code, ErrorMessage: msg})
 		}
@@ -73,13 +67,31 @@ func (h *Handler) waitForTopics(ctx context.Context, timeoutMs int32, resp *pb.C
 	}
 }
 
-// DeleteTopics forwards to the active controller.
-func (h *Handler) DeleteTopics(ctx context.Context, req *pb.DeleteTopicsRequest) (*pb.DeleteTopicsResponse, error) {
-	var resp *pb.DeleteTopicsResponse
+// toController sends a request to the active controller (through
+// channel.Remote, which follows NOT_CONTROLLER) and returns its answer.
+func toController[R any](ctx context.Context, h *Handler, call func(context.Context, pb.ControllerClient) (R, error)) (R, error) {
+	var resp R
 	err := h.Remote.Call(ctx, func(ctx context.Context, c pb.ControllerClient) error {
 		var err error
-		resp, err = c.DeleteTopics(ctx, req)
+		resp, err = call(ctx, c)
 		return err
+	})
+	return resp, err
+}
+
+// timedOutIfUnknown: a controller that could not be reached or answered
+// with no code is REQUEST_TIMED_OUT, which clients retry.
+func timedOutIfUnknown(code pb.ErrorCode, msg string) (pb.ErrorCode, string) {
+	if code == pb.ErrorCode_UNKNOWN_SERVER_ERROR {
+		code = pb.ErrorCode_REQUEST_TIMED_OUT
+	}
+	return code, msg
+}
+
+// DeleteTopics forwards to the active controller.
+func (h *Handler) DeleteTopics(ctx context.Context, req *pb.DeleteTopicsRequest) (*pb.DeleteTopicsResponse, error) {
+	resp, err := toController(ctx, h, func(ctx context.Context, c pb.ControllerClient) (*pb.DeleteTopicsResponse, error) {
+		return c.DeleteTopics(ctx, req)
 	})
 	if err != nil {
 		out := &pb.DeleteTopicsResponse{}
@@ -114,11 +126,8 @@ func (h *Handler) IncrementalAlterConfigs(ctx context.Context, req *pb.Increment
 	if req.ValidateOnly {
 		return h.validateAlterConfigs(req), nil
 	}
-	var resp *pb.IncrementalAlterConfigsResponse
-	err := h.Remote.Call(ctx, func(ctx context.Context, c pb.ControllerClient) error {
-		var err error
-		resp, err = c.IncrementalAlterConfigs(ctx, req)
-		return err
+	resp, err := toController(ctx, h, func(ctx context.Context, c pb.ControllerClient) (*pb.IncrementalAlterConfigsResponse, error) {
+		return c.IncrementalAlterConfigs(ctx, req)
 	})
 	if err != nil {
 		code, msg := errs.Split(err)

@@ -22,18 +22,12 @@ func (h *Handler) CreatePartitions(ctx context.Context, req *pb.CreatePartitions
 			return out, nil
 		}
 	}
-	var resp *pb.CreatePartitionsResponse
-	err := h.Remote.Call(ctx, func(ctx context.Context, c pb.ControllerClient) error {
-		var err error
-		resp, err = c.CreatePartitions(ctx, req)
-		return err
+	resp, err := toController(ctx, h, func(ctx context.Context, c pb.ControllerClient) (*pb.CreatePartitionsResponse, error) {
+		return c.CreatePartitions(ctx, req)
 	})
 	if err != nil {
 		out := &pb.CreatePartitionsResponse{}
-		code, msg := errs.Split(err)
-		if code == pb.ErrorCode_UNKNOWN_SERVER_ERROR {
-			code = pb.ErrorCode_REQUEST_TIMED_OUT
-		}
+		code, msg := timedOutIfUnknown(errs.Split(err))
 		for _, t := range req.Topics {
 			out.Topics = append(out.Topics, &pb.CreatePartitionsResult{Name: t.Name, ErrorCode: code, ErrorMessage: msg})
 		}

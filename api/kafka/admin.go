@@ -303,15 +303,19 @@ func handleIncrementalAlterConfigs(ctx context.Context, c *Conn, r kmsg.Request)
 			resp.Resources = append(resp.Resources, rr)
 			continue
 		}
-		presp, err := c.H.IncrementalAlterConfigs(ctx, preq)
-		if err != nil {
-			rr.ErrorCode, rr.ErrorMessage = splitCode(err)
-		} else {
-			rr.ErrorCode, rr.ErrorMessage = code(presp.ErrorCode), errMsg(presp.ErrorMessage)
-		}
+		rr.ErrorCode, rr.ErrorMessage = alterConfigs(ctx, c, preq)
 		resp.Resources = append(resp.Resources, rr)
 	}
 	return resp, nil
+}
+
+// alterConfigs alters one resource's configs: the answer's code and message.
+func alterConfigs(ctx context.Context, c *Conn, preq *pb.IncrementalAlterConfigsRequest) (int16, *string) {
+	presp, err := c.H.IncrementalAlterConfigs(ctx, preq)
+	if err != nil {
+		return splitCode(err)
+	}
+	return code(presp.ErrorCode), errMsg(presp.ErrorMessage)
 }
 
 // handleAlterConfigs replaces each resource's whole config: the keys
@@ -330,12 +334,7 @@ func handleAlterConfigs(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Resp
 				preq.Set[cf.Name] = *cf.Value
 			}
 		}
-		presp, err := c.H.IncrementalAlterConfigs(ctx, preq)
-		if err != nil {
-			rr.ErrorCode, rr.ErrorMessage = splitCode(err)
-		} else {
-			rr.ErrorCode, rr.ErrorMessage = code(presp.ErrorCode), errMsg(presp.ErrorMessage)
-		}
+		rr.ErrorCode, rr.ErrorMessage = alterConfigs(ctx, c, preq)
 		resp.Resources = append(resp.Resources, rr)
 	}
 	return resp, nil

@@ -41,43 +41,78 @@ func producerOpts(props []string, acks string) ([]client.Opt, error) {
 	default:
 		return nil, fmt.Errorf("--acks: all, -1, 1 or 0, not %q", acks)
 	}
+	p, err := parseProducerProps(props)
+	if err != nil {
+		return nil, err
+	}
+	if p.linger >= 0 {
+		opts = append(opts, client.Linger(p.linger))
+	}
+	if p.batch > 0 {
+		opts = append(opts, client.BatchSize(p.batch))
+	}
+	if p.batchMax > 0 {
+		opts = append(opts, client.BatchMaxSize(p.batchMax))
+	}
+	if p.inflight > 0 {
+		opts = append(opts, client.MaxInFlight(p.inflight))
+	}
+	if p.buffer > 0 {
+		opts = append(opts, client.BufferMemory(p.buffer))
+	}
+	if !p.idempotent {
+		opts = append(opts, client.EnableIdempotence(client.IdempotenceOff))
+	}
+	if p.compression != "" {
+		c, err := client.ParseCompression(p.compression)
+		if err != nil {
+			return nil, fmt.Errorf("compression.type: %w", err)
+		}
+		opts = append(opts, client.Compression(c))
+	}
+	return opts, nil
+}
+
+// producerProps are the producer properties perf produce takes
+// (--producer-props), parsed once for either front door's producer.
+type producerProps struct {
+	linger                            time.Duration // -1: not given
+	batch, batchMax, inflight, buffer int           // 0: not given
+	idempotent                        bool
+	compression                       string
+}
+
+func parseProducerProps(props []string) (producerProps, error) {
+	p := producerProps{linger: -1, idempotent: true}
 	for _, kv := range props {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
-			return nil, fmt.Errorf("--producer-props %q: want key=value", kv)
+			return p, fmt.Errorf("--producer-props %q: want key=value", kv)
 		}
 		n, nerr := strconv.Atoi(v)
 		switch k {
 		case "linger.ms":
-			opts = append(opts, client.Linger(time.Duration(n)*time.Millisecond))
+			p.linger = time.Duration(n) * time.Millisecond
 		case "batch.size":
-			opts = append(opts, client.BatchSize(n))
+			p.batch = n
 		case "batch.max.size":
-			opts = append(opts, client.BatchMaxSize(n))
+			p.batchMax = n
 		case "max.in.flight.requests.per.connection":
-			opts = append(opts, client.MaxInFlight(n))
+			p.inflight = n
 		case "buffer.memory":
-			opts = append(opts, client.BufferMemory(n))
+			p.buffer = n
 		case "enable.idempotence":
-			if v == "false" {
-				opts = append(opts, client.EnableIdempotence(client.IdempotenceOff))
-			}
-			nerr = nil
+			p.idempotent, nerr = v != "false", nil
 		case "compression.type":
-			c, err := client.ParseCompression(v)
-			if err != nil {
-				return nil, fmt.Errorf("compression.type: %w", err)
-			}
-			opts = append(opts, client.Compression(c))
-			nerr = nil
+			p.compression, nerr = v, nil
 		default:
-			return nil, fmt.Errorf("--producer-props: unknown property %q", k)
+			return p, fmt.Errorf("--producer-props: unknown property %q", k)
 		}
 		if nerr != nil {
-			return nil, fmt.Errorf("--producer-props %s: %v", k, nerr)
+			return p, fmt.Errorf("--producer-props %s: %v", k, nerr)
 		}
 	}
-	return opts, nil
+	return p, nil
 }
 
 func perfProduceCmd() *cobra.Command {

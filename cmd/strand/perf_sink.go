@@ -3,9 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -72,39 +69,25 @@ func kafkaProducerOpts(bootstrap []string, props []string, acks, txnID string) (
 	default:
 		return nil, fmt.Errorf("--acks: all, -1, 1 or 0, not %q", acks)
 	}
-	batch, batchMax, inflight := 0, 0, 0
-	for _, kv := range props {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			return nil, fmt.Errorf("--producer-props %q: want key=value", kv)
-		}
-		n, nerr := strconv.Atoi(v)
-		switch k {
-		case "linger.ms":
-			opts = append(opts, kgo.ProducerLinger(time.Duration(n)*time.Millisecond))
-		case "batch.size":
-			batch = n
-		case "batch.max.size":
-			batchMax = n
-		case "max.in.flight.requests.per.connection":
-			inflight = n
-		case "buffer.memory":
-			opts = append(opts, kgo.MaxBufferedBytes(n))
-		case "enable.idempotence":
-			idempotent, nerr = v != "false", nil
-		case "compression.type":
-			codec, err := kafkaCodec(v)
-			if err != nil {
-				return nil, err
-			}
-			opts, nerr = append(opts, kgo.ProducerBatchCompression(codec)), nil
-		default:
-			return nil, fmt.Errorf("--producer-props: unknown property %q", k)
-		}
-		if nerr != nil {
-			return nil, fmt.Errorf("--producer-props %s: %v", k, nerr)
-		}
+	p, err := parseProducerProps(props)
+	if err != nil {
+		return nil, err
 	}
+	idempotent = idempotent && p.idempotent
+	if p.linger >= 0 {
+		opts = append(opts, kgo.ProducerLinger(p.linger))
+	}
+	if p.buffer > 0 {
+		opts = append(opts, kgo.MaxBufferedBytes(p.buffer))
+	}
+	if p.compression != "" {
+		codec, err := kafkaCodec(p.compression)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.ProducerBatchCompression(codec))
+	}
+	batch, batchMax, inflight := p.batch, p.batchMax, p.inflight
 	if batchMax == 0 {
 		batchMax = max(batch, sdkBatchMaxSize)
 	}
