@@ -101,9 +101,14 @@ func TestKcat(t *testing.T) {
 		for i := range n {
 			fmt.Fprintf(&in, "key-%02d:value %02d\n", i, i)
 		}
-		judges.Run(t, runTimeout, in.String(), kcat, "-P", "-b", bootstrap, "-t", topic, "-K:",
-			"-H", "trace=abc-1", "-H", "n=2",
-			"-X", "enable.idempotence=true", "-X", "acks=all")
+		// kcat exits 0 even when librdkafka gives up (a fatal error, a
+		// record not delivered): its stderr tells.
+		args := []string{"-P", "-b", bootstrap, "-t", topic, "-K:", "-H", "trace=abc-1", "-H", "n=2",
+			"-X", "enable.idempotence=true", "-X", "acks=all"}
+		_, stderr, err := judges.RunErr(runTimeout, in.String(), kcat, args...)
+		if err != nil || strings.Contains(stderr, "FATAL") || strings.Contains(stderr, "ERROR") || strings.Contains(stderr, "failed") {
+			t.Fatalf("kcat %s: %v\nstderr:\n%s", strings.Join(args, " "), err, stderr)
+		}
 
 		out := judges.Run(t, runTimeout, "", kcat, "-C", "-b", bootstrap, "-t", topic,
 			"-X", "isolation.level=read_committed", "-o", "beginning", "-e", "-q",
