@@ -73,7 +73,9 @@ func Run(t testing.TB, timeout time.Duration, stdin string, name string, args ..
 	if err != nil {
 		t.Fatalf("%s %s: %v\nstdout:\n%s\nstderr:\n%s", name, strings.Join(args, " "), err, out, errOut)
 	}
-	t.Logf("%s %s: stderr:\n%s", name, strings.Join(args, " "), errOut)
+	if errOut != "" {
+		t.Logf("%s %s: stderr:\n%s", name, strings.Join(args, " "), errOut)
+	}
 	return out
 }
 
