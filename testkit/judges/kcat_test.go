@@ -59,8 +59,8 @@ func TestKcat(t *testing.T) {
 			brokers[b.ID] = b.Name
 		}
 		want := map[int32]string{}
-		for i, a := range c.KafkaAddrs() {
-			want[c.Members()[i].ID] = a
+		for _, m := range c.Members() {
+			want[m.ID] = m.Cfg.KafkaListen
 		}
 		if fmt.Sprint(brokers) != fmt.Sprint(want) {
 			t.Fatalf("brokers = %v, want each node's Kafka listener %v\n%s", brokers, want, out)
