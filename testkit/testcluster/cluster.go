@@ -327,7 +327,10 @@ func (c *Cluster) Log(id int32, topic string, p int32) *storage.Log {
 	return part.Log
 }
 
-// CreateTopic creates a topic through the SDK and waits for leaders.
+// CreateTopic creates a topic through the SDK and waits until every
+// running broker's metadata has it with its leaders and full ISRs (a
+// Kafka client may ask any broker, and one that has not caught up answers
+// UNKNOWN_TOPIC_OR_PARTITION).
 func (c *Cluster) CreateTopic(name string, partitions, rf int32, configs map[string]string) {
 	c.T.Helper()
 	adm, err := client.NewAdmin(c.ClientOpts()...)
@@ -340,14 +343,19 @@ func (c *Cluster) CreateTopic(name string, partitions, rf int32, configs map[str
 	if err := adm.CreateTopic(ctx, client.TopicSpec{Name: name, Partitions: partitions, ReplicationFactor: rf, Configs: configs}); err != nil {
 		c.T.Fatal(err)
 	}
-	c.Eventually(20*time.Second, "leaders of "+name, func() bool {
-		t := c.image().Topic(name)
-		if t == nil || len(t.Partitions) != int(partitions) {
-			return false
-		}
-		for _, p := range t.Partitions {
-			if p.Leader < 0 || len(p.ISR) != int(rf) {
+	c.Eventually(20*time.Second, "leaders of "+name+" on every broker", func() bool {
+		for _, m := range c.Running() {
+			if m.Node.Repl == nil {
+				continue
+			}
+			t := m.Node.Repl.Image().Topic(name)
+			if t == nil || len(t.Partitions) != int(partitions) {
 				return false
+			}
+			for _, p := range t.Partitions {
+				if p.Leader < 0 || len(p.ISR) != int(rf) {
+					return false
+				}
 			}
 		}
 		return true
