@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/strand-io/strand/app/workload"
 	"github.com/strand-io/strand/client"
 )
 
@@ -57,6 +58,10 @@ partitions).`,
 			if err != nil {
 				return err
 			}
+			proto, kafkaAddrs, err := protocolOf(cmd)
+			if err != nil {
+				return err
+			}
 			ctx, stop := signalContext()
 			defer stop()
 			topic := args[0]
@@ -69,6 +74,9 @@ partitions).`,
 				opts = append(opts, client.Isolation(iso))
 			default:
 				return fmt.Errorf("--isolation-level: want read_uncommitted or read_committed, got %q", isolation)
+			}
+			if proto == workload.ProtocolKafka {
+				return consumeKafka(ctx, cmd, kafkaAddrs, topic, group, start, iso, fromBeginning, maxRecords, timeout, format)
 			}
 			var c *client.Consumer
 			// In a group the idle timer starts when the group has assigned
@@ -185,6 +193,7 @@ partitions).`,
 	f.BoolVar(&printPartition, "print-partition", false, "print each record's partition first")
 	f.StringVar(&group, "group", "", "consume as a member of this consumer group")
 	f.StringArrayVar(&props, "property", nil, "formatter property key=value (repeatable): print.timestamp, print.key, print.offset, print.partition, print.headers, print.value, key.separator, line.separator, headers.separator, null.literal")
+	addProtocolFlags(cmd)
 	return cmd
 }
 

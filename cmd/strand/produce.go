@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/strand-io/strand/app/workload"
 	"github.com/strand-io/strand/client"
 )
 
@@ -53,6 +54,10 @@ transaction, committed at the end of input, or aborted with --abort.`,
 			if err != nil {
 				return fmt.Errorf("--compression-codec: %w", err)
 			}
+			proto, kafkaAddrs, err := protocolOf(cmd)
+			if err != nil {
+				return err
+			}
 			opts = append(opts, client.Compression(c))
 			ctx, stop := signalContext()
 			defer stop()
@@ -63,12 +68,19 @@ transaction, committed at the end of input, or aborted with --abort.`,
 			if txnID != "" {
 				opts = append(opts, client.TransactionalID(txnID))
 			}
-			p, err := client.NewProducer(opts...)
+			var p lineProducer
+			if proto == workload.ProtocolKafka {
+				p, err = newKafkaLineProducer(kafkaAddrs, acks, codec, partition, txnID)
+			} else {
+				var sp *client.Producer
+				sp, err = client.NewProducer(opts...)
+				p = strandLineProducer{sp}
+			}
 			if err != nil {
 				return err
 			}
 			if txnID != "" {
-				if err := beginTxn(ctx, p); err != nil {
+				if err := p.Begin(ctx); err != nil {
 					return err
 				}
 			}
@@ -82,7 +94,7 @@ transaction, committed at the end of input, or aborted with --abort.`,
 				key, value, err := split.split(sc.Text(), n+1)
 				if err != nil {
 					if txnID != "" {
-						_ = endTxn(ctx, p, false)
+						_ = p.End(ctx, false)
 					}
 					p.Close(ctx)
 					return err
@@ -105,7 +117,7 @@ transaction, committed at the end of input, or aborted with --abort.`,
 				return err
 			}
 			if txnID != "" {
-				if err := endTxn(fctx, p, !abort && failed.Load() == 0); err != nil {
+				if err := p.End(fctx, !abort && failed.Load() == 0); err != nil {
 					return err
 				}
 			}
@@ -124,6 +136,7 @@ transaction, committed at the end of input, or aborted with --abort.`,
 	cmd.Flags().StringArrayVar(&headerArgs, "header", nil, "a header key=value for every record (repeatable)")
 	cmd.Flags().StringVar(&acks, "acks", "all", "all (-1), 1 or 0; 1 and 0 turn idempotence off")
 	cmd.Flags().StringVar(&codec, "compression-codec", "none", "none, gzip, snappy, lz4 or zstd")
+	addProtocolFlags(cmd)
 	return cmd
 }
 

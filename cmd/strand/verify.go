@@ -78,6 +78,14 @@ are skipped); their --hold must stay below the brokers' replica.lag.time.max.ms.
 				}
 			}
 			cfg.Bootstrap = bootstrap(cmd)
+			proto, kafkaAddrs, err := protocolOf(cmd)
+			if err != nil {
+				return err
+			}
+			cfg.Protocol, cfg.KafkaBootstrap = proto, kafkaAddrs
+			if proto == workload.ProtocolKafka {
+				fmt.Printf("data path: Kafka listeners %s (franz-go)\n", strings.Join(kafkaAddrs, ","))
+			}
 			cfg.Out = os.Stdout
 			res, err := workload.Run(ctx, cfg)
 			if err != nil {
@@ -149,6 +157,7 @@ are skipped); their --hold must stay below the brokers' replica.lag.time.max.ms.
 	f.StringVar(&jsonPath, "json", "", "write the result (report, drills) as JSON to this file (- for stdout)")
 	f.IntVar(&minTxns, "min-committed", 0, "fail unless at least this many transactions committed (CI uses 1000)")
 	f.StringVar(&historyOut, "history", "", "write the full history (every write and read) as JSON to this file")
+	addProtocolFlags(cmd)
 	return cmd
 }
 
