@@ -10,13 +10,13 @@ import (
 
 // The workload's data path (the transactional producers, the stage, the
 // live and final readers) goes through one of two front doors: Strand's
-// own gRPC API through the SDK (ProtocolStrand), or Kafka's wire protocol
+// gRPC API through the SDK (ProtocolGRPC), or Kafka's wire protocol
 // through franz-go (ProtocolKafka, kafka.go). The administration, the
 // drills and the protocol-level reader use the SDK either way: they ask
 // the cluster about itself, which is not what is being judged.
 const (
-	ProtocolStrand = "strand"
-	ProtocolKafka  = "kafka"
+	ProtocolGRPC  = "grpc"
+	ProtocolKafka = "kafka"
 )
 
 // txnProducer is one incarnation of a transactional id, initialized

@@ -60,7 +60,7 @@ type Config struct {
 	ProgressEvery time.Duration
 	// ClientOpts are added to every client (for tests: a dialer, a logger).
 	ClientOpts []client.Opt
-	// Protocol is the front door of the data path: ProtocolStrand (the
+	// Protocol is the front door of the data path: ProtocolGRPC (the
 	// default: the SDK over gRPC) or ProtocolKafka (franz-go through the
 	// Kafka listeners at KafkaBootstrap, dialled with KafkaDial when set).
 	// The administration and the drills use the SDK either way.
@@ -99,7 +99,7 @@ func (c *Config) defaults() {
 		c.StageWorkers = 0
 	}
 	if c.Protocol == "" {
-		c.Protocol = ProtocolStrand
+		c.Protocol = ProtocolGRPC
 	}
 	if c.Partitions <= 0 {
 		c.Partitions = 6
@@ -272,8 +272,8 @@ func (r *run) busiest() string {
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cfg.defaults()
 	switch {
-	case cfg.Protocol != ProtocolStrand && cfg.Protocol != ProtocolKafka:
-		return nil, fmt.Errorf("workload: protocol %q is neither %q nor %q", cfg.Protocol, ProtocolStrand, ProtocolKafka)
+	case cfg.Protocol != ProtocolGRPC && cfg.Protocol != ProtocolKafka:
+		return nil, fmt.Errorf("workload: protocol %q is neither %q nor %q", cfg.Protocol, ProtocolGRPC, ProtocolKafka)
 	case cfg.Protocol == ProtocolKafka && len(cfg.KafkaBootstrap) == 0:
 		return nil, errors.New("workload: the kafka protocol needs the Kafka listeners' addresses")
 	}

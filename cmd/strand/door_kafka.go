@@ -25,7 +25,7 @@ import (
 
 // addProtocolFlags adds --protocol and --kafka-bootstrap to cmd.
 func addProtocolFlags(cmd *cobra.Command) {
-	cmd.Flags().String("protocol", "", "front door of the records: strand (gRPC, the SDK) or kafka (the Kafka listeners, with franz-go) (default: $STRAND_PROTOCOL, else strand)")
+	cmd.Flags().String("protocol", "", "front door of the records: grpc (Strand's SDK) or kafka (franz-go on the Kafka listeners of --kafka-bootstrap) (default: $STRAND_PROTOCOL, else grpc)")
 	cmd.Flags().String("kafka-bootstrap", "", "Kafka listeners, host:port[,host:port…], for --protocol kafka (default: $STRAND_KAFKA_BOOTSTRAP)")
 }
 
@@ -37,11 +37,11 @@ func protocolOf(cmd *cobra.Command) (proto string, kafkaAddrs []string, err erro
 		proto = os.Getenv("STRAND_PROTOCOL")
 	}
 	switch proto {
-	case "", workload.ProtocolStrand:
-		return workload.ProtocolStrand, nil, nil
+	case "", workload.ProtocolGRPC, "strand":
+		return workload.ProtocolGRPC, nil, nil
 	case workload.ProtocolKafka:
 	default:
-		return "", nil, fmt.Errorf("--protocol %q: want strand or kafka", proto)
+		return "", nil, fmt.Errorf("--protocol %q: want grpc or kafka", proto)
 	}
 	v, _ := cmd.Flags().GetString("kafka-bootstrap")
 	if v == "" {
@@ -93,20 +93,11 @@ func newKafkaLineProducer(addrs []string, acks, codec string, partition int32, t
 	default:
 		return nil, fmt.Errorf("--acks: all, -1, 1 or 0, not %q", acks)
 	}
-	switch codec {
-	case "none", "":
-		opts = append(opts, kgo.ProducerBatchCompression(kgo.NoCompression()))
-	case "gzip":
-		opts = append(opts, kgo.ProducerBatchCompression(kgo.GzipCompression()))
-	case "snappy":
-		opts = append(opts, kgo.ProducerBatchCompression(kgo.SnappyCompression()))
-	case "lz4":
-		opts = append(opts, kgo.ProducerBatchCompression(kgo.Lz4Compression()))
-	case "zstd":
-		opts = append(opts, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
-	default:
-		return nil, fmt.Errorf("--compression-codec: want none, gzip, snappy, lz4 or zstd, not %q", codec)
+	c, err := kafkaCodec(codec)
+	if err != nil {
+		return nil, fmt.Errorf("--compression-codec: %w", err)
 	}
+	opts = append(opts, kgo.ProducerBatchCompression(c))
 	if partition >= 0 {
 		opts = append(opts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	}
