@@ -67,7 +67,10 @@ func fromKgo(rec *kgo.Record) *client.Record {
 }
 
 // kafkaProducer is a franz-go transactional producer as a txnProducer.
-type kafkaProducer struct{ cl *kgo.Client }
+type kafkaProducer struct {
+	cl  *kgo.Client
+	pid pidCache
+}
 
 func (r *run) newKafkaProducer(ctx context.Context, id string) (*kafkaProducer, error) {
 	cl, err := kgo.NewClient(r.kafkaOpts(kgo.TransactionalID(id), kgo.TransactionTimeout(r.cfg.TransactionTimeout),
@@ -87,7 +90,9 @@ func (r *run) newKafkaProducer(ctx context.Context, id string) (*kafkaProducer, 
 		cl.Close()
 		return nil, kafkaErr(err)
 	}
-	return &kafkaProducer{cl: cl}, nil
+	k := &kafkaProducer{cl: cl}
+	k.pid.load(cl)
+	return k, nil
 }
 
 func (p *kafkaProducer) BeginTransaction() error { return kafkaErr(p.cl.BeginTransaction()) }
@@ -138,18 +143,35 @@ func (p *kafkaProducer) AbortTransaction(ctx context.Context) error {
 	return kafkaErr(p.cl.EndTransaction(ctx, kgo.TryAbort))
 }
 
-func (p *kafkaProducer) ProducerID() (int64, int16) { return kafkaProducerID(p.cl) }
+func (p *kafkaProducer) ProducerID() (int64, int16) { return p.pid.load(p.cl) }
 
-// kafkaProducerID is the client's current producer id and epoch (-1, -1
-// when it has none).
-func kafkaProducerID(cl *kgo.Client) (int64, int16) {
+// pidCache keeps the last producer id and epoch a franz-go client had.
+// franz-go answers ProducerID with an error, not the id, while its
+// producer id is in a failed state (after an error that the transaction
+// must abort on): the records of that transaction were written under the
+// last id it had, which is what the workload records.
+type pidCache struct {
+	mu    sync.Mutex
+	id    int64
+	epoch int16
+	known bool
+}
+
+// load is the client's current producer id and epoch, else the last
+// known (-1, -1 when none was ever known).
+func (c *pidCache) load(cl *kgo.Client) (int64, int16) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	id, epoch, err := cl.ProducerID(ctx)
-	if err != nil {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err == nil && id >= 0 {
+		c.id, c.epoch, c.known = id, epoch, true
+	}
+	if !c.known {
 		return -1, -1
 	}
-	return id, epoch
+	return c.id, c.epoch
 }
 
 func (p *kafkaProducer) Close(context.Context) error {
@@ -158,7 +180,10 @@ func (p *kafkaProducer) Close(context.Context) error {
 }
 
 // kafkaSession is a franz-go GroupTransactSession as a stageSession.
-type kafkaSession struct{ s *kgo.GroupTransactSession }
+type kafkaSession struct {
+	s   *kgo.GroupTransactSession
+	pid pidCache
+}
 
 func (r *run) newKafkaSession(_ context.Context, name string) (*kafkaSession, error) {
 	s, err := kgo.NewGroupTransactSession(r.kafkaOpts(kgo.TransactionalID(name), kgo.TransactionTimeout(r.cfg.TransactionTimeout),
@@ -205,7 +230,7 @@ func (k *kafkaSession) End(ctx context.Context, action client.EndAction) (bool, 
 	return committed, kafkaErr(err)
 }
 
-func (k *kafkaSession) ProducerID() (int64, int16) { return kafkaProducerID(k.s.Client()) }
+func (k *kafkaSession) ProducerID() (int64, int16) { return k.pid.load(k.s.Client()) }
 
 func (k *kafkaSession) Positions() map[client.TopicPartition]int64 {
 	out := map[client.TopicPartition]int64{}
