@@ -46,10 +46,12 @@ type chainStage struct {
 	c       *testcluster.Cluster
 	name    string
 	in, out string
-	// crashAt, when positive, makes the stage's first client die once the
-	// stage has committed that many records: in the next transaction,
-	// after its records are written and before it ends.
-	crashAt int64
+	// crashAfter, when positive, makes the stage's first client die once
+	// the stage has committed that many transactions: in the next one,
+	// after its records are written and before it ends. A transaction
+	// holds at most chainTxnRecords records, so a stage runs at least
+	// total/chainTxnRecords of them.
+	crashAfter int64
 
 	committed   atomic.Int64 // records in committed transactions
 	txns        atomic.Int64 // committed transactions
@@ -103,6 +105,8 @@ func (s *chainStage) incarnation(ctx, stop context.Context, gen int) {
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.RequireStableFetchOffsets(),
 		kgo.SessionTimeout(6*time.Second),
+		// Bounds how long a rebalance waits for the dead member.
+		kgo.RebalanceTimeout(10*time.Second),
 		kgo.HeartbeatInterval(500*time.Millisecond),
 		kgo.FetchMaxWait(200*time.Millisecond),
 		kgo.DefaultProduceTopic(s.out),
@@ -136,7 +140,7 @@ func (s *chainStage) incarnation(ctx, stop context.Context, gen int) {
 				}
 			})
 		}
-		if s.crashAt > 0 && !s.crashed.Load() && s.committed.Load() >= s.crashAt {
+		if s.crashAfter > 0 && !s.crashed.Load() && s.txns.Load() >= s.crashAfter {
 			// Die mid-transaction: the records are on the brokers, the
 			// transaction and the group offsets are not committed. The
 			// client is cut off first, so neither an EndTxn nor a
@@ -213,7 +217,7 @@ func TestFranzExactlyOnceChain(t *testing.T) {
 
 	stages := []*chainStage{
 		{c: c, name: "s1", in: "chain-in", out: "chain-s1"},
-		{c: c, name: "s2", in: "chain-s1", out: "chain-s2", crashAt: int64(total / 3)},
+		{c: c, name: "s2", in: "chain-s1", out: "chain-s2", crashAfter: int64(max(1, total/chainTxnRecords/3))},
 		{c: c, name: "s3", in: "chain-s2", out: "chain-out"},
 	}
 	stop, stopStages := context.WithCancel(ctx)
