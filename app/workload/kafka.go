@@ -256,9 +256,10 @@ type kafkaReader struct {
 	iso     kgo.IsolationLevel
 	maxWait time.Duration
 
-	cl  *kgo.Client
-	pos map[client.TopicPartition]int64
-	err error // from Assign, returned by Poll
+	cl      *kgo.Client
+	want    map[client.TopicPartition]int64 // the assignment, until started
+	started bool
+	pos     map[client.TopicPartition]int64
 }
 
 func (r *run) newKafkaReader(iso client.IsolationLevel, maxWait time.Duration) (*kafkaReader, error) {
@@ -269,49 +270,62 @@ func (r *run) newKafkaReader(iso client.IsolationLevel, maxWait time.Duration) (
 	return k, nil
 }
 
-// Assign starts consuming parts; an OffsetEarliest start is resolved to
-// the partition's log start offset first, so the position is known before
-// anything is read.
+// Assign sets the partitions to read and where to start; the first Poll
+// starts reading them (an OffsetEarliest start is resolved to the log
+// start offset first, so the position is known before anything is read).
 func (k *kafkaReader) Assign(parts map[client.TopicPartition]int64) {
 	if k.cl != nil {
 		k.cl.Close()
 		k.cl = nil
 	}
-	k.pos, k.err = map[client.TopicPartition]int64{}, nil
-	var earliest []client.TopicPartition
+	k.started, k.want, k.pos = false, map[client.TopicPartition]int64{}, map[client.TopicPartition]int64{}
 	for tp, off := range parts {
-		if off < 0 {
-			earliest = append(earliest, tp)
-		} else {
+		k.want[tp] = off
+		if off >= 0 {
 			k.pos[tp] = off
 		}
 	}
-	cl, err := kgo.NewClient(k.r.kafkaOpts(kgo.FetchIsolationLevel(k.iso), kgo.KeepControlRecords(), kgo.FetchMaxWait(k.maxWait))...)
-	if err != nil {
-		k.err = err
-		return
+}
+
+// start resolves the earliest starts and begins consuming. A failure
+// (a leader being elected) is returned after a pause, so a caller that
+// polls again at once does not spin.
+func (k *kafkaReader) start(ctx context.Context) error {
+	if k.cl == nil {
+		cl, err := kgo.NewClient(k.r.kafkaOpts(kgo.FetchIsolationLevel(k.iso), kgo.KeepControlRecords(), kgo.FetchMaxWait(k.maxWait))...)
+		if err != nil {
+			return err
+		}
+		k.cl = cl
 	}
-	k.cl = cl
+	var earliest []client.TopicPartition
+	for tp, off := range k.want {
+		if off < 0 {
+			earliest = append(earliest, tp)
+		}
+	}
 	if len(earliest) > 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		starts, err := listStarts(ctx, cl, earliest)
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		starts, err := listStarts(lctx, k.cl, earliest)
 		cancel()
 		if err != nil {
-			k.err = err
-			return
+			sleep(ctx, 200*time.Millisecond)
+			return err
 		}
 		for tp, off := range starts {
 			k.pos[tp] = off
 		}
 	}
 	consume := map[string]map[int32]kgo.Offset{}
-	for tp, off := range k.pos {
+	for tp := range k.want {
 		if consume[tp.Topic] == nil {
 			consume[tp.Topic] = map[int32]kgo.Offset{}
 		}
-		consume[tp.Topic][tp.Partition] = kgo.NewOffset().At(off)
+		consume[tp.Topic][tp.Partition] = kgo.NewOffset().At(k.pos[tp])
 	}
-	cl.AddConsumePartitions(consume)
+	k.cl.AddConsumePartitions(consume)
+	k.started = true
+	return nil
 }
 
 // listStarts asks the leaders for the log start offset of tps.
@@ -352,11 +366,10 @@ func listStarts(ctx context.Context, cl *kgo.Client, tps []client.TopicPartition
 }
 
 func (k *kafkaReader) Poll(ctx context.Context) ([]*client.Record, error) {
-	if k.err != nil {
-		return nil, k.err
-	}
-	if k.cl == nil {
-		return nil, errors.New("workload: kafka reader polled before Assign")
+	if !k.started {
+		if err := k.start(ctx); err != nil {
+			return nil, err
+		}
 	}
 	fctx, cancel := context.WithTimeout(ctx, k.maxWait+time.Second)
 	defer cancel()
@@ -381,6 +394,9 @@ func (k *kafkaReader) Poll(ctx context.Context) ([]*client.Record, error) {
 			firstErr = kafkaErr(err)
 		}
 	})
+	if firstErr != nil {
+		sleep(ctx, 100*time.Millisecond) // a caller that polls again at once does not spin
+	}
 	return nil, firstErr
 }
 
