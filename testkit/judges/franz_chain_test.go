@@ -245,9 +245,23 @@ func TestFranzExactlyOnceChain(t *testing.T) {
 		}
 		return b.String()
 	}
+	// Done when the last stage has committed every record; given up when
+	// no stage committed anything for a minute (a crash and restart cost
+	// a session timeout and a rebalance, seconds).
+	var lastSum int64
+	lastMove := time.Now()
+	stalled := false
 	if err := wait.Until(3*time.Minute, "the last stage to commit every record", func() bool {
-		return stages[2].committed.Load() >= int64(total) || ctx.Err() != nil
-	}); err != nil || ctx.Err() != nil {
+		sum := stages[0].committed.Load() + stages[1].committed.Load() + stages[2].committed.Load()
+		if sum != lastSum {
+			lastSum, lastMove = sum, time.Now()
+		}
+		stalled = time.Since(lastMove) > time.Minute
+		return stages[2].committed.Load() >= int64(total) || ctx.Err() != nil || stalled
+	}); err != nil || ctx.Err() != nil || stalled {
+		if stalled {
+			err = errors.Join(err, errors.New("no stage committed anything for a minute"))
+		}
 		t.Fatalf("%v%s", errors.Join(err, ctx.Err()), report())
 	}
 	t.Logf("chain done in %v%s", time.Since(start).Round(time.Millisecond), report())
