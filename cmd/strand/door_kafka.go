@@ -26,7 +26,7 @@ import (
 // addProtocolFlags adds --protocol and --kafka-bootstrap to cmd.
 func addProtocolFlags(cmd *cobra.Command) {
 	cmd.Flags().String("protocol", "", "front door of the records: grpc (Strand's SDK) or kafka (franz-go on the Kafka listeners of --kafka-bootstrap) (default: $STRAND_PROTOCOL, else grpc)")
-	cmd.Flags().String("kafka-bootstrap", "", "Kafka listeners, host:port[,host:port…], for --protocol kafka (default: $STRAND_KAFKA_BOOTSTRAP)")
+	cmd.Flags().String("kafka-bootstrap", "", "Kafka listeners, host:port[,host:port…], for --protocol kafka (default: $STRAND_KAFKA_BOOTSTRAP, else make run's three nodes "+defaultKafkaBootstrap+")")
 }
 
 // protocolOf reads --protocol (or $STRAND_PROTOCOL) and, for kafka, the
@@ -47,6 +47,9 @@ func protocolOf(cmd *cobra.Command) (proto string, kafkaAddrs []string, err erro
 	if v == "" {
 		v = os.Getenv("STRAND_KAFKA_BOOTSTRAP")
 	}
+	if strings.TrimSpace(v) == "" {
+		v = defaultKafkaBootstrap
+	}
 	for _, a := range strings.Split(v, ",") {
 		if a = strings.TrimSpace(a); a != "" {
 			kafkaAddrs = append(kafkaAddrs, a)
@@ -57,6 +60,10 @@ func protocolOf(cmd *cobra.Command) (proto string, kafkaAddrs []string, err erro
 	}
 	return proto, kafkaAddrs, nil
 }
+
+// defaultKafkaBootstrap is the Kafka listeners of the cluster
+// scripts/run.sh (make run) starts.
+const defaultKafkaBootstrap = "127.0.0.1:9092,127.0.0.1:9102,127.0.0.1:9112"
 
 // lineProducer is what produce writes through: the SDK's producer or
 // franz-go's.
