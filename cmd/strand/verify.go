@@ -44,6 +44,10 @@ records handed to read_committed before their marker was replicated, producer ep
 anomalies and failed aborts. Exit status: 0 when every count is zero and every drill
 succeeded, 1 otherwise, 2 when the run could not be completed.
 
+With --protocol kafka the producers, the stage and both readers move their records
+through the Kafka listeners (--kafka-bootstrap) with franz-go; the drills, the
+administration and the protocol-level reader still use the gRPC bootstrap.
+
 Drills: ` + strings.Join(drill.Names, ", ") + `
 (all of them: all), and ` + strings.Join(drill.Optional, ", ") + ` (only when named).
 Targets: the docker compose cluster of deploy/docker-compose.yml (containers
