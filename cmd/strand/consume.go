@@ -46,7 +46,11 @@ when it exits.
 
 It exits after --max-records records, or when no record arrived for
 --timeout (with --group: counted from the moment the group assigned it
-partitions).`,
+partitions).
+
+With --protocol kafka the records come through the Kafka listeners
+(--kafka-bootstrap) with franz-go; a group member then commits the
+positions of the partitions it has read from, as franz-go tracks them.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f := cmd.Flags()

@@ -32,7 +32,9 @@ line without it is all value). kafka-console-producer's --property
 parse.key=true splits at key.separator (a tab by default) and refuses a
 line without it (unless ignore.error=true). Every --header key=value is
 added to each record. With --transactional-id, all of the input is one
-transaction, committed at the end of input, or aborted with --abort.`,
+transaction, committed at the end of input, or aborted with --abort.
+With --protocol kafka the records go through the Kafka listeners
+(--kafka-bootstrap) with franz-go instead of the SDK.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			split, err := newLineSplitter(props, keySep)
