@@ -156,7 +156,20 @@ func (s *chainStage) incarnation(ctx, stop context.Context, gen int) {
 			s.crashed.Store(true)
 			s.c.Net.Isolate(endpoint)
 			die()
-			sess.Close()
+			closed := make(chan struct{})
+			go func() { defer close(closed); sess.Close() }()
+			if err := wait.Until(30*time.Second, "the dead client's Close", func() bool {
+				select {
+				case <-closed:
+					return true
+				default:
+					return false
+				}
+			}); err != nil {
+				// franz-go's Close hangs: the goroutine is left behind, and
+				// the stage goes on with its next incarnation.
+				s.note("%s: %v", endpoint, err)
+			}
 			return
 		}
 		commit := kgo.TryCommit
