@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -25,11 +26,20 @@ import (
 
 // kafkaOpts are every franz-go client's options.
 func (r *run) kafkaOpts(extra ...kgo.Opt) []kgo.Opt {
-	o := []kgo.Opt{kgo.SeedBrokers(r.cfg.KafkaBootstrap...), kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond })}
+	// Requests are retried until franz-go's retry timeout (30 s for most),
+	// not a count: with the default 20 tries a coordinator's restart
+	// outlasted an AbortTransaction ("unable to dial ... connection
+	// refused", which the checker counts as a failed abort).
+	o := []kgo.Opt{kgo.SeedBrokers(r.cfg.KafkaBootstrap...), kgo.RetryBackoffFn(kafkaBackoff), kgo.RequestRetries(math.MaxInt32)}
 	if r.cfg.KafkaDial != nil {
 		o = append(o, kgo.Dialer(r.cfg.KafkaDial))
 	}
 	return append(o, extra...)
+}
+
+// kafkaBackoff waits 50 ms before the first retry, doubling up to 1 s.
+func kafkaBackoff(tries int) time.Duration {
+	return min(50*time.Millisecond<<min(max(tries-1, 0), 5), time.Second)
 }
 
 // kafkaErr maps a franz-go error to the SDK's error of the same Kafka
