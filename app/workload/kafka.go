@@ -80,6 +80,8 @@ func fromKgo(rec *kgo.Record) *client.Record {
 type kafkaProducer struct {
 	cl  *kgo.Client
 	pid pidCache
+	// unconfirmed: a commit got no answer (see CommitTransaction).
+	unconfirmed bool
 }
 
 func (r *run) newKafkaProducer(ctx context.Context, id string) (*kafkaProducer, error) {
@@ -139,18 +141,49 @@ func produceSync(ctx context.Context, produce func(context.Context, *client.Reco
 	return out
 }
 
+// CommitTransaction commits. An EndTxn that got no answer (a network
+// error, not a Kafka error code) leaves the outcome unknown, and franz-go
+// cannot send the commit again: the producer answers
+// client.ErrCommitOutcomeUnknown from then on, and the workload records
+// the transaction Unknown and replaces the producer.
 func (p *kafkaProducer) CommitTransaction(ctx context.Context) error {
+	if p.unconfirmed {
+		return fmt.Errorf("%w (franz-go cannot send a commit whose outcome is unconfirmed again)", client.ErrCommitOutcomeUnknown)
+	}
 	if err := p.cl.Flush(ctx); err != nil {
 		return err
 	}
-	return kafkaErr(p.cl.EndTransaction(ctx, kgo.TryCommit))
+	err := p.cl.EndTransaction(ctx, kgo.TryCommit)
+	if err != nil && !isKafkaCode(err) && ctx.Err() == nil {
+		p.unconfirmed = true
+		return fmt.Errorf("%w (franz-go: %w)", client.ErrCommitOutcomeUnknown, err)
+	}
+	return kafkaErr(err)
 }
 
+// AbortTransaction aborts. An EndTxn that got no answer (the coordinator
+// restarting) is sent again until ctx ends: franz-go then aborts by
+// reinitializing the producer id, which fences the transaction; a
+// coordinator that is away for a few seconds must not make an abort fail.
 func (p *kafkaProducer) AbortTransaction(ctx context.Context) error {
 	if err := p.cl.AbortBufferedRecords(ctx); err != nil {
 		return err
 	}
-	return kafkaErr(p.cl.EndTransaction(ctx, kgo.TryAbort))
+	for tries := 1; ; tries++ {
+		err := p.cl.EndTransaction(ctx, kgo.TryAbort)
+		if err == nil || isKafkaCode(err) || ctx.Err() != nil {
+			return kafkaErr(err)
+		}
+		if sleep(ctx, kafkaBackoff(tries)) != nil {
+			return kafkaErr(err)
+		}
+	}
+}
+
+// isKafkaCode reports whether err carries a Kafka error code (an answer).
+func isKafkaCode(err error) bool {
+	var ke *kerr.Error
+	return errors.As(err, &ke)
 }
 
 func (p *kafkaProducer) ProducerID() (int64, int16) { return p.pid.load(p.cl) }
