@@ -20,7 +20,7 @@ FUZZ_TARGETS  := ./record:FuzzDecode ./record:FuzzValidateBatch \
 	./broker/storage:FuzzEpochCheckpoint ./broker/storage:FuzzTxnIndex ./api:FuzzRequests \
 	./api/kafka:FuzzDecode
 
-.PHONY: all build test test-short fuzz lint proto run demo stop clean image drill drill-ci soak bench-compare readme-check
+.PHONY: all build test test-short fuzz lint proto run demo stop clean image drill drill-ci drill-kafka soak bench-compare readme-check
 
 all: build
 
@@ -90,6 +90,10 @@ drill:
 ## drill-ci: the short drill CI runs (about three minutes, every drill once)
 drill-ci:
 	DURATION=$${DURATION:-100s} PRODUCERS=5 MIN_COMMITTED=1000 DRILLS=$${DRILLS:-all} ./scripts/drill.sh
+
+## drill-kafka: drill-ci with the workload's records through the Kafka listeners (franz-go)
+drill-kafka:
+	PROTOCOL=kafka DURATION=$${DURATION:-100s} PRODUCERS=5 MIN_COMMITTED=$${MIN_COMMITTED:-500} DRILLS=$${DRILLS:-all} ./scripts/drill.sh
 
 ## soak: the drills in a loop for 30 minutes (DURATION=… to change)
 soak:

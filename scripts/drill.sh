@@ -7,6 +7,8 @@
 #
 #   scripts/drill.sh                      # DURATION=2m, every drill once
 #   DURATION=30m REPEAT=1 scripts/drill.sh   # the soak: drills in a loop
+#   PROTOCOL=kafka scripts/drill.sh       # the workload's records go through the
+#                                         # Kafka listeners (franz-go), not gRPC
 #   PLANTED_BUGS=marker-retry-unreplicated scripts/drill.sh
 #                                         # rehearse the checker: the nodes run
 #                                         # with that fixed bug put back
@@ -25,6 +27,7 @@ DURATION=${DURATION:-2m}
 DRILLS=${DRILLS:-all}
 TARGET=${TARGET:-auto}
 OUT=${OUT:-data/drill}
+PROTOCOL=${PROTOCOL:-grpc}
 EXTRA=(--min-committed "${MIN_COMMITTED:-0}" --producers "${PRODUCERS:-3}")
 [[ -n ${REPEAT:-} ]] && EXTRA+=(--repeat)
 export PLANTED_BUGS=${PLANTED_BUGS:-}
@@ -45,9 +48,10 @@ if [[ $TARGET == auto ]]; then
 fi
 
 make -s build
+# verify GRPC_BOOTSTRAP KAFKA_BOOTSTRAP [more flags]
 verify() {
-  bin/strand verify --bootstrap "$1" --duration "$DURATION" --drill "$DRILLS" --target "$TARGET" \
-    --json "$OUT/result.json" "${EXTRA[@]}" "${@:2}"
+  bin/strand verify --bootstrap "$1" --protocol "$PROTOCOL" --kafka-bootstrap "$2" --duration "$DURATION" --drill "$DRILLS" \
+    --target "$TARGET" --json "$OUT/result.json" "${EXTRA[@]}" "${@:3}"
 }
 
 case $TARGET in
@@ -62,8 +66,9 @@ compose)
   compose "${F[@]}" up -d
   BOOT=127.0.0.1:${STRAND_NODE1_PORT:-19097},127.0.0.1:${STRAND_NODE2_PORT:-29097},127.0.0.1:${STRAND_NODE3_PORT:-39097}   # the gRPC listeners
   for a in ${BOOT//,/ }; do bin/strand health --addr "$a" --wait 120s >/dev/null; done
-  log "three nodes healthy; running strand verify for $DURATION with drills: $DRILLS"
-  verify "$BOOT"
+  KBOOT=127.0.0.1:${STRAND_NODE1_KAFKA_PORT:-19092},127.0.0.1:${STRAND_NODE2_KAFKA_PORT:-29092},127.0.0.1:${STRAND_NODE3_KAFKA_PORT:-39092}
+  log "three nodes healthy; running strand verify ($PROTOCOL) for $DURATION with drills: $DRILLS"
+  verify "$BOOT" "$KBOOT"
   ;;
 process)
   export DATA=$OUT/cluster PORT_BASE=${PORT_BASE:-9600}
@@ -75,8 +80,9 @@ process)
   log "starting a process cluster under $DATA (ports from $PORT_BASE)"
   scripts/run.sh start >/dev/null
   BOOT=127.0.0.1:$((PORT_BASE + 5)),127.0.0.1:$((PORT_BASE + 15)),127.0.0.1:$((PORT_BASE + 25))   # run.sh's gRPC listeners
-  log "three nodes healthy; running strand verify for $DURATION with drills: $DRILLS"
-  verify "$BOOT" --data-dir "$DATA"
+  KBOOT=127.0.0.1:$PORT_BASE,127.0.0.1:$((PORT_BASE + 10)),127.0.0.1:$((PORT_BASE + 20))            # run.sh's Kafka listeners
+  log "three nodes healthy; running strand verify ($PROTOCOL) for $DURATION with drills: $DRILLS"
+  verify "$BOOT" "$KBOOT" --data-dir "$DATA"
   ;;
 *)
   echo "TARGET must be auto, compose or process" >&2

@@ -70,7 +70,7 @@ func (r *run) onlyMarkersFrom(ctx context.Context, tp client.TopicPartition, fro
 	if from < 0 {
 		from = 0
 	}
-	c, err := client.NewConsumer(r.opts(client.Isolation(client.ReadCommitted), client.FetchMaxWait(100*time.Millisecond))...)
+	c, err := r.newReader(client.ReadCommitted, 100*time.Millisecond)
 	if err != nil {
 		return false
 	}
@@ -173,7 +173,7 @@ func (r *run) readAll(ctx context.Context, tps []client.TopicPartition, iso clie
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.NewConsumer(r.opts(client.Isolation(iso), client.FetchMaxWait(100*time.Millisecond))...)
+	c, err := r.newReader(iso, 100*time.Millisecond)
 	if err != nil {
 		return nil, err
 	}
@@ -216,7 +216,7 @@ func (r *run) readAll(ctx context.Context, tps []client.TopicPartition, iso clie
 // liveReader follows every partition with read_committed while the
 // workload runs; it checks that nothing is visible before its commit.
 func (r *run) liveReader(ctx context.Context, stop <-chan struct{}) {
-	var c *client.Consumer
+	var c recordReader
 	positions := map[client.TopicPartition]int64{}
 	var tps []client.TopicPartition
 	for _, t := range r.topics() {
@@ -240,7 +240,7 @@ func (r *run) liveReader(ctx context.Context, stop <-chan struct{}) {
 		}
 		if c == nil {
 			var err error
-			c, err = client.NewConsumer(r.opts(client.Isolation(client.ReadCommitted), client.FetchMaxWait(200*time.Millisecond))...)
+			c, err = r.newReader(client.ReadCommitted, 200*time.Millisecond)
 			if err != nil {
 				sleep(ctx, time.Second)
 				continue

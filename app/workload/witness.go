@@ -17,7 +17,7 @@ import (
 // own, recorded in the history like the producers' transactions.
 type witnessTxn struct {
 	r    *run
-	p    *client.Producer
+	p    txnProducer
 	name string
 	t    verify.Txn
 }

@@ -34,7 +34,7 @@ const commitRetries = 10
 func (r *run) producer(ctx context.Context, i int) {
 	name := fmt.Sprintf("verify-%s-p%d", r.cfg.RunID, i)
 	rng := r.rng(1, i)
-	var p *client.Producer
+	var p txnProducer
 	defer func() {
 		if p != nil {
 			p.Close(context.WithoutCancel(ctx))
@@ -141,16 +141,11 @@ func (r *run) producer(ctx context.Context, i int) {
 // newTxnProducer starts an incarnation of transactional id id and records
 // it; fence and fenced say it was started to fence the incarnation that
 // held fenced.
-func (r *run) newTxnProducer(ctx context.Context, id, fence string, fenced *verify.PID) (*client.Producer, error) {
-	p, err := client.NewProducer(r.opts(client.TransactionalID(id), client.TransactionTimeout(r.cfg.TransactionTimeout),
-		client.WithPartitioner(client.ManualPartitioner{}), client.Linger(2*time.Millisecond), client.DeliveryTimeout(opTimeout))...)
-	if err != nil {
-		return nil, err
-	}
+func (r *run) newTxnProducer(ctx context.Context, id, fence string, fenced *verify.PID) (txnProducer, error) {
 	ictx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	if err := p.InitTransactions(ictx); err != nil {
-		p.Close(context.WithoutCancel(ctx))
+	p, err := r.newProducer(ictx, id)
+	if err != nil {
 		return nil, err
 	}
 	pid, epoch := p.ProducerID()
@@ -165,7 +160,7 @@ func (r *run) newTxnProducer(ctx context.Context, id, fence string, fenced *veri
 // Committed, which the checker reports. It returns the new incarnation,
 // or false when it could not be started (then nothing is known to be
 // fenced and t is left open).
-func (r *run) fence(ctx context.Context, p *client.Producer, t *verify.Txn, name, kind string) (*client.Producer, bool) {
+func (r *run) fence(ctx context.Context, p txnProducer, t *verify.Txn, name, kind string) (txnProducer, bool) {
 	next, err := r.newTxnProducer(ctx, name, kind, t.PID)
 	if err != nil {
 		r.logf("%s: fence (%s) at epoch %d: new incarnation: %v (committing instead)", name, kind, t.PID.Epoch, err)
@@ -189,7 +184,7 @@ func (r *run) fence(ctx context.Context, p *client.Producer, t *verify.Txn, name
 // sent with client.ErrAborted: such writes are Unsent. When nothing was
 // sent, the abort reaches the coordinator with no partition in the
 // transaction, which it must accept like any other.
-func (r *run) earlyAbort(ctx context.Context, p *client.Producer, t *verify.Txn, recs []*client.Record, wait time.Duration) bool {
+func (r *run) earlyAbort(ctx context.Context, p txnProducer, t *verify.Txn, recs []*client.Record, wait time.Duration) bool {
 	t.EarlyAbort = true
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -229,7 +224,7 @@ func (r *run) earlyAbort(ctx context.Context, p *client.Producer, t *verify.Txn,
 // incarnation fences this one, or on its timeout). An abort that fails
 // other than by fencing is recorded in t.AbortErr (an anomaly: an abort
 // must always be possible).
-func (r *run) abort(ctx context.Context, p *client.Producer, t *verify.Txn) (verify.Outcome, bool) {
+func (r *run) abort(ctx context.Context, p txnProducer, t *verify.Txn) (verify.Outcome, bool) {
 	if t.PID == nil {
 		pid, epoch := p.ProducerID()
 		t.PID = &verify.PID{ID: pid, Epoch: epoch}
@@ -260,7 +255,7 @@ func (r *run) abortFailed(ctx context.Context, t *verify.Txn, err error) {
 // failed is Aborted only if the abort that follows succeeds (the
 // coordinator then says the transaction did not commit); otherwise the
 // outcome is Unknown and the producer is replaced.
-func (r *run) commit(ctx context.Context, p *client.Producer, t *verify.Txn) (verify.Outcome, bool) {
+func (r *run) commit(ctx context.Context, p txnProducer, t *verify.Txn) (verify.Outcome, bool) {
 	name := t.Producer
 	var err error
 	for attempt := 0; attempt < commitRetries; attempt++ {
@@ -295,7 +290,7 @@ func (r *run) commit(ctx context.Context, p *client.Producer, t *verify.Txn) (ve
 // output.
 func (r *run) stageWorker(ctx context.Context, i int, stop <-chan struct{}) {
 	name := fmt.Sprintf("verify-%s-s%d", r.cfg.RunID, i)
-	var s *client.TransactSession
+	var s stageSession
 	defer func() {
 		if s != nil {
 			s.Close(context.WithoutCancel(ctx))
@@ -313,11 +308,7 @@ func (r *run) stageWorker(ctx context.Context, i int, stop <-chan struct{}) {
 		if s == nil {
 			ictx, cancel := context.WithTimeout(ctx, opTimeout)
 			var err error
-			s, err = client.NewTransactSession(ictx, r.opts(client.GroupID(r.group), client.Topics(r.src), client.TransactionalID(name),
-				client.TransactionTimeout(r.cfg.TransactionTimeout), client.AutoOffsetReset(client.ResetEarliest),
-				client.SessionTimeout(10*time.Second), client.HeartbeatInterval(500*time.Millisecond),
-				client.FetchMaxWait(200*time.Millisecond), client.MaxPollRecords(64), client.DeliveryTimeout(opTimeout),
-				client.WithPartitioner(client.ManualPartitioner{}), client.Linger(2*time.Millisecond))...)
+			s, err = r.newStageSession(ictx, name)
 			cancel()
 			if err != nil {
 				r.logf("%s: start: %v (retrying)", name, err)
@@ -365,15 +356,14 @@ func (r *run) stageWorker(ctx context.Context, i int, stop <-chan struct{}) {
 				}
 			})
 		}
-		if pid, epoch := s.Producer().ProducerID(); pid >= 0 {
+		if pid, epoch := s.ProducerID(); pid >= 0 {
 			t.PID = &verify.PID{ID: pid, Epoch: epoch}
 		}
 		// The offsets End will send: the position of every assigned
 		// partition (End reads the same positions; nothing polls between).
-		for _, tp := range s.Consumer().Assignment() {
-			if pos := s.Consumer().Position(tp); pos >= 0 {
-				t.Offsets = append(t.Offsets, verify.TPOffset{TP: verify.TP{Topic: tp.Topic, Partition: tp.Partition}, Offset: pos})
-			}
+		pos := s.Positions()
+		for _, tp := range sortedTPs(pos) {
+			t.Offsets = append(t.Offsets, verify.TPOffset{TP: verify.TP{Topic: tp.Topic, Partition: tp.Partition}, Offset: pos[tp]})
 		}
 		t.CommitRequested = time.Now()
 		committed, err := s.End(octx, client.TryCommit)

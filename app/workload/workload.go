@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,6 +60,13 @@ type Config struct {
 	ProgressEvery time.Duration
 	// ClientOpts are added to every client (for tests: a dialer, a logger).
 	ClientOpts []client.Opt
+	// Protocol is the front door of the data path: ProtocolGRPC (the
+	// default: the SDK over gRPC) or ProtocolKafka (franz-go through the
+	// Kafka listeners at KafkaBootstrap, dialled with KafkaDial when set).
+	// The administration and the drills use the SDK either way.
+	Protocol       string
+	KafkaBootstrap []string
+	KafkaDial      func(ctx context.Context, network, host string) (net.Conn, error)
 	// TransactionTimeout of the workload's producers (default 15 s), so a
 	// transaction a dead client left open is aborted soon.
 	TransactionTimeout time.Duration
@@ -89,6 +97,9 @@ func (c *Config) defaults() {
 	}
 	if c.NoStage {
 		c.StageWorkers = 0
+	}
+	if c.Protocol == "" {
+		c.Protocol = ProtocolGRPC
 	}
 	if c.Partitions <= 0 {
 		c.Partitions = 6
@@ -260,6 +271,12 @@ func (r *run) busiest() string {
 // Result's Report, not errors.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cfg.defaults()
+	switch {
+	case cfg.Protocol != ProtocolGRPC && cfg.Protocol != ProtocolKafka:
+		return nil, fmt.Errorf("workload: protocol %q is neither %q nor %q", cfg.Protocol, ProtocolGRPC, ProtocolKafka)
+	case cfg.Protocol == ProtocolKafka && len(cfg.KafkaBootstrap) == 0:
+		return nil, errors.New("workload: the kafka protocol needs the Kafka listeners' addresses")
+	}
 	r := &run{cfg: cfg, start: time.Now(), stopTx: make(chan struct{}), timeUp: make(chan struct{}), perTxnID: map[string]int{},
 		avoid: -1, txnParts: make([]uint64, cfg.Producers),
 		src: "verify-" + cfg.RunID + "-src", dst: "verify-" + cfg.RunID + "-dst", group: "verify-" + cfg.RunID + "-stage",

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/strand-io/strand/app/workload"
 	"github.com/strand-io/strand/client"
 )
 
@@ -45,7 +46,11 @@ when it exits.
 
 It exits after --max-records records, or when no record arrived for
 --timeout (with --group: counted from the moment the group assigned it
-partitions).`,
+partitions).
+
+With --protocol kafka the records come through the Kafka listeners
+(--kafka-bootstrap) with franz-go; a group member then commits the
+positions of the partitions it has read from, as franz-go tracks them.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f := cmd.Flags()
@@ -54,6 +59,10 @@ partitions).`,
 				return err
 			}
 			format, err := newRecordFormat(props, printPartition, printOffsets, printKey)
+			if err != nil {
+				return err
+			}
+			proto, kafkaAddrs, err := protocolOf(cmd)
 			if err != nil {
 				return err
 			}
@@ -69,6 +78,9 @@ partitions).`,
 				opts = append(opts, client.Isolation(iso))
 			default:
 				return fmt.Errorf("--isolation-level: want read_uncommitted or read_committed, got %q", isolation)
+			}
+			if proto == workload.ProtocolKafka {
+				return consumeKafka(ctx, cmd, kafkaAddrs, topic, group, start, iso, fromBeginning, maxRecords, timeout, format)
 			}
 			var c *client.Consumer
 			// In a group the idle timer starts when the group has assigned
@@ -185,6 +197,7 @@ partitions).`,
 	f.BoolVar(&printPartition, "print-partition", false, "print each record's partition first")
 	f.StringVar(&group, "group", "", "consume as a member of this consumer group")
 	f.StringArrayVar(&props, "property", nil, "formatter property key=value (repeatable): print.timestamp, print.key, print.offset, print.partition, print.headers, print.value, key.separator, line.separator, headers.separator, null.literal")
+	addProtocolFlags(cmd)
 	return cmd
 }
 

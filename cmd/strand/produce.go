@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/strand-io/strand/app/workload"
 	"github.com/strand-io/strand/client"
 )
 
@@ -31,7 +32,9 @@ line without it is all value). kafka-console-producer's --property
 parse.key=true splits at key.separator (a tab by default) and refuses a
 line without it (unless ignore.error=true). Every --header key=value is
 added to each record. With --transactional-id, all of the input is one
-transaction, committed at the end of input, or aborted with --abort.`,
+transaction, committed at the end of input, or aborted with --abort.
+With --protocol kafka the records go through the Kafka listeners
+(--kafka-bootstrap) with franz-go instead of the SDK.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			split, err := newLineSplitter(props, keySep)
@@ -53,6 +56,10 @@ transaction, committed at the end of input, or aborted with --abort.`,
 			if err != nil {
 				return fmt.Errorf("--compression-codec: %w", err)
 			}
+			proto, kafkaAddrs, err := protocolOf(cmd)
+			if err != nil {
+				return err
+			}
 			opts = append(opts, client.Compression(c))
 			ctx, stop := signalContext()
 			defer stop()
@@ -63,12 +70,19 @@ transaction, committed at the end of input, or aborted with --abort.`,
 			if txnID != "" {
 				opts = append(opts, client.TransactionalID(txnID))
 			}
-			p, err := client.NewProducer(opts...)
+			var p lineProducer
+			if proto == workload.ProtocolKafka {
+				p, err = newKafkaLineProducer(kafkaAddrs, acks, codec, partition, txnID)
+			} else {
+				var sp *client.Producer
+				sp, err = client.NewProducer(opts...)
+				p = strandLineProducer{sp}
+			}
 			if err != nil {
 				return err
 			}
 			if txnID != "" {
-				if err := beginTxn(ctx, p); err != nil {
+				if err := p.Begin(ctx); err != nil {
 					return err
 				}
 			}
@@ -82,7 +96,7 @@ transaction, committed at the end of input, or aborted with --abort.`,
 				key, value, err := split.split(sc.Text(), n+1)
 				if err != nil {
 					if txnID != "" {
-						_ = endTxn(ctx, p, false)
+						_ = p.End(ctx, false)
 					}
 					p.Close(ctx)
 					return err
@@ -105,7 +119,7 @@ transaction, committed at the end of input, or aborted with --abort.`,
 				return err
 			}
 			if txnID != "" {
-				if err := endTxn(fctx, p, !abort && failed.Load() == 0); err != nil {
+				if err := p.End(fctx, !abort && failed.Load() == 0); err != nil {
 					return err
 				}
 			}
@@ -124,6 +138,7 @@ transaction, committed at the end of input, or aborted with --abort.`,
 	cmd.Flags().StringArrayVar(&headerArgs, "header", nil, "a header key=value for every record (repeatable)")
 	cmd.Flags().StringVar(&acks, "acks", "all", "all (-1), 1 or 0; 1 and 0 turn idempotence off")
 	cmd.Flags().StringVar(&codec, "compression-codec", "none", "none, gzip, snappy, lz4 or zstd")
+	addProtocolFlags(cmd)
 	return cmd
 }
 

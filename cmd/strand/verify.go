@@ -44,6 +44,10 @@ records handed to read_committed before their marker was replicated, producer ep
 anomalies and failed aborts. Exit status: 0 when every count is zero and every drill
 succeeded, 1 otherwise, 2 when the run could not be completed.
 
+With --protocol kafka the producers, the stage and both readers move their records
+through the Kafka listeners (--kafka-bootstrap) with franz-go; the drills, the
+administration and the protocol-level reader still use the gRPC bootstrap.
+
 Drills: ` + strings.Join(drill.Names, ", ") + `
 (all of them: all), and ` + strings.Join(drill.Optional, ", ") + ` (only when named).
 Targets: the docker compose cluster of deploy/docker-compose.yml (containers
@@ -78,6 +82,14 @@ are skipped); their --hold must stay below the brokers' replica.lag.time.max.ms.
 				}
 			}
 			cfg.Bootstrap = bootstrap(cmd)
+			proto, kafkaAddrs, err := protocolOf(cmd)
+			if err != nil {
+				return err
+			}
+			cfg.Protocol, cfg.KafkaBootstrap = proto, kafkaAddrs
+			if proto == workload.ProtocolKafka {
+				fmt.Printf("data path: Kafka listeners %s (franz-go)\n", strings.Join(kafkaAddrs, ","))
+			}
 			cfg.Out = os.Stdout
 			res, err := workload.Run(ctx, cfg)
 			if err != nil {
@@ -149,6 +161,7 @@ are skipped); their --hold must stay below the brokers' replica.lag.time.max.ms.
 	f.StringVar(&jsonPath, "json", "", "write the result (report, drills) as JSON to this file (- for stdout)")
 	f.IntVar(&minTxns, "min-committed", 0, "fail unless at least this many transactions committed (CI uses 1000)")
 	f.StringVar(&historyOut, "history", "", "write the full history (every write and read) as JSON to this file")
+	addProtocolFlags(cmd)
 	return cmd
 }
 
