@@ -48,7 +48,7 @@ type Broker struct {
 	// this broker has none).
 	KafkaAddress string
 	Rack         string
-	Fenced             bool
+	Fenced       bool
 }
 
 // PeerAddress is the address other nodes dial to reach this broker's

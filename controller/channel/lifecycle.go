@@ -30,11 +30,11 @@ type Lifecycle struct {
 	// KafkaAddress is the Kafka wire-protocol listener's address ("": none).
 	KafkaAddress string
 	Rack         string
-	ClusterID          func() string
-	Interval           time.Duration
-	Remote             *Remote
-	Applied            func() int64
-	Logger             *slog.Logger
+	ClusterID    func() string
+	Interval     time.Duration
+	Remote       *Remote
+	Applied      func() int64
+	Logger       *slog.Logger
 
 	epoch  atomic.Int64
 	fenced atomic.Bool
