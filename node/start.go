@@ -185,6 +185,9 @@ func (n *Node) serve(ctx context.Context, cfg Config, deps *api.Deps, ln net.Lis
 		}
 		n.kafka = kafka.NewServer(kafka.Config{Handler: kh, Logger: n.lg, MaxRequestBytes: cfg.SocketRequestMaxBytes,
 			IdleTimeout: n.maxIdle(), Metrics: n.kafkaMetrics})
+		// Wrapped now, with the other listeners: wrapping it later could
+		// race the limiter's last listener closing at shutdown.
+		kln := clientConns.Wrap(n.kafkaLn, "kafka")
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
@@ -192,9 +195,10 @@ func (n *Node) serve(ctx context.Context, cfg Config, deps *api.Deps, ln net.Lis
 			// served once the node is ready (connections wait in the
 			// accept queue until then).
 			if n.WaitReady(ctx) != nil {
+				kln.Close()
 				return
 			}
-			_ = n.kafka.Serve(clientConns.Wrap(n.kafkaLn, "kafka"))
+			_ = n.kafka.Serve(kln) // closes kln when it returns
 		}()
 	}
 	if cfg.ExternalListen != "" {

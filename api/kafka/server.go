@@ -125,13 +125,13 @@ func NewServer(cfg Config) *Server {
 var ErrServerClosed = errors.New("kafka: server closed")
 
 // Serve accepts connections on ln until Close (then ErrServerClosed) or
-// until accepting fails. Each connection is served by goroutines the
-// server owns; Close stops them.
+// until accepting fails; either way ln is closed when it returns. Each
+// connection is served by goroutines the server owns; Close stops them.
 func (s *Server) Serve(ln net.Listener) error {
+	defer ln.Close()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		ln.Close()
 		return ErrServerClosed
 	}
 	s.lns[ln] = true
