@@ -110,7 +110,13 @@ func (r *run) newKafkaProducer(ctx context.Context, id string) (*kafkaProducer, 
 func (p *kafkaProducer) BeginTransaction() error { return kafkaErr(p.cl.BeginTransaction()) }
 
 func (p *kafkaProducer) Produce(ctx context.Context, rec *client.Record, promise client.Promise) {
-	p.cl.Produce(ctx, toKgo(rec), func(got *kgo.Record, err error) {
+	p.cl.Produce(ctx, toKgo(rec), kgoPromise(rec, promise))
+}
+
+// kgoPromise is franz-go's produce callback for an SDK promise: the
+// record as the broker placed it, or the error as the SDK's.
+func kgoPromise(rec *client.Record, promise client.Promise) func(*kgo.Record, error) {
+	return func(got *kgo.Record, err error) {
 		if promise == nil {
 			return
 		}
@@ -119,7 +125,7 @@ func (p *kafkaProducer) Produce(ctx context.Context, rec *client.Record, promise
 			return
 		}
 		promise(fromKgo(got), nil)
-	})
+	}
 }
 
 func (p *kafkaProducer) ProduceSync(ctx context.Context, recs ...*client.Record) client.ProduceResults {
@@ -256,16 +262,7 @@ func (k *kafkaSession) Poll(ctx context.Context) ([]*client.Record, error) {
 func (k *kafkaSession) Begin() error { return kafkaErr(k.s.Begin()) }
 
 func (k *kafkaSession) Produce(ctx context.Context, rec *client.Record, promise client.Promise) {
-	k.s.Produce(ctx, toKgo(rec), func(got *kgo.Record, err error) {
-		if promise == nil {
-			return
-		}
-		if err != nil {
-			promise(rec, kafkaErr(err))
-			return
-		}
-		promise(fromKgo(got), nil)
-	})
+	k.s.Produce(ctx, toKgo(rec), kgoPromise(rec, promise))
 }
 
 func (k *kafkaSession) End(ctx context.Context, action client.EndAction) (bool, error) {
