@@ -80,13 +80,15 @@ func kafkaProducerOpts(bootstrap []string, props []string, acks, txnID string) (
 	if p.buffer > 0 {
 		opts = append(opts, kgo.MaxBufferedBytes(p.buffer))
 	}
+	// franz-go compresses with snappy unless told; the SDK, like Kafka's
+	// producers (compression.type=none), does not.
+	codec := kgo.NoCompression()
 	if p.compression != "" {
-		codec, err := kafkaCodec(p.compression)
-		if err != nil {
+		if codec, err = kafkaCodec(p.compression); err != nil {
 			return nil, err
 		}
-		opts = append(opts, kgo.ProducerBatchCompression(codec))
 	}
+	opts = append(opts, kgo.ProducerBatchCompression(codec))
 	batch, batchMax, inflight := p.batch, p.batchMax, p.inflight
 	if batchMax == 0 {
 		batchMax = max(batch, sdkBatchMaxSize)
