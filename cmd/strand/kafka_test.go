@@ -69,7 +69,7 @@ func TestReadmeFranzGoProgram(t *testing.T) {
 	defer cancel()
 	srv := exec.CommandContext(ctx, binary, "server", "--dev", "--data-dir", dir, "--listen", grpcAddr,
 		"--kafka-listen", kafkaAddr, "--kafka-advertise", "localhost:"+kafkaPort,
-		"--controller-listen", testutil.FreeAddr(t), "--metrics-listen", "off", "--log-level", "warn")
+		"--controller-listen", testutil.FreeAddr(t), "--inter-broker-listen", testutil.FreeAddr(t), "--metrics-listen", "off", "--log-level", "warn")
 	var srvOut bytes.Buffer
 	srv.Stdout, srv.Stderr = &srvOut, &srvOut
 	if err := srv.Start(); err != nil {

@@ -94,7 +94,7 @@ func TestServerStartThenTopicsCreate(t *testing.T) {
 		listen := testutil.FreeAddr(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		srv := exec.Command(binary, "server", "--dev", "--data-dir", dir, "--listen", listen, "--kafka-listen", "",
-			"--controller-listen", testutil.FreeAddr(t), "--metrics-listen", "off", "--log-level", "warn")
+			"--controller-listen", testutil.FreeAddr(t), "--inter-broker-listen", testutil.FreeAddr(t), "--metrics-listen", "off", "--log-level", "warn")
 		var srvOut bytes.Buffer
 		srv.Stdout, srv.Stderr = &srvOut, &srvOut
 		if err := srv.Start(); err != nil {
