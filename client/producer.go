@@ -190,16 +190,34 @@ func (p *Producer) kick() {
 //   - in a transaction: ErrProducerFenced; an error wrapping ErrAbortable
 //     once the transaction must be aborted; ErrAborted for records still
 //     buffered when AbortTransaction was called; a plain error before
-//     InitTransactions or outside a transaction;
+//     InitTransactions or outside a transaction. Any other failure of a
+//     record in an open transaction, one of the above included, makes
+//     the transaction abortable: CommitTransaction then fails with
+//     ErrAbortable and commits nothing;
 //   - ErrClosed once the producer is closed.
 func (p *Producer) Produce(ctx context.Context, rec *Record, promise Promise) {
 	if promise == nil {
 		promise = func(*Record, error) {}
 	}
 	if err := p.produce(ctx, rec, promise); err != nil {
+		var se txnStateError
+		if p.txn != nil && !errors.As(err, &se) {
+			// As Kafka's producer does, a record that fails before it is
+			// sent (its topic unknown in time, too large, no room in the
+			// buffer, no such partition) dooms the open transaction: a
+			// commit would leave it out.
+			p.txn.produceFailed(err)
+		}
 		promise(rec, err)
 	}
 }
+
+// txnStateError is the transaction's state refusing a record (no
+// transaction open, it is ending, it is already doomed, the producer is
+// fenced): Produce hands it over as it is, and it dooms nothing.
+type txnStateError struct{ error }
+
+func (e txnStateError) Unwrap() error { return e.error }
 
 func (p *Producer) produce(ctx context.Context, rec *Record, promise Promise) error {
 	if rec.Topic == "" {
@@ -264,7 +282,7 @@ func (p *Producer) produce(ctx context.Context, rec *Record, promise Promise) er
 	}
 	if p.txn != nil {
 		if err := p.txn.checkProduce(); err != nil {
-			return err
+			return txnStateError{err}
 		}
 	}
 	part := p.part.Partition(rec, n)

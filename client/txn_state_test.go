@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/strand-io/strand/errs"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -185,6 +186,25 @@ func TestTxnPhasePublicBehaviour(t *testing.T) {
 		// Nothing was produced or sent: the abort ends it locally.
 		if err := p.AbortTransaction(ctx); err != nil || p.txn.current() != txnReady {
 			t.Fatalf("AbortTransaction: %v, phase %v", err, p.txn.current())
+		}
+	})
+	t.Run("a record failed before it is sent dooms the transaction", func(t *testing.T) {
+		// Kafka's producer moves to an abortable error on any failure of
+		// send() in a transaction; a commit would leave the record out.
+		p := offlineProducer(t, TransactionalID("tx-doom"), WithPartitioner(ManualPartitioner{}))
+		p.txn.mu.Lock()
+		p.txn.phase = txnInTransaction
+		p.txn.mu.Unlock()
+		got := make(chan error, 1)
+		p.Produce(ctx, &Record{Topic: "bench", Partition: 3, Value: []byte("x")}, func(_ *Record, err error) { got <- err })
+		if err := <-got; errs.CodeOf(err) != pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION {
+			t.Fatalf("Produce to partition 3 of a one-partition topic: %v", err)
+		}
+		if ph := p.txn.current(); ph != txnAbortableError {
+			t.Fatalf("phase %v after a record failed, want AbortableError", ph)
+		}
+		if err := p.CommitTransaction(ctx); Classify(err) != Abortable {
+			t.Fatalf("CommitTransaction: %v (%v), want Abortable", err, Classify(err))
 		}
 	})
 	t.Run("everything after a fence", func(t *testing.T) {
