@@ -51,7 +51,7 @@ make -s build
 # verify GRPC_BOOTSTRAP KAFKA_BOOTSTRAP [more flags]
 verify() {
   bin/strand verify --bootstrap "$1" --protocol "$PROTOCOL" --kafka-bootstrap "$2" --duration "$DURATION" --drill "$DRILLS" \
-    --target "$TARGET" --json "$OUT/result.json" "${EXTRA[@]}" "${@:3}"
+    --target "$TARGET" --json "$OUT/result.json" --history "$OUT/history.json" "${EXTRA[@]}" "${@:3}"
 }
 
 case $TARGET in

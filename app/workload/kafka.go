@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -21,8 +22,8 @@ import (
 // Kafka error code are handed to the workload as the SDK's *client.Error
 // of the same code (Strand's codes are Kafka's), so errors.Is(err,
 // client.ErrProducerFenced) and the like classify them alike through both
-// doors; records franz-go fails because their transaction is aborting
-// match client.ErrAborted.
+// doors. Records franz-go fails because their transaction is aborting do
+// not match client.ErrAborted (see errAbortedMaybeSent).
 
 // kafkaOpts are every franz-go client's options.
 func (r *run) kafkaOpts(extra ...kgo.Opt) []kgo.Opt {
@@ -42,6 +43,17 @@ func kafkaBackoff(tries int) time.Duration {
 	return min(50*time.Millisecond<<min(max(tries-1, 0), 5), time.Second)
 }
 
+// errAbortedMaybeSent is franz-go's kgo.ErrAborting as the workload sees
+// it. It is not the SDK's client.ErrAborted, which promises the record
+// was never sent (the workload records such a write Unsent, and the
+// checker counts any read of it as Unwritten): franz-go also fails with
+// ErrAborting a batch an earlier try of which the broker wrote, when that
+// try was answered with a retriable error such as NOT_LEADER_OR_FOLLOWER
+// (a leader that appended the batch and lost its leadership before the
+// acks came). The write's fate is then unknown, as it is for any record of
+// an aborted transaction that was not acknowledged.
+var errAbortedMaybeSent = errors.New("the transaction aborted before the record was acknowledged (it may have been written)")
+
 // kafkaErr maps a franz-go error to the SDK's error of the same Kafka
 // code (keeping franz-go's error in the chain).
 func kafkaErr(err error) error {
@@ -53,7 +65,7 @@ func kafkaErr(err error) error {
 		return fmt.Errorf("%w (franz-go: %w)", &client.Error{Code: pb.ErrorCode(ke.Code), Message: ke.Description}, err)
 	}
 	if errors.Is(err, kgo.ErrAborting) {
-		return fmt.Errorf("%w (franz-go: %w)", client.ErrAborted, err)
+		return fmt.Errorf("%w (franz-go: %w)", errAbortedMaybeSent, err)
 	}
 	return err
 }
@@ -229,9 +241,15 @@ func (p *kafkaProducer) Close(context.Context) error {
 }
 
 // kafkaSession is a franz-go GroupTransactSession as a stageSession.
+// franz-go's End(TryCommit) commits whatever records succeeded, leaving
+// it to the caller to abort when one failed (a record failed before it
+// was sent takes nothing else down with it); the stageSession contract is
+// the SDK's, where a failed record makes End abort, so the session counts
+// its failed records.
 type kafkaSession struct {
-	s   *kgo.GroupTransactSession
-	pid pidCache
+	s      *kgo.GroupTransactSession
+	pid    pidCache
+	failed atomic.Int64 // records of the open transaction that failed
 }
 
 func (r *run) newKafkaSession(_ context.Context, name string) (*kafkaSession, error) {
@@ -259,13 +277,32 @@ func (k *kafkaSession) Poll(ctx context.Context) ([]*client.Record, error) {
 	return out, nil
 }
 
-func (k *kafkaSession) Begin() error { return kafkaErr(k.s.Begin()) }
-
-func (k *kafkaSession) Produce(ctx context.Context, rec *client.Record, promise client.Promise) {
-	k.s.Produce(ctx, toKgo(rec), kgoPromise(rec, promise))
+func (k *kafkaSession) Begin() error {
+	k.failed.Store(0)
+	return kafkaErr(k.s.Begin())
 }
 
+func (k *kafkaSession) Produce(ctx context.Context, rec *client.Record, promise client.Promise) {
+	done := kgoPromise(rec, promise)
+	k.s.Produce(ctx, toKgo(rec), func(got *kgo.Record, err error) {
+		if err != nil {
+			k.failed.Add(1)
+		}
+		done(got, err)
+	})
+}
+
+// End ends the transaction; a commit becomes an abort when a record of it
+// failed. The flush first has every record's promise called.
 func (k *kafkaSession) End(ctx context.Context, action client.EndAction) (bool, error) {
+	if action == client.TryCommit {
+		if err := k.s.Client().Flush(ctx); err != nil {
+			return false, kafkaErr(err)
+		}
+		if k.failed.Load() > 0 {
+			action = client.TryAbort
+		}
+	}
 	committed, err := k.s.End(ctx, kgo.TransactionEndTry(action))
 	return committed, kafkaErr(err)
 }

@@ -180,8 +180,10 @@ func (r *run) fence(ctx context.Context, p txnProducer, t *verify.Txn, name, kin
 
 // earlyAbort hands t's records to p without waiting (after wait, a few
 // milliseconds at most: some records are on their way then, most are
-// still buffered) and aborts at once. The client fails what it had not
-// sent with client.ErrAborted: such writes are Unsent. When nothing was
+// still buffered) and aborts at once. The SDK fails what it had not sent
+// with client.ErrAborted: such writes are Unsent. (franz-go cannot tell
+// what it never sent from what it sent and got a retriable answer for, so
+// through the Kafka door no write is Unsent: see errAbortedMaybeSent.) When nothing was
 // sent, the abort reaches the coordinator with no partition in the
 // transaction, which it must accept like any other.
 func (r *run) earlyAbort(ctx context.Context, p txnProducer, t *verify.Txn, recs []*client.Record, wait time.Duration) bool {
