@@ -28,8 +28,8 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/strand
 
 ## test: the whole suite as CI runs it (lint, race-enabled tests, a short
-## fuzz run (FUZZ_SHORT per target), the short fault drill (through the gRPC front door; make
-## drill-kafka runs it through the Kafka listeners, not yet in CI: see issue 19): compose cluster if Docker works, else a
+## fuzz run (FUZZ_SHORT per target), the short fault drill through the gRPC front door and
+## a shorter one through the Kafka listeners (three drills): compose cluster if Docker works, else a
 ## process cluster; then the README's commands, about a minute: not their
 ## Docker blocks, since the drill has just built the same image and run the
 ## same compose file, nor `go test`, whose examples ran above; skipped with
@@ -38,6 +38,7 @@ test: lint
 	$(GO) test -race -count=1 -timeout 20m ./...
 	$(MAKE) fuzz FUZZTIME=$(FUZZ_SHORT)
 	$(MAKE) drill-ci
+	$(MAKE) drill-kafka DURATION=60s DRILLS=kill-leader,kill-coordinator,kill-controller
 	README_CHECK_DOCKER=no README_CHECK_SKIP='^go test ' README_CHECK_IF_BUSY=skip ./scripts/readme-check.sh
 
 test-short:
