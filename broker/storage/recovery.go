@@ -699,6 +699,11 @@ func (l *Log) DeleteRetention(hw int64) (int, error) {
 	if l.closed {
 		return 0, nil
 	}
+	// A compact-only log keeps every segment: the cleaner, not retention,
+	// decides what goes (Kafka's LogConfig.delete false).
+	if !l.cfg.Cleanup.Delete() {
+		return 0, nil
+	}
 	now := l.clk.Now().UnixMilli()
 	var total int64
 	for _, s := range l.segs {
