@@ -559,6 +559,8 @@ func (c *Controller) topicRecords(t *pb.CreatableTopic, res *pb.CreatableTopicRe
 		if err := config.ValidateTopic(k, v); err != nil {
 			return nil, errs.New(pb.ErrorCode_INVALID_CONFIG, "%v", err)
 		}
+		// Stored the one way it is shown ("delete,compact" as compact,delete).
+		t.Configs[k] = config.Normalize(k, v)
 	}
 	live := img.LiveBrokers()
 	if int(rf) > len(live) {
@@ -678,7 +680,7 @@ func (c *Controller) IncrementalAlterConfigs(ctx context.Context, req *pb.Increm
 		if err := config.ValidateTopic(k, v); err != nil {
 			return errs.New(pb.ErrorCode_INVALID_CONFIG, "%v", err)
 		}
-		recs = append(recs, &pb.MetadataRecord{Record: &pb.MetadataRecord_Config{Config: &pb.ConfigRecord{ResourceType: "topic", ResourceName: r.Name, Name: k, Value: v}}})
+		recs = append(recs, &pb.MetadataRecord{Record: &pb.MetadataRecord_Config{Config: &pb.ConfigRecord{ResourceType: "topic", ResourceName: r.Name, Name: k, Value: config.Normalize(k, v)}}})
 	}
 	for _, k := range req.Delete {
 		recs = append(recs, &pb.MetadataRecord{Record: &pb.MetadataRecord_Config{Config: &pb.ConfigRecord{ResourceType: "topic", ResourceName: r.Name, Name: k, Delete: true}}})
