@@ -78,6 +78,42 @@ func TestCompactedTopicConfigsAndKeys(t *testing.T) {
 		t.Fatalf("min.cleanable.dirty.ratio=1.5: %v, want INVALID_CONFIG", r.Err)
 	}
 
+	// cleanup.policy is Kafka's one list config: APPEND and SUBTRACT edit
+	// it, starting from Kafka's default when the topic sets none; on any
+	// other config they are INVALID_CONFIG.
+	c.CreateTopic("events", 1, 3, nil)
+	for _, step := range []struct {
+		op    kadm.IncrementalOp
+		value string
+		want  string
+	}{
+		{kadm.AppendConfig, "compact", "compact,delete"},
+		{kadm.SubtractConfig, "delete", "compact"},
+		{kadm.AppendConfig, "compact", "compact"},
+	} {
+		ar, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: step.op, Name: "cleanup.policy", Value: ptr(step.value)}}, "events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, _ := ar.On("events", nil); r.Err != nil {
+			t.Fatalf("%v %s: %v", step.op, step.value, r.Err)
+		}
+		configEverywhere(ctx, t, c, cl, "events", "cleanup.policy", step.want)
+	}
+	for _, bad := range []kadm.AlterConfig{
+		{Op: kadm.SubtractConfig, Name: "cleanup.policy", Value: ptr("compact")}, // nothing left
+		{Op: kadm.AppendConfig, Name: "cleanup.policy", Value: ptr("purge")},
+		{Op: kadm.AppendConfig, Name: "retention.ms", Value: ptr("1")},
+	} {
+		ar, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{bad}, "events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, _ := ar.On("events", nil); !errors.Is(r.Err, kerr.InvalidConfig) {
+			t.Fatalf("%v %s=%s: %v, want INVALID_CONFIG", bad.Op, bad.Name, *bad.Value, r.Err)
+		}
+	}
+
 	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "changelog", Key: []byte("k"), Value: []byte("v")}).FirstErr(); err != nil {
 		t.Fatalf("keyed record: %v", err)
 	}
