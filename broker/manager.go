@@ -182,6 +182,9 @@ func ParseDirName(name string) (storage.PartitionKey, bool) {
 	return storage.PartitionKey{Topic: name[:i], Partition: int32(p)}, true
 }
 
+// Config is the configuration the Manager was opened with.
+func (m *Manager) Config() Config { return m.cfg }
+
 // LogStats counts the fsyncs of this broker's logs.
 func (m *Manager) LogStats() *storage.Stats { return m.cfg.Log.Stats }
 

@@ -27,7 +27,12 @@ import (
 // a key is refused INVALID_RECORD with Kafka's message, while keyed
 // records are taken.
 func TestCompactedTopicConfigsAndKeys(t *testing.T) {
-	c := testcluster.New(t, testcluster.Options{})
+	c := testcluster.New(t, testcluster.Options{Mutate: func(id int32, cfg *node.Config) {
+		if id == 2 {
+			cfg.BrokerConfig.Cleaner.Threads = 3
+			cfg.BrokerConfig.Cleaner.IOMaxBytesPerSecond = 5e6
+		}
+	}})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	c.CreateTopic("changelog", 1, 3, map[string]string{"cleanup.policy": "delete,compact", "min.cleanable.dirty.ratio": "0.1"})
@@ -69,6 +74,47 @@ func TestCompactedTopicConfigsAndKeys(t *testing.T) {
 	if seen["cleanup.policy"] != "compact,delete/topic" || seen["min.cleanable.dirty.ratio"] != "0.1/topic" || seen["delete.retention.ms"] != "86400000/default" {
 		t.Fatalf("SDK door describes %v", seen)
 	}
+	// A broker describes its own log and cleaner settings: Kafka's
+	// defaults, or what its configuration set (node 2's).
+	for id, want := range map[int32]map[string]string{
+		1: {"log.cleaner.threads": "1/DEFAULT_CONFIG", "log.cleaner.io.max.bytes.per.second": "1.7976931348623157E308/DEFAULT_CONFIG",
+			"log.cleaner.enable": "true/DEFAULT_CONFIG", "log.cleaner.dedupe.buffer.size": "134217728/DEFAULT_CONFIG",
+			"log.cleaner.backoff.ms": "15000/DEFAULT_CONFIG", "log.cleanup.policy": "delete/DEFAULT_CONFIG",
+			"log.cleaner.min.cleanable.ratio": "0.5/DEFAULT_CONFIG", "log.cleaner.delete.retention.ms": "86400000/DEFAULT_CONFIG",
+			"log.cleaner.min.compaction.lag.ms": "0/DEFAULT_CONFIG", "log.cleaner.max.compaction.lag.ms": "9223372036854775807/DEFAULT_CONFIG"},
+		2: {"log.cleaner.threads": "3/STATIC_BROKER_CONFIG", "log.cleaner.io.max.bytes.per.second": "5000000.0/STATIC_BROKER_CONFIG"},
+	} {
+		rcs, err := adm.DescribeBrokerConfigs(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, err := rcs.On(fmt.Sprint(id), nil)
+		if err != nil || rc.Err != nil {
+			t.Fatalf("describe broker %d: %v %v", id, err, rc.Err)
+		}
+		got := map[string]string{}
+		for _, e := range rc.Configs {
+			got[e.Key] = str(e.Value) + "/" + e.Source.String()
+		}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("broker %d: %s = %s, want %s", id, k, got[k], v)
+			}
+		}
+	}
+	// A broker asked for another's configs refuses, as Kafka's does.
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	rr := kmsg.NewDescribeConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeBroker, "2"
+	req.Resources = append(req.Resources, rr)
+	resp, err := cl.Broker(1).Request(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := resp.(*kmsg.DescribeConfigsResponse).Resources; len(res) != 1 || res[0].ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("broker 1 describing broker 2: %+v, want INVALID_REQUEST", res)
+	}
+
 	// A topic config outside Kafka's range is refused at alter.
 	ar, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "min.cleanable.dirty.ratio", Value: ptr("1.5")}}, "changelog")
 	if err != nil {
@@ -131,6 +177,13 @@ func TestCompactedTopicConfigsAndKeys(t *testing.T) {
 	if !errors.Is(err, client.ErrInvalidRecord) || !strings.Contains(err.Error(), "Compacted topic cannot accept message without key") {
 		t.Fatalf("SDK keyless record to a compacted topic: %v, want INVALID_RECORD: Compacted topic cannot accept message without key", err)
 	}
+}
+
+func str(p *string) string {
+	if p == nil {
+		return "<nil>"
+	}
+	return *p
 }
 
 // cleanerStubbed reports whether this build's storage.Log.Clean is the

@@ -11,19 +11,29 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/strand-io/strand/client"
+	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
 // configsCmd is kafka-configs.sh's topic half: describe a topic's
 // effective configs with their sources, and alter them.
 func configsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "configs", Short: "Describe and alter topic configs (Kafka's names)"}
+	var brokerCfg bool
 	describe := &cobra.Command{
-		Use:   "describe TOPIC",
-		Short: "Every effective config of a topic: its value and whether the topic sets it or the broker's default applies",
-		Args:  cobra.ExactArgs(1),
+		Use:   "describe TOPIC | --broker",
+		Short: "Every effective config of a topic (its value, and whether the topic sets it or the broker's default applies), or with --broker the log and cleaner settings of the broker reached",
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if brokerCfg != (len(args) == 0) || len(args) > 1 {
+				return fmt.Errorf("give one topic, or --broker alone")
+			}
 			return withAdmin(cmd, 30*time.Second, func(ctx context.Context, adm *client.Admin) error {
-				entries, err := adm.DescribeTopicConfigs(ctx, args[0])
+				var entries []*pb.ConfigEntry
+				var err error
+				if brokerCfg {
+					entries, err = adm.DescribeBrokerConfigs(ctx)
+				} else {
+					entries, err = adm.DescribeTopicConfigs(ctx, args[0])
+				}
 				if err != nil {
 					return err
 				}
@@ -36,6 +46,7 @@ func configsCmd() *cobra.Command {
 			})
 		},
 	}
+	describe.Flags().BoolVar(&brokerCfg, "broker", false, "describe the broker reached (bootstrap with its address) instead of a topic")
 	var set, del []string
 	alter := &cobra.Command{
 		Use:   "alter TOPIC",

@@ -32,6 +32,18 @@ func TestConfigsCommand(t *testing.T) {
 			t.Fatalf("configs describe lacks %v:\n%s", want, out)
 		}
 	}
+	out = run(t, "", "configs", "describe", "--broker", b)
+	for _, want := range [][3]string{
+		{"log.cleanup.policy", "delete", "default"},
+		{"log.cleaner.threads", "1", "default"},
+		{"log.cleaner.dedupe.buffer.size", "134217728", "default"},
+		{"log.cleaner.backoff.ms", "15000", "default"},
+		{"min.insync.replicas", "1", "default"},
+	} {
+		if !row(out, want[0], want[1], want[2]) {
+			t.Fatalf("configs describe --broker lacks %v:\n%s", want, out)
+		}
+	}
 	mustContain(t, run(t, "", "configs", "alter", "table", "--set", "min.cleanable.dirty.ratio=0.2", "--delete", "cleanup.policy", b),
 		"Altered configs of topic table.")
 	wait.Eventually(t, 10*time.Second, "the altered configs", func() bool {
