@@ -562,6 +562,9 @@ func (c *Controller) topicRecords(t *pb.CreatableTopic, res *pb.CreatableTopicRe
 		// Stored the one way it is shown ("delete,compact" as compact,delete).
 		t.Configs[k] = config.Normalize(k, v)
 	}
+	if err := config.ValidateTopicSet(t.Configs); err != nil {
+		return nil, errs.New(pb.ErrorCode_INVALID_CONFIG, "%v", err)
+	}
 	live := img.LiveBrokers()
 	if int(rf) > len(live) {
 		if metadata.IsInternalTopic(t.Name) {
@@ -672,7 +675,8 @@ func (c *Controller) IncrementalAlterConfigs(ctx context.Context, req *pb.Increm
 	if r.GetType() != "topic" {
 		return errs.New(pb.ErrorCode_INVALID_REQUEST, "only topic configs can be altered, not %q", r.GetType())
 	}
-	if c.Q.FSM.Image().Topic(r.Name) == nil {
+	topic := c.Q.FSM.Image().Topic(r.Name)
+	if topic == nil {
 		return errs.New(pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic '%s' does not exist", r.Name)
 	}
 	var recs []*pb.MetadataRecord
@@ -681,6 +685,9 @@ func (c *Controller) IncrementalAlterConfigs(ctx context.Context, req *pb.Increm
 			return errs.New(pb.ErrorCode_INVALID_CONFIG, "%v", err)
 		}
 		recs = append(recs, &pb.MetadataRecord{Record: &pb.MetadataRecord_Config{Config: &pb.ConfigRecord{ResourceType: "topic", ResourceName: r.Name, Name: k, Value: config.Normalize(k, v)}}})
+	}
+	if err := config.ValidateTopicSet(config.Merged(topic.Configs, req.Set, req.Delete)); err != nil {
+		return errs.New(pb.ErrorCode_INVALID_CONFIG, "%v", err)
 	}
 	for _, k := range req.Delete {
 		recs = append(recs, &pb.MetadataRecord{Record: &pb.MetadataRecord_Config{Config: &pb.ConfigRecord{ResourceType: "topic", ResourceName: r.Name, Name: k, Delete: true}}})

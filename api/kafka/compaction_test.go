@@ -123,6 +123,25 @@ func TestCompactedTopicConfigsAndKeys(t *testing.T) {
 	if r, _ := ar.On("changelog", nil); !errors.Is(r.Err, kerr.InvalidConfig) {
 		t.Fatalf("min.cleanable.dirty.ratio=1.5: %v, want INVALID_CONFIG", r.Err)
 	}
+	// So is min.compaction.lag.ms above max.compaction.lag.ms, at create,
+	// at alter and at a validate-only alter.
+	if _, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{"min.compaction.lag.ms": ptr("10"), "max.compaction.lag.ms": ptr("5")}, "lags"); !errors.Is(err, kerr.InvalidConfig) {
+		t.Fatalf("create with min.compaction.lag.ms > max.compaction.lag.ms: %v, want INVALID_CONFIG", err)
+	}
+	lagged := []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.compaction.lag.ms", Value: ptr("5")}, {Op: kadm.SetConfig, Name: "min.compaction.lag.ms", Value: ptr("10")}}
+	for _, validateOnly := range []bool{true, false} {
+		alter := adm.AlterTopicConfigs
+		if validateOnly {
+			alter = adm.ValidateAlterTopicConfigs
+		}
+		ar, err := alter(ctx, lagged, "changelog")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, _ := ar.On("changelog", nil); !errors.Is(r.Err, kerr.InvalidConfig) {
+			t.Fatalf("alter (validate only: %v) to min.compaction.lag.ms > max.compaction.lag.ms: %v, want INVALID_CONFIG", validateOnly, r.Err)
+		}
+	}
 
 	// cleanup.policy is Kafka's one list config: APPEND and SUBTRACT edit
 	// it, starting from Kafka's default when the topic sets none; on any

@@ -147,6 +147,34 @@ func ValidateTopic(key, value string) error {
 	return nil
 }
 
+// ValidateTopicSet checks what single values cannot show: the configs a
+// topic would have after a create or alter, together. As Kafka's
+// LogConfig.validateValues, min.compaction.lag.ms may not exceed
+// max.compaction.lag.ms.
+func ValidateTopicSet(cfg map[string]string) error {
+	minLag, maxLag := Int(cfg, MinCompactionLagMs, 0), Int(cfg, MaxCompactionLagMs, maxLong)
+	if minLag > maxLag {
+		return fmt.Errorf("conflict topic config setting %s (%d) > %s (%d)", MinCompactionLagMs, minLag, MaxCompactionLagMs, maxLag)
+	}
+	return nil
+}
+
+// Merged is a topic's configs after setting set, then deleting del (the
+// order the controller writes their records in).
+func Merged(cur, set map[string]string, del []string) map[string]string {
+	out := make(map[string]string, len(cur)+len(set))
+	for k, v := range cur {
+		out[k] = v
+	}
+	for k, v := range set {
+		out[k] = v
+	}
+	for _, k := range del {
+		delete(out, k)
+	}
+	return out
+}
+
 // NormalizePolicy reads a cleanup.policy value as Kafka's list parser does
 // (items separated by commas, spaces around them ignored, each delete or
 // compact) and writes it one way: delete, compact or compact,delete, so

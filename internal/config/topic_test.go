@@ -109,3 +109,20 @@ func TestCompactionConfigs(t *testing.T) {
 		t.Errorf("Float default %v", got)
 	}
 }
+
+// min.compaction.lag.ms may not exceed max.compaction.lag.ms, judged on
+// the configs a topic would have after the change, as Kafka's
+// LogConfig.validateValues does.
+func TestCompactionLagsConflict(t *testing.T) {
+	cur := map[string]string{MaxCompactionLagMs: "1000"}
+	if err := ValidateTopicSet(Merged(cur, map[string]string{MinCompactionLagMs: "1000"}, nil)); err != nil {
+		t.Fatalf("equal lags refused: %v", err)
+	}
+	if err := ValidateTopicSet(Merged(cur, map[string]string{MinCompactionLagMs: "1001"}, nil)); err == nil || !strings.Contains(err.Error(), "conflict topic config setting min.compaction.lag.ms") {
+		t.Fatalf("min above max: %v", err)
+	}
+	// Deleting max.compaction.lag.ms brings back its default, Long.MAX.
+	if err := ValidateTopicSet(Merged(cur, map[string]string{MinCompactionLagMs: "5000"}, []string{MaxCompactionLagMs})); err != nil {
+		t.Fatalf("min under the default max refused: %v", err)
+	}
+}
