@@ -178,15 +178,21 @@ func (c *cleaner) sleep(ctx context.Context, d time.Duration) {
 // LogCleanerManager.grabFilthiestCompactedLog).
 func (c *cleaner) grab(nowMs int64) (cleanCandidate, bool) {
 	cands := c.candidates()
+	// The logs are asked outside c.mu: a log busy swapping segments in
+	// must not hold up the other threads or a metrics scrape.
+	states := make([]storage.Cleanable, len(cands))
+	for i, cand := range cands {
+		states[i] = cand.log.CleanableState(cand.upperBound, nowMs, cand.cfg.MinCompactionLagMs)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	live := make(map[cleanerLog]bool, len(cands))
 	dirty := make(map[storage.PartitionKey]float64, len(cands))
 	var best cleanCandidate
 	bestRatio, found := -1.0, false
-	for _, cand := range cands {
+	for i, cand := range cands {
 		live[cand.log] = true
-		st := cand.log.CleanableState(cand.upperBound, nowMs, cand.cfg.MinCompactionLagMs)
+		st := states[i]
 		dirty[cand.key] = st.DirtyRatio
 		if c.inProgress[cand.log] {
 			continue
