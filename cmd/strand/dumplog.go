@@ -158,6 +158,11 @@ func dumpSegment(w io.Writer, path string, deep, data, txnDecoder bool) error {
 
 // printBatches prints kafka-dump-log lines for the batches in buf and
 // returns how many trailing bytes are not a whole batch.
+//
+// A batch the log cleaner has kept tombstones or transaction markers in
+// carries their delete horizon (KIP-534): attribute bit 6 set and the
+// horizon in the base timestamp field. It is printed as Kafka's
+// DumpLogSegments prints it, OptionalLong[ms], or OptionalLong.empty.
 func printBatches(w io.Writer, buf []byte, deep, data, txnDecoder bool) int {
 	it := record.NewIter(buf)
 	pos := 0
@@ -169,9 +174,9 @@ func printBatches(w io.Writer, buf []byte, deep, data, txnDecoder bool) int {
 		if h.LogAppendTime() {
 			ts = "LogAppendTime"
 		}
-		fmt.Fprintf(w, "baseOffset: %d lastOffset: %d count: %d baseSequence: %d lastSequence: %d producerId: %d producerEpoch: %d partitionLeaderEpoch: %d isTransactional: %t isControl: %t deleteHorizonMs: OptionalLong.empty position: %d %s: %d size: %d magic: %d compresscodec: %s crc: %d isvalid: %t\n",
+		fmt.Fprintf(w, "baseOffset: %d lastOffset: %d count: %d baseSequence: %d lastSequence: %d producerId: %d producerEpoch: %d partitionLeaderEpoch: %d isTransactional: %t isControl: %t deleteHorizonMs: %s position: %d %s: %d size: %d magic: %d compresscodec: %s crc: %d isvalid: %t\n",
 			h.BaseOffset, h.LastOffset(), h.RecordCount, h.BaseSequence, h.LastSequence(), h.ProducerID, h.ProducerEpoch, h.PartitionLeaderEpoch,
-			h.IsTransactional(), h.IsControl(), pos, ts, h.MaxTimestamp, h.Size(), h.Magic, h.Compression(), h.CRC, verr == nil)
+			h.IsTransactional(), h.IsControl(), deleteHorizon(h), pos, ts, h.MaxTimestamp, h.Size(), h.Magic, h.Compression(), h.CRC, verr == nil)
 		pos = it.Pos()
 		if !deep || verr != nil {
 			continue
@@ -224,4 +229,14 @@ func orNull(b []byte) string {
 		return "null"
 	}
 	return string(b)
+}
+
+// deleteHorizonBit is KIP-534's hasDeleteHorizonMs attribute.
+const deleteHorizonBit = 0x40
+
+func deleteHorizon(h record.Header) string {
+	if h.Attributes&deleteHorizonBit == 0 {
+		return "OptionalLong.empty"
+	}
+	return fmt.Sprintf("OptionalLong[%d]", h.FirstTimestamp)
 }
