@@ -233,7 +233,10 @@ func eligible(st storage.Cleanable, cfg storage.Config, nowMs int64) bool {
 	if st.DirtyRatio >= cfg.MinCleanableDirtyRatio {
 		return true
 	}
-	return st.OldestDirtyMs >= 0 && cfg.MaxCompactionLagMs < math.MaxInt64 && nowMs-st.OldestDirtyMs > cfg.MaxCompactionLagMs
+	// 0 is no valid max.compaction.lag.ms (Kafka's floor is 1): a Config
+	// not built from DefaultConfig has no maximum lag, like Long.MAX.
+	return st.OldestDirtyMs >= 0 && cfg.MaxCompactionLagMs > 0 && cfg.MaxCompactionLagMs < math.MaxInt64 &&
+		nowMs-st.OldestDirtyMs > cfg.MaxCompactionLagMs
 }
 
 // clean runs one pass over cand's log and releases it; it reports whether
