@@ -64,7 +64,7 @@ var topicSpecs = map[string]spec{
 	MinInsyncReplicas:      {kind: kInt, min: 1, max: maxInt},
 	UncleanLeaderElection:  {kind: kBool},
 	MaxMessageBytes:        {kind: kInt, min: 0, max: maxInt},
-	CleanupPolicy:          {kind: kString, enum: []string{"delete"}},
+	CleanupPolicy:          {kind: kString, enum: []string{"delete", "compact"}},
 	MessageTimestampType:   {kind: kString, enum: []string{"CreateTime"}},
 	TimestampBeforeMaxMs:   {kind: kInt, min: 0, max: maxLong},
 	TimestampAfterMaxMs:    {kind: kInt, min: 0, max: maxLong},
