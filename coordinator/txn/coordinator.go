@@ -272,13 +272,7 @@ func (c *Coordinator) ownerLocked(id string) (*owned, error) {
 // the caller gets a retriable error while the wait goes on in the
 // background (m stays pending, so no other change can slip in).
 func (c *Coordinator) write(o *owned, m *Metadata, t *transition, after func()) error {
-	value, err := EncodeValue(t.value())
-	if err != nil {
-		c.abandon(m)
-		return err
-	}
-	batch, err := record.Build(record.BatchOptions{ProducerID: record.NoProducerID, ProducerEpoch: record.NoProducerEpoch, BaseSequence: record.NoSequence, PartitionLeaderEpoch: -1},
-		[]record.Record{{Key: EncodeKey(m.TransactionalID), Value: value, Timestamp: c.now()}})
+	batch, err := logBatch(m.TransactionalID, t.value(), c.now())
 	if err != nil {
 		c.abandon(m)
 		return err
@@ -630,8 +624,7 @@ func (c *Coordinator) RemoveExpired() {
 // transition, already begun) and forgets it once replicated.
 func (c *Coordinator) writeTombstone(o *owned, m *Metadata) error {
 	id := m.TransactionalID
-	batch, err := record.Build(record.BatchOptions{ProducerID: record.NoProducerID, ProducerEpoch: record.NoProducerEpoch, BaseSequence: record.NoSequence, PartitionLeaderEpoch: -1},
-		[]record.Record{{Key: EncodeKey(id), Value: nil, Timestamp: c.now()}})
+	batch, err := logBatch(id, nil, c.now())
 	if err != nil {
 		c.abandon(m)
 		return err
@@ -641,4 +634,18 @@ func (c *Coordinator) writeTombstone(o *owned, m *Metadata) error {
 			delete(o.txns, id)
 		}
 	})
+}
+
+// logBatch is the batch the coordinator appends for one change of id: its
+// new state, or with v nil its tombstone (the id expired).
+func logBatch(id string, v *pb.TransactionLogValue, nowMs int64) ([]byte, error) {
+	var value []byte
+	if v != nil {
+		var err error
+		if value, err = EncodeValue(v); err != nil {
+			return nil, err
+		}
+	}
+	return record.Build(record.BatchOptions{ProducerID: record.NoProducerID, ProducerEpoch: record.NoProducerEpoch, BaseSequence: record.NoSequence, PartitionLeaderEpoch: -1},
+		[]record.Record{{Key: EncodeKey(id), Value: value, Timestamp: nowMs}})
 }
