@@ -84,4 +84,22 @@ func TestLoadOfCompactedTxnLogMatches(t *testing.T) {
 			t.Errorf("compacted (past the delete horizon: %v): %d bytes of %d", pastHorizon, compacted.Size(), whole.Size())
 		}
 	}
+	// And cleaned by the log cleaner itself.
+	t.Run("storage.Log.Clean", func(t *testing.T) {
+		size := whole.Size()
+		st, err := cleanAll(whole, 4096)
+		if err != nil {
+			t.Skipf("storage.Log.Clean: %v", err)
+		}
+		loaded, err := replayLog(whole, warnTB(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := describeIDs(loaded); !reflect.DeepEqual(d, want) {
+			t.Errorf("cleaned (%+v) loads\n%v\nthe whole log\n%v", st, d, want)
+		}
+		if whole.Size() >= size/5 {
+			t.Errorf("cleaned: %d bytes of %d (%+v)", whole.Size(), size, st)
+		}
+	})
 }
