@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
+	"github.com/strand-io/strand/broker"
+	"github.com/strand-io/strand/broker/storage"
 	"github.com/strand-io/strand/clock"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
@@ -121,6 +125,11 @@ func loadedState(t testing.TB, batches [][]byte) map[string]string {
 			c.applyBatch(s, it.Header(), it.Batch())
 		}
 	}
+	return describeShard(s)
+}
+
+// describeShard renders every group of a shard for comparison.
+func describeShard(s *shard) map[string]string {
 	out := map[string]string{}
 	for id, g := range s.groups {
 		members := make([]string, 0, len(g.members))
@@ -139,6 +148,58 @@ func loadedState(t testing.TB, batches [][]byte) map[string]string {
 	return out
 }
 
+// openGroupLog opens a __consumer_offsets log in a fresh directory.
+func openGroupLog(tb testing.TB, segmentBytes int64) *storage.Log {
+	tb.Helper()
+	cfg := storage.DefaultConfig()
+	cfg.SegmentBytes, cfg.RetentionMs = segmentBytes, -1
+	l, err := storage.Open(tb.TempDir(), storage.PartitionKey{Topic: "__consumer_offsets", Partition: 0}, cfg, 0, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { l.Close() })
+	return l
+}
+
+// appendBatches appends batches to l as the partition's leader would get
+// them: data batches as written, markers through AppendMarker (as the
+// transaction coordinator's WriteTxnMarkers). Offsets are the log's own.
+func appendBatches(tb testing.TB, l *storage.Log, batches [][]byte) {
+	tb.Helper()
+	for _, raw := range batches {
+		for it := record.NewIter(raw); it.Next(); {
+			h := it.Header()
+			if h.IsControl() {
+				typ, coordEpoch, err := record.ReadControlBatch(it.Batch())
+				if err != nil {
+					tb.Fatal(err)
+				}
+				if _, err := l.AppendMarker(h.ProducerID, h.ProducerEpoch, coordEpoch, typ, 0); err != nil {
+					tb.Fatal(err)
+				}
+				continue
+			}
+			if _, err := l.AppendAsLeader(append([]byte(nil), it.Batch()...), 0); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+}
+
+// loadFromLog runs the coordinator's load of a partition over l and
+// describes the groups it loaded.
+func loadFromLog(tb testing.TB, l *storage.Log) map[string]string {
+	tb.Helper()
+	c := &Coordinator{clk: clock.NewFake(time.Unix(1_700_000_000, 0)), lg: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s := newShard(0, broker.NewPartition(l.Key(), l, l.LogEndOffset()), 0)
+	c.wg.Add(1)
+	c.load(context.Background(), s)
+	if s.status != active {
+		tb.Fatalf("load ended with the shard %v", s.status)
+	}
+	return describeShard(s)
+}
+
 // TestLoadOfCompactedLogMatches: a history of commits, transactional
 // commits (committed and aborted), memberships, OffsetDelete and
 // DeleteGroups, written by the coordinator itself, loads to the same
@@ -149,12 +210,14 @@ func loadedState(t testing.TB, batches [][]byte) map[string]string {
 func TestLoadOfCompactedLogMatches(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
+	// marker ends pid's transaction at epoch as version 2 does: the marker
+	// carries the epoch bumped (the producer's next transaction's).
 	marker := func(g string, pid int64, epoch int16, commit bool) {
 		typ := record.ControlAbort
 		if commit {
 			typ = record.ControlCommit
 		}
-		h.w.marker(pid, epoch, typ)
+		h.w.marker(pid, epoch+1, typ)
 		h.c.OnTxnMarker(h.c.partitionOf(g), pid, commit)
 	}
 	// live: a group with a member, plain and transactional commits, an
@@ -225,5 +288,56 @@ func TestLoadOfCompactedLogMatches(t *testing.T) {
 		if n != 1 {
 			t.Errorf("compacted (past the delete horizon: %v): %d records of txnOnly's one partition kept, want 1", pastHorizon, n)
 		}
+	}
+	// And in a storage.Log cleaned by the log cleaner itself.
+	t.Run("storage.Log.Clean", func(t *testing.T) {
+		l := openGroupLog(t, 2048)
+		appendBatches(t, l, whole)
+		want := loadFromLog(t, l)
+		size := l.Size()
+		st, err := cleanAll(l, 2048)
+		if err != nil {
+			t.Skipf("storage.Log.Clean: %v", err)
+		}
+		if got := loadFromLog(t, l); !reflect.DeepEqual(got, want) {
+			t.Errorf("cleaned (%+v) loads\n%v\nthe whole log\n%v", st, got, want)
+		}
+		if l.Size() >= size {
+			t.Errorf("cleaned: %d bytes of %d (%+v)", l.Size(), size, st)
+		}
+	})
+}
+
+// TestLoadReadsOlderTxnCommitKeys: a log written before transactional
+// commits used the partition's key (type 1 keys, with the producer) still
+// loads: committed by its COMMIT marker, dropped by an ABORT.
+func TestLoadReadsOlderTxnCommitKeys(t *testing.T) {
+	val := func(off int64) []byte {
+		b, err := proto.Marshal(&pb.OffsetCommitValue{Offset: off, LeaderEpoch: -1, CommitTimestampMs: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	txnBatch := func(base int64, pid int64, epoch int16, part int32, off int64) []byte {
+		b, err := record.Build(record.BatchOptions{BaseOffset: base, ProducerID: pid, ProducerEpoch: epoch, Transactional: true, PartitionLeaderEpoch: -1},
+			[]record.Record{{Key: pendingKey("old", "t", part, pid, epoch), Value: val(off)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	marker := func(base int64, pid int64, epoch int16, typ record.ControlType) []byte {
+		b := record.BuildControlBatch(pid, epoch, typ, 0, 0)
+		record.SetBaseOffset(b, base)
+		return b
+	}
+	got := loadedState(t, [][]byte{
+		txnBatch(0, 7, 0, 0, 40), marker(1, 7, 1, record.ControlCommit),
+		txnBatch(2, 7, 1, 0, 41), txnBatch(3, 7, 1, 1, 42), marker(4, 7, 2, record.ControlAbort),
+	})
+	want := `state=Empty gen=0 type="" protocol="" leader="" members=[] offsets=[t-0=40/-1/""/5@0] pending=0`
+	if got["old"] != want {
+		t.Fatalf("loaded %q, want %q", got["old"], want)
 	}
 }
