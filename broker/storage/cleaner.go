@@ -9,9 +9,8 @@ import (
 // The log cleaner's API (issue 20): compaction of a log whose topic has
 // cleanup.policy=compact. The broker's cleaner manager (broker package)
 // picks the dirtiest log with CleanableState and cleans it with Clean.
-//
-// STUB ON THE BASE BRANCH ONLY: the storage helper replaces this file's
-// bodies; nothing with this stub may reach main.
+// The pass itself is in cleaner_pass.go, the crash-safe swap of the
+// cleaned segments in cleaner_swap.go.
 
 // CleanOptions are one cleaning pass's parameters: the topic's configs and
 // the broker's.
@@ -76,13 +75,3 @@ type Cleanable struct {
 // closed) or ctx ended; nothing was swapped in.
 var ErrCleanAborted = errors.New("storage: cleaning aborted")
 
-// CleanableState reports how dirty the log is.
-func (l *Log) CleanableState(upperBound, nowMs, minCompactionLagMs int64) Cleanable {
-	return Cleanable{FirstDirty: l.LogStartOffset(), FirstUncleanable: l.LogStartOffset(), OldestDirtyMs: -1}
-}
-
-// Clean compacts the log once (see the file comment of the real
-// implementation for Kafka's rules).
-func (l *Log) Clean(ctx context.Context, o CleanOptions) (CleanStats, error) {
-	return CleanStats{}, errors.New("storage: Clean is not implemented on the base branch")
-}

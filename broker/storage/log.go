@@ -59,6 +59,13 @@ type Log struct {
 	syncHook       func(*os.File) error // tests: replaces a segment's fsync in FlushTo
 
 	flushMu sync.Mutex
+
+	// The log cleaner (cleaner*.go): one pass at a time (cleanMu); the
+	// clean checkpoint, below which batches may skip offsets (cleanedTo,
+	// persisted in CleanerCheckpointFile); a test hook into the swap.
+	cleanMu   sync.Mutex
+	cleanedTo int64
+	swapHook  swapHook
 }
 
 // Dir is the partition directory.
