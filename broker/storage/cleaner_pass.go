@@ -196,7 +196,8 @@ func (l *Log) Clean(ctx context.Context, o CleanOptions) (CleanStats, error) {
 		removeOutputs(outs)
 		return st, l.abortedIfChanged(p, err)
 	}
-	if err := l.swapHook.step("written"); err == nil {
+	err = l.swapHook.step("written")
+	if err == nil {
 		err = l.swapCleaned(p, outs, newCheckpoint)
 	}
 	if err != nil {
@@ -648,7 +649,8 @@ func (c *cleaner) cleanBatch(ctx context.Context, out *output, h *record.Header,
 		nh, _ := record.ParseHeader(nb)
 		return c.keep(out, &nh, nb, entry)
 	}
-	lastOfProducer := h.HasProducerID() && c.p.lastBatch[h.ProducerID] == h.LastOffset()
+	last, ok := c.p.lastBatch[h.ProducerID]
+	lastOfProducer := ok && h.HasProducerID() && last == h.LastOffset()
 	if a, aborted := c.p.abortedTxnOf(h); aborted {
 		c.observed[a] = true
 		if lastOfProducer {
