@@ -74,4 +74,3 @@ type Cleanable struct {
 // ErrCleanAborted: the log changed under the pass (truncated, deleted,
 // closed) or ctx ended; nothing was swapped in.
 var ErrCleanAborted = errors.New("storage: cleaning aborted")
-

@@ -1,0 +1,142 @@
+package storage
+
+import (
+	"fmt"
+	"math/rand"
+	"reflect"
+	"testing"
+
+	"github.com/strand-io/strand/record"
+)
+
+// TestCleanPreservesTheCommittedTable is the cleaner's property: for a
+// random history of keys, values, tombstones, transactions committed,
+// aborted and left open, idempotent and plain producers, what a
+// read_committed reader rebuilds as a key → value table (with each
+// value's offset) below the last stable offset is the same before and
+// after one or two passes, with the delete horizon passed or not; and the
+// cleaned log reopens (after a crash, recovering everything) to the same
+// table and the same producer state.
+func TestCleanPreservesTheCommittedTable(t *testing.T) {
+	seeds := 25
+	if testing.Short() {
+		seeds = 8
+	}
+	for seed := int64(1); seed <= int64(seeds); seed++ {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			cfg := testConfig()
+			cfg.SegmentBytes = 1024
+			f := newFixture(t, cfg)
+			rng := rand.New(rand.NewSource(seed))
+			p := newProducers(f)
+			randomHistory(rng, f, p, 150+rng.Intn(150))
+			f.l.OnHighWatermarkUpdated(f.l.LogEndOffset())
+			bound := f.l.LogEndOffset()
+			if fu, ok := f.l.FirstUnstableOffset(); ok {
+				bound = fu
+			}
+			want := committedTable(t, f.l, bound)
+			producersBefore := producerSummary(f.l)
+			o := f.cleanOpts()
+			o.UpperBound = bound
+			o.MaxSegmentBytes = int64(256 + rng.Intn(2048))
+			if rng.Intn(3) == 0 {
+				o.MaxMapEntries = 2 + rng.Intn(6)
+			}
+			for pass := 0; pass < 2; pass++ {
+				f.clean(o)
+				if got := committedTable(t, f.l, bound); !reflect.DeepEqual(got, want) {
+					t.Fatalf("pass %d: table\n%v\nwant\n%v", pass, got, want)
+				}
+				checkIndexes(t, f.l)
+				if rng.Intn(2) == 0 {
+					f.advanceMs(o.DeleteRetentionMs)
+				}
+				o.NowMs = f.nowMs()
+			}
+			sizeAfter := f.l.Size()
+			f.crash(0)
+			if got := committedTable(t, f.l, bound); !reflect.DeepEqual(got, want) {
+				t.Fatalf("after a crash: table\n%v\nwant\n%v", got, want)
+			}
+			if r := f.l.DamagedRanges(); len(r) != 0 {
+				t.Fatalf("recovery fenced %v", r)
+			}
+			if f.l.Size() != sizeAfter {
+				t.Fatalf("recovery changed the size from %d to %d", sizeAfter, f.l.Size())
+			}
+			if got := producerSummary(f.l); !reflect.DeepEqual(got, producersBefore) {
+				t.Fatalf("producers after a crash:\n%v\nwant\n%v", got, producersBefore)
+			}
+		})
+	}
+}
+
+// producerSummary is what deduplication and transactions need of each
+// producer: its epoch, last sequence and last offset, and its open
+// transaction.
+func producerSummary(l *Log) map[int64]string {
+	out := map[int64]string{}
+	for _, e := range l.Producers() {
+		out[e.ProducerID] = fmt.Sprintf("epoch %d lastSeq %d lastOffset %d txn %d", e.Epoch, e.LastSequence(), e.LastOffset(), e.CurrentTxnFirstOffset)
+	}
+	return out
+}
+
+// randomHistory appends n random steps: batches of plain, idempotent and
+// transactional producers over a few keys (some tombstones, a few keyless
+// records), commits and aborts, rolls and clock ticks.
+func randomHistory(rng *rand.Rand, f *fixture, p *producers, n int) {
+	const keys = 8
+	txnPids := []int64{21, 22, 23}
+	recs := func(step int) []string {
+		var out []string
+		for i := 0; i < 1+rng.Intn(3); i++ {
+			k := fmt.Sprintf("k%d", rng.Intn(keys))
+			switch r := rng.Intn(20); {
+			case r < 4:
+				out = append(out, k+"!")
+			case r == 4:
+				out = append(out, fmt.Sprintf("=nokey%d", step))
+			default:
+				out = append(out, fmt.Sprintf("%s=v%d.%d", k, step, i))
+			}
+		}
+		return out
+	}
+	for step := 0; step < n; step++ {
+		switch r := rng.Intn(100); {
+		case r < 30:
+			p.put(-1, false, recs(step)...)
+		case r < 45:
+			p.put(11+int64(rng.Intn(2)), false, recs(step)...)
+		case r < 70:
+			p.put(txnPids[rng.Intn(len(txnPids))], true, recs(step)...)
+		case r < 85:
+			pid := txnPids[rng.Intn(len(txnPids))]
+			if p.open[pid] {
+				typ := record.ControlCommit
+				if rng.Intn(5) < 2 {
+					typ = record.ControlAbort
+				}
+				p.end(pid, typ)
+			}
+		case r < 90:
+			f.roll()
+		default:
+			f.advanceMs(int64(rng.Intn(600)))
+		}
+	}
+	if rng.Intn(2) == 0 {
+		for _, pid := range txnPids {
+			if p.open[pid] {
+				p.end(pid, record.ControlCommit)
+			}
+		}
+	}
+	f.roll()
+	// Two batches in the active segment (which is never cleaned), so that
+	// it has index files for checkIndexes.
+	p.put(-1, false, "tail=1")
+	p.put(-1, false, "tail=2")
+}
