@@ -110,6 +110,19 @@ func TestCleanRules(t *testing.T) {
 				t.Fatalf("read_committed table %v, was %v", after, before)
 			}
 		}},
+		{"an aborted transaction's records supersede nothing", func(t *testing.T, f *fixture, p *producers) {
+			p.put(-1, false, "a=1")  // 0
+			p.put(7, true, "a=x")    // 1
+			p.put(-1, false, "b=1")  // 2
+			p.end(7, record.ControlAbort)
+			p.put(7, true, "c=1") // 4
+			p.end(7, record.ControlCommit)
+			f.roll()
+			f.clean(f.cleanOpts())
+			if got := committedTable(t, f.l, f.l.LogEndOffset()); got["a"] != "1@0" {
+				t.Fatalf("read_committed table %v: the aborted write of a replaced the committed one", got)
+			}
+		}},
 		{"a committed transaction's marker goes once all its data was superseded and the horizon passed", func(t *testing.T, f *fixture, p *producers) {
 			p.put(8, true, "a=t") // 0
 			p.end(8, record.ControlCommit)
@@ -252,7 +265,9 @@ func TestCleanRules(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, testConfig())
+			cfg := testConfig()
+			warnings := recoveryLogger(&cfg)
+			f := newFixture(t, cfg)
 			p := newProducers(f)
 			tc.run(t, f, p)
 			// Appends go on after cleaning.
@@ -266,6 +281,11 @@ func TestCleanRules(t *testing.T) {
 			got, _ := logRecords(t, f.l, f.l.LogEndOffset())
 			if recStrings(got) != recStrings(want) {
 				t.Fatalf("after a restart: %s, want %s", recStrings(got), recStrings(want))
+			}
+			// The cleaned segments' gaps are expected: their indexes are
+			// trusted, not rebuilt with a warning.
+			if w := warnings.String(); w != "" {
+				t.Fatalf("warnings on reopening the cleaned log:\n%s", w)
 			}
 			f.crash(0)
 			got, _ = logRecords(t, f.l, f.l.LogEndOffset())
@@ -420,5 +440,44 @@ func TestCleanAbortsWhenTheLogChanges(t *testing.T) {
 	f.roll()
 	if _, err := f.l.Clean(ctx, f.cleanOpts()); !errors.Is(err, ErrCleanAborted) {
 		t.Fatalf("Clean with an ended context: %v, want ErrCleanAborted", err)
+	}
+}
+
+// TestCleanCheckpointFollowsTheLog: the clean checkpoint is persisted, and
+// a truncation below it, a restart at a new offset or retention past it
+// moves it.
+func TestCleanCheckpointFollowsTheLog(t *testing.T) {
+	f := newFixture(t, testConfig())
+	p := newProducers(f)
+	for i := 0; i < 3; i++ {
+		p.put(-1, false, "a=1", "b=1")
+		f.roll()
+	}
+	p.put(-1, false, "c=1")
+	if st := f.clean(f.cleanOpts()); st.NextDirty != 6 {
+		t.Fatalf("next dirty %d, want 6", st.NextDirty)
+	}
+	if c := f.l.CleanableState(7, f.nowMs(), 0); c.FirstDirty != 6 || c.FirstUncleanable != 6 || c.DirtyBytes != 0 || c.CleanBytes == 0 || c.DirtyRatio != 0 {
+		t.Fatalf("cleanable %+v", c)
+	}
+	f.reopenClean()
+	if c := f.l.CleanableState(7, f.nowMs(), 0); c.FirstDirty != 6 {
+		t.Fatalf("after a restart: first dirty %d, want 6", c.FirstDirty)
+	}
+	// Truncation cuts before the batch holding offset 5: at 4.
+	if err := f.l.TruncateTo(5); err != nil {
+		t.Fatal(err)
+	}
+	if c := f.l.CleanableState(5, f.nowMs(), 0); c.FirstDirty != 4 {
+		t.Fatalf("after truncating to 4: first dirty %d", c.FirstDirty)
+	}
+	if got := readCleanCheckpoint(f.dir); got != 4 {
+		t.Fatalf("checkpoint file after truncating to 4: %d", got)
+	}
+	if err := f.l.TruncateFullyAndStartAt(100); err != nil {
+		t.Fatal(err)
+	}
+	if c := f.l.CleanableState(100, f.nowMs(), 0); c.FirstDirty != 100 || readCleanCheckpoint(f.dir) != 100 {
+		t.Fatalf("after restarting at 100: %+v, file %d", c, readCleanCheckpoint(f.dir))
 	}
 }
