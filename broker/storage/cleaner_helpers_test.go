@@ -107,11 +107,19 @@ func (r rec) String() string {
 // its end.
 func allBatches(t testing.TB, l *Log, upTo int64) [][]byte {
 	t.Helper()
+	out, err := readAllBatches(l, upTo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func readAllBatches(l *Log, upTo int64) ([][]byte, error) {
 	var out [][]byte
 	for off := l.LogStartOffset(); off < upTo; {
 		res, err := l.Read(off, 1<<20, upTo, true)
 		if err != nil {
-			t.Fatalf("Read(%d): %v", off, err)
+			return nil, fmt.Errorf("Read(%d): %v", off, err)
 		}
 		if len(res.Records) == 0 {
 			break
@@ -121,16 +129,16 @@ func allBatches(t testing.TB, l *Log, upTo int64) [][]byte {
 		for it.Next() {
 			h := it.Header()
 			if h.BaseOffset < off {
-				t.Fatalf("Read(%d) returned a batch at %d", off, h.BaseOffset)
+				return nil, fmt.Errorf("Read(%d) returned a batch at %d", off, h.BaseOffset)
 			}
 			out = append(out, append([]byte(nil), it.Batch()...))
 			off = h.NextOffset()
 		}
 		if it.Err() != nil || len(it.Rest()) != 0 {
-			t.Fatalf("Read(%d): %v, %d bytes of a partial batch", off, it.Err(), len(it.Rest()))
+			return nil, fmt.Errorf("Read(%d): %v, %d bytes of a partial batch", off, it.Err(), len(it.Rest()))
 		}
 	}
-	return out
+	return out, nil
 }
 
 // logRecords returns every record of the log below upTo, as a
@@ -169,15 +177,27 @@ func recStrings(rs []rec) string {
 // remove keys.
 func committedTable(t testing.TB, l *Log, upTo int64) map[string]string {
 	t.Helper()
+	table, err := readCommittedTable(l, upTo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return table
+}
+
+func readCommittedTable(l *Log, upTo int64) (map[string]string, error) {
 	start := l.LogStartOffset()
 	aborted := l.CollectAborted(start, upTo)
 	sort.Slice(aborted, func(i, j int) bool { return aborted[i].FirstOffset < aborted[j].FirstOffset })
 	abortedPids := map[int64]bool{}
 	table := map[string]string{}
-	for _, b := range allBatches(t, l, upTo) {
+	batches, err := readAllBatches(l, upTo)
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range batches {
 		h, recs, err := record.Decode(b)
 		if err != nil {
-			t.Fatalf("decode: %v", err)
+			return nil, err
 		}
 		for len(aborted) > 0 && aborted[0].FirstOffset <= h.LastOffset() {
 			abortedPids[aborted[0].ProducerID] = true
@@ -203,7 +223,7 @@ func committedTable(t testing.TB, l *Log, upTo int64) map[string]string {
 			}
 		}
 	}
-	return table
+	return table, nil
 }
 
 // cleanOpts are a pass's options at the fixture's clock, cleaning up to

@@ -150,7 +150,8 @@ func (l *Log) CleanableState(upperBound, nowMs, minCompactionLagMs int64) Cleana
 // cleanPlan is what a pass read from the log under its lock.
 type cleanPlan struct {
 	segs       []*segment // the segments to rewrite, then the first kept one
-	sizes      []int64
+	sizes      []int64    // their sizes and ends when planned (read without the lock)
+	nexts      []int64
 	logStart   int64
 	firstDirty int64
 	end        int64 // the dirty end: segs[len-1].base
@@ -186,7 +187,7 @@ func (l *Log) Clean(ctx context.Context, o CleanOptions) (CleanStats, error) {
 		for k < len(p.segs)-1 && p.segs[k+1].base <= mapEnd {
 			k++
 		}
-		p.segs, p.sizes, p.end = p.segs[:k+1], p.sizes[:k+1], p.segs[k].base
+		p.segs, p.sizes, p.nexts, p.end = p.segs[:k+1], p.sizes[:k+1], p.nexts[:k+1], p.segs[k].base
 		st.SegmentsBefore = k
 	}
 	newCheckpoint := max(p.firstDirty, p.end)
@@ -273,6 +274,7 @@ func (l *Log) planClean(o CleanOptions) (*cleanPlan, error) {
 	for i := 0; i <= k; i++ {
 		p.segs = append(p.segs, l.segs[i])
 		p.sizes = append(p.sizes, l.segs[i].size)
+		p.nexts = append(p.nexts, l.segs[i].next)
 	}
 	p.end = l.segs[k].base
 	for _, s := range l.segs {
@@ -350,7 +352,7 @@ func (l *Log) buildOffsetMap(ctx context.Context, p *cleanPlan, o CleanOptions, 
 	keys := map[string]int64{}
 	mapped := 0
 	for i, s := range p.segs[:len(p.segs)-1] {
-		if s.next <= p.firstDirty {
+		if p.nexts[i] <= p.firstDirty {
 			continue
 		}
 		upd := map[string]int64{}

@@ -1,9 +1,11 @@
 package storage
 
 import (
+	"context"
 	"fmt"
 	"math/rand"
 	"reflect"
+	"sync"
 	"testing"
 
 	"github.com/strand-io/strand/record"
@@ -139,4 +141,77 @@ func randomHistory(rng *rand.Rand, f *fixture, p *producers, n int) {
 	// it has index files for checkIndexes.
 	p.put(-1, false, "tail=1")
 	p.put(-1, false, "tail=2")
+}
+
+// TestCleanWhileReadingAndAppending: readers see the same table below the
+// bound before, during and after passes, while appends go on above it
+// (run with -race).
+func TestCleanWhileReadingAndAppending(t *testing.T) {
+	cfg := testConfig()
+	cfg.SegmentBytes = 1024
+	f := newFixture(t, cfg)
+	p := newProducers(f)
+	randomHistory(rand.New(rand.NewSource(99)), f, p, 200)
+	f.l.OnHighWatermarkUpdated(f.l.LogEndOffset())
+	bound := f.l.LogEndOffset()
+	if fu, ok := f.l.FirstUnstableOffset(); ok {
+		bound = fu
+	}
+	want := committedTable(t, f.l, bound)
+	o := f.cleanOpts()
+	o.UpperBound = bound
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for r := 0; r < 2; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				got, err := readCommittedTable(f.l, bound)
+				if err != nil {
+					t.Errorf("read during cleaning: %v", err)
+					return
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("table during cleaning %v, want %v", got, want)
+					return
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			b, err := record.Build(record.BatchOptions{PartitionLeaderEpoch: -1, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, kvs(0, fmt.Sprintf("new%d=1", i)))
+			if err == nil {
+				_, err = f.l.AppendAsLeader(b, 0)
+			}
+			if err != nil {
+				t.Errorf("append during cleaning: %v", err)
+				return
+			}
+		}
+	}()
+	for pass := 0; pass < 3; pass++ {
+		if _, err := f.l.Clean(context.Background(), o); err != nil {
+			t.Errorf("pass %d: %v", pass, err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if got := committedTable(t, f.l, bound); !reflect.DeepEqual(got, want) {
+		t.Fatalf("table after cleaning %v, want %v", got, want)
+	}
 }
