@@ -111,9 +111,9 @@ func TestCleanRules(t *testing.T) {
 			}
 		}},
 		{"an aborted transaction's records supersede nothing", func(t *testing.T, f *fixture, p *producers) {
-			p.put(-1, false, "a=1")  // 0
-			p.put(7, true, "a=x")    // 1
-			p.put(-1, false, "b=1")  // 2
+			p.put(-1, false, "a=1") // 0
+			p.put(7, true, "a=x")   // 1
+			p.put(-1, false, "b=1") // 2
 			p.end(7, record.ControlAbort)
 			p.put(7, true, "c=1") // 4
 			p.end(7, record.ControlCommit)
