@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/strand-io/strand/record"
 )
@@ -67,8 +66,8 @@ func writeCleanCheckpoint(dir string, off int64) error {
 	return writeFileAtomic(filepath.Join(dir, CleanerCheckpointFile), []byte(strconv.FormatInt(off, 10)+"\n"))
 }
 
-// clampCleanedLocked lowers the clean checkpoint to offset (truncation)
-// or raises it to the log start (retention, a restart at a new offset).
+// setCleanedLocked moves the clean checkpoint and persists it: down to a
+// truncation point, up to a new log start or past a replicated gap.
 func (l *Log) setCleanedLocked(off int64) {
 	if off == l.cleanedTo {
 		return
@@ -99,54 +98,6 @@ func (l *Log) cleanBoundsLocked(upperBound, nowMs, minCompactionLagMs int64) (in
 	return firstDirty, max(fu, firstDirty)
 }
 
-// CleanableState reports how dirty the log is.
-func (l *Log) CleanableState(upperBound, nowMs, minCompactionLagMs int64) Cleanable {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	firstDirty, fu := l.cleanBoundsLocked(upperBound, nowMs, minCompactionLagMs)
-	c := Cleanable{FirstDirty: firstDirty, FirstUncleanable: fu, OldestDirtyMs: -1}
-	active := l.active()
-	for _, s := range l.segs {
-		switch {
-		case s.next <= firstDirty && s != active:
-			c.CleanBytes += s.size
-		case s.next <= fu && s != active:
-			c.DirtyBytes += s.size
-		}
-		// As Kafka does for max.compaction.lag.ms: the dirty segments'
-		// first batch timestamps stand for the oldest dirty record.
-		if s.next > firstDirty && s.size > 0 {
-			pos := int64(0)
-			if s.base < firstDirty {
-				p, _, ok, err := s.findBatch(firstDirty)
-				if err != nil || !ok {
-					continue
-				}
-				pos = p
-			}
-			if s.skipDamaged(pos) {
-				continue
-			}
-			hb, err := s.readAt(pos, record.HeaderSize)
-			if err != nil {
-				continue
-			}
-			h, _ := record.ParseHeader(hb)
-			ts := h.FirstTimestamp
-			if h.LogAppendTime() || h.HasDeleteHorizon() {
-				ts = h.MaxTimestamp
-			}
-			if ts >= 0 && (c.OldestDirtyMs < 0 || ts < c.OldestDirtyMs) {
-				c.OldestDirtyMs = ts
-			}
-		}
-	}
-	if total := c.CleanBytes + c.DirtyBytes; total > 0 {
-		c.DirtyRatio = float64(c.DirtyBytes) / float64(total)
-	}
-	return c
-}
-
 // cleanPlan is what a pass read from the log under its lock.
 type cleanPlan struct {
 	segs       []*segment // the segments to rewrite, then the first kept one
@@ -159,58 +110,6 @@ type cleanPlan struct {
 	lastBatch  map[int64]int64 // producer id → last offset of its last data batch
 	interval   int
 	maxSeg     int64
-}
-
-// Clean compacts the log once (the rules are at the top of this file).
-// The reading and writing happen without the log's lock, so reads and
-// appends go on; only the swap takes it.
-func (l *Log) Clean(ctx context.Context, o CleanOptions) (CleanStats, error) {
-	start := time.Now()
-	l.cleanMu.Lock()
-	defer l.cleanMu.Unlock()
-	p, err := l.planClean(o)
-	if err != nil {
-		return CleanStats{}, err
-	}
-	st := CleanStats{FirstDirty: p.firstDirty, NextDirty: p.firstDirty, SegmentsBefore: len(p.segs) - 1}
-	if len(p.segs) < 2 {
-		st.Elapsed = time.Since(start)
-		return st, nil
-	}
-	keys, mapEnd, err := l.buildOffsetMap(ctx, p, o, &st)
-	if err != nil {
-		return st, l.abortedIfChanged(p, err)
-	}
-	// The map filled early: only the segments below where it stopped.
-	if mapEnd < p.end {
-		k := 0
-		for k < len(p.segs)-1 && p.segs[k+1].base <= mapEnd {
-			k++
-		}
-		p.segs, p.sizes, p.nexts, p.end = p.segs[:k+1], p.sizes[:k+1], p.nexts[:k+1], p.segs[k].base
-		st.SegmentsBefore = k
-	}
-	newCheckpoint := max(p.firstDirty, p.end)
-	c := &cleaner{l: l, p: p, o: o, keys: keys, st: &st, observed: map[AbortedTxn]bool{}, committed: map[int64]bool{}}
-	outs, err := c.rewrite(ctx)
-	if err != nil {
-		removeOutputs(outs)
-		return st, l.abortedIfChanged(p, err)
-	}
-	err = l.swapHook.step("written")
-	if err == nil {
-		err = l.swapCleaned(p, outs, newCheckpoint)
-	}
-	if err != nil {
-		if !errors.Is(err, errCrashForTest) {
-			removeOutputs(outs)
-		}
-		return st, err
-	}
-	st.NextDirty = newCheckpoint
-	st.SegmentsAfter = len(outs)
-	st.Elapsed = time.Since(start)
-	return st, nil
 }
 
 // abortedIfChanged turns a failure while reading into ErrCleanAborted
