@@ -622,6 +622,7 @@ func (c *cleaner) keep(out *output, h *record.Header, batch []byte, entry *Abort
 	if err := out.write(h, batch, c.p.interval); err != nil {
 		return err
 	}
+	c.pending += len(batch) // the throttle counts bytes written too
 	if entry != nil {
 		out.txns = append(out.txns, *entry)
 	}

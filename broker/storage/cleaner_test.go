@@ -481,3 +481,41 @@ func TestCleanCheckpointFollowsTheLog(t *testing.T) {
 		t.Fatalf("after restarting at 100: %+v, file %d", c, readCleanCheckpoint(f.dir))
 	}
 }
+
+// TestCleanThrottle: the throttle hears of every byte read and written,
+// and its error stops the pass with nothing swapped in.
+func TestCleanThrottle(t *testing.T) {
+	f := newFixture(t, testConfig())
+	p := newProducers(f)
+	for i := 0; i < 20; i++ {
+		p.put(-1, false, "a=1", "b=2")
+		if i%5 == 4 {
+			f.roll()
+		}
+	}
+	before, _ := logRecords(t, f.l, f.l.LogEndOffset())
+	o := f.cleanOpts()
+	var seen int
+	o.Throttle = func(ctx context.Context, n int) error {
+		seen += n
+		return nil
+	}
+	st := f.clean(o)
+	// The map pass reads the dirty section, the rewrite reads everything
+	// below the dirty end and writes what stays.
+	if want := int(2*st.BytesRead + st.BytesWritten); seen != want {
+		t.Fatalf("throttle saw %d bytes, want %d (%+v)", seen, want, st)
+	}
+	p.put(-1, false, "a=3")
+	f.roll()
+	stop := errors.New("throttled out")
+	o = f.cleanOpts()
+	o.Throttle = func(context.Context, int) error { return stop }
+	if _, err := f.l.Clean(context.Background(), o); !errors.Is(err, ErrCleanAborted) {
+		t.Fatalf("Clean with a failing throttle: %v, want ErrCleanAborted", err)
+	}
+	after, _ := logRecords(t, f.l, f.l.LogEndOffset()-1)
+	if recStrings(after) != recStrings(before[len(before)-2:]) {
+		t.Fatalf("log after the stopped pass: %s", recStrings(after))
+	}
+}
