@@ -69,8 +69,17 @@ type Cleanable struct {
 	DirtyRatio             float64
 	// OldestDirtyMs is the smallest record timestamp in the dirty section
 	// ([FirstDirty, log end)), -1 when there is none (for
-	// max.compaction.lag.ms).
+	// max.compaction.lag.ms). As in Kafka it is taken from the first batch
+	// of each dirty segment, not from every record.
 	OldestDirtyMs int64
+	// DeleteHorizonMs is the earliest delete horizon the last pass left
+	// on a batch (a tombstone or an emptied transaction's marker), -1
+	// when none or unknown (not kept across restarts): from then on a pass
+	// removes something even with no dirty bytes (KIP-534).
+	DeleteHorizonMs int64
+	// Damaged: a segment recovery fenced stops cleaning at its base
+	// (Kafka counts such logs in uncleanable-partitions-count).
+	Damaged bool
 }
 
 // ErrCleanAborted: the log changed under the pass (truncated, deleted,
@@ -82,9 +91,10 @@ func (l *Log) CleanableState(upperBound, nowMs, minCompactionLagMs int64) Cleana
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	firstDirty, fu := l.cleanBoundsLocked(upperBound, nowMs, minCompactionLagMs)
-	c := Cleanable{FirstDirty: firstDirty, FirstUncleanable: fu, OldestDirtyMs: -1}
+	c := Cleanable{FirstDirty: firstDirty, FirstUncleanable: fu, OldestDirtyMs: -1, DeleteHorizonMs: l.deleteHorizonMs}
 	active := l.active()
 	for _, s := range l.segs {
+		c.Damaged = c.Damaged || s.damaged
 		switch {
 		case s.next <= firstDirty && s != active:
 			c.CleanBytes += s.size
@@ -155,7 +165,7 @@ func (l *Log) Clean(ctx context.Context, o CleanOptions) (CleanStats, error) {
 		st.SegmentsBefore = k
 	}
 	newCheckpoint := max(p.firstDirty, p.end)
-	c := &cleaner{l: l, p: p, o: o, keys: keys, st: &st, observed: map[AbortedTxn]bool{}, committed: map[int64]bool{}}
+	c := &cleaner{l: l, p: p, o: o, keys: keys, st: &st, observed: map[AbortedTxn]bool{}, committed: map[int64]bool{}, horizon: -1}
 	outs, err := c.rewrite(ctx)
 	if err != nil {
 		removeOutputs(outs)
@@ -163,7 +173,7 @@ func (l *Log) Clean(ctx context.Context, o CleanOptions) (CleanStats, error) {
 	}
 	err = l.swapHook.step("written")
 	if err == nil {
-		err = l.swapCleaned(p, outs, newCheckpoint)
+		err = l.swapCleaned(p, outs, newCheckpoint, c.horizon)
 	}
 	if err != nil {
 		if !errors.Is(err, errCrashForTest) {

@@ -87,6 +87,14 @@ func (l *Log) cleanBoundsLocked(upperBound, nowMs, minCompactionLagMs int64) (in
 		firstDirty = l.logStart
 	}
 	fu := min(upperBound, l.active().base)
+	for _, s := range l.segs {
+		if s.damaged {
+			// A fenced range cannot be read; Kafka marks such a log
+			// uncleanable. Nothing from there on is rewritten.
+			fu = min(fu, s.base)
+			break
+		}
+	}
 	if minCompactionLagMs > 0 {
 		for _, s := range l.segs[:len(l.segs)-1] {
 			if s.next > firstDirty && s.maxTs > nowMs-minCompactionLagMs {
@@ -158,14 +166,6 @@ func (l *Log) planClean(o CleanOptions) (*cleanPlan, error) {
 	var fu int64
 	p.firstDirty, fu = l.cleanBoundsLocked(o.UpperBound, o.NowMs, o.MinCompactionLagMs)
 	end := min(fu, o.UpperBound, l.active().base)
-	for _, s := range l.segs {
-		if s.damaged {
-			// A fenced range cannot be read; Kafka marks such a log
-			// uncleanable. Nothing from there on is rewritten.
-			end = min(end, s.base)
-			break
-		}
-	}
 	k := 0
 	for k < len(l.segs)-1 && l.segs[k].next <= end {
 		k++
@@ -324,7 +324,8 @@ type cleaner struct {
 	// since their last marker. A marker stays while either says so.
 	observed  map[AbortedTxn]bool
 	committed map[int64]bool
-	pending   int // bytes not yet reported to the throttle
+	horizon   int64 // the earliest delete horizon of a kept batch, -1 none
+	pending   int   // bytes not yet reported to the throttle
 }
 
 // output is one cleaned segment being written, under temporary names.
@@ -625,6 +626,9 @@ func (c *cleaner) keep(out *output, h *record.Header, batch []byte, entry *Abort
 	c.pending += len(batch) // the throttle counts bytes written too
 	if entry != nil {
 		out.txns = append(out.txns, *entry)
+	}
+	if hz, ok := h.DeleteHorizonMs(); ok && (c.horizon < 0 || hz < c.horizon) {
+		c.horizon = hz
 	}
 	c.st.RecordsWritten += int64(h.RecordCount)
 	return nil

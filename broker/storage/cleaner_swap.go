@@ -173,7 +173,7 @@ func finishSwapOnOpen(dir string) error {
 // swapCleaned replaces the plan's segments by the outputs, under the
 // log's lock and flushMu (FlushTo fsyncs segment files outside the lock;
 // none may be closed under it), if the log did not change meanwhile.
-func (l *Log) swapCleaned(p *cleanPlan, outs []*output, checkpoint int64) error {
+func (l *Log) swapCleaned(p *cleanPlan, outs []*output, checkpoint, horizon int64) error {
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
 	l.mu.Lock()
@@ -217,5 +217,6 @@ func (l *Log) swapCleaned(p *cleanPlan, outs []*output, checkpoint int64) error 
 	segs = append(segs, l.segs[len(old):]...)
 	l.segs = segs
 	l.cleanedTo = checkpoint
+	l.deleteHorizonMs = horizon
 	return nil
 }

@@ -50,6 +50,9 @@ func TestCleanRules(t *testing.T) {
 			if got[1].Batch.MaxTimestamp != now || hs[0].HasDeleteHorizon() {
 				t.Fatalf("timestamps or horizons changed: %+v", hs)
 			}
+			if c := f.l.CleanableState(f.l.LogEndOffset(), now, 0); c.DeleteHorizonMs != now+dr {
+				t.Fatalf("cleanable after the first pass: %+v", c)
+			}
 			// Before the horizon a pass keeps it, and the horizon does not move.
 			f.advanceMs(dr - 1)
 			f.clean(f.cleanOpts())
@@ -65,6 +68,9 @@ func TestCleanRules(t *testing.T) {
 			got, _ = logRecords(t, f.l, f.l.LogEndOffset())
 			if s := recStrings(got); s != "1:b=1" {
 				t.Fatalf("pass at the horizon: %s", s)
+			}
+			if c := f.l.CleanableState(f.l.LogEndOffset(), now, 0); c.DeleteHorizonMs != -1 {
+				t.Fatalf("cleanable after the tombstone went: %+v", c)
 			}
 		}},
 		{"an aborted transaction's records go; its marker once nothing of it is left and the horizon passed", func(t *testing.T, f *fixture, p *producers) {
@@ -517,5 +523,44 @@ func TestCleanThrottle(t *testing.T) {
 	after, _ := logRecords(t, f.l, f.l.LogEndOffset()-1)
 	if recStrings(after) != recStrings(before[len(before)-2:]) {
 		t.Fatalf("log after the stopped pass: %s", recStrings(after))
+	}
+}
+
+// TestCleanStopsAtADamagedSegment: a segment recovery fenced is never
+// read or rewritten; cleaning stops at its base and says why.
+func TestCleanStopsAtADamagedSegment(t *testing.T) {
+	cfg := testConfig()
+	recoveryLogger(&cfg)
+	f := newFixture(t, cfg)
+	p := newProducers(f)
+	for seg := 0; seg < 3; seg++ {
+		p.put(-1, false, "a=1", "b=1")
+		p.put(-1, false, "a=2")
+		f.roll()
+	}
+	p.put(-1, false, "c=1")
+	path := segPath(f.dir, 3, LogSuffix)
+	b := mustRead(t, path)
+	b[len(b)-3] ^= 0xff // the last batch of the second segment: a CRC mismatch
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.crash(0)
+	if len(f.l.DamagedRanges()) != 1 {
+		t.Fatalf("damage %v", f.l.DamagedRanges())
+	}
+	c := f.l.CleanableState(f.l.LogEndOffset(), f.nowMs(), 0)
+	if !c.Damaged || c.FirstUncleanable != 3 {
+		t.Fatalf("cleanable %+v", c)
+	}
+	if st := f.clean(f.cleanOpts()); st.NextDirty != 3 {
+		t.Fatalf("next dirty %d, want 3", st.NextDirty)
+	}
+	if !bytes.Equal(b, mustRead(t, path)) {
+		t.Fatal("the damaged segment was rewritten")
+	}
+	got, _ := logRecords(t, f.l, 3)
+	if s := recStrings(got); s != "1:b=1 2:a=2" {
+		t.Fatalf("below the damaged segment: %s", s)
 	}
 }
