@@ -4,14 +4,15 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/strand-io/strand/record"
 )
 
 // The log cleaner's API (issue 20): compaction of a log whose topic has
 // cleanup.policy=compact. The broker's cleaner manager (broker package)
 // picks the dirtiest log with CleanableState and cleans it with Clean.
-//
-// STUB ON THE BASE BRANCH ONLY: the storage helper replaces this file's
-// bodies; nothing with this stub may reach main.
+// The rules a pass follows and its steps are in cleaner_pass.go, the
+// crash-safe swap of the cleaned segments in cleaner_swap.go.
 
 // CleanOptions are one cleaning pass's parameters: the topic's configs and
 // the broker's.
@@ -68,8 +69,17 @@ type Cleanable struct {
 	DirtyRatio             float64
 	// OldestDirtyMs is the smallest record timestamp in the dirty section
 	// ([FirstDirty, log end)), -1 when there is none (for
-	// max.compaction.lag.ms).
+	// max.compaction.lag.ms). As in Kafka it is taken from the first batch
+	// of each dirty segment, not from every record.
 	OldestDirtyMs int64
+	// DeleteHorizonMs is the earliest delete horizon the last pass left
+	// on a batch (a tombstone or an emptied transaction's marker), -1
+	// when none or unknown (not kept across restarts): from then on a pass
+	// removes something even with no dirty bytes (KIP-534).
+	DeleteHorizonMs int64
+	// Damaged: a segment recovery fenced stops cleaning at its base
+	// (Kafka counts such logs in uncleanable-partitions-count).
+	Damaged bool
 }
 
 // ErrCleanAborted: the log changed under the pass (truncated, deleted,
@@ -78,11 +88,101 @@ var ErrCleanAborted = errors.New("storage: cleaning aborted")
 
 // CleanableState reports how dirty the log is.
 func (l *Log) CleanableState(upperBound, nowMs, minCompactionLagMs int64) Cleanable {
-	return Cleanable{FirstDirty: l.LogStartOffset(), FirstUncleanable: l.LogStartOffset(), OldestDirtyMs: -1}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	firstDirty, fu := l.cleanBoundsLocked(upperBound, nowMs, minCompactionLagMs)
+	c := Cleanable{FirstDirty: firstDirty, FirstUncleanable: fu, OldestDirtyMs: -1, DeleteHorizonMs: l.deleteHorizonMs}
+	active := l.active()
+	for _, s := range l.segs {
+		c.Damaged = c.Damaged || s.damaged
+		switch {
+		case s.next <= firstDirty && s != active:
+			c.CleanBytes += s.size
+		case s.next <= fu && s != active:
+			c.DirtyBytes += s.size
+		}
+		// As Kafka does for max.compaction.lag.ms: the dirty segments'
+		// first batch timestamps stand for the oldest dirty record.
+		if s.next > firstDirty && s.size > 0 {
+			pos := int64(0)
+			if s.base < firstDirty {
+				p, _, ok, err := s.findBatch(firstDirty)
+				if err != nil || !ok {
+					continue
+				}
+				pos = p
+			}
+			if s.skipDamaged(pos) {
+				continue
+			}
+			hb, err := s.readAt(pos, record.HeaderSize)
+			if err != nil {
+				continue
+			}
+			h, _ := record.ParseHeader(hb)
+			ts := h.FirstTimestamp
+			if h.LogAppendTime() || h.HasDeleteHorizon() {
+				ts = h.MaxTimestamp
+			}
+			if ts >= 0 && (c.OldestDirtyMs < 0 || ts < c.OldestDirtyMs) {
+				c.OldestDirtyMs = ts
+			}
+		}
+	}
+	if total := c.CleanBytes + c.DirtyBytes; total > 0 {
+		c.DirtyRatio = float64(c.DirtyBytes) / float64(total)
+	}
+	return c
 }
 
-// Clean compacts the log once (see the file comment of the real
-// implementation for Kafka's rules).
+// Clean compacts the log once (the rules are at the top of this file).
+// The reading and writing happen without the log's lock, so reads and
+// appends go on; only the swap takes it.
 func (l *Log) Clean(ctx context.Context, o CleanOptions) (CleanStats, error) {
-	return CleanStats{}, errors.New("storage: Clean is not implemented on the base branch")
+	start := time.Now()
+	l.cleanMu.Lock()
+	defer l.cleanMu.Unlock()
+	p, err := l.planClean(o)
+	if err != nil {
+		return CleanStats{}, err
+	}
+	st := CleanStats{FirstDirty: p.firstDirty, NextDirty: p.firstDirty, SegmentsBefore: len(p.segs) - 1}
+	if len(p.segs) < 2 {
+		st.Elapsed = time.Since(start)
+		return st, nil
+	}
+	keys, mapEnd, err := l.buildOffsetMap(ctx, p, o, &st)
+	if err != nil {
+		return st, l.abortedIfChanged(p, err)
+	}
+	// The map filled early: only the segments below where it stopped.
+	if mapEnd < p.end {
+		k := 0
+		for k < len(p.segs)-1 && p.segs[k+1].base <= mapEnd {
+			k++
+		}
+		p.segs, p.sizes, p.nexts, p.end = p.segs[:k+1], p.sizes[:k+1], p.nexts[:k+1], p.segs[k].base
+		st.SegmentsBefore = k
+	}
+	newCheckpoint := max(p.firstDirty, p.end)
+	c := &cleaner{l: l, p: p, o: o, keys: keys, st: &st, observed: map[AbortedTxn]bool{}, committed: map[int64]bool{}, horizon: -1}
+	outs, err := c.rewrite(ctx)
+	if err != nil {
+		removeOutputs(outs)
+		return st, l.abortedIfChanged(p, err)
+	}
+	err = l.swapHook.step("written")
+	if err == nil {
+		err = l.swapCleaned(p, outs, newCheckpoint, c.horizon)
+	}
+	if err != nil {
+		if !errors.Is(err, errCrashForTest) {
+			removeOutputs(outs)
+		}
+		return st, err
+	}
+	st.NextDirty = newCheckpoint
+	st.SegmentsAfter = len(outs)
+	st.Elapsed = time.Since(start)
+	return st, nil
 }

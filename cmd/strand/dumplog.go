@@ -156,13 +156,18 @@ func dumpSegment(w io.Writer, path string, deep, data, txnDecoder bool) error {
 	return nil
 }
 
+// deleteHorizon prints a batch's delete horizon as kafka-dump-log does
+// (Java's OptionalLong): the log cleaner sets one on batches it kept
+// tombstones or a transaction marker in (KIP-534).
+func deleteHorizon(h *record.Header) string {
+	if ms, ok := h.DeleteHorizonMs(); ok {
+		return fmt.Sprintf("OptionalLong[%d]", ms)
+	}
+	return "OptionalLong.empty"
+}
+
 // printBatches prints kafka-dump-log lines for the batches in buf and
 // returns how many trailing bytes are not a whole batch.
-//
-// A batch the log cleaner has kept tombstones or transaction markers in
-// carries their delete horizon (KIP-534): attribute bit 6 set and the
-// horizon in the base timestamp field. It is printed as Kafka's
-// DumpLogSegments prints it, OptionalLong[ms], or OptionalLong.empty.
 func printBatches(w io.Writer, buf []byte, deep, data, txnDecoder bool) int {
 	it := record.NewIter(buf)
 	pos := 0
@@ -176,7 +181,7 @@ func printBatches(w io.Writer, buf []byte, deep, data, txnDecoder bool) int {
 		}
 		fmt.Fprintf(w, "baseOffset: %d lastOffset: %d count: %d baseSequence: %d lastSequence: %d producerId: %d producerEpoch: %d partitionLeaderEpoch: %d isTransactional: %t isControl: %t deleteHorizonMs: %s position: %d %s: %d size: %d magic: %d compresscodec: %s crc: %d isvalid: %t\n",
 			h.BaseOffset, h.LastOffset(), h.RecordCount, h.BaseSequence, h.LastSequence(), h.ProducerID, h.ProducerEpoch, h.PartitionLeaderEpoch,
-			h.IsTransactional(), h.IsControl(), deleteHorizon(h), pos, ts, h.MaxTimestamp, h.Size(), h.Magic, h.Compression(), h.CRC, verr == nil)
+			h.IsTransactional(), h.IsControl(), deleteHorizon(&h), pos, ts, h.MaxTimestamp, h.Size(), h.Magic, h.Compression(), h.CRC, verr == nil)
 		pos = it.Pos()
 		if !deep || verr != nil {
 			continue
@@ -186,10 +191,12 @@ func printBatches(w io.Writer, buf []byte, deep, data, txnDecoder bool) int {
 			fmt.Fprintf(w, "| failed to decode records: %v\n", err)
 			continue
 		}
-		for i, r := range recs {
+		for _, r := range recs {
 			seq := int32(-1)
 			if h.BaseSequence >= 0 {
-				seq = record.IncrementSequence(h.BaseSequence, int32(i))
+				// By offset delta, not position: a cleaned batch keeps its
+				// records' offsets, and so their sequences, with gaps.
+				seq = record.IncrementSequence(h.BaseSequence, int32(r.Offset-h.BaseOffset))
 			}
 			keys := make([]string, len(r.Headers))
 			for j, hd := range r.Headers {
@@ -229,14 +236,4 @@ func orNull(b []byte) string {
 		return "null"
 	}
 	return string(b)
-}
-
-// deleteHorizonBit is KIP-534's hasDeleteHorizonMs attribute.
-const deleteHorizonBit = 0x40
-
-func deleteHorizon(h record.Header) string {
-	if h.Attributes&deleteHorizonBit == 0 {
-		return "OptionalLong.empty"
-	}
-	return fmt.Sprintf("OptionalLong[%d]", h.FirstTimestamp)
 }
