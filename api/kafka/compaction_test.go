@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,9 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/strand-io/strand/broker/storage"
 	"github.com/strand-io/strand/client"
-	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/node"
 	"github.com/strand-io/strand/testkit/testcluster"
 )
@@ -205,34 +202,13 @@ func str(p *string) string {
 	return *p
 }
 
-// cleanerStubbed reports whether this build's storage.Log.Clean is the
-// base branch's stub (issue 20's storage work not merged yet).
-func cleanerStubbed(t *testing.T) bool {
-	key := storage.PartitionKey{Topic: "probe", Partition: 0}
-	cfg := storage.DefaultConfig()
-	cfg.Cleanup = storage.CleanupCompact
-	l, err := storage.Open(filepath.Join(t.TempDir(), storage.DirName(key.Topic, key.Partition)), key, cfg, 0, clock.Real)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	_, err = l.Clean(context.Background(), storage.CleanOptions{NowMs: time.Now().UnixMilli(), MaxMapEntries: 1, MaxSegmentBytes: cfg.SegmentBytes})
-	return err != nil && strings.Contains(err.Error(), "not implemented on the base branch")
-}
-
 // TestCompactedTopicEndToEnd: on a three-broker cluster a compacted topic
 // with tiny segments takes overwrites of ten keys and tombstones for three
 // of them; every replica's cleaner compacts its own log, and a
 // read_committed consumer reading from the start then sees each live key
 // once, with its latest value, and the deleted keys not at all (tombstones
 // go once delete.retention.ms=0 has passed and a later pass ran).
-//
-// It needs the cleaner of storage (issue 20): against the base branch's
-// stub Clean it skips, and it runs for real once that is merged.
 func TestCompactedTopicEndToEnd(t *testing.T) {
-	if cleanerStubbed(t) {
-		t.Skip("storage.Log.Clean is the base branch's stub: this test runs once the cleaner is merged")
-	}
 	c := testcluster.New(t, testcluster.Options{Mutate: func(_ int32, cfg *node.Config) {
 		cfg.BrokerConfig.Cleaner.Backoff = 100 * time.Millisecond
 	}})

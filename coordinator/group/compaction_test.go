@@ -297,7 +297,7 @@ func TestLoadOfCompactedLogMatches(t *testing.T) {
 		size := l.Size()
 		st, err := cleanAll(l, 2048)
 		if err != nil {
-			t.Skipf("storage.Log.Clean: %v", err)
+			t.Fatalf("storage.Log.Clean: %v", err)
 		}
 		if got := loadFromLog(t, l); !reflect.DeepEqual(got, want) {
 			t.Errorf("cleaned (%+v) loads\n%v\nthe whole log\n%v", st, got, want)

@@ -89,7 +89,7 @@ func TestLoadOfCompactedTxnLogMatches(t *testing.T) {
 		size := whole.Size()
 		st, err := cleanAll(whole, 4096)
 		if err != nil {
-			t.Skipf("storage.Log.Clean: %v", err)
+			t.Fatalf("storage.Log.Clean: %v", err)
 		}
 		loaded, err := replayLog(whole, warnTB(t))
 		if err != nil {
