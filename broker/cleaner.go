@@ -225,8 +225,13 @@ func (c *cleaner) grab(nowMs int64) (cleanCandidate, bool) {
 }
 
 // eligible: some bytes are dirty, and either enough of them or one record
-// has waited past max.compaction.lag.ms.
+// has waited past max.compaction.lag.ms; or a tombstone or transaction
+// marker the last pass kept has reached its delete horizon (KIP-534: a log
+// with nothing new written must still lose them).
 func eligible(st storage.Cleanable, cfg storage.Config, nowMs int64) bool {
+	if st.DeleteHorizonMs >= 0 && st.DeleteHorizonMs <= nowMs {
+		return true
+	}
 	if st.DirtyBytes <= 0 {
 		return false
 	}

@@ -73,7 +73,7 @@ func (f *fakeCleanLog) passes() int {
 func dirtyLog(ratio float64, oldestMs int64) *fakeCleanLog {
 	dirty := int64(ratio * 1000)
 	return &fakeCleanLog{
-		state: storage.Cleanable{DirtyBytes: dirty, CleanBytes: 1000 - dirty, DirtyRatio: ratio, OldestDirtyMs: oldestMs},
+		state: storage.Cleanable{DirtyBytes: dirty, CleanBytes: 1000 - dirty, DirtyRatio: ratio, OldestDirtyMs: oldestMs, DeleteHorizonMs: -1},
 		stats: storage.CleanStats{FirstDirty: 0, NextDirty: 10},
 	}
 }
@@ -105,6 +105,10 @@ func TestCleanerGrabsDirtiestEligible(t *testing.T) {
 	notLagged := dirtyLog(0.25, now-60_000) // exactly at the lag: not yet
 	lowBar := dirtyLog(0.1, -1)             // its topic asks only 0.05
 	clean := dirtyLog(0, now-1e9)           // nothing dirty: never, however old
+	horizon := dirtyLog(0, -1)              // nothing dirty, but a delete horizon passed (KIP-534)
+	horizon.state.DeleteHorizonMs = now
+	notYet := dirtyLog(0, -1) // its horizon is still ahead
+	notYet.state.DeleteHorizonMs = now + 1
 	cands := []cleanCandidate{
 		{key: pk("below"), log: below, cfg: compactCfg(0.5, 60_000), upperBound: 7},
 		{key: pk("half"), log: half, cfg: compactCfg(0.5, math.MaxInt64)},
@@ -113,6 +117,8 @@ func TestCleanerGrabsDirtiestEligible(t *testing.T) {
 		{key: pk("notLagged"), log: notLagged, cfg: compactCfg(0.5, 60_000)},
 		{key: pk("lowBar"), log: lowBar, cfg: compactCfg(0.05, math.MaxInt64)},
 		{key: pk("clean"), log: clean, cfg: compactCfg(0, 1)},
+		{key: pk("horizon"), log: horizon, cfg: compactCfg(0.5, math.MaxInt64)},
+		{key: pk("notYet"), log: notYet, cfg: compactCfg(0.5, math.MaxInt64)},
 	}
 	c := newCleaner(DefaultCleanerConfig(), clock.Real, quiet, func() []cleanCandidate { return cands })
 	var order []string
@@ -129,7 +135,7 @@ func TestCleanerGrabsDirtiestEligible(t *testing.T) {
 			t.Fatalf("a held log was taken again: %v", order)
 		}
 	}
-	want := []string{"dirtiest", "half", "lagged", "lowBar"}
+	want := []string{"dirtiest", "half", "lagged", "lowBar", "horizon"}
 	if len(order) != len(want) {
 		t.Fatalf("took %v, want %v", order, want)
 	}

@@ -190,10 +190,23 @@ func appendBatches(tb testing.TB, l *storage.Log, batches [][]byte) {
 // describes the groups it loaded.
 func loadFromLog(tb testing.TB, l *storage.Log) map[string]string {
 	tb.Helper()
+	return loadFromLogWithin(tb, l, time.Minute)
+}
+
+// loadFromLogWithin is loadFromLog failing when the load has not ended
+// within d (it waits on a fake clock that never moves, so a load that
+// pauses for a write never ends).
+func loadFromLogWithin(tb testing.TB, l *storage.Log, d time.Duration) map[string]string {
+	tb.Helper()
 	c := &Coordinator{clk: clock.NewFake(time.Unix(1_700_000_000, 0)), lg: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	s := newShard(0, broker.NewPartition(l.Key(), l, l.LogEndOffset()), 0)
 	c.wg.Add(1)
-	c.load(context.Background(), s)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	c.load(ctx, s)
+	if ctx.Err() != nil {
+		tb.Fatalf("the load did not end within %v (log [%d, %d))", d, l.LogStartOffset(), l.LogEndOffset())
+	}
 	if s.status != active {
 		tb.Fatalf("load ended with the shard %v", s.status)
 	}
@@ -304,6 +317,19 @@ func TestLoadOfCompactedLogMatches(t *testing.T) {
 		}
 		if l.Size() >= size {
 			t.Errorf("cleaned: %d bytes of %d (%+v)", l.Size(), size, st)
+		}
+		// Passes a day later give the markers whose data went a delete
+		// horizon, then remove them: the log may then end in a gap (the
+		// last batches gone, the active segment empty), which the load must
+		// read past rather than wait for a write.
+		later := time.Now().Add(24*time.Hour + time.Minute)
+		for _, at := range []time.Time{later, later.Add(24*time.Hour + time.Minute)} {
+			if st, err = cleanAllAt(l, 2048, at); err != nil {
+				t.Fatalf("storage.Log.Clean at %v: %v", at, err)
+			}
+		}
+		if got := loadFromLogWithin(t, l, 10*time.Second); !reflect.DeepEqual(got, want) {
+			t.Errorf("cleaned past the horizon (%+v) loads\n%v\nthe whole log\n%v", st, got, want)
 		}
 	})
 }

@@ -64,10 +64,11 @@ func (c *Coordinator) load(ctx context.Context, s *shard) {
 			continue
 		}
 		if len(res.Records) == 0 {
-			// Nothing whole below the log end yet (a write in progress).
-			if !c.pause(ctx, 10*time.Millisecond) {
-				return
-			}
+			// No batch in [off, end): the log cleaner removed the last
+			// batches below the log end (its offsets are gaps). Kafka's
+			// loader stops at such a read too; a batch appended since is
+			// read by the next round, which sees the new log end.
+			off = end
 			continue
 		}
 		attempt = 0

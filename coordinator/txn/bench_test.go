@@ -97,6 +97,13 @@ func benchTxnLoad(b *testing.B, l *storage.Log, want map[string]string) {
 // cleanAll rolls the active segment (so everything written is cleanable)
 // and cleans until a pass makes no progress, summing the passes.
 func cleanAll(l *storage.Log, segmentBytes int64) (storage.CleanStats, error) {
+	return cleanAllAt(l, segmentBytes, time.Now())
+}
+
+// cleanAllAt is cleanAll with the cleaner's clock at now: a day later than
+// the first passes, the tombstones and the markers whose data is gone are
+// past their delete horizon (delete.retention.ms, one day) and go.
+func cleanAllAt(l *storage.Log, segmentBytes int64, now time.Time) (storage.CleanStats, error) {
 	if err := l.Roll(); err != nil {
 		return storage.CleanStats{}, err
 	}
@@ -104,7 +111,7 @@ func cleanAll(l *storage.Log, segmentBytes int64) (storage.CleanStats, error) {
 	defer cancel()
 	var sum storage.CleanStats
 	for pass := 0; pass < 100; pass++ {
-		st, err := l.Clean(ctx, storage.CleanOptions{UpperBound: l.LogEndOffset(), NowMs: time.Now().UnixMilli(),
+		st, err := l.Clean(ctx, storage.CleanOptions{UpperBound: l.LogEndOffset(), NowMs: now.UnixMilli(),
 			DeleteRetentionMs: 86_400_000, MaxMapEntries: 1 << 22, MaxSegmentBytes: segmentBytes})
 		if err != nil {
 			if pass > 0 && errors.Is(err, storage.ErrCleanAborted) {
@@ -121,7 +128,7 @@ func cleanAll(l *storage.Log, segmentBytes int64) (storage.CleanStats, error) {
 		sum.RecordsRead += st.RecordsRead
 		sum.RecordsWritten += st.RecordsWritten
 		sum.Elapsed += st.Elapsed
-		if st.NextDirty <= st.FirstDirty || l.CleanableState(l.LogEndOffset(), time.Now().UnixMilli(), 0).DirtyBytes == 0 {
+		if st.NextDirty <= st.FirstDirty || l.CleanableState(l.LogEndOffset(), now.UnixMilli(), 0).DirtyBytes == 0 {
 			break
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+	"time"
 )
 
 // TestLoadOfCompactedTxnLogMatches: ids taken through committed and
@@ -100,6 +101,21 @@ func TestLoadOfCompactedTxnLogMatches(t *testing.T) {
 		}
 		if whole.Size() >= size/5 {
 			t.Errorf("cleaned: %d bytes of %d (%+v)", whole.Size(), size, st)
+		}
+		// Passes a day later remove the tombstones of the expired ids: the
+		// log may then end in a gap (its last batches gone, the active
+		// segment empty), which the load must read past.
+		later := time.Now().Add(24*time.Hour + time.Minute)
+		for _, at := range []time.Time{later, later.Add(24*time.Hour + time.Minute)} {
+			if st, err = cleanAllAt(whole, 4096, at); err != nil {
+				t.Fatalf("storage.Log.Clean at %v: %v", at, err)
+			}
+		}
+		if loaded, err = replayLog(whole, warnTB(t)); err != nil {
+			t.Fatalf("load after the passes past the horizon (%+v): %v", st, err)
+		}
+		if d := describeIDs(loaded); !reflect.DeepEqual(d, want) {
+			t.Errorf("cleaned past the horizon (%+v) loads\n%v\nthe whole log\n%v", st, d, want)
 		}
 	})
 }
