@@ -39,7 +39,6 @@ import (
 //	STRAND_BENCH_SEGMENT_BYTES  segment.bytes (default 1 MiB)
 //
 // go test -run '^$' -bench BenchmarkGroupLogLoad -benchtime 3x ./coordinator/group/
-//
 func BenchmarkGroupLogLoad(b *testing.B) {
 	n, m := benchEnv(b, "STRAND_BENCH_GROUPS", 100), benchEnv(b, "STRAND_BENCH_TXNS", 100)
 	growth, seg := benchEnv(b, "STRAND_BENCH_GROWTH", 10), int64(benchEnv(b, "STRAND_BENCH_SEGMENT_BYTES", 1<<20))
