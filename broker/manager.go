@@ -37,7 +37,9 @@ type Config struct {
 	CheckpointInterval time.Duration
 	// ProducerExpirationCheckInterval is producer.id.expiration.check.interval.ms.
 	ProducerExpirationCheckInterval time.Duration
-	Logger                          *slog.Logger
+	// Cleaner is the log cleaner's configuration (log.cleaner.*).
+	Cleaner CleanerConfig
+	Logger  *slog.Logger
 }
 
 // DefaultConfig returns Kafka's defaults for dataDir.
@@ -49,6 +51,7 @@ func DefaultConfig(dataDir string) Config {
 		RetentionCheckInterval:          5 * time.Minute,
 		CheckpointInterval:              5 * time.Second,
 		ProducerExpirationCheckInterval: 10 * time.Minute,
+		Cleaner:                         DefaultCleanerConfig(),
 	}
 }
 
@@ -64,6 +67,10 @@ type Manager struct {
 
 	mu    sync.RWMutex
 	parts map[storage.PartitionKey]*Partition
+
+	// cleaner compacts the logs of compacted topics; nil when
+	// log.cleaner.enable is false. It runs under cancel and wg.
+	cleaner *cleaner
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -132,7 +139,34 @@ func Open(cfg Config, clk clock.Clock) (*Manager, error) {
 	m.cancel = cancel
 	m.wg.Add(1)
 	go m.loop(ctx)
+	if cfg.Cleaner.Enable {
+		m.cleaner = newCleaner(cfg.Cleaner, clk, lg, m.compactedLogs)
+		m.cleaner.start(ctx, &m.wg)
+	}
 	return m, nil
+}
+
+// compactedLogs lists the cleaner's candidates: every healthy local log
+// whose topic is compacted, with its upper bound min(HW, first unstable
+// offset) (the partition's last stable offset).
+func (m *Manager) compactedLogs() []cleanCandidate {
+	var out []cleanCandidate
+	for _, p := range m.All() {
+		cfg := p.Log.Config()
+		if !cfg.Cleanup.Compact() || p.Log.Failed() != nil {
+			continue
+		}
+		out = append(out, cleanCandidate{key: p.Key, log: p.Log, cfg: cfg, upperBound: p.LastStableOffset()})
+	}
+	return out
+}
+
+// CleanerMetrics returns the log cleaner's gauges (zero when it is off).
+func (m *Manager) CleanerMetrics() CleanerMetrics {
+	if m.cleaner == nil {
+		return CleanerMetrics{}
+	}
+	return m.cleaner.metrics()
 }
 
 // ParseDirName reads "<topic>-<partition>".
@@ -148,6 +182,9 @@ func ParseDirName(name string) (storage.PartitionKey, bool) {
 	return storage.PartitionKey{Topic: name[:i], Partition: int32(p)}, true
 }
 
+// Config is the configuration the Manager was opened with.
+func (m *Manager) Config() Config { return m.cfg }
+
 // LogStats counts the fsyncs of this broker's logs.
 func (m *Manager) LogStats() *storage.Stats { return m.cfg.Log.Stats }
 
@@ -162,8 +199,32 @@ func (m *Manager) LogConfig(topicConfigs map[string]string) (storage.Config, int
 	c.FlushMs = config.Int(topicConfigs, config.FlushMs, c.FlushMs)
 	c.IndexIntervalBytes = int(config.Int(topicConfigs, config.IndexIntervalBytes, int64(c.IndexIntervalBytes)))
 	c.ProducerIDExpirationMs = config.Int(topicConfigs, config.ProducerIDExpirationMs, c.ProducerIDExpirationMs)
+	if v, ok := topicConfigs[config.CleanupPolicy]; ok {
+		if p, ok := ParseCleanupPolicy(v); ok {
+			c.Cleanup = p
+		}
+	}
+	c.MinCleanableDirtyRatio = config.Float(topicConfigs, config.MinCleanableDirtyRatio, c.MinCleanableDirtyRatio)
+	c.MinCompactionLagMs = config.Int(topicConfigs, config.MinCompactionLagMs, c.MinCompactionLagMs)
+	c.MaxCompactionLagMs = config.Int(topicConfigs, config.MaxCompactionLagMs, c.MaxCompactionLagMs)
+	c.DeleteRetentionMs = config.Int(topicConfigs, config.DeleteRetentionMs, c.DeleteRetentionMs)
 	minISR := int(config.Int(topicConfigs, config.MinInsyncReplicas, int64(m.cfg.MinInsyncReplicas)))
 	return c, minISR
+}
+
+// ParseCleanupPolicy reads a cleanup.policy value (either order, spaces
+// allowed, as config.NormalizePolicy).
+func ParseCleanupPolicy(v string) (storage.CleanupPolicy, bool) {
+	n, ok := config.NormalizePolicy(v)
+	switch {
+	case !ok:
+		return storage.CleanupDelete, false
+	case n == config.PolicyCompact:
+		return storage.CleanupCompact, true
+	case n == config.PolicyCompactDelete:
+		return storage.CleanupCompactDelete, true
+	}
+	return storage.CleanupDelete, true
 }
 
 // Get returns a local partition or nil.

@@ -105,3 +105,63 @@ func TestManagerTopicConfigs(t *testing.T) {
 		}
 	})
 }
+
+// The cleaner surveys exactly the logs whose topic is compacted (by the
+// topic's cleanup.policy or the broker's log.cleanup.policy), each with
+// the partition's last stable offset, min(HW, first unstable offset), as
+// its upper bound: an open transaction's records are not cleaned. With
+// log.cleaner.enable=false no cleaner runs; either way Close stops it.
+func TestManagerCleanerCandidates(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		m := openManager(t, dir)
+		if !m.CleanerRunningForTest() {
+			t.Fatal("no cleaner with Kafka's default log.cleaner.enable=true")
+		}
+		compact := storage.PartitionKey{Topic: "table", Partition: 0}
+		both := storage.PartitionKey{Topic: "table-and-ttl", Partition: 0}
+		p, err := m.GetOrCreate(compact, map[string]string{config.CleanupPolicy: "compact"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.GetOrCreate(both, map[string]string{config.CleanupPolicy: "delete,compact"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.GetOrCreate(key, nil); err != nil {
+			t.Fatal(err)
+		}
+		lead(t, p, 1)
+		produce(t, p, 1, batch{n: 3})
+		produce(t, p, 1, batch{pid: 9, epoch: 0, seq: 0, txn: true, n: 2}) // open at offset 3
+		produce(t, p, 1, batch{n: 2})
+		p.SetHighWatermark(7, false)
+		got := m.CleanerCandidatesForTest()
+		if len(got) != 2 || got[compact] != 3 || got[both] != 0 {
+			t.Fatalf("candidates %v, want %s up to 3 (the open transaction) and %s up to 0", got, compact, both)
+		}
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+
+		cfg := broker.DefaultConfig(t.TempDir())
+		cfg.Log.Cleanup = storage.CleanupCompact
+		cfg.Cleaner.Enable = false
+		m2, err := broker.Open(cfg, clock.Real)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m2.Close()
+		if m2.CleanerRunningForTest() {
+			t.Fatal("a cleaner runs with log.cleaner.enable=false")
+		}
+		if _, err := m2.GetOrCreate(key, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m2.GetOrCreate(compact, map[string]string{config.CleanupPolicy: "delete"}); err != nil {
+			t.Fatal(err)
+		}
+		if got := m2.CleanerCandidatesForTest(); len(got) != 1 || got[key] != 0 {
+			t.Fatalf("candidates %v under log.cleanup.policy=compact, want only %s", got, key)
+		}
+	})
+}

@@ -420,6 +420,14 @@ var contractCases = []contractCase{
 			})
 		},
 		outcome: alwaysAnswered},
+	{name: "Admin.DescribeBrokerConfigs", fail: "DescribeConfigs",
+		run: func(ctx context.Context, opts []Opt) error {
+			return withAdmin(opts, func(a *Admin) error {
+				_, err := a.DescribeBrokerConfigs(ctx)
+				return err
+			})
+		},
+		outcome: alwaysAnswered},
 	{name: "Admin.AlterTopicConfigs", fail: "IncrementalAlterConfigs",
 		run: func(ctx context.Context, opts []Opt) error {
 			return withAdmin(opts, func(a *Admin) error {

@@ -174,7 +174,8 @@ func (c *Controller) uncleanLocked(ctx context.Context) {
 }
 
 // becomeActiveLocked waits until every entry of earlier terms is applied,
-// gives every broker a fresh lease, and writes the bootstrap records.
+// gives every broker a fresh lease, and writes the bootstrap records
+// (and the internal topics' switch to compaction, InternalTopicUpgrades).
 func (c *Controller) becomeActiveLocked(ctx context.Context) error {
 	if err := c.Q.Raft.Barrier(10 * time.Second).Error(); err != nil {
 		return err
@@ -193,6 +194,7 @@ func (c *Controller) becomeActiveLocked(ctx context.Context) error {
 	if _, ok := img.Features[metadata.FeatureTransactionVersion]; !ok {
 		boot = append(boot, &pb.MetadataRecord{Record: &pb.MetadataRecord_FeatureLevel{FeatureLevel: &pb.FeatureLevelRecord{Name: metadata.FeatureTransactionVersion, Level: metadata.TransactionVersionDefault}}})
 	}
+	boot = append(boot, InternalTopicUpgrades(img)...)
 	if len(boot) > 0 {
 		if _, err := c.Q.Propose(ctx, boot...); err != nil {
 			return err
@@ -559,6 +561,11 @@ func (c *Controller) topicRecords(t *pb.CreatableTopic, res *pb.CreatableTopicRe
 		if err := config.ValidateTopic(k, v); err != nil {
 			return nil, errs.New(pb.ErrorCode_INVALID_CONFIG, "%v", err)
 		}
+		// Stored the one way it is shown ("delete,compact" as compact,delete).
+		t.Configs[k] = config.Normalize(k, v)
+	}
+	if err := config.ValidateTopicSet(t.Configs); err != nil {
+		return nil, errs.New(pb.ErrorCode_INVALID_CONFIG, "%v", err)
 	}
 	live := img.LiveBrokers()
 	if int(rf) > len(live) {
@@ -670,7 +677,8 @@ func (c *Controller) IncrementalAlterConfigs(ctx context.Context, req *pb.Increm
 	if r.GetType() != "topic" {
 		return errs.New(pb.ErrorCode_INVALID_REQUEST, "only topic configs can be altered, not %q", r.GetType())
 	}
-	if c.Q.FSM.Image().Topic(r.Name) == nil {
+	topic := c.Q.FSM.Image().Topic(r.Name)
+	if topic == nil {
 		return errs.New(pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic '%s' does not exist", r.Name)
 	}
 	var recs []*pb.MetadataRecord
@@ -678,7 +686,10 @@ func (c *Controller) IncrementalAlterConfigs(ctx context.Context, req *pb.Increm
 		if err := config.ValidateTopic(k, v); err != nil {
 			return errs.New(pb.ErrorCode_INVALID_CONFIG, "%v", err)
 		}
-		recs = append(recs, &pb.MetadataRecord{Record: &pb.MetadataRecord_Config{Config: &pb.ConfigRecord{ResourceType: "topic", ResourceName: r.Name, Name: k, Value: v}}})
+		recs = append(recs, &pb.MetadataRecord{Record: &pb.MetadataRecord_Config{Config: &pb.ConfigRecord{ResourceType: "topic", ResourceName: r.Name, Name: k, Value: config.Normalize(k, v)}}})
+	}
+	if err := config.ValidateTopicSet(config.Merged(topic.Configs, req.Set, req.Delete)); err != nil {
+		return errs.New(pb.ErrorCode_INVALID_CONFIG, "%v", err)
 	}
 	for _, k := range req.Delete {
 		recs = append(recs, &pb.MetadataRecord{Record: &pb.MetadataRecord_Config{Config: &pb.ConfigRecord{ResourceType: "topic", ResourceName: r.Name, Name: k, Delete: true}}})
@@ -744,3 +755,35 @@ func newID() string {
 }
 
 var _ = raft.Leader
+
+// InternalTopicUpgrades are the config records that switch the internal
+// topics of a cluster created before log compaction to
+// cleanup.policy=compact: they were created with cleanup.policy unset
+// (delete) and retention.ms=-1, so they grew forever. Every newly active
+// controller looks, so the switch happens on the first election after the
+// upgrade and is a no-op afterwards; a policy that already includes
+// compact (compact, or compact,delete set by an operator) is left alone.
+// Without compact the cleaner would never shrink them, and delete alone
+// would lose committed offsets and transaction states.
+func InternalTopicUpgrades(img *metadata.Image) []*pb.MetadataRecord {
+	var out []*pb.MetadataRecord
+	for _, name := range []string{metadata.InternalTransactionTopic, metadata.InternalOffsetsTopic} {
+		t := img.Topic(name)
+		if t == nil || hasPolicy(t.Configs[config.CleanupPolicy], "compact") {
+			continue
+		}
+		out = append(out, &pb.MetadataRecord{Record: &pb.MetadataRecord_Config{Config: &pb.ConfigRecord{
+			ResourceType: "topic", ResourceName: name, Name: config.CleanupPolicy, Value: "compact"}}})
+	}
+	return out
+}
+
+// hasPolicy reports whether a cleanup.policy list names policy.
+func hasPolicy(list, policy string) bool {
+	for _, p := range strings.Split(list, ",") {
+		if strings.TrimSpace(p) == policy {
+			return true
+		}
+	}
+	return false
+}

@@ -37,6 +37,22 @@ func DefaultOffsetsTopic() InternalTopic {
 	return InternalTopic{Name: metadata.InternalOffsetsTopic, Partitions: 50, ReplicationFactor: 3, MinISR: 2, SegmentBytes: 100 << 20}
 }
 
+// InternalTopicConfigs are the topic configs an internal topic is created
+// with. Both are compacted, as in Kafka: a transactional id's or a group's
+// latest record is its state, so the cleaner may drop everything older, and
+// load time follows the number of live ids and groups, not the history.
+// retention.ms=-1 stays: deleting whole old segments would lose the state
+// of ids and groups that have not written since (it only matters if an
+// operator adds delete to cleanup.policy).
+func InternalTopicConfigs(it InternalTopic) map[string]string {
+	return map[string]string{
+		config.CleanupPolicy:     "compact",
+		config.RetentionMs:       "-1",
+		config.MinInsyncReplicas: strconv.Itoa(it.MinISR),
+		config.SegmentBytes:      strconv.FormatInt(it.SegmentBytes, 10),
+	}
+}
+
 // JavaStringHash is Java's String.hashCode over UTF-16 code units.
 func JavaStringHash(s string) int32 {
 	var h int32
@@ -130,9 +146,7 @@ func (l *Locator) ensure(ctx context.Context, it InternalTopic) error {
 	}
 	req := &pb.CreateTopicsRequest{TimeoutMs: 10000, Topics: []*pb.CreatableTopic{{
 		Name: it.Name, NumPartitions: it.Partitions, ReplicationFactor: it.ReplicationFactor,
-		// No retention: without log compaction (not built yet) deleting old
-		// segments would lose committed offsets and transaction states.
-		Configs: map[string]string{config.MinInsyncReplicas: strconv.Itoa(it.MinISR), config.SegmentBytes: strconv.FormatInt(it.SegmentBytes, 10), config.RetentionMs: "-1"},
+		Configs: InternalTopicConfigs(it),
 	}}}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

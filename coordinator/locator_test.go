@@ -1,6 +1,10 @@
 package coordinator
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/strand-io/strand/internal/config"
+)
 
 // Kafka's own values: String.hashCode and the partition for 50 partitions.
 func TestPartitionForMatchesKafka(t *testing.T) {
@@ -43,5 +47,22 @@ func TestPartitionForMatchesKafka(t *testing.T) {
 	}
 	if got := JavaStringHash("é😀"); got != int32(233*31*31+0xD83D*31+0xDE00) {
 		t.Errorf("UTF-16 hashing: %d", got)
+	}
+}
+
+// The internal topics are created compacted (and still without time
+// retention), and every config they are created with is one a topic may
+// have.
+func TestInternalTopicConfigs(t *testing.T) {
+	for _, it := range []InternalTopic{DefaultTransactionTopic(), DefaultOffsetsTopic()} {
+		cfg := InternalTopicConfigs(it)
+		if cfg["cleanup.policy"] != "compact" || cfg["retention.ms"] != "-1" || cfg["min.insync.replicas"] != "2" || cfg["segment.bytes"] != "104857600" {
+			t.Errorf("%s: configs %v", it.Name, cfg)
+		}
+		for k, v := range cfg {
+			if err := config.ValidateTopic(k, v); err != nil {
+				t.Errorf("%s: %v", it.Name, err)
+			}
+		}
 	}
 }

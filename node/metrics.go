@@ -46,6 +46,12 @@ var (
 	descRecoveryCut     = prometheus.NewDesc("strand_log_recovery_truncated_bytes_total", "Bytes log recovery cut from the torn tails of active segments at this node's starts.", nil, nil)
 	descRecoveryFenced  = prometheus.NewDesc("strand_log_recovery_fenced_bytes_total", "Bytes log recovery found damaged in segments it does not cut: kept on disk, never served (reads of their offsets answer KAFKA_STORAGE_ERROR).", nil, nil)
 	descFailedLogs      = prometheus.NewDesc("strand_failed_log_count", "Partition logs on this broker stopped by a failed fsync; they take no writes until the node restarts (OfflineLogDirectoryCount).", nil, nil)
+	descCleanerDirty    = prometheus.NewDesc("strand_log_cleaner_max_dirty_percent", "Dirty share, in percent, of the log the cleaner chose last; 0 when its last look found nothing to clean (max-dirty-percent).", nil, nil)
+	descCleanerRecopy   = prometheus.NewDesc("strand_log_cleaner_recopy_percent", "Bytes the cleaner threads' last passes wrote, as a percentage of the bytes they read (cleaner-recopy-percent).", nil, nil)
+	descCleanerTime     = prometheus.NewDesc("strand_log_cleaner_max_clean_time_seconds", "The longest of the cleaner threads' last passes (max-clean-time-secs).", nil, nil)
+	descCleanerBuffer   = prometheus.NewDesc("strand_log_cleaner_max_buffer_utilization_percent", "The fullest key map of the cleaner threads' last passes, in percent of log.cleaner.dedupe.buffer.size's share (max-buffer-utilization-percent); counted as the offsets a pass cleaned, an upper bound of its keys.", nil, nil)
+	descUncleanable     = prometheus.NewDesc("strand_log_cleaner_uncleanable_partitions_count", "Compacted logs on this broker whose cleaning failed; the cleaner skips them until the partition is deleted (uncleanable-partitions-count).", nil, nil)
+	descDirtyRatio      = prometheus.NewDesc("strand_log_cleaner_dirty_ratio", "Dirty bytes over all bytes below the cleanable bound, per compacted log on this broker, at the cleaner's last look.", []string{"topic", "partition"}, nil)
 	descMetadataOffset  = prometheus.NewDesc("strand_broker_metadata_offset", "The metadata offset this broker has applied.", nil, nil)
 	descPurgatory       = prometheus.NewDesc("strand_purgatory_size", "Requests waiting in a purgatory (PurgatorySize): produce requests waiting for acks=all, fetches parked in a long poll.", []string{"operation"}, nil)
 	descGroupLag        = prometheus.NewDesc("strand_consumer_group_lag", "High watermark minus the committed offset, per partition of each group this broker coordinates (for partitions with a replica here; a follower's HW may trail the leader's a little).", []string{"group", "topic", "partition"}, nil)
@@ -55,7 +61,8 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descUnderReplicated, descUnderMinISR, descOffline, descLeaders, descISRShrinks, descISRExpands, descLSOLag, descTxnAge,
 		descLateTxns, descProducerIDs, descHW, descMarkers, descRaftLeader, descRaftCommit, descMetadataOffset,
 		descFetchSessions, descSessionParts, descReplicaFetches, descReplicaNamed, descReplicaAnswered,
-		descLogFlushes, descLogFlushSeconds, descRecoveryCut, descRecoveryFenced, descFailedLogs, descPurgatory, descGroupLag} {
+		descLogFlushes, descLogFlushSeconds, descRecoveryCut, descRecoveryFenced, descFailedLogs, descPurgatory, descGroupLag,
+		descCleanerDirty, descCleanerRecopy, descCleanerTime, descCleanerBuffer, descUncleanable, descDirtyRatio} {
 		ch <- d
 	}
 }
@@ -103,6 +110,15 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descLogFlushSeconds, prometheus.CounterValue, float64(st.FlushNanos.Load())/1e9)
 		ch <- prometheus.MustNewConstMetric(descRecoveryCut, prometheus.CounterValue, float64(st.RecoveryTruncatedBytes.Load()))
 		ch <- prometheus.MustNewConstMetric(descRecoveryFenced, prometheus.CounterValue, float64(st.RecoveryFencedBytes.Load()))
+	}
+	cm := n.Parts.CleanerMetrics()
+	gauge(descCleanerDirty, cm.MaxDirtyPercent)
+	gauge(descCleanerRecopy, cm.RecopyPercent)
+	gauge(descCleanerTime, cm.MaxCleanTimeSecs)
+	gauge(descCleanerBuffer, cm.MaxBufferUtilizationPercent)
+	gauge(descUncleanable, float64(cm.UncleanablePartitions))
+	for k, r := range cm.DirtyRatio {
+		gauge(descDirtyRatio, r, k.Topic, strconv.Itoa(int(k.Partition)))
 	}
 	under, underMin, leaders, late, producers, failed := 0, 0, 0, 0, 0, 0
 	now := time.Now().UnixMilli()

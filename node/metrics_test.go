@@ -183,3 +183,37 @@ func TestConnectionMetricsServed(t *testing.T) {
 	c1.Close()
 	waitMetric(t, maddr, `strand_connections{listener="client"}`, 5*time.Second, func(v float64) bool { return v == 0 })
 }
+
+// TestMetricsShowTheCleaner: the log cleaner's gauges are served under
+// Kafka's names, and the per-log dirty ratio is shown for compacted logs
+// only.
+func TestMetricsShowTheCleaner(t *testing.T) {
+	maddr := testutil.FreeAddr(t)
+	n := testutil.StartDev(t, t.TempDir(), func(cfg *node.Config) {
+		cfg.MetricsListen = maddr
+		cfg.BrokerConfig.Cleaner.Backoff = 20 * time.Millisecond
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm, _ := client.NewAdmin(client.Bootstrap(n.Addr()))
+	defer adm.Close()
+	for name, policy := range map[string]string{"compacted": "compact", "deleted": "delete"} {
+		if err := adm.CreateTopic(ctx, client.TopicSpec{Name: name, Partitions: 1, ReplicationFactor: 1, Configs: map[string]string{"cleanup.policy": policy}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var body string
+	wait.Eventually(t, 5*time.Second, "the compacted log's dirty ratio", func() bool {
+		body = scrape(t, maddr)
+		return strings.Contains(body, `strand_log_cleaner_dirty_ratio{partition="0",topic="compacted"}`)
+	})
+	if strings.Contains(body, `strand_log_cleaner_dirty_ratio{partition="0",topic="deleted"}`) {
+		t.Fatal("a dirty ratio for a topic that is not compacted")
+	}
+	for _, name := range []string{"strand_log_cleaner_max_dirty_percent", "strand_log_cleaner_recopy_percent", "strand_log_cleaner_max_clean_time_seconds",
+		"strand_log_cleaner_max_buffer_utilization_percent", "strand_log_cleaner_uncleanable_partitions_count"} {
+		if v := metric(t, body, name); v != 0 {
+			t.Errorf("%s = %v on a node with nothing to clean", name, v)
+		}
+	}
+}

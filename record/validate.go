@@ -22,6 +22,9 @@ type ClientPolicy struct {
 	// TimestampAfterMaxMs: how far a record's timestamp may be ahead of
 	// NowMs (Kafka's default: one hour).
 	TimestampAfterMaxMs int64
+	// Compacted: the topic's cleanup.policy includes compact, and the
+	// cleaner keeps records by key, so every record needs one.
+	Compacted bool
 }
 
 // Kafka's defaults for the two timestamp bounds.
@@ -87,7 +90,10 @@ func batchErr(code pb.ErrorCode, format string, args ...any) error {
 //     [NowMs-TimestampBeforeMaxMs, NowMs+TimestampAfterMaxMs]:
 //     INVALID_TIMESTAMP, naming every such record (up to 16);
 //   - maxTimestamp is the largest record timestamp (the broker's time
-//     index and retention read it): INVALID_TIMESTAMP.
+//     index and retention read it): INVALID_TIMESTAMP;
+//   - on a compacted topic (Compacted), every record has a key (null is
+//     refused, empty is a key): INVALID_RECORD, naming the records, with
+//     Kafka's message "Compacted topic cannot accept message without key".
 //
 // It returns the header on success; every refusal is a *BatchError. It
 // never panics, and allocates nothing for a batch it accepts, compressed
@@ -147,18 +153,24 @@ func walkClientRecords(h *Header, data []byte, p *ClientPolicy) error {
 	lo, hi := timestampBounds(p)
 	maxTS := NoTimestamp
 	pos := 0
-	var bad []RecordError
-	badCount := 0
+	var bad, noKey []RecordError
+	badCount, keyless := 0, 0
 	for i := 0; i < count; i++ {
 		if pos >= len(data) {
 			return recordErr(i, "recordCount %d but the records section ends after %d records", count, i)
 		}
-		n, tsDelta, offDelta, e := skipRecord(data[pos:])
+		n, tsDelta, offDelta, nullKey, e := skipRecord(data[pos:])
 		if e != nil {
 			return recordErr(i, "record %d at byte %d of the records section: %s", i, pos, e.Message)
 		}
 		if int(offDelta) != i {
 			return recordErr(i, "record %d has offsetDelta %d: a batch's offset deltas run 0, 1, 2 … in order", i, offDelta)
+		}
+		if nullKey && p.Compacted {
+			keyless++
+			if len(noKey) < maxRecordErrors {
+				noKey = append(noKey, RecordError{BatchIndex: int32(i), Message: compactedNoKey})
+			}
 		}
 		ts := h.FirstTimestamp + tsDelta
 		if ts != NoTimestamp {
@@ -176,6 +188,11 @@ func walkClientRecords(h *Header, data []byte, p *ClientPolicy) error {
 	if pos != len(data) {
 		return recordErr(count-1, "%d bytes left in the records section after the last of recordCount %d records", len(data)-pos, count)
 	}
+	if keyless > 0 {
+		// Kafka's LogValidator refuses the batch with this message and
+		// names each keyless record.
+		return &BatchError{Err: errs.New(pb.ErrorCode_INVALID_RECORD, "%s (%d of %d records have a null key)", compactedNoKey, keyless, count), Records: noKey}
+	}
 	if badCount > 0 {
 		msgs := make([]string, 0, 3)
 		for _, r := range bad[:min(len(bad), 3)] {
@@ -192,6 +209,10 @@ func walkClientRecords(h *Header, data []byte, p *ClientPolicy) error {
 	}
 	return nil
 }
+
+// compactedNoKey is Kafka's message for a keyless record sent to a
+// compacted topic.
+const compactedNoKey = "Compacted topic cannot accept message without key"
 
 func recordErr(i int, format string, args ...any) error {
 	msg := fmt.Sprintf(format, args...)
@@ -223,47 +244,53 @@ func satSub(a, b int64) int64 { // b >= 0
 // skipRecord checks the record at the start of b as decodeRecord does,
 // without keeping anything, and returns its size, timestampDelta and
 // offsetDelta. It never allocates on success.
-func skipRecord(b []byte) (n int, tsDelta int64, offDelta int32, bad *errs.Error) {
+func skipRecord(b []byte) (n int, tsDelta int64, offDelta int32, nullKey bool, bad *errs.Error) {
 	d := decoder{b: b}
 	length := d.varint("record length")
 	if d.bad != nil {
-		return 0, 0, 0, d.bad
+		return 0, 0, 0, false, d.bad
 	}
 	if length < minRecordBodySize {
-		return 0, 0, 0, corrupt("record length %d is below the minimum %d", length, minRecordBodySize)
+		return 0, 0, 0, false, corrupt("record length %d is below the minimum %d", length, minRecordBodySize)
 	}
 	if int(length) > len(b)-d.pos {
-		return 0, 0, 0, corrupt("record length %d overruns the records section (%d bytes left)", length, len(b)-d.pos)
+		return 0, 0, 0, false, corrupt("record length %d overruns the records section (%d bytes left)", length, len(b)-d.pos)
 	}
 	end := d.pos + int(length)
 	body := decoder{b: b[d.pos:end], pos: 1} // attributes: unused in v2
 	tsDelta = body.varlong("timestampDelta")
 	offDelta = body.varint("offsetDelta")
-	body.nullable("key", "key length")
+	keyLen := body.varint("key length")
+	if body.bad == nil && keyLen < -1 {
+		body.fail("key length %d is invalid (-1 is null)", keyLen)
+	}
+	if body.bad == nil && keyLen > 0 {
+		body.bytes("key", keyLen)
+	}
 	body.nullable("value", "value length")
 	count := body.varint("header count")
 	if body.bad != nil {
-		return 0, 0, 0, body.bad
+		return 0, 0, 0, false, body.bad
 	}
 	if count < 0 {
-		return 0, 0, 0, corrupt("header count %d is negative", count)
+		return 0, 0, 0, false, corrupt("header count %d is negative", count)
 	}
 	if left := len(body.b) - body.pos; int(count) > left/minHeaderSize {
-		return 0, 0, 0, corrupt("header count %d cannot fit in the %d bytes left in the record", count, left)
+		return 0, 0, 0, false, corrupt("header count %d cannot fit in the %d bytes left in the record", count, left)
 	}
 	for i := 0; i < int(count); i++ {
 		kl := body.varint("header key length")
 		if body.bad == nil && kl < 0 {
-			return 0, 0, 0, corrupt("header %d key length %d is negative (header keys are never null)", i, kl)
+			return 0, 0, 0, false, corrupt("header %d key length %d is negative (header keys are never null)", i, kl)
 		}
 		body.bytes("header key", kl)
 		body.nullable("header value", "header value length")
 		if body.bad != nil {
-			return 0, 0, 0, corrupt("header %d: %s", i, body.bad.Message)
+			return 0, 0, 0, false, corrupt("header %d: %s", i, body.bad.Message)
 		}
 	}
 	if body.pos != len(body.b) {
-		return 0, 0, 0, corrupt("record length %d but its fields end after %d bytes", length, body.pos)
+		return 0, 0, 0, false, corrupt("record length %d but its fields end after %d bytes", length, body.pos)
 	}
-	return end, tsDelta, offDelta, nil
+	return end, tsDelta, offDelta, keyLen == -1, nil
 }

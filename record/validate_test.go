@@ -210,3 +210,44 @@ func TestTimestampBoundsSaturate(t *testing.T) {
 		}
 	}
 }
+
+// On a compacted topic a record with a null key is refused INVALID_RECORD
+// with Kafka's message, naming each keyless record; an empty key is a key,
+// and without Compacted a null key is fine. Compressed batches are walked
+// the same way.
+func TestValidateClientCompactedNeedsKeys(t *testing.T) {
+	compacted := defaultPolicy
+	compacted.Compacted = true
+	for _, c := range []Compression{None, Zstd} {
+		recs := []Record{
+			{Key: []byte("a"), Value: []byte("1"), Timestamp: testNow},
+			{Key: nil, Value: []byte("2"), Timestamp: testNow},
+			{Key: []byte{}, Value: []byte("3"), Timestamp: testNow},
+			{Key: nil, Value: nil, Timestamp: testNow},
+		}
+		b, err := Build(BatchOptions{Compression: c, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, PartitionLeaderEpoch: -1}, recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ValidateClient(b, defaultPolicy); err != nil {
+			t.Fatalf("%v: keyless records refused on a delete topic: %v", c, err)
+		}
+		_, err = ValidateClient(b, compacted)
+		var be *BatchError
+		if !errors.As(err, &be) || be.Err.Code != pb.ErrorCode_INVALID_RECORD || !strings.Contains(be.Err.Message, "Compacted topic cannot accept message without key") {
+			t.Fatalf("%v: got %v, want INVALID_RECORD: Compacted topic cannot accept message without key", c, err)
+		}
+		var idx []int32
+		for _, r := range be.Records {
+			idx = append(idx, r.BatchIndex)
+		}
+		if !equalInt32(idx, []int32{1, 3}) {
+			t.Fatalf("%v: records named %v, want [1 3]", c, idx)
+		}
+		keyed, _ := Build(BatchOptions{Compression: c, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, PartitionLeaderEpoch: -1},
+			[]Record{recs[0], recs[2]})
+		if _, err := ValidateClient(keyed, compacted); err != nil {
+			t.Fatalf("%v: keyed records refused on a compacted topic: %v", c, err)
+		}
+	}
+}

@@ -29,6 +29,9 @@ func (h *Handler) validateAlterConfigs(req *pb.IncrementalAlterConfigsRequest) *
 			return fail(errs.New(pb.ErrorCode_INVALID_CONFIG, "%v", err))
 		}
 	}
+	if err := config.ValidateTopicSet(config.Merged(h.Repl.Image().Topic(r.Name).Configs, req.Set, req.Delete)); err != nil {
+		return fail(errs.New(pb.ErrorCode_INVALID_CONFIG, "%v", err))
+	}
 	return &pb.IncrementalAlterConfigsResponse{}
 }
 

@@ -127,6 +127,7 @@ func (h *Handler) appendOne(ctx context.Context, req *pb.ProduceRequest, pr *pb.
 	}
 	max := int(config.Int(t.Configs, config.MaxMessageBytes, int64(h.MessageMaxBytes)))
 	policy := h.clientPolicy(t.Configs)
+	policy.Compacted = h.compacted(t.Configs)
 	var txnHeader *record.Header
 	if len(pr.Records) == 0 {
 		return nil, errs.New(pb.ErrorCode_INVALID_RECORD, "no record batch in the request")
@@ -237,6 +238,17 @@ func (d *Handler) clientPolicy(cfg map[string]string) record.ClientPolicy {
 		TimestampBeforeMaxMs: d.timestampBeforeMaxMs(cfg),
 		TimestampAfterMaxMs:  d.timestampAfterMaxMs(cfg),
 	}
+}
+
+// compacted reports whether a topic with these configs is compacted: its
+// cleanup.policy, or the broker's log.cleanup.policy when it sets none.
+func (d *Handler) compacted(cfg map[string]string) bool {
+	if v, ok := cfg[config.CleanupPolicy]; ok {
+		p, _ := config.NormalizePolicy(v)
+		return p == config.PolicyCompact || p == config.PolicyCompactDelete
+	}
+	lc, _ := d.Repl.Partitions().LogConfig(nil)
+	return lc.Cleanup.Compact()
 }
 
 func (d *Handler) timestampBeforeMaxMs(cfg map[string]string) int64 {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strand-io/strand/internal/config"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -275,8 +277,10 @@ func handleDescribeConfigs(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.R
 }
 
 // handleIncrementalAlterConfigs: SET and DELETE of topic configs, one
-// resource at a time. APPEND and SUBTRACT apply to list configs, and
-// Strand's topic configs hold single values: INVALID_CONFIG.
+// resource at a time. APPEND and SUBTRACT apply to list configs: the one
+// Strand has is cleanup.policy (kafka-configs --add-config
+// cleanup.policy=[compact,delete] is a SET; AdminClient users may APPEND
+// compact to delete); on any other config they are INVALID_CONFIG.
 func handleIncrementalAlterConfigs(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response, error) {
 	req := r.(*kmsg.IncrementalAlterConfigsRequest)
 	resp := kmsg.NewPtrIncrementalAlterConfigsResponse()
@@ -294,8 +298,21 @@ func handleIncrementalAlterConfigs(ctx context.Context, c *Conn, r kmsg.Request)
 				preq.Set[cf.Name] = str(cf.Value)
 			case kmsg.IncrementalAlterConfigOpDelete:
 				preq.Delete = append(preq.Delete, cf.Name)
+			case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
+				if cf.Name != config.CleanupPolicy || res.ResourceType != kmsg.ConfigResourceTypeTopic {
+					bad = fmt.Sprintf("operation %s on %s: APPEND and SUBTRACT apply to list configs, and the only one is cleanup.policy", cf.Op, cf.Name)
+					continue
+				}
+				if preq.Set == nil {
+					preq.Set = map[string]string{}
+				}
+				cur, ok := preq.Set[cf.Name]
+				if !ok {
+					cur = currentPolicy(c, res.ResourceName)
+				}
+				preq.Set[cf.Name] = editPolicy(cur, str(cf.Value), cf.Op == kmsg.IncrementalAlterConfigOpAppend)
 			default:
-				bad = fmt.Sprintf("operation %s on %s: only SET and DELETE are supported (no topic config is a list)", cf.Op, cf.Name)
+				bad = fmt.Sprintf("operation %s on %s is not supported", cf.Op, cf.Name)
 			}
 		}
 		if bad != "" {
@@ -307,6 +324,53 @@ func handleIncrementalAlterConfigs(ctx context.Context, c *Conn, r kmsg.Request)
 		resp.Resources = append(resp.Resources, rr)
 	}
 	return resp, nil
+}
+
+// currentPolicy is a topic's cleanup.policy as set on it, or Kafka's
+// default (delete) when it sets none: what Kafka's APPEND and SUBTRACT
+// start from. The read is not atomic with the alter that follows, as in
+// Kafka's ZooKeeper-era brokers; two admins editing the list at once may
+// lose one edit.
+func currentPolicy(c *Conn, topic string) string {
+	if t := c.H.Repl.Image().Topic(topic); t != nil {
+		if v, ok := t.Configs[config.CleanupPolicy]; ok {
+			return v
+		}
+	}
+	return config.PolicyDelete
+}
+
+// editPolicy adds (append) or removes the items of a cleanup.policy list.
+// An item that is neither delete nor compact is kept, so validation
+// refuses it by name; removing everything leaves an empty list, refused
+// likewise.
+func editPolicy(cur, items string, add bool) string {
+	var out []string
+	has := map[string]bool{}
+	for _, it := range strings.Split(cur, ",") {
+		if it = strings.TrimSpace(it); it != "" && !has[it] {
+			has[it] = true
+			out = append(out, it)
+		}
+	}
+	for _, it := range strings.Split(items, ",") {
+		it = strings.TrimSpace(it)
+		switch {
+		case it == "":
+		case add && !has[it]:
+			has[it] = true
+			out = append(out, it)
+		case !add && has[it]:
+			delete(has, it)
+			for i, o := range out {
+				if o == it {
+					out = append(out[:i], out[i+1:]...)
+					break
+				}
+			}
+		}
+	}
+	return strings.Join(out, ",")
 }
 
 // alterConfigs alters one resource's configs: the answer's code and message.

@@ -272,9 +272,15 @@ func (l *Log) appendFollowerLocked(buf []byte, hs []record.Header) (AppendResult
 		return AppendResult{}, err
 	}
 	next := l.leoLocked()
+	gapTo := int64(-1)
 	for i := range hs {
-		if hs[i].BaseOffset != next {
+		// A leader's cleaned segments skip the offsets its cleaner removed
+		// (as in Kafka, offsets only have to increase).
+		if hs[i].BaseOffset < next {
 			return AppendResult{}, errs.New(pb.ErrorCode_CORRUPT_MESSAGE, "replicated batch at offset %d does not follow the log end %d", hs[i].BaseOffset, next)
+		}
+		if hs[i].BaseOffset > next {
+			gapTo = hs[i].BaseOffset
 		}
 		next = hs[i].NextOffset()
 	}
@@ -291,6 +297,15 @@ func (l *Log) appendFollowerLocked(buf []byte, hs []record.Header) (AppendResult
 			markers[i] = markerInfo{typ, coordEpoch}
 		}
 		pos += hs[i].Size()
+	}
+	// Recovery accepts gaps only below the clean checkpoint, so it moves
+	// past a replicated gap before the batch after it is written: the
+	// leader cleaned what is below, and this replica's cleaner need not.
+	if gapTo > l.cleanedTo {
+		if err := writeCleanCheckpoint(l.dir, gapTo); err != nil {
+			return AppendResult{}, errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "write %s: %v", CleanerCheckpointFile, err)
+		}
+		l.cleanedTo = gapTo
 	}
 	for i := range hs {
 		if _, err := l.epochs.assign(hs[i].PartitionLeaderEpoch, hs[i].BaseOffset); err != nil {

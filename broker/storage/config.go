@@ -30,12 +30,62 @@ type Config struct {
 	FlushMs int64
 	// ProducerIDExpirationMs forgets idle producers (producer.id.expiration.ms).
 	ProducerIDExpirationMs int64
+	// Cleanup is cleanup.policy (log.cleanup.policy). The zero value is
+	// delete: old segments go by retention.ms and retention.bytes, and the
+	// cleaner leaves the log alone.
+	Cleanup CleanupPolicy
+	// MinCleanableDirtyRatio is min.cleanable.dirty.ratio
+	// (log.cleaner.min.cleanable.ratio): the cleaner cleans a compacted log
+	// once this share of it is dirty.
+	MinCleanableDirtyRatio float64
+	// MinCompactionLagMs is min.compaction.lag.ms
+	// (log.cleaner.min.compaction.lag.ms): a record stays uncompacted at
+	// least this long.
+	MinCompactionLagMs int64
+	// MaxCompactionLagMs is max.compaction.lag.ms
+	// (log.cleaner.max.compaction.lag.ms): a record dirty this long makes
+	// its log eligible whatever its dirty ratio.
+	MaxCompactionLagMs int64
+	// DeleteRetentionMs is delete.retention.ms
+	// (log.cleaner.delete.retention.ms): how long a tombstone outlives the
+	// pass that first cleaned it.
+	DeleteRetentionMs int64
 	// Stats, if not nil, counts this log's flushes; a broker's logs share one.
 	Stats *Stats
 	// Files, if not nil, bounds the segment files open; a broker's logs share one.
 	Files *FileCache
 	// Logger gets recovery's warnings (nil: slog.Default()).
 	Logger *slog.Logger
+}
+
+// CleanupPolicy is a log's cleanup.policy. The zero value is delete.
+type CleanupPolicy uint8
+
+const (
+	// CleanupDelete deletes old segments by retention.ms and retention.bytes.
+	CleanupDelete CleanupPolicy = iota
+	// CleanupCompact keeps each key's last record (the cleaner); nothing is
+	// deleted by retention.
+	CleanupCompact
+	// CleanupCompactDelete does both.
+	CleanupCompactDelete
+)
+
+// Compact reports whether the cleaner compacts the log.
+func (p CleanupPolicy) Compact() bool { return p == CleanupCompact || p == CleanupCompactDelete }
+
+// Delete reports whether retention deletes old segments.
+func (p CleanupPolicy) Delete() bool { return p != CleanupCompact }
+
+// String is the policy as Kafka writes it.
+func (p CleanupPolicy) String() string {
+	switch p {
+	case CleanupCompact:
+		return "compact"
+	case CleanupCompactDelete:
+		return "compact,delete"
+	}
+	return "delete"
 }
 
 // Stats counts the fsyncs of a broker's logs (Kafka's LogFlushRateAndTimeMs)
@@ -99,6 +149,10 @@ func DefaultConfig() Config {
 		FlushMessages:          math.MaxInt64,
 		FlushMs:                math.MaxInt64,
 		ProducerIDExpirationMs: int64(24 * time.Hour / time.Millisecond),
+		MinCleanableDirtyRatio: 0.5,
+		MinCompactionLagMs:     0,
+		MaxCompactionLagMs:     math.MaxInt64,
+		DeleteRetentionMs:      int64(24 * time.Hour / time.Millisecond),
 	}
 }
 

@@ -59,6 +59,14 @@ type Log struct {
 	syncHook       func(*os.File) error // tests: replaces a segment's fsync in FlushTo
 
 	flushMu sync.Mutex
+
+	// The log cleaner (cleaner*.go): one pass at a time (cleanMu); the
+	// clean checkpoint, below which batches may skip offsets (cleanedTo,
+	// persisted in CleanerCheckpointFile); a test hook into the swap.
+	cleanMu         sync.Mutex
+	cleanedTo       int64
+	deleteHorizonMs int64 // Cleanable.DeleteHorizonMs
+	swapHook        swapHook
 }
 
 // Dir is the partition directory.
@@ -244,7 +252,7 @@ func Open(dir string, key PartitionKey, cfg Config, recoveryPoint int64, clk clo
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	l := &Log{dir: dir, key: key, clk: clk, cfg: cfg, psm: NewProducerStateManager(), flushed: make(chan struct{}), guard: txnGuard{since: clk.Now().UnixMilli()}}
+	l := &Log{dir: dir, key: key, clk: clk, cfg: cfg, psm: NewProducerStateManager(), flushed: make(chan struct{}), guard: txnGuard{since: clk.Now().UnixMilli()}, deleteHorizonMs: -1}
 	l.epochs.path = filepath.Join(dir, EpochCheckpointFile)
 	if err := l.recover(recoveryPoint); err != nil {
 		l.closeFiles()

@@ -29,6 +29,13 @@ import (
 // DamagedSegmentsFile so every later Open verifies that segment again.
 // Every cut and every fence is logged as a WARN and counted in Stats.
 func (l *Log) recover(recoveryPoint int64) error {
+	// A cleaner's swap a crash interrupted is finished first (or its
+	// uncommitted files deleted), so the segments listed below are either
+	// all the old ones or all the new ones.
+	if err := finishSwapOnOpen(l.dir); err != nil {
+		return err
+	}
+	l.cleanedTo = readCleanCheckpoint(l.dir)
 	entries, err := os.ReadDir(l.dir)
 	if err != nil {
 		return err
@@ -71,6 +78,7 @@ func (l *Log) recover(recoveryPoint int64) error {
 		if err != nil {
 			return err
 		}
+		s.gapsTo = l.cleanedTo
 		l.segs = append(l.segs, s)
 	}
 	l.logStart = l.segs[0].base
@@ -298,7 +306,9 @@ func (l *Log) verifySegment(s *segment, end int64, active bool) error {
 		next = to
 		break
 	}
-	if !active && next < end {
+	// Below the clean checkpoint a segment may end short of the next one:
+	// the cleaner removed its last records.
+	if !active && next < end && end > s.gapsTo {
 		l.fence(s, next, end, s.size, s.size, fmt.Errorf("the segment's batches end at offset %d, the next segment starts at %d", next, end))
 		next = end
 	}
@@ -415,8 +425,12 @@ func (l *Log) checkTail(s *segment) (int64, error) {
 	}
 	interval := int64(l.cfg.IndexIntervalBytes)
 	tailMax := int64(-1)
+	fromIndex := len(s.idx.rel) > 0
 	err := s.walkHeaders(from, func(h *record.Header, pos int64) error {
-		if h.BaseOffset != want {
+		// Below the clean checkpoint batches may skip offsets, except
+		// where the index says which offset is there.
+		gap := h.BaseOffset > want && h.BaseOffset <= s.gapsTo && !(pos == from && fromIndex)
+		if h.BaseOffset != want && !gap {
 			return fmt.Errorf("%s: batch at position %d has offset %d, the index says %d", s.path, pos, h.BaseOffset, want)
 		}
 		if pos > from && pos-from >= interval {
@@ -431,7 +445,7 @@ func (l *Log) checkTail(s *segment) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if want != s.next {
+	if want != s.next && !(want < s.next && s.next <= s.gapsTo) {
 		return 0, fmt.Errorf("%s: batches end at offset %d, the next segment starts at %d", s.path, want, s.next)
 	}
 	maxTs := tailMax
@@ -509,6 +523,9 @@ func (l *Log) checkEpochs(entries []EpochEntry) error {
 		}
 		// An epoch starts at a batch boundary, except where the log start
 		// moved into its first batch.
+		if e.StartOffset < l.cleanedTo && (!ok || h.BaseOffset > e.StartOffset) {
+			continue // the cleaner may have removed the epoch's first batches
+		}
 		if !ok || h.BaseOffset > e.StartOffset || h.BaseOffset < e.StartOffset && e.StartOffset != l.logStart {
 			return fmt.Errorf("epoch %d starts at offset %d, where no batch of the log starts", e.Epoch, e.StartOffset)
 		}
@@ -627,6 +644,10 @@ func (l *Log) TruncateTo(offset int64) error {
 		if err := s.truncateAt(pos, offset); err != nil {
 			return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "truncate %s: %v", l.key, err)
 		}
+	} else if err == nil && !s.inDamage(offset) && s.next > offset {
+		// offset is in the gap the cleaner left at the end of a segment
+		// that is active again: no bytes to cut, but the log ends there.
+		s.next = offset
 	}
 	if err := s.syncFile(); err != nil {
 		return l.failLocked(errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "truncate %s: %v", l.key, err))
@@ -651,6 +672,9 @@ func (l *Log) TruncateTo(offset int64) error {
 	// offset until the HW passes the marker. Those whose marker was cut
 	// went with it.
 	l.psm.keepUnreplicatedBelow(old, offset)
+	if l.cleanedTo > offset {
+		l.setCleanedLocked(offset)
+	}
 	return nil
 }
 
@@ -683,6 +707,7 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 	}
 	l.psm = NewProducerStateManager()
 	l.psm.SetMapEndOffset(offset)
+	l.setCleanedLocked(offset)
 	return nil
 }
 
@@ -697,6 +722,11 @@ func (l *Log) DeleteRetention(hw int64) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
+		return 0, nil
+	}
+	// A compact-only log keeps every segment: the cleaner, not retention,
+	// decides what goes (Kafka's LogConfig.delete false).
+	if !l.cfg.Cleanup.Delete() {
 		return 0, nil
 	}
 	now := l.clk.Now().UnixMilli()
@@ -729,6 +759,9 @@ func (l *Log) DeleteRetention(hw int64) (int, error) {
 			l.recoveryPoint = l.logStart
 		}
 		_ = l.epochs.truncateFromStart(l.logStart)
+		if l.cleanedTo > 0 && l.cleanedTo < l.logStart {
+			l.setCleanedLocked(l.logStart)
+		}
 		// A marker below the log start is below the HW: nothing there
 		// holds back the first unstable offset any more.
 		l.psm.OnHighWatermarkUpdated(l.logStart)

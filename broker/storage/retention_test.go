@@ -167,3 +167,27 @@ func segSizes(l *Log) []int64 {
 	}
 	return out
 }
+
+// cleanup.policy=compact alone turns retention off: every segment stays
+// however old or large, as Kafka's LogConfig.delete=false does; with
+// compact,delete retention applies as under delete.
+func TestRetentionCleanupPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		policy CleanupPolicy
+		want   int
+	}{
+		{CleanupCompact, 0},
+		{CleanupCompactDelete, 4},
+		{CleanupDelete, 4},
+	} {
+		cfg := testConfig()
+		cfg.RetentionMs = int64(time.Minute / time.Millisecond)
+		cfg.RetentionBytes = 1
+		cfg.Cleanup = tc.policy
+		f, _ := retentionLog(t, cfg)
+		n, err := f.l.DeleteRetention(f.l.LogEndOffset())
+		if err != nil || n != tc.want {
+			t.Errorf("%v: deleted %d segments (%v), want %d", tc.policy, n, err, tc.want)
+		}
+	}
+}

@@ -60,6 +60,10 @@ type segment struct {
 
 	bytesSinceIndex int
 	dirty           bool // bytes written since the last fsync
+	// gapsTo: batches whose base offset is at or below it may skip
+	// offsets (the cleaner removed records there), and a segment ending
+	// at or below it may end short of the next one.
+	gapsTo int64
 
 	// A damaged range found by recovery (recovery.go): batches that do not
 	// verify in a segment that must not be cut. Its bytes stay on disk but
@@ -400,7 +404,7 @@ func (s *segment) scanFrom(pos, next int64, verify bool, fn func(h *record.Heade
 					res.corrupt = fmt.Errorf("batch at position %d (offset %d): %v", res.end, h.BaseOffset, err)
 					return res, nil
 				}
-				if h.BaseOffset != res.next {
+				if h.BaseOffset != res.next && !(h.BaseOffset > res.next && h.BaseOffset <= s.gapsTo) {
 					res.corrupt = fmt.Errorf("batch at position %d has offset %d, expected %d", res.end, h.BaseOffset, res.next)
 					return res, nil
 				}

@@ -29,13 +29,18 @@ type txnIndex struct {
 	unsynced bool // entries appended without an fsync
 }
 
-func (t *txnIndex) append(a AbortedTxn, sync bool) error {
+// appendTxnEntry appends a's encoding to buf.
+func appendTxnEntry(buf []byte, a AbortedTxn) []byte {
 	var b [txnIndexEntry]byte
-	binary.BigEndian.PutUint16(b[0:], 0)
 	binary.BigEndian.PutUint64(b[2:], uint64(a.ProducerID))
 	binary.BigEndian.PutUint64(b[10:], uint64(a.FirstOffset))
 	binary.BigEndian.PutUint64(b[18:], uint64(a.LastOffset))
 	binary.BigEndian.PutUint64(b[26:], uint64(a.LastStableOffset))
+	return append(buf, b[:]...)
+}
+
+func (t *txnIndex) append(a AbortedTxn, sync bool) error {
+	b := appendTxnEntry(nil, a)
 	f, err := os.OpenFile(t.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return err

@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/strand-io/strand/broker/storage"
 	"github.com/strand-io/strand/node"
 )
 
@@ -113,5 +115,51 @@ func TestBrokerSettingRanges(t *testing.T) {
 	}
 	if cfg.BrokerConfig.Log.SegmentBytes != 2147483647 || cfg.BrokerConfig.MinInsyncReplicas != 2 {
 		t.Fatalf("values in range not applied: %+v", cfg.BrokerConfig)
+	}
+}
+
+// The compaction settings have Kafka's names and defaults, reach the
+// broker's config, and refuse what Kafka's ConfigDef refuses.
+func TestCleanerSettings(t *testing.T) {
+	cfg := node.DefaultConfig(1, t.TempDir())
+	b := cfg.BrokerConfig
+	if b.Log.Cleanup != storage.CleanupDelete || b.Log.MinCleanableDirtyRatio != 0.5 || b.Log.MinCompactionLagMs != 0 ||
+		b.Log.MaxCompactionLagMs != math.MaxInt64 || b.Log.DeleteRetentionMs != 86400000 {
+		t.Fatalf("topic defaults %+v, want Kafka's (delete, 0.5, 0, Long.MAX, 86400000)", b.Log)
+	}
+	if c := b.Cleaner; !c.Enable || c.Threads != 1 || c.DedupeBufferSize != 134217728 || c.IOMaxBytesPerSecond != math.MaxFloat64 || c.Backoff != 15*time.Second {
+		t.Fatalf("cleaner defaults %+v, want Kafka's", c)
+	}
+	body := "log.cleanup.policy: delete,compact\nlog.cleaner.min.cleanable.ratio: 0.25\nlog.cleaner.min.compaction.lag.ms: 1000\n" +
+		"log.cleaner.max.compaction.lag.ms: 60000\nlog.cleaner.delete.retention.ms: 5000\nlog.cleaner.threads: 3\n" +
+		"log.cleaner.dedupe.buffer.size: 1048576\nlog.cleaner.io.max.bytes.per.second: 1e6\nlog.cleaner.backoff.ms: 200\n"
+	if err := applyConfigFile(&cfg, configFile(t, body), slog.Default()); err != nil {
+		t.Fatal(err)
+	}
+	b = cfg.BrokerConfig
+	if b.Log.Cleanup != storage.CleanupCompactDelete || b.Log.MinCleanableDirtyRatio != 0.25 || b.Log.MinCompactionLagMs != 1000 ||
+		b.Log.MaxCompactionLagMs != 60000 || b.Log.DeleteRetentionMs != 5000 {
+		t.Fatalf("topic defaults not applied: %+v", b.Log)
+	}
+	if c := b.Cleaner; c.Threads != 3 || c.DedupeBufferSize != 1048576 || c.IOMaxBytesPerSecond != 1e6 || c.Backoff != 200*time.Millisecond || !c.Enable {
+		t.Fatalf("cleaner settings not applied: %+v", c)
+	}
+	if err := applyConfigFile(&cfg, configFile(t, "log.cleaner.enable: false\n"), slog.Default()); err != nil || cfg.BrokerConfig.Cleaner.Enable {
+		t.Fatalf("log.cleaner.enable: false gave %v, %v", cfg.BrokerConfig.Cleaner.Enable, err)
+	}
+	for _, line := range []string{
+		"log.cleanup.policy: compact,purge",
+		"log.cleanup.policy: ",
+		"log.cleaner.min.cleanable.ratio: 1.5",
+		"log.cleaner.min.cleanable.ratio: -0.1",
+		"log.cleaner.max.compaction.lag.ms: 0",
+		"log.cleaner.threads: -1",
+		"log.cleaner.io.max.bytes.per.second: 0",
+		"log.cleaner.backoff.ms: -1",
+	} {
+		cfg := node.DefaultConfig(1, t.TempDir())
+		if err := applyConfigFile(&cfg, configFile(t, line+"\n"), slog.Default()); err == nil {
+			t.Errorf("%q accepted, want refused", line)
+		}
 	}
 }

@@ -156,6 +156,16 @@ func dumpSegment(w io.Writer, path string, deep, data, txnDecoder bool) error {
 	return nil
 }
 
+// deleteHorizon prints a batch's delete horizon as kafka-dump-log does
+// (Java's OptionalLong): the log cleaner sets one on batches it kept
+// tombstones or a transaction marker in (KIP-534).
+func deleteHorizon(h *record.Header) string {
+	if ms, ok := h.DeleteHorizonMs(); ok {
+		return fmt.Sprintf("OptionalLong[%d]", ms)
+	}
+	return "OptionalLong.empty"
+}
+
 // printBatches prints kafka-dump-log lines for the batches in buf and
 // returns how many trailing bytes are not a whole batch.
 func printBatches(w io.Writer, buf []byte, deep, data, txnDecoder bool) int {
@@ -169,9 +179,9 @@ func printBatches(w io.Writer, buf []byte, deep, data, txnDecoder bool) int {
 		if h.LogAppendTime() {
 			ts = "LogAppendTime"
 		}
-		fmt.Fprintf(w, "baseOffset: %d lastOffset: %d count: %d baseSequence: %d lastSequence: %d producerId: %d producerEpoch: %d partitionLeaderEpoch: %d isTransactional: %t isControl: %t deleteHorizonMs: OptionalLong.empty position: %d %s: %d size: %d magic: %d compresscodec: %s crc: %d isvalid: %t\n",
+		fmt.Fprintf(w, "baseOffset: %d lastOffset: %d count: %d baseSequence: %d lastSequence: %d producerId: %d producerEpoch: %d partitionLeaderEpoch: %d isTransactional: %t isControl: %t deleteHorizonMs: %s position: %d %s: %d size: %d magic: %d compresscodec: %s crc: %d isvalid: %t\n",
 			h.BaseOffset, h.LastOffset(), h.RecordCount, h.BaseSequence, h.LastSequence(), h.ProducerID, h.ProducerEpoch, h.PartitionLeaderEpoch,
-			h.IsTransactional(), h.IsControl(), pos, ts, h.MaxTimestamp, h.Size(), h.Magic, h.Compression(), h.CRC, verr == nil)
+			h.IsTransactional(), h.IsControl(), deleteHorizon(&h), pos, ts, h.MaxTimestamp, h.Size(), h.Magic, h.Compression(), h.CRC, verr == nil)
 		pos = it.Pos()
 		if !deep || verr != nil {
 			continue
@@ -181,10 +191,12 @@ func printBatches(w io.Writer, buf []byte, deep, data, txnDecoder bool) int {
 			fmt.Fprintf(w, "| failed to decode records: %v\n", err)
 			continue
 		}
-		for i, r := range recs {
+		for _, r := range recs {
 			seq := int32(-1)
 			if h.BaseSequence >= 0 {
-				seq = record.IncrementSequence(h.BaseSequence, int32(i))
+				// By offset delta, not position: a cleaned batch keeps its
+				// records' offsets, and so their sequences, with gaps.
+				seq = record.IncrementSequence(h.BaseSequence, int32(r.Offset-h.BaseOffset))
 			}
 			keys := make([]string, len(r.Headers))
 			for j, hd := range r.Headers {

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
+	be "encoding/binary"
+	"hash/crc32"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/strand-io/strand/record"
 	"github.com/strand-io/strand/testkit/testutil"
 )
 
@@ -39,5 +43,31 @@ func TestDumpLogActiveSegmentIndexes(t *testing.T) {
 	other := filepath.Join(dir, "di-0", "00000000000000000099.index")
 	if _, errOut, err := runErr(t, "", "dump-log", other); err == nil || !strings.Contains(errOut, "no such file") {
 		t.Errorf("dump-log of a segment that does not exist: err %v, stderr %q", err, errOut)
+	}
+}
+
+// A batch the cleaner gave a delete horizon (KIP-534: attribute bit 6,
+// the horizon in the base timestamp) shows it as Kafka's DumpLogSegments
+// does; other batches show OptionalLong.empty.
+func TestDumpLogShowsDeleteHorizon(t *testing.T) {
+	build := func(horizon int64) []byte {
+		b, err := record.Build(record.BatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, PartitionLeaderEpoch: -1},
+			[]record.Record{{Key: []byte("k"), Value: nil, Timestamp: 1_700_000_000_000}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if horizon >= 0 {
+			be.BigEndian.PutUint16(b[21:], be.BigEndian.Uint16(b[21:])|0x40)
+			be.BigEndian.PutUint64(b[27:], uint64(horizon))
+			be.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli)))
+		}
+		return b
+	}
+	var out bytes.Buffer
+	printBatches(&out, append(build(-1), build(1_700_086_400_000)...), false, false, false)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "deleteHorizonMs: OptionalLong.empty ") ||
+		!strings.Contains(lines[1], "deleteHorizonMs: OptionalLong[1700086400000] ") || !strings.Contains(lines[1], "isvalid: true") {
+		t.Fatalf("dump-log printed:\n%s", out.String())
 	}
 }

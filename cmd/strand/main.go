@@ -37,7 +37,7 @@ func main() {
 		resolvedBootstrap = addrs
 		return nil
 	}
-	root.AddCommand(noBootstrap(serverCmd()), topicsCmd(), produceCmd(), consumeCmd(), noBootstrap(dumpLogCmd()), clusterCmd(), featuresCmd())
+	root.AddCommand(noBootstrap(serverCmd()), topicsCmd(), produceCmd(), consumeCmd(), noBootstrap(dumpLogCmd()), clusterCmd(), featuresCmd(), configsCmd())
 	for _, c := range extraCommands {
 		root.AddCommand(c())
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/node"
 )
@@ -258,15 +259,33 @@ func applyDevDefaults(cfg *node.Config) error {
 
 // serverSettings maps Kafka-named settings onto the node config.
 var serverSettings = map[string]func(cfg *node.Config, v string) error{
-	"log.segment.bytes":                       bounded(14, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.SegmentBytes = n })),
-	"log.roll.ms":                             bounded(1, math.MaxInt64, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.SegmentMs = n })),
-	"log.retention.ms":                        bounded(-1, math.MaxInt64, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.RetentionMs = n })),
-	"log.retention.bytes":                     bounded(-1, math.MaxInt64, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.RetentionBytes = n })),
-	"log.flush.interval.messages":             bounded(1, math.MaxInt64, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.FlushMessages = n })),
-	"log.flush.interval.ms":                   bounded(0, math.MaxInt64, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.FlushMs = n })),
-	"log.index.interval.bytes":                bounded(0, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.IndexIntervalBytes = int(n) })),
-	"log.retention.check.interval.ms":         bounded(1, math.MaxInt64, msSetting(func(c *node.Config, d time.Duration) { c.BrokerConfig.RetentionCheckInterval = d })),
-	"producer.id.expiration.ms":               bounded(1, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.ProducerIDExpirationMs = n })),
+	"log.segment.bytes":               bounded(14, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.SegmentBytes = n })),
+	"log.roll.ms":                     bounded(1, math.MaxInt64, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.SegmentMs = n })),
+	"log.retention.ms":                bounded(-1, math.MaxInt64, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.RetentionMs = n })),
+	"log.retention.bytes":             bounded(-1, math.MaxInt64, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.RetentionBytes = n })),
+	"log.flush.interval.messages":     bounded(1, math.MaxInt64, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.FlushMessages = n })),
+	"log.flush.interval.ms":           bounded(0, math.MaxInt64, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.FlushMs = n })),
+	"log.index.interval.bytes":        bounded(0, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.IndexIntervalBytes = int(n) })),
+	"log.retention.check.interval.ms": bounded(1, math.MaxInt64, msSetting(func(c *node.Config, d time.Duration) { c.BrokerConfig.RetentionCheckInterval = d })),
+	"producer.id.expiration.ms":       bounded(1, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.ProducerIDExpirationMs = n })),
+	// Compaction (issue 20): the topic configs' broker defaults, then the cleaner's own.
+	"log.cleanup.policy": func(c *node.Config, v string) error {
+		p, ok := broker.ParseCleanupPolicy(v)
+		if !ok {
+			return fmt.Errorf("%q: want delete, compact or compact,delete", v)
+		}
+		c.BrokerConfig.Log.Cleanup = p
+		return nil
+	},
+	"log.cleaner.min.cleanable.ratio":         ratioSetting(func(c *node.Config, f float64) { c.BrokerConfig.Log.MinCleanableDirtyRatio = f }),
+	"log.cleaner.min.compaction.lag.ms":       bounded(0, math.MaxInt64, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.MinCompactionLagMs = n })),
+	"log.cleaner.max.compaction.lag.ms":       bounded(1, math.MaxInt64, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.MaxCompactionLagMs = n })),
+	"log.cleaner.delete.retention.ms":         bounded(0, math.MaxInt64, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.DeleteRetentionMs = n })),
+	"log.cleaner.enable":                      boolSetting(func(c *node.Config, b bool) { c.BrokerConfig.Cleaner.Enable = b }),
+	"log.cleaner.threads":                     bounded(0, math.MaxInt32, intSetting(func(c *node.Config, n int64) { setCleanerThreads(c, int(n)) })),
+	"log.cleaner.dedupe.buffer.size":          bounded(bytesPerCleanerKey, math.MaxInt64, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Cleaner.DedupeBufferSize = n })),
+	"log.cleaner.io.max.bytes.per.second":     positiveFloatSetting(func(c *node.Config, f float64) { c.BrokerConfig.Cleaner.IOMaxBytesPerSecond = f }),
+	"log.cleaner.backoff.ms":                  bounded(0, math.MaxInt64, msSetting(func(c *node.Config, d time.Duration) { c.BrokerConfig.Cleaner.Backoff = d })),
 	"min.insync.replicas":                     bounded(1, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.MinInsyncReplicas = int(n) })),
 	"offset.metadata.max.bytes":               bounded(0, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.OffsetMetadataMaxBytes = int(n) })),
 	"socket.request.max.bytes":                bounded(1, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.SocketRequestMaxBytes = int32(n) })),
@@ -383,6 +402,44 @@ func durationSetting(unit time.Duration, f func(*node.Config, time.Duration)) fu
 			return fmt.Errorf("%d is too large a duration (at most %d)", n, math.MaxInt64/int64(unit))
 		}
 		f(c, time.Duration(n)*unit)
+		return nil
+	}
+}
+
+// bytesPerCleanerKey: a dedupe buffer smaller than one key's entry could
+// not clean anything.
+const bytesPerCleanerKey = 24
+
+// setCleanerThreads: Kafka takes 0 threads as no cleaning (its
+// LogCleaner starts none); so does Strand.
+func setCleanerThreads(c *node.Config, n int) {
+	if n == 0 {
+		c.BrokerConfig.Cleaner.Enable = false
+		return
+	}
+	c.BrokerConfig.Cleaner.Threads = n
+}
+
+// ratioSetting reads a DOUBLE in [0, 1].
+func ratioSetting(f func(*node.Config, float64)) func(*node.Config, string) error {
+	return func(c *node.Config, v string) error {
+		x, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || math.IsNaN(x) || x < 0 || x > 1 {
+			return fmt.Errorf("not a number in [0, 1]: %q", v)
+		}
+		f(c, x)
+		return nil
+	}
+}
+
+// positiveFloatSetting reads a DOUBLE above 0.
+func positiveFloatSetting(f func(*node.Config, float64)) func(*node.Config, string) error {
+	return func(c *node.Config, v string) error {
+		x, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || math.IsNaN(x) || x <= 0 {
+			return fmt.Errorf("not a number above 0: %q", v)
+		}
+		f(c, x)
 		return nil
 	}
 }

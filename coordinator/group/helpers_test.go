@@ -24,6 +24,13 @@ type fakeWriter struct {
 	fail    error
 	hold    chan struct{} // when set, writes wait for it to close
 	started chan struct{} // receives one value per write that began
+	seqs    map[int64]producerSeq
+}
+
+// producerSeq is a producer's epoch and next sequence in the fake log.
+type producerSeq struct {
+	epoch int16
+	next  int32
 }
 
 func (f *fakeWriter) write(ctx context.Context, s *shard, recs []record.Record, txn *txnProducer) (int64, error) {
@@ -47,7 +54,17 @@ func (f *fakeWriter) write(ctx context.Context, s *shard, recs []record.Record, 
 	}
 	opts := record.BatchOptions{BaseOffset: f.next, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, PartitionLeaderEpoch: 0}
 	if txn != nil {
-		opts.ProducerID, opts.ProducerEpoch, opts.Transactional, opts.BaseSequence = txn.pid, txn.epoch, true, 0
+		// Sequences as the real writer numbers them: from 0 at each epoch.
+		if f.seqs == nil {
+			f.seqs = map[int64]producerSeq{}
+		}
+		ps := f.seqs[txn.pid]
+		if ps.epoch != txn.epoch {
+			ps = producerSeq{epoch: txn.epoch}
+		}
+		opts.ProducerID, opts.ProducerEpoch, opts.Transactional, opts.BaseSequence = txn.pid, txn.epoch, true, ps.next
+		ps.next += int32(len(recs))
+		f.seqs[txn.pid] = ps
 	}
 	b, err := record.Build(opts, recs)
 	if err != nil {

@@ -17,11 +17,13 @@ import (
 //
 // Values are protobuf messages: OffsetCommitValue for types 0 and 1,
 // GroupMetadataValue for type 2. A null value is a tombstone (the offset or
-// the group is gone). Type 1 records carry a "transactional.id" record
-// header naming their transaction (shown when a commit is stuck), and are written in a transactional batch
-// of their producer; they become type-0-equivalent committed offsets when
-// the partition's COMMIT marker for that producer follows them, and are
-// dropped by an ABORT marker.
+// the group is gone). A transactional offset commit is a type 0 record in
+// a transactional batch of its producer, as in Kafka, with a
+// "transactional.id" record header naming its transaction (shown when a
+// commit is stuck); it becomes the committed offset when the partition's
+// COMMIT marker for that producer follows it, and is dropped by an ABORT
+// marker. Type 1 is only read: older versions wrote transactional commits
+// with it, a key per transaction that compaction could never drop.
 const (
 	keyOffsetCommit     int16 = 0
 	keyPendingTxnCommit int16 = 1

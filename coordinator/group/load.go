@@ -64,10 +64,11 @@ func (c *Coordinator) load(ctx context.Context, s *shard) {
 			continue
 		}
 		if len(res.Records) == 0 {
-			// Nothing whole below the log end yet (a write in progress).
-			if !c.pause(ctx, 10*time.Millisecond) {
-				return
-			}
+			// No batch in [off, end): the log cleaner removed the last
+			// batches below the log end (its offsets are gaps). Kafka's
+			// loader stops at such a read too; a batch appended since is
+			// read by the next round, which sees the new log end.
+			off = end
 			continue
 		}
 		attempt = 0
@@ -125,16 +126,23 @@ func (c *Coordinator) applyBatch(s *shard, h record.Header, batch []byte) int {
 		c.lg.Warn("load groups: undecodable batch skipped", "partition", s.partition, "offset", h.BaseOffset, "err", err)
 		return 0
 	}
+	txnPID := int64(-1)
+	if h.IsTransactional() {
+		txnPID = h.ProducerID
+	}
 	for _, r := range recs {
-		if err := c.applyRecord(s, r, now); err != nil {
+		if err := c.applyRecord(s, r, now, txnPID); err != nil {
 			c.lg.Warn("load groups: record skipped", "partition", s.partition, "offset", r.Offset, "err", err)
 		}
 	}
 	return len(recs)
 }
 
-// applyRecord replays one record (s.mu held).
-func (c *Coordinator) applyRecord(s *shard, r record.Record, now time.Time) error {
+// applyRecord replays one record (s.mu held). txnPID is the producer of
+// the record's transactional batch, -1 when it is not transactional: an
+// offset commit in a transactional batch is pending until that producer's
+// marker, whatever its key type (older logs have type 1 keys).
+func (c *Coordinator) applyRecord(s *shard, r record.Record, now time.Time, txnPID int64) error {
 	k, err := decodeKey(r.Key)
 	if err != nil {
 		return err
@@ -146,8 +154,9 @@ func (c *Coordinator) applyRecord(s *shard, r record.Record, now time.Time) erro
 			return nil
 		}
 		p := tp{k.topic, k.partition}
+		pending := k.typ == keyPendingTxnCommit || txnPID >= 0
 		if r.Value == nil {
-			if k.typ == keyOffsetCommit {
+			if !pending {
 				delete(g.offsets, p)
 			}
 			return nil
@@ -157,7 +166,7 @@ func (c *Coordinator) applyRecord(s *shard, r record.Record, now time.Time) erro
 			return err
 		}
 		e := offsetEntry{offset: v.Offset, leaderEpoch: v.LeaderEpoch, metadata: v.Metadata, commitMs: v.CommitTimestampMs, logOffset: r.Offset}
-		if k.typ == keyOffsetCommit {
+		if !pending {
 			g.applyCommitted(p, e)
 			return nil
 		}
@@ -166,7 +175,11 @@ func (c *Coordinator) applyRecord(s *shard, r record.Record, now time.Time) erro
 				e.txnID = string(h.Value)
 			}
 		}
-		s.addPending(g, p, k.pid, e)
+		pid := txnPID
+		if pid < 0 {
+			pid = k.pid
+		}
+		s.addPending(g, p, pid, e)
 	case keyGroupMetadata:
 		g := s.group(k.group, now, r.Value != nil)
 		if g == nil {

@@ -61,9 +61,11 @@ func FuzzGroupLoadRecord(f *testing.F) {
 		c := &Coordinator{}
 		s := newShard(0, nil, 0)
 		now := time.Unix(1_700_000_000, 0)
-		_ = c.applyRecord(s, record.Record{Key: key, Value: value}, now)
+		_ = c.applyRecord(s, record.Record{Key: key, Value: value}, now, -1)
 		// Twice: a second record for the same group replaces the first.
-		_ = c.applyRecord(s, record.Record{Key: key, Value: value, Offset: 1}, now)
+		_ = c.applyRecord(s, record.Record{Key: key, Value: value, Offset: 1}, now, -1)
+		// And in a transactional batch: pending for its producer.
+		_ = c.applyRecord(s, record.Record{Key: key, Value: value, Offset: 2}, now, 7)
 		var v pb.GroupMetadataValue
 		if value != nil && proto.Unmarshal(value, &v) == nil {
 			b, err := proto.Marshal(&v)

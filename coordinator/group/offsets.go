@@ -51,8 +51,13 @@ func checkCommit(g *group, groupID, memberID, instanceID string, generation int3
 	return m, nil
 }
 
-// offsetRecords builds the records of a commit (type 0 keys) or of a
-// transactional commit (type 1 keys, with the producer).
+// offsetRecords builds the records of a commit or of a transactional
+// commit. Both use the partition's type 0 key, as Kafka does: what makes a
+// transactional one pending is its batch (transactional, with the
+// producer), so its record and a plain commit of the same partition, or
+// the partition's tombstone, supersede one another and compaction keeps
+// only the latest (a key with the producer in it would keep one record per
+// transaction forever, and outlive the group's tombstones).
 func offsetRecords(groupID string, offsets []*pb.PartitionOffset, nowMs int64, txn *txnProducer) ([]record.Record, []offsetEntry, error) {
 	recs := make([]record.Record, 0, len(offsets))
 	entries := make([]offsetEntry, 0, len(offsets))
@@ -67,7 +72,6 @@ func offsetRecords(groupID string, offsets []*pb.PartitionOffset, nowMs int64, t
 		rec := record.Record{Key: offsetKey(groupID, o.Topic, o.Partition), Value: val}
 		e := offsetEntry{offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: o.Metadata, commitMs: nowMs}
 		if txn != nil {
-			rec.Key = pendingKey(groupID, o.Topic, o.Partition, txn.pid, txn.epoch)
 			rec.Headers = []record.RecordHeader{{Key: txnIDHeader, Value: []byte(txn.id)}}
 			e.txnID = txn.id
 		}

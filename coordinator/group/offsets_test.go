@@ -83,7 +83,7 @@ func TestTxnOffsetCommitPendingUntilMarker(t *testing.T) {
 	bs := h.w.all()
 	hd, recs, _ := record.Decode(bs[len(bs)-1])
 	k, _ := decodeKey(recs[0].Key)
-	if !hd.IsTransactional() || hd.ProducerID != 7 || k.typ != keyPendingTxnCommit || k.pid != 7 {
+	if !hd.IsTransactional() || hd.ProducerID != 7 || k.typ != keyOffsetCommit || k.group != "g" {
 		t.Fatalf("txn batch header %+v key %+v", hd, k)
 	}
 	h.c.OnTxnMarker(h.c.partitionOf("g"), 7, true)

@@ -3,12 +3,12 @@ package txn
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/strand-io/strand/broker"
+	"github.com/strand-io/strand/broker/storage"
 	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/coordinator"
 	"github.com/strand-io/strand/errs"
@@ -145,24 +145,11 @@ func (c *Coordinator) StoppedLeading(partition int32) {
 // its markers sent again, a PREPARE_EPOCH_FENCE its abort.
 func (c *Coordinator) load(o *owned) {
 	start := time.Now()
-	txns := map[string]*Metadata{}
+	var txns map[string]*Metadata
 	for o.ctx.Err() == nil {
-		err := readLog(o.p, func(key, value []byte) {
-			id, err := DecodeKey(key)
-			if err != nil {
-				c.lg.Warn("skipping unreadable transaction log key", "partition", o.id, "err", err)
-				return
-			}
-			v, err := DecodeValue(value)
-			if err != nil {
-				c.lg.Warn("skipping unreadable transaction log value", "partition", o.id, "transactionalId", id, "err", err)
-				return
-			}
-			if v == nil {
-				delete(txns, id)
-				return
-			}
-			txns[id] = fromValue(id, v)
+		var err error
+		txns, err = replayLog(o.p.Log, func(msg string, args ...any) {
+			c.lg.Warn(msg, append([]any{"partition", o.id}, args...)...)
 		})
 		if err == nil {
 			break
@@ -206,17 +193,49 @@ func (c *Coordinator) sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// readLog feeds every record of a transaction log partition to fn.
-func readLog(p *broker.Partition, fn func(key, value []byte)) error {
-	offset := p.Log.LogStartOffset()
-	end := p.Log.LogEndOffset()
+// replayLog rebuilds the transactional ids of a transaction log partition:
+// the last record of an id is its state, and a tombstone (an expired id)
+// forgets it. Only the last record of each id matters, so a compacted log
+// (older records of an id gone, and a tombstone gone once the id's earlier
+// records are) gives the same ids as the whole history. warn reports a
+// record it cannot read and skips.
+func replayLog(l *storage.Log, warn func(msg string, args ...any)) (map[string]*Metadata, error) {
+	txns := map[string]*Metadata{}
+	err := readLog(l, func(key, value []byte) {
+		id, err := DecodeKey(key)
+		if err != nil {
+			warn("skipping unreadable transaction log key", "err", err)
+			return
+		}
+		v, err := DecodeValue(value)
+		if err != nil {
+			warn("skipping unreadable transaction log value", "transactionalId", id, "err", err)
+			return
+		}
+		if v == nil {
+			delete(txns, id)
+			return
+		}
+		txns[id] = fromValue(id, v)
+	})
+	return txns, err
+}
+
+// readLog feeds every record of a transaction log partition to fn. A
+// compacted log has gaps between offsets; each batch says where the next
+// one starts.
+func readLog(l *storage.Log, fn func(key, value []byte)) error {
+	offset := l.LogStartOffset()
+	end := l.LogEndOffset()
 	for offset < end {
-		res, err := p.Log.Read(offset, 4<<20, end, true)
+		res, err := l.Read(offset, 4<<20, end, true)
 		if err != nil {
 			return err
 		}
 		if len(res.Records) == 0 {
-			return fmt.Errorf("no progress reading at %d (end %d)", offset, end)
+			// No batch in [offset, end): the cleaner removed the log's
+			// last batches, leaving their offsets a gap.
+			return nil
 		}
 		for it := record.NewIter(res.Records); it.Next(); {
 			h := it.Header()
@@ -254,13 +273,7 @@ func (c *Coordinator) ownerLocked(id string) (*owned, error) {
 // the caller gets a retriable error while the wait goes on in the
 // background (m stays pending, so no other change can slip in).
 func (c *Coordinator) write(o *owned, m *Metadata, t *transition, after func()) error {
-	value, err := EncodeValue(t.value())
-	if err != nil {
-		c.abandon(m)
-		return err
-	}
-	batch, err := record.Build(record.BatchOptions{ProducerID: record.NoProducerID, ProducerEpoch: record.NoProducerEpoch, BaseSequence: record.NoSequence, PartitionLeaderEpoch: -1},
-		[]record.Record{{Key: EncodeKey(m.TransactionalID), Value: value, Timestamp: c.now()}})
+	batch, err := logBatch(m.TransactionalID, t.value(), c.now())
 	if err != nil {
 		c.abandon(m)
 		return err
@@ -612,8 +625,7 @@ func (c *Coordinator) RemoveExpired() {
 // transition, already begun) and forgets it once replicated.
 func (c *Coordinator) writeTombstone(o *owned, m *Metadata) error {
 	id := m.TransactionalID
-	batch, err := record.Build(record.BatchOptions{ProducerID: record.NoProducerID, ProducerEpoch: record.NoProducerEpoch, BaseSequence: record.NoSequence, PartitionLeaderEpoch: -1},
-		[]record.Record{{Key: EncodeKey(id), Value: nil, Timestamp: c.now()}})
+	batch, err := logBatch(id, nil, c.now())
 	if err != nil {
 		c.abandon(m)
 		return err
@@ -623,4 +635,18 @@ func (c *Coordinator) writeTombstone(o *owned, m *Metadata) error {
 			delete(o.txns, id)
 		}
 	})
+}
+
+// logBatch is the batch the coordinator appends for one change of id: its
+// new state, or with v nil its tombstone (the id expired).
+func logBatch(id string, v *pb.TransactionLogValue, nowMs int64) ([]byte, error) {
+	var value []byte
+	if v != nil {
+		var err error
+		if value, err = EncodeValue(v); err != nil {
+			return nil, err
+		}
+	}
+	return record.Build(record.BatchOptions{ProducerID: record.NoProducerID, ProducerEpoch: record.NoProducerEpoch, BaseSequence: record.NoSequence, PartitionLeaderEpoch: -1},
+		[]record.Record{{Key: EncodeKey(id), Value: value, Timestamp: nowMs}})
 }
