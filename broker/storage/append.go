@@ -298,14 +298,16 @@ func (l *Log) appendFollowerLocked(buf []byte, hs []record.Header) (AppendResult
 		}
 		pos += hs[i].Size()
 	}
-	// Recovery accepts gaps only below the clean checkpoint, so it moves
-	// past a replicated gap before the batch after it is written: the
-	// leader cleaned what is below, and this replica's cleaner need not.
-	if gapTo > l.cleanedTo {
-		if err := writeCleanCheckpoint(l.dir, gapTo); err != nil {
-			return AppendResult{}, errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "write %s: %v", CleanerCheckpointFile, err)
+	// Recovery accepts gaps only below the clean checkpoint and the
+	// replicated-gaps mark, so the mark moves past a replicated gap before
+	// the batch after it is written. The clean checkpoint stays: this
+	// replica's own log below the gap is not cleaned (its key map must
+	// still cover it, or a key's older value outlives its tombstone).
+	if gapTo > l.gapsFrom {
+		if err := writeReplicaGaps(l.dir, gapTo); err != nil {
+			return AppendResult{}, errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "write %s: %v", ReplicaGapsFile, err)
 		}
-		l.cleanedTo = gapTo
+		l.gapsFrom = gapTo
 	}
 	for i := range hs {
 		if _, err := l.epochs.assign(hs[i].PartitionLeaderEpoch, hs[i].BaseOffset); err != nil {

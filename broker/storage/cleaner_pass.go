@@ -66,6 +66,32 @@ func writeCleanCheckpoint(dir string, off int64) error {
 	return writeFileAtomic(filepath.Join(dir, CleanerCheckpointFile), []byte(strconv.FormatInt(off, 10)+"\n"))
 }
 
+// ReplicaGapsFile holds the offset up to which this replica's log may skip
+// offsets because the leader it replicated had cleaned them away (see
+// Log.gapsFrom); recovery accepts gaps below it and below the clean
+// checkpoint, nowhere else.
+const ReplicaGapsFile = "replica-gaps-checkpoint"
+
+// readReplicaGaps returns the stored replicated-gaps offset, 0 when none.
+func readReplicaGaps(dir string) int64 {
+	b, err := os.ReadFile(filepath.Join(dir, ReplicaGapsFile))
+	if err != nil {
+		return 0
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || v < 0 {
+		return 0
+	}
+	return v
+}
+
+func writeReplicaGaps(dir string, off int64) error {
+	return writeFileAtomic(filepath.Join(dir, ReplicaGapsFile), []byte(strconv.FormatInt(off, 10)+"\n"))
+}
+
+// gapsAllowedLocked is where recovery stops accepting skipped offsets.
+func (l *Log) gapsAllowedLocked() int64 { return max(l.cleanedTo, l.gapsFrom) }
+
 // setCleanedLocked moves the clean checkpoint and persists it: down to a
 // truncation point, up to a new log start or past a replicated gap.
 func (l *Log) setCleanedLocked(off int64) {
@@ -116,8 +142,13 @@ type cleanPlan struct {
 	end        int64 // the dirty end: segs[len-1].base
 	aborted    map[int64][]AbortedTxn
 	lastBatch  map[int64]int64 // producer id → last offset of its last data batch
-	interval   int
-	maxSeg     int64
+	// markerEpoch: producer id → its epoch, for producers with no data
+	// batch at that epoch (a transaction version 2 marker bumped it): the
+	// marker carrying that epoch is all that tells a rebuilt producer
+	// state the epoch, so it stays (Kafka keeps it "to ensure fencing").
+	markerEpoch map[int64]int16
+	interval    int
+	maxSeg      int64
 }
 
 // abortedIfChanged turns a failure while reading into ErrCleanAborted
@@ -158,7 +189,8 @@ func (l *Log) planClean(o CleanOptions) (*cleanPlan, error) {
 	if l.closed {
 		return nil, fmt.Errorf("%w: log %s is closed", ErrCleanAborted, l.key)
 	}
-	p := &cleanPlan{logStart: l.logStart, aborted: map[int64][]AbortedTxn{}, lastBatch: map[int64]int64{}, interval: l.cfg.IndexIntervalBytes, maxSeg: o.MaxSegmentBytes}
+	p := &cleanPlan{logStart: l.logStart, aborted: map[int64][]AbortedTxn{}, lastBatch: map[int64]int64{}, markerEpoch: map[int64]int16{},
+		interval: l.cfg.IndexIntervalBytes, maxSeg: o.MaxSegmentBytes}
 	if p.maxSeg <= 0 {
 		p.maxSeg = l.cfg.SegmentBytes
 	}
@@ -184,6 +216,8 @@ func (l *Log) planClean(o CleanOptions) (*cleanPlan, error) {
 	for _, e := range l.psm.Producers() {
 		if off := e.LastOffset(); off >= 0 {
 			p.lastBatch[e.ProducerID] = off
+		} else if e.Epoch >= 0 {
+			p.markerEpoch[e.ProducerID] = e.Epoch
 		}
 	}
 	return p, nil
@@ -531,6 +565,9 @@ func (c *cleaner) cleanBatch(ctx context.Context, out *output, h *record.Header,
 			removable = !c.committed[h.ProducerID]
 			delete(c.committed, h.ProducerID)
 		}
+		if ep, ok := c.p.markerEpoch[h.ProducerID]; ok && ep == h.ProducerEpoch {
+			removable = false // the producer's last word (see markerEpoch)
+		}
 		if !removable {
 			return c.keep(out, h, batch, entry)
 		}
@@ -586,13 +623,17 @@ func (c *cleaner) cleanBatch(ctx context.Context, out *output, h *record.Header,
 	case len(kept) == 0:
 		return nil
 	}
+	// A batch has a delete horizon exactly while it holds a tombstone
+	// (Kafka's filterTo sets it only on a batch with tombstones or a
+	// marker): one whose tombstones went loses it, or the log would count
+	// as past its horizon, and be cleaned again, for ever.
 	tomb := hasTombstone(kept)
-	if len(kept) == len(recs) && (hasHorizon || !tomb) {
+	if len(kept) == len(recs) && hasHorizon == tomb {
 		return c.keep(out, h, batch, nil)
 	}
 	hz := record.NoDeleteHorizon
 	switch {
-	case hasHorizon:
+	case tomb && hasHorizon:
 		hz = horizon
 	case tomb:
 		hz = newHorizon

@@ -211,7 +211,7 @@ func (l *Log) swapCleaned(p *cleanPlan, outs []*output, checkpoint, horizon int6
 		s.path, s.idx.path, s.tix.path, s.txn.path = final.path, final.idx.path, final.tix.path, final.txn.path
 		s.cache = l.cfg.Files
 		s.dirty = false
-		s.gapsTo = checkpoint
+		s.gapsTo = max(checkpoint, l.gapsFrom)
 		segs = append(segs, s)
 	}
 	segs = append(segs, l.segs[len(old):]...)

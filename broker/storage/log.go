@@ -63,8 +63,13 @@ type Log struct {
 	// The log cleaner (cleaner*.go): one pass at a time (cleanMu); the
 	// clean checkpoint, below which batches may skip offsets (cleanedTo,
 	// persisted in CleanerCheckpointFile); a test hook into the swap.
-	cleanMu         sync.Mutex
-	cleanedTo       int64
+	cleanMu   sync.Mutex
+	cleanedTo int64
+	// gapsFrom: below it a replicated batch may follow a gap (a cleaned
+	// leader's removed offsets), persisted in ReplicaGapsFile. It is kept
+	// apart from the clean checkpoint: a follower's own log below a gap
+	// is not cleaned, and its cleaner must still build its key map there.
+	gapsFrom        int64
 	deleteHorizonMs int64 // Cleanable.DeleteHorizonMs
 	swapHook        swapHook
 }

@@ -36,6 +36,7 @@ func (l *Log) recover(recoveryPoint int64) error {
 		return err
 	}
 	l.cleanedTo = readCleanCheckpoint(l.dir)
+	l.gapsFrom = readReplicaGaps(l.dir)
 	entries, err := os.ReadDir(l.dir)
 	if err != nil {
 		return err
@@ -78,7 +79,7 @@ func (l *Log) recover(recoveryPoint int64) error {
 		if err != nil {
 			return err
 		}
-		s.gapsTo = l.cleanedTo
+		s.gapsTo = l.gapsAllowedLocked()
 		l.segs = append(l.segs, s)
 	}
 	l.logStart = l.segs[0].base
@@ -523,7 +524,7 @@ func (l *Log) checkEpochs(entries []EpochEntry) error {
 		}
 		// An epoch starts at a batch boundary, except where the log start
 		// moved into its first batch.
-		if e.StartOffset < l.cleanedTo && (!ok || h.BaseOffset > e.StartOffset) {
+		if e.StartOffset < l.gapsAllowedLocked() && (!ok || h.BaseOffset > e.StartOffset) {
 			continue // the cleaner may have removed the epoch's first batches
 		}
 		if !ok || h.BaseOffset > e.StartOffset || h.BaseOffset < e.StartOffset && e.StartOffset != l.logStart {
@@ -675,6 +676,12 @@ func (l *Log) TruncateTo(offset int64) error {
 	if l.cleanedTo > offset {
 		l.setCleanedLocked(offset)
 	}
+	if l.gapsFrom > offset {
+		l.gapsFrom = offset
+		if err := writeReplicaGaps(l.dir, offset); err != nil {
+			l.logger().Warn("could not lower the replicated-gaps mark after a truncation", "partition", l.key.String(), "offset", offset, "reason", err.Error())
+		}
+	}
 	return nil
 }
 
@@ -708,6 +715,10 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 	l.psm = NewProducerStateManager()
 	l.psm.SetMapEndOffset(offset)
 	l.setCleanedLocked(offset)
+	if l.gapsFrom != offset {
+		l.gapsFrom = offset
+		_ = writeReplicaGaps(l.dir, offset)
+	}
 	return nil
 }
 
