@@ -51,19 +51,11 @@ const CleanerCheckpointFile = "cleaner-offset-checkpoint"
 // readCleanCheckpoint returns the stored clean checkpoint, 0 when there is
 // none (or it does not parse: cleaning restarts from the log start).
 func readCleanCheckpoint(dir string) int64 {
-	b, err := os.ReadFile(filepath.Join(dir, CleanerCheckpointFile))
-	if err != nil {
-		return 0
-	}
-	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil || v < 0 {
-		return 0
-	}
-	return v
+	return readOffsetFile(filepath.Join(dir, CleanerCheckpointFile))
 }
 
 func writeCleanCheckpoint(dir string, off int64) error {
-	return writeFileAtomic(filepath.Join(dir, CleanerCheckpointFile), []byte(strconv.FormatInt(off, 10)+"\n"))
+	return writeOffsetFile(filepath.Join(dir, CleanerCheckpointFile), off)
 }
 
 // ReplicaGapsFile holds the offset up to which this replica's log may skip
@@ -72,9 +64,17 @@ func writeCleanCheckpoint(dir string, off int64) error {
 // checkpoint, nowhere else.
 const ReplicaGapsFile = "replica-gaps-checkpoint"
 
-// readReplicaGaps returns the stored replicated-gaps offset, 0 when none.
-func readReplicaGaps(dir string) int64 {
-	b, err := os.ReadFile(filepath.Join(dir, ReplicaGapsFile))
+// readReplicaGaps returns the stored replicated-gaps mark, 0 when none.
+func readReplicaGaps(dir string) int64 { return readOffsetFile(filepath.Join(dir, ReplicaGapsFile)) }
+
+func writeReplicaGaps(dir string, off int64) error {
+	return writeOffsetFile(filepath.Join(dir, ReplicaGapsFile), off)
+}
+
+// readOffsetFile reads a one-offset file, 0 when it is missing or does
+// not parse.
+func readOffsetFile(path string) int64 {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0
 	}
@@ -85,8 +85,9 @@ func readReplicaGaps(dir string) int64 {
 	return v
 }
 
-func writeReplicaGaps(dir string, off int64) error {
-	return writeFileAtomic(filepath.Join(dir, ReplicaGapsFile), []byte(strconv.FormatInt(off, 10)+"\n"))
+// writeOffsetFile replaces a one-offset file atomically.
+func writeOffsetFile(path string, off int64) error {
+	return writeFileAtomic(path, []byte(strconv.FormatInt(off, 10)+"\n"))
 }
 
 // gapsAllowedLocked is where recovery stops accepting skipped offsets.
