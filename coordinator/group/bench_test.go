@@ -1,18 +1,15 @@
 package group
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"os"
 	"reflect"
-	"strconv"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/strand-io/strand/broker/storage"
+	"github.com/strand-io/strand/broker/storage/storagetest"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
 )
@@ -40,8 +37,8 @@ import (
 //
 // go test -run '^$' -bench BenchmarkGroupLogLoad -benchtime 3x ./coordinator/group/
 func BenchmarkGroupLogLoad(b *testing.B) {
-	n, m := benchEnv(b, "STRAND_BENCH_GROUPS", 100), benchEnv(b, "STRAND_BENCH_TXNS", 100)
-	growth, seg := benchEnv(b, "STRAND_BENCH_GROWTH", 10), int64(benchEnv(b, "STRAND_BENCH_SEGMENT_BYTES", 1<<20))
+	n, m := storagetest.EnvInt(b, "STRAND_BENCH_GROUPS", 100), storagetest.EnvInt(b, "STRAND_BENCH_TXNS", 100)
+	growth, seg := storagetest.EnvInt(b, "STRAND_BENCH_GROWTH", 10), int64(storagetest.EnvInt(b, "STRAND_BENCH_SEGMENT_BYTES", 1<<20))
 	for _, txns := range []int{m, m * growth} {
 		b.Run(fmt.Sprintf("groups=%d/txns=%d", n, txns), func(b *testing.B) {
 			l := openGroupLog(b, seg)
@@ -52,7 +49,7 @@ func BenchmarkGroupLogLoad(b *testing.B) {
 			}
 			b.Run("whole", func(b *testing.B) { benchGroupLoad(b, l, want) })
 			b.Run("compacted", func(b *testing.B) {
-				st, err := cleanAll(l, seg)
+				st, err := storagetest.CleanAll(l, seg, time.Now())
 				if err != nil {
 					failUncleaned(b, err)
 				}
@@ -67,7 +64,7 @@ func BenchmarkGroupLogLoad(b *testing.B) {
 			b.Run("compacted-days-later", func(b *testing.B) {
 				later := time.Now().Add(24*time.Hour + time.Minute)
 				for _, at := range []time.Time{later, later.Add(24*time.Hour + time.Minute)} {
-					st, err := cleanAllAt(l, seg, at)
+					st, err := storagetest.CleanAll(l, seg, at)
 					if err != nil {
 						failUncleaned(b, err)
 					}
@@ -145,65 +142,8 @@ func benchGroupLoad(b *testing.B, l *storage.Log, want map[string]string) {
 	b.ReportMetric(float64(l.NumSegments()), "segments")
 }
 
-// cleanAll rolls the active segment (so everything written is cleanable)
-// and cleans until a pass makes no progress, summing the passes.
-func cleanAll(l *storage.Log, segmentBytes int64) (storage.CleanStats, error) {
-	return cleanAllAt(l, segmentBytes, time.Now())
-}
-
-// cleanAllAt is cleanAll with the cleaner's clock at now: a day later than
-// the first passes, the tombstones and the markers whose data is gone are
-// past their delete horizon (delete.retention.ms, one day) and go.
-func cleanAllAt(l *storage.Log, segmentBytes int64, now time.Time) (storage.CleanStats, error) {
-	if err := l.Roll(); err != nil {
-		return storage.CleanStats{}, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	var sum storage.CleanStats
-	for pass := 0; pass < 100; pass++ {
-		upper := l.LogEndOffset()
-		if fu, ok := l.FirstUnstableOffset(); ok && fu < upper {
-			upper = fu
-		}
-		st, err := l.Clean(ctx, storage.CleanOptions{UpperBound: upper, NowMs: now.UnixMilli(),
-			DeleteRetentionMs: 86_400_000, MaxMapEntries: 1 << 22, MaxSegmentBytes: segmentBytes})
-		if err != nil {
-			if pass > 0 && errors.Is(err, storage.ErrCleanAborted) {
-				break
-			}
-			return sum, err
-		}
-		if pass == 0 {
-			sum.FirstDirty, sum.SegmentsBefore = st.FirstDirty, st.SegmentsBefore
-		}
-		sum.NextDirty, sum.SegmentsAfter = st.NextDirty, st.SegmentsAfter
-		sum.BytesRead += st.BytesRead
-		sum.BytesWritten += st.BytesWritten
-		sum.RecordsRead += st.RecordsRead
-		sum.RecordsWritten += st.RecordsWritten
-		sum.Elapsed += st.Elapsed
-		if st.NextDirty <= st.FirstDirty || l.CleanableState(upper, now.UnixMilli(), 0).DirtyBytes == 0 {
-			break
-		}
-	}
-	return sum, nil
-}
-
 // failUncleaned fails a "compacted" benchmark whose log could not be
 // cleaned: it has no figures to give.
 func failUncleaned(b *testing.B, err error) {
 	b.Fatalf("no figures with compaction: storage.Log.Clean: %v", err)
-}
-
-func benchEnv(b *testing.B, name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		b.Fatalf("%s=%q: want a positive integer", name, v)
-	}
-	return n
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/broker/storage"
+	"github.com/strand-io/strand/broker/storage/storagetest"
 	"github.com/strand-io/strand/clock"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
@@ -308,7 +309,7 @@ func TestLoadOfCompactedLogMatches(t *testing.T) {
 		appendBatches(t, l, whole)
 		want := loadFromLog(t, l)
 		size := l.Size()
-		st, err := cleanAll(l, 2048)
+		st, err := storagetest.CleanAll(l, 2048, time.Now())
 		if err != nil {
 			t.Fatalf("storage.Log.Clean: %v", err)
 		}
@@ -324,7 +325,7 @@ func TestLoadOfCompactedLogMatches(t *testing.T) {
 		// read past rather than wait for a write.
 		later := time.Now().Add(24*time.Hour + time.Minute)
 		for _, at := range []time.Time{later, later.Add(24*time.Hour + time.Minute)} {
-			if st, err = cleanAllAt(l, 2048, at); err != nil {
+			if st, err = storagetest.CleanAll(l, 2048, at); err != nil {
 				t.Fatalf("storage.Log.Clean at %v: %v", at, err)
 			}
 		}

@@ -1,16 +1,13 @@
 package txn
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"os"
 	"reflect"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/strand-io/strand/broker/storage"
+	"github.com/strand-io/strand/broker/storage/storagetest"
 )
 
 // Coordinator load benchmark (issue 20): N transactional ids each run M
@@ -31,11 +28,9 @@ import (
 //	STRAND_BENCH_SEGMENT_BYTES  segment.bytes (default 1 MiB)
 //
 // go test -run '^$' -bench BenchmarkTxnLogLoad -benchtime 3x ./coordinator/txn/
-//
-// "compacted" is skipped, saying why, while Clean is not implemented.
 func BenchmarkTxnLogLoad(b *testing.B) {
-	n, m := benchEnv(b, "STRAND_BENCH_IDS", 100), benchEnv(b, "STRAND_BENCH_TXNS", 100)
-	growth, seg := benchEnv(b, "STRAND_BENCH_GROWTH", 10), int64(benchEnv(b, "STRAND_BENCH_SEGMENT_BYTES", 1<<20))
+	n, m := storagetest.EnvInt(b, "STRAND_BENCH_IDS", 100), storagetest.EnvInt(b, "STRAND_BENCH_TXNS", 100)
+	growth, seg := storagetest.EnvInt(b, "STRAND_BENCH_GROWTH", 10), int64(storagetest.EnvInt(b, "STRAND_BENCH_SEGMENT_BYTES", 1<<20))
 	for _, txns := range []int{m, m * growth} {
 		b.Run(fmt.Sprintf("ids=%d/txns=%d", n, txns), func(b *testing.B) {
 			l := openLog(b, b.TempDir(), seg)
@@ -57,7 +52,7 @@ func BenchmarkTxnLogLoad(b *testing.B) {
 			want := describeIDs(h.txns)
 			b.Run("whole", func(b *testing.B) { benchTxnLoad(b, l, want) })
 			b.Run("compacted", func(b *testing.B) {
-				st, err := cleanAll(l, seg)
+				st, err := storagetest.CleanAll(l, seg, time.Now())
 				if err != nil {
 					failUncleaned(b, err)
 				}
@@ -94,61 +89,8 @@ func benchTxnLoad(b *testing.B, l *storage.Log, want map[string]string) {
 	b.ReportMetric(float64(l.NumSegments()), "segments")
 }
 
-// cleanAll rolls the active segment (so everything written is cleanable)
-// and cleans until a pass makes no progress, summing the passes.
-func cleanAll(l *storage.Log, segmentBytes int64) (storage.CleanStats, error) {
-	return cleanAllAt(l, segmentBytes, time.Now())
-}
-
-// cleanAllAt is cleanAll with the cleaner's clock at now: a day later than
-// the first passes, the tombstones and the markers whose data is gone are
-// past their delete horizon (delete.retention.ms, one day) and go.
-func cleanAllAt(l *storage.Log, segmentBytes int64, now time.Time) (storage.CleanStats, error) {
-	if err := l.Roll(); err != nil {
-		return storage.CleanStats{}, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	var sum storage.CleanStats
-	for pass := 0; pass < 100; pass++ {
-		st, err := l.Clean(ctx, storage.CleanOptions{UpperBound: l.LogEndOffset(), NowMs: now.UnixMilli(),
-			DeleteRetentionMs: 86_400_000, MaxMapEntries: 1 << 22, MaxSegmentBytes: segmentBytes})
-		if err != nil {
-			if pass > 0 && errors.Is(err, storage.ErrCleanAborted) {
-				break
-			}
-			return sum, err
-		}
-		if pass == 0 {
-			sum.FirstDirty, sum.SegmentsBefore = st.FirstDirty, st.SegmentsBefore
-		}
-		sum.NextDirty, sum.SegmentsAfter = st.NextDirty, st.SegmentsAfter
-		sum.BytesRead += st.BytesRead
-		sum.BytesWritten += st.BytesWritten
-		sum.RecordsRead += st.RecordsRead
-		sum.RecordsWritten += st.RecordsWritten
-		sum.Elapsed += st.Elapsed
-		if st.NextDirty <= st.FirstDirty || l.CleanableState(l.LogEndOffset(), now.UnixMilli(), 0).DirtyBytes == 0 {
-			break
-		}
-	}
-	return sum, nil
-}
-
 // failUncleaned fails a "compacted" benchmark whose log could not be
 // cleaned: it has no figures to give.
 func failUncleaned(b *testing.B, err error) {
 	b.Fatalf("no figures with compaction: storage.Log.Clean: %v", err)
-}
-
-func benchEnv(b *testing.B, name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		b.Fatalf("%s=%q: want a positive integer", name, v)
-	}
-	return n
 }

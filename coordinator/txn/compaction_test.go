@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/strand-io/strand/broker/storage/storagetest"
 )
 
 // TestLoadOfCompactedTxnLogMatches: ids taken through committed and
@@ -88,7 +90,7 @@ func TestLoadOfCompactedTxnLogMatches(t *testing.T) {
 	// And cleaned by the log cleaner itself.
 	t.Run("storage.Log.Clean", func(t *testing.T) {
 		size := whole.Size()
-		st, err := cleanAll(whole, 4096)
+		st, err := storagetest.CleanAll(whole, 4096, time.Now())
 		if err != nil {
 			t.Fatalf("storage.Log.Clean: %v", err)
 		}
@@ -107,7 +109,7 @@ func TestLoadOfCompactedTxnLogMatches(t *testing.T) {
 		// segment empty), which the load must read past.
 		later := time.Now().Add(24*time.Hour + time.Minute)
 		for _, at := range []time.Time{later, later.Add(24*time.Hour + time.Minute)} {
-			if st, err = cleanAllAt(whole, 4096, at); err != nil {
+			if st, err = storagetest.CleanAll(whole, 4096, at); err != nil {
 				t.Fatalf("storage.Log.Clean at %v: %v", at, err)
 			}
 		}

@@ -40,7 +40,7 @@ var Plan = []Floor{
 	}},
 	{Name: "metadata", Packages: []string{"metadata", "metadata/metadatatest"}},
 	{Name: "controller", Packages: []string{"controller", "controller/channel"}},
-	{Name: "partition", Packages: []string{"broker/storage", "broker"}},
+	{Name: "partition", Packages: []string{"broker/storage", "broker/storage/storagetest", "broker"}},
 	{Name: "replication", Packages: []string{"replication"}},
 	{Name: "coordinators", Packages: []string{"coordinator", "coordinator/txn", "coordinator/group"}},
 	{Name: "request layer", Packages: []string{"request"}},
