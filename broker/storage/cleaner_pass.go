@@ -139,6 +139,7 @@ type cleanPlan struct {
 	sizes      []int64    // their sizes and ends when planned (read without the lock)
 	nexts      []int64
 	logStart   int64
+	truncs     uint64 // Log.truncations when planned
 	firstDirty int64
 	end        int64 // the dirty end: segs[len-1].base
 	aborted    map[int64][]AbortedTxn
@@ -170,7 +171,7 @@ func (l *Log) abortedIfChanged(p *cleanPlan, err error) error {
 // unchangedLocked reports whether the segments the plan rewrites, and the
 // one after them, are still the log's, with the same sizes.
 func (l *Log) unchangedLocked(p *cleanPlan) bool {
-	if l.closed || l.logStart != p.logStart || len(l.segs) < len(p.segs) {
+	if l.closed || l.logStart != p.logStart || l.truncations != p.truncs || len(l.segs) < len(p.segs) {
 		return false
 	}
 	for i, s := range p.segs {
@@ -190,7 +191,7 @@ func (l *Log) planClean(o CleanOptions) (*cleanPlan, error) {
 	if l.closed {
 		return nil, fmt.Errorf("%w: log %s is closed", ErrCleanAborted, l.key)
 	}
-	p := &cleanPlan{logStart: l.logStart, aborted: map[int64][]AbortedTxn{}, lastBatch: map[int64]int64{}, markerEpoch: map[int64]int16{},
+	p := &cleanPlan{logStart: l.logStart, truncs: l.truncations, aborted: map[int64][]AbortedTxn{}, lastBatch: map[int64]int64{}, markerEpoch: map[int64]int16{},
 		interval: l.cfg.IndexIntervalBytes, maxSeg: o.MaxSegmentBytes}
 	if p.maxSeg <= 0 {
 		p.maxSeg = l.cfg.SegmentBytes

@@ -1,6 +1,8 @@
 package storage
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -154,5 +156,35 @@ func TestCleanDropsTheHorizonWithTheTombstones(t *testing.T) {
 	}
 	if _, ok := committedTable(t, f.l, f.l.LogEndOffset())["b"]; ok {
 		t.Fatal("the tombstone's key is back")
+	}
+}
+
+// A truncation above the pass's dirty end (only the active segment
+// changes) still aborts the pass: the plan chose which batch is each
+// producer's last before it, and a producer's batch it drops because a
+// later one existed may be its last again once that later one is cut.
+func TestCleanAbortsOnATruncationAboveItsEnd(t *testing.T) {
+	f := newFixture(t, testConfig())
+	p := newProducers(f)
+	p.put(-1, false, "a=1")
+	p.put(-1, false, "a=2")
+	f.roll()
+	p.put(-1, false, "b=1")
+	p.put(-1, false, "b=2")
+	end := f.l.LogEndOffset()
+	f.l.swapHook = func(step string) error {
+		if step == "written" {
+			if err := f.l.TruncateTo(end - 1); err != nil { // in the active segment
+				t.Fatal(err)
+			}
+		}
+		return nil
+	}
+	if _, err := f.l.Clean(context.Background(), f.cleanOpts()); !errors.Is(err, ErrCleanAborted) {
+		t.Fatalf("Clean across a truncation of the active segment: %v, want ErrCleanAborted", err)
+	}
+	f.l.swapHook = nil
+	if _, err := f.l.Clean(context.Background(), f.cleanOpts()); err != nil {
+		t.Fatalf("the next pass: %v", err)
 	}
 }

@@ -69,7 +69,12 @@ type Log struct {
 	// leader's removed offsets), persisted in ReplicaGapsFile. It is kept
 	// apart from the clean checkpoint: a follower's own log below a gap
 	// is not cleaned, and its cleaner must still build its key map there.
-	gapsFrom        int64
+	gapsFrom int64
+	// truncations counts the truncations of the log's end: a cleaning
+	// pass planned before one must not swap (a producer's last batch it
+	// dropped, since a later one existed, may be the last again), as
+	// Kafka aborts cleaning on truncation.
+	truncations     uint64
 	deleteHorizonMs int64 // Cleanable.DeleteHorizonMs
 	swapHook        swapHook
 }

@@ -613,6 +613,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	if offset >= l.leoLocked() {
 		return nil
 	}
+	l.truncations++
 	if offset < l.logStart {
 		offset = l.logStart
 	}
@@ -695,6 +696,7 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 	if err := l.checkWritable(); err != nil {
 		return err
 	}
+	l.truncations++
 	for _, s := range l.segs {
 		if err := s.remove(); err != nil {
 			return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "truncate %s: %v", l.key, err)
