@@ -127,7 +127,6 @@ func (h *Handler) appendOne(ctx context.Context, req *pb.ProduceRequest, pr *pb.
 	}
 	max := int(config.Int(t.Configs, config.MaxMessageBytes, int64(h.MessageMaxBytes)))
 	policy := h.clientPolicy(t.Configs)
-	policy.Compacted = h.compacted(t.Configs)
 	var txnHeader *record.Header
 	if len(pr.Records) == 0 {
 		return nil, errs.New(pb.ErrorCode_INVALID_RECORD, "no record batch in the request")
@@ -237,17 +236,15 @@ func (d *Handler) clientPolicy(cfg map[string]string) record.ClientPolicy {
 		NowMs:                clk.Now().UnixMilli(),
 		TimestampBeforeMaxMs: d.timestampBeforeMaxMs(cfg),
 		TimestampAfterMaxMs:  d.timestampAfterMaxMs(cfg),
+		Compacted:            d.compacted(cfg),
 	}
 }
 
 // compacted reports whether a topic with these configs is compacted: its
-// cleanup.policy, or the broker's log.cleanup.policy when it sets none.
+// cleanup.policy, or the broker's log.cleanup.policy when it sets none,
+// merged as the topic's logs merge them.
 func (d *Handler) compacted(cfg map[string]string) bool {
-	if v, ok := cfg[config.CleanupPolicy]; ok {
-		p, _ := config.NormalizePolicy(v)
-		return p == config.PolicyCompact || p == config.PolicyCompactDelete
-	}
-	lc, _ := d.Repl.Partitions().LogConfig(nil)
+	lc, _ := d.Repl.Partitions().LogConfig(cfg)
 	return lc.Cleanup.Compact()
 }
 
