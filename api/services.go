@@ -114,6 +114,7 @@ type groupsService struct {
 }
 
 func (s *groupsService) JoinGroup(ctx context.Context, req *pb.JoinGroupRequest) (*pb.JoinGroupResponse, error) {
+	req.ClientHost = peerHost(ctx)
 	return answer(s.h.JoinGroup(ctx, req))
 }
 

@@ -15,16 +15,22 @@ import (
 // every member's subscription, runs the chosen assignor and sends each
 // member its assignment through SyncGroup.
 //
-// Subscription metadata, version 0 (big-endian; a string is an int16
+// Subscription metadata, version 1 (big-endian; a string is an int16
 // length then UTF-8 bytes):
 //
-//	int16  version (0)
+//	int16  version (1)
 //	int32  topic count, then each topic: string
 //	[list] the partitions the member had at the end of generation below
 //	int32  generation of that list (-1: none)
 //	int8   held: 1 = the member still owns the list (cooperative protocol),
 //	       0 = it already gave them up (eager); the list is then only a
 //	       stickiness hint
+//	int8   isolation.level the member reads with (version 1+): 0 =
+//	       read_uncommitted, 1 = read_committed. Only tools read it
+//	       (`strand consumer-groups` measures a group's lag against the HW
+//	       or the LSO by it, MemberIsolation); the assignors ignore it.
+//
+// Version 0 is version 1 without the isolation byte.
 //
 // Assignment, version 0:
 //
@@ -42,6 +48,8 @@ type subscription struct {
 	owned      []TopicPartition
 	generation int32
 	held       bool
+	// isolation is the member's isolation.level (version 1+).
+	isolation IsolationLevel
 }
 
 // memberSubscription is a member's subscription as the leader sees it.
@@ -105,7 +113,7 @@ func appendTPList(b []byte, tps []TopicPartition) []byte {
 func encodeSubscription(s subscription) []byte {
 	topics := append([]string(nil), s.topics...)
 	sort.Strings(topics)
-	b := binary.BigEndian.AppendUint16(nil, 0)
+	b := binary.BigEndian.AppendUint16(nil, 1)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(topics)))
 	for _, t := range topics {
 		b = appendStr(b, t)
@@ -116,7 +124,11 @@ func encodeSubscription(s subscription) []byte {
 	if s.held {
 		held = 1
 	}
-	return append(b, held)
+	iso := byte(0)
+	if s.isolation == ReadCommitted {
+		iso = 1
+	}
+	return append(b, held, iso)
 }
 
 func encodeAssignment(tps []TopicPartition) []byte {
@@ -180,15 +192,24 @@ func (r *reader) tpList() []TopicPartition {
 	return out
 }
 
-func (r *reader) version() {
-	if v := int16(r.u16()); r.err == nil && v < 0 {
+func (r *reader) version() int16 {
+	v := int16(r.u16())
+	if r.err == nil && v < 0 {
 		r.err = fmt.Errorf("version %d", v)
 	}
+	return v
 }
 
 func decodeSubscription(b []byte) (subscription, error) {
+	s, _, err := decodeSubscriptionRest(b)
+	return s, err
+}
+
+// decodeSubscriptionRest decodes a subscription and also says how many
+// bytes followed the fields of its version (a later version's).
+func decodeSubscriptionRest(b []byte) (subscription, int, error) {
 	r := &reader{b: b}
-	r.version()
+	v := r.version()
 	var s subscription
 	for i, n := 0, r.count(2); i < n && r.err == nil; i++ {
 		s.topics = append(s.topics, r.str())
@@ -198,10 +219,37 @@ func decodeSubscription(b []byte) (subscription, error) {
 	if h := r.take(1); len(h) == 1 {
 		s.held = h[0] == 1
 	}
-	if r.err != nil {
-		return subscription{}, fmt.Errorf("subscription metadata: %w", r.err)
+	if v >= 1 {
+		if i := r.take(1); len(i) == 1 && i[0] == 1 {
+			s.isolation = ReadCommitted
+		}
 	}
-	return s, nil
+	if r.err != nil {
+		return subscription{}, 0, fmt.Errorf("subscription metadata: %w", r.err)
+	}
+	return s, len(r.b), nil
+}
+
+// MemberIsolation reads the isolation.level a group member advertises in
+// its JoinGroup metadata (DescribeGroups returns it), for tools that
+// measure a group's lag: a read_committed member can only reach the last
+// stable offset. ok is false unless the metadata is, byte for byte, a
+// version-1 subscription of this SDK (protocol type "consumer"): Kafka's
+// own consumer protocol (Java, franz-go, librdkafka members) carries no
+// isolation level, and its bytes are not taken for this SDK's.
+func MemberIsolation(protocolType string, metadata []byte) (level IsolationLevel, ok bool) {
+	if protocolType != "consumer" || len(metadata) < 2 || binary.BigEndian.Uint16(metadata) != 1 {
+		return ReadUncommitted, false
+	}
+	s, rest, err := decodeSubscriptionRest(metadata)
+	if err != nil || rest != 0 {
+		return ReadUncommitted, false
+	}
+	// The last two bytes are held and isolation, each 0 or 1.
+	if n := len(metadata); metadata[n-2] > 1 || metadata[n-1] > 1 {
+		return ReadUncommitted, false
+	}
+	return s.isolation, true
 }
 
 func decodeAssignment(b []byte) ([]TopicPartition, error) {

@@ -219,25 +219,46 @@ func TestCooperativeNeverDoubleAssigns(t *testing.T) {
 }
 
 func TestSubscriptionAndAssignmentFormats(t *testing.T) {
-	s := subscription{topics: []string{"b", "a"}, owned: []TopicPartition{{"b", 2}, {"a", 1}, {"b", 0}}, generation: 7, held: true}
+	s := subscription{topics: []string{"b", "a"}, owned: []TopicPartition{{"b", 2}, {"a", 1}, {"b", 0}}, generation: 7, held: true, isolation: ReadCommitted}
 	b := encodeSubscription(s)
-	want := "0000" + "00000002" + "000161" + "000162" + // version, topics a, b
+	want := "0001" + "00000002" + "000161" + "000162" + // version, topics a, b
 		"00000002" + "000161" + "00000001" + "00000001" + "000162" + "00000002" + "00000000" + "00000002" + // owned
-		"00000007" + "01"
+		"00000007" + "01" + "01" // generation, held, isolation
 	if got := fmt.Sprintf("%x", b); got != want {
 		t.Fatalf("subscription bytes\n got %s\nwant %s", got, want)
 	}
 	got, err := decodeSubscription(b)
-	if err != nil || !reflect.DeepEqual(got.topics, []string{"a", "b"}) || got.generation != 7 || !got.held ||
+	if err != nil || !reflect.DeepEqual(got.topics, []string{"a", "b"}) || got.generation != 7 || !got.held || got.isolation != ReadCommitted ||
 		!reflect.DeepEqual(got.owned, []TopicPartition{{"a", 1}, {"b", 0}, {"b", 2}}) {
 		t.Fatalf("decode %+v %v", got, err)
 	}
-	// A later version with more fields after version 0's still reads.
-	later := append(append([]byte{0, 1}, b[2:]...), 9, 9, 9)
+	// A later version with more fields after version 1's still reads.
+	later := append(append([]byte{0, 2}, b[2:]...), 9, 9, 9)
 	if _, err := decodeSubscription(later); err != nil {
-		t.Fatalf("version 1: %v", err)
+		t.Fatalf("version 2: %v", err)
 	}
-	for i := 0; i < len(b)-1; i++ {
+	// Version 0 (an older SDK) has no isolation byte.
+	v0 := append([]byte{0, 0}, b[2:len(b)-1]...)
+	if got, err := decodeSubscription(v0); err != nil || !got.held || got.isolation != ReadUncommitted {
+		t.Fatalf("version 0: %+v %v", got, err)
+	}
+	// Tools read the advertised isolation level only from this exact shape.
+	if iso, ok := MemberIsolation("consumer", b); !ok || iso != ReadCommitted {
+		t.Fatalf("MemberIsolation = %v %v", iso, ok)
+	}
+	if iso, ok := MemberIsolation("consumer", encodeSubscription(subscription{topics: []string{"a"}, generation: -1})); !ok || iso != ReadUncommitted {
+		t.Fatalf("MemberIsolation read_uncommitted = %v %v", iso, ok)
+	}
+	for name, m := range map[string][]byte{"version 0": v0, "version 2": later, "trailing byte": append(append([]byte(nil), b...), 0),
+		"bad isolation byte": append(append([]byte(nil), b[:len(b)-1]...), 7)} {
+		if _, ok := MemberIsolation("consumer", m); ok {
+			t.Fatalf("MemberIsolation accepted %s", name)
+		}
+	}
+	if _, ok := MemberIsolation("connect", b); ok {
+		t.Fatal("MemberIsolation accepted another protocol type")
+	}
+	for i := 0; i < len(b); i++ {
 		if _, err := decodeSubscription(b[:i]); err == nil {
 			t.Fatalf("truncated subscription (%d bytes) accepted", i)
 		}

@@ -185,7 +185,7 @@ func (g *groupMember) startJoin(ctx context.Context) {
 		g.mu.Unlock()
 		return
 	}
-	sub := subscription{topics: g.cfg.topics, owned: g.ownedList(), generation: g.ownedGen, held: true}
+	sub := subscription{topics: g.cfg.topics, owned: g.ownedList(), generation: g.ownedGen, held: true, isolation: g.cfg.isolation}
 	if !g.cooperative {
 		sub.owned, sub.held = g.previous, false
 	}
