@@ -92,7 +92,7 @@ high watermark (read_uncommitted, …)"), so stdout keeps Kafka's shape.
 	f.BoolVar(&o.allTopics, "all-topics", false, "with --reset-offsets: every topic the group has offsets for")
 	f.BoolVar(&o.toEarliest, "to-earliest", false, "reset to the log start")
 	f.BoolVar(&o.toLatest, "to-latest", false, "reset to the log end (the HW, or the LSO with --isolation-level read_committed)")
-	f.StringVar(&o.toDatetime, "to-datetime", "", "reset to the first offset whose timestamp is at or after YYYY-MM-DDTHH:mm:SS.sss (UTC unless it ends in Z or ±hh:mm)")
+	f.StringVar(&o.toDatetime, "to-datetime", "", "reset to the first offset whose timestamp is at or after YYYY-MM-DDTHH:mm:SS.sss (local time unless it ends in Z or ±hh:mm)")
 	f.Int64Var(&o.shiftBy, "shift-by", 0, "move each committed offset by n (may be negative)")
 	f.Int64Var(&o.toOffset, "to-offset", 0, "reset to offset n")
 	f.BoolVar(&o.dryRun, "dry-run", false, "with --reset-offsets: show the new offsets only (the default)")
@@ -482,11 +482,12 @@ func (o *cgOpts) topicPartitions(ctx context.Context, adm *client.Admin, committ
 	return out, nil
 }
 
-// parseDatetime reads --to-datetime: YYYY-MM-DDTHH:mm:SS[.sss], UTC
-// unless a zone (Z, ±hh:mm) follows.
+// parseDatetime reads --to-datetime: YYYY-MM-DDTHH:mm:SS[.sss], in the
+// local time zone (as kafka-consumer-groups reads it) unless a zone (Z,
+// ±hh:mm) follows.
 func parseDatetime(s string) (time.Time, error) {
 	for _, layout := range []string{"2006-01-02T15:04:05.000Z07:00", "2006-01-02T15:04:05Z07:00", "2006-01-02T15:04:05.000", "2006-01-02T15:04:05"} {
-		if t, err := time.Parse(layout, s); err == nil {
+		if t, err := time.ParseInLocation(layout, s, time.Local); err == nil {
 			return t, nil
 		}
 	}
