@@ -48,7 +48,7 @@ func consumerGroupsCmd() *cobra.Command {
 		Long: `List, describe, reset and delete consumer groups, with kafka-consumer-groups'
 flags, column headers and messages.
 
-  --list [--state[=Stable,Empty]]
+  --list [--state [Stable,Empty]]
   --describe (--group g … | --all-groups) [--offsets | --members [--verbose] | --state]
   --reset-offsets --group g (--topic t[:p,p] … | --all-topics)
       (--to-earliest | --to-latest | --to-datetime YYYY-MM-DDTHH:mm:SS.sss[Z] | --shift-by n | --to-offset n)
@@ -68,10 +68,18 @@ read_uncommitted, the end kafka-consumer-groups measures against); given on
 the command line it always wins. Which end was used, and why, is printed on
 stderr before each group's table ("LAG of group 'g' is measured against the
 high watermark (read_uncommitted, …)"), so stdout keeps Kafka's shape.
---reset-offsets --to-latest resets to the same end.`,
-		Args: cobra.NoArgs,
+--reset-offsets --to-latest resets to the end --isolation-level names (a group
+being reset has no members to ask).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.cmd = cmd
+			// --list --state Stable,Empty: Kafka's spelling of the filter
+			// (--state takes its value after "=" otherwise).
+			if len(args) > 0 {
+				if !o.list || o.state != stateAll {
+					return fmt.Errorf("unexpected arguments %q", args)
+				}
+				o.state = strings.Join(args, ",")
+			}
 			return o.run()
 		},
 	}
@@ -83,7 +91,7 @@ high watermark (read_uncommitted, …)"), so stdout keeps Kafka's shape.
 	f.BoolVar(&o.delOffsets, "delete-offsets", false, "delete a group's committed offsets of --topic")
 	f.StringArrayVar(&o.groups, "group", nil, "the consumer group (repeatable)")
 	f.BoolVar(&o.allGroups, "all-groups", false, "every group (with --describe, --delete, --reset-offsets)")
-	f.StringVar(&o.state, "state", "", "with --list: show each group's state, or only groups in these states (--state=Stable,Empty); with --describe: the state view")
+	f.StringVar(&o.state, "state", "", "with --list: show each group's state, or only groups in these states (--state Stable,Empty); with --describe: the state view")
 	f.Lookup("state").NoOptDefVal = stateAll
 	f.BoolVar(&o.members, "members", false, "with --describe: the members")
 	f.BoolVar(&o.offsets, "offsets", false, "with --describe: the committed offsets and lag (the default view)")

@@ -141,8 +141,11 @@ func TestConsumerGroupsCommand(t *testing.T) {
 		t.Fatalf("--list: %q", out)
 	}
 	cgRow(t, cgTable(t, run(t, "", "consumer-groups", "--list", "--state", b), "GROUP", "STATE"), "cgg", "Stable")
-	if rows := cgTable(t, run(t, "", "consumer-groups", "--list", "--state=Empty", b), "GROUP", "STATE"); len(rows) != 0 {
-		t.Fatalf("--list --state=Empty lists %q", rows)
+	if rows := cgTable(t, run(t, "", "consumer-groups", "--list", "--state", "Empty", b), "GROUP", "STATE"); len(rows) != 0 {
+		t.Fatalf("--list --state Empty lists %q", rows)
+	}
+	if rows := cgTable(t, run(t, "", "consumer-groups", "--list", "--state=empty,stable", b), "GROUP", "STATE"); len(rows) != 1 {
+		t.Fatalf("--list --state=empty,stable lists %q", rows)
 	}
 	listed, err := adm.ListGroups(ctx)
 	if err != nil || len(listed) != 1 || listed["cgg"].State != "Stable" || listed["cgg"].ProtocolType != "consumer" {
@@ -159,6 +162,9 @@ func TestConsumerGroupsCommand(t *testing.T) {
 		t.Fatalf("kadm DescribeGroups: %+v", kd)
 	}
 	km := kd.Members[0]
+	if km.ClientHost != "/127.0.0.1" {
+		t.Fatalf("the SDK member's host is %q, want /127.0.0.1 (the gRPC peer)", km.ClientHost)
+	}
 	st := cgRow(t, cgTable(t, run(t, "", "consumer-groups", "--describe", "--group", "cgg", "--state", b),
 		"GROUP", "COORDINATOR", "(ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"), "cgg")
 	if want := []string{"cgg", n.Addr(), "(1)", kd.Protocol, "Stable", "1"}; strings.Join(st, " ") != strings.Join(want, " ") {
@@ -198,6 +204,9 @@ func TestConsumerGroupsCommand(t *testing.T) {
 	}
 	if out2 := run(t, "", "consumer-groups", "--describe", "--group", "cgg", "--offsets", b); out2 != out {
 		t.Fatalf("--offsets differs from the default view:\n%s\n%s", out2, out)
+	}
+	if out2 := run(t, "", "consumer-groups", "--describe", "--all-groups", b); out2 != out {
+		t.Fatalf("--all-groups differs from --group cgg (the only group):\n%s\n%s", out2, out)
 	}
 	out, stderr, err = runErr(t, "", "consumer-groups", "--describe", "--group", "cgg", "--isolation-level", "read_uncommitted", b)
 	if err != nil {
@@ -383,9 +392,11 @@ func TestConsumerGroupsCommand(t *testing.T) {
 	if out := run(t, "", "consumer-groups", "--list", b); strings.TrimSpace(out) != "" {
 		t.Fatalf("--list after deleting both: %q", out)
 	}
-	_, stderr, err = runErr(t, "", "consumer-groups", "--describe", "--group", "cgg", b)
-	if err != nil || !strings.Contains(stderr, "Error: Consumer group 'cgg' does not exist.") {
-		t.Fatalf("describe of a deleted group: %v %s", err, stderr)
+	for _, g := range []string{"cgg", "never"} {
+		out, stderr, err = runErr(t, "", "consumer-groups", "--describe", "--group", g, b)
+		if err != nil || !strings.Contains(stderr, "Error: Consumer group '"+g+"' does not exist.") || strings.TrimSpace(out) != "" {
+			t.Fatalf("describe of group %s: %v %q %s", g, err, out, stderr)
+		}
 	}
 	if dg, err := adm.DescribeGroups(ctx, "cgg"); err != nil || dg["cgg"].State != "Dead" {
 		t.Fatalf("kadm DescribeGroups of the deleted group: %+v %v", dg, err)
@@ -445,4 +456,39 @@ func offsetsOf(topic string, at map[int32]int64) kadm.Offsets {
 		os.Add(kadm.Offset{Topic: topic, Partition: p, At: o, LeaderEpoch: -1})
 	}
 	return os
+}
+
+// groupIsolation: the level every member advertises, unless
+// --isolation-level is given; members that disagree or advertise nothing
+// (and an empty group) get the flag's default.
+func TestConsumerGroupsIsolationChoice(t *testing.T) {
+	rc := client.GroupMemberDescription{Isolation: client.ReadCommitted, IsolationKnown: true}
+	ru := client.GroupMemberDescription{Isolation: client.ReadUncommitted, IsolationKnown: true}
+	kafka := client.GroupMemberDescription{}
+	for _, c := range []struct {
+		args    []string
+		members []client.GroupMemberDescription
+		want    client.IsolationLevel
+		why     string
+	}{
+		{nil, []client.GroupMemberDescription{rc, rc}, client.ReadCommitted, "advertised by the group's members"},
+		{nil, []client.GroupMemberDescription{ru}, client.ReadUncommitted, "advertised by the group's members"},
+		{nil, []client.GroupMemberDescription{rc, ru}, client.ReadUncommitted, "the members advertise different levels"},
+		{nil, []client.GroupMemberDescription{rc, kafka}, client.ReadUncommitted, "the members do not advertise theirs"},
+		{nil, nil, client.ReadUncommitted, "the group has no active members"},
+		{[]string{"--isolation-level", "read_uncommitted"}, []client.GroupMemberDescription{rc}, client.ReadUncommitted, "--isolation-level"},
+		{[]string{"--isolation-level", "read_committed"}, []client.GroupMemberDescription{ru}, client.ReadCommitted, "--isolation-level"},
+		{[]string{"--isolation-level", "read_committed"}, nil, client.ReadCommitted, "--isolation-level"},
+	} {
+		cmd := consumerGroupsCmd()
+		if err := cmd.ParseFlags(c.args); err != nil {
+			t.Fatal(err)
+		}
+		isolation, _ := cmd.Flags().GetString("isolation-level")
+		o := &cgOpts{cmd: cmd, isolation: isolation}
+		got, why := o.groupIsolation(&client.GroupDescription{Members: c.members})
+		if got != c.want || !strings.Contains(why, c.why) {
+			t.Errorf("%v with %d members: %v (%s), want %v (%s)", c.args, len(c.members), got, why, c.want, c.why)
+		}
+	}
 }
