@@ -60,8 +60,7 @@ LAG and LOG-END-OFFSET. A read_uncommitted consumer can read up to the high
 watermark (HW), a read_committed one only up to the last stable offset (LSO):
 the start of the first open transaction. --describe measures LOG-END-OFFSET,
 and LAG from it, at the HW for read_uncommitted and at the LSO for
-read_committed, so a
-group blocked by an open transaction shows its real lag. The broker does not
+read_committed, so a group blocked by an open transaction shows its real lag. The broker does not
 know a group's isolation level; members of Strand's Go SDK advertise theirs
 in their group metadata, and when every member of the group advertises the
 same one it is used. Otherwise --isolation-level decides (default
