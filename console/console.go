@@ -75,6 +75,11 @@ type Config struct {
 	Voters []Voter
 	// Broker returns the API of a broker, reached at its client address.
 	Broker func(b *metadata.Broker) (BrokerAPI, error)
+	// FollowerLogEnds, if set, reports the followers' log ends of a
+	// partition this node leads (replication.Manager.FollowerLogEnds): a
+	// reassignment's adding replicas show how far they have come when the
+	// page is served by the partition's leader.
+	FollowerLogEnds func(topic string, partition int32) (followers map[int32]int64, leaderEnd int64, ok bool)
 	// Timeout bounds the building of one page (default 3s).
 	Timeout time.Duration
 	// Now is the clock ages are measured with (default time.Now).

@@ -286,10 +286,24 @@ func TestReassignmentsPage(t *testing.T) {
 	c := testConsole(t, defaultBrokers())
 	_, body := get(t, c, "/reassignments")
 	mustContain(t, body, `id="r-orders-1"`, `<td class="target">2,4</td>`, `<td class="removing">1</td>`,
-		"4: catching up", "0/1 adding replicas caught up", ">25<")
+		"4: catching up</div>", "0/1 adding replicas caught up", ">25<")
 	if strings.Contains(body, "r-orders-0") {
 		t.Error("orders-0 is not being reassigned")
 	}
+	// Served by the leader: the adding replica's log end, as the leader knows it.
+	c.cfg.FollowerLogEnds = func(topic string, partition int32) (map[int32]int64, int64, bool) {
+		if topic != "orders" || partition != 1 {
+			return nil, -1, false
+		}
+		return map[int32]int64{1: 25, 4: 18}, 25, true
+	}
+	_, body = get(t, c, "/reassignments")
+	mustContain(t, body, "4: catching up, at offset 18 of 25 (7 behind)")
+	// Nothing is being moved.
+	im := metadata.EmptyImage()
+	c.cfg.Image = func() *metadata.Image { return im }
+	_, body = get(t, c, "/reassignments")
+	mustContain(t, body, "no reassignment is running")
 }
 
 // TestBrokerDown: a broker that never answers costs a page its timeout,

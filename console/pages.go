@@ -227,6 +227,9 @@ type addingRow struct {
 	ID     int32
 	InISR  bool
 	Leader bool
+	// LogEnd and Behind are the leader's view of the replica's log end
+	// (-1: unknown here: this node does not lead the partition).
+	LogEnd, Behind int64
 }
 
 type reassignRow struct {
@@ -236,6 +239,7 @@ type reassignRow struct {
 	AddingState                             []addingRow
 	CaughtUp, ToCatchUp                     int
 	HW                                      int64
+	LeaderEnd                               int64 // -1: unknown here (this node does not lead it)
 	Err                                     string
 }
 
@@ -266,14 +270,24 @@ func (c *Console) reassignmentsPage(w http.ResponseWriter, r *http.Request) {
 	var rows []reassignRow
 	for _, p := range parts {
 		row := reassignRow{Topic: p.Topic, Partition: p.Partition, Leader: p.Leader, Replicas: p.Replicas, ISR: p.ISR,
-			Adding: p.AddingReplicas, Removing: p.RemovingReplicas, HW: -1}
+			Adding: p.AddingReplicas, Removing: p.RemovingReplicas, HW: -1, LeaderEnd: -1}
+		var ends map[int32]int64
+		if c.cfg.FollowerLogEnds != nil {
+			var ok bool
+			if ends, row.LeaderEnd, ok = c.cfg.FollowerLogEnds(p.Topic, p.Partition); !ok {
+				ends, row.LeaderEnd = nil, -1
+			}
+		}
 		for _, id := range p.Replicas {
 			if !slices.Contains(p.RemovingReplicas, id) {
 				row.Target = append(row.Target, id)
 			}
 		}
 		for _, id := range p.AddingReplicas {
-			a := addingRow{ID: id, InISR: p.InISR(id), Leader: id == p.Leader}
+			a := addingRow{ID: id, InISR: p.InISR(id), Leader: id == p.Leader, LogEnd: -1, Behind: -1}
+			if e, ok := ends[id]; ok && e >= 0 && row.LeaderEnd >= 0 {
+				a.LogEnd, a.Behind = e, max(row.LeaderEnd-e, 0)
+			}
 			if a.InISR {
 				row.CaughtUp++
 			} else {

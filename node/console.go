@@ -18,7 +18,7 @@ func (n *Node) newConsole() *console.Console {
 	if n.Remote != nil {
 		active = n.Remote.LeaderHint
 	}
-	return console.New(console.Config{
+	cfg := console.Config{
 		NodeID:           n.cfg.NodeID,
 		Image:            n.newestImage,
 		ActiveController: active,
@@ -31,7 +31,11 @@ func (n *Node) newConsole() *console.Console {
 			return console.GRPCBroker(cc), nil
 		},
 		Logger: n.lg,
-	})
+	}
+	if n.Repl != nil {
+		cfg.FollowerLogEnds = n.Repl.FollowerLogEnds
+	}
+	return console.New(cfg)
 }
 
 // newestImage is the newer of the broker's and the controller's images
