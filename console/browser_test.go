@@ -141,6 +141,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	holderPID, holderTxn = strings.TrimSpace(holderPID), strings.TrimSpace(holderTxn)
+	if hanging, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS("#holders .hanging"))); err != nil || strings.TrimSpace(hanging) != "" {
+		t.Errorf("a live transaction flagged as hanging: %q (%v)", hanging, err)
+	}
 	if holderPID != strconv.FormatInt(pid, 10) || holderTxn != txnID {
 		t.Errorf("LSO held by producer %q (%q), want %d (%s)", holderPID, holderTxn, pid, txnID)
 	}

@@ -251,10 +251,17 @@ func TestTopicPageLSO(t *testing.T) {
 	// Partition 0: HW 10, LSO 4, lag 6; two open transactions, the
 	// oldest known one started 90s ago.
 	mustContain(t, body, `<td class="num hw">10</td><td class="num lso">4</td><td class="num lsolag warn">6</td>`,
-		`<td class="num opentxns">2</td><td class="oldest">1m30s</td>`, `href="/topics/orders/0"`,
+		`<td class="num opentxns">2 <span class="bad hanging">(1 possibly hanging)</span></td><td class="oldest">1m30s</td>`, `href="/topics/orders/0"`,
 		`<td class="num hw">25</td><td class="num lso">25</td><td class="num lsolag">0</td>`)
 	_, body = get(t, c, "/topics/orders/0")
 	mustContain(t, body, `<strong id="lsolag">6</strong>`, `<td class="num pid">7000</td>`, "tx-&lt;script&gt;", "1m30s", `id="others"`, `<td class="num pid">7001</td>`)
+	// 7001's transaction is known to no coordinator: possibly hanging; 7000's is not.
+	mustContain(t, body, "possibly: no coordinator knows producer 7001")
+	if strings.Count(body, "possibly:") != 1 {
+		t.Errorf("want exactly one possibly hanging transaction:\n%s", body)
+	}
+	_, topicBody := get(t, c, "/topics/orders")
+	mustContain(t, topicBody, "(1 possibly hanging)")
 	if i, j := strings.Index(body, `id="holders"`), strings.Index(body, "7001"); i < 0 || j < i || strings.Index(body, `id="others"`) > j {
 		t.Errorf("producer 7001 (first offset 6) is not listed apart from the holder")
 	}
@@ -325,4 +332,8 @@ func TestBrokerDown(t *testing.T) {
 	}
 	_, body := get(t, c, "/topics/orders")
 	mustContain(t, body, `<td class="num hw">25</td>`) // broker 2 still answered
+	// A group not found while a coordinator is silent is not a 404.
+	if code, body := get(t, c, "/groups/somewhere"); code != http.StatusServiceUnavailable {
+		t.Errorf("group lookup with broker 1 down: %d, want 503\n%s", code, body)
+	}
 }

@@ -3,7 +3,9 @@ package console
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -276,11 +278,18 @@ type openTxn struct {
 	Start           time.Time
 	Age             time.Duration // -1: unknown
 	HoldsLSO        bool
+	// Hanging says why the transaction may be hanging ("": it is not):
+	// no coordinator knows the producer, or its transaction does not
+	// include this partition (kafka-transactions find-hanging's test).
+	Hanging string
 }
 
 // openTxns are a partition's producers with a transaction open on it,
 // oldest first, joined with what the coordinators say of them.
-func (c *Console) openTxns(s *partState, byPID map[int64]*txn) []*openTxn {
+// listed says every coordinator answered, so a producer none of them
+// knows may be hanging.
+func (c *Console) openTxns(topic string, partition int32, s *partState, byPID map[int64]*txn, listed bool) []*openTxn {
+	tp := fmt.Sprintf("%s-%d", topic, partition)
 	var out []*openTxn
 	for _, p := range s.Producers {
 		if p.CurrentTxnStartOffset < 0 {
@@ -296,6 +305,11 @@ func (c *Console) openTxns(s *partState, byPID map[int64]*txn) []*openTxn {
 			if !t.Start.IsZero() {
 				o.Start, o.Age = t.Start, t.Age
 			}
+			if t.Epoch >= 0 && !slices.Contains(t.Partitions, tp) {
+				o.Hanging = "its coordinator's transaction does not include " + tp
+			}
+		} else if listed {
+			o.Hanging = "no coordinator knows producer " + strconv.FormatInt(p.ProducerId, 10)
 		}
 		out = append(out, o)
 	}

@@ -86,7 +86,7 @@ type partRow struct {
 	Partition, Leader, LeaderEpoch  int32
 	Replicas, ISR, Adding, Removing []int32
 	HW, LSO, LSOLag                 int64
-	OpenTxns                        int
+	OpenTxns, Hanging               int
 	OldestTxnAge                    time.Duration // -1: none or unknown
 	OldestTxnUnknown                bool          // open, but no coordinator says since when
 	Err                             string
@@ -111,10 +111,11 @@ func (c *Console) topicPage(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	states, problems := c.partitionStates(ctx, im, t.Partitions, true)
 	var byPID map[int64]*txn
+	listed := false // every coordinator answered: a producer none knows may be hanging
 	if anyOpen(states) {
 		ts, more := c.transactions(ctx, im)
 		problems = append(problems, more...)
-		byPID = txnsByPID(ts)
+		byPID, listed = txnsByPID(ts), len(more) == 0
 	}
 	d := topicData{Name: t.Name, ID: t.ID, Internal: t.Internal}
 	for _, p := range t.Partitions {
@@ -124,9 +125,12 @@ func (c *Console) topicPage(w http.ResponseWriter, r *http.Request) {
 		if s.HW >= 0 && s.LSO >= 0 {
 			row.LSOLag = s.HW - s.LSO
 		}
-		open := c.openTxns(s, byPID)
+		open := c.openTxns(p.Topic, p.Partition, s, byPID, listed)
 		row.OpenTxns = len(open)
 		for _, o := range open {
+			if o.Hanging != "" {
+				row.Hanging++
+			}
 			if o.Age < 0 {
 				row.OldestTxnUnknown = true
 			} else if o.Age > row.OldestTxnAge {
@@ -163,17 +167,18 @@ func (c *Console) partitionPage(w http.ResponseWriter, r *http.Request) {
 	states, problems := c.partitionStates(ctx, im, []*metadata.Partition{p}, true)
 	s := states[tpKey{p.Topic, p.Partition}]
 	var byPID map[int64]*txn
+	listed := false // every coordinator answered: a producer none knows may be hanging
 	if anyOpen(states) {
 		ts, more := c.transactions(ctx, im)
 		problems = append(problems, more...)
-		byPID = txnsByPID(ts)
+		byPID, listed = txnsByPID(ts), len(more) == 0
 	}
 	d := partitionData{Row: partRow{Topic: p.Topic, Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas, ISR: p.ISR,
 		Adding: p.AddingReplicas, Removing: p.RemovingReplicas, HW: s.HW, LSO: s.LSO, LSOLag: -1, OldestTxnAge: -1, Err: s.Err}}
 	if s.HW >= 0 && s.LSO >= 0 {
 		d.Row.LSOLag = s.HW - s.LSO
 	}
-	for _, o := range c.openTxns(s, byPID) {
+	for _, o := range c.openTxns(p.Topic, p.Partition, s, byPID, listed) {
 		if o.HoldsLSO {
 			d.Holders = append(d.Holders, o)
 		} else {
