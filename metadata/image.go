@@ -63,13 +63,16 @@ func (b *Broker) PeerAddress() string {
 
 // Partition is a partition's replicas, ISR and leadership.
 type Partition struct {
-	Topic          string
-	Partition      int32
-	Replicas       []int32
-	ISR            []int32
-	Leader         int32
-	LeaderEpoch    int32
-	PartitionEpoch int32
+	Topic     string
+	Partition int32
+	Replicas  []int32
+	ISR       []int32
+	// KIP-455: replicas being added / removed by a reassignment
+	AddingReplicas   []int32
+	RemovingReplicas []int32
+	Leader           int32
+	LeaderEpoch      int32
+	PartitionEpoch   int32
 }
 
 // Clone deep-copies p.

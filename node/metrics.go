@@ -174,7 +174,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// startHTTP serves /metrics (Prometheus) and /debug/pprof.
+// startHTTP serves /metrics (Prometheus), /debug/pprof and the web console.
 func (n *Node) startHTTP(addr string) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collector{n}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -191,6 +191,7 @@ func (n *Node) startHTTP(addr string) error {
 	if n.cfg.TestingFaults {
 		n.registerFaults(mux)
 	}
+	n.newConsole().Register(mux) // the web console: /, /topics, /groups, ... (package console)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err

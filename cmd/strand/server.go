@@ -202,7 +202,7 @@ topics use replication factor 1.`,
 	f.StringVar(&roles, "roles", "broker,controller", "roles of this node: broker, controller, or both")
 	f.BoolVar(&dev, "dev", false, "one-node development cluster")
 	f.StringVar(&configFile, "config", "", "file of broker settings with Kafka's names (key: value per line)")
-	f.StringVar(&metricsListen, "metrics-listen", "", "HTTP address for /metrics and /debug/pprof (default: --listen port+3; \"off\" disables)")
+	f.StringVar(&metricsListen, "metrics-listen", "", "HTTP address for /metrics, /debug/pprof and the web console (default: --listen port+3; \"off\" disables)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn, error")
 	f.StringVar(&logJSON, "log-json", "false", "log as JSON")
 	return cmd

@@ -45,6 +45,7 @@ var Plan = []Floor{
 	{Name: "coordinators", Packages: []string{"coordinator", "coordinator/txn", "coordinator/group"}},
 	{Name: "request layer", Packages: []string{"request"}},
 	{Name: "front doors", Packages: []string{"api", "api/kafka"}},
+	{Name: "console", Packages: []string{"console"}},
 	{Name: "composition root", Packages: []string{"node"}},
 	{Name: "SDK", Packages: []string{"client"}, Reach: []string{"ground", "SDK"}},
 	{Name: "applications", Packages: []string{"app/..."}, Reach: []string{"ground", "SDK", "applications"}, PublicOnly: true},
