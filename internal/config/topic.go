@@ -32,6 +32,9 @@ const (
 	MinCompactionLagMs     = "min.compaction.lag.ms"
 	MaxCompactionLagMs     = "max.compaction.lag.ms"
 	DeleteRetentionMs      = "delete.retention.ms"
+	// Replication throttle (issue 21): "partition:broker,…" or "*".
+	LeaderThrottledReplicas   = "leader.replication.throttled.replicas"
+	FollowerThrottledReplicas = "follower.replication.throttled.replicas"
 )
 
 // cleanup.policy values: Kafka's list of delete and compact, in any order.
@@ -47,8 +50,9 @@ const (
 	kInt kind = iota
 	kBool
 	kString
-	kDouble // Kafka's DOUBLE, with Between(min, max) in dmin and dmax
-	kPolicy // cleanup.policy: a list of delete and compact
+	kDouble   // Kafka's DOUBLE, with Between(min, max) in dmin and dmax
+	kPolicy   // cleanup.policy: a list of delete and compact
+	kReplicas // *.replication.throttled.replicas: "*" or partition:broker,…
 )
 
 type spec struct {
@@ -71,25 +75,27 @@ const (
 // atLeast). segment.bytes keeps Kafka's old floor of 14 bytes (one empty
 // batch's overhead) rather than 4.x's 1 MiB, for tests with tiny segments.
 var topicSpecs = map[string]spec{
-	SegmentBytes:           {kind: kInt, min: 14, max: maxInt},
-	SegmentMs:              {kind: kInt, min: 1, max: maxLong},
-	RetentionMs:            {kind: kInt, min: -1, max: maxLong},
-	RetentionBytes:         {kind: kInt, min: -1, max: maxLong},
-	FlushMessages:          {kind: kInt, min: 1, max: maxLong},
-	FlushMs:                {kind: kInt, min: 0, max: maxLong},
-	IndexIntervalBytes:     {kind: kInt, min: 0, max: maxInt},
-	MinInsyncReplicas:      {kind: kInt, min: 1, max: maxInt},
-	UncleanLeaderElection:  {kind: kBool},
-	MaxMessageBytes:        {kind: kInt, min: 0, max: maxInt},
-	CleanupPolicy:          {kind: kPolicy},
-	MessageTimestampType:   {kind: kString, enum: []string{"CreateTime"}},
-	TimestampBeforeMaxMs:   {kind: kInt, min: 0, max: maxLong},
-	TimestampAfterMaxMs:    {kind: kInt, min: 0, max: maxLong},
-	ProducerIDExpirationMs: {kind: kInt, min: 1, max: maxInt},
-	MinCleanableDirtyRatio: {kind: kDouble, dmin: 0, dmax: 1},
-	MinCompactionLagMs:     {kind: kInt, min: 0, max: maxLong},
-	MaxCompactionLagMs:     {kind: kInt, min: 1, max: maxLong},
-	DeleteRetentionMs:      {kind: kInt, min: 0, max: maxLong},
+	SegmentBytes:              {kind: kInt, min: 14, max: maxInt},
+	SegmentMs:                 {kind: kInt, min: 1, max: maxLong},
+	RetentionMs:               {kind: kInt, min: -1, max: maxLong},
+	RetentionBytes:            {kind: kInt, min: -1, max: maxLong},
+	FlushMessages:             {kind: kInt, min: 1, max: maxLong},
+	FlushMs:                   {kind: kInt, min: 0, max: maxLong},
+	IndexIntervalBytes:        {kind: kInt, min: 0, max: maxInt},
+	MinInsyncReplicas:         {kind: kInt, min: 1, max: maxInt},
+	UncleanLeaderElection:     {kind: kBool},
+	MaxMessageBytes:           {kind: kInt, min: 0, max: maxInt},
+	CleanupPolicy:             {kind: kPolicy},
+	MessageTimestampType:      {kind: kString, enum: []string{"CreateTime"}},
+	TimestampBeforeMaxMs:      {kind: kInt, min: 0, max: maxLong},
+	TimestampAfterMaxMs:       {kind: kInt, min: 0, max: maxLong},
+	ProducerIDExpirationMs:    {kind: kInt, min: 1, max: maxInt},
+	MinCleanableDirtyRatio:    {kind: kDouble, dmin: 0, dmax: 1},
+	MinCompactionLagMs:        {kind: kInt, min: 0, max: maxLong},
+	MaxCompactionLagMs:        {kind: kInt, min: 1, max: maxLong},
+	DeleteRetentionMs:         {kind: kInt, min: 0, max: maxLong},
+	LeaderThrottledReplicas:   {kind: kReplicas},
+	FollowerThrottledReplicas: {kind: kReplicas},
 }
 
 // TopicKeys lists the known topic config keys, sorted.
@@ -135,6 +141,10 @@ func ValidateTopic(key, value string) error {
 	case kPolicy:
 		if _, ok := NormalizePolicy(value); !ok {
 			return fmt.Errorf("invalid value %q for configuration %s: %q must be one of [delete, compact], or both separated by a comma", value, key, value)
+		}
+	case kReplicas:
+		if _, _, err := ParseThrottledReplicas(value, -1); err != nil {
+			return fmt.Errorf("invalid value %q for configuration %s: %v", value, key, err)
 		}
 	case kString:
 		for _, e := range s.enum {
