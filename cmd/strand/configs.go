@@ -17,7 +17,7 @@ import (
 // configsCmd is kafka-configs.sh's topic half: describe a topic's
 // effective configs with their sources, and alter them.
 func configsCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "configs", Short: "Describe and alter topic configs (Kafka's names)"}
+	cmd := &cobra.Command{Use: "configs", Short: "Describe and alter topic and broker configs (Kafka's names); also kafka-configs' shape: --describe/--alter --entity-type topics|brokers (--entity-name X | --entity-default)"}
 	var brokerCfg bool
 	describe := &cobra.Command{
 		Use:   "describe TOPIC | --broker",
