@@ -109,19 +109,19 @@ type Image struct {
 	// BrokerConfigs holds cluster-wide dynamic broker configs (resource name "").
 	BrokerConfigs map[string]string
 	// BrokerConfigsByID holds per-broker dynamic configs (resource name
-	// "<id>"); they take precedence over BrokerConfigs on that broker.
+	// "<id>"); they take precedence over BrokerConfigs on that broker. It
+	// may be nil (no broker has one); Apply copies it on write.
 	BrokerConfigsByID map[int32]map[string]string
 }
 
 // EmptyImage is the image before any record.
 func EmptyImage() *Image {
 	return &Image{
-		Offset:            -1,
-		Brokers:           map[int32]*Broker{},
-		Topics:            map[string]*Topic{},
-		Features:          map[string]int32{},
-		BrokerConfigs:     map[string]string{},
-		BrokerConfigsByID: map[int32]map[string]string{},
+		Offset:        -1,
+		Brokers:       map[int32]*Broker{},
+		Topics:        map[string]*Topic{},
+		Features:      map[string]int32{},
+		BrokerConfigs: map[string]string{},
 	}
 }
 

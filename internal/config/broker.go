@@ -26,6 +26,22 @@ const (
 	CleanerIOMaxBytesPerSecond = "log.cleaner.io.max.bytes.per.second"
 )
 
+// Replication throttle topic configs (issue 21): "partition:broker,…" or
+// "*", the replicas throttled on the leader side and on the follower side.
+const (
+	LeaderThrottledReplicas   = "leader.replication.throttled.replicas"
+	FollowerThrottledReplicas = "follower.replication.throttled.replicas"
+)
+
+// kReplicas is the kind of the *.replication.throttled.replicas topic
+// configs (outside topic.go's iota block, to keep that file's edits small).
+const kReplicas kind = 100
+
+func init() {
+	topicSpecs[LeaderThrottledReplicas] = spec{kind: kReplicas}
+	topicSpecs[FollowerThrottledReplicas] = spec{kind: kReplicas}
+}
+
 // BrokerLogSynonyms maps the broker-level log defaults to the topic
 // configs they are the default of (Kafka's ServerTopicConfigSynonyms).
 var BrokerLogSynonyms = map[string]string{

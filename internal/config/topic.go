@@ -32,9 +32,6 @@ const (
 	MinCompactionLagMs     = "min.compaction.lag.ms"
 	MaxCompactionLagMs     = "max.compaction.lag.ms"
 	DeleteRetentionMs      = "delete.retention.ms"
-	// Replication throttle (issue 21): "partition:broker,…" or "*".
-	LeaderThrottledReplicas   = "leader.replication.throttled.replicas"
-	FollowerThrottledReplicas = "follower.replication.throttled.replicas"
 )
 
 // cleanup.policy values: Kafka's list of delete and compact, in any order.
@@ -50,9 +47,8 @@ const (
 	kInt kind = iota
 	kBool
 	kString
-	kDouble   // Kafka's DOUBLE, with Between(min, max) in dmin and dmax
-	kPolicy   // cleanup.policy: a list of delete and compact
-	kReplicas // *.replication.throttled.replicas: "*" or partition:broker,…
+	kDouble // Kafka's DOUBLE, with Between(min, max) in dmin and dmax
+	kPolicy // cleanup.policy: a list of delete and compact
 )
 
 type spec struct {
@@ -75,27 +71,25 @@ const (
 // atLeast). segment.bytes keeps Kafka's old floor of 14 bytes (one empty
 // batch's overhead) rather than 4.x's 1 MiB, for tests with tiny segments.
 var topicSpecs = map[string]spec{
-	SegmentBytes:              {kind: kInt, min: 14, max: maxInt},
-	SegmentMs:                 {kind: kInt, min: 1, max: maxLong},
-	RetentionMs:               {kind: kInt, min: -1, max: maxLong},
-	RetentionBytes:            {kind: kInt, min: -1, max: maxLong},
-	FlushMessages:             {kind: kInt, min: 1, max: maxLong},
-	FlushMs:                   {kind: kInt, min: 0, max: maxLong},
-	IndexIntervalBytes:        {kind: kInt, min: 0, max: maxInt},
-	MinInsyncReplicas:         {kind: kInt, min: 1, max: maxInt},
-	UncleanLeaderElection:     {kind: kBool},
-	MaxMessageBytes:           {kind: kInt, min: 0, max: maxInt},
-	CleanupPolicy:             {kind: kPolicy},
-	MessageTimestampType:      {kind: kString, enum: []string{"CreateTime"}},
-	TimestampBeforeMaxMs:      {kind: kInt, min: 0, max: maxLong},
-	TimestampAfterMaxMs:       {kind: kInt, min: 0, max: maxLong},
-	ProducerIDExpirationMs:    {kind: kInt, min: 1, max: maxInt},
-	MinCleanableDirtyRatio:    {kind: kDouble, dmin: 0, dmax: 1},
-	MinCompactionLagMs:        {kind: kInt, min: 0, max: maxLong},
-	MaxCompactionLagMs:        {kind: kInt, min: 1, max: maxLong},
-	DeleteRetentionMs:         {kind: kInt, min: 0, max: maxLong},
-	LeaderThrottledReplicas:   {kind: kReplicas},
-	FollowerThrottledReplicas: {kind: kReplicas},
+	SegmentBytes:           {kind: kInt, min: 14, max: maxInt},
+	SegmentMs:              {kind: kInt, min: 1, max: maxLong},
+	RetentionMs:            {kind: kInt, min: -1, max: maxLong},
+	RetentionBytes:         {kind: kInt, min: -1, max: maxLong},
+	FlushMessages:          {kind: kInt, min: 1, max: maxLong},
+	FlushMs:                {kind: kInt, min: 0, max: maxLong},
+	IndexIntervalBytes:     {kind: kInt, min: 0, max: maxInt},
+	MinInsyncReplicas:      {kind: kInt, min: 1, max: maxInt},
+	UncleanLeaderElection:  {kind: kBool},
+	MaxMessageBytes:        {kind: kInt, min: 0, max: maxInt},
+	CleanupPolicy:          {kind: kPolicy},
+	MessageTimestampType:   {kind: kString, enum: []string{"CreateTime"}},
+	TimestampBeforeMaxMs:   {kind: kInt, min: 0, max: maxLong},
+	TimestampAfterMaxMs:    {kind: kInt, min: 0, max: maxLong},
+	ProducerIDExpirationMs: {kind: kInt, min: 1, max: maxInt},
+	MinCleanableDirtyRatio: {kind: kDouble, dmin: 0, dmax: 1},
+	MinCompactionLagMs:     {kind: kInt, min: 0, max: maxLong},
+	MaxCompactionLagMs:     {kind: kInt, min: 1, max: maxLong},
+	DeleteRetentionMs:      {kind: kInt, min: 0, max: maxLong},
 }
 
 // TopicKeys lists the known topic config keys, sorted.
