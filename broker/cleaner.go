@@ -331,7 +331,8 @@ func newByteThrottle(rate float64, clk clock.Clock) *byteThrottle {
 	}}
 }
 
-// unlimited: Kafka's default, Double.MAX_VALUE bytes per second.
+// unlimited: Kafka's default, Double.MAX_VALUE bytes per second. t.mu
+// is held (the rate changes at run time: setRate).
 func (t *byteThrottle) unlimited() bool {
 	return t.rate <= 0 || t.rate >= math.MaxFloat64 || math.IsInf(t.rate, 1) || math.IsNaN(t.rate)
 }
@@ -339,10 +340,14 @@ func (t *byteThrottle) unlimited() bool {
 // Throttle is CleanOptions.Throttle: it waits until n more bytes fit the
 // rate, and fails once ctx has ended.
 func (t *byteThrottle) Throttle(ctx context.Context, n int) error {
-	if err := ctx.Err(); err != nil || t.unlimited() || n <= 0 {
+	if err := ctx.Err(); err != nil || n <= 0 {
 		return err
 	}
 	t.mu.Lock()
+	if t.unlimited() {
+		t.mu.Unlock()
+		return nil
+	}
 	now := t.now()
 	if t.free.Before(now) {
 		// Idle time is not saved up for a later burst.

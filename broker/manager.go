@@ -75,6 +75,9 @@ type Manager struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	closed bool
+
+	// dyn is the dynamic broker configs in force (dynamic.go).
+	dyn dynamicState
 }
 
 // Open loads the partition table from cfg.DataDir.
@@ -188,9 +191,14 @@ func (m *Manager) Config() Config { return m.cfg }
 // LogStats counts the fsyncs of this broker's logs.
 func (m *Manager) LogStats() *storage.Stats { return m.cfg.Log.Stats }
 
-// LogConfig merges topic configs over the broker defaults.
+// LogConfig merges topic configs over the broker defaults (the static
+// ones, with the dynamic broker configs of SetDynamic over them).
 func (m *Manager) LogConfig(topicConfigs map[string]string) (storage.Config, int) {
-	c := m.cfg.Log
+	base, minISR := m.logDefaults()
+	return mergeLog(base, minISR, topicConfigs)
+}
+
+func mergeLog(c storage.Config, minISR int, topicConfigs map[string]string) (storage.Config, int) {
 	c.SegmentBytes = config.Int(topicConfigs, config.SegmentBytes, c.SegmentBytes)
 	c.SegmentMs = config.Int(topicConfigs, config.SegmentMs, c.SegmentMs)
 	c.RetentionMs = config.Int(topicConfigs, config.RetentionMs, c.RetentionMs)
@@ -208,7 +216,7 @@ func (m *Manager) LogConfig(topicConfigs map[string]string) (storage.Config, int
 	c.MinCompactionLagMs = config.Int(topicConfigs, config.MinCompactionLagMs, c.MinCompactionLagMs)
 	c.MaxCompactionLagMs = config.Int(topicConfigs, config.MaxCompactionLagMs, c.MaxCompactionLagMs)
 	c.DeleteRetentionMs = config.Int(topicConfigs, config.DeleteRetentionMs, c.DeleteRetentionMs)
-	minISR := int(config.Int(topicConfigs, config.MinInsyncReplicas, int64(m.cfg.MinInsyncReplicas)))
+	minISR = int(config.Int(topicConfigs, config.MinInsyncReplicas, int64(minISR)))
 	return c, minISR
 }
 

@@ -183,24 +183,6 @@ func (a *Admin) DescribeTopicConfigs(ctx context.Context, topic string) ([]*pb.C
 	return r.Entries, errs.FromCode(r.ErrorCode, r.ErrorMessage)
 }
 
-// DescribeBrokerConfigs returns the log and log cleaner settings of the
-// broker the call reaches (bootstrap with one address to pick it), with
-// source "broker" for those its configuration file set and "default" for
-// Kafka's defaults.
-func (a *Admin) DescribeBrokerConfigs(ctx context.Context) ([]*pb.ConfigEntry, error) {
-	var resp *pb.DescribeConfigsResponse
-	err := a.cl.any(ctx, func(ctx context.Context, cc *grpc.ClientConn) error {
-		var err error
-		resp, err = pb.NewAdminClient(cc).DescribeConfigs(ctx, &pb.DescribeConfigsRequest{Resources: []*pb.ConfigResource{{Type: "broker"}}})
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	r := resp.Results[0]
-	return r.Entries, errs.FromCode(r.ErrorCode, r.ErrorMessage)
-}
-
 // AlterTopicConfigs sets (and, with empty values, deletes) topic configs.
 // A request that did not reach the active controller is retried until ctx
 // ends; other answers (INVALID_CONFIG, UNKNOWN_TOPIC_OR_PARTITION, …) are

@@ -423,7 +423,7 @@ var contractCases = []contractCase{
 	{name: "Admin.DescribeBrokerConfigs", fail: "DescribeConfigs",
 		run: func(ctx context.Context, opts []Opt) error {
 			return withAdmin(opts, func(a *Admin) error {
-				_, err := a.DescribeBrokerConfigs(ctx)
+				_, err := a.DescribeBrokerConfigs(ctx, BrokerDefault)
 				return err
 			})
 		},

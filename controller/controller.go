@@ -674,8 +674,11 @@ func (c *Controller) IncrementalAlterConfigs(ctx context.Context, req *pb.Increm
 	}
 	defer c.mu.Unlock()
 	r := req.GetResource()
+	if r.GetType() == "broker" {
+		return c.alterBrokerConfigsLocked(ctx, req)
+	}
 	if r.GetType() != "topic" {
-		return errs.New(pb.ErrorCode_INVALID_REQUEST, "only topic configs can be altered, not %q", r.GetType())
+		return errs.New(pb.ErrorCode_INVALID_REQUEST, "only topic and broker configs can be altered, not %q", r.GetType())
 	}
 	topic := c.Q.FSM.Image().Topic(r.Name)
 	if topic == nil {

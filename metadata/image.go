@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
@@ -110,6 +111,10 @@ type Image struct {
 	Features       map[string]int32
 	// BrokerConfigs holds cluster-wide dynamic broker configs (resource name "").
 	BrokerConfigs map[string]string
+	// BrokerConfigsByID holds per-broker dynamic configs (resource name
+	// "<id>"); they take precedence over BrokerConfigs on that broker. It
+	// may be nil (no broker has one); Apply copies it on write.
+	BrokerConfigsByID map[int32]map[string]string
 }
 
 // EmptyImage is the image before any record.
@@ -187,6 +192,9 @@ type Delta struct {
 	Brokers []int32
 	// TopicConfigs lists topics whose configs changed.
 	TopicConfigs []string
+	// BrokerConfigs: a dynamic broker config (cluster-wide or of some
+	// broker) changed.
+	BrokerConfigs bool
 	// Snapshot: the batch replaced the whole image.
 	Snapshot bool
 }
@@ -198,7 +206,7 @@ type PartitionChange struct {
 
 // Empty reports whether the delta changed nothing brokers care about.
 func (d *Delta) Empty() bool {
-	return len(d.Partitions) == 0 && len(d.DeletedTopics) == 0 && len(d.Brokers) == 0 && len(d.TopicConfigs) == 0 && !d.Snapshot
+	return len(d.Partitions) == 0 && len(d.DeletedTopics) == 0 && len(d.Brokers) == 0 && len(d.TopicConfigs) == 0 && !d.BrokerConfigs && !d.Snapshot
 }
 
 type tpKey struct {
@@ -215,6 +223,7 @@ type builder struct {
 	copiedTopic   map[string]bool
 	featCopied    bool
 	cfgCopied     bool
+	cfgIDCopied   map[int32]bool
 	delta         *Delta
 	touched       map[tpKey]bool
 }
@@ -289,7 +298,7 @@ func Apply(im *Image, batch *pb.MetadataBatch) (*Image, *Delta, error) {
 // once it has caught up): every partition of next, with its state in im as
 // Old where the topic is the same, and every topic of im that next lacks.
 func SnapshotDelta(im, next *Image) *Delta {
-	d := &Delta{Snapshot: true}
+	d := &Delta{Snapshot: true, BrokerConfigs: true}
 	for _, t := range next.Topics {
 		// A topic deleted and created again under the same name (a new
 		// id) is a new topic: its partitions have no old state.
@@ -440,6 +449,23 @@ func (b *builder) record(r *pb.MetadataRecord, offset int64) error {
 			}
 			b.delta.TopicConfigs = append(b.delta.TopicConfigs, t.Name)
 		case "broker":
+			b.delta.BrokerConfigs = true
+			if c.ResourceName != "" {
+				id, err := strconv.ParseInt(c.ResourceName, 10, 32)
+				if err != nil || id < 0 {
+					return fmt.Errorf("broker config for bad broker id %q", c.ResourceName)
+				}
+				m := b.brokerConfigsOf(int32(id))
+				if c.Delete {
+					delete(m, c.Name)
+				} else {
+					m[c.Name] = c.Value
+				}
+				if len(m) == 0 {
+					delete(b.im.BrokerConfigsByID, int32(id))
+				}
+				break
+			}
 			if !b.cfgCopied {
 				m := map[string]string{}
 				for k, v := range b.im.BrokerConfigs {
@@ -459,6 +485,39 @@ func (b *builder) record(r *pb.MetadataRecord, offset int64) error {
 		return fmt.Errorf("unknown metadata record %T", r.Record)
 	}
 	return nil
+}
+
+// brokerConfigsOf returns a writable copy of broker id's dynamic configs
+// (copying the outer map and that broker's map once per batch).
+func (b *builder) brokerConfigsOf(id int32) map[string]string {
+	if b.cfgIDCopied == nil {
+		b.cfgIDCopied = map[int32]bool{}
+		outer := make(map[int32]map[string]string, len(b.im.BrokerConfigsByID)+1)
+		for k, v := range b.im.BrokerConfigsByID {
+			outer[k] = v
+		}
+		b.im.BrokerConfigsByID = outer
+	}
+	if !b.cfgIDCopied[id] {
+		m := map[string]string{}
+		for k, v := range b.im.BrokerConfigsByID[id] {
+			m[k] = v
+		}
+		b.im.BrokerConfigsByID[id] = m
+		b.cfgIDCopied[id] = true
+	}
+	return b.im.BrokerConfigsByID[id]
+}
+
+// BrokerConfig is broker id's dynamic value of a config: its own
+// (DYNAMIC_BROKER_CONFIG) first, else the cluster-wide one
+// (DYNAMIC_DEFAULT_BROKER_CONFIG). perBroker says which one it is.
+func (im *Image) BrokerConfig(id int32, name string) (value string, perBroker, ok bool) {
+	if v, ok := im.BrokerConfigsByID[id][name]; ok {
+		return v, true, true
+	}
+	v, ok := im.BrokerConfigs[name]
+	return v, false, ok
 }
 
 func (b *builder) setFenced(id int32, epoch int64, fenced bool) error {
@@ -514,6 +573,22 @@ func (im *Image) SnapshotRecords() *pb.MetadataBatch {
 	sort.Strings(keys)
 	for _, k := range keys {
 		add(&pb.MetadataRecord{Record: &pb.MetadataRecord_Config{Config: &pb.ConfigRecord{ResourceType: "broker", Name: k, Value: im.BrokerConfigs[k]}}})
+	}
+	ids := make([]int32, 0, len(im.BrokerConfigsByID))
+	for id := range im.BrokerConfigsByID {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, id := range ids {
+		m := im.BrokerConfigsByID[id]
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			add(&pb.MetadataRecord{Record: &pb.MetadataRecord_Config{Config: &pb.ConfigRecord{ResourceType: "broker", ResourceName: strconv.Itoa(int(id)), Name: k, Value: m[k]}}})
+		}
 	}
 	return out
 }

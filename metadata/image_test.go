@@ -291,6 +291,7 @@ func TestApplyImmutable(t *testing.T) {
 		{"topic config", mt.Recs(mt.ConfigRec("topic", "a", "retention.ms", "1", false), mt.ConfigRec("topic", "b", "n", "v", false))},
 		{"topic config delete", mt.Recs(mt.ConfigRec("topic", "a", "retention.ms", "", true))},
 		{"broker config", mt.Recs(mt.ConfigRec("broker", "", "log.retention.ms", "", true), mt.ConfigRec("broker", "", "y", "1", false))},
+		{"per-broker config", mt.Recs(mt.ConfigRec("broker", "1", "leader.replication.throttled.rate", "100", false), mt.ConfigRec("broker", "2", "y", "1", false))},
 		{"cluster", mt.Recs(mt.ClusterRec("c2"))},
 	}
 	for _, c := range cases {
@@ -352,7 +353,7 @@ func TestApplyDelta(t *testing.T) {
 		want  want
 	}{
 		{"cluster only", mt.Recs(mt.ClusterRec("zz")), want{empty: true}},
-		{"producer ids and features are not in the delta", mt.Recs(mt.ProducerIdsRec(3000), mt.FeatureRec("f", 1), mt.ConfigRec("broker", "", "k", "v", false)), want{empty: true}},
+		{"producer ids and features are not in the delta", mt.Recs(mt.ProducerIdsRec(3000), mt.FeatureRec("f", 1)), want{empty: true}},
 		{"register", mt.Recs(mt.RegisterRec(4, 0, false)), want{brokers: []int32{4}}},
 		{"fence and unfence", mt.Recs(mt.FenceRec(1, 1), mt.UnfenceRec(1, 1)), want{brokers: []int32{1, 1}}},
 		{"unregister", mt.Recs(mt.UnregisterRec(2)), want{brokers: []int32{2}}},

@@ -54,6 +54,8 @@ var (
 	descDirtyRatio      = prometheus.NewDesc("strand_log_cleaner_dirty_ratio", "Dirty bytes over all bytes below the cleanable bound, per compacted log on this broker, at the cleaner's last look.", []string{"topic", "partition"}, nil)
 	descMetadataOffset  = prometheus.NewDesc("strand_broker_metadata_offset", "The metadata offset this broker has applied.", nil, nil)
 	descPurgatory       = prometheus.NewDesc("strand_purgatory_size", "Requests waiting in a purgatory (PurgatorySize): produce requests waiting for acks=all, fetches parked in a long poll.", []string{"operation"}, nil)
+	descThrottledBytes  = prometheus.NewDesc("strand_replication_throttled_bytes_total", "Bytes of throttled replicas (leader/follower.replication.throttled.replicas, out of the ISR) this broker sent as a leader or fetched as a follower: what the replication quotas measure (Kafka's LeaderReplication / FollowerReplication byte-rate).", []string{"side"}, nil)
+	descThrottleRate    = prometheus.NewDesc("strand_replication_throttled_rate_bytes", "The replication quota in force, bytes/s (leader/follower.replication.throttled.rate); -1 for none.", []string{"side"}, nil)
 	descGroupLag        = prometheus.NewDesc("strand_consumer_group_lag", "High watermark minus the committed offset, per partition of each group this broker coordinates (for partitions with a replica here; a follower's HW may trail the leader's a little).", []string{"group", "topic", "partition"}, nil)
 )
 
@@ -61,7 +63,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descUnderReplicated, descUnderMinISR, descOffline, descLeaders, descISRShrinks, descISRExpands, descLSOLag, descTxnAge,
 		descLateTxns, descProducerIDs, descHW, descMarkers, descRaftLeader, descRaftCommit, descMetadataOffset,
 		descFetchSessions, descSessionParts, descReplicaFetches, descReplicaNamed, descReplicaAnswered,
-		descLogFlushes, descLogFlushSeconds, descRecoveryCut, descRecoveryFenced, descFailedLogs, descPurgatory, descGroupLag,
+		descLogFlushes, descLogFlushSeconds, descRecoveryCut, descRecoveryFenced, descFailedLogs, descPurgatory, descGroupLag, descThrottledBytes, descThrottleRate,
 		descCleanerDirty, descCleanerRecopy, descCleanerTime, descCleanerBuffer, descUncleanable, descDirtyRatio} {
 		ch <- d
 	}
@@ -105,6 +107,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descReplicaFetches, prometheus.CounterValue, float64(fr))
 	ch <- prometheus.MustNewConstMetric(descReplicaNamed, prometheus.CounterValue, float64(fn))
 	ch <- prometheus.MustNewConstMetric(descReplicaAnswered, prometheus.CounterValue, float64(fa))
+	lr, fr2, lb, fb := n.Repl.ReplicationThrottle()
+	ch <- prometheus.MustNewConstMetric(descThrottledBytes, prometheus.CounterValue, float64(lb), "leader")
+	ch <- prometheus.MustNewConstMetric(descThrottledBytes, prometheus.CounterValue, float64(fb), "follower")
+	gauge(descThrottleRate, float64(lr), "leader")
+	gauge(descThrottleRate, float64(fr2), "follower")
 	if st := n.Parts.LogStats(); st != nil {
 		ch <- prometheus.MustNewConstMetric(descLogFlushes, prometheus.CounterValue, float64(st.Flushes.Load()))
 		ch <- prometheus.MustNewConstMetric(descLogFlushSeconds, prometheus.CounterValue, float64(st.FlushNanos.Load())/1e9)

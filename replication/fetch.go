@@ -225,9 +225,19 @@ func (m *Manager) fetchPartition(fp *pb.FetchPartition, req *pb.FetchRequest, fo
 	if max <= 0 || max > budget {
 		max = budget
 	}
+	// The replication throttle (throttle.go): a throttled partition read
+	// by an out-of-sync follower gets nothing while the leader quota is
+	// exceeded; the follower asks again.
+	throttled := follower && m.leaderThrottled(key, l.ISR, req.ReplicaId)
+	if throttled && m.throttle.leader.exceeded() {
+		return out
+	}
 	res, err := p.Log.ReadInto(fp.FetchOffset, max, upper, minOne, alloc)
 	if err != nil {
 		return fail(err)
+	}
+	if throttled {
+		m.throttle.leader.record(len(res.Records))
 	}
 	out.Records = res.Records
 	if !follower && req.IsolationLevel == pb.IsolationLevel_READ_COMMITTED && len(res.Records) > 0 {

@@ -255,6 +255,33 @@ func (f *fetcher) truncateOne(client pb.ConsumerClient, st *fetchState) (bool, e
 // It reports whether the round made progress without errors.
 func (f *fetcher) fetch(client pb.ConsumerClient, sts []*fetchState) bool {
 	m := f.m
+	// The replication throttle (throttle.go): while the follower quota is
+	// exceeded, throttled partitions this node is not in sync for are left
+	// out of the fetch (a session forgets them until they are back).
+	var throttled map[storage.PartitionKey]bool
+	if len(*m.throttle.followerSet.Load()) > 0 {
+		exceeded := m.throttle.follower.exceeded()
+		kept := sts[:0:0]
+		for _, st := range sts {
+			if !m.followerThrottled(st.p.Key) {
+				kept = append(kept, st)
+				continue
+			}
+			if exceeded {
+				continue
+			}
+			if throttled == nil {
+				throttled = map[storage.PartitionKey]bool{}
+			}
+			throttled[st.p.Key] = true
+			kept = append(kept, st)
+		}
+		if len(kept) == 0 {
+			f.sleep(quotaWindowSize / 10)
+			return true
+		}
+		sts = kept
+	}
 	req := &pb.FetchRequest{ReplicaId: m.cfg.NodeID, ReplicaEpoch: m.brokerEpoch(), MaxWaitMs: int32(m.cfg.FetchWaitMax / time.Millisecond), MinBytes: 1, MaxBytes: int32(m.cfg.FetchResponseMaxBytes)}
 	if f.sessID == 0 {
 		req.SessionEpoch = sessionOpen
@@ -321,9 +348,13 @@ func (f *fetcher) fetch(client pb.ConsumerClient, sts []*fetchState) bool {
 	}
 	ok := true
 	for _, r := range resp.Partitions {
-		st := byKey[storage.PartitionKey{Topic: r.Topic, Partition: r.Partition}]
+		key := storage.PartitionKey{Topic: r.Topic, Partition: r.Partition}
+		st := byKey[key]
 		if st == nil || !f.current(st) {
 			continue
+		}
+		if throttled[key] {
+			m.throttle.follower.record(len(r.Records))
 		}
 		if !f.handle(st, r) {
 			ok = false

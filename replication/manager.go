@@ -107,6 +107,9 @@ type Manager struct {
 	// holds are the test-only follower-fetch holds (hold.go).
 	holds holds
 
+	// throttle is the replication throttle (throttle.go).
+	throttle *throttles
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -165,6 +168,7 @@ func New(cfg Config, parts *broker.Manager, ctrl ControllerClient, peers Peers, 
 		leaders: map[storage.PartitionKey]*leaderEntry{}, fetchers: map[int32]*fetcher{}, follows: map[storage.PartitionKey]int32{},
 		alterQ: make(chan struct{}, 1), listeners: map[string][]LeaderListener{}, ctx: ctx, cancel: cancel,
 		flushed: map[storage.PartitionKey]struct{}{}, flushQ: make(chan struct{}, 1)}
+	m.throttle = newThrottles(clk.Now)
 	m.img.Store(metadata.EmptyImage())
 	return m
 }
@@ -279,6 +283,18 @@ func (m *Manager) Apply(img *metadata.Image, d *metadata.Delta) {
 		for _, p := range m.parts.All() {
 			if ip := img.Partition(p.Key.Topic, p.Key.Partition); ip == nil || !ip.IsReplica(self) {
 				m.removePartition(p.Key)
+			}
+		}
+	}
+	m.applyThrottles(img, d)
+	if (d.BrokerConfigs || d.Snapshot) && m.applyBrokerConfigs(img) {
+		// New broker log defaults: every open log takes them (its
+		// topic's own configs still win).
+		for _, p := range m.parts.All() {
+			if t := img.Topic(p.Key.Topic); t != nil {
+				lc, minISR := m.parts.LogConfig(t.Configs)
+				p.Log.SetConfig(lc)
+				p.SetMinISR(minISR)
 			}
 		}
 	}

@@ -2,14 +2,12 @@ package request
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/config"
 	pb "github.com/strand-io/strand/proto/strand/v1"
@@ -161,54 +159,6 @@ func (h *Handler) DescribeCluster(ctx context.Context, _ *pb.DescribeClusterRequ
 	return resp, nil
 }
 
-// describeBroker lists this broker's log settings under Kafka's names:
-// the defaults of the topic configs (log.*) and the cleaner's
-// (log.cleaner.*), each with source "broker" when the node's --config
-// gave it a value other than Kafka's default, else "default". As in
-// Kafka, a broker describes only itself (its id, or "" here for whichever
-// broker answers).
-func (h *Handler) describeBroker(r *pb.ConfigResource, out *pb.ConfigResourceResult) {
-	if r.Name != "" && r.Name != strconv.Itoa(int(h.NodeID)) {
-		out.ErrorCode, out.ErrorMessage = pb.ErrorCode_INVALID_REQUEST,
-			fmt.Sprintf("Unexpected broker id, expected %d or empty string, but received %s", h.NodeID, r.Name)
-		return
-	}
-	cfg := h.Repl.Partitions().Config()
-	def := broker.DefaultConfig(cfg.DataDir)
-	i64 := func(n int64) string { return strconv.FormatInt(n, 10) }
-	entries := []struct {
-		name     string
-		val, dfl string
-	}{
-		{"log.segment.bytes", i64(cfg.Log.SegmentBytes), i64(def.Log.SegmentBytes)},
-		{"log.roll.ms", i64(cfg.Log.SegmentMs), i64(def.Log.SegmentMs)},
-		{"log.retention.ms", i64(cfg.Log.RetentionMs), i64(def.Log.RetentionMs)},
-		{"log.retention.bytes", i64(cfg.Log.RetentionBytes), i64(def.Log.RetentionBytes)},
-		{"log.flush.interval.messages", i64(cfg.Log.FlushMessages), i64(def.Log.FlushMessages)},
-		{"log.flush.interval.ms", i64(cfg.Log.FlushMs), i64(def.Log.FlushMs)},
-		{"log.index.interval.bytes", strconv.Itoa(cfg.Log.IndexIntervalBytes), strconv.Itoa(def.Log.IndexIntervalBytes)},
-		{"min.insync.replicas", strconv.Itoa(cfg.MinInsyncReplicas), strconv.Itoa(def.MinInsyncReplicas)},
-		{"log.cleanup.policy", cfg.Log.Cleanup.String(), def.Log.Cleanup.String()},
-		{"log.cleaner.min.cleanable.ratio", javaDouble(cfg.Log.MinCleanableDirtyRatio), javaDouble(def.Log.MinCleanableDirtyRatio)},
-		{"log.cleaner.min.compaction.lag.ms", i64(cfg.Log.MinCompactionLagMs), i64(def.Log.MinCompactionLagMs)},
-		{"log.cleaner.max.compaction.lag.ms", i64(cfg.Log.MaxCompactionLagMs), i64(def.Log.MaxCompactionLagMs)},
-		{"log.cleaner.delete.retention.ms", i64(cfg.Log.DeleteRetentionMs), i64(def.Log.DeleteRetentionMs)},
-		{"log.cleaner.enable", strconv.FormatBool(cfg.Cleaner.Enable), strconv.FormatBool(def.Cleaner.Enable)},
-		{"log.cleaner.threads", strconv.Itoa(cfg.Cleaner.Threads), strconv.Itoa(def.Cleaner.Threads)},
-		{"log.cleaner.dedupe.buffer.size", i64(cfg.Cleaner.DedupeBufferSize), i64(def.Cleaner.DedupeBufferSize)},
-		{"log.cleaner.io.max.bytes.per.second", javaDouble(cfg.Cleaner.IOMaxBytesPerSecond), javaDouble(def.Cleaner.IOMaxBytesPerSecond)},
-		{"log.cleaner.backoff.ms", i64(cfg.Cleaner.Backoff.Milliseconds()), i64(def.Cleaner.Backoff.Milliseconds())},
-	}
-	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
-	for _, e := range entries {
-		src := "default"
-		if e.val != e.dfl {
-			src = "broker"
-		}
-		out.Entries = append(out.Entries, &pb.ConfigEntry{Name: e.name, Value: e.val, Source: src})
-	}
-}
-
 // javaDouble writes a double as Java's Double.toString does for the
 // values these settings take (0.5, 1.0E7, 1.7976931348623157E308), as
 // Kafka shows them.
@@ -262,13 +212,15 @@ func (h *Handler) DescribeConfigs(ctx context.Context, req *pb.DescribeConfigsRe
 			config.UncleanLeaderElection: strconv.FormatBool(config.Bool(t.Configs, config.UncleanLeaderElection, false)),
 			config.MaxMessageBytes:       strconv.FormatInt(config.Int(t.Configs, config.MaxMessageBytes, int64(h.MessageMaxBytes)), 10),
 			config.CleanupPolicy:         lc.Cleanup.String(), config.MessageTimestampType: "CreateTime",
-			config.MinCleanableDirtyRatio: strconv.FormatFloat(lc.MinCleanableDirtyRatio, 'g', -1, 64),
-			config.MinCompactionLagMs:     strconv.FormatInt(lc.MinCompactionLagMs, 10),
-			config.MaxCompactionLagMs:     strconv.FormatInt(lc.MaxCompactionLagMs, 10),
-			config.DeleteRetentionMs:      strconv.FormatInt(lc.DeleteRetentionMs, 10),
-			config.ProducerIDExpirationMs: strconv.FormatInt(lc.ProducerIDExpirationMs, 10),
-			config.TimestampBeforeMaxMs:   strconv.FormatInt(h.timestampBeforeMaxMs(t.Configs), 10),
-			config.TimestampAfterMaxMs:    strconv.FormatInt(h.timestampAfterMaxMs(t.Configs), 10),
+			config.MinCleanableDirtyRatio:    strconv.FormatFloat(lc.MinCleanableDirtyRatio, 'g', -1, 64),
+			config.MinCompactionLagMs:        strconv.FormatInt(lc.MinCompactionLagMs, 10),
+			config.MaxCompactionLagMs:        strconv.FormatInt(lc.MaxCompactionLagMs, 10),
+			config.DeleteRetentionMs:         strconv.FormatInt(lc.DeleteRetentionMs, 10),
+			config.ProducerIDExpirationMs:    strconv.FormatInt(lc.ProducerIDExpirationMs, 10),
+			config.TimestampBeforeMaxMs:      strconv.FormatInt(h.timestampBeforeMaxMs(t.Configs), 10),
+			config.TimestampAfterMaxMs:       strconv.FormatInt(h.timestampAfterMaxMs(t.Configs), 10),
+			config.LeaderThrottledReplicas:   t.Configs[config.LeaderThrottledReplicas],
+			config.FollowerThrottledReplicas: t.Configs[config.FollowerThrottledReplicas],
 		}
 		keys := make([]string, 0, len(eff))
 		for k := range eff {

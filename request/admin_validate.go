@@ -3,6 +3,7 @@ package request
 import (
 	"sort"
 
+	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/config"
 	pb "github.com/strand-io/strand/proto/strand/v1"
@@ -17,6 +18,12 @@ func (h *Handler) validateAlterConfigs(req *pb.IncrementalAlterConfigsRequest) *
 	fail := func(err error) *pb.IncrementalAlterConfigsResponse {
 		code, msg := errs.Split(err)
 		return &pb.IncrementalAlterConfigsResponse{ErrorCode: code, ErrorMessage: msg}
+	}
+	if r.GetType() == "broker" {
+		if err := controller.ValidateBrokerConfigs(req); err != nil {
+			return fail(err)
+		}
+		return &pb.IncrementalAlterConfigsResponse{}
 	}
 	if r.GetType() != "topic" {
 		return fail(errs.New(pb.ErrorCode_INVALID_REQUEST, "only topic configs can be altered, not %q", r.GetType()))
@@ -40,6 +47,15 @@ func (h *Handler) validateAlterConfigs(req *pb.IncrementalAlterConfigsRequest) *
 // request are deleted. The topic's current keys are this broker's image's.
 func (h *Handler) replaceConfigs(req *pb.IncrementalAlterConfigsRequest) *pb.IncrementalAlterConfigsRequest {
 	out := &pb.IncrementalAlterConfigsRequest{Resource: req.Resource, Set: req.Set, ValidateOnly: req.ValidateOnly}
+	if h.Repl != nil && req.GetResource().GetType() == "broker" {
+		for k := range h.brokerDynamic(req.Resource.Name) {
+			if _, keep := req.Set[k]; !keep {
+				out.Delete = append(out.Delete, k)
+			}
+		}
+		sort.Strings(out.Delete)
+		return out
+	}
 	if h.Repl == nil || req.GetResource().GetType() != "topic" {
 		return out
 	}

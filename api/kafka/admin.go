@@ -222,6 +222,10 @@ func configSource(src string) kmsg.ConfigSource {
 		return kmsg.ConfigSourceDynamicTopicConfig
 	case "broker":
 		return kmsg.ConfigSourceStaticBrokerConfig
+	case "dynamic_broker":
+		return kmsg.ConfigSourceDynamicBrokerConfig
+	case "dynamic_default_broker":
+		return kmsg.ConfigSourceDynamicDefaultBrokerConfig
 	}
 	return kmsg.ConfigSourceDefaultConfig
 }
@@ -263,10 +267,9 @@ func handleDescribeConfigs(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.R
 				v := e.Value
 				rc.Name, rc.Value, rc.Source = e.Name, &v, configSource(e.Source)
 				rc.IsDefault = e.Source == "default"
+				rc.ReadOnly, rc.IsSensitive = e.ReadOnly, e.IsSensitive
 				if req.IncludeSynonyms && req.Version >= 1 {
-					syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
-					syn.Name, syn.Value, syn.Source = e.Name, &v, rc.Source
-					rc.ConfigSynonyms = append(rc.ConfigSynonyms, syn)
+					rc.ConfigSynonyms = configSynonyms(e, &v, rc.Source)
 				}
 				rr.Configs = append(rr.Configs, rc)
 			}

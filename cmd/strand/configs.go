@@ -17,7 +17,7 @@ import (
 // configsCmd is kafka-configs.sh's topic half: describe a topic's
 // effective configs with their sources, and alter them.
 func configsCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "configs", Short: "Describe and alter topic configs (Kafka's names)"}
+	cmd := &cobra.Command{Use: "configs", Short: "Describe and alter topic and broker configs (Kafka's names); also kafka-configs' shape: --describe/--alter --entity-type topics|brokers (--entity-name X | --entity-default)"}
 	var brokerCfg bool
 	describe := &cobra.Command{
 		Use:   "describe TOPIC | --broker",
@@ -30,7 +30,10 @@ func configsCmd() *cobra.Command {
 				var entries []*pb.ConfigEntry
 				var err error
 				if brokerCfg {
-					entries, err = adm.DescribeBrokerConfigs(ctx)
+					var id int32
+					if id, err = reachedBroker(ctx, adm); err == nil {
+						entries, err = adm.DescribeBrokerConfigs(ctx, id)
+					}
 				} else {
 					entries, err = adm.DescribeTopicConfigs(ctx, args[0])
 				}
@@ -79,5 +82,6 @@ func configsCmd() *cobra.Command {
 	alter.Flags().StringArrayVar(&set, "set", nil, "config key=value to set (repeatable)")
 	alter.Flags().StringArrayVar(&del, "delete", nil, "config key to remove (repeatable)")
 	cmd.AddCommand(describe, alter)
+	kafkaConfigsShape(cmd) // configs_kafka.go: kafka-configs' --describe/--alter
 	return cmd
 }

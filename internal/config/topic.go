@@ -136,6 +136,10 @@ func ValidateTopic(key, value string) error {
 		if _, ok := NormalizePolicy(value); !ok {
 			return fmt.Errorf("invalid value %q for configuration %s: %q must be one of [delete, compact], or both separated by a comma", value, key, value)
 		}
+	case kReplicas:
+		if _, _, err := ParseThrottledReplicas(value, -1); err != nil {
+			return fmt.Errorf("invalid value %q for configuration %s: %v", value, key, err)
+		}
 	case kString:
 		for _, e := range s.enum {
 			if e == value {

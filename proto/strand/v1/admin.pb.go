@@ -862,8 +862,14 @@ type ConfigEntry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Value string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
-	// "default", "topic", "broker".
-	Source        string `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
+	// "default", "topic", "broker" (static: the node's flags or config
+	// file), "dynamic_broker", "dynamic_default_broker" (issue 21).
+	Source string `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
+	// --- issue 21: dynconf ---
+	ReadOnly    bool `protobuf:"varint,4,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	IsSensitive bool `protobuf:"varint,5,opt,name=is_sensitive,json=isSensitive,proto3" json:"is_sensitive,omitempty"`
+	// Every source that sets the config, the one in force first.
+	Synonyms      []*ConfigSynonym `protobuf:"bytes,6,rep,name=synonyms,proto3" json:"synonyms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -917,6 +923,27 @@ func (x *ConfigEntry) GetSource() string {
 		return x.Source
 	}
 	return ""
+}
+
+func (x *ConfigEntry) GetReadOnly() bool {
+	if x != nil {
+		return x.ReadOnly
+	}
+	return false
+}
+
+func (x *ConfigEntry) GetIsSensitive() bool {
+	if x != nil {
+		return x.IsSensitive
+	}
+	return false
+}
+
+func (x *ConfigEntry) GetSynonyms() []*ConfigSynonym {
+	if x != nil {
+		return x.Synonyms
+	}
+	return nil
 }
 
 type IncrementalAlterConfigsRequest struct {
@@ -1326,7 +1353,7 @@ var File_strand_v1_admin_proto protoreflect.FileDescriptor
 
 const file_strand_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x15strand/v1/admin.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x18strand/v1/metadata.proto\"\x8c\x01\n" +
+	"\x15strand/v1/admin.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x18strand/v1/metadata.proto\x1a\x17strand/v1/dynconf.proto\"\x8c\x01\n" +
 	"\x13CreateTopicsRequest\x121\n" +
 	"\x06topics\x18\x01 \x03(\v2\x19.strand.v1.CreatableTopicR\x06topics\x12\x1d\n" +
 	"\n" +
@@ -1391,11 +1418,14 @@ const file_strand_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\x03 \x01(\x0e2\x14.strand.v1.ErrorCodeR\terrorCode\x12#\n" +
 	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\x120\n" +
-	"\aentries\x18\x05 \x03(\v2\x16.strand.v1.ConfigEntryR\aentries\"O\n" +
+	"\aentries\x18\x05 \x03(\v2\x16.strand.v1.ConfigEntryR\aentries\"\xc5\x01\n" +
 	"\vConfigEntry\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12\x16\n" +
-	"\x06source\x18\x03 \x01(\tR\x06source\"\xac\x02\n" +
+	"\x06source\x18\x03 \x01(\tR\x06source\x12\x1b\n" +
+	"\tread_only\x18\x04 \x01(\bR\breadOnly\x12!\n" +
+	"\fis_sensitive\x18\x05 \x01(\bR\visSensitive\x124\n" +
+	"\bsynonyms\x18\x06 \x03(\v2\x18.strand.v1.ConfigSynonymR\bsynonyms\"\xac\x02\n" +
 	"\x1eIncrementalAlterConfigsRequest\x125\n" +
 	"\bresource\x18\x01 \x01(\v2\x19.strand.v1.ConfigResourceR\bresource\x12D\n" +
 	"\x03set\x18\x02 \x03(\v22.strand.v1.IncrementalAlterConfigsRequest.SetEntryR\x03set\x12\x16\n" +
@@ -1476,6 +1506,7 @@ var file_strand_v1_admin_proto_goTypes = []any{
 	nil,                                     // 23: strand.v1.IncrementalAlterConfigsRequest.SetEntry
 	(ErrorCode)(0),                          // 24: strand.v1.ErrorCode
 	(*BrokerInfo)(nil),                      // 25: strand.v1.BrokerInfo
+	(*ConfigSynonym)(nil),                   // 26: strand.v1.ConfigSynonym
 }
 var file_strand_v1_admin_proto_depIdxs = []int32{
 	1,  // 0: strand.v1.CreateTopicsRequest.topics:type_name -> strand.v1.CreatableTopic
@@ -1491,30 +1522,31 @@ var file_strand_v1_admin_proto_depIdxs = []int32{
 	13, // 10: strand.v1.DescribeConfigsResponse.results:type_name -> strand.v1.ConfigResourceResult
 	24, // 11: strand.v1.ConfigResourceResult.error_code:type_name -> strand.v1.ErrorCode
 	14, // 12: strand.v1.ConfigResourceResult.entries:type_name -> strand.v1.ConfigEntry
-	11, // 13: strand.v1.IncrementalAlterConfigsRequest.resource:type_name -> strand.v1.ConfigResource
-	23, // 14: strand.v1.IncrementalAlterConfigsRequest.set:type_name -> strand.v1.IncrementalAlterConfigsRequest.SetEntry
-	24, // 15: strand.v1.IncrementalAlterConfigsResponse.error_code:type_name -> strand.v1.ErrorCode
-	18, // 16: strand.v1.CreatePartitionsRequest.topics:type_name -> strand.v1.CreatePartitionsTopic
-	19, // 17: strand.v1.CreatePartitionsTopic.assignments:type_name -> strand.v1.ReplicaAssignment
-	21, // 18: strand.v1.CreatePartitionsResponse.topics:type_name -> strand.v1.CreatePartitionsResult
-	24, // 19: strand.v1.CreatePartitionsResult.error_code:type_name -> strand.v1.ErrorCode
-	0,  // 20: strand.v1.Admin.CreateTopics:input_type -> strand.v1.CreateTopicsRequest
-	4,  // 21: strand.v1.Admin.DeleteTopics:input_type -> strand.v1.DeleteTopicsRequest
-	7,  // 22: strand.v1.Admin.DescribeCluster:input_type -> strand.v1.DescribeClusterRequest
-	10, // 23: strand.v1.Admin.DescribeConfigs:input_type -> strand.v1.DescribeConfigsRequest
-	15, // 24: strand.v1.Admin.IncrementalAlterConfigs:input_type -> strand.v1.IncrementalAlterConfigsRequest
-	17, // 25: strand.v1.Admin.CreatePartitions:input_type -> strand.v1.CreatePartitionsRequest
-	2,  // 26: strand.v1.Admin.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
-	5,  // 27: strand.v1.Admin.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
-	8,  // 28: strand.v1.Admin.DescribeCluster:output_type -> strand.v1.DescribeClusterResponse
-	12, // 29: strand.v1.Admin.DescribeConfigs:output_type -> strand.v1.DescribeConfigsResponse
-	16, // 30: strand.v1.Admin.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
-	20, // 31: strand.v1.Admin.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
-	26, // [26:32] is the sub-list for method output_type
-	20, // [20:26] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	26, // 13: strand.v1.ConfigEntry.synonyms:type_name -> strand.v1.ConfigSynonym
+	11, // 14: strand.v1.IncrementalAlterConfigsRequest.resource:type_name -> strand.v1.ConfigResource
+	23, // 15: strand.v1.IncrementalAlterConfigsRequest.set:type_name -> strand.v1.IncrementalAlterConfigsRequest.SetEntry
+	24, // 16: strand.v1.IncrementalAlterConfigsResponse.error_code:type_name -> strand.v1.ErrorCode
+	18, // 17: strand.v1.CreatePartitionsRequest.topics:type_name -> strand.v1.CreatePartitionsTopic
+	19, // 18: strand.v1.CreatePartitionsTopic.assignments:type_name -> strand.v1.ReplicaAssignment
+	21, // 19: strand.v1.CreatePartitionsResponse.topics:type_name -> strand.v1.CreatePartitionsResult
+	24, // 20: strand.v1.CreatePartitionsResult.error_code:type_name -> strand.v1.ErrorCode
+	0,  // 21: strand.v1.Admin.CreateTopics:input_type -> strand.v1.CreateTopicsRequest
+	4,  // 22: strand.v1.Admin.DeleteTopics:input_type -> strand.v1.DeleteTopicsRequest
+	7,  // 23: strand.v1.Admin.DescribeCluster:input_type -> strand.v1.DescribeClusterRequest
+	10, // 24: strand.v1.Admin.DescribeConfigs:input_type -> strand.v1.DescribeConfigsRequest
+	15, // 25: strand.v1.Admin.IncrementalAlterConfigs:input_type -> strand.v1.IncrementalAlterConfigsRequest
+	17, // 26: strand.v1.Admin.CreatePartitions:input_type -> strand.v1.CreatePartitionsRequest
+	2,  // 27: strand.v1.Admin.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
+	5,  // 28: strand.v1.Admin.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
+	8,  // 29: strand.v1.Admin.DescribeCluster:output_type -> strand.v1.DescribeClusterResponse
+	12, // 30: strand.v1.Admin.DescribeConfigs:output_type -> strand.v1.DescribeConfigsResponse
+	16, // 31: strand.v1.Admin.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
+	20, // 32: strand.v1.Admin.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
+	27, // [27:33] is the sub-list for method output_type
+	21, // [21:27] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_strand_v1_admin_proto_init() }
@@ -1524,6 +1556,7 @@ func file_strand_v1_admin_proto_init() {
 	}
 	file_strand_v1_common_proto_init()
 	file_strand_v1_metadata_proto_init()
+	file_strand_v1_dynconf_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
