@@ -187,3 +187,42 @@ func containsInt32(s []int32, v int32) bool {
 	}
 	return false
 }
+
+// MoveReplicasOff moves every replica of broker id elsewhere: it plans
+// with PlanRemoveBroker on the current metadata (internal topics too) and
+// starts the reassignments. It returns the plan and each partition's
+// answer; a partition the plan could not place (no other live broker
+// without a replica of it) is left out of both.
+func (a *Admin) MoveReplicasOff(ctx context.Context, id int32) (map[TopicPartition][]int32, map[TopicPartition]error, error) {
+	md, err := a.Metadata(ctx, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	plan := PlanRemoveBroker(md, id)
+	if len(plan) == 0 {
+		return plan, map[TopicPartition]error{}, nil
+	}
+	res, err := a.AlterPartitionReassignments(ctx, plan)
+	return plan, res, err
+}
+
+// WaitReassignments polls until none of tps has a reassignment in
+// progress, or ctx ends.
+func (a *Admin) WaitReassignments(ctx context.Context, tps ...TopicPartition) error {
+	for {
+		ongoing, err := a.ListPartitionReassignments(ctx, tps...)
+		if err != nil {
+			return err
+		}
+		if len(ongoing) == 0 {
+			return nil
+		}
+		t := time.NewTimer(200 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}

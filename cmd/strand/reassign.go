@@ -650,3 +650,56 @@ func reassignList(ctx context.Context, adm *client.Admin) error {
 	}
 	return nil
 }
+
+// removeBrokerCmd is `strand cluster remove-broker N`: move every replica
+// of broker N to the least-loaded other live broker that does not hold
+// the partition yet (client.PlanRemoveBroker), and with --wait, wait until
+// the moves complete. Unregistering the broker is a separate step.
+func removeBrokerCmd() *cobra.Command {
+	var waitDone bool
+	cmd := &cobra.Command{
+		Use:   "remove-broker ID",
+		Short: "Move every partition replica off broker ID (to the least-loaded other live brokers); --wait for the moves to complete",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := strconv.ParseInt(args[0], 10, 32)
+			if err != nil {
+				return fmt.Errorf("broker id %q: %v", args[0], err)
+			}
+			d := 2 * time.Minute
+			if waitDone {
+				d = 24 * time.Hour // bounded by --timeout when given
+			}
+			return withAdmin(cmd, d, func(ctx context.Context, adm *client.Admin) error {
+				plan, res, err := adm.MoveReplicasOff(ctx, int32(id))
+				if err != nil {
+					return err
+				}
+				if len(plan) == 0 {
+					fmt.Printf("Broker %d holds no partition replica that can move.\n", id)
+					return nil
+				}
+				order := make([]client.TopicPartition, 0, len(plan))
+				for tp := range plan {
+					order = append(order, tp)
+				}
+				sortTopicPartitions(order)
+				fmt.Printf("Proposed partition reassignment configuration\n%s\n", formatReassignment(plan))
+				if msg := partitionErrors(order, res); msg != "" {
+					return fmt.Errorf("Error reassigning partition(s):\n%s", msg)
+				}
+				fmt.Printf("Successfully started partition reassignment%s for %s\n", reassignPlural(len(order), "", "s"), joinTopicPartitions(order))
+				if !waitDone {
+					return nil
+				}
+				if err := adm.WaitReassignments(ctx, order...); err != nil {
+					return err
+				}
+				fmt.Printf("Every replica of broker %d has moved.\n", id)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&waitDone, "wait", false, "wait until every move has completed")
+	return cmd
+}

@@ -126,7 +126,6 @@ func TestReassignPartitionsCommand(t *testing.T) {
 		}
 	}
 	c.Stop(spare1)
-	defer func() { c.Start(spare1); c.WaitReady(30 * time.Second) }()
 	var live []string
 	for _, m := range c.Running() {
 		live = append(live, m.Cfg.Listen)
@@ -154,5 +153,28 @@ func TestReassignPartitionsCommand(t *testing.T) {
 	verify = run(t, "", "reassign-partitions", "--verify", "--reassignment-json-file", plan1, b)
 	if !regexp.MustCompile(`^Status of partition reassignment:\nThere is no active reassignment of partition mv-1, but replica set is \d,\d rather than \d,\d\.\n$`).MatchString(verify) {
 		t.Fatalf("--verify after the cancel:\n%s", verify)
+	}
+
+	// cluster remove-broker --wait: every replica leaves the broker.
+	c.Start(spare1)
+	c.WaitReady(30 * time.Second)
+	b = "--bootstrap=" + strings.Join(c.Bootstrap(), ",")
+	victim := c.Partition("mv", 0).Replicas[0]
+	out = lines(run(t, "", "cluster", "remove-broker", fmt.Sprint(victim), "--wait", b))
+	if len(out) != 4 || out[0] != "Proposed partition reassignment configuration" ||
+		!strings.HasPrefix(out[2], "Successfully started partition reassignment") || out[3] != fmt.Sprintf("Every replica of broker %d has moved.", victim) {
+		t.Fatalf("cluster remove-broker output:\n%s", strings.Join(out, "\n"))
+	}
+	for tp, reps := range parsePlan(t, out[1]) {
+		for _, r := range reps {
+			if r == victim {
+				t.Fatalf("plan keeps %s on broker %d: %v", tp, victim, reps)
+			}
+		}
+	}
+	for p := int32(0); p < 2; p++ {
+		if part := c.Partition("mv", p); part.IsReplica(victim) || part.Reassigning() {
+			t.Fatalf("mv-%d after remove-broker %d: replicas %v adding %v", p, victim, part.Replicas, part.AddingReplicas)
+		}
 	}
 }
