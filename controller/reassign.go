@@ -91,6 +91,9 @@ func ReassignRecord(img *metadata.Image, topic string, partition int32, target [
 	if err := checkTarget(img, target); err != nil {
 		return nil, errs.New(pb.ErrorCode_INVALID_REPLICA_ASSIGNMENT, "reassignment of %s-%d: %v", topic, partition, err)
 	}
+	if !p.Reassigning() && equalIDs(target, p.Replicas) {
+		return nil, nil // already there
+	}
 	adding := minus(target, original)
 	removing := minus(original, target)
 	replicas := append(append([]int32(nil), target...), removing...)

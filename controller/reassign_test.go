@@ -138,6 +138,13 @@ func TestReassignReorderCompletesAtOnce(t *testing.T) {
 	want(t, im, state{Replicas: []int32{2, 3}, ISR: []int32{2, 3}, Leader: 2, LE: 3, PE: 7})
 }
 
+func TestReassignToCurrentReplicasIsNoChange(t *testing.T) {
+	im := reassignBase(t)
+	if rec, err := controller.ReassignRecord(im, "t", 0, []int32{1, 2, 3}, false); rec != nil || err != nil {
+		t.Fatalf("reassigning to the current replicas: %v, %v; want no record", rec, err)
+	}
+}
+
 func TestReassignChangeTargetMidway(t *testing.T) {
 	im := clusterImage(t, 5, nil, mt.TopicRec("t", nil), mt.PartRec("t", 0, []int32{1, 2, 3}, []int32{1, 2, 3}, 1, 2, 5))
 	im = reassign(t, im, []int32{2, 3, 4}, false)
