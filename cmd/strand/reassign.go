@@ -395,11 +395,12 @@ func partitionErrors(order []client.TopicPartition, results map[client.TopicPart
 	return strings.Join(lines, "\n")
 }
 
-// setThrottles writes Kafka's throttle configs for the moves: on each
-// moving topic leader.replication.throttled.replicas (its sources, "p:b")
-// and follower.replication.throttled.replicas (its destinations), and on
-// every broker involved the leader and follower rates.
-func setThrottles(ctx context.Context, adm *client.Admin, moves map[client.TopicPartition]partitionMove, rate int64) error {
+// throttleConfigs are Kafka's throttle configs for the moves: per moving
+// topic leader.replication.throttled.replicas (its sources, "p:b") and
+// follower.replication.throttled.replicas (its destinations), each list in
+// Kafka's order (sorted as strings), and the brokers involved, which get
+// the leader and follower rates.
+func throttleConfigs(moves map[client.TopicPartition]partitionMove) (map[string]map[string]string, []int32) {
 	leader, follower := map[string]map[string]bool{}, map[string]map[string]bool{}
 	brokers := map[int32]bool{}
 	for tp, m := range moves {
@@ -415,22 +416,29 @@ func setThrottles(ctx context.Context, adm *client.Admin, moves map[client.Topic
 			brokers[b] = true
 		}
 	}
-	topics := make([]string, 0, len(leader))
+	topics := map[string]map[string]string{}
 	for t := range leader {
+		topics[t] = map[string]string{cfgLeaderThrottledReplicas: throttleList(leader[t]), cfgFollowerThrottledReplicas: throttleList(follower[t])}
+	}
+	return topics, sortedBrokerIDs(brokers)
+}
+
+// setThrottles writes throttleConfigs: the topics' throttled replicas,
+// then each broker's rates (IncrementalAlterConfigs on broker "<id>").
+func setThrottles(ctx context.Context, adm *client.Admin, moves map[client.TopicPartition]partitionMove, rate int64) error {
+	topicCfgs, brokers := throttleConfigs(moves)
+	topics := make([]string, 0, len(topicCfgs))
+	for t := range topicCfgs {
 		topics = append(topics, t)
 	}
 	sort.Strings(topics)
 	for _, t := range topics {
-		set := map[string]string{cfgLeaderThrottledReplicas: throttleList(leader[t]), cfgFollowerThrottledReplicas: throttleList(follower[t])}
-		if set[cfgFollowerThrottledReplicas] == "" {
-			delete(set, cfgFollowerThrottledReplicas)
-		}
-		if err := adm.AlterTopicConfigs(ctx, t, set); err != nil {
+		if err := adm.AlterTopicConfigs(ctx, t, topicCfgs[t]); err != nil {
 			return fmt.Errorf("setting the replication throttle of topic %s: %w", t, err)
 		}
 	}
 	v := strconv.FormatInt(rate, 10)
-	for _, id := range sortedBrokerIDs(brokers) {
+	for _, id := range brokers {
 		if err := alterBrokerConfig(ctx, adm, id, map[string]string{cfgLeaderThrottleRate: v, cfgFollowerThrottleRate: v}, nil); err != nil {
 			return fmt.Errorf("setting the replication throttle of broker %d: %w", id, err)
 		}

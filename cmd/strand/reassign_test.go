@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/testkit/testcluster"
 )
 
@@ -176,5 +177,28 @@ func TestReassignPartitionsCommand(t *testing.T) {
 		if part := c.Partition("mv", p); part.IsReplica(victim) || part.Reassigning() {
 			t.Fatalf("mv-%d after remove-broker %d: replicas %v adding %v", p, victim, part.Replicas, part.AddingReplicas)
 		}
+	}
+}
+
+// TestThrottleConfigs: --throttle's configs, as Kafka computes them: the
+// leader list names each moving partition's current replicas, the follower
+// list its new ones, and every broker on either side gets the rates.
+// (On this branch a broker resource "<id>" and the topic throttle configs
+// are refused, so the writes themselves are not exercised end to end.)
+func TestThrottleConfigs(t *testing.T) {
+	topics, brokers := throttleConfigs(map[client.TopicPartition]partitionMove{
+		{Topic: "foo", Partition: 0}:  {sources: []int32{1, 2, 3}, destinations: []int32{4}},
+		{Topic: "foo", Partition: 10}: {sources: []int32{2, 3}, destinations: []int32{5, 1}},
+		{Topic: "bar", Partition: 1}:  {sources: []int32{3}},
+	})
+	want := map[string]map[string]string{
+		"foo": {cfgLeaderThrottledReplicas: "0:1,0:2,0:3,10:2,10:3", cfgFollowerThrottledReplicas: "0:4,10:1,10:5"},
+		"bar": {cfgLeaderThrottledReplicas: "1:3", cfgFollowerThrottledReplicas: ""},
+	}
+	if fmt.Sprint(topics) != fmt.Sprint(want) {
+		t.Fatalf("topic throttles %v, want %v", topics, want)
+	}
+	if fmt.Sprint(brokers) != "[1 2 3 4 5]" {
+		t.Fatalf("throttled brokers %v, want [1 2 3 4 5]", brokers)
 	}
 }
