@@ -30,6 +30,7 @@ func TestReassign(t *testing.T) {
 	t.Run("kadm list and cancel", func(t *testing.T) { testReassignListCancel(t, c, adm) })
 	t.Run("move data partition", func(t *testing.T) { testReassignData(t, c, adm) })
 	t.Run("move transaction state partition", func(t *testing.T) { testReassignTxnState(t, c, adm) })
+	t.Run("move consumer offsets partition", func(t *testing.T) { testReassignOffsets(t, c, adm) })
 }
 
 func lookup[R any](m map[string]map[int32]R, topic string, p int32) (R, bool) {
@@ -353,5 +354,79 @@ func testReassignTxnState(t *testing.T, c *testcluster.Cluster, adm *kadm.Client
 	got := readCommitted(t, ctx, c, topic, 1)[0]
 	if fmt.Sprint(got) != fmt.Sprint([]string{"a1", "a2", "a3", "b1", "b2"}) {
 		t.Fatalf("read_committed after the move: %v", got)
+	}
+}
+
+// testReassignOffsets: a group's committed offset survives its
+// __consumer_offsets partition moving off its leader, and the group
+// coordinator on the new leader takes the next commit.
+func testReassignOffsets(t *testing.T, c *testcluster.Cluster, adm *kadm.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	const topic, group = "reassign-offsets-data", "reassign-group"
+	c.CreateTopic(topic, 1, 3, nil)
+	commit := func(at int64) {
+		t.Helper()
+		var os kadm.Offsets
+		os.AddOffset(topic, 0, at, -1)
+		var resp kadm.OffsetResponses
+		var err error
+		for ctx.Err() == nil { // the coordinator may still be loading or moving
+			if resp, err = adm.CommitOffsets(ctx, group, os); err == nil && resp.Error() == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Fatalf("commit %d: %v %v", at, err, resp.Error())
+	}
+	fetched := func() int64 {
+		t.Helper()
+		resp, err := adm.FetchOffsets(ctx, group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, ok := resp.Lookup(topic, 0)
+		if !ok || o.Err != nil {
+			t.Fatalf("fetch offsets: %v (found %v)", o.Err, ok)
+		}
+		return o.At
+	}
+	commit(5)
+	st := c.Image().Topic(metadata.InternalOffsetsTopic)
+	if st == nil {
+		t.Fatal("no __consumer_offsets topic after a commit")
+	}
+	var part *metadata.Partition
+	for _, p := range st.Partitions {
+		if l := c.Log(p.Leader, p.Topic, p.Partition); l != nil && l.LogEndOffset() > 0 {
+			if part != nil {
+				t.Fatalf("two __consumer_offsets partitions hold records: %d and %d", part.Partition, p.Partition)
+			}
+			part = p
+		}
+	}
+	if part == nil {
+		t.Fatal("no __consumer_offsets partition holds the commit")
+	}
+	target := othersThan(c, part.Leader)
+	alter(t, ctx, adm, part.Topic, part.Partition, target)
+	after := waitMoved(t, c, part.Topic, part.Partition, target)
+	t.Logf("%s-%d moved from %v (leader %d) to %v (leader %d)", part.Topic, part.Partition, part.Replicas, part.Leader, after.Replicas, after.Leader)
+	var got int64
+	c.Eventually(30*time.Second, "the committed offset from the new coordinator", func() bool {
+		resp, err := adm.FetchOffsets(ctx, group)
+		if err != nil {
+			return false
+		}
+		o, ok := resp.Lookup(topic, 0)
+		got = o.At
+		return ok && o.Err == nil
+	})
+	if got != 5 {
+		t.Fatalf("committed offset after the move: %d, want 5", got)
+	}
+	commit(9)
+	if got := fetched(); got != 9 {
+		t.Fatalf("committed offset after a commit on the new leader: %d, want 9", got)
 	}
 }
