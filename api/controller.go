@@ -137,3 +137,16 @@ func (s *controllerService) FetchMetadata(req *pb.FetchMetadataRequest, stream p
 		}
 	}
 }
+
+// --- issue 21: reassign ---
+
+func (s *controllerService) AlterPartitionReassignments(ctx context.Context, req *pb.AlterPartitionReassignmentsRequest) (*pb.AlterPartitionReassignmentsResponse, error) {
+	res, err := s.d.Controller.AlterPartitionReassignments(ctx, req)
+	if rerr := s.route(err); rerr != nil {
+		return nil, rerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &pb.AlterPartitionReassignmentsResponse{Responses: res}, nil
+}

@@ -161,3 +161,13 @@ func (s *groupsService) OffsetDelete(ctx context.Context, req *pb.OffsetDeleteRe
 func (s *adminService) CreatePartitions(ctx context.Context, req *pb.CreatePartitionsRequest) (*pb.CreatePartitionsResponse, error) {
 	return answer(s.h.CreatePartitions(ctx, req))
 }
+
+// --- issue 21: reassign ---
+
+func (s *adminService) AlterPartitionReassignments(ctx context.Context, req *pb.AlterPartitionReassignmentsRequest) (*pb.AlterPartitionReassignmentsResponse, error) {
+	return answer(s.h.AlterPartitionReassignments(ctx, req))
+}
+
+func (s *adminService) ListPartitionReassignments(ctx context.Context, req *pb.ListPartitionReassignmentsRequest) (*pb.ListPartitionReassignmentsResponse, error) {
+	return answer(s.h.ListPartitionReassignments(ctx, req))
+}

@@ -142,6 +142,7 @@ var (
 	ErrFencedInstanceID            = &Error{Code: pb.ErrorCode_FENCED_INSTANCE_ID}
 	ErrEligibleLeadersNotAvailable = &Error{Code: pb.ErrorCode_ELIGIBLE_LEADERS_NOT_AVAILABLE}
 	ErrElectionNotNeeded           = &Error{Code: pb.ErrorCode_ELECTION_NOT_NEEDED}
+	ErrNoReassignmentInProgress    = &Error{Code: pb.ErrorCode_NO_REASSIGNMENT_IN_PROGRESS}
 	ErrGroupSubscribedToTopic      = &Error{Code: pb.ErrorCode_GROUP_SUBSCRIBED_TO_TOPIC}
 	ErrInvalidRecord               = &Error{Code: pb.ErrorCode_INVALID_RECORD}
 	ErrUnstableOffsetCommit        = &Error{Code: pb.ErrorCode_UNSTABLE_OFFSET_COMMIT}

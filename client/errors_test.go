@@ -80,6 +80,7 @@ func TestEveryCodeHasASentinel(t *testing.T) {
 		pb.ErrorCode_FENCED_INSTANCE_ID:               ErrFencedInstanceID,
 		pb.ErrorCode_ELIGIBLE_LEADERS_NOT_AVAILABLE:   ErrEligibleLeadersNotAvailable,
 		pb.ErrorCode_ELECTION_NOT_NEEDED:              ErrElectionNotNeeded,
+		pb.ErrorCode_NO_REASSIGNMENT_IN_PROGRESS:      ErrNoReassignmentInProgress,
 		pb.ErrorCode_INVALID_RECORD:                   ErrInvalidRecord,
 		pb.ErrorCode_UNSTABLE_OFFSET_COMMIT:           ErrUnstableOffsetCommit,
 		pb.ErrorCode_PRODUCER_FENCED:                  ErrProducerFenced,

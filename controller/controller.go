@@ -158,6 +158,7 @@ func (c *Controller) tick(ctx context.Context) {
 			}
 		}
 	}
+	c.completeReassignmentsLocked(ctx)
 	if now.Sub(c.lastUncl) >= c.cfg.UncleanCheckInterval {
 		c.lastUncl = now
 		c.uncleanLocked(ctx)
@@ -420,6 +421,8 @@ func (c *Controller) AlterPartition(ctx context.Context, req *pb.AlterPartitionR
 			it := req.Partitions[i]
 			fillResult(results[i], img.Partition(it.Topic, it.Partition))
 		}
+		// An expansion may complete a reassignment (reassign.go).
+		c.completeReassignmentsLocked(ctx)
 	}
 	return results, nil
 }

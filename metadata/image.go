@@ -64,16 +64,18 @@ func (b *Broker) PeerAddress() string {
 
 // Partition is a partition's replicas, ISR and leadership.
 type Partition struct {
-	Topic     string
-	Partition int32
-	Replicas  []int32
-	ISR       []int32
-	// KIP-455: replicas being added / removed by a reassignment
+	Topic          string
+	Partition      int32
+	Replicas       []int32
+	ISR            []int32
+	Leader         int32
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	// AddingReplicas and RemovingReplicas are a reassignment in progress
+	// (KIP-455): Replicas holds the target and the original replicas
+	// together until every adding one is in the ISR.
 	AddingReplicas   []int32
 	RemovingReplicas []int32
-	Leader           int32
-	LeaderEpoch      int32
-	PartitionEpoch   int32
 }
 
 // Clone deep-copies p.
@@ -81,7 +83,21 @@ func (p *Partition) Clone() *Partition {
 	c := *p
 	c.Replicas = append([]int32(nil), p.Replicas...)
 	c.ISR = append([]int32(nil), p.ISR...)
+	c.AddingReplicas = cloneIDs(p.AddingReplicas)
+	c.RemovingReplicas = cloneIDs(p.RemovingReplicas)
 	return &c
+}
+
+// Reassigning reports whether a reassignment is in progress.
+func (p *Partition) Reassigning() bool {
+	return len(p.AddingReplicas) > 0 || len(p.RemovingReplicas) > 0
+}
+
+func cloneIDs(s []int32) []int32 {
+	if len(s) == 0 {
+		return nil
+	}
+	return append([]int32(nil), s...)
 }
 
 // InISR reports whether id is in the ISR.
@@ -398,6 +414,7 @@ func (b *builder) record(r *pb.MetadataRecord, offset int64) error {
 			Topic: pr.Topic, Partition: pr.Partition,
 			Replicas: append([]int32(nil), pr.Replicas...), ISR: append([]int32(nil), pr.Isr...),
 			Leader: pr.Leader, LeaderEpoch: pr.LeaderEpoch, PartitionEpoch: pr.PartitionEpoch,
+			AddingReplicas: cloneIDs(pr.AddingReplicas), RemovingReplicas: cloneIDs(pr.RemovingReplicas),
 		})
 	case *pb.MetadataRecord_PartitionChange:
 		pc := x.PartitionChange
@@ -412,6 +429,13 @@ func (b *builder) record(r *pb.MetadataRecord, offset int64) error {
 		np := cur.Clone()
 		np.Leader, np.ISR = pc.Leader, append([]int32(nil), pc.Isr...)
 		np.LeaderEpoch, np.PartitionEpoch = pc.LeaderEpoch, pc.PartitionEpoch
+		if a := pc.Assignment; a != nil { // absent in older records: unchanged
+			if len(a.Replicas) == 0 {
+				return fmt.Errorf("partition change %s-%d leaves no replicas", pc.Topic, pc.Partition)
+			}
+			np.Replicas = append([]int32(nil), a.Replicas...)
+			np.AddingReplicas, np.RemovingReplicas = cloneIDs(a.AddingReplicas), cloneIDs(a.RemovingReplicas)
+		}
 		b.setPartition(t, np)
 	case *pb.MetadataRecord_RemoveTopic:
 		t := b.im.Topics[x.RemoveTopic.Name]
@@ -552,6 +576,7 @@ func (im *Image) SnapshotRecords() *pb.MetadataBatch {
 		for _, p := range t.Partitions {
 			add(&pb.MetadataRecord{Record: &pb.MetadataRecord_Partition{Partition: &pb.PartitionRecord{
 				Topic: p.Topic, Partition: p.Partition, Replicas: p.Replicas, Isr: p.ISR, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch,
+				AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas,
 			}}})
 		}
 	}

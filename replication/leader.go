@@ -50,6 +50,26 @@ func NewLeaderState(self int32, replicas, isr []int32, leaderEpoch, partitionEpo
 	return s
 }
 
+// SetReplicas installs a new replica set under the same leadership (a
+// reassignment adds or removes replicas without a new leader epoch):
+// followers that stay keep what the leader knows of them, new ones start
+// unknown (log end -1, caught up at now, as at the start of leadership, so
+// they join the ISR only through an expansion once they have caught up),
+// and removed ones are forgotten.
+func (s *LeaderState) SetReplicas(replicas []int32, now time.Time) {
+	s.Replicas = append([]int32(nil), replicas...)
+	for _, r := range replicas {
+		if r != s.Self && s.followers[r] == nil {
+			s.followers[r] = &followerState{leo: -1, lastCaughtUp: now, lastFetch: now}
+		}
+	}
+	for id := range s.followers {
+		if !has(replicas, id) {
+			delete(s.followers, id)
+		}
+	}
+}
+
 // OnFetch records a follower fetch at fetchOffset while the leader's log
 // end was leaderLEO. A follower caught up with the log end is caught up now;
 // one that reached the log end of its previous fetch was caught up then.

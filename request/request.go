@@ -32,6 +32,8 @@
 //     forwarded to the active controller (controller/channel.Remote);
 //     DescribeConfigs and a validate-only IncrementalAlterConfigs answer
 //     from the image (admin_validate.go).
+//   - AlterPartitionReassignments (reassign.go): forwarded to the active
+//     controller; ListPartitionReassignments answers from the image.
 //
 // What a request may carry is checked here, once for every front door
 // (edge.go): strings over Kafka's 32767-byte limit, integers that do not

@@ -211,6 +211,7 @@ func brokerKnowsTopic(ctx context.Context, adm *client.Admin, id int32, topic st
 
 func clusterCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "cluster", Short: "Cluster state"}
+	cmd.AddCommand(removeBrokerCmd()) // reassign.go
 	cmd.AddCommand(&cobra.Command{
 		Use:   "describe",
 		Short: "Nodes, the active controller, fenced brokers",

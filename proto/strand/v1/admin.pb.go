@@ -1353,7 +1353,7 @@ var File_strand_v1_admin_proto protoreflect.FileDescriptor
 
 const file_strand_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x15strand/v1/admin.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x18strand/v1/metadata.proto\x1a\x17strand/v1/dynconf.proto\"\x8c\x01\n" +
+	"\x15strand/v1/admin.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x18strand/v1/metadata.proto\x1a\x17strand/v1/dynconf.proto\x1a\x18strand/v1/reassign.proto\"\x8c\x01\n" +
 	"\x13CreateTopicsRequest\x121\n" +
 	"\x06topics\x18\x01 \x03(\v2\x19.strand.v1.CreatableTopicR\x06topics\x12\x1d\n" +
 	"\n" +
@@ -1457,14 +1457,16 @@ const file_strand_v1_admin_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
 	"\n" +
 	"error_code\x18\x02 \x01(\x0e2\x14.strand.v1.ErrorCodeR\terrorCode\x12#\n" +
-	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage2\xac\x04\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage2\xa5\x06\n" +
 	"\x05Admin\x12O\n" +
 	"\fCreateTopics\x12\x1e.strand.v1.CreateTopicsRequest\x1a\x1f.strand.v1.CreateTopicsResponse\x12O\n" +
 	"\fDeleteTopics\x12\x1e.strand.v1.DeleteTopicsRequest\x1a\x1f.strand.v1.DeleteTopicsResponse\x12X\n" +
 	"\x0fDescribeCluster\x12!.strand.v1.DescribeClusterRequest\x1a\".strand.v1.DescribeClusterResponse\x12X\n" +
 	"\x0fDescribeConfigs\x12!.strand.v1.DescribeConfigsRequest\x1a\".strand.v1.DescribeConfigsResponse\x12p\n" +
 	"\x17IncrementalAlterConfigs\x12).strand.v1.IncrementalAlterConfigsRequest\x1a*.strand.v1.IncrementalAlterConfigsResponse\x12[\n" +
-	"\x10CreatePartitions\x12\".strand.v1.CreatePartitionsRequest\x1a#.strand.v1.CreatePartitionsResponseB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
+	"\x10CreatePartitions\x12\".strand.v1.CreatePartitionsRequest\x1a#.strand.v1.CreatePartitionsResponse\x12|\n" +
+	"\x1bAlterPartitionReassignments\x12-.strand.v1.AlterPartitionReassignmentsRequest\x1a..strand.v1.AlterPartitionReassignmentsResponse\x12y\n" +
+	"\x1aListPartitionReassignments\x12,.strand.v1.ListPartitionReassignmentsRequest\x1a-.strand.v1.ListPartitionReassignmentsResponseB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
 
 var (
 	file_strand_v1_admin_proto_rawDescOnce sync.Once
@@ -1480,33 +1482,37 @@ func file_strand_v1_admin_proto_rawDescGZIP() []byte {
 
 var file_strand_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_strand_v1_admin_proto_goTypes = []any{
-	(*CreateTopicsRequest)(nil),             // 0: strand.v1.CreateTopicsRequest
-	(*CreatableTopic)(nil),                  // 1: strand.v1.CreatableTopic
-	(*CreateTopicsResponse)(nil),            // 2: strand.v1.CreateTopicsResponse
-	(*CreatableTopicResult)(nil),            // 3: strand.v1.CreatableTopicResult
-	(*DeleteTopicsRequest)(nil),             // 4: strand.v1.DeleteTopicsRequest
-	(*DeleteTopicsResponse)(nil),            // 5: strand.v1.DeleteTopicsResponse
-	(*DeletableTopicResult)(nil),            // 6: strand.v1.DeletableTopicResult
-	(*DescribeClusterRequest)(nil),          // 7: strand.v1.DescribeClusterRequest
-	(*DescribeClusterResponse)(nil),         // 8: strand.v1.DescribeClusterResponse
-	(*ControllerInfo)(nil),                  // 9: strand.v1.ControllerInfo
-	(*DescribeConfigsRequest)(nil),          // 10: strand.v1.DescribeConfigsRequest
-	(*ConfigResource)(nil),                  // 11: strand.v1.ConfigResource
-	(*DescribeConfigsResponse)(nil),         // 12: strand.v1.DescribeConfigsResponse
-	(*ConfigResourceResult)(nil),            // 13: strand.v1.ConfigResourceResult
-	(*ConfigEntry)(nil),                     // 14: strand.v1.ConfigEntry
-	(*IncrementalAlterConfigsRequest)(nil),  // 15: strand.v1.IncrementalAlterConfigsRequest
-	(*IncrementalAlterConfigsResponse)(nil), // 16: strand.v1.IncrementalAlterConfigsResponse
-	(*CreatePartitionsRequest)(nil),         // 17: strand.v1.CreatePartitionsRequest
-	(*CreatePartitionsTopic)(nil),           // 18: strand.v1.CreatePartitionsTopic
-	(*ReplicaAssignment)(nil),               // 19: strand.v1.ReplicaAssignment
-	(*CreatePartitionsResponse)(nil),        // 20: strand.v1.CreatePartitionsResponse
-	(*CreatePartitionsResult)(nil),          // 21: strand.v1.CreatePartitionsResult
-	nil,                                     // 22: strand.v1.CreatableTopic.ConfigsEntry
-	nil,                                     // 23: strand.v1.IncrementalAlterConfigsRequest.SetEntry
-	(ErrorCode)(0),                          // 24: strand.v1.ErrorCode
-	(*BrokerInfo)(nil),                      // 25: strand.v1.BrokerInfo
-	(*ConfigSynonym)(nil),                   // 26: strand.v1.ConfigSynonym
+	(*CreateTopicsRequest)(nil),                 // 0: strand.v1.CreateTopicsRequest
+	(*CreatableTopic)(nil),                      // 1: strand.v1.CreatableTopic
+	(*CreateTopicsResponse)(nil),                // 2: strand.v1.CreateTopicsResponse
+	(*CreatableTopicResult)(nil),                // 3: strand.v1.CreatableTopicResult
+	(*DeleteTopicsRequest)(nil),                 // 4: strand.v1.DeleteTopicsRequest
+	(*DeleteTopicsResponse)(nil),                // 5: strand.v1.DeleteTopicsResponse
+	(*DeletableTopicResult)(nil),                // 6: strand.v1.DeletableTopicResult
+	(*DescribeClusterRequest)(nil),              // 7: strand.v1.DescribeClusterRequest
+	(*DescribeClusterResponse)(nil),             // 8: strand.v1.DescribeClusterResponse
+	(*ControllerInfo)(nil),                      // 9: strand.v1.ControllerInfo
+	(*DescribeConfigsRequest)(nil),              // 10: strand.v1.DescribeConfigsRequest
+	(*ConfigResource)(nil),                      // 11: strand.v1.ConfigResource
+	(*DescribeConfigsResponse)(nil),             // 12: strand.v1.DescribeConfigsResponse
+	(*ConfigResourceResult)(nil),                // 13: strand.v1.ConfigResourceResult
+	(*ConfigEntry)(nil),                         // 14: strand.v1.ConfigEntry
+	(*IncrementalAlterConfigsRequest)(nil),      // 15: strand.v1.IncrementalAlterConfigsRequest
+	(*IncrementalAlterConfigsResponse)(nil),     // 16: strand.v1.IncrementalAlterConfigsResponse
+	(*CreatePartitionsRequest)(nil),             // 17: strand.v1.CreatePartitionsRequest
+	(*CreatePartitionsTopic)(nil),               // 18: strand.v1.CreatePartitionsTopic
+	(*ReplicaAssignment)(nil),                   // 19: strand.v1.ReplicaAssignment
+	(*CreatePartitionsResponse)(nil),            // 20: strand.v1.CreatePartitionsResponse
+	(*CreatePartitionsResult)(nil),              // 21: strand.v1.CreatePartitionsResult
+	nil,                                         // 22: strand.v1.CreatableTopic.ConfigsEntry
+	nil,                                         // 23: strand.v1.IncrementalAlterConfigsRequest.SetEntry
+	(ErrorCode)(0),                              // 24: strand.v1.ErrorCode
+	(*BrokerInfo)(nil),                          // 25: strand.v1.BrokerInfo
+	(*ConfigSynonym)(nil),                       // 26: strand.v1.ConfigSynonym
+	(*AlterPartitionReassignmentsRequest)(nil),  // 27: strand.v1.AlterPartitionReassignmentsRequest
+	(*ListPartitionReassignmentsRequest)(nil),   // 28: strand.v1.ListPartitionReassignmentsRequest
+	(*AlterPartitionReassignmentsResponse)(nil), // 29: strand.v1.AlterPartitionReassignmentsResponse
+	(*ListPartitionReassignmentsResponse)(nil),  // 30: strand.v1.ListPartitionReassignmentsResponse
 }
 var file_strand_v1_admin_proto_depIdxs = []int32{
 	1,  // 0: strand.v1.CreateTopicsRequest.topics:type_name -> strand.v1.CreatableTopic
@@ -1536,14 +1542,18 @@ var file_strand_v1_admin_proto_depIdxs = []int32{
 	10, // 24: strand.v1.Admin.DescribeConfigs:input_type -> strand.v1.DescribeConfigsRequest
 	15, // 25: strand.v1.Admin.IncrementalAlterConfigs:input_type -> strand.v1.IncrementalAlterConfigsRequest
 	17, // 26: strand.v1.Admin.CreatePartitions:input_type -> strand.v1.CreatePartitionsRequest
-	2,  // 27: strand.v1.Admin.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
-	5,  // 28: strand.v1.Admin.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
-	8,  // 29: strand.v1.Admin.DescribeCluster:output_type -> strand.v1.DescribeClusterResponse
-	12, // 30: strand.v1.Admin.DescribeConfigs:output_type -> strand.v1.DescribeConfigsResponse
-	16, // 31: strand.v1.Admin.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
-	20, // 32: strand.v1.Admin.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
-	27, // [27:33] is the sub-list for method output_type
-	21, // [21:27] is the sub-list for method input_type
+	27, // 27: strand.v1.Admin.AlterPartitionReassignments:input_type -> strand.v1.AlterPartitionReassignmentsRequest
+	28, // 28: strand.v1.Admin.ListPartitionReassignments:input_type -> strand.v1.ListPartitionReassignmentsRequest
+	2,  // 29: strand.v1.Admin.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
+	5,  // 30: strand.v1.Admin.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
+	8,  // 31: strand.v1.Admin.DescribeCluster:output_type -> strand.v1.DescribeClusterResponse
+	12, // 32: strand.v1.Admin.DescribeConfigs:output_type -> strand.v1.DescribeConfigsResponse
+	16, // 33: strand.v1.Admin.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
+	20, // 34: strand.v1.Admin.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
+	29, // 35: strand.v1.Admin.AlterPartitionReassignments:output_type -> strand.v1.AlterPartitionReassignmentsResponse
+	30, // 36: strand.v1.Admin.ListPartitionReassignments:output_type -> strand.v1.ListPartitionReassignmentsResponse
+	29, // [29:37] is the sub-list for method output_type
+	21, // [21:29] is the sub-list for method input_type
 	21, // [21:21] is the sub-list for extension type_name
 	21, // [21:21] is the sub-list for extension extendee
 	0,  // [0:21] is the sub-list for field type_name
@@ -1557,6 +1567,7 @@ func file_strand_v1_admin_proto_init() {
 	file_strand_v1_common_proto_init()
 	file_strand_v1_metadata_proto_init()
 	file_strand_v1_dynconf_proto_init()
+	file_strand_v1_reassign_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

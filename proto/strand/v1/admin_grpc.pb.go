@@ -19,12 +19,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Admin_CreateTopics_FullMethodName            = "/strand.v1.Admin/CreateTopics"
-	Admin_DeleteTopics_FullMethodName            = "/strand.v1.Admin/DeleteTopics"
-	Admin_DescribeCluster_FullMethodName         = "/strand.v1.Admin/DescribeCluster"
-	Admin_DescribeConfigs_FullMethodName         = "/strand.v1.Admin/DescribeConfigs"
-	Admin_IncrementalAlterConfigs_FullMethodName = "/strand.v1.Admin/IncrementalAlterConfigs"
-	Admin_CreatePartitions_FullMethodName        = "/strand.v1.Admin/CreatePartitions"
+	Admin_CreateTopics_FullMethodName                = "/strand.v1.Admin/CreateTopics"
+	Admin_DeleteTopics_FullMethodName                = "/strand.v1.Admin/DeleteTopics"
+	Admin_DescribeCluster_FullMethodName             = "/strand.v1.Admin/DescribeCluster"
+	Admin_DescribeConfigs_FullMethodName             = "/strand.v1.Admin/DescribeConfigs"
+	Admin_IncrementalAlterConfigs_FullMethodName     = "/strand.v1.Admin/IncrementalAlterConfigs"
+	Admin_CreatePartitions_FullMethodName            = "/strand.v1.Admin/CreatePartitions"
+	Admin_AlterPartitionReassignments_FullMethodName = "/strand.v1.Admin/AlterPartitionReassignments"
+	Admin_ListPartitionReassignments_FullMethodName  = "/strand.v1.Admin/ListPartitionReassignments"
 )
 
 // AdminClient is the client API for Admin service.
@@ -50,6 +52,15 @@ type AdminClient interface {
 	// INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST
 	// (internal topics), NOT_CONTROLLER, REQUEST_TIMED_OUT.
 	CreatePartitions(ctx context.Context, in *CreatePartitionsRequest, opts ...grpc.CallOption) (*CreatePartitionsResponse, error)
+	// --- issue 21: reassign ---
+	// AlterPartitionReassignments starts or cancels (no replicas) partition
+	// reassignments (KIP-455). Errors per partition: NONE,
+	// UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT,
+	// NO_REASSIGNMENT_IN_PROGRESS, NOT_CONTROLLER, REQUEST_TIMED_OUT.
+	AlterPartitionReassignments(ctx context.Context, in *AlterPartitionReassignmentsRequest, opts ...grpc.CallOption) (*AlterPartitionReassignmentsResponse, error)
+	// ListPartitionReassignments lists the reassignments in progress (all,
+	// or of the named partitions).
+	ListPartitionReassignments(ctx context.Context, in *ListPartitionReassignmentsRequest, opts ...grpc.CallOption) (*ListPartitionReassignmentsResponse, error)
 }
 
 type adminClient struct {
@@ -120,6 +131,26 @@ func (c *adminClient) CreatePartitions(ctx context.Context, in *CreatePartitions
 	return out, nil
 }
 
+func (c *adminClient) AlterPartitionReassignments(ctx context.Context, in *AlterPartitionReassignmentsRequest, opts ...grpc.CallOption) (*AlterPartitionReassignmentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlterPartitionReassignmentsResponse)
+	err := c.cc.Invoke(ctx, Admin_AlterPartitionReassignments_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ListPartitionReassignments(ctx context.Context, in *ListPartitionReassignmentsRequest, opts ...grpc.CallOption) (*ListPartitionReassignmentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPartitionReassignmentsResponse)
+	err := c.cc.Invoke(ctx, Admin_ListPartitionReassignments_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -143,6 +174,15 @@ type AdminServer interface {
 	// INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST
 	// (internal topics), NOT_CONTROLLER, REQUEST_TIMED_OUT.
 	CreatePartitions(context.Context, *CreatePartitionsRequest) (*CreatePartitionsResponse, error)
+	// --- issue 21: reassign ---
+	// AlterPartitionReassignments starts or cancels (no replicas) partition
+	// reassignments (KIP-455). Errors per partition: NONE,
+	// UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT,
+	// NO_REASSIGNMENT_IN_PROGRESS, NOT_CONTROLLER, REQUEST_TIMED_OUT.
+	AlterPartitionReassignments(context.Context, *AlterPartitionReassignmentsRequest) (*AlterPartitionReassignmentsResponse, error)
+	// ListPartitionReassignments lists the reassignments in progress (all,
+	// or of the named partitions).
+	ListPartitionReassignments(context.Context, *ListPartitionReassignmentsRequest) (*ListPartitionReassignmentsResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -170,6 +210,12 @@ func (UnimplementedAdminServer) IncrementalAlterConfigs(context.Context, *Increm
 }
 func (UnimplementedAdminServer) CreatePartitions(context.Context, *CreatePartitionsRequest) (*CreatePartitionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreatePartitions not implemented")
+}
+func (UnimplementedAdminServer) AlterPartitionReassignments(context.Context, *AlterPartitionReassignmentsRequest) (*AlterPartitionReassignmentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AlterPartitionReassignments not implemented")
+}
+func (UnimplementedAdminServer) ListPartitionReassignments(context.Context, *ListPartitionReassignmentsRequest) (*ListPartitionReassignmentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPartitionReassignments not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -300,6 +346,42 @@ func _Admin_CreatePartitions_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_AlterPartitionReassignments_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlterPartitionReassignmentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).AlterPartitionReassignments(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_AlterPartitionReassignments_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).AlterPartitionReassignments(ctx, req.(*AlterPartitionReassignmentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ListPartitionReassignments_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPartitionReassignmentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListPartitionReassignments(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListPartitionReassignments_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListPartitionReassignments(ctx, req.(*ListPartitionReassignmentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -330,6 +412,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CreatePartitions",
 			Handler:    _Admin_CreatePartitions_Handler,
+		},
+		{
+			MethodName: "AlterPartitionReassignments",
+			Handler:    _Admin_AlterPartitionReassignments_Handler,
+		},
+		{
+			MethodName: "ListPartitionReassignments",
+			Handler:    _Admin_ListPartitionReassignments_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

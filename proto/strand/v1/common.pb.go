@@ -97,6 +97,7 @@ const (
 	ErrorCode_FENCED_INSTANCE_ID             ErrorCode = 82
 	ErrorCode_ELIGIBLE_LEADERS_NOT_AVAILABLE ErrorCode = 83
 	ErrorCode_ELECTION_NOT_NEEDED            ErrorCode = 84
+	ErrorCode_NO_REASSIGNMENT_IN_PROGRESS    ErrorCode = 85
 	// GROUP_SUBSCRIBED_TO_TOPIC: an offset of a topic the group's members
 	// consume cannot be deleted.
 	ErrorCode_GROUP_SUBSCRIBED_TO_TOPIC ErrorCode = 86
@@ -196,6 +197,7 @@ var (
 		82:    "FENCED_INSTANCE_ID",
 		83:    "ELIGIBLE_LEADERS_NOT_AVAILABLE",
 		84:    "ELECTION_NOT_NEEDED",
+		85:    "NO_REASSIGNMENT_IN_PROGRESS",
 		86:    "GROUP_SUBSCRIBED_TO_TOPIC",
 		87:    "INVALID_RECORD",
 		88:    "UNSTABLE_OFFSET_COMMIT",
@@ -281,6 +283,7 @@ var (
 		"FENCED_INSTANCE_ID":               82,
 		"ELIGIBLE_LEADERS_NOT_AVAILABLE":   83,
 		"ELECTION_NOT_NEEDED":              84,
+		"NO_REASSIGNMENT_IN_PROGRESS":      85,
 		"GROUP_SUBSCRIBED_TO_TOPIC":        86,
 		"INVALID_RECORD":                   87,
 		"UNSTABLE_OFFSET_COMMIT":           88,
@@ -436,7 +439,7 @@ const file_strand_v1_common_proto_rawDesc = "" +
 	"\x16strand/v1/common.proto\x12\tstrand.v1\"D\n" +
 	"\x0eTopicPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
-	"\tpartition\x18\x02 \x01(\x05R\tpartition*\xdc\x11\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition*\xfd\x11\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12!\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\x17\n" +
@@ -503,7 +506,8 @@ const file_strand_v1_common_proto_rawDesc = "" +
 	"\x1ePREFERRED_LEADER_NOT_AVAILABLE\x10P\x12\x16\n" +
 	"\x12FENCED_INSTANCE_ID\x10R\x12\"\n" +
 	"\x1eELIGIBLE_LEADERS_NOT_AVAILABLE\x10S\x12\x17\n" +
-	"\x13ELECTION_NOT_NEEDED\x10T\x12\x1d\n" +
+	"\x13ELECTION_NOT_NEEDED\x10T\x12\x1f\n" +
+	"\x1bNO_REASSIGNMENT_IN_PROGRESS\x10U\x12\x1d\n" +
 	"\x19GROUP_SUBSCRIBED_TO_TOPIC\x10V\x12\x12\n" +
 	"\x0eINVALID_RECORD\x10W\x12\x1a\n" +
 	"\x16UNSTABLE_OFFSET_COMMIT\x10X\x12\x13\n" +

@@ -1702,8 +1702,11 @@ type PartitionRecord struct {
 	Leader         int32                  `protobuf:"varint,5,opt,name=leader,proto3" json:"leader,omitempty"`
 	LeaderEpoch    int32                  `protobuf:"varint,6,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
 	PartitionEpoch int32                  `protobuf:"varint,7,opt,name=partition_epoch,json=partitionEpoch,proto3" json:"partition_epoch,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// KIP-455: replicas being added / removed by a reassignment in progress.
+	AddingReplicas   []int32 `protobuf:"varint,8,rep,packed,name=adding_replicas,json=addingReplicas,proto3" json:"adding_replicas,omitempty"`
+	RemovingReplicas []int32 `protobuf:"varint,9,rep,packed,name=removing_replicas,json=removingReplicas,proto3" json:"removing_replicas,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PartitionRecord) Reset() {
@@ -1785,6 +1788,20 @@ func (x *PartitionRecord) GetPartitionEpoch() int32 {
 	return 0
 }
 
+func (x *PartitionRecord) GetAddingReplicas() []int32 {
+	if x != nil {
+		return x.AddingReplicas
+	}
+	return nil
+}
+
+func (x *PartitionRecord) GetRemovingReplicas() []int32 {
+	if x != nil {
+		return x.RemovingReplicas
+	}
+	return nil
+}
+
 // PartitionChangeRecord replaces leader and ISR; the epochs it carries are
 // the new ones.
 type PartitionChangeRecord struct {
@@ -1795,8 +1812,12 @@ type PartitionChangeRecord struct {
 	Isr            []int32                `protobuf:"varint,4,rep,packed,name=isr,proto3" json:"isr,omitempty"`
 	LeaderEpoch    int32                  `protobuf:"varint,5,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
 	PartitionEpoch int32                  `protobuf:"varint,6,opt,name=partition_epoch,json=partitionEpoch,proto3" json:"partition_epoch,omitempty"`
-	// Why: "fence", "unfence", "isr-shrink", "isr-expand", "preferred", "unclean".
-	Reason        string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Why: "fence", "unfence", "isr-shrink", "isr-expand", "preferred", "unclean",
+	// "reassign", "reassign-complete", "reassign-cancel".
+	Reason string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	// assignment, when present, replaces the replica set and the KIP-455
+	// adding/removing lists; absent (older records) leaves them unchanged.
+	Assignment    *PartitionReplicaSet `protobuf:"bytes,8,opt,name=assignment,proto3" json:"assignment,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1880,6 +1901,76 @@ func (x *PartitionChangeRecord) GetReason() string {
 	return ""
 }
 
+func (x *PartitionChangeRecord) GetAssignment() *PartitionReplicaSet {
+	if x != nil {
+		return x.Assignment
+	}
+	return nil
+}
+
+// ReplicaAssignment is a partition's replica set during and after a
+// reassignment (Kafka's PartitionChangeRecord replicas, addingReplicas,
+// removingReplicas).
+type PartitionReplicaSet struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Replicas         []int32                `protobuf:"varint,1,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	AddingReplicas   []int32                `protobuf:"varint,2,rep,packed,name=adding_replicas,json=addingReplicas,proto3" json:"adding_replicas,omitempty"`
+	RemovingReplicas []int32                `protobuf:"varint,3,rep,packed,name=removing_replicas,json=removingReplicas,proto3" json:"removing_replicas,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *PartitionReplicaSet) Reset() {
+	*x = PartitionReplicaSet{}
+	mi := &file_strand_v1_controller_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionReplicaSet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionReplicaSet) ProtoMessage() {}
+
+func (x *PartitionReplicaSet) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_controller_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionReplicaSet.ProtoReflect.Descriptor instead.
+func (*PartitionReplicaSet) Descriptor() ([]byte, []int) {
+	return file_strand_v1_controller_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *PartitionReplicaSet) GetReplicas() []int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *PartitionReplicaSet) GetAddingReplicas() []int32 {
+	if x != nil {
+		return x.AddingReplicas
+	}
+	return nil
+}
+
+func (x *PartitionReplicaSet) GetRemovingReplicas() []int32 {
+	if x != nil {
+		return x.RemovingReplicas
+	}
+	return nil
+}
+
 type RemoveTopicRecord struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1890,7 +1981,7 @@ type RemoveTopicRecord struct {
 
 func (x *RemoveTopicRecord) Reset() {
 	*x = RemoveTopicRecord{}
-	mi := &file_strand_v1_controller_proto_msgTypes[23]
+	mi := &file_strand_v1_controller_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1902,7 +1993,7 @@ func (x *RemoveTopicRecord) String() string {
 func (*RemoveTopicRecord) ProtoMessage() {}
 
 func (x *RemoveTopicRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_controller_proto_msgTypes[23]
+	mi := &file_strand_v1_controller_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1915,7 +2006,7 @@ func (x *RemoveTopicRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveTopicRecord.ProtoReflect.Descriptor instead.
 func (*RemoveTopicRecord) Descriptor() ([]byte, []int) {
-	return file_strand_v1_controller_proto_rawDescGZIP(), []int{23}
+	return file_strand_v1_controller_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RemoveTopicRecord) GetName() string {
@@ -1944,7 +2035,7 @@ type ProducerIdsRecord struct {
 
 func (x *ProducerIdsRecord) Reset() {
 	*x = ProducerIdsRecord{}
-	mi := &file_strand_v1_controller_proto_msgTypes[24]
+	mi := &file_strand_v1_controller_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1956,7 +2047,7 @@ func (x *ProducerIdsRecord) String() string {
 func (*ProducerIdsRecord) ProtoMessage() {}
 
 func (x *ProducerIdsRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_controller_proto_msgTypes[24]
+	mi := &file_strand_v1_controller_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1969,7 +2060,7 @@ func (x *ProducerIdsRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProducerIdsRecord.ProtoReflect.Descriptor instead.
 func (*ProducerIdsRecord) Descriptor() ([]byte, []int) {
-	return file_strand_v1_controller_proto_rawDescGZIP(), []int{24}
+	return file_strand_v1_controller_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ProducerIdsRecord) GetBrokerId() int32 {
@@ -2003,7 +2094,7 @@ type FeatureLevelRecord struct {
 
 func (x *FeatureLevelRecord) Reset() {
 	*x = FeatureLevelRecord{}
-	mi := &file_strand_v1_controller_proto_msgTypes[25]
+	mi := &file_strand_v1_controller_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2015,7 +2106,7 @@ func (x *FeatureLevelRecord) String() string {
 func (*FeatureLevelRecord) ProtoMessage() {}
 
 func (x *FeatureLevelRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_controller_proto_msgTypes[25]
+	mi := &file_strand_v1_controller_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2028,7 +2119,7 @@ func (x *FeatureLevelRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeatureLevelRecord.ProtoReflect.Descriptor instead.
 func (*FeatureLevelRecord) Descriptor() ([]byte, []int) {
-	return file_strand_v1_controller_proto_rawDescGZIP(), []int{25}
+	return file_strand_v1_controller_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *FeatureLevelRecord) GetName() string {
@@ -2058,7 +2149,7 @@ type ConfigRecord struct {
 
 func (x *ConfigRecord) Reset() {
 	*x = ConfigRecord{}
-	mi := &file_strand_v1_controller_proto_msgTypes[26]
+	mi := &file_strand_v1_controller_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2070,7 +2161,7 @@ func (x *ConfigRecord) String() string {
 func (*ConfigRecord) ProtoMessage() {}
 
 func (x *ConfigRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_controller_proto_msgTypes[26]
+	mi := &file_strand_v1_controller_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2083,7 +2174,7 @@ func (x *ConfigRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigRecord.ProtoReflect.Descriptor instead.
 func (*ConfigRecord) Descriptor() ([]byte, []int) {
-	return file_strand_v1_controller_proto_rawDescGZIP(), []int{26}
+	return file_strand_v1_controller_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ConfigRecord) GetResourceType() string {
@@ -2125,7 +2216,7 @@ var File_strand_v1_controller_proto protoreflect.FileDescriptor
 
 const file_strand_v1_controller_proto_rawDesc = "" +
 	"\n" +
-	"\x1astrand/v1/controller.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x15strand/v1/admin.proto\"\xa6\x02\n" +
+	"\x1astrand/v1/controller.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x15strand/v1/admin.proto\x1a\x18strand/v1/reassign.proto\"\xa6\x02\n" +
 	"\x15RegisterBrokerRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12%\n" +
 	"\x0eincarnation_id\x18\x02 \x01(\tR\rincarnationId\x12\x18\n" +
@@ -2269,7 +2360,7 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"\binternal\x18\x04 \x01(\bR\binternal\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd7\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xad\x02\n" +
 	"\x0fPartitionRecord\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +
@@ -2277,7 +2368,9 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"\x03isr\x18\x04 \x03(\x05R\x03isr\x12\x16\n" +
 	"\x06leader\x18\x05 \x01(\x05R\x06leader\x12!\n" +
 	"\fleader_epoch\x18\x06 \x01(\x05R\vleaderEpoch\x12'\n" +
-	"\x0fpartition_epoch\x18\a \x01(\x05R\x0epartitionEpoch\"\xd9\x01\n" +
+	"\x0fpartition_epoch\x18\a \x01(\x05R\x0epartitionEpoch\x12'\n" +
+	"\x0fadding_replicas\x18\b \x03(\x05R\x0eaddingReplicas\x12+\n" +
+	"\x11removing_replicas\x18\t \x03(\x05R\x10removingReplicas\"\x99\x02\n" +
 	"\x15PartitionChangeRecord\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -2285,7 +2378,14 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"\x03isr\x18\x04 \x03(\x05R\x03isr\x12!\n" +
 	"\fleader_epoch\x18\x05 \x01(\x05R\vleaderEpoch\x12'\n" +
 	"\x0fpartition_epoch\x18\x06 \x01(\x05R\x0epartitionEpoch\x12\x16\n" +
-	"\x06reason\x18\a \x01(\tR\x06reason\"B\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\x12>\n" +
+	"\n" +
+	"assignment\x18\b \x01(\v2\x1e.strand.v1.PartitionReplicaSetR\n" +
+	"assignment\"\x87\x01\n" +
+	"\x13PartitionReplicaSet\x12\x1a\n" +
+	"\breplicas\x18\x01 \x03(\x05R\breplicas\x12'\n" +
+	"\x0fadding_replicas\x18\x02 \x03(\x05R\x0eaddingReplicas\x12+\n" +
+	"\x11removing_replicas\x18\x03 \x03(\x05R\x10removingReplicas\"B\n" +
 	"\x11RemoveTopicRecord\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
 	"\btopic_id\x18\x02 \x01(\tR\atopicId\"}\n" +
@@ -2301,7 +2401,7 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"\rresource_name\x18\x02 \x01(\tR\fresourceName\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x04 \x01(\tR\x05value\x12\x16\n" +
-	"\x06delete\x18\x05 \x01(\bR\x06delete2\x90\a\n" +
+	"\x06delete\x18\x05 \x01(\bR\x06delete2\x8e\b\n" +
 	"\n" +
 	"Controller\x12U\n" +
 	"\x0eRegisterBroker\x12 .strand.v1.RegisterBrokerRequest\x1a!.strand.v1.RegisterBrokerResponse\x12X\n" +
@@ -2313,7 +2413,8 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"\fDeleteTopics\x12\x1e.strand.v1.DeleteTopicsRequest\x1a\x1f.strand.v1.DeleteTopicsResponse\x12p\n" +
 	"\x17IncrementalAlterConfigs\x12).strand.v1.IncrementalAlterConfigsRequest\x1a*.strand.v1.IncrementalAlterConfigsResponse\x12[\n" +
 	"\x10CreatePartitions\x12\".strand.v1.CreatePartitionsRequest\x1a#.strand.v1.CreatePartitionsResponse\x12U\n" +
-	"\x0eDescribeQuorum\x12 .strand.v1.DescribeQuorumRequest\x1a!.strand.v1.DescribeQuorumResponseB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
+	"\x0eDescribeQuorum\x12 .strand.v1.DescribeQuorumRequest\x1a!.strand.v1.DescribeQuorumResponse\x12|\n" +
+	"\x1bAlterPartitionReassignments\x12-.strand.v1.AlterPartitionReassignmentsRequest\x1a..strand.v1.AlterPartitionReassignmentsResponseB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
 
 var (
 	file_strand_v1_controller_proto_rawDescOnce sync.Once
@@ -2327,57 +2428,60 @@ func file_strand_v1_controller_proto_rawDescGZIP() []byte {
 	return file_strand_v1_controller_proto_rawDescData
 }
 
-var file_strand_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_strand_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_strand_v1_controller_proto_goTypes = []any{
-	(*RegisterBrokerRequest)(nil),           // 0: strand.v1.RegisterBrokerRequest
-	(*RegisterBrokerResponse)(nil),          // 1: strand.v1.RegisterBrokerResponse
-	(*BrokerHeartbeatRequest)(nil),          // 2: strand.v1.BrokerHeartbeatRequest
-	(*BrokerHeartbeatResponse)(nil),         // 3: strand.v1.BrokerHeartbeatResponse
-	(*AlterPartitionRequest)(nil),           // 4: strand.v1.AlterPartitionRequest
-	(*AlterPartitionItem)(nil),              // 5: strand.v1.AlterPartitionItem
-	(*AlterPartitionResponse)(nil),          // 6: strand.v1.AlterPartitionResponse
-	(*AlterPartitionResult)(nil),            // 7: strand.v1.AlterPartitionResult
-	(*AllocateProducerIdsRequest)(nil),      // 8: strand.v1.AllocateProducerIdsRequest
-	(*AllocateProducerIdsResponse)(nil),     // 9: strand.v1.AllocateProducerIdsResponse
-	(*FetchMetadataRequest)(nil),            // 10: strand.v1.FetchMetadataRequest
-	(*DescribeQuorumRequest)(nil),           // 11: strand.v1.DescribeQuorumRequest
-	(*DescribeQuorumResponse)(nil),          // 12: strand.v1.DescribeQuorumResponse
-	(*MetadataBatch)(nil),                   // 13: strand.v1.MetadataBatch
-	(*MetadataRecord)(nil),                  // 14: strand.v1.MetadataRecord
-	(*ClusterRecord)(nil),                   // 15: strand.v1.ClusterRecord
-	(*RegisterBrokerRecord)(nil),            // 16: strand.v1.RegisterBrokerRecord
-	(*UnregisterBrokerRecord)(nil),          // 17: strand.v1.UnregisterBrokerRecord
-	(*FenceBrokerRecord)(nil),               // 18: strand.v1.FenceBrokerRecord
-	(*UnfenceBrokerRecord)(nil),             // 19: strand.v1.UnfenceBrokerRecord
-	(*TopicRecord)(nil),                     // 20: strand.v1.TopicRecord
-	(*PartitionRecord)(nil),                 // 21: strand.v1.PartitionRecord
-	(*PartitionChangeRecord)(nil),           // 22: strand.v1.PartitionChangeRecord
-	(*RemoveTopicRecord)(nil),               // 23: strand.v1.RemoveTopicRecord
-	(*ProducerIdsRecord)(nil),               // 24: strand.v1.ProducerIdsRecord
-	(*FeatureLevelRecord)(nil),              // 25: strand.v1.FeatureLevelRecord
-	(*ConfigRecord)(nil),                    // 26: strand.v1.ConfigRecord
-	nil,                                     // 27: strand.v1.TopicRecord.ConfigsEntry
-	(ErrorCode)(0),                          // 28: strand.v1.ErrorCode
-	(*ControllerInfo)(nil),                  // 29: strand.v1.ControllerInfo
-	(*CreateTopicsRequest)(nil),             // 30: strand.v1.CreateTopicsRequest
-	(*DeleteTopicsRequest)(nil),             // 31: strand.v1.DeleteTopicsRequest
-	(*IncrementalAlterConfigsRequest)(nil),  // 32: strand.v1.IncrementalAlterConfigsRequest
-	(*CreatePartitionsRequest)(nil),         // 33: strand.v1.CreatePartitionsRequest
-	(*CreateTopicsResponse)(nil),            // 34: strand.v1.CreateTopicsResponse
-	(*DeleteTopicsResponse)(nil),            // 35: strand.v1.DeleteTopicsResponse
-	(*IncrementalAlterConfigsResponse)(nil), // 36: strand.v1.IncrementalAlterConfigsResponse
-	(*CreatePartitionsResponse)(nil),        // 37: strand.v1.CreatePartitionsResponse
+	(*RegisterBrokerRequest)(nil),               // 0: strand.v1.RegisterBrokerRequest
+	(*RegisterBrokerResponse)(nil),              // 1: strand.v1.RegisterBrokerResponse
+	(*BrokerHeartbeatRequest)(nil),              // 2: strand.v1.BrokerHeartbeatRequest
+	(*BrokerHeartbeatResponse)(nil),             // 3: strand.v1.BrokerHeartbeatResponse
+	(*AlterPartitionRequest)(nil),               // 4: strand.v1.AlterPartitionRequest
+	(*AlterPartitionItem)(nil),                  // 5: strand.v1.AlterPartitionItem
+	(*AlterPartitionResponse)(nil),              // 6: strand.v1.AlterPartitionResponse
+	(*AlterPartitionResult)(nil),                // 7: strand.v1.AlterPartitionResult
+	(*AllocateProducerIdsRequest)(nil),          // 8: strand.v1.AllocateProducerIdsRequest
+	(*AllocateProducerIdsResponse)(nil),         // 9: strand.v1.AllocateProducerIdsResponse
+	(*FetchMetadataRequest)(nil),                // 10: strand.v1.FetchMetadataRequest
+	(*DescribeQuorumRequest)(nil),               // 11: strand.v1.DescribeQuorumRequest
+	(*DescribeQuorumResponse)(nil),              // 12: strand.v1.DescribeQuorumResponse
+	(*MetadataBatch)(nil),                       // 13: strand.v1.MetadataBatch
+	(*MetadataRecord)(nil),                      // 14: strand.v1.MetadataRecord
+	(*ClusterRecord)(nil),                       // 15: strand.v1.ClusterRecord
+	(*RegisterBrokerRecord)(nil),                // 16: strand.v1.RegisterBrokerRecord
+	(*UnregisterBrokerRecord)(nil),              // 17: strand.v1.UnregisterBrokerRecord
+	(*FenceBrokerRecord)(nil),                   // 18: strand.v1.FenceBrokerRecord
+	(*UnfenceBrokerRecord)(nil),                 // 19: strand.v1.UnfenceBrokerRecord
+	(*TopicRecord)(nil),                         // 20: strand.v1.TopicRecord
+	(*PartitionRecord)(nil),                     // 21: strand.v1.PartitionRecord
+	(*PartitionChangeRecord)(nil),               // 22: strand.v1.PartitionChangeRecord
+	(*PartitionReplicaSet)(nil),                 // 23: strand.v1.PartitionReplicaSet
+	(*RemoveTopicRecord)(nil),                   // 24: strand.v1.RemoveTopicRecord
+	(*ProducerIdsRecord)(nil),                   // 25: strand.v1.ProducerIdsRecord
+	(*FeatureLevelRecord)(nil),                  // 26: strand.v1.FeatureLevelRecord
+	(*ConfigRecord)(nil),                        // 27: strand.v1.ConfigRecord
+	nil,                                         // 28: strand.v1.TopicRecord.ConfigsEntry
+	(ErrorCode)(0),                              // 29: strand.v1.ErrorCode
+	(*ControllerInfo)(nil),                      // 30: strand.v1.ControllerInfo
+	(*CreateTopicsRequest)(nil),                 // 31: strand.v1.CreateTopicsRequest
+	(*DeleteTopicsRequest)(nil),                 // 32: strand.v1.DeleteTopicsRequest
+	(*IncrementalAlterConfigsRequest)(nil),      // 33: strand.v1.IncrementalAlterConfigsRequest
+	(*CreatePartitionsRequest)(nil),             // 34: strand.v1.CreatePartitionsRequest
+	(*AlterPartitionReassignmentsRequest)(nil),  // 35: strand.v1.AlterPartitionReassignmentsRequest
+	(*CreateTopicsResponse)(nil),                // 36: strand.v1.CreateTopicsResponse
+	(*DeleteTopicsResponse)(nil),                // 37: strand.v1.DeleteTopicsResponse
+	(*IncrementalAlterConfigsResponse)(nil),     // 38: strand.v1.IncrementalAlterConfigsResponse
+	(*CreatePartitionsResponse)(nil),            // 39: strand.v1.CreatePartitionsResponse
+	(*AlterPartitionReassignmentsResponse)(nil), // 40: strand.v1.AlterPartitionReassignmentsResponse
 }
 var file_strand_v1_controller_proto_depIdxs = []int32{
-	28, // 0: strand.v1.RegisterBrokerResponse.error_code:type_name -> strand.v1.ErrorCode
-	28, // 1: strand.v1.BrokerHeartbeatResponse.error_code:type_name -> strand.v1.ErrorCode
+	29, // 0: strand.v1.RegisterBrokerResponse.error_code:type_name -> strand.v1.ErrorCode
+	29, // 1: strand.v1.BrokerHeartbeatResponse.error_code:type_name -> strand.v1.ErrorCode
 	5,  // 2: strand.v1.AlterPartitionRequest.partitions:type_name -> strand.v1.AlterPartitionItem
-	28, // 3: strand.v1.AlterPartitionResponse.error_code:type_name -> strand.v1.ErrorCode
+	29, // 3: strand.v1.AlterPartitionResponse.error_code:type_name -> strand.v1.ErrorCode
 	7,  // 4: strand.v1.AlterPartitionResponse.partitions:type_name -> strand.v1.AlterPartitionResult
-	28, // 5: strand.v1.AlterPartitionResult.error_code:type_name -> strand.v1.ErrorCode
-	28, // 6: strand.v1.AllocateProducerIdsResponse.error_code:type_name -> strand.v1.ErrorCode
-	28, // 7: strand.v1.DescribeQuorumResponse.error_code:type_name -> strand.v1.ErrorCode
-	29, // 8: strand.v1.DescribeQuorumResponse.voters:type_name -> strand.v1.ControllerInfo
+	29, // 5: strand.v1.AlterPartitionResult.error_code:type_name -> strand.v1.ErrorCode
+	29, // 6: strand.v1.AllocateProducerIdsResponse.error_code:type_name -> strand.v1.ErrorCode
+	29, // 7: strand.v1.DescribeQuorumResponse.error_code:type_name -> strand.v1.ErrorCode
+	30, // 8: strand.v1.DescribeQuorumResponse.voters:type_name -> strand.v1.ControllerInfo
 	14, // 9: strand.v1.MetadataBatch.records:type_name -> strand.v1.MetadataRecord
 	16, // 10: strand.v1.MetadataRecord.register_broker:type_name -> strand.v1.RegisterBrokerRecord
 	18, // 11: strand.v1.MetadataRecord.fence_broker:type_name -> strand.v1.FenceBrokerRecord
@@ -2385,38 +2489,41 @@ var file_strand_v1_controller_proto_depIdxs = []int32{
 	20, // 13: strand.v1.MetadataRecord.topic:type_name -> strand.v1.TopicRecord
 	21, // 14: strand.v1.MetadataRecord.partition:type_name -> strand.v1.PartitionRecord
 	22, // 15: strand.v1.MetadataRecord.partition_change:type_name -> strand.v1.PartitionChangeRecord
-	23, // 16: strand.v1.MetadataRecord.remove_topic:type_name -> strand.v1.RemoveTopicRecord
-	24, // 17: strand.v1.MetadataRecord.producer_ids:type_name -> strand.v1.ProducerIdsRecord
-	25, // 18: strand.v1.MetadataRecord.feature_level:type_name -> strand.v1.FeatureLevelRecord
-	26, // 19: strand.v1.MetadataRecord.config:type_name -> strand.v1.ConfigRecord
+	24, // 16: strand.v1.MetadataRecord.remove_topic:type_name -> strand.v1.RemoveTopicRecord
+	25, // 17: strand.v1.MetadataRecord.producer_ids:type_name -> strand.v1.ProducerIdsRecord
+	26, // 18: strand.v1.MetadataRecord.feature_level:type_name -> strand.v1.FeatureLevelRecord
+	27, // 19: strand.v1.MetadataRecord.config:type_name -> strand.v1.ConfigRecord
 	15, // 20: strand.v1.MetadataRecord.cluster:type_name -> strand.v1.ClusterRecord
 	17, // 21: strand.v1.MetadataRecord.unregister_broker:type_name -> strand.v1.UnregisterBrokerRecord
-	27, // 22: strand.v1.TopicRecord.configs:type_name -> strand.v1.TopicRecord.ConfigsEntry
-	0,  // 23: strand.v1.Controller.RegisterBroker:input_type -> strand.v1.RegisterBrokerRequest
-	2,  // 24: strand.v1.Controller.BrokerHeartbeat:input_type -> strand.v1.BrokerHeartbeatRequest
-	4,  // 25: strand.v1.Controller.AlterPartition:input_type -> strand.v1.AlterPartitionRequest
-	8,  // 26: strand.v1.Controller.AllocateProducerIds:input_type -> strand.v1.AllocateProducerIdsRequest
-	10, // 27: strand.v1.Controller.FetchMetadata:input_type -> strand.v1.FetchMetadataRequest
-	30, // 28: strand.v1.Controller.CreateTopics:input_type -> strand.v1.CreateTopicsRequest
-	31, // 29: strand.v1.Controller.DeleteTopics:input_type -> strand.v1.DeleteTopicsRequest
-	32, // 30: strand.v1.Controller.IncrementalAlterConfigs:input_type -> strand.v1.IncrementalAlterConfigsRequest
-	33, // 31: strand.v1.Controller.CreatePartitions:input_type -> strand.v1.CreatePartitionsRequest
-	11, // 32: strand.v1.Controller.DescribeQuorum:input_type -> strand.v1.DescribeQuorumRequest
-	1,  // 33: strand.v1.Controller.RegisterBroker:output_type -> strand.v1.RegisterBrokerResponse
-	3,  // 34: strand.v1.Controller.BrokerHeartbeat:output_type -> strand.v1.BrokerHeartbeatResponse
-	6,  // 35: strand.v1.Controller.AlterPartition:output_type -> strand.v1.AlterPartitionResponse
-	9,  // 36: strand.v1.Controller.AllocateProducerIds:output_type -> strand.v1.AllocateProducerIdsResponse
-	13, // 37: strand.v1.Controller.FetchMetadata:output_type -> strand.v1.MetadataBatch
-	34, // 38: strand.v1.Controller.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
-	35, // 39: strand.v1.Controller.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
-	36, // 40: strand.v1.Controller.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
-	37, // 41: strand.v1.Controller.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
-	12, // 42: strand.v1.Controller.DescribeQuorum:output_type -> strand.v1.DescribeQuorumResponse
-	33, // [33:43] is the sub-list for method output_type
-	23, // [23:33] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	28, // 22: strand.v1.TopicRecord.configs:type_name -> strand.v1.TopicRecord.ConfigsEntry
+	23, // 23: strand.v1.PartitionChangeRecord.assignment:type_name -> strand.v1.PartitionReplicaSet
+	0,  // 24: strand.v1.Controller.RegisterBroker:input_type -> strand.v1.RegisterBrokerRequest
+	2,  // 25: strand.v1.Controller.BrokerHeartbeat:input_type -> strand.v1.BrokerHeartbeatRequest
+	4,  // 26: strand.v1.Controller.AlterPartition:input_type -> strand.v1.AlterPartitionRequest
+	8,  // 27: strand.v1.Controller.AllocateProducerIds:input_type -> strand.v1.AllocateProducerIdsRequest
+	10, // 28: strand.v1.Controller.FetchMetadata:input_type -> strand.v1.FetchMetadataRequest
+	31, // 29: strand.v1.Controller.CreateTopics:input_type -> strand.v1.CreateTopicsRequest
+	32, // 30: strand.v1.Controller.DeleteTopics:input_type -> strand.v1.DeleteTopicsRequest
+	33, // 31: strand.v1.Controller.IncrementalAlterConfigs:input_type -> strand.v1.IncrementalAlterConfigsRequest
+	34, // 32: strand.v1.Controller.CreatePartitions:input_type -> strand.v1.CreatePartitionsRequest
+	11, // 33: strand.v1.Controller.DescribeQuorum:input_type -> strand.v1.DescribeQuorumRequest
+	35, // 34: strand.v1.Controller.AlterPartitionReassignments:input_type -> strand.v1.AlterPartitionReassignmentsRequest
+	1,  // 35: strand.v1.Controller.RegisterBroker:output_type -> strand.v1.RegisterBrokerResponse
+	3,  // 36: strand.v1.Controller.BrokerHeartbeat:output_type -> strand.v1.BrokerHeartbeatResponse
+	6,  // 37: strand.v1.Controller.AlterPartition:output_type -> strand.v1.AlterPartitionResponse
+	9,  // 38: strand.v1.Controller.AllocateProducerIds:output_type -> strand.v1.AllocateProducerIdsResponse
+	13, // 39: strand.v1.Controller.FetchMetadata:output_type -> strand.v1.MetadataBatch
+	36, // 40: strand.v1.Controller.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
+	37, // 41: strand.v1.Controller.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
+	38, // 42: strand.v1.Controller.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
+	39, // 43: strand.v1.Controller.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
+	12, // 44: strand.v1.Controller.DescribeQuorum:output_type -> strand.v1.DescribeQuorumResponse
+	40, // 45: strand.v1.Controller.AlterPartitionReassignments:output_type -> strand.v1.AlterPartitionReassignmentsResponse
+	35, // [35:46] is the sub-list for method output_type
+	24, // [24:35] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_strand_v1_controller_proto_init() }
@@ -2426,6 +2533,7 @@ func file_strand_v1_controller_proto_init() {
 	}
 	file_strand_v1_common_proto_init()
 	file_strand_v1_admin_proto_init()
+	file_strand_v1_reassign_proto_init()
 	file_strand_v1_controller_proto_msgTypes[14].OneofWrappers = []any{
 		(*MetadataRecord_RegisterBroker)(nil),
 		(*MetadataRecord_FenceBroker)(nil),
@@ -2446,7 +2554,7 @@ func file_strand_v1_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strand_v1_controller_proto_rawDesc), len(file_strand_v1_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

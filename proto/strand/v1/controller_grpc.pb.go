@@ -19,16 +19,17 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Controller_RegisterBroker_FullMethodName          = "/strand.v1.Controller/RegisterBroker"
-	Controller_BrokerHeartbeat_FullMethodName         = "/strand.v1.Controller/BrokerHeartbeat"
-	Controller_AlterPartition_FullMethodName          = "/strand.v1.Controller/AlterPartition"
-	Controller_AllocateProducerIds_FullMethodName     = "/strand.v1.Controller/AllocateProducerIds"
-	Controller_FetchMetadata_FullMethodName           = "/strand.v1.Controller/FetchMetadata"
-	Controller_CreateTopics_FullMethodName            = "/strand.v1.Controller/CreateTopics"
-	Controller_DeleteTopics_FullMethodName            = "/strand.v1.Controller/DeleteTopics"
-	Controller_IncrementalAlterConfigs_FullMethodName = "/strand.v1.Controller/IncrementalAlterConfigs"
-	Controller_CreatePartitions_FullMethodName        = "/strand.v1.Controller/CreatePartitions"
-	Controller_DescribeQuorum_FullMethodName          = "/strand.v1.Controller/DescribeQuorum"
+	Controller_RegisterBroker_FullMethodName              = "/strand.v1.Controller/RegisterBroker"
+	Controller_BrokerHeartbeat_FullMethodName             = "/strand.v1.Controller/BrokerHeartbeat"
+	Controller_AlterPartition_FullMethodName              = "/strand.v1.Controller/AlterPartition"
+	Controller_AllocateProducerIds_FullMethodName         = "/strand.v1.Controller/AllocateProducerIds"
+	Controller_FetchMetadata_FullMethodName               = "/strand.v1.Controller/FetchMetadata"
+	Controller_CreateTopics_FullMethodName                = "/strand.v1.Controller/CreateTopics"
+	Controller_DeleteTopics_FullMethodName                = "/strand.v1.Controller/DeleteTopics"
+	Controller_IncrementalAlterConfigs_FullMethodName     = "/strand.v1.Controller/IncrementalAlterConfigs"
+	Controller_CreatePartitions_FullMethodName            = "/strand.v1.Controller/CreatePartitions"
+	Controller_DescribeQuorum_FullMethodName              = "/strand.v1.Controller/DescribeQuorum"
+	Controller_AlterPartitionReassignments_FullMethodName = "/strand.v1.Controller/AlterPartitionReassignments"
 )
 
 // ControllerClient is the client API for Controller service.
@@ -72,6 +73,8 @@ type ControllerClient interface {
 	CreatePartitions(ctx context.Context, in *CreatePartitionsRequest, opts ...grpc.CallOption) (*CreatePartitionsResponse, error)
 	// DescribeQuorum reports the Raft voters and which one is active.
 	DescribeQuorum(ctx context.Context, in *DescribeQuorumRequest, opts ...grpc.CallOption) (*DescribeQuorumResponse, error)
+	// --- issue 21: reassign ---
+	AlterPartitionReassignments(ctx context.Context, in *AlterPartitionReassignmentsRequest, opts ...grpc.CallOption) (*AlterPartitionReassignmentsResponse, error)
 }
 
 type controllerClient struct {
@@ -191,6 +194,16 @@ func (c *controllerClient) DescribeQuorum(ctx context.Context, in *DescribeQuoru
 	return out, nil
 }
 
+func (c *controllerClient) AlterPartitionReassignments(ctx context.Context, in *AlterPartitionReassignmentsRequest, opts ...grpc.CallOption) (*AlterPartitionReassignmentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlterPartitionReassignmentsResponse)
+	err := c.cc.Invoke(ctx, Controller_AlterPartitionReassignments_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServer is the server API for Controller service.
 // All implementations must embed UnimplementedControllerServer
 // for forward compatibility.
@@ -232,6 +245,8 @@ type ControllerServer interface {
 	CreatePartitions(context.Context, *CreatePartitionsRequest) (*CreatePartitionsResponse, error)
 	// DescribeQuorum reports the Raft voters and which one is active.
 	DescribeQuorum(context.Context, *DescribeQuorumRequest) (*DescribeQuorumResponse, error)
+	// --- issue 21: reassign ---
+	AlterPartitionReassignments(context.Context, *AlterPartitionReassignmentsRequest) (*AlterPartitionReassignmentsResponse, error)
 	mustEmbedUnimplementedControllerServer()
 }
 
@@ -271,6 +286,9 @@ func (UnimplementedControllerServer) CreatePartitions(context.Context, *CreatePa
 }
 func (UnimplementedControllerServer) DescribeQuorum(context.Context, *DescribeQuorumRequest) (*DescribeQuorumResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DescribeQuorum not implemented")
+}
+func (UnimplementedControllerServer) AlterPartitionReassignments(context.Context, *AlterPartitionReassignmentsRequest) (*AlterPartitionReassignmentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AlterPartitionReassignments not implemented")
 }
 func (UnimplementedControllerServer) mustEmbedUnimplementedControllerServer() {}
 func (UnimplementedControllerServer) testEmbeddedByValue()                    {}
@@ -466,6 +484,24 @@ func _Controller_DescribeQuorum_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_AlterPartitionReassignments_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlterPartitionReassignmentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).AlterPartitionReassignments(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_AlterPartitionReassignments_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).AlterPartitionReassignments(ctx, req.(*AlterPartitionReassignmentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Controller_ServiceDesc is the grpc.ServiceDesc for Controller service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -508,6 +544,10 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DescribeQuorum",
 			Handler:    _Controller_DescribeQuorum_Handler,
+		},
+		{
+			MethodName: "AlterPartitionReassignments",
+			Handler:    _Controller_AlterPartitionReassignments_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

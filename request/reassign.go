@@ -1,0 +1,143 @@
+package request
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/strand-io/strand/errs"
+	"github.com/strand-io/strand/metadata"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// AlterPartitionReassignments forwards to the active controller (KIP-455),
+// then waits (within the request timeout) until this broker's image shows
+// each accepted change, so a ListPartitionReassignments or Metadata that
+// follows on this broker sees it.
+func (h *Handler) AlterPartitionReassignments(ctx context.Context, req *pb.AlterPartitionReassignmentsRequest) (*pb.AlterPartitionReassignmentsResponse, error) {
+	for _, t := range req.Topics {
+		if err := checkString("topic name", t.Name); err != nil {
+			code, msg := errs.Split(err)
+			return &pb.AlterPartitionReassignmentsResponse{ErrorCode: code, ErrorMessage: msg}, nil
+		}
+	}
+	resp, err := toController(ctx, h, func(ctx context.Context, c pb.ControllerClient) (*pb.AlterPartitionReassignmentsResponse, error) {
+		return c.AlterPartitionReassignments(ctx, req)
+	})
+	if err != nil {
+		code, msg := timedOutIfUnknown(errs.Split(err))
+		return &pb.AlterPartitionReassignmentsResponse{ErrorCode: code, ErrorMessage: msg}, nil
+	}
+	d := time.Duration(req.TimeoutMs) * time.Millisecond
+	if d <= 0 {
+		d = 30 * time.Second
+	}
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) && ctx.Err() == nil && !reassignVisible(h.Repl.Image(), req, resp) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return resp, nil
+}
+
+// reassignVisible reports whether img shows every accepted change of resp:
+// a cancelled partition has no reassignment, a started one has its target
+// as the replicas that stay.
+func reassignVisible(img *metadata.Image, req *pb.AlterPartitionReassignmentsRequest, resp *pb.AlterPartitionReassignmentsResponse) bool {
+	for i, tr := range resp.Responses {
+		if i >= len(req.Topics) {
+			break
+		}
+		for j, pr := range tr.Partitions {
+			if pr.ErrorCode != pb.ErrorCode_NONE || j >= len(req.Topics[i].Partitions) {
+				continue
+			}
+			rp := req.Topics[i].Partitions[j]
+			p := img.Partition(tr.Name, pr.PartitionIndex)
+			if p == nil {
+				return false
+			}
+			if rp.Cancel {
+				if p.Reassigning() {
+					return false
+				}
+				continue
+			}
+			var target []int32
+			for _, r := range p.Replicas {
+				if !containsID(p.RemovingReplicas, r) {
+					target = append(target, r)
+				}
+			}
+			if !sameIDSet(target, rp.Replicas) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// ListPartitionReassignments answers from this broker's image: every
+// partition with a reassignment in progress, or those of the named
+// partitions that have one (Kafka leaves the others out).
+func (h *Handler) ListPartitionReassignments(ctx context.Context, req *pb.ListPartitionReassignmentsRequest) (*pb.ListPartitionReassignmentsResponse, error) {
+	img := h.Repl.Image()
+	out := &pb.ListPartitionReassignmentsResponse{}
+	add := func(p *metadata.Partition) {
+		if p == nil || !p.Reassigning() {
+			return
+		}
+		var ot *pb.OngoingTopicReassignment
+		for _, t := range out.Topics {
+			if t.Name == p.Topic {
+				ot = t
+			}
+		}
+		if ot == nil {
+			ot = &pb.OngoingTopicReassignment{Name: p.Topic}
+			out.Topics = append(out.Topics, ot)
+		}
+		ot.Partitions = append(ot.Partitions, &pb.OngoingPartitionReassignment{PartitionIndex: p.Partition,
+			Replicas: append([]int32(nil), p.Replicas...), AddingReplicas: append([]int32{}, p.AddingReplicas...), RemovingReplicas: append([]int32{}, p.RemovingReplicas...)})
+	}
+	if len(req.Topics) == 0 {
+		for _, name := range img.TopicNames() {
+			for _, p := range img.Topics[name].Partitions {
+				add(p)
+			}
+		}
+		return out, nil
+	}
+	for _, t := range req.Topics {
+		if err := checkString("topic name", t.Name); err != nil {
+			code, msg := errs.Split(err)
+			return &pb.ListPartitionReassignmentsResponse{ErrorCode: code, ErrorMessage: msg}, nil
+		}
+		idx := append([]int32(nil), t.PartitionIndexes...)
+		sort.Slice(idx, func(i, j int) bool { return idx[i] < idx[j] })
+		for _, i := range idx {
+			add(img.Partition(t.Name, i))
+		}
+	}
+	return out, nil
+}
+
+func containsID(s []int32, v int32) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func sameIDSet(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !containsID(b, x) {
+			return false
+		}
+	}
+	return true
+}
