@@ -160,3 +160,21 @@ func (s *groupsService) OffsetDelete(ctx context.Context, req *pb.OffsetDeleteRe
 func (s *adminService) CreatePartitions(ctx context.Context, req *pb.CreatePartitionsRequest) (*pb.CreatePartitionsResponse, error) {
 	return answer(s.h.CreatePartitions(ctx, req))
 }
+
+// --- issue 21: members ---
+
+func (s *adminService) AddVoter(ctx context.Context, req *pb.AddVoterRequest) (*pb.AddVoterResponse, error) {
+	return answer(s.h.AddVoter(ctx, req))
+}
+
+func (s *adminService) RemoveVoter(ctx context.Context, req *pb.RemoveVoterRequest) (*pb.RemoveVoterResponse, error) {
+	return answer(s.h.RemoveVoter(ctx, req))
+}
+
+func (s *adminService) DescribeQuorum(ctx context.Context, req *pb.QuorumStatusRequest) (*pb.QuorumStatusResponse, error) {
+	return answer(s.h.DescribeQuorum(ctx, req))
+}
+
+func (s *adminService) UnregisterBroker(ctx context.Context, req *pb.UnregisterBrokerRequest) (*pb.UnregisterBrokerResponse, error) {
+	return answer(s.h.UnregisterBroker(ctx, req))
+}

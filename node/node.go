@@ -191,7 +191,23 @@ func Start(cfg Config) (*Node, error) {
 	for _, v := range cfg.Voters {
 		voters = append(voters, v.ID)
 	}
-	n.Remote = channel.NewRemote(n.pool, n.addressOf, func() []int32 { return voters }, localLeader)
+	// On a controller node the quorum's current voters (they change with
+	// AddVoter and RemoveVoter) come before the configured ones.
+	voterIDs := func() []int32 { return voters }
+	if n.Quorum != nil {
+		voterIDs = func() []int32 {
+			cur := n.Quorum.Voters()
+			if len(cur) == 0 {
+				return voters
+			}
+			out := make([]int32, 0, len(cur))
+			for _, v := range cur {
+				out = append(out, v.ID)
+			}
+			return out
+		}
+	}
+	n.Remote = channel.NewRemote(n.pool, n.addressOf, voterIDs, localLeader)
 
 	n.metrics = api.NewMetrics()
 	n.connMetrics = api.NewConnMetrics()

@@ -1326,7 +1326,7 @@ var File_strand_v1_admin_proto protoreflect.FileDescriptor
 
 const file_strand_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x15strand/v1/admin.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x18strand/v1/metadata.proto\"\x8c\x01\n" +
+	"\x15strand/v1/admin.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x18strand/v1/metadata.proto\x1a\x17strand/v1/members.proto\"\x8c\x01\n" +
 	"\x13CreateTopicsRequest\x121\n" +
 	"\x06topics\x18\x01 \x03(\v2\x19.strand.v1.CreatableTopicR\x06topics\x12\x1d\n" +
 	"\n" +
@@ -1427,14 +1427,18 @@ const file_strand_v1_admin_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
 	"\n" +
 	"error_code\x18\x02 \x01(\x0e2\x14.strand.v1.ErrorCodeR\terrorCode\x12#\n" +
-	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage2\xac\x04\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage2\xef\x06\n" +
 	"\x05Admin\x12O\n" +
 	"\fCreateTopics\x12\x1e.strand.v1.CreateTopicsRequest\x1a\x1f.strand.v1.CreateTopicsResponse\x12O\n" +
 	"\fDeleteTopics\x12\x1e.strand.v1.DeleteTopicsRequest\x1a\x1f.strand.v1.DeleteTopicsResponse\x12X\n" +
 	"\x0fDescribeCluster\x12!.strand.v1.DescribeClusterRequest\x1a\".strand.v1.DescribeClusterResponse\x12X\n" +
 	"\x0fDescribeConfigs\x12!.strand.v1.DescribeConfigsRequest\x1a\".strand.v1.DescribeConfigsResponse\x12p\n" +
 	"\x17IncrementalAlterConfigs\x12).strand.v1.IncrementalAlterConfigsRequest\x1a*.strand.v1.IncrementalAlterConfigsResponse\x12[\n" +
-	"\x10CreatePartitions\x12\".strand.v1.CreatePartitionsRequest\x1a#.strand.v1.CreatePartitionsResponseB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
+	"\x10CreatePartitions\x12\".strand.v1.CreatePartitionsRequest\x1a#.strand.v1.CreatePartitionsResponse\x12C\n" +
+	"\bAddVoter\x12\x1a.strand.v1.AddVoterRequest\x1a\x1b.strand.v1.AddVoterResponse\x12L\n" +
+	"\vRemoveVoter\x12\x1d.strand.v1.RemoveVoterRequest\x1a\x1e.strand.v1.RemoveVoterResponse\x12Q\n" +
+	"\x0eDescribeQuorum\x12\x1e.strand.v1.QuorumStatusRequest\x1a\x1f.strand.v1.QuorumStatusResponse\x12[\n" +
+	"\x10UnregisterBroker\x12\".strand.v1.UnregisterBrokerRequest\x1a#.strand.v1.UnregisterBrokerResponseB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
 
 var (
 	file_strand_v1_admin_proto_rawDescOnce sync.Once
@@ -1476,6 +1480,14 @@ var file_strand_v1_admin_proto_goTypes = []any{
 	nil,                                     // 23: strand.v1.IncrementalAlterConfigsRequest.SetEntry
 	(ErrorCode)(0),                          // 24: strand.v1.ErrorCode
 	(*BrokerInfo)(nil),                      // 25: strand.v1.BrokerInfo
+	(*AddVoterRequest)(nil),                 // 26: strand.v1.AddVoterRequest
+	(*RemoveVoterRequest)(nil),              // 27: strand.v1.RemoveVoterRequest
+	(*QuorumStatusRequest)(nil),             // 28: strand.v1.QuorumStatusRequest
+	(*UnregisterBrokerRequest)(nil),         // 29: strand.v1.UnregisterBrokerRequest
+	(*AddVoterResponse)(nil),                // 30: strand.v1.AddVoterResponse
+	(*RemoveVoterResponse)(nil),             // 31: strand.v1.RemoveVoterResponse
+	(*QuorumStatusResponse)(nil),            // 32: strand.v1.QuorumStatusResponse
+	(*UnregisterBrokerResponse)(nil),        // 33: strand.v1.UnregisterBrokerResponse
 }
 var file_strand_v1_admin_proto_depIdxs = []int32{
 	1,  // 0: strand.v1.CreateTopicsRequest.topics:type_name -> strand.v1.CreatableTopic
@@ -1504,14 +1516,22 @@ var file_strand_v1_admin_proto_depIdxs = []int32{
 	10, // 23: strand.v1.Admin.DescribeConfigs:input_type -> strand.v1.DescribeConfigsRequest
 	15, // 24: strand.v1.Admin.IncrementalAlterConfigs:input_type -> strand.v1.IncrementalAlterConfigsRequest
 	17, // 25: strand.v1.Admin.CreatePartitions:input_type -> strand.v1.CreatePartitionsRequest
-	2,  // 26: strand.v1.Admin.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
-	5,  // 27: strand.v1.Admin.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
-	8,  // 28: strand.v1.Admin.DescribeCluster:output_type -> strand.v1.DescribeClusterResponse
-	12, // 29: strand.v1.Admin.DescribeConfigs:output_type -> strand.v1.DescribeConfigsResponse
-	16, // 30: strand.v1.Admin.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
-	20, // 31: strand.v1.Admin.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
-	26, // [26:32] is the sub-list for method output_type
-	20, // [20:26] is the sub-list for method input_type
+	26, // 26: strand.v1.Admin.AddVoter:input_type -> strand.v1.AddVoterRequest
+	27, // 27: strand.v1.Admin.RemoveVoter:input_type -> strand.v1.RemoveVoterRequest
+	28, // 28: strand.v1.Admin.DescribeQuorum:input_type -> strand.v1.QuorumStatusRequest
+	29, // 29: strand.v1.Admin.UnregisterBroker:input_type -> strand.v1.UnregisterBrokerRequest
+	2,  // 30: strand.v1.Admin.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
+	5,  // 31: strand.v1.Admin.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
+	8,  // 32: strand.v1.Admin.DescribeCluster:output_type -> strand.v1.DescribeClusterResponse
+	12, // 33: strand.v1.Admin.DescribeConfigs:output_type -> strand.v1.DescribeConfigsResponse
+	16, // 34: strand.v1.Admin.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
+	20, // 35: strand.v1.Admin.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
+	30, // 36: strand.v1.Admin.AddVoter:output_type -> strand.v1.AddVoterResponse
+	31, // 37: strand.v1.Admin.RemoveVoter:output_type -> strand.v1.RemoveVoterResponse
+	32, // 38: strand.v1.Admin.DescribeQuorum:output_type -> strand.v1.QuorumStatusResponse
+	33, // 39: strand.v1.Admin.UnregisterBroker:output_type -> strand.v1.UnregisterBrokerResponse
+	30, // [30:40] is the sub-list for method output_type
+	20, // [20:30] is the sub-list for method input_type
 	20, // [20:20] is the sub-list for extension type_name
 	20, // [20:20] is the sub-list for extension extendee
 	0,  // [0:20] is the sub-list for field type_name
@@ -1524,6 +1544,7 @@ func file_strand_v1_admin_proto_init() {
 	}
 	file_strand_v1_common_proto_init()
 	file_strand_v1_metadata_proto_init()
+	file_strand_v1_members_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
