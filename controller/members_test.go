@@ -265,6 +265,19 @@ func TestQuorumAddRemoveVoter(t *testing.T) {
 	}
 	// The three voters left still commit.
 	c.CreateTopic("after-shrink", 1, 2, nil)
+
+	// Restarts with the unchanged command line (--controller-voters as at
+	// first start) find their changed Raft configuration: an original
+	// voter and the added one.
+	for _, id := range []int32{want[0], 4} {
+		c.Stop(id)
+		c.Start(id)
+		c.WaitReady(30 * time.Second)
+		if got := voterIDs(c.Member(id).Node.Quorum.Voters()); !slices.Equal(got, want) {
+			t.Fatalf("node %d restarted with voters %v, want %v", id, got, want)
+		}
+	}
+	c.CreateTopic("after-restarts", 1, 3, nil)
 }
 
 func splitHostPort(t *testing.T, addr string) (string, uint16) {
