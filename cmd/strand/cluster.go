@@ -191,4 +191,3 @@ func printQuorumReplication(w io.Writer, q *pb.QuorumStatusResponse) error {
 	}
 	return tw.Flush()
 }
-
