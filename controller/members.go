@@ -65,7 +65,8 @@ func changeTimeout(ctx context.Context) time.Duration {
 }
 
 // AddVoter makes node id at addr (its Raft address) a voter. A node that
-// is a non-voter is promoted; one already a voter is DUPLICATE_VOTER.
+// is a non-voter is promoted; one already a voter is DUPLICATE_VOTER; an
+// address nothing answers on is REQUEST_TIMED_OUT.
 func (q *Quorum) AddVoter(ctx context.Context, id int32, addr string) error {
 	if id < 0 {
 		return errs.New(pb.ErrorCode_INVALID_REQUEST, "voter id %d: node ids are not negative", id)
@@ -82,7 +83,29 @@ func (q *Quorum) AddVoter(ctx context.Context, id int32, addr string) error {
 			return errs.New(pb.ErrorCode_DUPLICATE_VOTER, "node %d is already a voter of the controller quorum (at %s)", id, s.Address)
 		}
 	}
+	// Kafka adds only a replica it hears from; the closest here: the
+	// node's Raft listener must answer, so a typo in the address does not
+	// become a voter the quorum then waits for.
+	if err := q.probe(ctx, addr); err != nil {
+		return errs.New(pb.ErrorCode_REQUEST_TIMED_OUT, "node %d's controller listener %s does not answer (%v): start it with the controller role first", id, addr, err)
+	}
 	return raftChangeErr(q.Raft.AddVoter(serverID(id), raft.ServerAddress(addr), idx, changeTimeout(ctx)).Error())
+}
+
+// probe dials addr as Raft would (through the configured dialer).
+func (q *Quorum) probe(ctx context.Context, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	dial := q.cfg.Dial
+	if dial == nil {
+		var d net.Dialer
+		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	}
+	conn, err := dial(ctx, addr)
+	if err != nil {
+		return err
+	}
+	return conn.Close()
 }
 
 // RemoveVoter takes node id out of the quorum. Unknown ids are

@@ -306,6 +306,7 @@ func TestQuorumChangeErrors(t *testing.T) {
 	wantCode(t, "AddVoter(self)", q.AddVoter(ctx, 1, addr), pb.ErrorCode_DUPLICATE_VOTER)
 	wantCode(t, "AddVoter bad address", q.AddVoter(ctx, 2, "nohostport"), pb.ErrorCode_INVALID_REQUEST)
 	wantCode(t, "AddVoter negative id", q.AddVoter(ctx, -1, "127.0.0.1:1"), pb.ErrorCode_INVALID_REQUEST)
+	wantCode(t, "AddVoter nothing listening", q.AddVoter(ctx, 2, freeAddr(t)), pb.ErrorCode_REQUEST_TIMED_OUT)
 	wantCode(t, "RemoveVoter unknown", q.RemoveVoter(ctx, 9), pb.ErrorCode_VOTER_NOT_FOUND)
 	wantCode(t, "RemoveVoter last", q.RemoveVoter(ctx, 1), pb.ErrorCode_INVALID_REQUEST)
 	if got := voterIDs(q.Voters()); !slices.Equal(got, []int32{1}) {
