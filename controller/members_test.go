@@ -111,6 +111,16 @@ func TestGrowBrokerOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sdk.Close()
+	// The new broker follows the metadata log: DescribeQuorum lists it as
+	// an observer with its log end offset, beside the three voters.
+	c.Eventually(10*time.Second, "node 4 an observer in DescribeQuorum", func() bool {
+		q, err := sdk.DescribeQuorum(ctx)
+		if err != nil || len(q.Voters) != 3 || len(q.Observers) != 1 {
+			return false
+		}
+		o := q.Observers[0]
+		return o.NodeId == 4 && o.LogEndOffset > 0 && o.LastFetchTimestampMs > 0 && q.HighWatermark >= o.LogEndOffset
+	})
 	wantCode(t, "UnregisterBroker(99)", sdk.UnregisterBroker(ctx, 99), pb.ErrorCode_BROKER_ID_NOT_REGISTERED)
 	// A stopped broker's registration goes; its replicas stay listed (as
 	// in Kafka) but it leaves every ISR.
