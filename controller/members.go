@@ -30,7 +30,9 @@ import (
 // the configuration it checked), replicates the log to the node, and from
 // then on it votes. RemoveVoter is raft.RemoveServer with the same guard.
 // One change is in flight at a time (hashicorp/raft refuses a second one
-// until the first is committed).
+// until the first is committed). A removed node is being retired and
+// should be stopped: with both roles, its broker reads metadata from its
+// own Raft log, which no longer grows.
 
 // configuration reads the latest Raft configuration and its index.
 func (q *Quorum) configuration() (raft.Configuration, uint64, error) {

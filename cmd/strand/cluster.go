@@ -86,6 +86,11 @@ to the Raft configuration; the node then receives the metadata log and votes.`,
 	rm := &cobra.Command{
 		Use:   "remove-voter",
 		Short: "Remove a voter from the controller quorum (kafka-metadata-quorum remove-controller)",
+		Long: `Remove a voter from the controller quorum (the last one cannot be removed).
+
+The node is being retired: stop it afterwards. A node with both roles reads
+its broker's metadata from its own Raft log, which stops growing once it is
+no voter, so its broker would fall behind.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if rmID < 0 {
 				return fmt.Errorf("--node-id is required")
