@@ -20,7 +20,7 @@ FUZZ_TARGETS  := ./record:FuzzDecode ./record:FuzzValidateBatch \
 	./broker/storage:FuzzEpochCheckpoint ./broker/storage:FuzzTxnIndex ./api:FuzzRequests \
 	./api/kafka:FuzzDecode
 
-.PHONY: all build test test-short fuzz lint proto run demo stop clean image drill drill-ci drill-kafka soak bench-compare readme-check
+.PHONY: all build test test-short fuzz lint proto run demo stop clean image drill drill-ci drill-kafka soak bench-compare readme-check grow
 
 all: build
 
@@ -84,6 +84,11 @@ demo: build
 
 stop:
 	./scripts/run.sh stop
+
+## grow: start a fourth, broker-only node (deploy/docker-compose.grow.yml) joining the running compose cluster
+grow:
+	@if docker compose version >/dev/null 2>&1; then C="docker compose"; else C=docker-compose; fi; \
+	$$C -f deploy/docker-compose.yml -f deploy/docker-compose.grow.yml up -d node4
 
 ## drill: image, compose up, strand verify with every drill (2 min), compose down
 drill:

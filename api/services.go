@@ -171,3 +171,21 @@ func (s *adminService) AlterPartitionReassignments(ctx context.Context, req *pb.
 func (s *adminService) ListPartitionReassignments(ctx context.Context, req *pb.ListPartitionReassignmentsRequest) (*pb.ListPartitionReassignmentsResponse, error) {
 	return answer(s.h.ListPartitionReassignments(ctx, req))
 }
+
+// --- issue 21: members ---
+
+func (s *adminService) AddVoter(ctx context.Context, req *pb.AddVoterRequest) (*pb.AddVoterResponse, error) {
+	return answer(s.h.AddVoter(ctx, req))
+}
+
+func (s *adminService) RemoveVoter(ctx context.Context, req *pb.RemoveVoterRequest) (*pb.RemoveVoterResponse, error) {
+	return answer(s.h.RemoveVoter(ctx, req))
+}
+
+func (s *adminService) DescribeQuorum(ctx context.Context, req *pb.QuorumStatusRequest) (*pb.QuorumStatusResponse, error) {
+	return answer(s.h.DescribeQuorum(ctx, req))
+}
+
+func (s *adminService) UnregisterBroker(ctx context.Context, req *pb.UnregisterBrokerRequest) (*pb.UnregisterBrokerResponse, error) {
+	return answer(s.h.UnregisterBroker(ctx, req))
+}

@@ -77,7 +77,8 @@ type Controller struct {
 	// controller proves nothing about the process behind it, so a node
 	// that restarts after the whole cluster stopped is not kept waiting.
 	heard    map[int32]bool
-	active   bool // leadership as last established (barrier done)
+	fetches  map[int32]fetchState // last heartbeat offsets (members.go)
+	active   bool                 // leadership as last established (barrier done)
 	lastPref time.Time
 	lastUncl time.Time
 
@@ -353,6 +354,7 @@ func (c *Controller) BrokerHeartbeat(ctx context.Context, req *pb.BrokerHeartbea
 	}
 	c.leases[req.NodeId] = c.clk.Now()
 	c.heard[req.NodeId] = !req.WantFence && !req.WantShutdown // a controlled shutdown ends the session
+	c.noteFetch(req.NodeId, req.CurrentMetadataOffset)
 	caughtUp := req.CurrentMetadataOffset >= cur.Epoch
 	switch {
 	case cur.Fenced && caughtUp && !req.WantFence && !req.WantShutdown:

@@ -154,7 +154,7 @@ func StartQuorum(cfg QuorumConfig) (*Quorum, error) {
 		store.Close()
 		return nil, err
 	}
-	if has && len(cfg.Voters) > 0 {
+	if has && len(cfg.Voters) > 0 && !sameAsFirstStart(cfg.Dir, cfg.Voters) {
 		if err := checkVoters(rc, store, snaps, trans, cfg.Voters); err != nil {
 			trans.Close()
 			store.Close()
@@ -162,6 +162,11 @@ func StartQuorum(cfg QuorumConfig) (*Quorum, error) {
 		}
 	}
 	if !has {
+		if err := recordFirstStart(cfg.Dir, cfg.Voters); err != nil {
+			trans.Close()
+			store.Close()
+			return nil, err
+		}
 		var servers []raft.Server
 		member := false
 		for _, v := range cfg.Voters {

@@ -279,6 +279,11 @@ var table = map[pb.ErrorCode]entry{
 	// expires, as Kafka's does).
 	pb.ErrorCode_CLUSTER_AUTHORIZATION_FAILED:  fatal,
 	pb.ErrorCode_DUPLICATE_BROKER_REGISTRATION: fatal,
+
+	// Controller quorum changes (KIP-853): the named node already is / is
+	// not a voter.
+	pb.ErrorCode_DUPLICATE_VOTER: fatal,
+	pb.ErrorCode_VOTER_NOT_FOUND: fatal,
 }
 
 // Sentinels for errors.Is.

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -191,7 +192,36 @@ func Start(cfg Config) (*Node, error) {
 	for _, v := range cfg.Voters {
 		voters = append(voters, v.ID)
 	}
-	n.Remote = channel.NewRemote(n.pool, n.addressOf, func() []int32 { return voters }, localLeader)
+	// Where to look for the active controller when no hint names it: on a
+	// controller node the quorum's current voters (they change with
+	// AddVoter and RemoveVoter), else the configured ones; then any node
+	// gossip reports with the controller role (a broker started before a
+	// voter change still finds the new voters).
+	voterIDs := func() []int32 {
+		out := voters
+		if n.Quorum != nil {
+			if cur := n.Quorum.Voters(); len(cur) > 0 {
+				out = make([]int32, 0, len(cur))
+				for _, v := range cur {
+					out = append(out, v.ID)
+				}
+			}
+		}
+		if n.Gossip != nil {
+			var extra []int32
+			for id, m := range n.Gossip.Members() {
+				if m.Controller && !slices.Contains(out, id) {
+					extra = append(extra, id)
+				}
+			}
+			if len(extra) > 0 {
+				slices.Sort(extra)
+				out = append(slices.Clone(out), extra...)
+			}
+		}
+		return out
+	}
+	n.Remote = channel.NewRemote(n.pool, n.addressOf, voterIDs, localLeader)
 
 	n.metrics = api.NewMetrics()
 	n.connMetrics = api.NewConnMetrics()

@@ -73,3 +73,41 @@ func TestComposeHostPortsOverridable(t *testing.T) {
 		})
 	}
 }
+
+// deploy/docker-compose.grow.yml over the compose file renders a fourth,
+// broker-only node joining the three by gossip, with its host ports and
+// its roles overridable; `config` only renders: nothing starts.
+func TestComposeGrowFile(t *testing.T) {
+	tools := composeTools()
+	if len(tools) == 0 {
+		t.Skip("neither docker compose nor docker-compose is installed")
+	}
+	base := filepath.Join("..", "..", "deploy", "docker-compose.yml")
+	grow := filepath.Join("..", "..", "deploy", "docker-compose.grow.yml")
+	for _, tool := range tools {
+		t.Run(strings.Join(tool, "-"), func(t *testing.T) {
+			render := func(env ...string) string {
+				args := append(append([]string{}, tool[1:]...), "-p", "strand-config-test", "-f", base, "-f", grow, "config")
+				cmd := exec.Command(tool[0], args...)
+				cmd.Env = append(os.Environ(), env...)
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					t.Fatalf("%s config: %v\n%s", strings.Join(tool, " "), err, out)
+				}
+				return string(out)
+			}
+			out := render()
+			for _, want := range []string{"node4:", "STRAND_ROLES: broker", "node1:9094,node2:9094,node3:9094", "127.0.0.1:49092", "127.0.0.1:49097", "node4-data", "node1:"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("grow rendering lacks %q:\n%s", want, out)
+				}
+			}
+			out = render("STRAND_NODE4_ROLES=broker,controller", "STRAND_NODE4_KAFKA_PORT=45092")
+			for _, want := range []string{"STRAND_ROLES: broker,controller", "127.0.0.1:45092"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("grow rendering with overrides lacks %q:\n%s", want, out)
+				}
+			}
+		})
+	}
+}

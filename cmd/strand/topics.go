@@ -212,7 +212,7 @@ func brokerKnowsTopic(ctx context.Context, adm *client.Admin, id int32, topic st
 func clusterCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "cluster", Short: "Cluster state"}
 	cmd.AddCommand(removeBrokerCmd()) // reassign.go
-	cmd.AddCommand(&cobra.Command{
+	describe := &cobra.Command{
 		Use:   "describe",
 		Short: "Nodes, the active controller, fenced brokers",
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -264,7 +264,9 @@ func clusterCmd() *cobra.Command {
 				return w.Flush()
 			})
 		},
-	})
+	}
+	cmd.AddCommand(describe)
+	addMembersCommands(cmd, describe)
 	return cmd
 }
 

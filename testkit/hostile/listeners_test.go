@@ -52,6 +52,12 @@ func controllerCalls(ctx context.Context, c pb.ControllerClient, img *metadata.I
 	_, out["IncrementalAlterConfigs"] = c.IncrementalAlterConfigs(ctx, &pb.IncrementalAlterConfigsRequest{
 		Resource: &pb.ConfigResource{Type: "topic", Name: topic}, Set: map[string]string{"min.insync.replicas": "1"}})
 	_, out["DescribeQuorum"] = c.DescribeQuorum(ctx, &pb.DescribeQuorumRequest{})
+	// Issue 21's membership RPCs: an attacker's voter, a voter removed,
+	// a live broker unregistered.
+	_, out["AddVoter"] = c.AddVoter(ctx, &pb.AddVoterRequest{NodeId: 9, Address: "127.0.0.1:1"})
+	_, out["RemoveVoter"] = c.RemoveVoter(ctx, &pb.RemoveVoterRequest{NodeId: 2})
+	_, out["UnregisterBroker"] = c.UnregisterBroker(ctx, &pb.UnregisterBrokerRequest{BrokerId: 2})
+	_, out["QuorumStatus"] = c.QuorumStatus(ctx, &pb.QuorumStatusRequest{})
 	if st, err := c.FetchMetadata(ctx, &pb.FetchMetadataRequest{NodeId: 9, FromOffset: 0}); err != nil {
 		out["FetchMetadata"] = err
 	} else {

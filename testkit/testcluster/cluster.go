@@ -53,8 +53,120 @@ type Cluster struct {
 	T   testing.TB
 	Net *fault.Network
 
+	opts   Options
+	base   string
+	voters []controller.Voter // the voters the cluster was bootstrapped with
+
 	mu      sync.Mutex
 	members []*Member
+}
+
+// nodeAddrs are one node's listen addresses.
+type nodeAddrs struct{ listen, interBroker, raft, gossip, kafka string }
+
+func newNodeAddrs(t testing.TB) nodeAddrs {
+	return nodeAddrs{testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t)}
+}
+
+// newMember builds a member's config: its listeners registered on the
+// fault network, the cluster's bootstrap voters, gossip seeds join, the
+// test timeouts, then Options.Mutate and mutate.
+func (c *Cluster) newMember(id int32, a nodeAddrs, isBroker, isController bool, join []string, mutate func(*node.Config)) *Member {
+	opts := c.opts
+	dir := filepath.Join(c.base, fmt.Sprintf("node%d", id))
+	cfg := node.DefaultConfig(id, dir)
+	cfg.Broker, cfg.Controller = isBroker, isController
+	cfg.Listen, cfg.InterBrokerListen, cfg.ControllerListen, cfg.GossipListen = a.listen, a.interBroker, a.raft, a.gossip
+	if cfg.Broker {
+		cfg.KafkaListen = a.kafka
+	}
+	cfg.Voters = append([]controller.Voter(nil), c.voters...)
+	cfg.Join = join
+	cfg.HeartbeatInterval = opts.HeartbeatInterval
+	cfg.QuorumTimeouts = node.QuorumTimeouts{Heartbeat: 150 * time.Millisecond, Election: 150 * time.Millisecond, LeaderLease: 100 * time.Millisecond, Commit: 5 * time.Millisecond}
+	cfg.ControllerConfig.SessionTimeout = opts.SessionTimeout
+	cfg.ControllerConfig.LeaderImbalanceInterval = time.Second
+	cfg.ControllerConfig.UncleanCheckInterval = time.Second
+	cfg.ReplicationConfig.ReplicaLagTimeMax = opts.ReplicaLag
+	cfg.ReplicationConfig.FetchBackoff = 100 * time.Millisecond
+	cfg.ReplicationConfig.FetchWaitMax = 200 * time.Millisecond
+	cfg.Logger = testutil.Logger() // node.Start adds node=<id>
+	m := &Member{ID: id, Dir: dir, Cfg: cfg}
+	c.Net.Register(m.Name(), cfg.Listen)
+	c.Net.Register(m.Name(), cfg.InterBrokerListen)
+	if cfg.KafkaListen != "" {
+		c.Net.Register(m.Name(), cfg.KafkaListen)
+	}
+	c.Net.Register(m.Name(), cfg.ControllerListen)
+	cfg.Dial = c.Net.Dialer(m.Name())
+	cfg.RaftDial = c.Net.Dialer(m.Name())
+	cfg.MarkerDial = c.Net.Dialer(m.Name() + "-markers")
+	if opts.Mutate != nil {
+		opts.Mutate(id, &cfg)
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	m.Cfg = cfg
+	return m
+}
+
+// NodeSpec describes a node AddNode adds to a running cluster.
+type NodeSpec struct {
+	// Broker, Controller: the node's roles; both false means broker only.
+	Broker, Controller bool
+	// Mutate adjusts the node's config after Options.Mutate.
+	Mutate func(cfg *node.Config)
+}
+
+// AddNode starts one more node (the next id) on a running cluster, as an
+// operator would with `strand server --join`: it knows the cluster's
+// bootstrap voters and every member's gossip address. A broker-only node
+// is waited for until it is ready (registered, unfenced, caught up) and
+// can be used at once. A node with the controller role is not a voter:
+// its --controller-voters do not name it, so it bootstraps nothing and
+// waits to be added (Admin.AddVoter); AddNode then returns without
+// waiting, and the caller waits with WaitReady after adding it. Safe to
+// call while the cluster is under load.
+func (c *Cluster) AddNode(spec NodeSpec) *Member {
+	c.T.Helper()
+	if !spec.Broker && !spec.Controller {
+		spec.Broker = true
+	}
+	var join []string
+	for _, m := range c.Members() {
+		join = append(join, m.Cfg.GossipListen)
+	}
+	c.mu.Lock()
+	id := int32(len(c.members) + 1)
+	c.mu.Unlock()
+	m := c.newMember(id, newNodeAddrs(c.T), spec.Broker, spec.Controller, join, spec.Mutate)
+	n, err := node.Start(m.Cfg)
+	if err != nil {
+		c.T.Fatalf("add node %d: %v", id, err)
+	}
+	m.Node = n
+	c.mu.Lock()
+	c.members = append(c.members, m)
+	c.mu.Unlock()
+	if !spec.Controller {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := n.WaitReady(ctx); err != nil {
+			c.T.Fatal(err)
+		}
+	}
+	return m
+}
+
+// Grow adds n broker-only nodes (AddNode) and returns them, each ready.
+func (c *Cluster) Grow(n int) []*Member {
+	c.T.Helper()
+	var out []*Member
+	for i := 0; i < n; i++ {
+		out = append(out, c.AddNode(NodeSpec{Broker: true}))
+	}
+	return out
 }
 
 // New starts a cluster and waits until every broker is registered and unfenced.
@@ -72,60 +184,28 @@ func New(t testing.TB, opts Options) *Cluster {
 	if opts.ReplicaLag == 0 {
 		opts.ReplicaLag = 3 * time.Second
 	}
-	c := &Cluster{T: t, Net: fault.NewNetwork()}
-	base := t.TempDir()
-	var voters []controller.Voter
-	type addrs struct{ listen, interBroker, raft, gossip, kafka string }
-	all := make([]addrs, opts.Nodes)
+	c := &Cluster{T: t, Net: fault.NewNetwork(), opts: opts, base: t.TempDir()}
+	all := make([]nodeAddrs, opts.Nodes)
 	roles := opts.Roles
 	if roles == nil {
 		roles = func(int32) (bool, bool) { return true, true }
 	}
 	for i := range all {
-		all[i] = addrs{testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t)}
+		all[i] = newNodeAddrs(t)
 		if _, ctl := roles(int32(i + 1)); ctl {
-			voters = append(voters, controller.Voter{ID: int32(i + 1), Addr: all[i].raft})
+			c.voters = append(c.voters, controller.Voter{ID: int32(i + 1), Addr: all[i].raft})
 		}
 	}
 	for i := range all {
 		id := int32(i + 1)
-		dir := filepath.Join(base, fmt.Sprintf("node%d", id))
-		cfg := node.DefaultConfig(id, dir)
-		cfg.Broker, cfg.Controller = roles(id)
-		cfg.Listen, cfg.InterBrokerListen, cfg.ControllerListen, cfg.GossipListen = all[i].listen, all[i].interBroker, all[i].raft, all[i].gossip
-		if cfg.Broker {
-			cfg.KafkaListen = all[i].kafka
-		}
-		cfg.Voters = voters
+		var join []string
 		for j := range all {
 			if j != i {
-				cfg.Join = append(cfg.Join, all[j].gossip)
+				join = append(join, all[j].gossip)
 			}
 		}
-		cfg.HeartbeatInterval = opts.HeartbeatInterval
-		cfg.QuorumTimeouts = node.QuorumTimeouts{Heartbeat: 150 * time.Millisecond, Election: 150 * time.Millisecond, LeaderLease: 100 * time.Millisecond, Commit: 5 * time.Millisecond}
-		cfg.ControllerConfig.SessionTimeout = opts.SessionTimeout
-		cfg.ControllerConfig.LeaderImbalanceInterval = time.Second
-		cfg.ControllerConfig.UncleanCheckInterval = time.Second
-		cfg.ReplicationConfig.ReplicaLagTimeMax = opts.ReplicaLag
-		cfg.ReplicationConfig.FetchBackoff = 100 * time.Millisecond
-		cfg.ReplicationConfig.FetchWaitMax = 200 * time.Millisecond
-		cfg.Logger = testutil.Logger() // node.Start adds node=<id>
-		m := &Member{ID: id, Dir: dir, Cfg: cfg}
-		c.Net.Register(m.Name(), cfg.Listen)
-		c.Net.Register(m.Name(), cfg.InterBrokerListen)
-		if cfg.KafkaListen != "" {
-			c.Net.Register(m.Name(), cfg.KafkaListen)
-		}
-		c.Net.Register(m.Name(), cfg.ControllerListen)
-		cfg.Dial = c.Net.Dialer(m.Name())
-		cfg.RaftDial = c.Net.Dialer(m.Name())
-		cfg.MarkerDial = c.Net.Dialer(m.Name() + "-markers")
-		if opts.Mutate != nil {
-			opts.Mutate(id, &cfg)
-		}
-		m.Cfg = cfg
-		c.members = append(c.members, m)
+		b, ctl := roles(id)
+		c.members = append(c.members, c.newMember(id, all[i], b, ctl, join, nil))
 	}
 	// Start all at once: the quorum needs a majority before anyone registers.
 	var wg sync.WaitGroup

@@ -1353,7 +1353,7 @@ var File_strand_v1_admin_proto protoreflect.FileDescriptor
 
 const file_strand_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x15strand/v1/admin.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x18strand/v1/metadata.proto\x1a\x17strand/v1/dynconf.proto\x1a\x18strand/v1/reassign.proto\"\x8c\x01\n" +
+	"\x15strand/v1/admin.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x18strand/v1/metadata.proto\x1a\x17strand/v1/dynconf.proto\x1a\x18strand/v1/reassign.proto\x1a\x17strand/v1/members.proto\"\x8c\x01\n" +
 	"\x13CreateTopicsRequest\x121\n" +
 	"\x06topics\x18\x01 \x03(\v2\x19.strand.v1.CreatableTopicR\x06topics\x12\x1d\n" +
 	"\n" +
@@ -1457,7 +1457,7 @@ const file_strand_v1_admin_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
 	"\n" +
 	"error_code\x18\x02 \x01(\x0e2\x14.strand.v1.ErrorCodeR\terrorCode\x12#\n" +
-	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage2\xa5\x06\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage2\xe8\b\n" +
 	"\x05Admin\x12O\n" +
 	"\fCreateTopics\x12\x1e.strand.v1.CreateTopicsRequest\x1a\x1f.strand.v1.CreateTopicsResponse\x12O\n" +
 	"\fDeleteTopics\x12\x1e.strand.v1.DeleteTopicsRequest\x1a\x1f.strand.v1.DeleteTopicsResponse\x12X\n" +
@@ -1466,7 +1466,11 @@ const file_strand_v1_admin_proto_rawDesc = "" +
 	"\x17IncrementalAlterConfigs\x12).strand.v1.IncrementalAlterConfigsRequest\x1a*.strand.v1.IncrementalAlterConfigsResponse\x12[\n" +
 	"\x10CreatePartitions\x12\".strand.v1.CreatePartitionsRequest\x1a#.strand.v1.CreatePartitionsResponse\x12|\n" +
 	"\x1bAlterPartitionReassignments\x12-.strand.v1.AlterPartitionReassignmentsRequest\x1a..strand.v1.AlterPartitionReassignmentsResponse\x12y\n" +
-	"\x1aListPartitionReassignments\x12,.strand.v1.ListPartitionReassignmentsRequest\x1a-.strand.v1.ListPartitionReassignmentsResponseB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
+	"\x1aListPartitionReassignments\x12,.strand.v1.ListPartitionReassignmentsRequest\x1a-.strand.v1.ListPartitionReassignmentsResponse\x12C\n" +
+	"\bAddVoter\x12\x1a.strand.v1.AddVoterRequest\x1a\x1b.strand.v1.AddVoterResponse\x12L\n" +
+	"\vRemoveVoter\x12\x1d.strand.v1.RemoveVoterRequest\x1a\x1e.strand.v1.RemoveVoterResponse\x12Q\n" +
+	"\x0eDescribeQuorum\x12\x1e.strand.v1.QuorumStatusRequest\x1a\x1f.strand.v1.QuorumStatusResponse\x12[\n" +
+	"\x10UnregisterBroker\x12\".strand.v1.UnregisterBrokerRequest\x1a#.strand.v1.UnregisterBrokerResponseB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
 
 var (
 	file_strand_v1_admin_proto_rawDescOnce sync.Once
@@ -1511,8 +1515,16 @@ var file_strand_v1_admin_proto_goTypes = []any{
 	(*ConfigSynonym)(nil),                       // 26: strand.v1.ConfigSynonym
 	(*AlterPartitionReassignmentsRequest)(nil),  // 27: strand.v1.AlterPartitionReassignmentsRequest
 	(*ListPartitionReassignmentsRequest)(nil),   // 28: strand.v1.ListPartitionReassignmentsRequest
-	(*AlterPartitionReassignmentsResponse)(nil), // 29: strand.v1.AlterPartitionReassignmentsResponse
-	(*ListPartitionReassignmentsResponse)(nil),  // 30: strand.v1.ListPartitionReassignmentsResponse
+	(*AddVoterRequest)(nil),                     // 29: strand.v1.AddVoterRequest
+	(*RemoveVoterRequest)(nil),                  // 30: strand.v1.RemoveVoterRequest
+	(*QuorumStatusRequest)(nil),                 // 31: strand.v1.QuorumStatusRequest
+	(*UnregisterBrokerRequest)(nil),             // 32: strand.v1.UnregisterBrokerRequest
+	(*AlterPartitionReassignmentsResponse)(nil), // 33: strand.v1.AlterPartitionReassignmentsResponse
+	(*ListPartitionReassignmentsResponse)(nil),  // 34: strand.v1.ListPartitionReassignmentsResponse
+	(*AddVoterResponse)(nil),                    // 35: strand.v1.AddVoterResponse
+	(*RemoveVoterResponse)(nil),                 // 36: strand.v1.RemoveVoterResponse
+	(*QuorumStatusResponse)(nil),                // 37: strand.v1.QuorumStatusResponse
+	(*UnregisterBrokerResponse)(nil),            // 38: strand.v1.UnregisterBrokerResponse
 }
 var file_strand_v1_admin_proto_depIdxs = []int32{
 	1,  // 0: strand.v1.CreateTopicsRequest.topics:type_name -> strand.v1.CreatableTopic
@@ -1544,16 +1556,24 @@ var file_strand_v1_admin_proto_depIdxs = []int32{
 	17, // 26: strand.v1.Admin.CreatePartitions:input_type -> strand.v1.CreatePartitionsRequest
 	27, // 27: strand.v1.Admin.AlterPartitionReassignments:input_type -> strand.v1.AlterPartitionReassignmentsRequest
 	28, // 28: strand.v1.Admin.ListPartitionReassignments:input_type -> strand.v1.ListPartitionReassignmentsRequest
-	2,  // 29: strand.v1.Admin.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
-	5,  // 30: strand.v1.Admin.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
-	8,  // 31: strand.v1.Admin.DescribeCluster:output_type -> strand.v1.DescribeClusterResponse
-	12, // 32: strand.v1.Admin.DescribeConfigs:output_type -> strand.v1.DescribeConfigsResponse
-	16, // 33: strand.v1.Admin.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
-	20, // 34: strand.v1.Admin.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
-	29, // 35: strand.v1.Admin.AlterPartitionReassignments:output_type -> strand.v1.AlterPartitionReassignmentsResponse
-	30, // 36: strand.v1.Admin.ListPartitionReassignments:output_type -> strand.v1.ListPartitionReassignmentsResponse
-	29, // [29:37] is the sub-list for method output_type
-	21, // [21:29] is the sub-list for method input_type
+	29, // 29: strand.v1.Admin.AddVoter:input_type -> strand.v1.AddVoterRequest
+	30, // 30: strand.v1.Admin.RemoveVoter:input_type -> strand.v1.RemoveVoterRequest
+	31, // 31: strand.v1.Admin.DescribeQuorum:input_type -> strand.v1.QuorumStatusRequest
+	32, // 32: strand.v1.Admin.UnregisterBroker:input_type -> strand.v1.UnregisterBrokerRequest
+	2,  // 33: strand.v1.Admin.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
+	5,  // 34: strand.v1.Admin.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
+	8,  // 35: strand.v1.Admin.DescribeCluster:output_type -> strand.v1.DescribeClusterResponse
+	12, // 36: strand.v1.Admin.DescribeConfigs:output_type -> strand.v1.DescribeConfigsResponse
+	16, // 37: strand.v1.Admin.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
+	20, // 38: strand.v1.Admin.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
+	33, // 39: strand.v1.Admin.AlterPartitionReassignments:output_type -> strand.v1.AlterPartitionReassignmentsResponse
+	34, // 40: strand.v1.Admin.ListPartitionReassignments:output_type -> strand.v1.ListPartitionReassignmentsResponse
+	35, // 41: strand.v1.Admin.AddVoter:output_type -> strand.v1.AddVoterResponse
+	36, // 42: strand.v1.Admin.RemoveVoter:output_type -> strand.v1.RemoveVoterResponse
+	37, // 43: strand.v1.Admin.DescribeQuorum:output_type -> strand.v1.QuorumStatusResponse
+	38, // 44: strand.v1.Admin.UnregisterBroker:output_type -> strand.v1.UnregisterBrokerResponse
+	33, // [33:45] is the sub-list for method output_type
+	21, // [21:33] is the sub-list for method input_type
 	21, // [21:21] is the sub-list for extension type_name
 	21, // [21:21] is the sub-list for extension extendee
 	0,  // [0:21] is the sub-list for field type_name
@@ -1568,6 +1588,7 @@ func file_strand_v1_admin_proto_init() {
 	file_strand_v1_metadata_proto_init()
 	file_strand_v1_dynconf_proto_init()
 	file_strand_v1_reassign_proto_init()
+	file_strand_v1_members_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -27,6 +27,10 @@ const (
 	Admin_CreatePartitions_FullMethodName            = "/strand.v1.Admin/CreatePartitions"
 	Admin_AlterPartitionReassignments_FullMethodName = "/strand.v1.Admin/AlterPartitionReassignments"
 	Admin_ListPartitionReassignments_FullMethodName  = "/strand.v1.Admin/ListPartitionReassignments"
+	Admin_AddVoter_FullMethodName                    = "/strand.v1.Admin/AddVoter"
+	Admin_RemoveVoter_FullMethodName                 = "/strand.v1.Admin/RemoveVoter"
+	Admin_DescribeQuorum_FullMethodName              = "/strand.v1.Admin/DescribeQuorum"
+	Admin_UnregisterBroker_FullMethodName            = "/strand.v1.Admin/UnregisterBroker"
 )
 
 // AdminClient is the client API for Admin service.
@@ -61,6 +65,14 @@ type AdminClient interface {
 	// ListPartitionReassignments lists the reassignments in progress (all,
 	// or of the named partitions).
 	ListPartitionReassignments(ctx context.Context, in *ListPartitionReassignmentsRequest, opts ...grpc.CallOption) (*ListPartitionReassignmentsResponse, error)
+	// --- issue 21: members ---
+	// AddVoter / RemoveVoter change the controller quorum's voters (KIP-853);
+	// DescribeQuorum reports it as Kafka's DescribeQuorum does.
+	AddVoter(ctx context.Context, in *AddVoterRequest, opts ...grpc.CallOption) (*AddVoterResponse, error)
+	RemoveVoter(ctx context.Context, in *RemoveVoterRequest, opts ...grpc.CallOption) (*RemoveVoterResponse, error)
+	DescribeQuorum(ctx context.Context, in *QuorumStatusRequest, opts ...grpc.CallOption) (*QuorumStatusResponse, error)
+	// UnregisterBroker removes a broker's registration (KIP-631).
+	UnregisterBroker(ctx context.Context, in *UnregisterBrokerRequest, opts ...grpc.CallOption) (*UnregisterBrokerResponse, error)
 }
 
 type adminClient struct {
@@ -151,6 +163,46 @@ func (c *adminClient) ListPartitionReassignments(ctx context.Context, in *ListPa
 	return out, nil
 }
 
+func (c *adminClient) AddVoter(ctx context.Context, in *AddVoterRequest, opts ...grpc.CallOption) (*AddVoterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AddVoterResponse)
+	err := c.cc.Invoke(ctx, Admin_AddVoter_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) RemoveVoter(ctx context.Context, in *RemoveVoterRequest, opts ...grpc.CallOption) (*RemoveVoterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveVoterResponse)
+	err := c.cc.Invoke(ctx, Admin_RemoveVoter_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) DescribeQuorum(ctx context.Context, in *QuorumStatusRequest, opts ...grpc.CallOption) (*QuorumStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(QuorumStatusResponse)
+	err := c.cc.Invoke(ctx, Admin_DescribeQuorum_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) UnregisterBroker(ctx context.Context, in *UnregisterBrokerRequest, opts ...grpc.CallOption) (*UnregisterBrokerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UnregisterBrokerResponse)
+	err := c.cc.Invoke(ctx, Admin_UnregisterBroker_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -183,6 +235,14 @@ type AdminServer interface {
 	// ListPartitionReassignments lists the reassignments in progress (all,
 	// or of the named partitions).
 	ListPartitionReassignments(context.Context, *ListPartitionReassignmentsRequest) (*ListPartitionReassignmentsResponse, error)
+	// --- issue 21: members ---
+	// AddVoter / RemoveVoter change the controller quorum's voters (KIP-853);
+	// DescribeQuorum reports it as Kafka's DescribeQuorum does.
+	AddVoter(context.Context, *AddVoterRequest) (*AddVoterResponse, error)
+	RemoveVoter(context.Context, *RemoveVoterRequest) (*RemoveVoterResponse, error)
+	DescribeQuorum(context.Context, *QuorumStatusRequest) (*QuorumStatusResponse, error)
+	// UnregisterBroker removes a broker's registration (KIP-631).
+	UnregisterBroker(context.Context, *UnregisterBrokerRequest) (*UnregisterBrokerResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -216,6 +276,18 @@ func (UnimplementedAdminServer) AlterPartitionReassignments(context.Context, *Al
 }
 func (UnimplementedAdminServer) ListPartitionReassignments(context.Context, *ListPartitionReassignmentsRequest) (*ListPartitionReassignmentsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListPartitionReassignments not implemented")
+}
+func (UnimplementedAdminServer) AddVoter(context.Context, *AddVoterRequest) (*AddVoterResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AddVoter not implemented")
+}
+func (UnimplementedAdminServer) RemoveVoter(context.Context, *RemoveVoterRequest) (*RemoveVoterResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveVoter not implemented")
+}
+func (UnimplementedAdminServer) DescribeQuorum(context.Context, *QuorumStatusRequest) (*QuorumStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeQuorum not implemented")
+}
+func (UnimplementedAdminServer) UnregisterBroker(context.Context, *UnregisterBrokerRequest) (*UnregisterBrokerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UnregisterBroker not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -382,6 +454,78 @@ func _Admin_ListPartitionReassignments_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_AddVoter_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddVoterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).AddVoter(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_AddVoter_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).AddVoter(ctx, req.(*AddVoterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_RemoveVoter_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveVoterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).RemoveVoter(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_RemoveVoter_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).RemoveVoter(ctx, req.(*RemoveVoterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_DescribeQuorum_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(QuorumStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DescribeQuorum(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DescribeQuorum_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DescribeQuorum(ctx, req.(*QuorumStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_UnregisterBroker_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UnregisterBrokerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).UnregisterBroker(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_UnregisterBroker_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).UnregisterBroker(ctx, req.(*UnregisterBrokerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -420,6 +564,22 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListPartitionReassignments",
 			Handler:    _Admin_ListPartitionReassignments_Handler,
+		},
+		{
+			MethodName: "AddVoter",
+			Handler:    _Admin_AddVoter_Handler,
+		},
+		{
+			MethodName: "RemoveVoter",
+			Handler:    _Admin_RemoveVoter_Handler,
+		},
+		{
+			MethodName: "DescribeQuorum",
+			Handler:    _Admin_DescribeQuorum_Handler,
+		},
+		{
+			MethodName: "UnregisterBroker",
+			Handler:    _Admin_UnregisterBroker_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

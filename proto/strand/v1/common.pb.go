@@ -122,6 +122,10 @@ const (
 	ErrorCode_MISMATCHED_ENDPOINT_TYPE ErrorCode = 114
 	ErrorCode_INVALID_REGISTRATION     ErrorCode = 119
 	ErrorCode_TRANSACTION_ABORTABLE    ErrorCode = 120
+	// DUPLICATE_VOTER / VOTER_NOT_FOUND: a controller quorum change names a
+	// node already a voter / not a voter (KIP-853).
+	ErrorCode_DUPLICATE_VOTER ErrorCode = 126
+	ErrorCode_VOTER_NOT_FOUND ErrorCode = 127
 	// TRANSACTION_TIMED_OUT is Strand's: the coordinator aborted the
 	// transaction because it outlived transaction.timeout.ms. Kafka reports
 	// this case as PRODUCER_FENCED / INVALID_PRODUCER_EPOCH, which users read
@@ -215,6 +219,8 @@ var (
 		114:   "MISMATCHED_ENDPOINT_TYPE",
 		119:   "INVALID_REGISTRATION",
 		120:   "TRANSACTION_ABORTABLE",
+		126:   "DUPLICATE_VOTER",
+		127:   "VOTER_NOT_FOUND",
 		10001: "TRANSACTION_TIMED_OUT",
 	}
 	ErrorCode_value = map[string]int32{
@@ -301,6 +307,8 @@ var (
 		"MISMATCHED_ENDPOINT_TYPE":         114,
 		"INVALID_REGISTRATION":             119,
 		"TRANSACTION_ABORTABLE":            120,
+		"DUPLICATE_VOTER":                  126,
+		"VOTER_NOT_FOUND":                  127,
 		"TRANSACTION_TIMED_OUT":            10001,
 	}
 )
@@ -439,7 +447,7 @@ const file_strand_v1_common_proto_rawDesc = "" +
 	"\x16strand/v1/common.proto\x12\tstrand.v1\"D\n" +
 	"\x0eTopicPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
-	"\tpartition\x18\x02 \x01(\x05R\tpartition*\xfd\x11\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition*\xa7\x12\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12!\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\x17\n" +
@@ -524,7 +532,9 @@ const file_strand_v1_common_proto_rawDesc = "" +
 	"\x12NEW_LEADER_ELECTED\x10l\x12\x1c\n" +
 	"\x18MISMATCHED_ENDPOINT_TYPE\x10r\x12\x18\n" +
 	"\x14INVALID_REGISTRATION\x10w\x12\x19\n" +
-	"\x15TRANSACTION_ABORTABLE\x10x\x12\x1a\n" +
+	"\x15TRANSACTION_ABORTABLE\x10x\x12\x13\n" +
+	"\x0fDUPLICATE_VOTER\x10~\x12\x13\n" +
+	"\x0fVOTER_NOT_FOUND\x10\x7f\x12\x1a\n" +
 	"\x15TRANSACTION_TIMED_OUT\x10\x91N*:\n" +
 	"\x0eIsolationLevel\x12\x14\n" +
 	"\x10READ_UNCOMMITTED\x10\x00\x12\x12\n" +

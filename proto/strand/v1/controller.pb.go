@@ -2216,7 +2216,7 @@ var File_strand_v1_controller_proto protoreflect.FileDescriptor
 
 const file_strand_v1_controller_proto_rawDesc = "" +
 	"\n" +
-	"\x1astrand/v1/controller.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x15strand/v1/admin.proto\x1a\x18strand/v1/reassign.proto\"\xa6\x02\n" +
+	"\x1astrand/v1/controller.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x15strand/v1/admin.proto\x1a\x18strand/v1/reassign.proto\x1a\x17strand/v1/members.proto\"\xa6\x02\n" +
 	"\x15RegisterBrokerRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12%\n" +
 	"\x0eincarnation_id\x18\x02 \x01(\tR\rincarnationId\x12\x18\n" +
@@ -2401,7 +2401,8 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"\rresource_name\x18\x02 \x01(\tR\fresourceName\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x04 \x01(\tR\x05value\x12\x16\n" +
-	"\x06delete\x18\x05 \x01(\bR\x06delete2\x8e\b\n" +
+	"\x06delete\x18\x05 \x01(\bR\x06delete2\xcf\n" +
+	"\n" +
 	"\n" +
 	"Controller\x12U\n" +
 	"\x0eRegisterBroker\x12 .strand.v1.RegisterBrokerRequest\x1a!.strand.v1.RegisterBrokerResponse\x12X\n" +
@@ -2414,7 +2415,11 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"\x17IncrementalAlterConfigs\x12).strand.v1.IncrementalAlterConfigsRequest\x1a*.strand.v1.IncrementalAlterConfigsResponse\x12[\n" +
 	"\x10CreatePartitions\x12\".strand.v1.CreatePartitionsRequest\x1a#.strand.v1.CreatePartitionsResponse\x12U\n" +
 	"\x0eDescribeQuorum\x12 .strand.v1.DescribeQuorumRequest\x1a!.strand.v1.DescribeQuorumResponse\x12|\n" +
-	"\x1bAlterPartitionReassignments\x12-.strand.v1.AlterPartitionReassignmentsRequest\x1a..strand.v1.AlterPartitionReassignmentsResponseB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
+	"\x1bAlterPartitionReassignments\x12-.strand.v1.AlterPartitionReassignmentsRequest\x1a..strand.v1.AlterPartitionReassignmentsResponse\x12C\n" +
+	"\bAddVoter\x12\x1a.strand.v1.AddVoterRequest\x1a\x1b.strand.v1.AddVoterResponse\x12L\n" +
+	"\vRemoveVoter\x12\x1d.strand.v1.RemoveVoterRequest\x1a\x1e.strand.v1.RemoveVoterResponse\x12O\n" +
+	"\fQuorumStatus\x12\x1e.strand.v1.QuorumStatusRequest\x1a\x1f.strand.v1.QuorumStatusResponse\x12[\n" +
+	"\x10UnregisterBroker\x12\".strand.v1.UnregisterBrokerRequest\x1a#.strand.v1.UnregisterBrokerResponseB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
 
 var (
 	file_strand_v1_controller_proto_rawDescOnce sync.Once
@@ -2466,11 +2471,19 @@ var file_strand_v1_controller_proto_goTypes = []any{
 	(*IncrementalAlterConfigsRequest)(nil),      // 33: strand.v1.IncrementalAlterConfigsRequest
 	(*CreatePartitionsRequest)(nil),             // 34: strand.v1.CreatePartitionsRequest
 	(*AlterPartitionReassignmentsRequest)(nil),  // 35: strand.v1.AlterPartitionReassignmentsRequest
-	(*CreateTopicsResponse)(nil),                // 36: strand.v1.CreateTopicsResponse
-	(*DeleteTopicsResponse)(nil),                // 37: strand.v1.DeleteTopicsResponse
-	(*IncrementalAlterConfigsResponse)(nil),     // 38: strand.v1.IncrementalAlterConfigsResponse
-	(*CreatePartitionsResponse)(nil),            // 39: strand.v1.CreatePartitionsResponse
-	(*AlterPartitionReassignmentsResponse)(nil), // 40: strand.v1.AlterPartitionReassignmentsResponse
+	(*AddVoterRequest)(nil),                     // 36: strand.v1.AddVoterRequest
+	(*RemoveVoterRequest)(nil),                  // 37: strand.v1.RemoveVoterRequest
+	(*QuorumStatusRequest)(nil),                 // 38: strand.v1.QuorumStatusRequest
+	(*UnregisterBrokerRequest)(nil),             // 39: strand.v1.UnregisterBrokerRequest
+	(*CreateTopicsResponse)(nil),                // 40: strand.v1.CreateTopicsResponse
+	(*DeleteTopicsResponse)(nil),                // 41: strand.v1.DeleteTopicsResponse
+	(*IncrementalAlterConfigsResponse)(nil),     // 42: strand.v1.IncrementalAlterConfigsResponse
+	(*CreatePartitionsResponse)(nil),            // 43: strand.v1.CreatePartitionsResponse
+	(*AlterPartitionReassignmentsResponse)(nil), // 44: strand.v1.AlterPartitionReassignmentsResponse
+	(*AddVoterResponse)(nil),                    // 45: strand.v1.AddVoterResponse
+	(*RemoveVoterResponse)(nil),                 // 46: strand.v1.RemoveVoterResponse
+	(*QuorumStatusResponse)(nil),                // 47: strand.v1.QuorumStatusResponse
+	(*UnregisterBrokerResponse)(nil),            // 48: strand.v1.UnregisterBrokerResponse
 }
 var file_strand_v1_controller_proto_depIdxs = []int32{
 	29, // 0: strand.v1.RegisterBrokerResponse.error_code:type_name -> strand.v1.ErrorCode
@@ -2508,19 +2521,27 @@ var file_strand_v1_controller_proto_depIdxs = []int32{
 	34, // 32: strand.v1.Controller.CreatePartitions:input_type -> strand.v1.CreatePartitionsRequest
 	11, // 33: strand.v1.Controller.DescribeQuorum:input_type -> strand.v1.DescribeQuorumRequest
 	35, // 34: strand.v1.Controller.AlterPartitionReassignments:input_type -> strand.v1.AlterPartitionReassignmentsRequest
-	1,  // 35: strand.v1.Controller.RegisterBroker:output_type -> strand.v1.RegisterBrokerResponse
-	3,  // 36: strand.v1.Controller.BrokerHeartbeat:output_type -> strand.v1.BrokerHeartbeatResponse
-	6,  // 37: strand.v1.Controller.AlterPartition:output_type -> strand.v1.AlterPartitionResponse
-	9,  // 38: strand.v1.Controller.AllocateProducerIds:output_type -> strand.v1.AllocateProducerIdsResponse
-	13, // 39: strand.v1.Controller.FetchMetadata:output_type -> strand.v1.MetadataBatch
-	36, // 40: strand.v1.Controller.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
-	37, // 41: strand.v1.Controller.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
-	38, // 42: strand.v1.Controller.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
-	39, // 43: strand.v1.Controller.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
-	12, // 44: strand.v1.Controller.DescribeQuorum:output_type -> strand.v1.DescribeQuorumResponse
-	40, // 45: strand.v1.Controller.AlterPartitionReassignments:output_type -> strand.v1.AlterPartitionReassignmentsResponse
-	35, // [35:46] is the sub-list for method output_type
-	24, // [24:35] is the sub-list for method input_type
+	36, // 35: strand.v1.Controller.AddVoter:input_type -> strand.v1.AddVoterRequest
+	37, // 36: strand.v1.Controller.RemoveVoter:input_type -> strand.v1.RemoveVoterRequest
+	38, // 37: strand.v1.Controller.QuorumStatus:input_type -> strand.v1.QuorumStatusRequest
+	39, // 38: strand.v1.Controller.UnregisterBroker:input_type -> strand.v1.UnregisterBrokerRequest
+	1,  // 39: strand.v1.Controller.RegisterBroker:output_type -> strand.v1.RegisterBrokerResponse
+	3,  // 40: strand.v1.Controller.BrokerHeartbeat:output_type -> strand.v1.BrokerHeartbeatResponse
+	6,  // 41: strand.v1.Controller.AlterPartition:output_type -> strand.v1.AlterPartitionResponse
+	9,  // 42: strand.v1.Controller.AllocateProducerIds:output_type -> strand.v1.AllocateProducerIdsResponse
+	13, // 43: strand.v1.Controller.FetchMetadata:output_type -> strand.v1.MetadataBatch
+	40, // 44: strand.v1.Controller.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
+	41, // 45: strand.v1.Controller.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
+	42, // 46: strand.v1.Controller.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
+	43, // 47: strand.v1.Controller.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
+	12, // 48: strand.v1.Controller.DescribeQuorum:output_type -> strand.v1.DescribeQuorumResponse
+	44, // 49: strand.v1.Controller.AlterPartitionReassignments:output_type -> strand.v1.AlterPartitionReassignmentsResponse
+	45, // 50: strand.v1.Controller.AddVoter:output_type -> strand.v1.AddVoterResponse
+	46, // 51: strand.v1.Controller.RemoveVoter:output_type -> strand.v1.RemoveVoterResponse
+	47, // 52: strand.v1.Controller.QuorumStatus:output_type -> strand.v1.QuorumStatusResponse
+	48, // 53: strand.v1.Controller.UnregisterBroker:output_type -> strand.v1.UnregisterBrokerResponse
+	39, // [39:54] is the sub-list for method output_type
+	24, // [24:39] is the sub-list for method input_type
 	24, // [24:24] is the sub-list for extension type_name
 	24, // [24:24] is the sub-list for extension extendee
 	0,  // [0:24] is the sub-list for field type_name
@@ -2534,6 +2555,7 @@ func file_strand_v1_controller_proto_init() {
 	file_strand_v1_common_proto_init()
 	file_strand_v1_admin_proto_init()
 	file_strand_v1_reassign_proto_init()
+	file_strand_v1_members_proto_init()
 	file_strand_v1_controller_proto_msgTypes[14].OneofWrappers = []any{
 		(*MetadataRecord_RegisterBroker)(nil),
 		(*MetadataRecord_FenceBroker)(nil),

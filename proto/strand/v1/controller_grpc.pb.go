@@ -30,6 +30,10 @@ const (
 	Controller_CreatePartitions_FullMethodName            = "/strand.v1.Controller/CreatePartitions"
 	Controller_DescribeQuorum_FullMethodName              = "/strand.v1.Controller/DescribeQuorum"
 	Controller_AlterPartitionReassignments_FullMethodName = "/strand.v1.Controller/AlterPartitionReassignments"
+	Controller_AddVoter_FullMethodName                    = "/strand.v1.Controller/AddVoter"
+	Controller_RemoveVoter_FullMethodName                 = "/strand.v1.Controller/RemoveVoter"
+	Controller_QuorumStatus_FullMethodName                = "/strand.v1.Controller/QuorumStatus"
+	Controller_UnregisterBroker_FullMethodName            = "/strand.v1.Controller/UnregisterBroker"
 )
 
 // ControllerClient is the client API for Controller service.
@@ -75,6 +79,11 @@ type ControllerClient interface {
 	DescribeQuorum(ctx context.Context, in *DescribeQuorumRequest, opts ...grpc.CallOption) (*DescribeQuorumResponse, error)
 	// --- issue 21: reassign ---
 	AlterPartitionReassignments(ctx context.Context, in *AlterPartitionReassignmentsRequest, opts ...grpc.CallOption) (*AlterPartitionReassignmentsResponse, error)
+	// --- issue 21: members ---
+	AddVoter(ctx context.Context, in *AddVoterRequest, opts ...grpc.CallOption) (*AddVoterResponse, error)
+	RemoveVoter(ctx context.Context, in *RemoveVoterRequest, opts ...grpc.CallOption) (*RemoveVoterResponse, error)
+	QuorumStatus(ctx context.Context, in *QuorumStatusRequest, opts ...grpc.CallOption) (*QuorumStatusResponse, error)
+	UnregisterBroker(ctx context.Context, in *UnregisterBrokerRequest, opts ...grpc.CallOption) (*UnregisterBrokerResponse, error)
 }
 
 type controllerClient struct {
@@ -204,6 +213,46 @@ func (c *controllerClient) AlterPartitionReassignments(ctx context.Context, in *
 	return out, nil
 }
 
+func (c *controllerClient) AddVoter(ctx context.Context, in *AddVoterRequest, opts ...grpc.CallOption) (*AddVoterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AddVoterResponse)
+	err := c.cc.Invoke(ctx, Controller_AddVoter_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerClient) RemoveVoter(ctx context.Context, in *RemoveVoterRequest, opts ...grpc.CallOption) (*RemoveVoterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveVoterResponse)
+	err := c.cc.Invoke(ctx, Controller_RemoveVoter_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerClient) QuorumStatus(ctx context.Context, in *QuorumStatusRequest, opts ...grpc.CallOption) (*QuorumStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(QuorumStatusResponse)
+	err := c.cc.Invoke(ctx, Controller_QuorumStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerClient) UnregisterBroker(ctx context.Context, in *UnregisterBrokerRequest, opts ...grpc.CallOption) (*UnregisterBrokerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UnregisterBrokerResponse)
+	err := c.cc.Invoke(ctx, Controller_UnregisterBroker_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServer is the server API for Controller service.
 // All implementations must embed UnimplementedControllerServer
 // for forward compatibility.
@@ -247,6 +296,11 @@ type ControllerServer interface {
 	DescribeQuorum(context.Context, *DescribeQuorumRequest) (*DescribeQuorumResponse, error)
 	// --- issue 21: reassign ---
 	AlterPartitionReassignments(context.Context, *AlterPartitionReassignmentsRequest) (*AlterPartitionReassignmentsResponse, error)
+	// --- issue 21: members ---
+	AddVoter(context.Context, *AddVoterRequest) (*AddVoterResponse, error)
+	RemoveVoter(context.Context, *RemoveVoterRequest) (*RemoveVoterResponse, error)
+	QuorumStatus(context.Context, *QuorumStatusRequest) (*QuorumStatusResponse, error)
+	UnregisterBroker(context.Context, *UnregisterBrokerRequest) (*UnregisterBrokerResponse, error)
 	mustEmbedUnimplementedControllerServer()
 }
 
@@ -289,6 +343,18 @@ func (UnimplementedControllerServer) DescribeQuorum(context.Context, *DescribeQu
 }
 func (UnimplementedControllerServer) AlterPartitionReassignments(context.Context, *AlterPartitionReassignmentsRequest) (*AlterPartitionReassignmentsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AlterPartitionReassignments not implemented")
+}
+func (UnimplementedControllerServer) AddVoter(context.Context, *AddVoterRequest) (*AddVoterResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AddVoter not implemented")
+}
+func (UnimplementedControllerServer) RemoveVoter(context.Context, *RemoveVoterRequest) (*RemoveVoterResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveVoter not implemented")
+}
+func (UnimplementedControllerServer) QuorumStatus(context.Context, *QuorumStatusRequest) (*QuorumStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method QuorumStatus not implemented")
+}
+func (UnimplementedControllerServer) UnregisterBroker(context.Context, *UnregisterBrokerRequest) (*UnregisterBrokerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UnregisterBroker not implemented")
 }
 func (UnimplementedControllerServer) mustEmbedUnimplementedControllerServer() {}
 func (UnimplementedControllerServer) testEmbeddedByValue()                    {}
@@ -502,6 +568,78 @@ func _Controller_AlterPartitionReassignments_Handler(srv interface{}, ctx contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_AddVoter_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddVoterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).AddVoter(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_AddVoter_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).AddVoter(ctx, req.(*AddVoterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Controller_RemoveVoter_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveVoterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).RemoveVoter(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_RemoveVoter_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).RemoveVoter(ctx, req.(*RemoveVoterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Controller_QuorumStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(QuorumStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).QuorumStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_QuorumStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).QuorumStatus(ctx, req.(*QuorumStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Controller_UnregisterBroker_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UnregisterBrokerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).UnregisterBroker(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_UnregisterBroker_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).UnregisterBroker(ctx, req.(*UnregisterBrokerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Controller_ServiceDesc is the grpc.ServiceDesc for Controller service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -548,6 +686,22 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AlterPartitionReassignments",
 			Handler:    _Controller_AlterPartitionReassignments_Handler,
+		},
+		{
+			MethodName: "AddVoter",
+			Handler:    _Controller_AddVoter_Handler,
+		},
+		{
+			MethodName: "RemoveVoter",
+			Handler:    _Controller_RemoveVoter_Handler,
+		},
+		{
+			MethodName: "QuorumStatus",
+			Handler:    _Controller_QuorumStatus_Handler,
+		},
+		{
+			MethodName: "UnregisterBroker",
+			Handler:    _Controller_UnregisterBroker_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
