@@ -160,3 +160,13 @@ func (s *groupsService) OffsetDelete(ctx context.Context, req *pb.OffsetDeleteRe
 func (s *adminService) CreatePartitions(ctx context.Context, req *pb.CreatePartitionsRequest) (*pb.CreatePartitionsResponse, error) {
 	return answer(s.h.CreatePartitions(ctx, req))
 }
+
+// --- issue 21: leaders ---
+
+func (s *adminService) ElectLeaders(ctx context.Context, req *pb.ElectLeadersRequest) (*pb.ElectLeadersResponse, error) {
+	return answer(s.h.ElectLeaders(ctx, req))
+}
+
+func (s *adminService) DeleteRecords(ctx context.Context, req *pb.DeleteRecordsRequest) (*pb.DeleteRecordsResponse, error) {
+	return answer(s.h.DeleteRecords(ctx, req))
+}

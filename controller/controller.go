@@ -31,6 +31,10 @@ type Config struct {
 	LeaderImbalanceInterval time.Duration
 	// AutoLeaderRebalance is auto.leader.rebalance.enable.
 	AutoLeaderRebalance bool
+	// LeaderImbalancePercentage is leader.imbalance.per.broker.percentage:
+	// a broker's preferred partitions move back to it only when more than
+	// this percentage of them are led by others (ImbalanceChanges).
+	LeaderImbalancePercentage int
 	// UncleanCheckInterval is unclean.leader.election.interval.ms.
 	UncleanCheckInterval time.Duration
 	// DefaultPartitions / DefaultReplicationFactor: num.partitions, default.replication.factor.
@@ -47,13 +51,14 @@ type Config struct {
 // DefaultConfig is Kafka's defaults.
 func DefaultConfig(nodeID int32) Config {
 	return Config{
-		NodeID:                   nodeID,
-		SessionTimeout:           9 * time.Second,
-		LeaderImbalanceInterval:  300 * time.Second,
-		AutoLeaderRebalance:      true,
-		UncleanCheckInterval:     300 * time.Second,
-		DefaultPartitions:        1,
-		DefaultReplicationFactor: 1,
+		NodeID:                    nodeID,
+		SessionTimeout:            9 * time.Second,
+		LeaderImbalanceInterval:   300 * time.Second,
+		AutoLeaderRebalance:       true,
+		LeaderImbalancePercentage: 10,
+		UncleanCheckInterval:      300 * time.Second,
+		DefaultPartitions:         1,
+		DefaultReplicationFactor:  1,
 	}
 }
 
@@ -152,7 +157,7 @@ func (c *Controller) tick(ctx context.Context) {
 	now := c.clk.Now()
 	if c.cfg.AutoLeaderRebalance && now.Sub(c.lastPref) >= c.cfg.LeaderImbalanceInterval {
 		c.lastPref = now
-		if recs := PreferredLeaderChanges(c.Q.FSM.Image()); len(recs) > 0 {
+		if recs := ImbalanceChanges(c.Q.FSM.Image(), c.cfg.LeaderImbalancePercentage); len(recs) > 0 {
 			if _, err := c.proposeLocked(ctx, recs...); err != nil {
 				c.lg.Warn("preferred leader election", "err", err)
 			}

@@ -1326,7 +1326,7 @@ var File_strand_v1_admin_proto protoreflect.FileDescriptor
 
 const file_strand_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x15strand/v1/admin.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x18strand/v1/metadata.proto\"\x8c\x01\n" +
+	"\x15strand/v1/admin.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x18strand/v1/metadata.proto\x1a\x17strand/v1/leaders.proto\"\x8c\x01\n" +
 	"\x13CreateTopicsRequest\x121\n" +
 	"\x06topics\x18\x01 \x03(\v2\x19.strand.v1.CreatableTopicR\x06topics\x12\x1d\n" +
 	"\n" +
@@ -1427,14 +1427,16 @@ const file_strand_v1_admin_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
 	"\n" +
 	"error_code\x18\x02 \x01(\x0e2\x14.strand.v1.ErrorCodeR\terrorCode\x12#\n" +
-	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage2\xac\x04\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage2\xd1\x05\n" +
 	"\x05Admin\x12O\n" +
 	"\fCreateTopics\x12\x1e.strand.v1.CreateTopicsRequest\x1a\x1f.strand.v1.CreateTopicsResponse\x12O\n" +
 	"\fDeleteTopics\x12\x1e.strand.v1.DeleteTopicsRequest\x1a\x1f.strand.v1.DeleteTopicsResponse\x12X\n" +
 	"\x0fDescribeCluster\x12!.strand.v1.DescribeClusterRequest\x1a\".strand.v1.DescribeClusterResponse\x12X\n" +
 	"\x0fDescribeConfigs\x12!.strand.v1.DescribeConfigsRequest\x1a\".strand.v1.DescribeConfigsResponse\x12p\n" +
 	"\x17IncrementalAlterConfigs\x12).strand.v1.IncrementalAlterConfigsRequest\x1a*.strand.v1.IncrementalAlterConfigsResponse\x12[\n" +
-	"\x10CreatePartitions\x12\".strand.v1.CreatePartitionsRequest\x1a#.strand.v1.CreatePartitionsResponseB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
+	"\x10CreatePartitions\x12\".strand.v1.CreatePartitionsRequest\x1a#.strand.v1.CreatePartitionsResponse\x12O\n" +
+	"\fElectLeaders\x12\x1e.strand.v1.ElectLeadersRequest\x1a\x1f.strand.v1.ElectLeadersResponse\x12R\n" +
+	"\rDeleteRecords\x12\x1f.strand.v1.DeleteRecordsRequest\x1a .strand.v1.DeleteRecordsResponseB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
 
 var (
 	file_strand_v1_admin_proto_rawDescOnce sync.Once
@@ -1476,6 +1478,10 @@ var file_strand_v1_admin_proto_goTypes = []any{
 	nil,                                     // 23: strand.v1.IncrementalAlterConfigsRequest.SetEntry
 	(ErrorCode)(0),                          // 24: strand.v1.ErrorCode
 	(*BrokerInfo)(nil),                      // 25: strand.v1.BrokerInfo
+	(*ElectLeadersRequest)(nil),             // 26: strand.v1.ElectLeadersRequest
+	(*DeleteRecordsRequest)(nil),            // 27: strand.v1.DeleteRecordsRequest
+	(*ElectLeadersResponse)(nil),            // 28: strand.v1.ElectLeadersResponse
+	(*DeleteRecordsResponse)(nil),           // 29: strand.v1.DeleteRecordsResponse
 }
 var file_strand_v1_admin_proto_depIdxs = []int32{
 	1,  // 0: strand.v1.CreateTopicsRequest.topics:type_name -> strand.v1.CreatableTopic
@@ -1504,14 +1510,18 @@ var file_strand_v1_admin_proto_depIdxs = []int32{
 	10, // 23: strand.v1.Admin.DescribeConfigs:input_type -> strand.v1.DescribeConfigsRequest
 	15, // 24: strand.v1.Admin.IncrementalAlterConfigs:input_type -> strand.v1.IncrementalAlterConfigsRequest
 	17, // 25: strand.v1.Admin.CreatePartitions:input_type -> strand.v1.CreatePartitionsRequest
-	2,  // 26: strand.v1.Admin.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
-	5,  // 27: strand.v1.Admin.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
-	8,  // 28: strand.v1.Admin.DescribeCluster:output_type -> strand.v1.DescribeClusterResponse
-	12, // 29: strand.v1.Admin.DescribeConfigs:output_type -> strand.v1.DescribeConfigsResponse
-	16, // 30: strand.v1.Admin.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
-	20, // 31: strand.v1.Admin.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
-	26, // [26:32] is the sub-list for method output_type
-	20, // [20:26] is the sub-list for method input_type
+	26, // 26: strand.v1.Admin.ElectLeaders:input_type -> strand.v1.ElectLeadersRequest
+	27, // 27: strand.v1.Admin.DeleteRecords:input_type -> strand.v1.DeleteRecordsRequest
+	2,  // 28: strand.v1.Admin.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
+	5,  // 29: strand.v1.Admin.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
+	8,  // 30: strand.v1.Admin.DescribeCluster:output_type -> strand.v1.DescribeClusterResponse
+	12, // 31: strand.v1.Admin.DescribeConfigs:output_type -> strand.v1.DescribeConfigsResponse
+	16, // 32: strand.v1.Admin.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
+	20, // 33: strand.v1.Admin.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
+	28, // 34: strand.v1.Admin.ElectLeaders:output_type -> strand.v1.ElectLeadersResponse
+	29, // 35: strand.v1.Admin.DeleteRecords:output_type -> strand.v1.DeleteRecordsResponse
+	28, // [28:36] is the sub-list for method output_type
+	20, // [20:28] is the sub-list for method input_type
 	20, // [20:20] is the sub-list for extension type_name
 	20, // [20:20] is the sub-list for extension extendee
 	0,  // [0:20] is the sub-list for field type_name
@@ -1524,6 +1534,7 @@ func file_strand_v1_admin_proto_init() {
 	}
 	file_strand_v1_common_proto_init()
 	file_strand_v1_metadata_proto_init()
+	file_strand_v1_leaders_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

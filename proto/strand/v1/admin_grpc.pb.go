@@ -25,6 +25,8 @@ const (
 	Admin_DescribeConfigs_FullMethodName         = "/strand.v1.Admin/DescribeConfigs"
 	Admin_IncrementalAlterConfigs_FullMethodName = "/strand.v1.Admin/IncrementalAlterConfigs"
 	Admin_CreatePartitions_FullMethodName        = "/strand.v1.Admin/CreatePartitions"
+	Admin_ElectLeaders_FullMethodName            = "/strand.v1.Admin/ElectLeaders"
+	Admin_DeleteRecords_FullMethodName           = "/strand.v1.Admin/DeleteRecords"
 )
 
 // AdminClient is the client API for Admin service.
@@ -50,6 +52,13 @@ type AdminClient interface {
 	// INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST
 	// (internal topics), NOT_CONTROLLER, REQUEST_TIMED_OUT.
 	CreatePartitions(ctx context.Context, in *CreatePartitionsRequest, opts ...grpc.CallOption) (*CreatePartitionsResponse, error)
+	// --- issue 21: leaders ---
+	// ElectLeaders runs preferred or unclean elections (forwarded to the
+	// active controller). Errors: see ElectLeadersResult.
+	ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error)
+	// DeleteRecords moves partitions' log start offsets up (sent to each
+	// partition's leader). Errors: see DeleteRecordsResult.
+	DeleteRecords(ctx context.Context, in *DeleteRecordsRequest, opts ...grpc.CallOption) (*DeleteRecordsResponse, error)
 }
 
 type adminClient struct {
@@ -120,6 +129,26 @@ func (c *adminClient) CreatePartitions(ctx context.Context, in *CreatePartitions
 	return out, nil
 }
 
+func (c *adminClient) ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ElectLeadersResponse)
+	err := c.cc.Invoke(ctx, Admin_ElectLeaders_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) DeleteRecords(ctx context.Context, in *DeleteRecordsRequest, opts ...grpc.CallOption) (*DeleteRecordsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteRecordsResponse)
+	err := c.cc.Invoke(ctx, Admin_DeleteRecords_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -143,6 +172,13 @@ type AdminServer interface {
 	// INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST
 	// (internal topics), NOT_CONTROLLER, REQUEST_TIMED_OUT.
 	CreatePartitions(context.Context, *CreatePartitionsRequest) (*CreatePartitionsResponse, error)
+	// --- issue 21: leaders ---
+	// ElectLeaders runs preferred or unclean elections (forwarded to the
+	// active controller). Errors: see ElectLeadersResult.
+	ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error)
+	// DeleteRecords moves partitions' log start offsets up (sent to each
+	// partition's leader). Errors: see DeleteRecordsResult.
+	DeleteRecords(context.Context, *DeleteRecordsRequest) (*DeleteRecordsResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -170,6 +206,12 @@ func (UnimplementedAdminServer) IncrementalAlterConfigs(context.Context, *Increm
 }
 func (UnimplementedAdminServer) CreatePartitions(context.Context, *CreatePartitionsRequest) (*CreatePartitionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreatePartitions not implemented")
+}
+func (UnimplementedAdminServer) ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ElectLeaders not implemented")
+}
+func (UnimplementedAdminServer) DeleteRecords(context.Context, *DeleteRecordsRequest) (*DeleteRecordsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteRecords not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -300,6 +342,42 @@ func _Admin_CreatePartitions_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_ElectLeaders_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ElectLeadersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ElectLeaders(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ElectLeaders_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ElectLeaders(ctx, req.(*ElectLeadersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_DeleteRecords_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteRecordsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DeleteRecords(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DeleteRecords_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DeleteRecords(ctx, req.(*DeleteRecordsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -330,6 +408,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CreatePartitions",
 			Handler:    _Admin_CreatePartitions_Handler,
+		},
+		{
+			MethodName: "ElectLeaders",
+			Handler:    _Admin_ElectLeaders_Handler,
+		},
+		{
+			MethodName: "DeleteRecords",
+			Handler:    _Admin_DeleteRecords_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -2125,7 +2125,7 @@ var File_strand_v1_controller_proto protoreflect.FileDescriptor
 
 const file_strand_v1_controller_proto_rawDesc = "" +
 	"\n" +
-	"\x1astrand/v1/controller.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x15strand/v1/admin.proto\"\xa6\x02\n" +
+	"\x1astrand/v1/controller.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x15strand/v1/admin.proto\x1a\x17strand/v1/leaders.proto\"\xa6\x02\n" +
 	"\x15RegisterBrokerRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12%\n" +
 	"\x0eincarnation_id\x18\x02 \x01(\tR\rincarnationId\x12\x18\n" +
@@ -2301,7 +2301,7 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"\rresource_name\x18\x02 \x01(\tR\fresourceName\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x04 \x01(\tR\x05value\x12\x16\n" +
-	"\x06delete\x18\x05 \x01(\bR\x06delete2\x90\a\n" +
+	"\x06delete\x18\x05 \x01(\bR\x06delete2\xe1\a\n" +
 	"\n" +
 	"Controller\x12U\n" +
 	"\x0eRegisterBroker\x12 .strand.v1.RegisterBrokerRequest\x1a!.strand.v1.RegisterBrokerResponse\x12X\n" +
@@ -2313,7 +2313,8 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"\fDeleteTopics\x12\x1e.strand.v1.DeleteTopicsRequest\x1a\x1f.strand.v1.DeleteTopicsResponse\x12p\n" +
 	"\x17IncrementalAlterConfigs\x12).strand.v1.IncrementalAlterConfigsRequest\x1a*.strand.v1.IncrementalAlterConfigsResponse\x12[\n" +
 	"\x10CreatePartitions\x12\".strand.v1.CreatePartitionsRequest\x1a#.strand.v1.CreatePartitionsResponse\x12U\n" +
-	"\x0eDescribeQuorum\x12 .strand.v1.DescribeQuorumRequest\x1a!.strand.v1.DescribeQuorumResponseB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
+	"\x0eDescribeQuorum\x12 .strand.v1.DescribeQuorumRequest\x1a!.strand.v1.DescribeQuorumResponse\x12O\n" +
+	"\fElectLeaders\x12\x1e.strand.v1.ElectLeadersRequest\x1a\x1f.strand.v1.ElectLeadersResponseB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
 
 var (
 	file_strand_v1_controller_proto_rawDescOnce sync.Once
@@ -2363,10 +2364,12 @@ var file_strand_v1_controller_proto_goTypes = []any{
 	(*DeleteTopicsRequest)(nil),             // 31: strand.v1.DeleteTopicsRequest
 	(*IncrementalAlterConfigsRequest)(nil),  // 32: strand.v1.IncrementalAlterConfigsRequest
 	(*CreatePartitionsRequest)(nil),         // 33: strand.v1.CreatePartitionsRequest
-	(*CreateTopicsResponse)(nil),            // 34: strand.v1.CreateTopicsResponse
-	(*DeleteTopicsResponse)(nil),            // 35: strand.v1.DeleteTopicsResponse
-	(*IncrementalAlterConfigsResponse)(nil), // 36: strand.v1.IncrementalAlterConfigsResponse
-	(*CreatePartitionsResponse)(nil),        // 37: strand.v1.CreatePartitionsResponse
+	(*ElectLeadersRequest)(nil),             // 34: strand.v1.ElectLeadersRequest
+	(*CreateTopicsResponse)(nil),            // 35: strand.v1.CreateTopicsResponse
+	(*DeleteTopicsResponse)(nil),            // 36: strand.v1.DeleteTopicsResponse
+	(*IncrementalAlterConfigsResponse)(nil), // 37: strand.v1.IncrementalAlterConfigsResponse
+	(*CreatePartitionsResponse)(nil),        // 38: strand.v1.CreatePartitionsResponse
+	(*ElectLeadersResponse)(nil),            // 39: strand.v1.ElectLeadersResponse
 }
 var file_strand_v1_controller_proto_depIdxs = []int32{
 	28, // 0: strand.v1.RegisterBrokerResponse.error_code:type_name -> strand.v1.ErrorCode
@@ -2402,18 +2405,20 @@ var file_strand_v1_controller_proto_depIdxs = []int32{
 	32, // 30: strand.v1.Controller.IncrementalAlterConfigs:input_type -> strand.v1.IncrementalAlterConfigsRequest
 	33, // 31: strand.v1.Controller.CreatePartitions:input_type -> strand.v1.CreatePartitionsRequest
 	11, // 32: strand.v1.Controller.DescribeQuorum:input_type -> strand.v1.DescribeQuorumRequest
-	1,  // 33: strand.v1.Controller.RegisterBroker:output_type -> strand.v1.RegisterBrokerResponse
-	3,  // 34: strand.v1.Controller.BrokerHeartbeat:output_type -> strand.v1.BrokerHeartbeatResponse
-	6,  // 35: strand.v1.Controller.AlterPartition:output_type -> strand.v1.AlterPartitionResponse
-	9,  // 36: strand.v1.Controller.AllocateProducerIds:output_type -> strand.v1.AllocateProducerIdsResponse
-	13, // 37: strand.v1.Controller.FetchMetadata:output_type -> strand.v1.MetadataBatch
-	34, // 38: strand.v1.Controller.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
-	35, // 39: strand.v1.Controller.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
-	36, // 40: strand.v1.Controller.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
-	37, // 41: strand.v1.Controller.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
-	12, // 42: strand.v1.Controller.DescribeQuorum:output_type -> strand.v1.DescribeQuorumResponse
-	33, // [33:43] is the sub-list for method output_type
-	23, // [23:33] is the sub-list for method input_type
+	34, // 33: strand.v1.Controller.ElectLeaders:input_type -> strand.v1.ElectLeadersRequest
+	1,  // 34: strand.v1.Controller.RegisterBroker:output_type -> strand.v1.RegisterBrokerResponse
+	3,  // 35: strand.v1.Controller.BrokerHeartbeat:output_type -> strand.v1.BrokerHeartbeatResponse
+	6,  // 36: strand.v1.Controller.AlterPartition:output_type -> strand.v1.AlterPartitionResponse
+	9,  // 37: strand.v1.Controller.AllocateProducerIds:output_type -> strand.v1.AllocateProducerIdsResponse
+	13, // 38: strand.v1.Controller.FetchMetadata:output_type -> strand.v1.MetadataBatch
+	35, // 39: strand.v1.Controller.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
+	36, // 40: strand.v1.Controller.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
+	37, // 41: strand.v1.Controller.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
+	38, // 42: strand.v1.Controller.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
+	12, // 43: strand.v1.Controller.DescribeQuorum:output_type -> strand.v1.DescribeQuorumResponse
+	39, // 44: strand.v1.Controller.ElectLeaders:output_type -> strand.v1.ElectLeadersResponse
+	34, // [34:45] is the sub-list for method output_type
+	23, // [23:34] is the sub-list for method input_type
 	23, // [23:23] is the sub-list for extension type_name
 	23, // [23:23] is the sub-list for extension extendee
 	0,  // [0:23] is the sub-list for field type_name
@@ -2426,6 +2431,7 @@ func file_strand_v1_controller_proto_init() {
 	}
 	file_strand_v1_common_proto_init()
 	file_strand_v1_admin_proto_init()
+	file_strand_v1_leaders_proto_init()
 	file_strand_v1_controller_proto_msgTypes[14].OneofWrappers = []any{
 		(*MetadataRecord_RegisterBroker)(nil),
 		(*MetadataRecord_FenceBroker)(nil),

@@ -29,6 +29,7 @@ const (
 	Controller_IncrementalAlterConfigs_FullMethodName = "/strand.v1.Controller/IncrementalAlterConfigs"
 	Controller_CreatePartitions_FullMethodName        = "/strand.v1.Controller/CreatePartitions"
 	Controller_DescribeQuorum_FullMethodName          = "/strand.v1.Controller/DescribeQuorum"
+	Controller_ElectLeaders_FullMethodName            = "/strand.v1.Controller/ElectLeaders"
 )
 
 // ControllerClient is the client API for Controller service.
@@ -72,6 +73,9 @@ type ControllerClient interface {
 	CreatePartitions(ctx context.Context, in *CreatePartitionsRequest, opts ...grpc.CallOption) (*CreatePartitionsResponse, error)
 	// DescribeQuorum reports the Raft voters and which one is active.
 	DescribeQuorum(ctx context.Context, in *DescribeQuorumRequest, opts ...grpc.CallOption) (*DescribeQuorumResponse, error)
+	// --- issue 21: leaders ---
+	// ElectLeaders as forwarded by brokers.
+	ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error)
 }
 
 type controllerClient struct {
@@ -191,6 +195,16 @@ func (c *controllerClient) DescribeQuorum(ctx context.Context, in *DescribeQuoru
 	return out, nil
 }
 
+func (c *controllerClient) ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ElectLeadersResponse)
+	err := c.cc.Invoke(ctx, Controller_ElectLeaders_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServer is the server API for Controller service.
 // All implementations must embed UnimplementedControllerServer
 // for forward compatibility.
@@ -232,6 +246,9 @@ type ControllerServer interface {
 	CreatePartitions(context.Context, *CreatePartitionsRequest) (*CreatePartitionsResponse, error)
 	// DescribeQuorum reports the Raft voters and which one is active.
 	DescribeQuorum(context.Context, *DescribeQuorumRequest) (*DescribeQuorumResponse, error)
+	// --- issue 21: leaders ---
+	// ElectLeaders as forwarded by brokers.
+	ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error)
 	mustEmbedUnimplementedControllerServer()
 }
 
@@ -271,6 +288,9 @@ func (UnimplementedControllerServer) CreatePartitions(context.Context, *CreatePa
 }
 func (UnimplementedControllerServer) DescribeQuorum(context.Context, *DescribeQuorumRequest) (*DescribeQuorumResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DescribeQuorum not implemented")
+}
+func (UnimplementedControllerServer) ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ElectLeaders not implemented")
 }
 func (UnimplementedControllerServer) mustEmbedUnimplementedControllerServer() {}
 func (UnimplementedControllerServer) testEmbeddedByValue()                    {}
@@ -466,6 +486,24 @@ func _Controller_DescribeQuorum_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_ElectLeaders_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ElectLeadersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).ElectLeaders(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_ElectLeaders_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).ElectLeaders(ctx, req.(*ElectLeadersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Controller_ServiceDesc is the grpc.ServiceDesc for Controller service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -508,6 +546,10 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DescribeQuorum",
 			Handler:    _Controller_DescribeQuorum_Handler,
+		},
+		{
+			MethodName: "ElectLeaders",
+			Handler:    _Controller_ElectLeaders_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,78 @@
+package request
+
+import (
+	"context"
+
+	"github.com/strand-io/strand/broker"
+	"github.com/strand-io/strand/errs"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// Issue 21 (leaders): ElectLeaders and DeleteRecords.
+
+// ElectLeaders forwards to the active controller; a failure to reach it is
+// the request-wide error (REQUEST_TIMED_OUT when it had no code).
+func (h *Handler) ElectLeaders(ctx context.Context, req *pb.ElectLeadersRequest) (*pb.ElectLeadersResponse, error) {
+	for _, t := range req.Topics {
+		if err := checkString("topic name", t.Topic); err != nil {
+			code, msg := errs.Split(err)
+			return &pb.ElectLeadersResponse{ErrorCode: code, ErrorMessage: msg}, nil
+		}
+	}
+	resp, err := toController(ctx, h, func(ctx context.Context, c pb.ControllerClient) (*pb.ElectLeadersResponse, error) {
+		return c.ElectLeaders(ctx, req)
+	})
+	if err != nil {
+		code, msg := timedOutIfUnknown(errs.Split(err))
+		return &pb.ElectLeadersResponse{ErrorCode: code, ErrorMessage: msg}, nil
+	}
+	return resp, nil
+}
+
+// DeleteRecords moves the log start offset of partitions this broker
+// leads up to the offsets asked (-1: the high watermark). An offset above
+// the high watermark is OFFSET_OUT_OF_RANGE; a partition led elsewhere is
+// NOT_LEADER_OR_FOLLOWER; a compact-only topic is POLICY_VIOLATION (as
+// Kafka refuses it). The answer's low watermark is the leader's new log
+// start offset: it is given once the leader's log has moved (and
+// checkpointed) it, without waiting for the followers, which follow it on
+// their next fetch (replication/fetcher.go followLogStart).
+func (h *Handler) DeleteRecords(ctx context.Context, req *pb.DeleteRecordsRequest) (*pb.DeleteRecordsResponse, error) {
+	out := &pb.DeleteRecordsResponse{}
+	for _, it := range req.Partitions {
+		res := &pb.DeleteRecordsResult{Topic: it.Topic, Partition: it.Partition, LowWatermark: -1}
+		out.Partitions = append(out.Partitions, res)
+		low, err := h.deleteRecords(it)
+		if err != nil {
+			res.ErrorCode, res.ErrorMessage = errs.Split(err)
+			continue
+		}
+		res.LowWatermark = low
+	}
+	return out, nil
+}
+
+func (h *Handler) deleteRecords(it *pb.DeleteRecordsPartition) (int64, error) {
+	if err := checkString("topic name", it.Topic); err != nil {
+		return -1, err
+	}
+	p, err := h.Repl.Partition(it.Topic, it.Partition)
+	if err != nil {
+		return -1, err
+	}
+	if l := p.Leadership(); l.Role != broker.RoleLeader {
+		return -1, errs.New(pb.ErrorCode_NOT_LEADER_OR_FOLLOWER, "broker %d is not the leader of %s (leader %d)", h.NodeID, p.Key, l.Leader)
+	}
+	if !p.Log.Config().Cleanup.Delete() {
+		return -1, errs.New(pb.ErrorCode_POLICY_VIOLATION, "records of partition %s can't be deleted: its cleanup.policy is compact", p.Key)
+	}
+	hw := p.HighWatermark()
+	off := it.Offset
+	if off == -1 {
+		off = hw
+	}
+	if off < 0 || off > hw {
+		return -1, errs.New(pb.ErrorCode_OFFSET_OUT_OF_RANGE, "cannot delete records of %s below offset %d: it is outside [0, %d] (the high watermark)", p.Key, it.Offset, hw)
+	}
+	return p.Log.AdvanceLogStart(off)
+}
