@@ -124,7 +124,9 @@ func (c *Controller) ElectLeaders(ctx context.Context, req *pb.ElectLeadersReque
 	}
 	var targets []target
 	if req.AllPartitions {
-		forEachPartition(img, func(_ *metadata.Topic, p *metadata.Partition) { targets = append(targets, target{p.Topic, p.Partition}) })
+		forEachPartition(img, func(_ *metadata.Topic, p *metadata.Partition) {
+			targets = append(targets, target{p.Topic, p.Partition})
+		})
 	} else {
 		seen := map[target]bool{}
 		for _, t := range req.Topics {
