@@ -1,9 +1,13 @@
 package controller_test
 
 import (
+	"context"
+	"fmt"
 	"reflect"
 	"testing"
+	"time"
 
+	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/metadata"
@@ -131,5 +135,83 @@ func TestImbalanceChanges(t *testing.T) {
 	// At 100% nothing is ever moved.
 	if got := controller.ImbalanceChanges(img, 100); len(got) != 0 {
 		t.Fatalf("at 100%%: %+v", changesOf(t, got))
+	}
+}
+
+// TestControllerElectLeaders: the active controller's ElectLeaders commits
+// the elections it decides in one batch and answers each partition:
+// preferred and unclean elections, their errors, unknown partitions, and
+// all partitions (where partitions needing no election are left out).
+func TestControllerElectLeaders(t *testing.T) {
+	addr := freeAddr(t)
+	q := startLeader(t, quorumConfig(t.TempDir(), addr, []controller.Voter{{ID: 1, Addr: addr}}))
+	t.Cleanup(func() { q.Close() })
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	c := activeController(t, q, clk)
+	ctx := context.Background()
+	for id := int32(1); id <= 3; id++ {
+		e, code := register(c, id, fmt.Sprint("inc", id), fmt.Sprintf("10.0.0.%d:9096", id))
+		if code != pb.ErrorCode_NONE {
+			t.Fatalf("register %d: %v", id, code)
+		}
+		if _, err := c.BrokerHeartbeat(ctx, &pb.BrokerHeartbeatRequest{NodeId: id, BrokerEpoch: e, CurrentMetadataOffset: 1 << 40}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Broker 3 goes away (fenced) below.
+	if _, err := q.Propose(ctx, mt.TopicRec("t", nil),
+		mt.PartRec("t", 0, []int32{1, 2, 3}, []int32{1, 2, 3}, 2, 0, 0), // preferred 1 can lead
+		mt.PartRec("t", 1, []int32{2, 1, 3}, []int32{2, 1, 3}, 2, 0, 0), // preferred already leads
+		mt.PartRec("t", 2, []int32{3, 1, 2}, []int32{1, 2, 3}, 1, 0, 0), // preferred 3 will be fenced
+		mt.PartRec("t", 3, []int32{1, 2, 3}, []int32{3}, 3, 0, 0),       // leader 3 will be fenced, ISR only 3
+	); err != nil {
+		t.Fatal(err)
+	}
+	b3 := q.FSM.Image().Brokers[3]
+	if _, err := c.BrokerHeartbeat(ctx, &pb.BrokerHeartbeatRequest{NodeId: 3, BrokerEpoch: b3.Epoch, WantFence: true}); err != nil {
+		t.Fatal(err)
+	}
+	if p := q.FSM.Image().Partition("t", 3); p.Leader != metadata.NoLeader {
+		t.Fatalf("t-3 after fencing its only ISR member: %+v, want no leader", p)
+	}
+	codes := func(res []*pb.ElectLeadersResult) map[int32]pb.ErrorCode {
+		out := map[int32]pb.ErrorCode{}
+		for _, r := range res {
+			out[r.Partition] = r.ErrorCode
+		}
+		return out
+	}
+	res, err := c.ElectLeaders(ctx, &pb.ElectLeadersRequest{ElectionType: pb.ElectionType_ELECTION_TYPE_PREFERRED,
+		Topics: []*pb.ElectLeadersTopic{{Topic: "t", Partitions: []int32{0, 1, 2, 9}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int32]pb.ErrorCode{0: pb.ErrorCode_NONE, 1: pb.ErrorCode_ELECTION_NOT_NEEDED, 2: pb.ErrorCode_PREFERRED_LEADER_NOT_AVAILABLE, 9: pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION}
+	if got := codes(res); !reflect.DeepEqual(got, want) {
+		t.Fatalf("preferred: %v, want %v", got, want)
+	}
+	if p := q.FSM.Image().Partition("t", 0); p.Leader != 1 || p.LeaderEpoch != 1 {
+		t.Fatalf("t-0 after the preferred election: %+v", p)
+	}
+	// Unclean: t-3 has no leader and no live ISR member: broker 1 (first
+	// live replica) leads with an ISR of itself; t-0 has a leader.
+	res, err = c.ElectLeaders(ctx, &pb.ElectLeadersRequest{ElectionType: pb.ElectionType_ELECTION_TYPE_UNCLEAN,
+		Topics: []*pb.ElectLeadersTopic{{Topic: "t", Partitions: []int32{0, 3}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := codes(res), map[int32]pb.ErrorCode{0: pb.ErrorCode_ELECTION_NOT_NEEDED, 3: pb.ErrorCode_NONE}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("unclean: %v, want %v", got, want)
+	}
+	if p := q.FSM.Image().Partition("t", 3); p.Leader != 1 || !reflect.DeepEqual(p.ISR, []int32{1}) {
+		t.Fatalf("t-3 after the unclean election: %+v", p)
+	}
+	// All partitions: only t-2 (preferred replica fenced) is reported.
+	res, err = c.ElectLeaders(ctx, &pb.ElectLeadersRequest{ElectionType: pb.ElectionType_ELECTION_TYPE_PREFERRED, AllPartitions: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := codes(res), map[int32]pb.ErrorCode{2: pb.ErrorCode_PREFERRED_LEADER_NOT_AVAILABLE}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("all partitions: %v, want %v", got, want)
 	}
 }
