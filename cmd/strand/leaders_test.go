@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -156,5 +158,27 @@ func TestOffsetToolsCommands(t *testing.T) {
 	js = writeFile(t, "dup.json", `{"partitions":[{"topic":"go1","partition":0,"offset":1},{"topic":"go1","partition":0,"offset":2}],"version":1}`)
 	if _, stderr, err := runErr(t, "", "delete-records", "--offset-json-file", js, b); err == nil || !strings.Contains(stderr, "duplicate topic partitions: go1-0") {
 		t.Fatalf("delete-records with a duplicate: %v %s", err, stderr)
+	}
+}
+
+// leader.imbalance.per.broker.percentage has Kafka's name, default (10)
+// and range (0-100), and reaches the controller's config.
+func TestLeaderImbalancePercentageSetting(t *testing.T) {
+	lg := slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil))
+	cfg := node.DefaultConfig(1, t.TempDir())
+	if got := cfg.ControllerConfig.LeaderImbalancePercentage; got != 10 {
+		t.Fatalf("default %d, want Kafka's 10", got)
+	}
+	if err := applyConfigFile(&cfg, configFile(t, "leader.imbalance.per.broker.percentage: 25\n"), lg); err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.ControllerConfig.LeaderImbalancePercentage; got != 25 {
+		t.Fatalf("leader.imbalance.per.broker.percentage: 25 gave %d", got)
+	}
+	for _, v := range []string{"-1", "101", "ten"} {
+		c := node.DefaultConfig(1, t.TempDir())
+		if err := applyConfigFile(&c, configFile(t, "leader.imbalance.per.broker.percentage: "+v+"\n"), lg); err == nil {
+			t.Errorf("leader.imbalance.per.broker.percentage: %s accepted", v)
+		}
 	}
 }
