@@ -79,7 +79,9 @@ func (a *Admin) ElectLeaders(ctx context.Context, typ ElectionType, tps []TopicP
 
 // DeletedRecords is what DeleteRecords says of one partition.
 type DeletedRecords struct {
-	// LowWatermark is the partition's log start offset after the call.
+	// LowWatermark is the partition's low watermark after the call: the
+	// smallest log start offset among its live replicas, at least the
+	// offset asked (the broker answers once the followers have followed).
 	LowWatermark int64
 	Err          error
 }
@@ -89,7 +91,8 @@ type DeletedRecords struct {
 // offset up, and records below it can no longer be read. Partitions whose
 // leader moved or is unknown are retried until ctx ends; other errors
 // (OFFSET_OUT_OF_RANGE past the high watermark, POLICY_VIOLATION on a
-// compact-only topic, …) are in the partition's Err.
+// compact-only topic, REQUEST_TIMED_OUT when the followers did not follow
+// within the request timeout, …) are in the partition's Err.
 func (a *Admin) DeleteRecords(ctx context.Context, offsets map[TopicPartition]int64) (map[TopicPartition]DeletedRecords, error) {
 	out := map[TopicPartition]DeletedRecords{}
 	pending := make([]TopicPartition, 0, len(offsets))

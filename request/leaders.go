@@ -2,6 +2,8 @@ package request
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/errs"
@@ -33,21 +35,55 @@ func (h *Handler) ElectLeaders(ctx context.Context, req *pb.ElectLeadersRequest)
 // leads up to the offsets asked (-1: the high watermark). An offset above
 // the high watermark is OFFSET_OUT_OF_RANGE; a partition led elsewhere is
 // NOT_LEADER_OR_FOLLOWER; a compact-only topic is POLICY_VIOLATION (as
-// Kafka refuses it). The answer's low watermark is the leader's new log
-// start offset: it is given once the leader's log has moved (and
-// checkpointed) it, without waiting for the followers, which follow it on
-// their next fetch (replication/fetcher.go followLogStart).
+// Kafka refuses it). As Kafka's DelayedDeleteRecords does, the answer
+// waits (up to the request's timeout, REQUEST_TIMED_OUT after it) until
+// the partition's low watermark, the smallest log start offset among its
+// replicas on live brokers (replication.Manager.LowWatermark: followers
+// report theirs in their fetches, having followed the leader's), has
+// reached the offset; the low watermark answered is that one.
 func (h *Handler) DeleteRecords(ctx context.Context, req *pb.DeleteRecordsRequest) (*pb.DeleteRecordsResponse, error) {
 	out := &pb.DeleteRecordsResponse{}
+	want := map[*pb.DeleteRecordsResult]int64{}
 	for _, it := range req.Partitions {
 		res := &pb.DeleteRecordsResult{Topic: it.Topic, Partition: it.Partition, LowWatermark: -1}
 		out.Partitions = append(out.Partitions, res)
-		low, err := h.deleteRecords(it)
+		off, err := h.deleteRecords(it)
 		if err != nil {
 			res.ErrorCode, res.ErrorMessage = errs.Split(err)
 			continue
 		}
-		res.LowWatermark = low
+		want[res] = off
+	}
+	d := time.Duration(req.TimeoutMs) * time.Millisecond
+	if d <= 0 {
+		d = 30 * time.Second
+	}
+	deadline := time.Now().Add(d)
+	for len(want) > 0 {
+		for res, off := range want {
+			low, err := h.Repl.LowWatermark(res.Topic, res.Partition)
+			switch {
+			case err != nil:
+				res.ErrorCode, res.ErrorMessage = errs.Split(err)
+			case low >= off:
+				res.LowWatermark = low
+			default:
+				continue
+			}
+			delete(want, res)
+		}
+		if len(want) == 0 {
+			break
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			for res, off := range want {
+				low, _ := h.Repl.LowWatermark(res.Topic, res.Partition)
+				res.ErrorCode, res.ErrorMessage = pb.ErrorCode_REQUEST_TIMED_OUT,
+					fmt.Sprintf("the log start offset of %s-%d moved to %d on the leader, but its replicas' low watermark is %d after %v", res.Topic, res.Partition, off, low, d)
+			}
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	return out, nil
 }
@@ -74,5 +110,10 @@ func (h *Handler) deleteRecords(it *pb.DeleteRecordsPartition) (int64, error) {
 	if off < 0 || off > hw {
 		return -1, errs.New(pb.ErrorCode_OFFSET_OUT_OF_RANGE, "cannot delete records of %s below offset %d: it is outside [0, %d] (the high watermark)", p.Key, it.Offset, hw)
 	}
-	return p.Log.AdvanceLogStart(off)
+	// The leader's own start moves now (checkpointed); the answer waits
+	// for the followers (DeleteRecords).
+	if _, err := p.Log.AdvanceLogStart(off); err != nil {
+		return -1, err
+	}
+	return off, nil
 }
