@@ -246,6 +246,15 @@ func TestKafkaOffsetsAndDeleteRecords(t *testing.T) {
 		t.Fatalf("delete below 6 on the new leader: %+v", r)
 	}
 	c.Start(leader)
+	// Its log opens at the start it checkpointed (4) or, once it fetched,
+	// the new leader's (6); never below 4.
+	c.Eventually(10*time.Second, "the restarted node's replica of dr-0", func() bool {
+		l := c.Log(leader, "dr", 0)
+		if l != nil && l.LogStartOffset() < 4 {
+			t.Fatalf("the restarted replica starts at %d, below the deleted 4", l.LogStartOffset())
+		}
+		return l != nil
+	})
 	c.Eventually(30*time.Second, "the restarted replica's log to start at 6", func() bool {
 		l := c.Log(leader, "dr", 0)
 		return l != nil && l.LogStartOffset() == 6 && l.LogEndOffset() == 10
