@@ -50,16 +50,17 @@ type Config struct {
 
 // DefaultConfig is Kafka's defaults.
 func DefaultConfig(nodeID int32) Config {
-	return Config{
-		NodeID:                    nodeID,
-		SessionTimeout:            9 * time.Second,
-		LeaderImbalanceInterval:   300 * time.Second,
-		AutoLeaderRebalance:       true,
-		LeaderImbalancePercentage: 10,
-		UncleanCheckInterval:      300 * time.Second,
-		DefaultPartitions:         1,
-		DefaultReplicationFactor:  1,
+	c := Config{
+		NodeID:                   nodeID,
+		SessionTimeout:           9 * time.Second,
+		LeaderImbalanceInterval:  300 * time.Second,
+		AutoLeaderRebalance:      true,
+		UncleanCheckInterval:     300 * time.Second,
+		DefaultPartitions:        1,
+		DefaultReplicationFactor: 1,
 	}
+	c.LeaderImbalancePercentage = 10 // issue 21: leader.imbalance.per.broker.percentage
+	return c
 }
 
 // Controller makes the metadata decisions when this node is the active
