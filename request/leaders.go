@@ -21,12 +21,39 @@ func (h *Handler) ElectLeaders(ctx context.Context, req *pb.ElectLeadersRequest)
 			return &pb.ElectLeadersResponse{ErrorCode: code, ErrorMessage: msg}, nil
 		}
 	}
+	before := h.Repl.Image()
 	resp, err := toController(ctx, h, func(ctx context.Context, c pb.ControllerClient) (*pb.ElectLeadersResponse, error) {
 		return c.ElectLeaders(ctx, req)
 	})
 	if err != nil {
 		code, msg := timedOutIfUnknown(errs.Split(err))
 		return &pb.ElectLeadersResponse{ErrorCode: code, ErrorMessage: msg}, nil
+	}
+	// As CreatePartitions does: wait (within the request timeout) until
+	// this broker's image has the new leaders, so a Metadata call that
+	// follows shows them.
+	d := time.Duration(req.TimeoutMs) * time.Millisecond
+	if d <= 0 {
+		d = 30 * time.Second
+	}
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		img := h.Repl.Image()
+		ready := true
+		for _, r := range resp.Results {
+			if r.ErrorCode != pb.ErrorCode_NONE {
+				continue
+			}
+			old, cur := before.Partition(r.Topic, r.Partition), img.Partition(r.Topic, r.Partition)
+			if cur == nil || old != nil && cur.LeaderEpoch <= old.LeaderEpoch {
+				ready = false
+				break
+			}
+		}
+		if ready {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	return resp, nil
 }
