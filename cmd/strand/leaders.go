@@ -376,7 +376,7 @@ func readDeleteRecordsJSON(path string) (map[client.TopicPartition]int64, []clie
 		order = append(order, tp)
 	}
 	if len(dups) > 0 {
-		return nil, nil, fmt.Errorf("offset json file contains duplicate topic partitions: %s", joinTPs(dups))
+		return nil, nil, fmt.Errorf("Offset json file contains duplicate topic partitions: %s", strings.ReplaceAll(joinTPs(dups), ", ", ","))
 	}
 	if len(order) == 0 {
 		return nil, nil, fmt.Errorf("%s lists no partitions", path)
