@@ -205,10 +205,13 @@ func getOffsetsCmd() *cobra.Command {
 		Long: `Prints one line topic:partition:offset per partition, sorted.
 --time: -1 or latest (the high watermark), -2 or earliest (the log start
 offset), -3 or max-timestamp (the record with the largest timestamp), or a
-Unix time in ms (the first offset whose timestamp is at least it). An
-offset that does not exist (no record at or after the time) prints empty.
---topic is a regular expression matching whole topic names (all topics when
-not given); internal topics are included unless --exclude-internal-topics.`,
+Unix time in ms (the first offset whose timestamp is at least it). A
+partition without such an offset (no record at or after the time) prints no
+line; one whose offset could not be read is reported on stderr. Lines are
+ordered as Kafka's tool orders them (by "topic-partition" as text).
+--topic is a regular expression matching whole topic names (commas separate
+alternatives; all topics when not given); internal topics are included
+unless --exclude-internal-topics.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ts, err := parseOffsetTime(timeArg)
@@ -217,7 +220,9 @@ not given); internal topics are included unless --exclude-internal-topics.`,
 			}
 			var re *regexp.Regexp
 			if topic != "" {
-				if re, err = regexp.Compile("^(?:" + topic + ")$"); err != nil {
+				// Kafka's IncludeList: commas are alternatives, spaces go.
+				expr := strings.ReplaceAll(strings.ReplaceAll(strings.TrimSpace(topic), ",", "|"), " ", "")
+				if re, err = regexp.Compile("^(?:" + expr + ")$"); err != nil {
 					return fmt.Errorf("--topic %q: %w", topic, err)
 				}
 			}
@@ -227,7 +232,7 @@ not given); internal topics are included unless --exclude-internal-topics.`,
 				for _, f := range strings.Split(partitions, ",") {
 					n, err := strconv.ParseInt(strings.TrimSpace(f), 10, 32)
 					if err != nil || n < 0 {
-						return fmt.Errorf("--partitions %q: want a comma-separated list of partition ids", partitions)
+						return fmt.Errorf("--partitions expects a comma separated list of numeric partition ids, but received: %s", partitions)
 					}
 					only[int32(n)] = true
 				}
@@ -255,21 +260,22 @@ not given); internal topics are included unless --exclude-internal-topics.`,
 				if err != nil {
 					return err
 				}
-				sortTPs(tps)
+				// Kafka's tool orders by TopicPartition.toString ("t-10"
+				// before "t-2").
+				sort.Slice(tps, func(i, j int) bool { return tpString(tps[i]) < tpString(tps[j]) })
 				for _, tp := range tps {
 					o, ok := offs[tp]
 					if !ok {
 						continue
 					}
 					if o.Err != nil {
-						fmt.Fprintf(os.Stderr, "Skipping partition %s: %s\n", tpString(tp), javaException(o.Err))
+						fmt.Fprintf(os.Stderr, "Skip getting offsets for topic-partition %s due to error: %s\n", tpString(tp), javaException(o.Err))
 						continue
 					}
-					val := ""
-					if o.Offset >= 0 {
-						val = strconv.FormatInt(o.Offset, 10)
+					if o.Offset < 0 {
+						continue // no such offset (Kafka's UNKNOWN_OFFSET): no line
 					}
-					fmt.Printf("%s:%d:%s\n", tp.Topic, tp.Partition, val)
+					fmt.Printf("%s:%d:%d\n", tp.Topic, tp.Partition, o.Offset)
 				}
 				return nil
 			})
@@ -293,7 +299,7 @@ func parseOffsetTime(s string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
 	if err != nil || n < -3 {
-		return 0, fmt.Errorf("--time %q: want -1 (latest), -2 (earliest), -3 (max-timestamp) or a timestamp in ms", s)
+		return 0, fmt.Errorf("Malformed time argument %s. Please use -1 or latest / -2 or earliest / -3 or max-timestamp, or a specified long format timestamp", s)
 	}
 	return n, nil
 }
