@@ -102,6 +102,18 @@ func (s *controllerService) IncrementalAlterConfigs(ctx context.Context, req *pb
 	return &pb.IncrementalAlterConfigsResponse{ErrorCode: code, ErrorMessage: msg}, nil
 }
 
+// ElectLeaders (issue 21: leaders) as forwarded by a broker.
+func (s *controllerService) ElectLeaders(ctx context.Context, req *pb.ElectLeadersRequest) (*pb.ElectLeadersResponse, error) {
+	res, err := s.d.Controller.ElectLeaders(ctx, req)
+	if rerr := s.route(err); rerr != nil {
+		return nil, rerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &pb.ElectLeadersResponse{Results: res}, nil
+}
+
 // DescribeQuorum answers from this voter's Raft state.
 func (s *controllerService) DescribeQuorum(ctx context.Context, _ *pb.DescribeQuorumRequest) (*pb.DescribeQuorumResponse, error) {
 	q := s.d.Controller.Q

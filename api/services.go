@@ -189,3 +189,13 @@ func (s *adminService) DescribeQuorum(ctx context.Context, req *pb.QuorumStatusR
 func (s *adminService) UnregisterBroker(ctx context.Context, req *pb.UnregisterBrokerRequest) (*pb.UnregisterBrokerResponse, error) {
 	return answer(s.h.UnregisterBroker(ctx, req))
 }
+
+// --- issue 21: leaders ---
+
+func (s *adminService) ElectLeaders(ctx context.Context, req *pb.ElectLeadersRequest) (*pb.ElectLeadersResponse, error) {
+	return answer(s.h.ElectLeaders(ctx, req))
+}
+
+func (s *adminService) DeleteRecords(ctx context.Context, req *pb.DeleteRecordsRequest) (*pb.DeleteRecordsResponse, error) {
+	return answer(s.h.DeleteRecords(ctx, req))
+}

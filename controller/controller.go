@@ -31,6 +31,10 @@ type Config struct {
 	LeaderImbalanceInterval time.Duration
 	// AutoLeaderRebalance is auto.leader.rebalance.enable.
 	AutoLeaderRebalance bool
+	// LeaderImbalancePercentage is leader.imbalance.per.broker.percentage:
+	// a broker's preferred partitions move back to it only when more than
+	// this percentage of them are led by others (ImbalanceChanges).
+	LeaderImbalancePercentage int
 	// UncleanCheckInterval is unclean.leader.election.interval.ms.
 	UncleanCheckInterval time.Duration
 	// DefaultPartitions / DefaultReplicationFactor: num.partitions, default.replication.factor.
@@ -46,7 +50,7 @@ type Config struct {
 
 // DefaultConfig is Kafka's defaults.
 func DefaultConfig(nodeID int32) Config {
-	return Config{
+	c := Config{
 		NodeID:                   nodeID,
 		SessionTimeout:           9 * time.Second,
 		LeaderImbalanceInterval:  300 * time.Second,
@@ -55,6 +59,8 @@ func DefaultConfig(nodeID int32) Config {
 		DefaultPartitions:        1,
 		DefaultReplicationFactor: 1,
 	}
+	c.LeaderImbalancePercentage = 10 // issue 21: leader.imbalance.per.broker.percentage
+	return c
 }
 
 // Controller makes the metadata decisions when this node is the active
@@ -153,7 +159,7 @@ func (c *Controller) tick(ctx context.Context) {
 	now := c.clk.Now()
 	if c.cfg.AutoLeaderRebalance && now.Sub(c.lastPref) >= c.cfg.LeaderImbalanceInterval {
 		c.lastPref = now
-		if recs := PreferredLeaderChanges(c.Q.FSM.Image()); len(recs) > 0 {
+		if recs := ImbalanceChanges(c.Q.FSM.Image(), c.cfg.LeaderImbalancePercentage); len(recs) > 0 {
 			if _, err := c.proposeLocked(ctx, recs...); err != nil {
 				c.lg.Warn("preferred leader election", "err", err)
 			}

@@ -109,7 +109,9 @@ func UnfenceChanges(im *metadata.Image, id int32) []*pb.MetadataRecord {
 }
 
 // PreferredLeaderChanges moves leadership back to each partition's first
-// replica where that replica is live and in sync (auto.leader.rebalance.enable).
+// replica where that replica is live and in sync, whatever the imbalance
+// (auto.leader.rebalance.enable applies Kafka's threshold instead:
+// ImbalanceChanges in elect.go).
 func PreferredLeaderChanges(im *metadata.Image) []*pb.MetadataRecord {
 	var out []*pb.MetadataRecord
 	forEachPartition(im, func(_ *metadata.Topic, p *metadata.Partition) {

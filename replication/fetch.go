@@ -206,6 +206,7 @@ func (m *Manager) fetchPartition(fp *pb.FetchPartition, req *pb.FetchRequest, fo
 	}
 	if follower && first {
 		m.onFollowerFetch(key, req.ReplicaId, fp.FetchOffset, logEnd)
+		m.followerStarts.note(key, l.LeaderEpoch, req.ReplicaId, fp.LogStartOffset)
 	}
 	hw := p.HighWatermark()
 	lso := p.LastStableOffset()

@@ -433,5 +433,20 @@ func (f *fetcher) handle(st *fetchState, r *pb.FetchPartitionResponse) bool {
 	if hw >= 0 {
 		p.SetHighWatermark(hw, true)
 	}
+	f.followLogStart(p, r.LogStartOffset)
 	return true
+}
+
+// followLogStart moves this replica's log start offset up to the leader's
+// (DeleteRecords or retention on the leader), never past this replica's
+// high watermark, as Kafka's follower does: the records the leader no
+// longer serves go here too, and a takeover keeps the start.
+func (f *fetcher) followLogStart(p *broker.Partition, leaderStart int64) {
+	target := min(leaderStart, p.HighWatermark())
+	if target <= p.Log.LogStartOffset() {
+		return
+	}
+	if _, err := p.Log.AdvanceLogStart(target); err != nil {
+		f.m.lg.Warn("follow the leader's log start offset", "partition", p.Key.String(), "offset", target, "err", err)
+	}
 }

@@ -87,6 +87,9 @@ type Manager struct {
 	alterQ    chan struct{}
 	listeners map[string][]LeaderListener
 
+	// followerStarts: the followers' log start offsets (logstart.go).
+	followerStarts followerLogStarts
+
 	isrShrinks, isrExpands atomic.Int64
 	// This node's replica fetches as a follower: requests, partitions they
 	// named, partitions their answers carried (fetch sessions shrink both).

@@ -87,7 +87,13 @@ func (h *Handler) listOne(req *pb.ListOffsetsRequest, it *pb.ListOffsetsPartitio
 	case ts == -1:
 		out.Offset = upper
 	case ts == -3:
-		return errs.New(pb.ErrorCode_INVALID_REQUEST, "max-timestamp lookup (-3) is not supported")
+		off, t, ok, err := p.Log.MaxTimestampOffset(upper)
+		if err != nil {
+			return err
+		}
+		if ok {
+			out.Offset, out.Timestamp = off, t
+		}
 	case ts < 0:
 		return errs.New(pb.ErrorCode_INVALID_REQUEST, "timestamp %d is not a valid query", ts)
 	default:

@@ -268,6 +268,7 @@ func Open(dir string, key PartitionKey, cfg Config, recoveryPoint int64, clk clo
 		l.closeFiles()
 		return nil, fmt.Errorf("recover %s: %w", dir, err)
 	}
+	l.loadLogStartLocked()
 	l.lastFlushMs = clk.Now().UnixMilli()
 	// With flush.messages=1 only fsynced offsets count towards the high
 	// watermark; what recovery re-read is served, so make it durable now

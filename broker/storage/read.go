@@ -161,7 +161,7 @@ func (l *Log) OffsetForTimestamp(ts int64, upperBound int64) (offset, timestamp 
 				return derr
 			}
 			for _, r := range recs {
-				if r.Timestamp >= ts {
+				if r.Timestamp >= ts && r.Offset >= l.logStart {
 					offset, timestamp, found = r.Offset, r.Timestamp, true
 					return errStopScan
 				}

@@ -708,6 +708,7 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 	}
 	l.segs = []*segment{s}
 	l.logStart, l.recoveryPoint = offset, offset
+	_ = writeOffsetFile(filepath.Join(l.dir, LogStartCheckpointFile), offset)
 	_ = l.writeDamaged()
 	l.epochs.entries = nil
 	_ = l.epochs.flush()
@@ -767,7 +768,8 @@ func (l *Log) DeleteRetention(hw int64) (int, error) {
 	}
 	if n > 0 {
 		_ = l.writeDamaged()
-		l.logStart = l.segs[0].base
+		// DeleteRecords may have put the start inside the new first segment.
+		l.logStart = max(l.logStart, l.segs[0].base)
 		if l.recoveryPoint < l.logStart {
 			l.recoveryPoint = l.logStart
 		}

@@ -300,6 +300,7 @@ var serverSettings = map[string]func(cfg *node.Config, v string) error{
 	"broker.heartbeat.interval.ms":            bounded(1, math.MaxInt32, msSetting(func(c *node.Config, d time.Duration) { c.HeartbeatInterval = d })),
 	"leader.imbalance.check.interval.seconds": bounded(1, math.MaxInt64, secondsSetting(func(c *node.Config, d time.Duration) { c.ControllerConfig.LeaderImbalanceInterval = d })),
 	"auto.leader.rebalance.enable":            boolSetting(func(c *node.Config, b bool) { c.ControllerConfig.AutoLeaderRebalance = b }),
+	"leader.imbalance.per.broker.percentage":  bounded(0, 100, intSetting(func(c *node.Config, n int64) { c.ControllerConfig.LeaderImbalancePercentage = int(n) })),
 	"replica.lag.time.max.ms":                 bounded(1, math.MaxInt64, msSetting(func(c *node.Config, d time.Duration) { c.ReplicationConfig.ReplicaLagTimeMax = d })),
 	"replica.fetch.wait.max.ms":               bounded(0, math.MaxInt32, msSetting(func(c *node.Config, d time.Duration) { c.ReplicationConfig.FetchWaitMax = d })),
 	"replica.fetch.max.bytes":                 bounded(0, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.ReplicationConfig.FetchMaxBytes = int(n) })),

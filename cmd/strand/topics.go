@@ -109,7 +109,7 @@ func topicsCmd() *cobra.Command {
 			})
 		},
 	}
-	cmd.AddCommand(create, list, describe, del)
+	cmd.AddCommand(create, list, describe, del, topicsAlterCmd())
 	return cmd
 }
 

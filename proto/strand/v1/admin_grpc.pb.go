@@ -31,6 +31,8 @@ const (
 	Admin_RemoveVoter_FullMethodName                 = "/strand.v1.Admin/RemoveVoter"
 	Admin_DescribeQuorum_FullMethodName              = "/strand.v1.Admin/DescribeQuorum"
 	Admin_UnregisterBroker_FullMethodName            = "/strand.v1.Admin/UnregisterBroker"
+	Admin_ElectLeaders_FullMethodName                = "/strand.v1.Admin/ElectLeaders"
+	Admin_DeleteRecords_FullMethodName               = "/strand.v1.Admin/DeleteRecords"
 )
 
 // AdminClient is the client API for Admin service.
@@ -73,6 +75,13 @@ type AdminClient interface {
 	DescribeQuorum(ctx context.Context, in *QuorumStatusRequest, opts ...grpc.CallOption) (*QuorumStatusResponse, error)
 	// UnregisterBroker removes a broker's registration (KIP-631).
 	UnregisterBroker(ctx context.Context, in *UnregisterBrokerRequest, opts ...grpc.CallOption) (*UnregisterBrokerResponse, error)
+	// --- issue 21: leaders ---
+	// ElectLeaders runs preferred or unclean elections (forwarded to the
+	// active controller). Errors: see ElectLeadersResult.
+	ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error)
+	// DeleteRecords moves partitions' log start offsets up (sent to each
+	// partition's leader). Errors: see DeleteRecordsResult.
+	DeleteRecords(ctx context.Context, in *DeleteRecordsRequest, opts ...grpc.CallOption) (*DeleteRecordsResponse, error)
 }
 
 type adminClient struct {
@@ -203,6 +212,26 @@ func (c *adminClient) UnregisterBroker(ctx context.Context, in *UnregisterBroker
 	return out, nil
 }
 
+func (c *adminClient) ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ElectLeadersResponse)
+	err := c.cc.Invoke(ctx, Admin_ElectLeaders_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) DeleteRecords(ctx context.Context, in *DeleteRecordsRequest, opts ...grpc.CallOption) (*DeleteRecordsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteRecordsResponse)
+	err := c.cc.Invoke(ctx, Admin_DeleteRecords_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -243,6 +272,13 @@ type AdminServer interface {
 	DescribeQuorum(context.Context, *QuorumStatusRequest) (*QuorumStatusResponse, error)
 	// UnregisterBroker removes a broker's registration (KIP-631).
 	UnregisterBroker(context.Context, *UnregisterBrokerRequest) (*UnregisterBrokerResponse, error)
+	// --- issue 21: leaders ---
+	// ElectLeaders runs preferred or unclean elections (forwarded to the
+	// active controller). Errors: see ElectLeadersResult.
+	ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error)
+	// DeleteRecords moves partitions' log start offsets up (sent to each
+	// partition's leader). Errors: see DeleteRecordsResult.
+	DeleteRecords(context.Context, *DeleteRecordsRequest) (*DeleteRecordsResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -288,6 +324,12 @@ func (UnimplementedAdminServer) DescribeQuorum(context.Context, *QuorumStatusReq
 }
 func (UnimplementedAdminServer) UnregisterBroker(context.Context, *UnregisterBrokerRequest) (*UnregisterBrokerResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UnregisterBroker not implemented")
+}
+func (UnimplementedAdminServer) ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ElectLeaders not implemented")
+}
+func (UnimplementedAdminServer) DeleteRecords(context.Context, *DeleteRecordsRequest) (*DeleteRecordsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteRecords not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -526,6 +568,42 @@ func _Admin_UnregisterBroker_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_ElectLeaders_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ElectLeadersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ElectLeaders(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ElectLeaders_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ElectLeaders(ctx, req.(*ElectLeadersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_DeleteRecords_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteRecordsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DeleteRecords(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DeleteRecords_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DeleteRecords(ctx, req.(*DeleteRecordsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -580,6 +658,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UnregisterBroker",
 			Handler:    _Admin_UnregisterBroker_Handler,
+		},
+		{
+			MethodName: "ElectLeaders",
+			Handler:    _Admin_ElectLeaders_Handler,
+		},
+		{
+			MethodName: "DeleteRecords",
+			Handler:    _Admin_DeleteRecords_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

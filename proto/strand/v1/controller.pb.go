@@ -2216,7 +2216,7 @@ var File_strand_v1_controller_proto protoreflect.FileDescriptor
 
 const file_strand_v1_controller_proto_rawDesc = "" +
 	"\n" +
-	"\x1astrand/v1/controller.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x15strand/v1/admin.proto\x1a\x18strand/v1/reassign.proto\x1a\x17strand/v1/members.proto\"\xa6\x02\n" +
+	"\x1astrand/v1/controller.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x15strand/v1/admin.proto\x1a\x18strand/v1/reassign.proto\x1a\x17strand/v1/members.proto\x1a\x17strand/v1/leaders.proto\"\xa6\x02\n" +
 	"\x15RegisterBrokerRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12%\n" +
 	"\x0eincarnation_id\x18\x02 \x01(\tR\rincarnationId\x12\x18\n" +
@@ -2401,8 +2401,7 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"\rresource_name\x18\x02 \x01(\tR\fresourceName\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x04 \x01(\tR\x05value\x12\x16\n" +
-	"\x06delete\x18\x05 \x01(\bR\x06delete2\xcf\n" +
-	"\n" +
+	"\x06delete\x18\x05 \x01(\bR\x06delete2\xa0\v\n" +
 	"\n" +
 	"Controller\x12U\n" +
 	"\x0eRegisterBroker\x12 .strand.v1.RegisterBrokerRequest\x1a!.strand.v1.RegisterBrokerResponse\x12X\n" +
@@ -2419,7 +2418,8 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"\bAddVoter\x12\x1a.strand.v1.AddVoterRequest\x1a\x1b.strand.v1.AddVoterResponse\x12L\n" +
 	"\vRemoveVoter\x12\x1d.strand.v1.RemoveVoterRequest\x1a\x1e.strand.v1.RemoveVoterResponse\x12O\n" +
 	"\fQuorumStatus\x12\x1e.strand.v1.QuorumStatusRequest\x1a\x1f.strand.v1.QuorumStatusResponse\x12[\n" +
-	"\x10UnregisterBroker\x12\".strand.v1.UnregisterBrokerRequest\x1a#.strand.v1.UnregisterBrokerResponseB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
+	"\x10UnregisterBroker\x12\".strand.v1.UnregisterBrokerRequest\x1a#.strand.v1.UnregisterBrokerResponse\x12O\n" +
+	"\fElectLeaders\x12\x1e.strand.v1.ElectLeadersRequest\x1a\x1f.strand.v1.ElectLeadersResponseB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
 
 var (
 	file_strand_v1_controller_proto_rawDescOnce sync.Once
@@ -2475,15 +2475,17 @@ var file_strand_v1_controller_proto_goTypes = []any{
 	(*RemoveVoterRequest)(nil),                  // 37: strand.v1.RemoveVoterRequest
 	(*QuorumStatusRequest)(nil),                 // 38: strand.v1.QuorumStatusRequest
 	(*UnregisterBrokerRequest)(nil),             // 39: strand.v1.UnregisterBrokerRequest
-	(*CreateTopicsResponse)(nil),                // 40: strand.v1.CreateTopicsResponse
-	(*DeleteTopicsResponse)(nil),                // 41: strand.v1.DeleteTopicsResponse
-	(*IncrementalAlterConfigsResponse)(nil),     // 42: strand.v1.IncrementalAlterConfigsResponse
-	(*CreatePartitionsResponse)(nil),            // 43: strand.v1.CreatePartitionsResponse
-	(*AlterPartitionReassignmentsResponse)(nil), // 44: strand.v1.AlterPartitionReassignmentsResponse
-	(*AddVoterResponse)(nil),                    // 45: strand.v1.AddVoterResponse
-	(*RemoveVoterResponse)(nil),                 // 46: strand.v1.RemoveVoterResponse
-	(*QuorumStatusResponse)(nil),                // 47: strand.v1.QuorumStatusResponse
-	(*UnregisterBrokerResponse)(nil),            // 48: strand.v1.UnregisterBrokerResponse
+	(*ElectLeadersRequest)(nil),                 // 40: strand.v1.ElectLeadersRequest
+	(*CreateTopicsResponse)(nil),                // 41: strand.v1.CreateTopicsResponse
+	(*DeleteTopicsResponse)(nil),                // 42: strand.v1.DeleteTopicsResponse
+	(*IncrementalAlterConfigsResponse)(nil),     // 43: strand.v1.IncrementalAlterConfigsResponse
+	(*CreatePartitionsResponse)(nil),            // 44: strand.v1.CreatePartitionsResponse
+	(*AlterPartitionReassignmentsResponse)(nil), // 45: strand.v1.AlterPartitionReassignmentsResponse
+	(*AddVoterResponse)(nil),                    // 46: strand.v1.AddVoterResponse
+	(*RemoveVoterResponse)(nil),                 // 47: strand.v1.RemoveVoterResponse
+	(*QuorumStatusResponse)(nil),                // 48: strand.v1.QuorumStatusResponse
+	(*UnregisterBrokerResponse)(nil),            // 49: strand.v1.UnregisterBrokerResponse
+	(*ElectLeadersResponse)(nil),                // 50: strand.v1.ElectLeadersResponse
 }
 var file_strand_v1_controller_proto_depIdxs = []int32{
 	29, // 0: strand.v1.RegisterBrokerResponse.error_code:type_name -> strand.v1.ErrorCode
@@ -2525,23 +2527,25 @@ var file_strand_v1_controller_proto_depIdxs = []int32{
 	37, // 36: strand.v1.Controller.RemoveVoter:input_type -> strand.v1.RemoveVoterRequest
 	38, // 37: strand.v1.Controller.QuorumStatus:input_type -> strand.v1.QuorumStatusRequest
 	39, // 38: strand.v1.Controller.UnregisterBroker:input_type -> strand.v1.UnregisterBrokerRequest
-	1,  // 39: strand.v1.Controller.RegisterBroker:output_type -> strand.v1.RegisterBrokerResponse
-	3,  // 40: strand.v1.Controller.BrokerHeartbeat:output_type -> strand.v1.BrokerHeartbeatResponse
-	6,  // 41: strand.v1.Controller.AlterPartition:output_type -> strand.v1.AlterPartitionResponse
-	9,  // 42: strand.v1.Controller.AllocateProducerIds:output_type -> strand.v1.AllocateProducerIdsResponse
-	13, // 43: strand.v1.Controller.FetchMetadata:output_type -> strand.v1.MetadataBatch
-	40, // 44: strand.v1.Controller.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
-	41, // 45: strand.v1.Controller.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
-	42, // 46: strand.v1.Controller.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
-	43, // 47: strand.v1.Controller.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
-	12, // 48: strand.v1.Controller.DescribeQuorum:output_type -> strand.v1.DescribeQuorumResponse
-	44, // 49: strand.v1.Controller.AlterPartitionReassignments:output_type -> strand.v1.AlterPartitionReassignmentsResponse
-	45, // 50: strand.v1.Controller.AddVoter:output_type -> strand.v1.AddVoterResponse
-	46, // 51: strand.v1.Controller.RemoveVoter:output_type -> strand.v1.RemoveVoterResponse
-	47, // 52: strand.v1.Controller.QuorumStatus:output_type -> strand.v1.QuorumStatusResponse
-	48, // 53: strand.v1.Controller.UnregisterBroker:output_type -> strand.v1.UnregisterBrokerResponse
-	39, // [39:54] is the sub-list for method output_type
-	24, // [24:39] is the sub-list for method input_type
+	40, // 39: strand.v1.Controller.ElectLeaders:input_type -> strand.v1.ElectLeadersRequest
+	1,  // 40: strand.v1.Controller.RegisterBroker:output_type -> strand.v1.RegisterBrokerResponse
+	3,  // 41: strand.v1.Controller.BrokerHeartbeat:output_type -> strand.v1.BrokerHeartbeatResponse
+	6,  // 42: strand.v1.Controller.AlterPartition:output_type -> strand.v1.AlterPartitionResponse
+	9,  // 43: strand.v1.Controller.AllocateProducerIds:output_type -> strand.v1.AllocateProducerIdsResponse
+	13, // 44: strand.v1.Controller.FetchMetadata:output_type -> strand.v1.MetadataBatch
+	41, // 45: strand.v1.Controller.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
+	42, // 46: strand.v1.Controller.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
+	43, // 47: strand.v1.Controller.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
+	44, // 48: strand.v1.Controller.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
+	12, // 49: strand.v1.Controller.DescribeQuorum:output_type -> strand.v1.DescribeQuorumResponse
+	45, // 50: strand.v1.Controller.AlterPartitionReassignments:output_type -> strand.v1.AlterPartitionReassignmentsResponse
+	46, // 51: strand.v1.Controller.AddVoter:output_type -> strand.v1.AddVoterResponse
+	47, // 52: strand.v1.Controller.RemoveVoter:output_type -> strand.v1.RemoveVoterResponse
+	48, // 53: strand.v1.Controller.QuorumStatus:output_type -> strand.v1.QuorumStatusResponse
+	49, // 54: strand.v1.Controller.UnregisterBroker:output_type -> strand.v1.UnregisterBrokerResponse
+	50, // 55: strand.v1.Controller.ElectLeaders:output_type -> strand.v1.ElectLeadersResponse
+	40, // [40:56] is the sub-list for method output_type
+	24, // [24:40] is the sub-list for method input_type
 	24, // [24:24] is the sub-list for extension type_name
 	24, // [24:24] is the sub-list for extension extendee
 	0,  // [0:24] is the sub-list for field type_name
@@ -2556,6 +2560,7 @@ func file_strand_v1_controller_proto_init() {
 	file_strand_v1_admin_proto_init()
 	file_strand_v1_reassign_proto_init()
 	file_strand_v1_members_proto_init()
+	file_strand_v1_leaders_proto_init()
 	file_strand_v1_controller_proto_msgTypes[14].OneofWrappers = []any{
 		(*MetadataRecord_RegisterBroker)(nil),
 		(*MetadataRecord_FenceBroker)(nil),

@@ -34,6 +34,7 @@ const (
 	Controller_RemoveVoter_FullMethodName                 = "/strand.v1.Controller/RemoveVoter"
 	Controller_QuorumStatus_FullMethodName                = "/strand.v1.Controller/QuorumStatus"
 	Controller_UnregisterBroker_FullMethodName            = "/strand.v1.Controller/UnregisterBroker"
+	Controller_ElectLeaders_FullMethodName                = "/strand.v1.Controller/ElectLeaders"
 )
 
 // ControllerClient is the client API for Controller service.
@@ -84,6 +85,9 @@ type ControllerClient interface {
 	RemoveVoter(ctx context.Context, in *RemoveVoterRequest, opts ...grpc.CallOption) (*RemoveVoterResponse, error)
 	QuorumStatus(ctx context.Context, in *QuorumStatusRequest, opts ...grpc.CallOption) (*QuorumStatusResponse, error)
 	UnregisterBroker(ctx context.Context, in *UnregisterBrokerRequest, opts ...grpc.CallOption) (*UnregisterBrokerResponse, error)
+	// --- issue 21: leaders ---
+	// ElectLeaders as forwarded by brokers.
+	ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error)
 }
 
 type controllerClient struct {
@@ -253,6 +257,16 @@ func (c *controllerClient) UnregisterBroker(ctx context.Context, in *UnregisterB
 	return out, nil
 }
 
+func (c *controllerClient) ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ElectLeadersResponse)
+	err := c.cc.Invoke(ctx, Controller_ElectLeaders_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServer is the server API for Controller service.
 // All implementations must embed UnimplementedControllerServer
 // for forward compatibility.
@@ -301,6 +315,9 @@ type ControllerServer interface {
 	RemoveVoter(context.Context, *RemoveVoterRequest) (*RemoveVoterResponse, error)
 	QuorumStatus(context.Context, *QuorumStatusRequest) (*QuorumStatusResponse, error)
 	UnregisterBroker(context.Context, *UnregisterBrokerRequest) (*UnregisterBrokerResponse, error)
+	// --- issue 21: leaders ---
+	// ElectLeaders as forwarded by brokers.
+	ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error)
 	mustEmbedUnimplementedControllerServer()
 }
 
@@ -355,6 +372,9 @@ func (UnimplementedControllerServer) QuorumStatus(context.Context, *QuorumStatus
 }
 func (UnimplementedControllerServer) UnregisterBroker(context.Context, *UnregisterBrokerRequest) (*UnregisterBrokerResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UnregisterBroker not implemented")
+}
+func (UnimplementedControllerServer) ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ElectLeaders not implemented")
 }
 func (UnimplementedControllerServer) mustEmbedUnimplementedControllerServer() {}
 func (UnimplementedControllerServer) testEmbeddedByValue()                    {}
@@ -640,6 +660,24 @@ func _Controller_UnregisterBroker_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_ElectLeaders_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ElectLeadersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).ElectLeaders(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_ElectLeaders_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).ElectLeaders(ctx, req.(*ElectLeadersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Controller_ServiceDesc is the grpc.ServiceDesc for Controller service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -702,6 +740,10 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UnregisterBroker",
 			Handler:    _Controller_UnregisterBroker_Handler,
+		},
+		{
+			MethodName: "ElectLeaders",
+			Handler:    _Controller_ElectLeaders_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
