@@ -143,13 +143,17 @@ var (
 	ErrEligibleLeadersNotAvailable = &Error{Code: pb.ErrorCode_ELIGIBLE_LEADERS_NOT_AVAILABLE}
 	ErrElectionNotNeeded           = &Error{Code: pb.ErrorCode_ELECTION_NOT_NEEDED}
 	ErrNoReassignmentInProgress    = &Error{Code: pb.ErrorCode_NO_REASSIGNMENT_IN_PROGRESS}
-	ErrGroupSubscribedToTopic      = &Error{Code: pb.ErrorCode_GROUP_SUBSCRIBED_TO_TOPIC}
-	ErrInvalidRecord               = &Error{Code: pb.ErrorCode_INVALID_RECORD}
-	ErrUnstableOffsetCommit        = &Error{Code: pb.ErrorCode_UNSTABLE_OFFSET_COMMIT}
-	ErrProducerFenced              = &Error{Code: pb.ErrorCode_PRODUCER_FENCED}
-	ErrResourceNotFound            = &Error{Code: pb.ErrorCode_RESOURCE_NOT_FOUND}
-	ErrInvalidUpdateVersion        = &Error{Code: pb.ErrorCode_INVALID_UPDATE_VERSION}
-	ErrFeatureUpdateFailed         = &Error{Code: pb.ErrorCode_FEATURE_UPDATE_FAILED}
+	// ErrDuplicateVoter / ErrVoterNotFound: a controller quorum change
+	// names a node that already is / is not a voter (AddVoter, RemoveVoter).
+	ErrDuplicateVoter         = &Error{Code: pb.ErrorCode_DUPLICATE_VOTER}
+	ErrVoterNotFound          = &Error{Code: pb.ErrorCode_VOTER_NOT_FOUND}
+	ErrGroupSubscribedToTopic = &Error{Code: pb.ErrorCode_GROUP_SUBSCRIBED_TO_TOPIC}
+	ErrInvalidRecord          = &Error{Code: pb.ErrorCode_INVALID_RECORD}
+	ErrUnstableOffsetCommit   = &Error{Code: pb.ErrorCode_UNSTABLE_OFFSET_COMMIT}
+	ErrProducerFenced         = &Error{Code: pb.ErrorCode_PRODUCER_FENCED}
+	ErrResourceNotFound       = &Error{Code: pb.ErrorCode_RESOURCE_NOT_FOUND}
+	ErrInvalidUpdateVersion   = &Error{Code: pb.ErrorCode_INVALID_UPDATE_VERSION}
+	ErrFeatureUpdateFailed    = &Error{Code: pb.ErrorCode_FEATURE_UPDATE_FAILED}
 	// ErrDuplicateBrokerRegistration: a broker id is registered by a live
 	// session of another incarnation (brokers see it, clients do not).
 	ErrDuplicateBrokerRegistration = &Error{Code: pb.ErrorCode_DUPLICATE_BROKER_REGISTRATION}

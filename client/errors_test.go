@@ -81,6 +81,8 @@ func TestEveryCodeHasASentinel(t *testing.T) {
 		pb.ErrorCode_ELIGIBLE_LEADERS_NOT_AVAILABLE:   ErrEligibleLeadersNotAvailable,
 		pb.ErrorCode_ELECTION_NOT_NEEDED:              ErrElectionNotNeeded,
 		pb.ErrorCode_NO_REASSIGNMENT_IN_PROGRESS:      ErrNoReassignmentInProgress,
+		pb.ErrorCode_DUPLICATE_VOTER:                  ErrDuplicateVoter,
+		pb.ErrorCode_VOTER_NOT_FOUND:                  ErrVoterNotFound,
 		pb.ErrorCode_INVALID_RECORD:                   ErrInvalidRecord,
 		pb.ErrorCode_UNSTABLE_OFFSET_COMMIT:           ErrUnstableOffsetCommit,
 		pb.ErrorCode_PRODUCER_FENCED:                  ErrProducerFenced,

@@ -66,7 +66,7 @@ func ExampleAdmin() {
 func ExampleClassify() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	p, err := client.NewProducer(client.Bootstrap(bootstrap), client.DeliveryTimeout(time.Second), client.RequestTimeout(500*time.Millisecond))
+	p, err := client.NewProducer(client.Bootstrap(bootstrap), client.DeliveryTimeout(3*time.Second), client.RequestTimeout(time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}
