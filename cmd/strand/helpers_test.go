@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -115,4 +117,14 @@ func TestCommitTimerSplitsFlushAndEndTxn(t *testing.T) {
 	if m := c.end.Mean(); m < 1900*time.Microsecond || m > 2100*time.Microsecond {
 		t.Errorf("EndTxn mean %v, want about 2ms", m)
 	}
+}
+
+// writeFile writes body to a file in a fresh temporary directory.
+func writeFile(t *testing.T, name, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -5,8 +5,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -17,15 +15,6 @@ import (
 	"github.com/strand-io/strand/testkit/testcluster"
 	"github.com/strand-io/strand/testkit/testutil"
 )
-
-func writeFile(t *testing.T, name, body string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // TestLeaderElectionCommand: `strand leader-election` prints
 // kafka-leader-election's lines: "Valid replica already elected" while the

@@ -3,8 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -13,15 +11,6 @@ import (
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/testkit/testcluster"
 )
-
-func writeFile(t *testing.T, name, body string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // parsePlan reads one line of reassignment JSON and checks its shape:
 // version 1, log_dirs "any" once per replica.
