@@ -145,12 +145,14 @@ func (g *groupMember) poll(ctx context.Context) error {
 	waiting := g.joining && len(g.owned) == 0
 	owned := g.ownedList()
 	g.mu.Unlock()
-	if waiting {
-		// Nothing to read until the rebalance ends: wait for it a while.
+	if waiting && err == nil {
+		// Nothing to read until the rebalance ends: wait for it a while
+		// (an error from a rebalance that ended above is answered at once,
+		// not joined with the next attempt's).
 		t := g.cfg.clock.NewTimer(g.cfg.fetchMaxWait)
 		select {
 		case r := <-g.results:
-			err = errors.Join(err, g.apply(ctx, r))
+			err = g.apply(ctx, r)
 		case <-t.C():
 		case <-ctx.Done():
 		}
