@@ -86,6 +86,9 @@ func ReassignRecord(img *metadata.Image, topic string, partition int32, target [
 		if !p.Reassigning() {
 			return nil, errs.New(pb.ErrorCode_NO_REASSIGNMENT_IN_PROGRESS, "no reassignment of %s-%d is in progress", topic, partition)
 		}
+		if err := checkKeepsISR(img, p, original, "cancelling"); err != nil {
+			return nil, err
+		}
 		return finishRecord(img, p, original, "reassign-cancel"), nil
 	}
 	if err := checkTarget(img, target); err != nil {
@@ -97,6 +100,9 @@ func ReassignRecord(img *metadata.Image, topic string, partition int32, target [
 	adding := minus(target, original)
 	removing := minus(original, target)
 	replicas := append(append([]int32(nil), target...), removing...)
+	if err := checkKeepsISR(img, p, replicas, "changing"); err != nil {
+		return nil, err
+	}
 	q := p.Clone()
 	q.Replicas, q.AddingReplicas, q.RemovingReplicas = replicas, adding, removing
 	q.ISR = intersect(p.ISR, replicas)
@@ -144,6 +150,24 @@ func completable(img *metadata.Image, p *metadata.Partition) bool {
 	return electLeader(target, isr, img.IsLive, metadata.NoLeader) != metadata.NoLeader
 }
 
+// checkKeepsISR refuses a replica set that keeps no member of the ISR: a
+// cancel (or a new target) dropping the adding replicas when they are all
+// that is left in sync would delete the only copies of acknowledged
+// records and elect a stale replica, an unclean election in disguise.
+// Kafka refuses it with INVALID_REPLICA_ASSIGNMENT unless the topic allows
+// unclean leader election.
+func checkKeepsISR(img *metadata.Image, p *metadata.Partition, replicas []int32, what string) error {
+	if len(p.ISR) == 0 || len(intersect(p.ISR, replicas)) > 0 {
+		return nil
+	}
+	if t := img.Topic(p.Topic); t != nil && t.Configs[metadata.ConfigTopicUncleanElection] == "true" {
+		return nil
+	}
+	return errs.New(pb.ErrorCode_INVALID_REPLICA_ASSIGNMENT,
+		"%s the reassignment of %s-%d to %v would leave none of the in-sync replicas %v and require an unclean leader election (unclean.leader.election.enable is false)",
+		what, p.Topic, p.Partition, replicas, p.ISR)
+}
+
 // finishRecord sets replicas to final with no reassignment in progress:
 // ISR ∩ final, and a leader from final ∩ ISR (the first of final that is
 // live) when the current one is not in final.
@@ -163,8 +187,16 @@ func finishRecord(img *metadata.Image, p *metadata.Partition, final []int32, rea
 	return assignmentRecord(p, leader, isr, final, nil, nil, reason)
 }
 
+// assignmentRecord changes the replica set. A set that drops any current
+// replica bumps the leader epoch even when the leader stays, as Kafka's
+// PartitionChangeBuilder does: a removed replica's fetches still in flight
+// (or a re-added replica's stale ones) then carry an old epoch and are
+// fenced, never taken for the new replica's progress.
 func assignmentRecord(p *metadata.Partition, leader int32, isr, replicas, adding, removing []int32, reason string) *pb.MetadataRecord {
 	rec := changeRecord(p, leader, isr, reason)
+	if pc := rec.GetPartitionChange(); pc.LeaderEpoch == p.LeaderEpoch && len(minus(p.Replicas, replicas)) > 0 {
+		pc.LeaderEpoch++
+	}
 	rec.GetPartitionChange().Assignment = &pb.PartitionReplicaSet{
 		Replicas: append([]int32(nil), replicas...), AddingReplicas: adding, RemovingReplicas: removing,
 	}

@@ -88,8 +88,9 @@ func TestReassignCompletionKeepsLeaderInTarget(t *testing.T) {
 	want(t, im, state{Replicas: []int32{1, 3, 4, 2}, ISR: []int32{1, 2, 3}, Adding: []int32{4}, Removing: []int32{2}, Leader: 1, LE: 2, PE: 6})
 	im = mustApply(t, im, mt.ChangeRec("t", 0, 1, []int32{1, 2, 3, 4}, 2, 7))
 	im = mustApply(t, im, controller.ReassignCompletions(im)...)
-	// The leader stays (same leader epoch); 2 leaves the replicas and the ISR.
-	want(t, im, state{Replicas: []int32{1, 3, 4}, ISR: []int32{1, 3, 4}, Leader: 1, LE: 2, PE: 8})
+	// The leader stays; 2 leaves the replicas and the ISR, and the leader
+	// epoch moves (a replica was dropped: its fetches in flight are fenced).
+	want(t, im, state{Replicas: []int32{1, 3, 4}, ISR: []int32{1, 3, 4}, Leader: 1, LE: 3, PE: 8})
 }
 
 func TestReassignLeaderFencedMidway(t *testing.T) {
@@ -112,8 +113,8 @@ func TestReassignCancel(t *testing.T) {
 	im = reassign(t, im, nil, true)
 	// Back to the original replicas (in the order they had during the
 	// reassignment, as Kafka reverts: the original minus nothing, target's
-	// order first); 4 leaves the ISR.
-	want(t, im, state{Replicas: []int32{2, 3, 1}, ISR: []int32{1, 2, 3}, Leader: 1, LE: 2, PE: 8})
+	// order first); 4 leaves the ISR, and the leader epoch moves.
+	want(t, im, state{Replicas: []int32{2, 3, 1}, ISR: []int32{1, 2, 3}, Leader: 1, LE: 3, PE: 8})
 	if _, err := controller.ReassignRecord(im, "t", 0, nil, true); errs.CodeOf(err) != pb.ErrorCode_NO_REASSIGNMENT_IN_PROGRESS {
 		t.Fatalf("second cancel: %v, want NO_REASSIGNMENT_IN_PROGRESS", err)
 	}
@@ -148,9 +149,41 @@ func TestReassignToCurrentReplicasIsNoChange(t *testing.T) {
 func TestReassignChangeTargetMidway(t *testing.T) {
 	im := clusterImage(t, 5, nil, mt.TopicRec("t", nil), mt.PartRec("t", 0, []int32{1, 2, 3}, []int32{1, 2, 3}, 1, 2, 5))
 	im = reassign(t, im, []int32{2, 3, 4}, false)
-	// A new target replaces the one in progress; the original replicas stay the reference.
+	// A new target replaces the one in progress; the original replicas
+	// stay the reference. 4 is dropped, so the leader epoch moves.
 	im = reassign(t, im, []int32{1, 2, 5}, false)
-	want(t, im, state{Replicas: []int32{1, 2, 5, 3}, ISR: []int32{1, 2, 3}, Adding: []int32{5}, Removing: []int32{3}, Leader: 1, LE: 2, PE: 7})
+	want(t, im, state{Replicas: []int32{1, 2, 5, 3}, ISR: []int32{1, 2, 3}, Adding: []int32{5}, Removing: []int32{3}, Leader: 1, LE: 3, PE: 7})
+}
+
+// TestReassignRevertKeepsAnInSyncReplica: when only the adding replicas
+// are left in sync (the originals fell out while the new one led), a cancel
+// or a new target that drops them would delete the only up-to-date copies
+// and bring the partition back on a stale replica. Without unclean leader
+// election it is refused with INVALID_REPLICA_ASSIGNMENT and nothing is
+// written; with it the topic chose that risk.
+func TestReassignRevertKeepsAnInSyncReplica(t *testing.T) {
+	start := func(t *testing.T, configs map[string]string) *metadata.Image {
+		im := clusterImage(t, 5, nil, mt.TopicRec("t", configs), mt.PartRec("t", 0, []int32{1, 2, 3}, []int32{1, 2, 3}, 1, 2, 5))
+		im = reassign(t, im, []int32{4, 2, 3}, false)
+		im = mustApply(t, im, mt.ChangeRec("t", 0, 1, []int32{1, 2, 3, 4}, 2, 7))
+		// The originals fall out one by one; 4 ends up leading alone.
+		return mustApply(t, im, mt.ChangeRec("t", 0, 4, []int32{4}, 3, 8))
+	}
+	im := start(t, nil)
+	if rec, err := controller.ReassignRecord(im, "t", 0, nil, true); errs.CodeOf(err) != pb.ErrorCode_INVALID_REPLICA_ASSIGNMENT || rec != nil {
+		t.Fatalf("cancel leaving no in-sync replica: %v, %v; want INVALID_REPLICA_ASSIGNMENT and no record", rec, err)
+	}
+	if rec, err := controller.ReassignRecord(im, "t", 0, []int32{1, 2, 5}, false); errs.CodeOf(err) != pb.ErrorCode_INVALID_REPLICA_ASSIGNMENT || rec != nil {
+		t.Fatalf("new target dropping every in-sync replica: %v, %v; want INVALID_REPLICA_ASSIGNMENT and no record", rec, err)
+	}
+	// A new target that keeps 4 is fine.
+	if _, err := controller.ReassignRecord(im, "t", 0, []int32{4, 2, 5}, false); err != nil {
+		t.Fatalf("new target keeping the in-sync replica: %v", err)
+	}
+	im = start(t, map[string]string{metadata.ConfigTopicUncleanElection: "true"})
+	if _, err := controller.ReassignRecord(im, "t", 0, nil, true); err != nil {
+		t.Fatalf("cancel with unclean.leader.election.enable=true: %v", err)
+	}
 }
 
 func TestReassignValidation(t *testing.T) {
