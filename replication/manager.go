@@ -373,7 +373,9 @@ func (m *Manager) becomeLeader(p *broker.Partition, np *metadata.Partition) {
 			}
 			le.st.ISR = append([]int32(nil), np.ISR...)
 			le.st.PartitionEpoch = np.PartitionEpoch
-			le.st.Pending = nil
+			// An expansion in flight (a reassignment's new replica) may
+			// still be committed: the HW keeps waiting for its members.
+			le.st.KeepPending(np.ISR)
 			p.UpdateISR(np.ISR, le.st.MaximalISR(), np.PartitionEpoch)
 			m.advanceHWLocked(le)
 		}
