@@ -369,6 +369,7 @@ func (m *Manager) becomeLeader(p *broker.Partition, np *metadata.Partition) {
 				// A reassignment changed the replica set: the HW and the ISR
 				// logic must know the new followers (and forget removed ones).
 				le.st.SetReplicas(np.Replicas, m.clk.Now())
+				m.followerStarts.retain(p.Key, np.Replicas)
 				_ = p.SetLeadership(leadershipOf(np, broker.RoleLeader, le.st.MaximalISR()), nil)
 			}
 			le.st.ISR = append([]int32(nil), np.ISR...)
@@ -402,6 +403,7 @@ func (m *Manager) dropLeader(key storage.PartitionKey) {
 	_, was := m.leaders[key]
 	delete(m.leaders, key)
 	m.mu.Unlock()
+	m.followerStarts.forget(key)
 	if was {
 		m.notifyStopped(key)
 	}

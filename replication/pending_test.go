@@ -79,3 +79,42 @@ func TestSameLeadershipKeepsPendingExpansion(t *testing.T) {
 		t.Fatalf("pending %v once the ISR holds the expansion, want none", pending)
 	}
 }
+
+// TestFollowerLogStartsPruned: the followers' log starts a leader keeps
+// for DeleteRecords lose a replica a reassignment removed, and all of a
+// partition's once its leadership ends (a deleted partition or a new
+// leader).
+func TestFollowerLogStartsPruned(t *testing.T) {
+	key := storage.PartitionKey{Topic: "orders", Partition: 0}
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	cfg := storage.DefaultConfig()
+	cfg.Files = storage.NewFileCache(4)
+	l, err := storage.Open(filepath.Join(t.TempDir(), storage.DirName(key.Topic, key.Partition)), key, cfg, 0, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Abandon)
+	p := broker.NewPartition(key, l, 0)
+	m := New(DefaultConfig(1), nil, nil, nil, func() int64 { return 1 }, clk)
+	t.Cleanup(m.cancel)
+
+	np := &metadata.Partition{Topic: key.Topic, Partition: 0, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 3, PartitionEpoch: 1}
+	m.becomeLeader(p, np)
+	m.followerStarts.note(key, 3, 2, 10)
+	m.followerStarts.note(key, 3, 3, 12)
+
+	np = np.Clone()
+	np.Replicas, np.ISR, np.PartitionEpoch = []int32{1, 2}, []int32{1, 2}, 2
+	m.becomeLeader(p, np)
+	if _, ok := m.followerStarts.get(key, 3, 3); ok {
+		t.Fatal("replica 3's log start kept after a reassignment removed it")
+	}
+	if s, ok := m.followerStarts.get(key, 3, 2); !ok || s != 10 {
+		t.Fatalf("replica 2's log start %d, %v; want 10 kept", s, ok)
+	}
+
+	m.dropLeader(key)
+	if n := m.followerStarts.size(); n != 0 {
+		t.Fatalf("%d partitions with follower log starts after the leadership ended, want 0", n)
+	}
+}
