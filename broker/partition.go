@@ -139,10 +139,17 @@ func (p *Partition) HighWatermark() int64 {
 // the oldest transaction that is open or whose marker the HW has not passed
 // yet (Kafka's unreplicated transactions), so a read_committed reader never
 // passes a transaction whose outcome a leader change could still lose.
+//
+// The first unstable offset is clamped to the log start (Kafka's
+// maybeIncrementFirstUnstableOffset): DeleteRecords may move the log start
+// past the first offset of a transaction still open, and an LSO below the
+// log start would make ListOffsets(LATEST, read_committed) answer less than
+// EARLIEST, a fetch carry an LSO below its log start, and lag go negative.
+// So the LSO is min(HW, max(first unstable, log start)).
 func (p *Partition) LastStableOffset() int64 {
 	hw := p.HighWatermark()
 	if fu, ok := p.Log.FirstUnstableOffset(); ok && fu < hw {
-		return fu
+		return min(hw, max(fu, p.Log.LogStartOffset()))
 	}
 	return hw
 }

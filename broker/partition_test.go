@@ -336,3 +336,46 @@ func TestAcksAllNotAnsweredByAnotherLeadersHW(t *testing.T) {
 		t.Fatalf("WaitForHW after the write was truncated away = %v, want NOT_LEADER_OR_FOLLOWER (HW %d now covers another record at offset %d)", err, p.HighWatermark(), ours.LastOffset)
 	}
 }
+
+// TestLastStableOffsetNotBelowLogStart: DeleteRecords may move the log
+// start past the first offset of a transaction still open; the LSO is then
+// the log start (Kafka's max(first unstable, log start)), never below it,
+// and still capped by the HW. Once the transaction commits and the HW passes
+// its marker the LSO is the HW again.
+func TestLastStableOffsetNotBelowLogStart(t *testing.T) {
+	p := newPartition(t)
+	lead(t, p, 1)
+	produce(t, p, 1, batch{n: 2})                            // 0..1
+	produce(t, p, 1, batch{pid: 5, seq: 0, txn: true, n: 3}) // 2..4, open
+	produce(t, p, 1, batch{n: 2})                            // 5..6
+	p.SetHighWatermark(p.Log.LogEndOffset(), false)
+	if lso := p.LastStableOffset(); lso != 2 {
+		t.Fatalf("LSO %d, want 2 (the open transaction's first offset)", lso)
+	}
+	ls, err := p.Log.AdvanceLogStart(4) // inside the open transaction
+	if err != nil || ls != 4 {
+		t.Fatalf("AdvanceLogStart: %d, %v", ls, err)
+	}
+	if lso, start := p.LastStableOffset(), p.Log.LogStartOffset(); lso != start {
+		t.Fatalf("LSO %d with the log start %d past the open transaction's first offset 2, want the log start", lso, start)
+	}
+	// Past the HW too: the LSO stays capped by the HW.
+	ls, err = p.Log.AdvanceLogStart(6)
+	if err != nil || ls != 6 {
+		t.Fatalf("AdvanceLogStart: %d, %v", ls, err)
+	}
+	if lso, hw := p.LastStableOffset(), p.HighWatermark(); lso != 6 || hw != 7 {
+		t.Fatalf("LSO %d HW %d, want 6 (the log start) and 7", lso, hw)
+	}
+	m, _, err := p.AppendMarker(5, 1, 0, record.ControlCommit) // 7
+	if err != nil || m.Offset != 7 {
+		t.Fatalf("marker: %+v, %v", m, err)
+	}
+	if lso := p.LastStableOffset(); lso != 6 {
+		t.Fatalf("LSO %d with the COMMIT marker not replicated yet, want the log start 6", lso)
+	}
+	p.SetHighWatermark(8, false)
+	if lso := p.LastStableOffset(); lso != 8 {
+		t.Fatalf("LSO %d once the HW passed the marker, want the HW 8", lso)
+	}
+}

@@ -59,6 +59,23 @@ func raftChangeErr(err error) error {
 	return err
 }
 
+// waitChange waits for a configuration change's future, or for ctx.
+// hashicorp/raft futures have no channel, so a goroutine owned by this call
+// waits on f.Error(); it ends when the future resolves, which raft always
+// does (committed, enqueue timeout, leadership lost, or shutdown), even
+// after ctx gave up on it. A ctx that ends first answers
+// REQUEST_TIMED_OUT: the change may still commit, as in Kafka.
+func waitChange(ctx context.Context, f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return raftChangeErr(err)
+	case <-ctx.Done():
+		return errs.New(pb.ErrorCode_REQUEST_TIMED_OUT, "controller quorum change not committed before the request's deadline (it may still commit): %v", ctx.Err())
+	}
+}
+
 func changeTimeout(ctx context.Context) time.Duration {
 	if dl, ok := ctx.Deadline(); ok {
 		return time.Until(dl)
@@ -91,7 +108,7 @@ func (q *Quorum) AddVoter(ctx context.Context, id int32, addr string) error {
 	if err := q.probe(ctx, addr); err != nil {
 		return errs.New(pb.ErrorCode_REQUEST_TIMED_OUT, "node %d's controller listener %s does not answer (%v): start it with the controller role first", id, addr, err)
 	}
-	return raftChangeErr(q.Raft.AddVoter(serverID(id), raft.ServerAddress(addr), idx, changeTimeout(ctx)).Error())
+	return waitChange(ctx, q.Raft.AddVoter(serverID(id), raft.ServerAddress(addr), idx, changeTimeout(ctx)))
 }
 
 // probe dials addr as Raft would (through the configured dialer).
@@ -132,7 +149,7 @@ func (q *Quorum) RemoveVoter(ctx context.Context, id int32) error {
 	if voters == 1 {
 		return errs.New(pb.ErrorCode_INVALID_REQUEST, "node %d is the last voter of the controller quorum and cannot be removed", id)
 	}
-	return raftChangeErr(q.Raft.RemoveServer(serverID(id), idx, changeTimeout(ctx)).Error())
+	return waitChange(ctx, q.Raft.RemoveServer(serverID(id), idx, changeTimeout(ctx)))
 }
 
 // Members lists the Raft configuration split by suffrage.
@@ -180,16 +197,30 @@ func (c *Controller) AddVoter(ctx context.Context, req *pb.AddVoterRequest) erro
 	if err := c.lockActive(); err != nil {
 		return err
 	}
-	defer c.mu.Unlock()
+	// Not under c.mu: the probe and the wait for the change to commit
+	// would stall heartbeats, AlterPartition and the tick. Raft's index
+	// guard (the configuration's index checked) serialises changes.
+	c.mu.Unlock()
 	err := c.Q.AddVoter(ctx, req.NodeId, req.Address)
 	if errors.Is(err, errNotController) {
-		c.active = false
+		c.stepDownIfNotLeader()
 		return c.notController()
 	}
 	if err == nil {
 		c.lg.Info("added controller quorum voter", "node", req.NodeId, "address", req.Address)
 	}
 	return err
+}
+
+// stepDownIfNotLeader marks the controller inactive after a quorum change
+// found it no longer the Raft leader (called without c.mu; if it leads
+// again by now, the tick decides).
+func (c *Controller) stepDownIfNotLeader() {
+	c.mu.Lock()
+	if !c.Q.IsLeader() {
+		c.active = false
+	}
+	c.mu.Unlock()
 }
 
 // RemoveVoter removes a controller quorum voter (active controller only).
@@ -199,10 +230,13 @@ func (c *Controller) RemoveVoter(ctx context.Context, req *pb.RemoveVoterRequest
 	if err := c.lockActive(); err != nil {
 		return err
 	}
-	defer c.mu.Unlock()
+	// Not under c.mu: the probe and the wait for the change to commit
+	// would stall heartbeats, AlterPartition and the tick. Raft's index
+	// guard (the configuration's index checked) serialises changes.
+	c.mu.Unlock()
 	err := c.Q.RemoveVoter(ctx, req.NodeId)
 	if errors.Is(err, errNotController) {
-		c.active = false
+		c.stepDownIfNotLeader()
 		return c.notController()
 	}
 	if err == nil {

@@ -70,6 +70,24 @@ func (s *LeaderState) SetReplicas(replicas []int32, now time.Time) {
 	}
 }
 
+// KeepPending is what a metadata change under the same leadership (same
+// leader epoch: an ISR or replica-set change the leader did not ask for, or
+// the answer to its own AlterPartition arriving through metadata first)
+// leaves of the AlterPartition in flight: the members it adds that are
+// still replicas and not yet in isr. The HW keeps waiting for them, since
+// the controller may still commit the expansion; members no longer replicas
+// or already applied are dropped, and with none left Pending is nil. Call
+// it after SetReplicas, with the new ISR.
+func (s *LeaderState) KeepPending(isr []int32) {
+	var keep []int32
+	for _, r := range s.Pending {
+		if has(s.Replicas, r) && !has(isr, r) {
+			keep = append(keep, r)
+		}
+	}
+	s.Pending = keep
+}
+
 // OnFetch records a follower fetch at fetchOffset while the leader's log
 // end was leaderLEO. A follower caught up with the log end is caught up now;
 // one that reached the log end of its previous fetch was caught up then.

@@ -40,6 +40,36 @@ func (f *followerLogStarts) note(key storage.PartitionKey, epoch, id int32, star
 	byID[id] = epochStart{epoch, start}
 }
 
+// forget drops a partition's entries (its leadership ended or the
+// partition is gone).
+func (f *followerLogStarts) forget(key storage.PartitionKey) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.m, key)
+}
+
+// retain keeps only the entries of replicas (a reassignment removed the
+// others).
+func (f *followerLogStarts) retain(key storage.PartitionKey, replicas []int32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id := range f.m[key] {
+		if !has(replicas, id) {
+			delete(f.m[key], id)
+		}
+	}
+	if len(f.m[key]) == 0 {
+		delete(f.m, key)
+	}
+}
+
+// size is the number of partitions with entries (tests).
+func (f *followerLogStarts) size() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.m)
+}
+
 func (f *followerLogStarts) get(key storage.PartitionKey, epoch, id int32) (int64, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

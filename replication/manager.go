@@ -369,11 +369,14 @@ func (m *Manager) becomeLeader(p *broker.Partition, np *metadata.Partition) {
 				// A reassignment changed the replica set: the HW and the ISR
 				// logic must know the new followers (and forget removed ones).
 				le.st.SetReplicas(np.Replicas, m.clk.Now())
+				m.followerStarts.retain(p.Key, np.Replicas)
 				_ = p.SetLeadership(leadershipOf(np, broker.RoleLeader, le.st.MaximalISR()), nil)
 			}
 			le.st.ISR = append([]int32(nil), np.ISR...)
 			le.st.PartitionEpoch = np.PartitionEpoch
-			le.st.Pending = nil
+			// An expansion in flight (a reassignment's new replica) may
+			// still be committed: the HW keeps waiting for its members.
+			le.st.KeepPending(np.ISR)
 			p.UpdateISR(np.ISR, le.st.MaximalISR(), np.PartitionEpoch)
 			m.advanceHWLocked(le)
 		}
@@ -400,6 +403,7 @@ func (m *Manager) dropLeader(key storage.PartitionKey) {
 	_, was := m.leaders[key]
 	delete(m.leaders, key)
 	m.mu.Unlock()
+	m.followerStarts.forget(key)
 	if was {
 		m.notifyStopped(key)
 	}

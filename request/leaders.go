@@ -7,6 +7,7 @@ import (
 
 	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/errs"
+	"github.com/strand-io/strand/metadata"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -38,24 +39,35 @@ func (h *Handler) ElectLeaders(ctx context.Context, req *pb.ElectLeadersRequest)
 	}
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		img := h.Repl.Image()
-		ready := true
-		for _, r := range resp.Results {
-			if r.ErrorCode != pb.ErrorCode_NONE {
-				continue
-			}
-			old, cur := before.Partition(r.Topic, r.Partition), img.Partition(r.Topic, r.Partition)
-			if cur == nil || old != nil && cur.LeaderEpoch <= old.LeaderEpoch {
-				ready = false
-				break
-			}
-		}
-		if ready {
+		if electionsVisible(before, h.Repl.Image(), resp.Results) {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	return resp, nil
+}
+
+// electionsVisible reports whether img (this broker's image now) shows
+// every successful election of results as a leader epoch above the one in
+// before (this broker's image when the request arrived). A partition img
+// does not have counts as visible: the answer carries no metadata offset to
+// wait for, and one this broker never had (its image lags the
+// controller's) or no longer has (deleted since) would otherwise hold the
+// answer for the whole timeout though the election succeeded.
+func electionsVisible(before, img *metadata.Image, results []*pb.ElectLeadersResult) bool {
+	for _, r := range results {
+		if r.ErrorCode != pb.ErrorCode_NONE {
+			continue
+		}
+		old, cur := before.Partition(r.Topic, r.Partition), img.Partition(r.Topic, r.Partition)
+		if cur == nil {
+			continue
+		}
+		if old != nil && cur.LeaderEpoch <= old.LeaderEpoch {
+			return false
+		}
+	}
+	return true
 }
 
 // DeleteRecords moves the log start offset of partitions this broker
