@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/metadata"
@@ -94,7 +95,7 @@ func ReassignRecord(img *metadata.Image, topic string, partition int32, target [
 	if err := checkTarget(img, target); err != nil {
 		return nil, errs.New(pb.ErrorCode_INVALID_REPLICA_ASSIGNMENT, "reassignment of %s-%d: %v", topic, partition, err)
 	}
-	if !p.Reassigning() && equalIDs(target, p.Replicas) {
+	if !p.Reassigning() && slices.Equal(target, p.Replicas) {
 		return nil, nil // already there
 	}
 	adding := minus(target, original)
@@ -113,7 +114,7 @@ func ReassignRecord(img *metadata.Image, topic string, partition int32, target [
 	if !contains(replicas, leader) {
 		leader = electLeader(replicas, q.ISR, img.IsLive, metadata.NoLeader)
 	}
-	if equalIDs(replicas, p.Replicas) && equalIDs(adding, p.AddingReplicas) && equalIDs(removing, p.RemovingReplicas) {
+	if slices.Equal(replicas, p.Replicas) && slices.Equal(adding, p.AddingReplicas) && slices.Equal(removing, p.RemovingReplicas) {
 		return nil, nil // the same reassignment again
 	}
 	return assignmentRecord(p, leader, q.ISR, replicas, adding, removing, "reassign"), nil
@@ -247,16 +248,4 @@ func intersect(a, b []int32) []int32 {
 		}
 	}
 	return out
-}
-
-func equalIDs(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

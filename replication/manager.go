@@ -3,6 +3,7 @@ package replication
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -365,7 +366,7 @@ func (m *Manager) becomeLeader(p *broker.Partition, np *metadata.Partition) {
 	if cur.Role == broker.RoleLeader && cur.LeaderEpoch == np.LeaderEpoch && le.st != nil {
 		// Same leadership: only the ISR (or partition epoch) moved.
 		if np.PartitionEpoch >= le.st.PartitionEpoch {
-			if !sameIDs(le.st.Replicas, np.Replicas) {
+			if !slices.Equal(le.st.Replicas, np.Replicas) {
 				// A reassignment changed the replica set: the HW and the ISR
 				// logic must know the new followers (and forget removed ones).
 				le.st.SetReplicas(np.Replicas, m.clk.Now())
@@ -413,7 +414,7 @@ func (m *Manager) becomeFollower(p *broker.Partition, np *metadata.Partition) {
 	cur := p.Leadership()
 	m.dropLeader(p.Key)
 	if cur.Role == broker.RoleFollower && cur.LeaderEpoch == np.LeaderEpoch && cur.Leader == np.Leader {
-		if !sameIDs(cur.Replicas, np.Replicas) {
+		if !slices.Equal(cur.Replicas, np.Replicas) {
 			_ = p.SetLeadership(leadershipOf(np, broker.RoleFollower, np.ISR), nil)
 			return
 		}
@@ -525,17 +526,4 @@ func minISR(img *metadata.Image, topic string, def int) int {
 		return int(config.Int(t.Configs, config.MinInsyncReplicas, int64(def)))
 	}
 	return def
-}
-
-// sameIDs reports whether a and b hold the same ids in the same order.
-func sameIDs(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
