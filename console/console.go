@@ -8,7 +8,11 @@
 // DescribeGroups, OffsetFetch) it sends to each broker's client listener,
 // so any node, controller-only ones included, can serve it. Each page is
 // built within Config.Timeout: a broker that does not answer shows as an
-// error on the page, never as a hung request.
+// error on the page, never as a hung request. The listener has no
+// authentication, so what requests cost the brokers is bounded (limit.go):
+// at most two pages gather at once, a page being gathered is gathered
+// once for every request waiting on it, a gathered page is served again
+// for a second, ?refresh is clamped, and tables show at most 500 rows.
 package console
 
 import (
@@ -80,7 +84,9 @@ type Config struct {
 	// reassignment's adding replicas show how far they have come when the
 	// page is served by the partition's leader.
 	FollowerLogEnds func(topic string, partition int32) (followers map[int32]int64, leaderEnd int64, ok bool)
-	// Timeout bounds the building of one page (default 3s).
+	// Timeout bounds the building of one page (default 3s); a request
+	// that finds every gather slot taken waits at most half of it, then
+	// gets 503 with Retry-After.
 	Timeout time.Duration
 	// Now is the clock ages are measured with (default time.Now).
 	Now func() time.Time
@@ -89,7 +95,8 @@ type Config struct {
 }
 
 // DefaultRefresh is the refresh interval, in seconds, of a page asked
-// for without ?refresh= (0 turns refreshing off).
+// for without ?refresh= (0 turns refreshing off; other values are
+// clamped to MinRefresh..MaxRefresh).
 const DefaultRefresh = 5
 
 // Console serves the pages.
@@ -97,6 +104,7 @@ type Console struct {
 	cfg   Config
 	pages map[string]*template.Template
 	mux   *http.ServeMux
+	g     *gatherer
 }
 
 var pageNames = []string{"cluster", "topics", "topic", "partition", "groups", "group", "reassignments", "transactions", "notfound"}
@@ -115,7 +123,7 @@ func New(cfg Config) *Console {
 	if cfg.ActiveController == nil {
 		cfg.ActiveController = func() int32 { return -1 }
 	}
-	c := &Console{cfg: cfg, pages: map[string]*template.Template{}}
+	c := &Console{cfg: cfg, pages: map[string]*template.Template{}, g: newGatherer()}
 	funcs := template.FuncMap{
 		"ids":      joinIDs,
 		"pathEsc":  url.PathEscape,
@@ -166,8 +174,8 @@ type page struct {
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name, title string, errors []string, data any) {
 	refresh := DefaultRefresh
 	if v := r.URL.Query().Get("refresh"); v != "" {
-		if n, err := strconv.Atoi(v); err == nil && n >= 0 && n <= 3600 {
-			refresh = n
+		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+			refresh = clampRefresh(n)
 		}
 	}
 	p := page{Title: title, Nav: name, NodeID: c.cfg.NodeID, Refresh: refresh, Now: c.cfg.Now(), Errors: errors, Data: data}
@@ -198,8 +206,14 @@ func (c *Console) image() *metadata.Image {
 	return metadata.EmptyImage()
 }
 
-func (c *Console) ctx(r *http.Request) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(r.Context(), c.cfg.Timeout)
+// clampRefresh keeps a page from asking to be reloaded more often than
+// every MinRefresh seconds (or less often than every MaxRefresh); 0 stays
+// off.
+func clampRefresh(n int) int {
+	if n == 0 {
+		return 0
+	}
+	return min(max(n, MinRefresh), MaxRefresh)
 }
 
 func joinIDs(ids []int32) string {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,10 +25,33 @@ type fakeBroker struct {
 	txns      []*pb.TransactionState
 	groups    []*pb.GroupDescription
 	offsets   map[string][]*pb.OffsetFetchPartition
-	hang      bool // every call waits for its context
+	hang      bool          // every call waits for its context
+	delay     time.Duration // every call takes this long (or until its context ends)
+	block     chan struct{} // if set, every call waits for it to close (or its context)
+	listOffs  atomic.Int64  // ListOffsets calls
+	fetches   atomic.Int64  // OffsetFetch calls
+	inFetch   atomic.Int64  // OffsetFetch calls in flight
+	maxFetch  atomic.Int64  // the most OffsetFetch calls ever in flight at once
+	inCalls   atomic.Int64  // calls in flight
 }
 
 func (f *fakeBroker) wait(ctx context.Context) error {
+	if f.delay > 0 {
+		select {
+		case <-time.After(f.delay):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if f.block != nil {
+		f.inCalls.Add(1)
+		defer f.inCalls.Add(-1)
+		select {
+		case <-f.block:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	if f.hang {
 		<-ctx.Done()
 		return ctx.Err()
@@ -36,6 +60,7 @@ func (f *fakeBroker) wait(ctx context.Context) error {
 }
 
 func (f *fakeBroker) ListOffsets(ctx context.Context, in *pb.ListOffsetsRequest, _ ...grpc.CallOption) (*pb.ListOffsetsResponse, error) {
+	f.listOffs.Add(1)
 	if err := f.wait(ctx); err != nil {
 		return nil, err
 	}
@@ -105,6 +130,15 @@ func (f *fakeBroker) DescribeGroups(ctx context.Context, in *pb.DescribeGroupsRe
 }
 
 func (f *fakeBroker) OffsetFetch(ctx context.Context, in *pb.OffsetFetchRequest, _ ...grpc.CallOption) (*pb.OffsetFetchResponse, error) {
+	f.fetches.Add(1)
+	n := f.inFetch.Add(1)
+	defer f.inFetch.Add(-1)
+	for {
+		m := f.maxFetch.Load()
+		if n <= m || f.maxFetch.CompareAndSwap(m, n) {
+			break
+		}
+	}
 	if err := f.wait(ctx); err != nil {
 		return nil, err
 	}

@@ -393,6 +393,33 @@ type groupDetail struct {
 	Offsets    []*groupOffset
 	TotalLag   int64 // -1: unknown
 	Err        string
+	// The group page shows at most maxRows members and offsets.
+	MembersShown, OffsetsShown shown
+}
+
+// offsetFetch fills in d's committed offsets (OffsetFetch at its
+// coordinator).
+func (c *Console) offsetFetch(ctx context.Context, api BrokerAPI, d *groupDetail) {
+	of, err := api.OffsetFetch(ctx, &pb.OffsetFetchRequest{GroupId: d.ID})
+	if err != nil {
+		d.Err = err.Error()
+		return
+	}
+	if of.ErrorCode != pb.ErrorCode_NONE {
+		d.Err = codeText(of.ErrorCode, of.ErrorMessage)
+		return
+	}
+	for _, p := range of.Partitions {
+		o := &groupOffset{Topic: p.Topic, Partition: p.Partition, Committed: p.Offset, End: -1, Lag: -1}
+		if p.ErrorCode != pb.ErrorCode_NONE {
+			o.Err = codeText(p.ErrorCode, p.ErrorMessage)
+		}
+		d.Offsets = append(d.Offsets, o)
+	}
+	sort.Slice(d.Offsets, func(i, j int) bool {
+		a, b := d.Offsets[i], d.Offsets[j]
+		return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
+	})
 }
 
 // describeGroups describes groups at their coordinators (DescribeGroups,
@@ -407,6 +434,7 @@ func (c *Console) describeGroups(ctx context.Context, im *metadata.Image, gs []*
 		}
 		byCoord[g.Coordinator] = append(byCoord[g.Coordinator], g)
 	}
+	fetchSlots := make(chan struct{}, maxOffsetFetches)
 	got, bad := fanOut(coords, func(id int32) ([]*groupDetail, error) {
 		api, err := c.broker(im, id)
 		if err != nil {
@@ -435,27 +463,25 @@ func (c *Console) describeGroups(ctx context.Context, im *metadata.Image, gs []*
 					d.State, d.Protocol, d.Generation, d.Members = gd.State, gd.Protocol, gd.GenerationId, gd.Members
 				}
 			}
-			of, err := api.OffsetFetch(ctx, &pb.OffsetFetchRequest{GroupId: g.ID})
-			if err != nil {
-				d.Err = err.Error()
-				continue
-			}
-			if of.ErrorCode != pb.ErrorCode_NONE {
-				d.Err = codeText(of.ErrorCode, of.ErrorMessage)
-				continue
-			}
-			for _, p := range of.Partitions {
-				o := &groupOffset{Topic: p.Topic, Partition: p.Partition, Committed: p.Offset, End: -1, Lag: -1}
-				if p.ErrorCode != pb.ErrorCode_NONE {
-					o.Err = codeText(p.ErrorCode, p.ErrorMessage)
-				}
-				d.Offsets = append(d.Offsets, o)
-			}
-			sort.Slice(d.Offsets, func(i, j int) bool {
-				a, b := d.Offsets[i], d.Offsets[j]
-				return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
-			})
 		}
+		// One OffsetFetch per group, in parallel, at most
+		// maxOffsetFetches in flight for the whole page.
+		var wg sync.WaitGroup
+		for _, d := range out {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				select {
+				case fetchSlots <- struct{}{}:
+				case <-ctx.Done():
+					d.Err = ctx.Err().Error()
+					return
+				}
+				defer func() { <-fetchSlots }()
+				c.offsetFetch(ctx, api, d)
+			}()
+		}
+		wg.Wait()
 		return out, nil
 	})
 	var all []*groupDetail

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"net/http"
 	"slices"
 	"sort"
@@ -78,7 +79,13 @@ func (c *Console) topicsPage(w http.ResponseWriter, r *http.Request) {
 		rows = append(rows, row)
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
-	c.render(w, r, http.StatusOK, "topics", "topics", nil, rows)
+	rows, sh := capped(rows)
+	c.render(w, r, http.StatusOK, "topics", "topics", nil, topicsData{Rows: rows, shown: sh})
+}
+
+type topicsData struct {
+	Rows []topicRow
+	shown
 }
 
 type partRow struct {
@@ -97,6 +104,7 @@ type topicData struct {
 	ID       string
 	Internal bool
 	Rows     []partRow
+	shown    // of the topic's partitions
 }
 
 func (c *Console) topicPage(w http.ResponseWriter, r *http.Request) {
@@ -107,9 +115,18 @@ func (c *Console) topicPage(w http.ResponseWriter, r *http.Request) {
 		c.notFound(w, r, "topic "+name)
 		return
 	}
-	ctx, cancel := c.ctx(r)
-	defer cancel()
-	states, problems := c.partitionStates(ctx, im, t.Partitions, true)
+	d, problems, err := c.gather(r, im, "topic\x00"+name, func(ctx context.Context) (any, []string) { return c.topicData(ctx, im, t) })
+	if err != nil {
+		c.gatherFailed(w, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "topic", "topic "+t.Name, problems, d)
+}
+
+// topicData gathers a topic page: its first maxRows partitions.
+func (c *Console) topicData(ctx context.Context, im *metadata.Image, t *metadata.Topic) (topicData, []string) {
+	parts, sh := capped(t.Partitions)
+	states, problems := c.partitionStates(ctx, im, parts, true)
 	var byPID map[int64]*txn
 	listed := false // every coordinator answered: a producer none knows may be hanging
 	if anyOpen(states) {
@@ -117,8 +134,8 @@ func (c *Console) topicPage(w http.ResponseWriter, r *http.Request) {
 		problems = append(problems, more...)
 		byPID, listed = txnsByPID(ts), len(more) == 0
 	}
-	d := topicData{Name: t.Name, ID: t.ID, Internal: t.Internal}
-	for _, p := range t.Partitions {
+	d := topicData{Name: t.Name, ID: t.ID, Internal: t.Internal, shown: sh}
+	for _, p := range parts {
 		s := states[tpKey{p.Topic, p.Partition}]
 		row := partRow{Topic: p.Topic, Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas, ISR: p.ISR,
 			Adding: p.AddingReplicas, Removing: p.RemovingReplicas, HW: s.HW, LSO: s.LSO, LSOLag: -1, OldestTxnAge: -1, Err: s.Err}
@@ -139,13 +156,14 @@ func (c *Console) topicPage(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Rows = append(d.Rows, row)
 	}
-	c.render(w, r, http.StatusOK, "topic", "topic "+t.Name, problems, d)
+	return d, problems
 }
 
 type partitionData struct {
-	Row     partRow
-	Holders []*openTxn
-	Others  []*openTxn
+	Row         partRow
+	Holders     []*openTxn
+	Others      []*openTxn
+	OthersShown shown
 }
 
 // partitionPage is "who holds the LSO": the producers whose open
@@ -162,8 +180,17 @@ func (c *Console) partitionPage(w http.ResponseWriter, r *http.Request) {
 		c.notFound(w, r, "partition "+name+"-"+r.PathValue("partition"))
 		return
 	}
-	ctx, cancel := c.ctx(r)
-	defer cancel()
+	title := "who holds the LSO of " + p.Topic + "-" + strconv.Itoa(int(p.Partition))
+	d, problems, err := c.gather(r, im, "partition\x00"+p.Topic+"\x00"+strconv.Itoa(int(p.Partition)),
+		func(ctx context.Context) (any, []string) { return c.partitionData(ctx, im, p) })
+	if err != nil {
+		c.gatherFailed(w, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "partition", title, problems, d)
+}
+
+func (c *Console) partitionData(ctx context.Context, im *metadata.Image, p *metadata.Partition) (partitionData, []string) {
 	states, problems := c.partitionStates(ctx, im, []*metadata.Partition{p}, true)
 	s := states[tpKey{p.Topic, p.Partition}]
 	var byPID map[int64]*txn
@@ -185,45 +212,70 @@ func (c *Console) partitionPage(w http.ResponseWriter, r *http.Request) {
 			d.Others = append(d.Others, o)
 		}
 	}
-	c.render(w, r, http.StatusOK, "partition", "who holds the LSO of "+p.Topic+"-"+strconv.Itoa(int(p.Partition)), problems, d)
+	d.Others, d.OthersShown = capped(d.Others)
+	return d, problems
 }
 
+type groupsData struct {
+	Groups []*groupDetail
+	shown
+}
+
+// groupsPage lists the groups; only the first maxRows (by id) are
+// described, so a cluster with thousands of groups costs the page
+// maxRows OffsetFetch calls, not thousands.
 func (c *Console) groupsPage(w http.ResponseWriter, r *http.Request) {
 	im := c.image()
-	ctx, cancel := c.ctx(r)
-	defer cancel()
-	gs, problems := c.groups(ctx, im)
-	ds, more := c.describeGroups(ctx, im, gs)
-	problems = append(problems, more...)
-	c.render(w, r, http.StatusOK, "groups", "groups", problems, ds)
+	d, problems, err := c.gather(r, im, "groups", func(ctx context.Context) (any, []string) {
+		gs, problems := c.groups(ctx, im)
+		gs, sh := capped(gs)
+		ds, more := c.describeGroups(ctx, im, gs)
+		return groupsData{Groups: ds, shown: sh}, append(problems, more...)
+	})
+	if err != nil {
+		c.gatherFailed(w, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "groups", "groups", problems, d)
 }
 
 func (c *Console) groupPage(w http.ResponseWriter, r *http.Request) {
 	im := c.image()
 	id := r.PathValue("group")
-	ctx, cancel := c.ctx(r)
-	defer cancel()
-	gs, problems := c.groups(ctx, im)
-	var g *listedGroup
-	for _, x := range gs {
-		if x.ID == id {
-			g = x
+	v, problems, err := c.gather(r, im, "group\x00"+id, func(ctx context.Context) (any, []string) {
+		gs, problems := c.groups(ctx, im)
+		var g *listedGroup
+		for _, x := range gs {
+			if x.ID == id {
+				g = x
+			}
 		}
+		if g == nil {
+			return (*groupDetail)(nil), problems
+		}
+		ds, more := c.describeGroups(ctx, im, []*listedGroup{g})
+		problems = append(problems, more...)
+		var d *groupDetail
+		if len(ds) == 1 {
+			d = ds[0]
+			d.Members, d.MembersShown = capped(d.Members)
+			d.Offsets, d.OffsetsShown = capped(d.Offsets)
+		}
+		return d, problems
+	})
+	if err != nil {
+		c.gatherFailed(w, err)
+		return
 	}
-	if g == nil {
+	d := v.(*groupDetail)
+	if d == nil {
 		if len(problems) > 0 {
 			// Perhaps on the broker that did not answer: say so rather than 404.
-			c.render(w, r, http.StatusServiceUnavailable, "group", "group "+id, problems, (*groupDetail)(nil))
+			c.render(w, r, http.StatusServiceUnavailable, "group", "group "+id, problems, d)
 			return
 		}
 		c.notFound(w, r, "group "+id)
 		return
-	}
-	ds, more := c.describeGroups(ctx, im, []*listedGroup{g})
-	problems = append(problems, more...)
-	var d *groupDetail
-	if len(ds) == 1 {
-		d = ds[0]
 	}
 	c.render(w, r, http.StatusOK, "group", "group "+id, problems, d)
 }
@@ -265,12 +317,18 @@ func (c *Console) reassignmentsPage(w http.ResponseWriter, r *http.Request) {
 		a, b := parts[i], parts[j]
 		return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
 	})
+	parts, sh := capped(parts)
 	var problems []string
 	var states map[tpKey]*partState
 	if len(parts) > 0 {
-		ctx, cancel := c.ctx(r)
-		defer cancel()
-		states, problems = c.partitionStates(ctx, im, parts, false)
+		v, more, err := c.gather(r, im, "reassignments", func(ctx context.Context) (any, []string) {
+			return c.partitionStates(ctx, im, parts, false)
+		})
+		if err != nil {
+			c.gatherFailed(w, err)
+			return
+		}
+		states, problems = v.(map[tpKey]*partState), more
 	}
 	var rows []reassignRow
 	for _, p := range parts {
@@ -305,12 +363,23 @@ func (c *Console) reassignmentsPage(w http.ResponseWriter, r *http.Request) {
 		}
 		rows = append(rows, row)
 	}
-	c.render(w, r, http.StatusOK, "reassignments", "reassignments", problems, rows)
+	c.render(w, r, http.StatusOK, "reassignments", "reassignments", problems, reassignData{Rows: rows, shown: sh})
+}
+
+type reassignData struct {
+	Rows []reassignRow
+	shown
 }
 
 type txnState struct {
 	State string
 	Txns  []*txn
+	Count int // in this state, shown or not
+}
+
+type txnsData struct {
+	States []txnState
+	shown
 }
 
 // stateOrder is the order the transactions page lists states in: the
@@ -319,9 +388,20 @@ var stateOrder = []string{"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEp
 
 func (c *Console) transactionsPage(w http.ResponseWriter, r *http.Request) {
 	im := c.image()
-	ctx, cancel := c.ctx(r)
-	defer cancel()
-	ts, problems := c.transactions(ctx, im)
+	d, problems, err := c.gather(r, im, "transactions", func(ctx context.Context) (any, []string) {
+		ts, problems := c.transactions(ctx, im)
+		return txnsByState(ts), problems
+	})
+	if err != nil {
+		c.gatherFailed(w, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "transactions", "transactions", problems, d)
+}
+
+// txnsByState groups transactions by state, in stateOrder, showing at
+// most maxRows of them in all.
+func txnsByState(ts []*txn) txnsData {
 	by := map[string][]*txn{}
 	for _, t := range ts {
 		by[t.State] = append(by[t.State], t)
@@ -341,5 +421,16 @@ func (c *Console) transactionsPage(w http.ResponseWriter, r *http.Request) {
 	for _, s := range rest {
 		out = append(out, txnState{State: s, Txns: by[s]})
 	}
-	c.render(w, r, http.StatusOK, "transactions", "transactions", problems, out)
+	d := txnsData{shown: shown{Total: len(ts)}}
+	for _, st := range out {
+		st.Count = len(st.Txns)
+		n := min(st.Count, maxRows-d.Shown)
+		if n == 0 {
+			break
+		}
+		st.Txns = st.Txns[:n]
+		d.Shown += n
+		d.States = append(d.States, st)
+	}
+	return d
 }
