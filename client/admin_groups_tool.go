@@ -171,29 +171,78 @@ func (a *Admin) GroupOffsets(ctx context.Context, group string, tps []TopicParti
 // SetGroupOffsets commits offsets for a group from outside it (generation
 // -1, no member id), as kafka-consumer-groups --reset-offsets does. The
 // coordinator accepts it only while the group has no members (else
-// UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION). The first partition's refusal
-// is returned.
-func (a *Admin) SetGroupOffsets(ctx context.Context, group string, offsets map[TopicPartition]int64) error {
-	req := &pb.OffsetCommitRequest{GroupId: group, GenerationId: -1}
-	for tp, o := range offsets {
-		req.Offsets = append(req.Offsets, &pb.PartitionOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: o, LeaderEpoch: -1})
-	}
-	_, err := a.groupCall(ctx, group, "OffsetCommit", func(ctx context.Context, gc pb.GroupsClient) error {
-		r, err := gc.OffsetCommit(ctx, req)
-		if err != nil {
-			return err
-		}
-		for _, p := range r.Partitions {
-			if err := errs.FromCode(p.ErrorCode, p.ErrorMessage); err != nil {
+// UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION). The offsets go in requests of
+// at most MaxOffsetCommitPartitions partitions each (a reset of a group
+// reading many partitions is not one unbounded request). The map has each
+// partition's result: nil, or its refusal; err is a failure to get an
+// answer for some request (the partitions of the requests answered before
+// it have their results in the map).
+func (a *Admin) SetGroupOffsets(ctx context.Context, group string, offsets map[TopicPartition]int64) (map[TopicPartition]error, error) {
+	out := make(map[TopicPartition]error, len(offsets))
+	for _, chunk := range chunkOffsets(offsets, MaxOffsetCommitPartitions) {
+		req := &pb.OffsetCommitRequest{GroupId: group, GenerationId: -1, Offsets: chunk}
+		res := map[TopicPartition]error{}
+		_, err := a.groupCall(ctx, group, "OffsetCommit", func(ctx context.Context, gc pb.GroupsClient) error {
+			r, err := gc.OffsetCommit(ctx, req)
+			if err != nil {
 				return err
 			}
+			clear(res)
+			for _, p := range r.Partitions {
+				e := errs.FromCode(p.ErrorCode, p.ErrorMessage)
+				if coordinatorMoved(e) {
+					return e // the whole request goes to the coordinator again
+				}
+				res[TopicPartition{p.Topic, p.Partition}] = e
+			}
+			return nil
+		})
+		if err != nil {
+			return out, fmt.Errorf("commit offsets of group %s: %w", group, err)
 		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("commit offsets of group %s: %w", group, err)
+		for _, p := range chunk {
+			tp := TopicPartition{p.Topic, p.Partition}
+			e, ok := res[tp]
+			if !ok {
+				e = fmt.Errorf("OffsetCommit of group %s did not answer %s-%d", group, tp.Topic, tp.Partition)
+			}
+			out[tp] = e
+		}
 	}
-	return nil
+	return out, nil
+}
+
+// MaxOffsetCommitPartitions is the most partitions SetGroupOffsets puts in
+// one OffsetCommit request.
+const MaxOffsetCommitPartitions = 1000
+
+// chunkOffsets orders offsets by topic and partition and cuts them into
+// requests' entries of at most n partitions each.
+func chunkOffsets(offsets map[TopicPartition]int64, n int) [][]*pb.PartitionOffset {
+	if n <= 0 {
+		n = MaxOffsetCommitPartitions
+	}
+	tps := make([]TopicPartition, 0, len(offsets))
+	for tp := range offsets {
+		tps = append(tps, tp)
+	}
+	sort.Slice(tps, func(i, j int) bool {
+		if tps[i].Topic != tps[j].Topic {
+			return tps[i].Topic < tps[j].Topic
+		}
+		return tps[i].Partition < tps[j].Partition
+	})
+	var out [][]*pb.PartitionOffset
+	for len(tps) > 0 {
+		k := min(n, len(tps))
+		chunk := make([]*pb.PartitionOffset, 0, k)
+		for _, tp := range tps[:k] {
+			chunk = append(chunk, &pb.PartitionOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: offsets[tp], LeaderEpoch: -1})
+		}
+		out = append(out, chunk)
+		tps = tps[k:]
+	}
+	return out
 }
 
 // DeleteGroups deletes groups with no members, and their offsets. The

@@ -228,8 +228,9 @@ func (m *Manager) fetchPartition(fp *pb.FetchPartition, req *pb.FetchRequest, fo
 	}
 	// The replication throttle (throttle.go): a throttled partition read
 	// by an out-of-sync follower gets nothing while the leader quota is
-	// exceeded; the follower asks again.
-	throttled := follower && m.leaderThrottled(key, l.ISR, req.ReplicaId)
+	// exceeded; the follower asks again. A member of the maximal ISR (an
+	// expansion in flight) counts as in sync: the HW waits for it.
+	throttled := follower && m.leaderThrottled(key, l, req.ReplicaId)
 	if throttled && m.throttle.leader.exceeded() {
 		return out
 	}

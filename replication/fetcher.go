@@ -22,6 +22,10 @@ type fetchState struct {
 	// this log could take then (its end or durable end): a session does
 	// not repeat an unchanged HW, so it is applied again as the log grows.
 	leaderHW int64
+	// caughtUp: the last good fetch answer found this log's end at or past
+	// the leader's HW it carried (Kafka's isReplicaInSync, lag <= 0); such
+	// a replica is not throttled (followerThrottled).
+	caughtUp bool
 }
 
 // position is what a follower tells a leader about one partition; a
@@ -263,7 +267,7 @@ func (f *fetcher) fetch(client pb.ConsumerClient, sts []*fetchState) bool {
 		exceeded := m.throttle.follower.exceeded()
 		kept := sts[:0:0]
 		for _, st := range sts {
-			if !m.followerThrottled(st.p.Key) {
+			if !m.followerThrottled(st) {
 				kept = append(kept, st)
 				continue
 			}
@@ -425,6 +429,9 @@ func (f *fetcher) handle(st *fetchState, r *pb.FetchPartitionResponse) bool {
 		}
 	}
 	hw := r.HighWatermark
+	if hw >= 0 {
+		st.caughtUp = p.Log.LogEndOffset() >= hw
+	}
 	st.leaderHW = -1
 	if leo := p.Log.DurableEnd(); hw > leo {
 		hw = leo

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/broker/storage"
 	"github.com/strand-io/strand/internal/config"
 	"github.com/strand-io/strand/metadata"
@@ -21,7 +22,9 @@ import (
 // leader.replication.throttled.replicas; follower.replication.throttled.rate
 // bounds what it fetches, as a follower not in the ISR, of the partitions
 // listed for it in follower.replication.throttled.replicas. In-sync
-// replicas are never throttled.
+// replicas are never throttled: on the leader, the maximal ISR (with an
+// expansion in flight); on the follower, a replica whose last fetch had
+// caught up with the leader's HW (leaderThrottled, followerThrottled).
 //
 // As in Kafka the rate is measured over windows (quota.window.num 11 ×
 // quota.window.size.seconds 1) and a quota is checked before the bytes
@@ -190,15 +193,29 @@ func (m *Manager) applyThrottles(img *metadata.Image, d *metadata.Delta) {
 }
 
 // leaderThrottled: a follower's fetch of key is held to the leader quota
-// (the partition is throttled here and the follower is not in the ISR).
-func (m *Manager) leaderThrottled(key storage.PartitionKey, isr []int32, follower int32) bool {
-	return m.throttle.leaderSet.Load().has(key) && !has(isr, follower)
+// (the partition is throttled here and the follower is not in sync). In
+// sync means in the maximal ISR, the committed ISR plus the members of an
+// expansion in flight: the HW waits for those too (LeaderState.HighWatermark),
+// so throttling one would hold the HW, and acks=all, to the throttled rate.
+func (m *Manager) leaderThrottled(key storage.PartitionKey, l broker.Leadership, follower int32) bool {
+	return m.throttle.leaderSet.Load().has(key) && !has(l.ISR, follower) && !has(l.MaximalISR, follower)
 }
 
-// followerThrottled: this node's fetch of key is held to the follower
-// quota (throttled here, and this node is not in the partition's ISR).
-func (m *Manager) followerThrottled(key storage.PartitionKey) bool {
+// followerThrottled: this node's fetch of st is held to the follower quota:
+// the partition is throttled here and this replica is not in sync. In sync
+// is Kafka's follower rule (ReplicaFetcherThread.shouldFollowerThrottle):
+// its last fetch answer found it caught up with the leader's HW (its log
+// end at or past the HW the answer carried). This broker's metadata may
+// not show an ISR expansion yet: a follower just added, judged by it
+// alone, would be left out of its fetches while the quota is exceeded,
+// stalling acks=all until the leader dropped it again. Membership of the
+// ISR in this broker's metadata still exempts it too.
+func (m *Manager) followerThrottled(st *fetchState) bool {
+	key := st.p.Key
 	if !m.throttle.followerSet.Load().has(key) {
+		return false
+	}
+	if st.caughtUp {
 		return false
 	}
 	p := m.Image().Partition(key.Topic, key.Partition)

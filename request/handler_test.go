@@ -2,6 +2,7 @@ package request_test
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -134,5 +135,35 @@ func TestProduceAndCommitThroughHandler(t *testing.T) {
 	}
 	if len(values) != 3 || values[0] != "a" || values[1] != "t1" || values[2] != "t2" {
 		t.Fatalf("read_committed fetch after the commit: %q, want [a t1 t2]", values)
+	}
+}
+
+// TestDeleteRecordsDuplicatePartition: a DeleteRecords naming a partition
+// twice is answered once for it, with the last offset asked (as Kafka,
+// whose handler collects the request into a map), and a request asking
+// the largest timeout is still answered.
+func TestDeleteRecordsDuplicatePartition(t *testing.T) {
+	n := testutil.StartDev(t, t.TempDir())
+	h := n.Handler()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ct, err := h.CreateTopics(ctx, &pb.CreateTopicsRequest{Topics: []*pb.CreatableTopic{{Name: "d", NumPartitions: 1, ReplicationFactor: 1}}, TimeoutMs: 30000})
+	if err != nil || ct.Topics[0].ErrorCode != pb.ErrorCode_NONE {
+		t.Fatalf("CreateTopics: %v %v", ct, err)
+	}
+	plain := record.BatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}
+	if r := produce(ctx, t, h, &pb.ProduceRequest{Acks: -1, TimeoutMs: 5000, Partitions: []*pb.PartitionRecords{{Topic: "d", Records: batch(t, plain, "a", "b", "c")}}}); r.ErrorCode != pb.ErrorCode_NONE {
+		t.Fatalf("produce: %v %q", r.ErrorCode, r.ErrorMessage)
+	}
+	resp, err := h.DeleteRecords(ctx, &pb.DeleteRecordsRequest{TimeoutMs: math.MaxInt32, Partitions: []*pb.DeleteRecordsPartition{
+		{Topic: "d", Partition: 0, Offset: 1}, {Topic: "d", Partition: 0, Offset: 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Partitions) != 1 {
+		t.Fatalf("DeleteRecords naming d-0 twice answered %d entries: %v", len(resp.Partitions), resp.Partitions)
+	}
+	if r := resp.Partitions[0]; r.ErrorCode != pb.ErrorCode_NONE || r.LowWatermark != 2 {
+		t.Fatalf("DeleteRecords d-0: %v %q low watermark %d, want NONE at 2 (the last offset asked)", r.ErrorCode, r.ErrorMessage, r.LowWatermark)
 	}
 }

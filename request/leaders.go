@@ -30,21 +30,60 @@ func (h *Handler) ElectLeaders(ctx context.Context, req *pb.ElectLeadersRequest)
 		code, msg := timedOutIfUnknown(errs.Split(err))
 		return &pb.ElectLeadersResponse{ErrorCode: code, ErrorMessage: msg}, nil
 	}
-	// As CreatePartitions does: wait (within the request timeout) until
-	// this broker's image has the new leaders, so a Metadata call that
-	// follows shows them.
-	d := time.Duration(req.TimeoutMs) * time.Millisecond
-	if d <= 0 {
-		d = 30 * time.Second
-	}
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if electionsVisible(before, h.Repl.Image(), resp.Results) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	// As CreatePartitions does: wait (within the request timeout, at most
+	// maxLeadersWait) until this broker's image has the new leaders, so a
+	// Metadata call that follows shows them.
+	waitUntil(ctx, leadersWait(req.TimeoutMs), func() bool {
+		return electionsVisible(before, h.Repl.Image(), resp.Results)
+	})
 	return resp, nil
+}
+
+// maxLeadersWait bounds how long ElectLeaders and DeleteRecords hold an
+// answer, whatever timeout the request asks (an INT32 of milliseconds
+// allows about 24 days): 30 s, the default request.timeout.ms of Kafka's
+// admin client, which also applies to a request asking for none. A wait
+// cut short answers as a timeout would: ElectLeaders with the election's
+// results, DeleteRecords with REQUEST_TIMED_OUT for what is still pending.
+const maxLeadersWait = 30 * time.Second
+
+// leadersPoll is how often a wait looks again (nothing wakes it: the
+// image and the followers' log starts move without a signal to it).
+const leadersPoll = 10 * time.Millisecond
+
+// leadersWait is the wait a request's timeout_ms allows: it, at most
+// maxLeadersWait; none or negative is maxLeadersWait.
+func leadersWait(timeoutMs int32) time.Duration {
+	d := time.Duration(timeoutMs) * time.Millisecond
+	if d <= 0 || d > maxLeadersWait {
+		d = maxLeadersWait
+	}
+	return d
+}
+
+// waitUntil polls done every leadersPoll until it holds, d has passed or
+// ctx ends, and reports whether it held. It sleeps on a timer beside ctx,
+// so a cancelled request stops waiting at once.
+func waitUntil(ctx context.Context, d time.Duration, done func() bool) bool {
+	if done() {
+		return true
+	}
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(leadersPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-deadline.C:
+			return done()
+		case <-tick.C:
+			if done() {
+				return true
+			}
+		}
+	}
 }
 
 // electionsVisible reports whether img (this broker's image now) shows
@@ -74,8 +113,10 @@ func electionsVisible(before, img *metadata.Image, results []*pb.ElectLeadersRes
 // leads up to the offsets asked (-1: the high watermark). An offset above
 // the high watermark is OFFSET_OUT_OF_RANGE; a partition led elsewhere is
 // NOT_LEADER_OR_FOLLOWER; a compact-only topic is POLICY_VIOLATION (as
-// Kafka refuses it). As Kafka's DelayedDeleteRecords does, the answer
-// waits (up to the request's timeout, REQUEST_TIMED_OUT after it) until
+// Kafka refuses it). A partition named twice is answered once, with the
+// offset of its last entry (dedupeDeleteRecords). As Kafka's
+// DelayedDeleteRecords does, the answer waits (up to the request's
+// timeout, at most maxLeadersWait; REQUEST_TIMED_OUT after it) until
 // the partition's low watermark, the smallest log start offset among its
 // replicas on live brokers (replication.Manager.LowWatermark: followers
 // report theirs in their fetches, having followed the leader's), has
@@ -83,7 +124,7 @@ func electionsVisible(before, img *metadata.Image, results []*pb.ElectLeadersRes
 func (h *Handler) DeleteRecords(ctx context.Context, req *pb.DeleteRecordsRequest) (*pb.DeleteRecordsResponse, error) {
 	out := &pb.DeleteRecordsResponse{}
 	want := map[*pb.DeleteRecordsResult]int64{}
-	for _, it := range req.Partitions {
+	for _, it := range dedupeDeleteRecords(req.Partitions) {
 		res := &pb.DeleteRecordsResult{Topic: it.Topic, Partition: it.Partition, LowWatermark: -1}
 		out.Partitions = append(out.Partitions, res)
 		off, err := h.deleteRecords(it)
@@ -93,12 +134,8 @@ func (h *Handler) DeleteRecords(ctx context.Context, req *pb.DeleteRecordsReques
 		}
 		want[res] = off
 	}
-	d := time.Duration(req.TimeoutMs) * time.Millisecond
-	if d <= 0 {
-		d = 30 * time.Second
-	}
-	deadline := time.Now().Add(d)
-	for len(want) > 0 {
+	d := leadersWait(req.TimeoutMs)
+	waitUntil(ctx, d, func() bool {
 		for res, off := range want {
 			low, err := h.Repl.LowWatermark(res.Topic, res.Partition)
 			switch {
@@ -111,20 +148,37 @@ func (h *Handler) DeleteRecords(ctx context.Context, req *pb.DeleteRecordsReques
 			}
 			delete(want, res)
 		}
-		if len(want) == 0 {
-			break
-		}
-		if ctx.Err() != nil || time.Now().After(deadline) {
-			for res, off := range want {
-				low, _ := h.Repl.LowWatermark(res.Topic, res.Partition)
-				res.ErrorCode, res.ErrorMessage = pb.ErrorCode_REQUEST_TIMED_OUT,
-					fmt.Sprintf("the log start offset of %s-%d moved to %d on the leader, but its replicas' low watermark is %d after %v", res.Topic, res.Partition, off, low, d)
-			}
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
+		return len(want) == 0
+	})
+	for res, off := range want {
+		low, _ := h.Repl.LowWatermark(res.Topic, res.Partition)
+		res.ErrorCode, res.ErrorMessage = pb.ErrorCode_REQUEST_TIMED_OUT,
+			fmt.Sprintf("the log start offset of %s-%d moved to %d on the leader, but its replicas' low watermark is %d after %v", res.Topic, res.Partition, off, low, d)
 	}
 	return out, nil
+}
+
+// dedupeDeleteRecords keeps one entry per partition, as Kafka does (its
+// handler collects the request into a map from partition to offset): the
+// partition answers once, at its first place, with the offset of its last
+// entry.
+func dedupeDeleteRecords(parts []*pb.DeleteRecordsPartition) []*pb.DeleteRecordsPartition {
+	type tp struct {
+		topic     string
+		partition int32
+	}
+	at := make(map[tp]int, len(parts))
+	out := make([]*pb.DeleteRecordsPartition, 0, len(parts))
+	for _, it := range parts {
+		k := tp{it.Topic, it.Partition}
+		if i, ok := at[k]; ok {
+			out[i] = it
+			continue
+		}
+		at[k] = len(out)
+		out = append(out, it)
+	}
+	return out
 }
 
 func (h *Handler) deleteRecords(it *pb.DeleteRecordsPartition) (int64, error) {

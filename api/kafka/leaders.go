@@ -82,7 +82,7 @@ func handleElectLeaders(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Resp
 
 // handleDeleteRecords: each partition is answered by this broker if it
 // leads it (NOT_LEADER_OR_FOLLOWER otherwise; clients send each partition
-// to its leader).
+// to its leader), once however often it is named.
 func handleDeleteRecords(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response, error) {
 	req := r.(*kmsg.DeleteRecordsRequest)
 	resp := kmsg.NewPtrDeleteRecordsResponse()
@@ -93,25 +93,43 @@ func handleDeleteRecords(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Res
 		}
 	}
 	presp, err := c.H.DeleteRecords(ctx, preq)
-	i := 0
+	// The request layer answers a partition named twice once, as Kafka
+	// does: match the answers by partition, not by place.
+	type tp struct {
+		topic     string
+		partition int32
+	}
+	answers := map[tp]*pb.DeleteRecordsResult{}
+	if err == nil {
+		for _, a := range presp.Partitions {
+			answers[tp{a.Topic, a.Partition}] = a
+		}
+	}
+	seen := map[tp]bool{}
 	for _, t := range req.Topics {
 		rt := kmsg.NewDeleteRecordsResponseTopic()
 		rt.Topic = t.Topic
 		for _, p := range t.Partitions {
+			k := tp{t.Topic, p.Partition}
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
 			rp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			rp.Partition, rp.LowWatermark = p.Partition, -1
-			switch {
+			switch a := answers[k]; {
 			case err != nil:
 				rp.ErrorCode, _ = splitCode(err)
-			case i < len(presp.Partitions):
-				rp.LowWatermark, rp.ErrorCode = presp.Partitions[i].LowWatermark, code(presp.Partitions[i].ErrorCode)
+			case a != nil:
+				rp.LowWatermark, rp.ErrorCode = a.LowWatermark, code(a.ErrorCode)
 			default:
 				rp.ErrorCode = code(pb.ErrorCode_UNKNOWN_SERVER_ERROR)
 			}
-			i++
 			rt.Partitions = append(rt.Partitions, rp)
 		}
-		resp.Topics = append(resp.Topics, rt)
+		if len(rt.Partitions) > 0 || len(t.Partitions) == 0 {
+			resp.Topics = append(resp.Topics, rt)
+		}
 	}
 	return resp, nil
 }

@@ -191,6 +191,28 @@ func TestKafkaOffsetsAndDeleteRecords(t *testing.T) {
 	if r := del(1, -1); r.Err != nil || r.LowWatermark != 0 {
 		t.Fatalf("delete below the HW of an empty partition: %+v", r)
 	}
+	// A partition named twice is answered once, as Kafka answers it (its
+	// handler collects the request into a map).
+	{
+		req := kmsg.NewPtrDeleteRecordsRequest()
+		req.TimeoutMillis = 30000
+		rt := kmsg.NewDeleteRecordsRequestTopic()
+		rt.Topic = "dr"
+		for _, at := range []int64{-1, 0} {
+			rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+			rp.Partition, rp.Offset = 1, at
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		resp, err := cl.Broker(int(c.Partition("dr", 1).Leader)).Request(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := resp.(*kmsg.DeleteRecordsResponse)
+		if len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 || r.Topics[0].Partitions[0].ErrorCode != 0 || r.Topics[0].Partitions[0].LowWatermark != 0 {
+			t.Fatalf("DeleteRecords naming dr-1 twice answered %+v", r.Topics)
+		}
+	}
 	if s := offsetOf(adm.ListStartOffsets(ctx, "dr")); s != 4 {
 		t.Fatalf("start offset after the delete %d, want 4", s)
 	}

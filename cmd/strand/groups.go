@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sort"
 	"strconv"
@@ -585,7 +586,7 @@ func (o *cgOpts) doReset(ctx context.Context, adm *client.Admin) error {
 				if !ok {
 					return fmt.Errorf("cannot shift the offset of %s-%d: group '%s' has no committed offset for it", tp.Topic, tp.Partition, g)
 				}
-				want = c + o.shiftBy
+				want = shiftOffset(c, o.shiftBy)
 			}
 			switch {
 			case want < lo:
@@ -598,14 +599,39 @@ func (o *cgOpts) doReset(ctx context.Context, adm *client.Admin) error {
 			next[tp] = want
 			rows = append(rows, []string{g, tp.Topic, strconv.Itoa(int(tp.Partition)), strconv.FormatInt(want, 10)})
 		}
+		var failed int
 		if o.execute {
-			if err := adm.SetGroupOffsets(ctx, g, next); err != nil {
+			res, err := adm.SetGroupOffsets(ctx, g, next)
+			if err != nil {
 				return err
+			}
+			// Every refused partition is reported, not only the first.
+			for _, tp := range tps {
+				if e := res[tp]; e != nil {
+					failed++
+					fmt.Fprintf(o.errOut, "Error: offset of partition %s-%d of group '%s' could not be reset due to: %v\n", tp.Topic, tp.Partition, g, e)
+				}
 			}
 		}
 		kafkaTable(o.out, []string{"GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"}, rows)
+		if failed > 0 {
+			return fmt.Errorf("%d of %d partitions of group '%s' could not be reset", failed, len(tps), g)
+		}
 	}
 	return nil
+}
+
+// shiftOffset is --shift-by's c + by, saturating at the int64 bounds
+// instead of wrapping (a shift of math.MaxInt64 is past the log end, not
+// below the log start); the caller clamps it to [log start, log end].
+func shiftOffset(c, by int64) int64 {
+	switch {
+	case by > 0 && c > math.MaxInt64-by:
+		return math.MaxInt64
+	case by < 0 && c < math.MinInt64-by:
+		return math.MinInt64
+	}
+	return c + by
 }
 
 // listOffsetsOK is ListOffsets that fails on any partition's error.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -323,6 +325,16 @@ func TestConsumerGroupsCommand(t *testing.T) {
 	if strings.Join(rows[0], " ") != "cgg cg 1 0" {
 		t.Fatalf("--shift-by -5 below the log start: %q", rows)
 	}
+	// --shift-by saturates instead of wrapping, then clamps: the largest
+	// shift is the log end, the smallest the log start.
+	out, stderr, _ = runErr(t, "", "consumer-groups", "--reset-offsets", "--group", "cgg", "--topic", "cg:0", "--shift-by", strconv.FormatInt(math.MaxInt64, 10), "--dry-run", b)
+	if rows = cgTable(t, out, resetHeaders...); len(rows) != 1 || strings.Join(rows[0], " ") != "cgg cg 0 13" || !strings.Contains(stderr, "is higher than latest offset") {
+		t.Fatalf("--shift-by MaxInt64: %q %s", rows, stderr)
+	}
+	out, stderr, _ = runErr(t, "", "consumer-groups", "--reset-offsets", "--group", "cgg", "--topic", "cg:0", "--shift-by", strconv.FormatInt(math.MinInt64, 10), "--dry-run", b)
+	if rows = cgTable(t, out, resetHeaders...); len(rows) != 1 || strings.Join(rows[0], " ") != "cgg cg 0 0" || !strings.Contains(stderr, "is lower than earliest offset") {
+		t.Fatalf("--shift-by MinInt64: %q %s", rows, stderr)
+	}
 	// --to-datetime: before every record, the log start; after all of
 	// them, the log end.
 	rows = cgTable(t, run(t, "", "consumer-groups", "--reset-offsets", "--group", "cgg", "--all-topics", "--to-datetime", "2000-01-01T00:00:00.000", "--dry-run", b), resetHeaders...)
@@ -489,6 +501,24 @@ func TestConsumerGroupsIsolationChoice(t *testing.T) {
 		got, why := o.groupIsolation(&client.GroupDescription{Members: c.members})
 		if got != c.want || !strings.Contains(why, c.why) {
 			t.Errorf("%v with %d members: %v (%s), want %v (%s)", c.args, len(c.members), got, why, c.want, c.why)
+		}
+	}
+}
+
+// TestShiftOffset: --shift-by's addition saturates at the int64 bounds
+// instead of wrapping around.
+func TestShiftOffset(t *testing.T) {
+	for _, c := range []struct{ c, by, want int64 }{
+		{5, 3, 8},
+		{5, -7, -2},
+		{5, math.MaxInt64, math.MaxInt64},
+		{0, math.MaxInt64, math.MaxInt64},
+		{5, math.MinInt64, 5 + math.MinInt64},
+		{-5, math.MinInt64, math.MinInt64},
+		{math.MaxInt64, 1, math.MaxInt64},
+	} {
+		if got := shiftOffset(c.c, c.by); got != c.want {
+			t.Errorf("shiftOffset(%d, %d) = %d, want %d", c.c, c.by, got, c.want)
 		}
 	}
 }
