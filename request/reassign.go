@@ -3,7 +3,6 @@ package request
 import (
 	"context"
 	"sort"
-	"time"
 
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/metadata"
@@ -28,14 +27,8 @@ func (h *Handler) AlterPartitionReassignments(ctx context.Context, req *pb.Alter
 		code, msg := timedOutIfUnknown(errs.Split(err))
 		return &pb.AlterPartitionReassignmentsResponse{ErrorCode: code, ErrorMessage: msg}, nil
 	}
-	d := time.Duration(req.TimeoutMs) * time.Millisecond
-	if d <= 0 {
-		d = 30 * time.Second
-	}
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) && ctx.Err() == nil && !reassignVisible(h.Repl.Image(), req, resp) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	// Bounded as ElectLeaders' wait is (maxLeadersWait), and ended by ctx.
+	waitUntil(ctx, leadersWait(req.TimeoutMs), func() bool { return reassignVisible(h.Repl.Image(), req, resp) })
 	return resp, nil
 }
 
