@@ -75,8 +75,13 @@ type Config struct {
 	Image func() *metadata.Image
 	// ActiveController returns the active controller's id (-1: unknown).
 	ActiveController func() int32
-	// Voters are the controller quorum's voters.
+	// Voters are the controller quorum's voters as configured
+	// (--controller-voters).
 	Voters []Voter
+	// CurrentVoters, if set, reports the quorum's current voters (they
+	// change with AddVoter and RemoveVoter); when it reports some, the
+	// page shows them instead of Voters.
+	CurrentVoters func() []Voter
 	// Broker returns the API of a broker, reached at its client address.
 	Broker func(b *metadata.Broker) (BrokerAPI, error)
 	// FollowerLogEnds, if set, reports the followers' log ends of a
@@ -195,6 +200,16 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 
 func (c *Console) notFound(w http.ResponseWriter, r *http.Request, what string) {
 	c.render(w, r, http.StatusNotFound, "notfound", "not found", nil, what)
+}
+
+// voters is the quorum's current voters if known, else the configured ones.
+func (c *Console) voters() []Voter {
+	if c.cfg.CurrentVoters != nil {
+		if vs := c.cfg.CurrentVoters(); len(vs) > 0 {
+			return vs
+		}
+	}
+	return c.cfg.Voters
 }
 
 func (c *Console) image() *metadata.Image {

@@ -371,3 +371,21 @@ func TestBrokerDown(t *testing.T) {
 		t.Errorf("group lookup with broker 1 down: %d, want 503\n%s", code, body)
 	}
 }
+
+// TestClusterPageCurrentVoters: the voters table shows CurrentVoters (the
+// Raft configuration after AddVoter/RemoveVoter) over the configured
+// Voters, and the configured ones while CurrentVoters knows none.
+func TestClusterPageCurrentVoters(t *testing.T) {
+	c := testConsole(t, defaultBrokers())
+	var cur []Voter
+	c.cfg.CurrentVoters = func() []Voter { return cur }
+	if _, body := get(t, c, "/"); !strings.Contains(body, "r3:9093") {
+		t.Errorf("no current voters known: the configured voter 3 is not shown:\n%s", body)
+	}
+	cur = []Voter{{1, "r1:9093"}, {4, "r4:9093"}}
+	_, body := get(t, c, "/")
+	mustContain(t, body, "r4:9093")
+	if strings.Contains(body, "r3:9093") {
+		t.Errorf("the configured voter 3, removed from the quorum, is still shown:\n%s", body)
+	}
+}

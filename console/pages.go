@@ -37,7 +37,7 @@ func (c *Console) clusterPage(w http.ResponseWriter, r *http.Request) {
 	active := c.cfg.ActiveController()
 	d := clusterData{ClusterID: im.ClusterID, MetadataOffset: im.Offset, ActiveController: active}
 	voter := map[int32]bool{}
-	for _, v := range c.cfg.Voters {
+	for _, v := range c.voters() {
 		voter[v.ID] = true
 		d.Voters = append(d.Voters, voterRow{ID: v.ID, Addr: v.Addr, Active: v.ID == active})
 	}

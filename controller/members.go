@@ -2,7 +2,11 @@ package controller
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -26,9 +30,12 @@ import (
 // configuration, it never campaigns, and it waits. The operator runs
 // AddVoter (strand cluster add-voter, or Kafka's AddRaftVoter) on the
 // active controller with the new node's id and Raft address; the leader
-// appends the new configuration (raft.AddVoter, guarded by the index of
-// the configuration it checked), replicates the log to the node, and from
-// then on it votes. RemoveVoter is raft.RemoveServer with the same guard.
+// adds it as a non-voter (raft.AddNonvoter, guarded by the index of the
+// configuration it checked), replicates the log to it, and once the node
+// reports (on its Raft listener) that it holds what was committed when it
+// was added, promotes it (raft.AddVoter, same guard); from then on it
+// votes. One that does not catch up before the request's deadline is
+// removed again (REQUEST_TIMED_OUT). RemoveVoter is raft.RemoveServer with the same guard.
 // One change is in flight at a time (hashicorp/raft refuses a second one
 // until the first is committed). A removed node is being retired and
 // should be stopped: with both roles, its broker reads metadata from its
@@ -76,16 +83,33 @@ func waitChange(ctx context.Context, f raft.Future) error {
 	}
 }
 
+// changeTimeout is the enqueue timeout handed to a raft configuration
+// change: the time ctx has left, at least 1ms (hashicorp/raft reads 0 as
+// "wait forever", and a deadline already past gives 0 or less).
 func changeTimeout(ctx context.Context) time.Duration {
 	if dl, ok := ctx.Deadline(); ok {
-		return time.Until(dl)
+		return max(time.Until(dl), time.Millisecond)
 	}
 	return 10 * time.Second
 }
 
+// catchUpPoll is how often AddVoter asks a new node how far its log is.
+const catchUpPoll = 50 * time.Millisecond
+
 // AddVoter makes node id at addr (its Raft address) a voter. A node that
 // is a non-voter is promoted; one already a voter is DUPLICATE_VOTER; an
 // address nothing answers on is REQUEST_TIMED_OUT.
+//
+// As Kafka 4 adds only a caught-up observer, the node first joins as a
+// non-voter (raft.AddNonvoter, index guard): the leader replicates the log
+// to it while commits still need only the old voters. hashicorp/raft does
+// not expose a follower's match index, so the node is asked itself: its
+// Raft listener answers a log-end query (quorum.go, streamLayer). Once its
+// log end reaches the leader's commit index as of its admission (it holds
+// everything committed before it was added), it is promoted with
+// raft.AddVoter (index guard again). If it does not catch up before ctx
+// ends, the non-voter this call added is removed again and the answer is
+// REQUEST_TIMED_OUT.
 func (q *Quorum) AddVoter(ctx context.Context, id int32, addr string) error {
 	if id < 0 {
 		return errs.New(pb.ErrorCode_INVALID_REQUEST, "voter id %d: node ids are not negative", id)
@@ -97,9 +121,13 @@ func (q *Quorum) AddVoter(ctx context.Context, id int32, addr string) error {
 	if err != nil {
 		return err
 	}
+	nonvoter := false
 	for _, s := range conf.Servers {
 		if s.ID == serverID(id) && s.Suffrage == raft.Voter {
 			return errs.New(pb.ErrorCode_DUPLICATE_VOTER, "node %d is already a voter of the controller quorum (at %s)", id, s.Address)
+		}
+		if s.ID == serverID(id) && string(s.Address) == addr {
+			nonvoter = true
 		}
 	}
 	// Kafka adds only a replica it hears from; the closest here: the
@@ -108,19 +136,118 @@ func (q *Quorum) AddVoter(ctx context.Context, id int32, addr string) error {
 	if err := q.probe(ctx, addr); err != nil {
 		return errs.New(pb.ErrorCode_REQUEST_TIMED_OUT, "node %d's controller listener %s does not answer (%v): start it with the controller role first", id, addr, err)
 	}
+	added := false
+	if !nonvoter {
+		if err := waitChange(ctx, q.Raft.AddNonvoter(serverID(id), raft.ServerAddress(addr), idx, changeTimeout(ctx))); err != nil {
+			return err
+		}
+		added = true
+	}
+	target := q.Raft.CommitIndex()
+	if err := q.waitCaughtUp(ctx, addr, target); err != nil {
+		if added {
+			q.removeNonvoter(id)
+		}
+		return errs.New(pb.ErrorCode_REQUEST_TIMED_OUT, "node %d did not catch up with the controller quorum's log (index %d) before the request's deadline (%v); it was not made a voter", id, target, err)
+	}
+	conf, idx, err = q.configuration()
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(conf.Servers, func(s raft.Server) bool { return s.ID == serverID(id) && string(s.Address) == addr }) {
+		return errs.New(pb.ErrorCode_REQUEST_TIMED_OUT, "node %d left the controller quorum's configuration while catching up (another change?); retry", id)
+	}
 	return waitChange(ctx, q.Raft.AddVoter(serverID(id), raft.ServerAddress(addr), idx, changeTimeout(ctx)))
+}
+
+// waitCaughtUp polls the node at addr until its Raft log end reaches
+// target, or ctx ends.
+func (q *Quorum) waitCaughtUp(ctx context.Context, addr string, target uint64) error {
+	t := time.NewTicker(catchUpPoll)
+	defer t.Stop()
+	var last error
+	for {
+		end, err := q.peerLastIndex(ctx, addr)
+		if err == nil && end >= target {
+			return nil
+		}
+		if err != nil {
+			last = err
+		} else {
+			last = fmt.Errorf("its log ends at %d", end)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w; last: %v", ctx.Err(), last)
+		case <-t.C:
+		}
+	}
+}
+
+// peerLastIndex asks the Raft listener at addr for its log's last index
+// (streamLayer's lastIndexQuery).
+func (q *Quorum) peerLastIndex(ctx context.Context, addr string) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	conn, err := q.dialer()(ctx, addr)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(dl)
+	}
+	if _, err := conn.Write([]byte{lastIndexQuery}); err != nil {
+		return 0, err
+	}
+	var b [8]byte
+	if _, err := io.ReadFull(conn, b[:]); err != nil {
+		return 0, err
+	}
+	return binary.BigEndian.Uint64(b[:]), nil
+}
+
+// removeNonvoter takes back a non-voter AddVoter added and that did not
+// catch up. The request's ctx has ended, so this has a few seconds of its
+// own; if it fails (another change, lost leadership) the non-voter stays,
+// which costs the voters nothing: it is logged.
+func (q *Quorum) removeNonvoter(id int32) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conf, idx, err := q.configuration()
+	if err == nil {
+		for _, s := range conf.Servers {
+			if s.ID == serverID(id) && s.Suffrage != raft.Voter {
+				err = waitChange(ctx, q.Raft.RemoveServer(serverID(id), idx, changeTimeout(ctx)))
+				break
+			}
+		}
+	}
+	if err != nil {
+		q.logger().Warn("could not remove the non-voter that did not catch up", "node", id, "err", err)
+	}
+}
+
+func (q *Quorum) logger() *slog.Logger {
+	if q.cfg.Logger != nil {
+		return q.cfg.Logger
+	}
+	return slog.Default()
+}
+
+func (q *Quorum) dialer() func(ctx context.Context, addr string) (net.Conn, error) {
+	if q.cfg.Dial != nil {
+		return q.cfg.Dial
+	}
+	var d net.Dialer
+	return func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
 }
 
 // probe dials addr as Raft would (through the configured dialer).
 func (q *Quorum) probe(ctx context.Context, addr string) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	dial := q.cfg.Dial
-	if dial == nil {
-		var d net.Dialer
-		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
-	}
-	conn, err := dial(ctx, addr)
+	conn, err := q.dialer()(ctx, addr)
 	if err != nil {
 		return err
 	}
@@ -339,12 +466,52 @@ func votersString(vs []Voter) string {
 }
 
 func recordFirstStart(dir string, vs []Voter) error {
-	return os.WriteFile(filepath.Join(dir, firstStartFile), []byte(votersString(vs)+"\n"), 0o644)
+	return writeFileAtomic(filepath.Join(dir, firstStartFile), []byte(votersString(vs)+"\n"))
 }
 
-// sameAsFirstStart: vs is the voter list this Raft state was first started
-// with, so the state is this cluster's even if its voters changed since.
-func sameAsFirstStart(dir string, vs []Voter) bool {
+// firstStart reads the voter list this Raft state was first started with.
+// known is false when the file is missing, empty (torn by a crash while an
+// older version wrote it in place) or unreadable.
+func firstStart(dir string) (voters string, known bool, err error) {
 	b, err := os.ReadFile(filepath.Join(dir, firstStartFile))
-	return err == nil && strings.TrimSpace(string(b)) == votersString(vs)
+	if err != nil {
+		return "", false, err
+	}
+	v := strings.TrimSpace(string(b))
+	if v == "" {
+		return "", false, errors.New("empty")
+	}
+	return v, true, nil
+}
+
+// writeFileAtomic writes data to path through a temp file, fsync and
+// rename, then fsyncs the directory, so a crash leaves either no file or
+// the whole one (as broker/storage's helper of the same name, which the
+// controller's floor cannot import).
+func writeFileAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -126,8 +129,9 @@ func StartQuorum(cfg QuorumConfig) (*Quorum, error) {
 		var d net.Dialer
 		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
 	}
+	stream := newStreamLayer(ln, advAddr, dial)
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  &streamLayer{ln: ln, adv: advAddr, dial: dial},
+		Stream:  stream,
 		MaxPool: 3, Timeout: 10 * time.Second, Logger: hl,
 	})
 	rc := raft.DefaultConfig()
@@ -154,11 +158,30 @@ func StartQuorum(cfg QuorumConfig) (*Quorum, error) {
 		store.Close()
 		return nil, err
 	}
-	if has && len(cfg.Voters) > 0 && !sameAsFirstStart(cfg.Dir, cfg.Voters) {
-		if err := checkVoters(rc, store, snaps, trans, cfg.Voters); err != nil {
-			trans.Close()
-			store.Close()
-			return nil, fmt.Errorf("%s: %w", cfg.Dir, err)
+	if has && len(cfg.Voters) > 0 {
+		// The state is this cluster's if the voters are those it was first
+		// started with (its configuration may have changed since: AddVoter,
+		// RemoveVoter), else if they are its current configuration. A
+		// first-start record that exists but is empty or unreadable says
+		// nothing either way: warn and start rather than refuse a node that
+		// is most likely this cluster's.
+		first, known, ferr := firstStart(cfg.Dir)
+		check := false
+		switch {
+		case known:
+			check = first != votersString(cfg.Voters)
+		case errors.Is(ferr, os.ErrNotExist):
+			check = true
+		default:
+			lg.Warn("the record of the controller voters this Raft state was first started with is unreadable; not checking --controller-voters against it",
+				"file", filepath.Join(cfg.Dir, firstStartFile), "err", ferr)
+		}
+		if check {
+			if err := checkVoters(rc, store, snaps, trans, cfg.Voters); err != nil {
+				trans.Close()
+				store.Close()
+				return nil, fmt.Errorf("%s: %w", cfg.Dir, err)
+			}
 		}
 	}
 	if !has {
@@ -189,6 +212,8 @@ func StartQuorum(cfg QuorumConfig) (*Quorum, error) {
 		store.Close()
 		return nil, err
 	}
+	lastIndex := r.LastIndex
+	stream.lastIndex.Store(&lastIndex)
 	return &Quorum{cfg: cfg, Raft: r, FSM: fsm, store: store, trans: trans}, nil
 }
 
@@ -232,18 +257,11 @@ func (q *Quorum) LeaderID() int32 {
 	return int32(n)
 }
 
-// Voters lists the Raft configuration.
+// Voters lists the voters of the current Raft configuration (a node that
+// AddVoter is still catching up is a non-voter: Members lists it).
 func (q *Quorum) Voters() []Voter {
-	f := q.Raft.GetConfiguration()
-	if f.Error() != nil {
-		return nil
-	}
-	var out []Voter
-	for _, s := range f.Configuration().Servers {
-		n, _ := strconv.Atoi(string(s.ID))
-		out = append(out, Voter{ID: int32(n), Addr: string(s.Address)})
-	}
-	return out
+	voters, _ := q.Members()
+	return voters
 }
 
 // Stats is what DescribeQuorum reports.
@@ -259,16 +277,134 @@ func (q *Quorum) Close() error {
 	return err
 }
 
-// streamLayer is Raft's TCP stream layer with a pluggable dialer.
+// streamLayer is Raft's TCP stream layer with a pluggable dialer. Its
+// listener also answers one question of its own, asked by a leader that
+// adds this node as a voter (members.go): how far is this node's Raft log?
+// A connection's first byte tells which: hashicorp/raft's NetworkTransport
+// starts every RPC with a type byte below 16; lastIndexQuery is not one of
+// them. The connections raft's RPCs came on are handed to raft with that
+// first byte put back.
 type streamLayer struct {
 	ln   net.Listener
 	adv  net.Addr
 	dial func(ctx context.Context, addr string) (net.Conn, error)
+	// lastIndex reports this node's Raft log end (set once Raft exists;
+	// before that the query is not answered).
+	lastIndex atomic.Pointer[func() uint64]
+
+	start   sync.Once
+	conns   chan net.Conn
+	closed  chan struct{}
+	closeMu sync.Mutex
+	isShut  bool
+	pending map[net.Conn]struct{} // accepted, first byte not yet read
 }
 
-func (s *streamLayer) Accept() (net.Conn, error) { return s.ln.Accept() }
-func (s *streamLayer) Close() error              { return s.ln.Close() }
-func (s *streamLayer) Addr() net.Addr            { return s.adv }
+// lastIndexQuery is the first byte of a log-end query on the Raft
+// listener; the answer is the log's last index, 8 bytes big-endian.
+const lastIndexQuery byte = 0xE1
+
+func newStreamLayer(ln net.Listener, adv net.Addr, dial func(ctx context.Context, addr string) (net.Conn, error)) *streamLayer {
+	return &streamLayer{ln: ln, adv: adv, dial: dial, conns: make(chan net.Conn), closed: make(chan struct{}), pending: map[net.Conn]struct{}{}}
+}
+
+func (s *streamLayer) Accept() (net.Conn, error) {
+	s.start.Do(func() { go s.acceptLoop() })
+	select {
+	case c := <-s.conns:
+		return c, nil
+	case <-s.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+// acceptLoop accepts connections and reads each one's first byte on a
+// goroutine of its own (a pooled raft connection may stay silent for long).
+func (s *streamLayer) acceptLoop() {
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			select {
+			case <-s.closed:
+				return
+			case <-time.After(10 * time.Millisecond):
+				continue
+			}
+		}
+		s.closeMu.Lock()
+		if s.isShut {
+			s.closeMu.Unlock()
+			c.Close()
+			return
+		}
+		s.pending[c] = struct{}{}
+		s.closeMu.Unlock()
+		go s.sniff(c)
+	}
+}
+
+func (s *streamLayer) sniff(c net.Conn) {
+	var b [1]byte
+	_, err := io.ReadFull(c, b[:])
+	s.closeMu.Lock()
+	delete(s.pending, c)
+	s.closeMu.Unlock()
+	if err != nil {
+		c.Close()
+		return
+	}
+	if b[0] == lastIndexQuery {
+		defer c.Close()
+		f := s.lastIndex.Load()
+		if f == nil {
+			return
+		}
+		var out [8]byte
+		binary.BigEndian.PutUint64(out[:], (*f)())
+		c.SetWriteDeadline(time.Now().Add(3 * time.Second))
+		c.Write(out[:])
+		return
+	}
+	select {
+	case s.conns <- &prefixConn{Conn: c, first: b[0]}:
+	case <-s.closed:
+		c.Close()
+	}
+}
+
+func (s *streamLayer) Close() error {
+	s.closeMu.Lock()
+	if !s.isShut {
+		s.isShut = true
+		close(s.closed)
+		for c := range s.pending {
+			c.Close()
+		}
+	}
+	s.closeMu.Unlock()
+	return s.ln.Close()
+}
+
+func (s *streamLayer) Addr() net.Addr { return s.adv }
+
+// prefixConn gives back the first byte the stream layer read.
+type prefixConn struct {
+	net.Conn
+	first byte
+	done  bool
+}
+
+func (c *prefixConn) Read(p []byte) (int, error) {
+	if !c.done && len(p) > 0 {
+		c.done = true
+		p[0] = c.first
+		return 1, nil
+	}
+	return c.Conn.Read(p)
+}
 func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

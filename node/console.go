@@ -23,6 +23,7 @@ func (n *Node) newConsole() *console.Console {
 		Image:            n.newestImage,
 		ActiveController: active,
 		Voters:           voters,
+		CurrentVoters:    n.currentVoters,
 		Broker: func(b *metadata.Broker) (console.BrokerAPI, error) {
 			cc, err := n.pool.Get(b.Address)
 			if err != nil {
@@ -36,6 +37,21 @@ func (n *Node) newConsole() *console.Console {
 		cfg.FollowerLogEnds = n.Repl.FollowerLogEnds
 	}
 	return console.New(cfg)
+}
+
+// currentVoters is the current Raft configuration's voters on a
+// controller node (none before it has a configuration, and on a
+// broker-only node, which then shows the configured voters).
+func (n *Node) currentVoters() []console.Voter {
+	if n.Quorum == nil {
+		return nil
+	}
+	cur := n.Quorum.Voters()
+	out := make([]console.Voter, 0, len(cur))
+	for _, v := range cur {
+		out = append(out, console.Voter{ID: v.ID, Addr: v.Addr})
+	}
+	return out
 }
 
 // newestImage is the newer of the broker's and the controller's images
