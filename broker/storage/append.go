@@ -259,12 +259,74 @@ func (l *Log) AppendAsFollower(buf []byte) (AppendResult, error) {
 		return AppendResult{}, err
 	}
 	l.mu.Lock()
-	res, err := l.appendFollowerLocked(buf, hs)
+	straddles := l.straddlesEmptyLocked(hs)
+	var res AppendResult
+	if !straddles {
+		res, err = l.appendFollowerLocked(buf, hs)
+	}
 	l.mu.Unlock()
+	if straddles {
+		res, err = l.appendStraddlingFollower(buf, hs)
+	}
 	if err != nil {
 		return res, err
 	}
 	return res, l.maybeFlush()
+}
+
+// straddlesEmptyLocked reports whether the log is empty (one empty segment,
+// its end at the log start) and the first batch holds the log end without
+// starting at it: base < log end <= last offset. A follower whose log start
+// is inside a batch (DeleteRecords on the leader, then
+// TruncateFullyAndStartAt at the leader's log start) gets that whole batch
+// for its first fetch, since the leader's Read never splits one.
+func (l *Log) straddlesEmptyLocked(hs []record.Header) bool {
+	if len(hs) == 0 || len(l.segs) != 1 || l.active().size != 0 {
+		return false
+	}
+	leo := l.leoLocked()
+	return leo == l.logStart && hs[0].BaseOffset < leo && hs[0].NextOffset() > leo
+}
+
+// appendStraddlingFollower appends batches whose first one straddles the
+// end of an empty log, as Kafka's follower does after an
+// UnexpectedAppendOffsetException: the empty log restarts at the batch's
+// base offset and the log start stays where it was (inside the batch), so
+// the offsets below it stay unreadable; the start's checkpoint is durable
+// before the segment is replaced, and Open raises the start to it again.
+// It takes flushMu (a segment goes) before mu, and checks again under both.
+func (l *Log) appendStraddlingFollower(buf []byte, hs []record.Header) (AppendResult, error) {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.checkWritable(); err != nil {
+		return AppendResult{}, err
+	}
+	if !l.straddlesEmptyLocked(hs) {
+		return l.appendFollowerLocked(buf, hs)
+	}
+	start := l.logStart
+	l.logger().Info("the first replicated batch straddles the log start; restarting the empty log at its base",
+		"partition", l.key.String(), "batchBase", hs[0].BaseOffset, "logStart", start)
+	if err := l.truncateFullyLocked(hs[0].BaseOffset, start); err != nil {
+		return AppendResult{}, err
+	}
+	res, err := l.appendFollowerLocked(buf, hs)
+	if err != nil {
+		// Refused before anything was written (a later batch out of order,
+		// a bad marker) or failed writing: the log end must not stay below
+		// its start, so the log goes back to empty at the start.
+		if l.leoLocked() < start {
+			if rerr := l.truncateFullyLocked(start, start); rerr != nil {
+				l.logger().Warn("could not restart the log at its start after a refused append", "partition", l.key.String(), "reason", rerr.Error())
+			}
+		}
+		return res, err
+	}
+	// As Open does after recovery: no epoch entry starts below the log start.
+	_ = l.epochs.truncateFromStart(l.logStart)
+	return res, nil
 }
 
 func (l *Log) appendFollowerLocked(buf []byte, hs []record.Header) (AppendResult, error) {

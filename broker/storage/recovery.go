@@ -194,23 +194,34 @@ func readDamaged(dir string) map[int64]bool {
 // writeDamaged brings DamagedSegmentsFile up to date with the segments'
 // damage (removing it when there is none).
 func (l *Log) writeDamaged() error {
+	return writeDamagedList(l.dir, l.damagedListLocked())
+}
+
+// damagedListLocked is DamagedSegmentsFile's content for l.segs.
+func (l *Log) damagedListLocked() string {
 	var b strings.Builder
 	for _, s := range l.segs {
 		if s.damaged {
 			fmt.Fprintf(&b, "%d\n", s.base)
 		}
 	}
-	path := filepath.Join(l.dir, DamagedSegmentsFile)
-	if b.Len() == 0 {
+	return b.String()
+}
+
+// writeDamagedList writes DamagedSegmentsFile (content from
+// damagedListLocked) without the log's lock; callers hold flushMu.
+func writeDamagedList(dir, content string) error {
+	path := filepath.Join(dir, DamagedSegmentsFile)
+	if content == "" {
 		if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
 			return err
 		}
 		return nil
 	}
-	if old, err := os.ReadFile(path); err == nil && string(old) == b.String() {
+	if old, err := os.ReadFile(path); err == nil && string(old) == content {
 		return nil
 	}
-	return writeFileAtomic(path, []byte(b.String()))
+	return writeFileAtomic(path, []byte(content))
 }
 
 // DamagedRanges lists the offset ranges recovery fenced off ([from, to)
@@ -613,10 +624,13 @@ func (l *Log) TruncateTo(offset int64) error {
 	if offset >= l.leoLocked() {
 		return nil
 	}
-	l.truncations++
-	if offset < l.logStart {
-		offset = l.logStart
+	// A cut at or below the log start (or one that "never split a batch"
+	// would move there) empties the log and restarts it at the log start,
+	// as Kafka's truncateTo does: the log end never drops below the start.
+	if offset <= l.logStart {
+		return l.truncateFullyLocked(l.logStart, l.logStart)
 	}
+	l.truncations++
 	for len(l.segs) > 1 && l.active().base >= offset {
 		if err := l.active().remove(); err != nil {
 			return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "truncate %s: %v", l.key, err)
@@ -630,6 +644,9 @@ func (l *Log) TruncateTo(offset int64) error {
 	var err error
 	if s.inDamage(offset) {
 		// Never walk a fenced range: cut where it starts.
+		if s.dmgFrom <= l.logStart {
+			return l.truncateFullyLocked(l.logStart, l.logStart)
+		}
 		pos, offset = s.dmgPos, s.dmgFrom
 		err = s.truncateAt(pos, offset)
 	} else {
@@ -639,7 +656,11 @@ func (l *Log) TruncateTo(offset int64) error {
 		return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "truncate %s: %v", l.key, err)
 	}
 	if ok {
-		// Never split a batch: cut before the one holding offset.
+		// Never split a batch: cut before the one holding offset, unless
+		// that would end the log below its start (a start inside the batch).
+		if h.BaseOffset <= l.logStart {
+			return l.truncateFullyLocked(l.logStart, l.logStart)
+		}
 		if h.BaseOffset < offset {
 			offset = h.BaseOffset
 		}
@@ -696,19 +717,33 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 	if err := l.checkWritable(); err != nil {
 		return err
 	}
+	return l.truncateFullyLocked(offset, offset)
+}
+
+// truncateFullyLocked empties the log, restarts it (its only, empty
+// segment) at base and sets the log start to start (start >= base: a
+// follower whose first fetched batch straddles its log start keeps the
+// start inside that batch). The log start checkpoint is written first, and
+// a failure leaves the log as it was: were it written after the segments
+// went, a crash (or a failed write) would bring back an older, higher start
+// at the next Open and hide records appended from the new one.
+// Callers hold flushMu and mu.
+func (l *Log) truncateFullyLocked(base, start int64) error {
+	if err := writeOffsetFile(filepath.Join(l.dir, LogStartCheckpointFile), start); err != nil {
+		return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "checkpoint the log start offset of %s: %v", l.key, err)
+	}
 	l.truncations++
 	for _, s := range l.segs {
 		if err := s.remove(); err != nil {
 			return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "truncate %s: %v", l.key, err)
 		}
 	}
-	s, err := createSegment(l.dir, offset, l.clk.Now().UnixMilli(), l.cfg.Files)
+	s, err := createSegment(l.dir, base, l.clk.Now().UnixMilli(), l.cfg.Files)
 	if err != nil {
 		return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "truncate %s: %v", l.key, err)
 	}
 	l.segs = []*segment{s}
-	l.logStart, l.recoveryPoint = offset, offset
-	_ = writeOffsetFile(filepath.Join(l.dir, LogStartCheckpointFile), offset)
+	l.logStart, l.recoveryPoint = start, base
 	_ = l.writeDamaged()
 	l.epochs.entries = nil
 	_ = l.epochs.flush()
@@ -716,11 +751,11 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 		return err
 	}
 	l.psm = NewProducerStateManager()
-	l.psm.SetMapEndOffset(offset)
-	l.setCleanedLocked(offset)
-	if l.gapsFrom != offset {
-		l.gapsFrom = offset
-		_ = writeReplicaGaps(l.dir, offset)
+	l.psm.SetMapEndOffset(base)
+	l.setCleanedLocked(base)
+	if l.gapsFrom != base {
+		l.gapsFrom = base
+		_ = writeReplicaGaps(l.dir, base)
 	}
 	return nil
 }
