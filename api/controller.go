@@ -162,3 +162,14 @@ func (s *controllerService) AlterPartitionReassignments(ctx context.Context, req
 	}
 	return &pb.AlterPartitionReassignmentsResponse{Responses: res}, nil
 }
+
+func (s *controllerService) ListPartitionReassignments(ctx context.Context, req *pb.ListPartitionReassignmentsRequest) (*pb.ListPartitionReassignmentsResponse, error) {
+	resp, err := s.d.Controller.ListPartitionReassignments(req)
+	if rerr := s.route(err); rerr != nil {
+		return nil, rerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}

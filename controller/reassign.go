@@ -55,6 +55,57 @@ func (c *Controller) AlterPartitionReassignments(ctx context.Context, req *pb.Al
 	return out, nil
 }
 
+// ListPartitionReassignments answers from the active controller's image,
+// which every accepted change is in (a broker's image may trail it): every
+// partition with a reassignment in progress, or those of the named
+// partitions that have one (Kafka leaves the others out).
+func (c *Controller) ListPartitionReassignments(req *pb.ListPartitionReassignmentsRequest) (*pb.ListPartitionReassignmentsResponse, error) {
+	if err := c.lockActive(); err != nil {
+		return nil, err
+	}
+	img := c.Q.FSM.Image()
+	c.mu.Unlock()
+	return ListReassignments(img, req), nil
+}
+
+// ListReassignments is ListPartitionReassignments' answer from img.
+func ListReassignments(img *metadata.Image, req *pb.ListPartitionReassignmentsRequest) *pb.ListPartitionReassignmentsResponse {
+	out := &pb.ListPartitionReassignmentsResponse{}
+	add := func(p *metadata.Partition) {
+		if p == nil || !p.Reassigning() {
+			return
+		}
+		var ot *pb.OngoingTopicReassignment
+		for _, t := range out.Topics {
+			if t.Name == p.Topic {
+				ot = t
+			}
+		}
+		if ot == nil {
+			ot = &pb.OngoingTopicReassignment{Name: p.Topic}
+			out.Topics = append(out.Topics, ot)
+		}
+		ot.Partitions = append(ot.Partitions, &pb.OngoingPartitionReassignment{PartitionIndex: p.Partition,
+			Replicas: append([]int32(nil), p.Replicas...), AddingReplicas: append([]int32{}, p.AddingReplicas...), RemovingReplicas: append([]int32{}, p.RemovingReplicas...)})
+	}
+	if len(req.Topics) == 0 {
+		for _, name := range img.TopicNames() {
+			for _, p := range img.Topics[name].Partitions {
+				add(p)
+			}
+		}
+		return out
+	}
+	for _, t := range req.Topics {
+		idx := slices.Clone(t.PartitionIndexes)
+		slices.Sort(idx)
+		for _, i := range idx {
+			add(img.Partition(t.Name, i))
+		}
+	}
+	return out
+}
+
 // completeReassignmentsLocked writes the completion of every reassignment
 // whose adding replicas have all joined the ISR (c.mu held).
 func (c *Controller) completeReassignmentsLocked(ctx context.Context) {

@@ -2,7 +2,6 @@ package request
 
 import (
 	"context"
-	"sort"
 
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/metadata"
@@ -69,49 +68,25 @@ func reassignVisible(img *metadata.Image, req *pb.AlterPartitionReassignmentsReq
 	return true
 }
 
-// ListPartitionReassignments answers from this broker's image: every
-// partition with a reassignment in progress, or those of the named
-// partitions that have one (Kafka leaves the others out).
+// ListPartitionReassignments forwards to the active controller, as Kafka's
+// brokers do: a broker's own image may not show a change another broker
+// just accepted, and a tool polling for completion (--verify, --wait)
+// must not take "none in progress" from a broker that has not seen it start.
 func (h *Handler) ListPartitionReassignments(ctx context.Context, req *pb.ListPartitionReassignmentsRequest) (*pb.ListPartitionReassignmentsResponse, error) {
-	img := h.Repl.Image()
-	out := &pb.ListPartitionReassignmentsResponse{}
-	add := func(p *metadata.Partition) {
-		if p == nil || !p.Reassigning() {
-			return
-		}
-		var ot *pb.OngoingTopicReassignment
-		for _, t := range out.Topics {
-			if t.Name == p.Topic {
-				ot = t
-			}
-		}
-		if ot == nil {
-			ot = &pb.OngoingTopicReassignment{Name: p.Topic}
-			out.Topics = append(out.Topics, ot)
-		}
-		ot.Partitions = append(ot.Partitions, &pb.OngoingPartitionReassignment{PartitionIndex: p.Partition,
-			Replicas: append([]int32(nil), p.Replicas...), AddingReplicas: append([]int32{}, p.AddingReplicas...), RemovingReplicas: append([]int32{}, p.RemovingReplicas...)})
-	}
-	if len(req.Topics) == 0 {
-		for _, name := range img.TopicNames() {
-			for _, p := range img.Topics[name].Partitions {
-				add(p)
-			}
-		}
-		return out, nil
-	}
 	for _, t := range req.Topics {
 		if err := checkString("topic name", t.Name); err != nil {
 			code, msg := errs.Split(err)
 			return &pb.ListPartitionReassignmentsResponse{ErrorCode: code, ErrorMessage: msg}, nil
 		}
-		idx := append([]int32(nil), t.PartitionIndexes...)
-		sort.Slice(idx, func(i, j int) bool { return idx[i] < idx[j] })
-		for _, i := range idx {
-			add(img.Partition(t.Name, i))
-		}
 	}
-	return out, nil
+	resp, err := toController(ctx, h, func(ctx context.Context, c pb.ControllerClient) (*pb.ListPartitionReassignmentsResponse, error) {
+		return c.ListPartitionReassignments(ctx, req)
+	})
+	if err != nil {
+		code, msg := timedOutIfUnknown(errs.Split(err))
+		return &pb.ListPartitionReassignmentsResponse{ErrorCode: code, ErrorMessage: msg}, nil
+	}
+	return resp, nil
 }
 
 func containsID(s []int32, v int32) bool {

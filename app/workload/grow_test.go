@@ -150,13 +150,17 @@ func TestGrowAndShrinkUnderWorkload(t *testing.T) {
 		t.Fatalf("waiting for the moves onto node 4: %v", err)
 	}
 	t.Logf("moved %d partitions onto node 4 in %v", len(plan), time.Since(t0).Round(time.Millisecond))
-	img := c.Image()
-	for tp, want := range plan {
-		p := img.Partition(tp.Topic, tp.Partition)
-		if p == nil || !p.IsReplica(4) || len(p.AddingReplicas)+len(p.RemovingReplicas) != 0 {
-			t.Fatalf("%v after the move: %+v, want replicas %v", tp, p, want)
+	// The nodes' images follow the controller's by a moment.
+	wait.EventuallyNil(t, 10*time.Second, "every planned partition on node 4 with no move left", func() error {
+		img := c.Image()
+		for tp, want := range plan {
+			p := img.Partition(tp.Topic, tp.Partition)
+			if p == nil || !p.IsReplica(4) || len(p.AddingReplicas)+len(p.RemovingReplicas) != 0 {
+				return fmt.Errorf("%v after the move: %+v, want replicas %v", tp, p, want)
+			}
 		}
-	}
+		return nil
+	})
 
 	// Throttles off, as `--verify` does once the moves are done.
 	for _, id := range []int32{1, 2, 3, 4} {
@@ -184,14 +188,16 @@ func TestGrowAndShrinkUnderWorkload(t *testing.T) {
 		t.Fatalf("waiting for node 1's drain: %v", err)
 	}
 	t.Logf("drained node 1: %d partitions moved", len(drain))
-	img = c.Image()
-	for _, tp := range img.Topics {
-		for _, p := range tp.Partitions {
-			if p.IsReplica(1) {
-				t.Fatalf("%s-%d still has node 1 after the drain: %v", p.Topic, p.Partition, p.Replicas)
+	wait.EventuallyNil(t, 10*time.Second, "no partition left on node 1", func() error {
+		for _, tp := range c.Image().Topics {
+			for _, p := range tp.Partitions {
+				if p.IsReplica(1) {
+					return fmt.Errorf("%s-%d still has node 1 after the drain: %v", p.Topic, p.Partition, p.Replicas)
+				}
 			}
 		}
-	}
+		return nil
+	})
 	if err := adm.RemoveVoter(ctx, 1); err != nil {
 		t.Fatalf("remove voter 1: %v", err)
 	}

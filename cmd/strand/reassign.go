@@ -439,34 +439,9 @@ func setThrottles(ctx context.Context, adm *client.Admin, moves map[client.Topic
 	}
 	v := strconv.FormatInt(rate, 10)
 	for _, id := range brokers {
-		if err := alterBrokerConfig(ctx, adm, id, map[string]string{cfgLeaderThrottleRate: v, cfgFollowerThrottleRate: v}, nil); err != nil {
+		if err := adm.AlterBrokerConfigs(ctx, id, map[string]string{cfgLeaderThrottleRate: v, cfgFollowerThrottleRate: v}, nil); err != nil {
 			return fmt.Errorf("setting the replication throttle of broker %d: %w", id, err)
 		}
-	}
-	return nil
-}
-
-// alterBrokerConfig sets and deletes dynamic configs of broker id
-// (resource "broker" named "<id>").
-func alterBrokerConfig(ctx context.Context, adm *client.Admin, id int32, set map[string]string, del []string) error {
-	md, err := adm.Metadata(ctx, false)
-	if err != nil {
-		return err
-	}
-	if len(md.Brokers) == 0 {
-		return fmt.Errorf("no broker to send the config change to")
-	}
-	cc, err := adm.BrokerConn(md.Brokers[0].NodeId)
-	if err != nil {
-		return err
-	}
-	resp, err := pb.NewAdminClient(cc).IncrementalAlterConfigs(ctx, &pb.IncrementalAlterConfigsRequest{
-		Resource: &pb.ConfigResource{Type: "broker", Name: strconv.Itoa(int(id))}, Set: set, Delete: del})
-	if err != nil {
-		return err
-	}
-	if resp.ErrorCode != pb.ErrorCode_NONE {
-		return fmt.Errorf("%s: %s", resp.ErrorCode, resp.ErrorMessage)
 	}
 	return nil
 }
@@ -516,14 +491,34 @@ func reassignVerify(ctx context.Context, adm *client.Admin, planFile string) err
 	for _, r := range ongoing {
 		inProgress[r.TopicPartition] = true
 	}
-	md, err := adm.Metadata(ctx, true, topicsOfPartitions(order)...)
-	if err != nil {
-		return err
-	}
+	// The list comes from the active controller; the replica sets from a
+	// broker's metadata, which may trail it by a moment. A finished move the
+	// broker does not show yet is looked at again for up to 2 s before it
+	// is reported as a different replica set.
+	var md *pb.MetadataResponse
 	cur := map[client.TopicPartition][]int32{}
-	for _, t := range md.Topics {
-		for _, p := range t.Partitions {
-			cur[client.TopicPartition{Topic: t.Name, Partition: p.Partition}] = p.Replicas
+	for tries := 0; ; tries++ {
+		if md, err = adm.Metadata(ctx, true, topicsOfPartitions(order)...); err != nil {
+			return err
+		}
+		for _, t := range md.Topics {
+			for _, p := range t.Partitions {
+				cur[client.TopicPartition{Topic: t.Name, Partition: p.Partition}] = p.Replicas
+			}
+		}
+		settled := true
+		for _, tp := range order {
+			if !inProgress[tp] && joinIDs(cur[tp]) != joinIDs(plan[tp]) {
+				settled = false
+			}
+		}
+		if settled || tries == 20 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 	fmt.Println("Status of partition reassignment:")
@@ -577,13 +572,13 @@ func clearThrottles(ctx context.Context, adm *client.Admin, md *pb.MetadataRespo
 	ids := sortedBrokerIDs(brokers)
 	fmt.Printf("Clearing broker-level throttles on broker%s %s\n", reassignPlural(len(ids), "", "s"), joinIDs(ids))
 	for _, id := range ids {
-		if err := alterBrokerConfig(ctx, adm, id, nil, []string{cfgLeaderThrottleRate, cfgFollowerThrottleRate}); err != nil {
+		if err := adm.AlterBrokerConfigs(ctx, id, nil, []string{cfgLeaderThrottleRate, cfgFollowerThrottleRate}); err != nil {
 			return fmt.Errorf("clearing the replication throttle of broker %d: %w", id, err)
 		}
 	}
 	fmt.Printf("Clearing topic-level throttles on topic%s %s\n", reassignPlural(len(topics), "", "s"), strings.Join(topics, ","))
 	for _, t := range topics {
-		if err := adm.AlterTopicConfigs(ctx, t, map[string]string{cfgLeaderThrottledReplicas: "", cfgFollowerThrottledReplicas: ""}); err != nil {
+		if err := adm.AlterTopicConfigsSetDelete(ctx, t, nil, []string{cfgLeaderThrottledReplicas, cfgFollowerThrottledReplicas}); err != nil {
 			return fmt.Errorf("clearing the replication throttle of topic %s: %w", t, err)
 		}
 	}

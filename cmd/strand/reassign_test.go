@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -85,11 +86,63 @@ func TestReassignPartitionsCommand(t *testing.T) {
 		target0 = []int32{spare0, p0.Replicas[1]}
 	}
 	plan0 := writeFile(t, "plan0.json", fmt.Sprintf(`{"version":1,"partitions":[{"topic":"mv","partition":0,"replicas":[%d,%d],"log_dirs":["any","any"]}]}`, target0[0], target0[1]))
-	out = lines(run(t, "", "reassign-partitions", "--execute", "--reassignment-json-file", plan0, b))
-	if len(out) != 6 || out[0] != "Current partition replica assignment" || out[1] != "" || out[3] != "" ||
+	// With --throttle: the rates on every broker of the move and the
+	// throttled-replica lists on the topic, until --verify clears them.
+	out = lines(run(t, "", "reassign-partitions", "--execute", "--reassignment-json-file", plan0, "--throttle", "10485760", b))
+	if len(out) != 8 || out[0] != "Current partition replica assignment" || out[1] != "" || out[3] != "" ||
 		out[4] != "Save this to use as the --reassignment-json-file option during rollback" ||
-		out[5] != "Successfully started partition reassignment for mv-0" {
-		t.Fatalf("--execute output:\n%s", strings.Join(out, "\n"))
+		out[5] != "Warning: You must run --verify periodically, until the reassignment completes, to ensure the throttle is removed." ||
+		out[6] != "The inter-broker throttle limit was set to 10485760 B/s" ||
+		out[7] != "Successfully started partition reassignment for mv-0" {
+		t.Fatalf("--execute --throttle output:\n%s", strings.Join(out, "\n"))
+	}
+	adm, err := client.NewAdmin(c.ClientOpts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	throttleOf := func(id int32) (leader, follower string) {
+		t.Helper()
+		entries, err := adm.DescribeBrokerConfigs(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			switch {
+			case e.Name == cfgLeaderThrottleRate && e.Source == "dynamic_broker":
+				leader = e.Value
+			case e.Name == cfgFollowerThrottleRate && e.Source == "dynamic_broker":
+				follower = e.Value
+			}
+		}
+		return leader, follower
+	}
+	topicThrottles := func() (leader, follower string) {
+		t.Helper()
+		entries, err := adm.DescribeTopicConfigs(ctx, "mv")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			switch {
+			case e.Name == cfgLeaderThrottledReplicas && e.Source == "topic":
+				leader = e.Value
+			case e.Name == cfgFollowerThrottledReplicas && e.Source == "topic":
+				follower = e.Value
+			}
+		}
+		return leader, follower
+	}
+	for _, id := range append(append([]int32(nil), p0.Replicas...), spare0) {
+		if l, f := throttleOf(id); l != "10485760" || f != "10485760" {
+			t.Fatalf("broker %d throttle rates after --execute --throttle: leader %q follower %q", id, l, f)
+		}
+	}
+	wantLeader := fmt.Sprintf("0:%d,0:%d", min(p0.Replicas[0], p0.Replicas[1]), max(p0.Replicas[0], p0.Replicas[1]))
+	if l, f := topicThrottles(); l != wantLeader || f != fmt.Sprintf("0:%d", spare0) {
+		t.Fatalf("mv's throttled replicas after --execute --throttle: leader %q (want %q) follower %q (want 0:%d)", l, wantLeader, f, spare0)
 	}
 	if rollback := parsePlan(t, out[2]); fmt.Sprint(rollback["mv-0"]) != fmt.Sprint(p0.Replicas) || len(rollback) != 1 {
 		t.Fatalf("rollback JSON %v, want mv-0 on %v", rollback, p0.Replicas)
@@ -97,10 +150,24 @@ func TestReassignPartitionsCommand(t *testing.T) {
 	var verify string
 	c.Eventually(60*time.Second, "--verify reports mv-0 completed", func() bool {
 		verify = run(t, "", "reassign-partitions", "--verify", "--reassignment-json-file", plan0, b)
-		if !regexp.MustCompile(`^Status of partition reassignment:\nReassignment of partition mv-0 is (completed|still in progress)\.\n$`).MatchString(verify) {
+		if !regexp.MustCompile(`^Status of partition reassignment:\nReassignment of partition mv-0 is (completed|still in progress)\.\n(Clearing broker-level throttles on brokers 1,2,3\nClearing topic-level throttles on topic mv\n)?$`).MatchString(verify) {
 			t.Fatalf("--verify output:\n%s", verify)
 		}
 		return strings.Contains(verify, "is completed.")
+	})
+	if !strings.Contains(verify, "Clearing broker-level throttles") || !strings.Contains(verify, "Clearing topic-level throttles on topic mv") {
+		t.Fatalf("--verify after a throttled move does not clear the throttles:\n%s", verify)
+	}
+	for _, id := range []int32{1, 2, 3} {
+		if l, f := throttleOf(id); l != "" || f != "" {
+			t.Fatalf("broker %d throttle rates after --verify: leader %q follower %q", id, l, f)
+		}
+	}
+	// (A broker answers a describe from its own metadata, which may trail
+	// the alter by a moment.)
+	c.Eventually(10*time.Second, "mv's throttled replicas cleared after --verify", func() bool {
+		l, f := topicThrottles()
+		return l == "" && f == ""
 	})
 	if got := c.Partition("mv", 0).Replicas; fmt.Sprint(got) != fmt.Sprint(target0) {
 		t.Fatalf("mv-0 replicas %v after completion, want %v", got, target0)

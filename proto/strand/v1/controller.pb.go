@@ -2401,7 +2401,7 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"\rresource_name\x18\x02 \x01(\tR\fresourceName\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x04 \x01(\tR\x05value\x12\x16\n" +
-	"\x06delete\x18\x05 \x01(\bR\x06delete2\xa0\v\n" +
+	"\x06delete\x18\x05 \x01(\bR\x06delete2\x9b\f\n" +
 	"\n" +
 	"Controller\x12U\n" +
 	"\x0eRegisterBroker\x12 .strand.v1.RegisterBrokerRequest\x1a!.strand.v1.RegisterBrokerResponse\x12X\n" +
@@ -2414,7 +2414,8 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"\x17IncrementalAlterConfigs\x12).strand.v1.IncrementalAlterConfigsRequest\x1a*.strand.v1.IncrementalAlterConfigsResponse\x12[\n" +
 	"\x10CreatePartitions\x12\".strand.v1.CreatePartitionsRequest\x1a#.strand.v1.CreatePartitionsResponse\x12U\n" +
 	"\x0eDescribeQuorum\x12 .strand.v1.DescribeQuorumRequest\x1a!.strand.v1.DescribeQuorumResponse\x12|\n" +
-	"\x1bAlterPartitionReassignments\x12-.strand.v1.AlterPartitionReassignmentsRequest\x1a..strand.v1.AlterPartitionReassignmentsResponse\x12C\n" +
+	"\x1bAlterPartitionReassignments\x12-.strand.v1.AlterPartitionReassignmentsRequest\x1a..strand.v1.AlterPartitionReassignmentsResponse\x12y\n" +
+	"\x1aListPartitionReassignments\x12,.strand.v1.ListPartitionReassignmentsRequest\x1a-.strand.v1.ListPartitionReassignmentsResponse\x12C\n" +
 	"\bAddVoter\x12\x1a.strand.v1.AddVoterRequest\x1a\x1b.strand.v1.AddVoterResponse\x12L\n" +
 	"\vRemoveVoter\x12\x1d.strand.v1.RemoveVoterRequest\x1a\x1e.strand.v1.RemoveVoterResponse\x12O\n" +
 	"\fQuorumStatus\x12\x1e.strand.v1.QuorumStatusRequest\x1a\x1f.strand.v1.QuorumStatusResponse\x12[\n" +
@@ -2471,21 +2472,23 @@ var file_strand_v1_controller_proto_goTypes = []any{
 	(*IncrementalAlterConfigsRequest)(nil),      // 33: strand.v1.IncrementalAlterConfigsRequest
 	(*CreatePartitionsRequest)(nil),             // 34: strand.v1.CreatePartitionsRequest
 	(*AlterPartitionReassignmentsRequest)(nil),  // 35: strand.v1.AlterPartitionReassignmentsRequest
-	(*AddVoterRequest)(nil),                     // 36: strand.v1.AddVoterRequest
-	(*RemoveVoterRequest)(nil),                  // 37: strand.v1.RemoveVoterRequest
-	(*QuorumStatusRequest)(nil),                 // 38: strand.v1.QuorumStatusRequest
-	(*UnregisterBrokerRequest)(nil),             // 39: strand.v1.UnregisterBrokerRequest
-	(*ElectLeadersRequest)(nil),                 // 40: strand.v1.ElectLeadersRequest
-	(*CreateTopicsResponse)(nil),                // 41: strand.v1.CreateTopicsResponse
-	(*DeleteTopicsResponse)(nil),                // 42: strand.v1.DeleteTopicsResponse
-	(*IncrementalAlterConfigsResponse)(nil),     // 43: strand.v1.IncrementalAlterConfigsResponse
-	(*CreatePartitionsResponse)(nil),            // 44: strand.v1.CreatePartitionsResponse
-	(*AlterPartitionReassignmentsResponse)(nil), // 45: strand.v1.AlterPartitionReassignmentsResponse
-	(*AddVoterResponse)(nil),                    // 46: strand.v1.AddVoterResponse
-	(*RemoveVoterResponse)(nil),                 // 47: strand.v1.RemoveVoterResponse
-	(*QuorumStatusResponse)(nil),                // 48: strand.v1.QuorumStatusResponse
-	(*UnregisterBrokerResponse)(nil),            // 49: strand.v1.UnregisterBrokerResponse
-	(*ElectLeadersResponse)(nil),                // 50: strand.v1.ElectLeadersResponse
+	(*ListPartitionReassignmentsRequest)(nil),   // 36: strand.v1.ListPartitionReassignmentsRequest
+	(*AddVoterRequest)(nil),                     // 37: strand.v1.AddVoterRequest
+	(*RemoveVoterRequest)(nil),                  // 38: strand.v1.RemoveVoterRequest
+	(*QuorumStatusRequest)(nil),                 // 39: strand.v1.QuorumStatusRequest
+	(*UnregisterBrokerRequest)(nil),             // 40: strand.v1.UnregisterBrokerRequest
+	(*ElectLeadersRequest)(nil),                 // 41: strand.v1.ElectLeadersRequest
+	(*CreateTopicsResponse)(nil),                // 42: strand.v1.CreateTopicsResponse
+	(*DeleteTopicsResponse)(nil),                // 43: strand.v1.DeleteTopicsResponse
+	(*IncrementalAlterConfigsResponse)(nil),     // 44: strand.v1.IncrementalAlterConfigsResponse
+	(*CreatePartitionsResponse)(nil),            // 45: strand.v1.CreatePartitionsResponse
+	(*AlterPartitionReassignmentsResponse)(nil), // 46: strand.v1.AlterPartitionReassignmentsResponse
+	(*ListPartitionReassignmentsResponse)(nil),  // 47: strand.v1.ListPartitionReassignmentsResponse
+	(*AddVoterResponse)(nil),                    // 48: strand.v1.AddVoterResponse
+	(*RemoveVoterResponse)(nil),                 // 49: strand.v1.RemoveVoterResponse
+	(*QuorumStatusResponse)(nil),                // 50: strand.v1.QuorumStatusResponse
+	(*UnregisterBrokerResponse)(nil),            // 51: strand.v1.UnregisterBrokerResponse
+	(*ElectLeadersResponse)(nil),                // 52: strand.v1.ElectLeadersResponse
 }
 var file_strand_v1_controller_proto_depIdxs = []int32{
 	29, // 0: strand.v1.RegisterBrokerResponse.error_code:type_name -> strand.v1.ErrorCode
@@ -2523,29 +2526,31 @@ var file_strand_v1_controller_proto_depIdxs = []int32{
 	34, // 32: strand.v1.Controller.CreatePartitions:input_type -> strand.v1.CreatePartitionsRequest
 	11, // 33: strand.v1.Controller.DescribeQuorum:input_type -> strand.v1.DescribeQuorumRequest
 	35, // 34: strand.v1.Controller.AlterPartitionReassignments:input_type -> strand.v1.AlterPartitionReassignmentsRequest
-	36, // 35: strand.v1.Controller.AddVoter:input_type -> strand.v1.AddVoterRequest
-	37, // 36: strand.v1.Controller.RemoveVoter:input_type -> strand.v1.RemoveVoterRequest
-	38, // 37: strand.v1.Controller.QuorumStatus:input_type -> strand.v1.QuorumStatusRequest
-	39, // 38: strand.v1.Controller.UnregisterBroker:input_type -> strand.v1.UnregisterBrokerRequest
-	40, // 39: strand.v1.Controller.ElectLeaders:input_type -> strand.v1.ElectLeadersRequest
-	1,  // 40: strand.v1.Controller.RegisterBroker:output_type -> strand.v1.RegisterBrokerResponse
-	3,  // 41: strand.v1.Controller.BrokerHeartbeat:output_type -> strand.v1.BrokerHeartbeatResponse
-	6,  // 42: strand.v1.Controller.AlterPartition:output_type -> strand.v1.AlterPartitionResponse
-	9,  // 43: strand.v1.Controller.AllocateProducerIds:output_type -> strand.v1.AllocateProducerIdsResponse
-	13, // 44: strand.v1.Controller.FetchMetadata:output_type -> strand.v1.MetadataBatch
-	41, // 45: strand.v1.Controller.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
-	42, // 46: strand.v1.Controller.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
-	43, // 47: strand.v1.Controller.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
-	44, // 48: strand.v1.Controller.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
-	12, // 49: strand.v1.Controller.DescribeQuorum:output_type -> strand.v1.DescribeQuorumResponse
-	45, // 50: strand.v1.Controller.AlterPartitionReassignments:output_type -> strand.v1.AlterPartitionReassignmentsResponse
-	46, // 51: strand.v1.Controller.AddVoter:output_type -> strand.v1.AddVoterResponse
-	47, // 52: strand.v1.Controller.RemoveVoter:output_type -> strand.v1.RemoveVoterResponse
-	48, // 53: strand.v1.Controller.QuorumStatus:output_type -> strand.v1.QuorumStatusResponse
-	49, // 54: strand.v1.Controller.UnregisterBroker:output_type -> strand.v1.UnregisterBrokerResponse
-	50, // 55: strand.v1.Controller.ElectLeaders:output_type -> strand.v1.ElectLeadersResponse
-	40, // [40:56] is the sub-list for method output_type
-	24, // [24:40] is the sub-list for method input_type
+	36, // 35: strand.v1.Controller.ListPartitionReassignments:input_type -> strand.v1.ListPartitionReassignmentsRequest
+	37, // 36: strand.v1.Controller.AddVoter:input_type -> strand.v1.AddVoterRequest
+	38, // 37: strand.v1.Controller.RemoveVoter:input_type -> strand.v1.RemoveVoterRequest
+	39, // 38: strand.v1.Controller.QuorumStatus:input_type -> strand.v1.QuorumStatusRequest
+	40, // 39: strand.v1.Controller.UnregisterBroker:input_type -> strand.v1.UnregisterBrokerRequest
+	41, // 40: strand.v1.Controller.ElectLeaders:input_type -> strand.v1.ElectLeadersRequest
+	1,  // 41: strand.v1.Controller.RegisterBroker:output_type -> strand.v1.RegisterBrokerResponse
+	3,  // 42: strand.v1.Controller.BrokerHeartbeat:output_type -> strand.v1.BrokerHeartbeatResponse
+	6,  // 43: strand.v1.Controller.AlterPartition:output_type -> strand.v1.AlterPartitionResponse
+	9,  // 44: strand.v1.Controller.AllocateProducerIds:output_type -> strand.v1.AllocateProducerIdsResponse
+	13, // 45: strand.v1.Controller.FetchMetadata:output_type -> strand.v1.MetadataBatch
+	42, // 46: strand.v1.Controller.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
+	43, // 47: strand.v1.Controller.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
+	44, // 48: strand.v1.Controller.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
+	45, // 49: strand.v1.Controller.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
+	12, // 50: strand.v1.Controller.DescribeQuorum:output_type -> strand.v1.DescribeQuorumResponse
+	46, // 51: strand.v1.Controller.AlterPartitionReassignments:output_type -> strand.v1.AlterPartitionReassignmentsResponse
+	47, // 52: strand.v1.Controller.ListPartitionReassignments:output_type -> strand.v1.ListPartitionReassignmentsResponse
+	48, // 53: strand.v1.Controller.AddVoter:output_type -> strand.v1.AddVoterResponse
+	49, // 54: strand.v1.Controller.RemoveVoter:output_type -> strand.v1.RemoveVoterResponse
+	50, // 55: strand.v1.Controller.QuorumStatus:output_type -> strand.v1.QuorumStatusResponse
+	51, // 56: strand.v1.Controller.UnregisterBroker:output_type -> strand.v1.UnregisterBrokerResponse
+	52, // 57: strand.v1.Controller.ElectLeaders:output_type -> strand.v1.ElectLeadersResponse
+	41, // [41:58] is the sub-list for method output_type
+	24, // [24:41] is the sub-list for method input_type
 	24, // [24:24] is the sub-list for extension type_name
 	24, // [24:24] is the sub-list for extension extendee
 	0,  // [0:24] is the sub-list for field type_name

@@ -30,6 +30,7 @@ const (
 	Controller_CreatePartitions_FullMethodName            = "/strand.v1.Controller/CreatePartitions"
 	Controller_DescribeQuorum_FullMethodName              = "/strand.v1.Controller/DescribeQuorum"
 	Controller_AlterPartitionReassignments_FullMethodName = "/strand.v1.Controller/AlterPartitionReassignments"
+	Controller_ListPartitionReassignments_FullMethodName  = "/strand.v1.Controller/ListPartitionReassignments"
 	Controller_AddVoter_FullMethodName                    = "/strand.v1.Controller/AddVoter"
 	Controller_RemoveVoter_FullMethodName                 = "/strand.v1.Controller/RemoveVoter"
 	Controller_QuorumStatus_FullMethodName                = "/strand.v1.Controller/QuorumStatus"
@@ -80,6 +81,9 @@ type ControllerClient interface {
 	DescribeQuorum(ctx context.Context, in *DescribeQuorumRequest, opts ...grpc.CallOption) (*DescribeQuorumResponse, error)
 	// --- issue 21: reassign ---
 	AlterPartitionReassignments(ctx context.Context, in *AlterPartitionReassignmentsRequest, opts ...grpc.CallOption) (*AlterPartitionReassignmentsResponse, error)
+	// ListPartitionReassignments answers from the active controller's image
+	// (authoritative: a broker's image may not show a change yet).
+	ListPartitionReassignments(ctx context.Context, in *ListPartitionReassignmentsRequest, opts ...grpc.CallOption) (*ListPartitionReassignmentsResponse, error)
 	// --- issue 21: members ---
 	AddVoter(ctx context.Context, in *AddVoterRequest, opts ...grpc.CallOption) (*AddVoterResponse, error)
 	RemoveVoter(ctx context.Context, in *RemoveVoterRequest, opts ...grpc.CallOption) (*RemoveVoterResponse, error)
@@ -217,6 +221,16 @@ func (c *controllerClient) AlterPartitionReassignments(ctx context.Context, in *
 	return out, nil
 }
 
+func (c *controllerClient) ListPartitionReassignments(ctx context.Context, in *ListPartitionReassignmentsRequest, opts ...grpc.CallOption) (*ListPartitionReassignmentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPartitionReassignmentsResponse)
+	err := c.cc.Invoke(ctx, Controller_ListPartitionReassignments_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *controllerClient) AddVoter(ctx context.Context, in *AddVoterRequest, opts ...grpc.CallOption) (*AddVoterResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(AddVoterResponse)
@@ -310,6 +324,9 @@ type ControllerServer interface {
 	DescribeQuorum(context.Context, *DescribeQuorumRequest) (*DescribeQuorumResponse, error)
 	// --- issue 21: reassign ---
 	AlterPartitionReassignments(context.Context, *AlterPartitionReassignmentsRequest) (*AlterPartitionReassignmentsResponse, error)
+	// ListPartitionReassignments answers from the active controller's image
+	// (authoritative: a broker's image may not show a change yet).
+	ListPartitionReassignments(context.Context, *ListPartitionReassignmentsRequest) (*ListPartitionReassignmentsResponse, error)
 	// --- issue 21: members ---
 	AddVoter(context.Context, *AddVoterRequest) (*AddVoterResponse, error)
 	RemoveVoter(context.Context, *RemoveVoterRequest) (*RemoveVoterResponse, error)
@@ -360,6 +377,9 @@ func (UnimplementedControllerServer) DescribeQuorum(context.Context, *DescribeQu
 }
 func (UnimplementedControllerServer) AlterPartitionReassignments(context.Context, *AlterPartitionReassignmentsRequest) (*AlterPartitionReassignmentsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AlterPartitionReassignments not implemented")
+}
+func (UnimplementedControllerServer) ListPartitionReassignments(context.Context, *ListPartitionReassignmentsRequest) (*ListPartitionReassignmentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPartitionReassignments not implemented")
 }
 func (UnimplementedControllerServer) AddVoter(context.Context, *AddVoterRequest) (*AddVoterResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AddVoter not implemented")
@@ -588,6 +608,24 @@ func _Controller_AlterPartitionReassignments_Handler(srv interface{}, ctx contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_ListPartitionReassignments_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPartitionReassignmentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).ListPartitionReassignments(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_ListPartitionReassignments_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).ListPartitionReassignments(ctx, req.(*ListPartitionReassignmentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Controller_AddVoter_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(AddVoterRequest)
 	if err := dec(in); err != nil {
@@ -724,6 +762,10 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AlterPartitionReassignments",
 			Handler:    _Controller_AlterPartitionReassignments_Handler,
+		},
+		{
+			MethodName: "ListPartitionReassignments",
+			Handler:    _Controller_ListPartitionReassignments_Handler,
 		},
 		{
 			MethodName: "AddVoter",
