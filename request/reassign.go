@@ -2,6 +2,7 @@ package request
 
 import (
 	"context"
+	"slices"
 
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/metadata"
@@ -56,7 +57,7 @@ func reassignVisible(img *metadata.Image, req *pb.AlterPartitionReassignmentsReq
 			}
 			var target []int32
 			for _, r := range p.Replicas {
-				if !containsID(p.RemovingReplicas, r) {
+				if !slices.Contains(p.RemovingReplicas, r) {
 					target = append(target, r)
 				}
 			}
@@ -89,21 +90,12 @@ func (h *Handler) ListPartitionReassignments(ctx context.Context, req *pb.ListPa
 	return resp, nil
 }
 
-func containsID(s []int32, v int32) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
 func sameIDSet(a, b []int32) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for _, x := range a {
-		if !containsID(b, x) {
+		if !slices.Contains(b, x) {
 			return false
 		}
 	}
