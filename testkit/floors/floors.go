@@ -43,6 +43,7 @@ var Plan = []Floor{
 	{Name: "partition", Packages: []string{"broker/storage", "broker/storage/storagetest", "broker"}},
 	{Name: "replication", Packages: []string{"replication"}},
 	{Name: "coordinators", Packages: []string{"coordinator", "coordinator/txn", "coordinator/group"}},
+	{Name: "authorizer", Packages: []string{"authz"}},
 	{Name: "request layer", Packages: []string{"request"}},
 	{Name: "front doors", Packages: []string{"api", "api/kafka"}},
 	{Name: "console", Packages: []string{"console"}},
