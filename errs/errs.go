@@ -277,8 +277,12 @@ var table = map[pb.ErrorCode]entry{
 	// nodes may do. DUPLICATE_BROKER_REGISTRATION: the broker id is held by
 	// a live session (a broker retries its registration until that session
 	// expires, as Kafka's does).
-	pb.ErrorCode_CLUSTER_AUTHORIZATION_FAILED:  fatal,
-	pb.ErrorCode_DUPLICATE_BROKER_REGISTRATION: fatal,
+	pb.ErrorCode_CLUSTER_AUTHORIZATION_FAILED: fatal,
+	// The principal may not (issue 22): not retriable, as Kafka's.
+	pb.ErrorCode_TOPIC_AUTHORIZATION_FAILED:            fatal,
+	pb.ErrorCode_GROUP_AUTHORIZATION_FAILED:            fatal,
+	pb.ErrorCode_TRANSACTIONAL_ID_AUTHORIZATION_FAILED: fatal,
+	pb.ErrorCode_DUPLICATE_BROKER_REGISTRATION:         fatal,
 
 	// Controller quorum changes (KIP-853): the named node already is / is
 	// not a voter.

@@ -59,6 +59,7 @@ package request
 import (
 	"time"
 
+	"github.com/strand-io/strand/authz"
 	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/controller/channel"
 	"github.com/strand-io/strand/coordinator"
@@ -110,6 +111,10 @@ type Handler struct {
 	// TxnMaxTimeout is transaction.max.timeout.ms: the administrator's
 	// AbortTransaction ends only transactions open longer than this.
 	TxnMaxTimeout time.Duration
+	// Authorizer decides what each request's principal may do
+	// (authorize.go; issue 22). nil: everything is allowed, as Kafka
+	// without authorizer.class.name.
+	Authorizer authz.Checker
 }
 
 // Listener is a kind of client listener.

@@ -58,30 +58,36 @@ const (
 	ErrorCode_INVALID_SESSION_TIMEOUT          ErrorCode = 26
 	ErrorCode_REBALANCE_IN_PROGRESS            ErrorCode = 27
 	ErrorCode_INVALID_COMMIT_OFFSET_SIZE       ErrorCode = 28
+	// TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED and
+	// TRANSACTIONAL_ID_AUTHORIZATION_FAILED: the principal may not do what
+	// it asked to the topic, group or transactional id (issue 22).
+	ErrorCode_TOPIC_AUTHORIZATION_FAILED ErrorCode = 29
+	ErrorCode_GROUP_AUTHORIZATION_FAILED ErrorCode = 30
 	// CLUSTER_AUTHORIZATION_FAILED: a request only other nodes may send
 	// (a follower's Fetch, replica_id >= 0) arrived on a client listener.
-	ErrorCode_CLUSTER_AUTHORIZATION_FAILED   ErrorCode = 31
-	ErrorCode_INVALID_TIMESTAMP              ErrorCode = 32
-	ErrorCode_UNSUPPORTED_VERSION            ErrorCode = 35
-	ErrorCode_TOPIC_ALREADY_EXISTS           ErrorCode = 36
-	ErrorCode_INVALID_PARTITIONS             ErrorCode = 37
-	ErrorCode_INVALID_REPLICATION_FACTOR     ErrorCode = 38
-	ErrorCode_INVALID_REPLICA_ASSIGNMENT     ErrorCode = 39
-	ErrorCode_INVALID_CONFIG                 ErrorCode = 40
-	ErrorCode_NOT_CONTROLLER                 ErrorCode = 41
-	ErrorCode_INVALID_REQUEST                ErrorCode = 42
-	ErrorCode_POLICY_VIOLATION               ErrorCode = 44
-	ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER   ErrorCode = 45
-	ErrorCode_DUPLICATE_SEQUENCE_NUMBER      ErrorCode = 46
-	ErrorCode_INVALID_PRODUCER_EPOCH         ErrorCode = 47
-	ErrorCode_INVALID_TXN_STATE              ErrorCode = 48
-	ErrorCode_INVALID_PRODUCER_ID_MAPPING    ErrorCode = 49
-	ErrorCode_INVALID_TRANSACTION_TIMEOUT    ErrorCode = 50
-	ErrorCode_CONCURRENT_TRANSACTIONS        ErrorCode = 51
-	ErrorCode_TRANSACTION_COORDINATOR_FENCED ErrorCode = 52
-	ErrorCode_OPERATION_NOT_ATTEMPTED        ErrorCode = 55
-	ErrorCode_KAFKA_STORAGE_ERROR            ErrorCode = 56
-	ErrorCode_UNKNOWN_PRODUCER_ID            ErrorCode = 59
+	ErrorCode_CLUSTER_AUTHORIZATION_FAILED          ErrorCode = 31
+	ErrorCode_INVALID_TIMESTAMP                     ErrorCode = 32
+	ErrorCode_UNSUPPORTED_VERSION                   ErrorCode = 35
+	ErrorCode_TOPIC_ALREADY_EXISTS                  ErrorCode = 36
+	ErrorCode_INVALID_PARTITIONS                    ErrorCode = 37
+	ErrorCode_INVALID_REPLICATION_FACTOR            ErrorCode = 38
+	ErrorCode_INVALID_REPLICA_ASSIGNMENT            ErrorCode = 39
+	ErrorCode_INVALID_CONFIG                        ErrorCode = 40
+	ErrorCode_NOT_CONTROLLER                        ErrorCode = 41
+	ErrorCode_INVALID_REQUEST                       ErrorCode = 42
+	ErrorCode_POLICY_VIOLATION                      ErrorCode = 44
+	ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER          ErrorCode = 45
+	ErrorCode_DUPLICATE_SEQUENCE_NUMBER             ErrorCode = 46
+	ErrorCode_INVALID_PRODUCER_EPOCH                ErrorCode = 47
+	ErrorCode_INVALID_TXN_STATE                     ErrorCode = 48
+	ErrorCode_INVALID_PRODUCER_ID_MAPPING           ErrorCode = 49
+	ErrorCode_INVALID_TRANSACTION_TIMEOUT           ErrorCode = 50
+	ErrorCode_CONCURRENT_TRANSACTIONS               ErrorCode = 51
+	ErrorCode_TRANSACTION_COORDINATOR_FENCED        ErrorCode = 52
+	ErrorCode_TRANSACTIONAL_ID_AUTHORIZATION_FAILED ErrorCode = 53
+	ErrorCode_OPERATION_NOT_ATTEMPTED               ErrorCode = 55
+	ErrorCode_KAFKA_STORAGE_ERROR                   ErrorCode = 56
+	ErrorCode_UNKNOWN_PRODUCER_ID                   ErrorCode = 59
 	// NON_EMPTY_GROUP: a group with members cannot be deleted.
 	ErrorCode_NON_EMPTY_GROUP                ErrorCode = 68
 	ErrorCode_GROUP_ID_NOT_FOUND             ErrorCode = 69
@@ -165,6 +171,8 @@ var (
 		26:    "INVALID_SESSION_TIMEOUT",
 		27:    "REBALANCE_IN_PROGRESS",
 		28:    "INVALID_COMMIT_OFFSET_SIZE",
+		29:    "TOPIC_AUTHORIZATION_FAILED",
+		30:    "GROUP_AUTHORIZATION_FAILED",
 		31:    "CLUSTER_AUTHORIZATION_FAILED",
 		32:    "INVALID_TIMESTAMP",
 		35:    "UNSUPPORTED_VERSION",
@@ -184,6 +192,7 @@ var (
 		50:    "INVALID_TRANSACTION_TIMEOUT",
 		51:    "CONCURRENT_TRANSACTIONS",
 		52:    "TRANSACTION_COORDINATOR_FENCED",
+		53:    "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
 		55:    "OPERATION_NOT_ATTEMPTED",
 		56:    "KAFKA_STORAGE_ERROR",
 		59:    "UNKNOWN_PRODUCER_ID",
@@ -224,92 +233,95 @@ var (
 		10001: "TRANSACTION_TIMED_OUT",
 	}
 	ErrorCode_value = map[string]int32{
-		"NONE":                             0,
-		"UNKNOWN_SERVER_ERROR":             -1,
-		"OFFSET_OUT_OF_RANGE":              1,
-		"CORRUPT_MESSAGE":                  2,
-		"UNKNOWN_TOPIC_OR_PARTITION":       3,
-		"INVALID_FETCH_SIZE":               4,
-		"LEADER_NOT_AVAILABLE":             5,
-		"NOT_LEADER_OR_FOLLOWER":           6,
-		"REQUEST_TIMED_OUT":                7,
-		"BROKER_NOT_AVAILABLE":             8,
-		"REPLICA_NOT_AVAILABLE":            9,
-		"MESSAGE_TOO_LARGE":                10,
-		"OFFSET_METADATA_TOO_LARGE":        12,
-		"NETWORK_EXCEPTION":                13,
-		"COORDINATOR_LOAD_IN_PROGRESS":     14,
-		"COORDINATOR_NOT_AVAILABLE":        15,
-		"NOT_COORDINATOR":                  16,
-		"INVALID_TOPIC_EXCEPTION":          17,
-		"RECORD_LIST_TOO_LARGE":            18,
-		"NOT_ENOUGH_REPLICAS":              19,
-		"NOT_ENOUGH_REPLICAS_AFTER_APPEND": 20,
-		"INVALID_REQUIRED_ACKS":            21,
-		"ILLEGAL_GENERATION":               22,
-		"INCONSISTENT_GROUP_PROTOCOL":      23,
-		"INVALID_GROUP_ID":                 24,
-		"UNKNOWN_MEMBER_ID":                25,
-		"INVALID_SESSION_TIMEOUT":          26,
-		"REBALANCE_IN_PROGRESS":            27,
-		"INVALID_COMMIT_OFFSET_SIZE":       28,
-		"CLUSTER_AUTHORIZATION_FAILED":     31,
-		"INVALID_TIMESTAMP":                32,
-		"UNSUPPORTED_VERSION":              35,
-		"TOPIC_ALREADY_EXISTS":             36,
-		"INVALID_PARTITIONS":               37,
-		"INVALID_REPLICATION_FACTOR":       38,
-		"INVALID_REPLICA_ASSIGNMENT":       39,
-		"INVALID_CONFIG":                   40,
-		"NOT_CONTROLLER":                   41,
-		"INVALID_REQUEST":                  42,
-		"POLICY_VIOLATION":                 44,
-		"OUT_OF_ORDER_SEQUENCE_NUMBER":     45,
-		"DUPLICATE_SEQUENCE_NUMBER":        46,
-		"INVALID_PRODUCER_EPOCH":           47,
-		"INVALID_TXN_STATE":                48,
-		"INVALID_PRODUCER_ID_MAPPING":      49,
-		"INVALID_TRANSACTION_TIMEOUT":      50,
-		"CONCURRENT_TRANSACTIONS":          51,
-		"TRANSACTION_COORDINATOR_FENCED":   52,
-		"OPERATION_NOT_ATTEMPTED":          55,
-		"KAFKA_STORAGE_ERROR":              56,
-		"UNKNOWN_PRODUCER_ID":              59,
-		"NON_EMPTY_GROUP":                  68,
-		"GROUP_ID_NOT_FOUND":               69,
-		"FETCH_SESSION_ID_NOT_FOUND":       70,
-		"INVALID_FETCH_SESSION_EPOCH":      71,
-		"FENCED_LEADER_EPOCH":              74,
-		"UNKNOWN_LEADER_EPOCH":             75,
-		"UNSUPPORTED_COMPRESSION_TYPE":     76,
-		"STALE_BROKER_EPOCH":               77,
-		"OFFSET_NOT_AVAILABLE":             78,
-		"MEMBER_ID_REQUIRED":               79,
-		"PREFERRED_LEADER_NOT_AVAILABLE":   80,
-		"FENCED_INSTANCE_ID":               82,
-		"ELIGIBLE_LEADERS_NOT_AVAILABLE":   83,
-		"ELECTION_NOT_NEEDED":              84,
-		"NO_REASSIGNMENT_IN_PROGRESS":      85,
-		"GROUP_SUBSCRIBED_TO_TOPIC":        86,
-		"INVALID_RECORD":                   87,
-		"UNSTABLE_OFFSET_COMMIT":           88,
-		"PRODUCER_FENCED":                  90,
-		"RESOURCE_NOT_FOUND":               91,
-		"INVALID_UPDATE_VERSION":           95,
-		"FEATURE_UPDATE_FAILED":            96,
-		"DUPLICATE_BROKER_REGISTRATION":    101,
-		"BROKER_ID_NOT_REGISTERED":         102,
-		"UNKNOWN_TOPIC_ID":                 100,
-		"INCONSISTENT_CLUSTER_ID":          104,
-		"TRANSACTIONAL_ID_NOT_FOUND":       105,
-		"INELIGIBLE_REPLICA":               107,
-		"NEW_LEADER_ELECTED":               108,
-		"MISMATCHED_ENDPOINT_TYPE":         114,
-		"INVALID_REGISTRATION":             119,
-		"TRANSACTION_ABORTABLE":            120,
-		"DUPLICATE_VOTER":                  126,
-		"VOTER_NOT_FOUND":                  127,
-		"TRANSACTION_TIMED_OUT":            10001,
+		"NONE":                                  0,
+		"UNKNOWN_SERVER_ERROR":                  -1,
+		"OFFSET_OUT_OF_RANGE":                   1,
+		"CORRUPT_MESSAGE":                       2,
+		"UNKNOWN_TOPIC_OR_PARTITION":            3,
+		"INVALID_FETCH_SIZE":                    4,
+		"LEADER_NOT_AVAILABLE":                  5,
+		"NOT_LEADER_OR_FOLLOWER":                6,
+		"REQUEST_TIMED_OUT":                     7,
+		"BROKER_NOT_AVAILABLE":                  8,
+		"REPLICA_NOT_AVAILABLE":                 9,
+		"MESSAGE_TOO_LARGE":                     10,
+		"OFFSET_METADATA_TOO_LARGE":             12,
+		"NETWORK_EXCEPTION":                     13,
+		"COORDINATOR_LOAD_IN_PROGRESS":          14,
+		"COORDINATOR_NOT_AVAILABLE":             15,
+		"NOT_COORDINATOR":                       16,
+		"INVALID_TOPIC_EXCEPTION":               17,
+		"RECORD_LIST_TOO_LARGE":                 18,
+		"NOT_ENOUGH_REPLICAS":                   19,
+		"NOT_ENOUGH_REPLICAS_AFTER_APPEND":      20,
+		"INVALID_REQUIRED_ACKS":                 21,
+		"ILLEGAL_GENERATION":                    22,
+		"INCONSISTENT_GROUP_PROTOCOL":           23,
+		"INVALID_GROUP_ID":                      24,
+		"UNKNOWN_MEMBER_ID":                     25,
+		"INVALID_SESSION_TIMEOUT":               26,
+		"REBALANCE_IN_PROGRESS":                 27,
+		"INVALID_COMMIT_OFFSET_SIZE":            28,
+		"TOPIC_AUTHORIZATION_FAILED":            29,
+		"GROUP_AUTHORIZATION_FAILED":            30,
+		"CLUSTER_AUTHORIZATION_FAILED":          31,
+		"INVALID_TIMESTAMP":                     32,
+		"UNSUPPORTED_VERSION":                   35,
+		"TOPIC_ALREADY_EXISTS":                  36,
+		"INVALID_PARTITIONS":                    37,
+		"INVALID_REPLICATION_FACTOR":            38,
+		"INVALID_REPLICA_ASSIGNMENT":            39,
+		"INVALID_CONFIG":                        40,
+		"NOT_CONTROLLER":                        41,
+		"INVALID_REQUEST":                       42,
+		"POLICY_VIOLATION":                      44,
+		"OUT_OF_ORDER_SEQUENCE_NUMBER":          45,
+		"DUPLICATE_SEQUENCE_NUMBER":             46,
+		"INVALID_PRODUCER_EPOCH":                47,
+		"INVALID_TXN_STATE":                     48,
+		"INVALID_PRODUCER_ID_MAPPING":           49,
+		"INVALID_TRANSACTION_TIMEOUT":           50,
+		"CONCURRENT_TRANSACTIONS":               51,
+		"TRANSACTION_COORDINATOR_FENCED":        52,
+		"TRANSACTIONAL_ID_AUTHORIZATION_FAILED": 53,
+		"OPERATION_NOT_ATTEMPTED":               55,
+		"KAFKA_STORAGE_ERROR":                   56,
+		"UNKNOWN_PRODUCER_ID":                   59,
+		"NON_EMPTY_GROUP":                       68,
+		"GROUP_ID_NOT_FOUND":                    69,
+		"FETCH_SESSION_ID_NOT_FOUND":            70,
+		"INVALID_FETCH_SESSION_EPOCH":           71,
+		"FENCED_LEADER_EPOCH":                   74,
+		"UNKNOWN_LEADER_EPOCH":                  75,
+		"UNSUPPORTED_COMPRESSION_TYPE":          76,
+		"STALE_BROKER_EPOCH":                    77,
+		"OFFSET_NOT_AVAILABLE":                  78,
+		"MEMBER_ID_REQUIRED":                    79,
+		"PREFERRED_LEADER_NOT_AVAILABLE":        80,
+		"FENCED_INSTANCE_ID":                    82,
+		"ELIGIBLE_LEADERS_NOT_AVAILABLE":        83,
+		"ELECTION_NOT_NEEDED":                   84,
+		"NO_REASSIGNMENT_IN_PROGRESS":           85,
+		"GROUP_SUBSCRIBED_TO_TOPIC":             86,
+		"INVALID_RECORD":                        87,
+		"UNSTABLE_OFFSET_COMMIT":                88,
+		"PRODUCER_FENCED":                       90,
+		"RESOURCE_NOT_FOUND":                    91,
+		"INVALID_UPDATE_VERSION":                95,
+		"FEATURE_UPDATE_FAILED":                 96,
+		"DUPLICATE_BROKER_REGISTRATION":         101,
+		"BROKER_ID_NOT_REGISTERED":              102,
+		"UNKNOWN_TOPIC_ID":                      100,
+		"INCONSISTENT_CLUSTER_ID":               104,
+		"TRANSACTIONAL_ID_NOT_FOUND":            105,
+		"INELIGIBLE_REPLICA":                    107,
+		"NEW_LEADER_ELECTED":                    108,
+		"MISMATCHED_ENDPOINT_TYPE":              114,
+		"INVALID_REGISTRATION":                  119,
+		"TRANSACTION_ABORTABLE":                 120,
+		"DUPLICATE_VOTER":                       126,
+		"VOTER_NOT_FOUND":                       127,
+		"TRANSACTION_TIMED_OUT":                 10001,
 	}
 )
 
@@ -447,7 +459,7 @@ const file_strand_v1_common_proto_rawDesc = "" +
 	"\x16strand/v1/common.proto\x12\tstrand.v1\"D\n" +
 	"\x0eTopicPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
-	"\tpartition\x18\x02 \x01(\x05R\tpartition*\xa7\x12\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition*\x92\x13\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12!\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\x17\n" +
@@ -478,7 +490,9 @@ const file_strand_v1_common_proto_rawDesc = "" +
 	"\x11UNKNOWN_MEMBER_ID\x10\x19\x12\x1b\n" +
 	"\x17INVALID_SESSION_TIMEOUT\x10\x1a\x12\x19\n" +
 	"\x15REBALANCE_IN_PROGRESS\x10\x1b\x12\x1e\n" +
-	"\x1aINVALID_COMMIT_OFFSET_SIZE\x10\x1c\x12 \n" +
+	"\x1aINVALID_COMMIT_OFFSET_SIZE\x10\x1c\x12\x1e\n" +
+	"\x1aTOPIC_AUTHORIZATION_FAILED\x10\x1d\x12\x1e\n" +
+	"\x1aGROUP_AUTHORIZATION_FAILED\x10\x1e\x12 \n" +
 	"\x1cCLUSTER_AUTHORIZATION_FAILED\x10\x1f\x12\x15\n" +
 	"\x11INVALID_TIMESTAMP\x10 \x12\x17\n" +
 	"\x13UNSUPPORTED_VERSION\x10#\x12\x18\n" +
@@ -497,7 +511,8 @@ const file_strand_v1_common_proto_rawDesc = "" +
 	"\x1bINVALID_PRODUCER_ID_MAPPING\x101\x12\x1f\n" +
 	"\x1bINVALID_TRANSACTION_TIMEOUT\x102\x12\x1b\n" +
 	"\x17CONCURRENT_TRANSACTIONS\x103\x12\"\n" +
-	"\x1eTRANSACTION_COORDINATOR_FENCED\x104\x12\x1b\n" +
+	"\x1eTRANSACTION_COORDINATOR_FENCED\x104\x12)\n" +
+	"%TRANSACTIONAL_ID_AUTHORIZATION_FAILED\x105\x12\x1b\n" +
 	"\x17OPERATION_NOT_ATTEMPTED\x107\x12\x17\n" +
 	"\x13KAFKA_STORAGE_ERROR\x108\x12\x17\n" +
 	"\x13UNKNOWN_PRODUCER_ID\x10;\x12\x13\n" +
