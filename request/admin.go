@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/strand-io/strand/authz"
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/config"
 	pb "github.com/strand-io/strand/proto/strand/v1"
@@ -28,6 +29,50 @@ func (h *Handler) CreateTopics(ctx context.Context, req *pb.CreateTopicsRequest)
 			return out, nil
 		}
 	}
+	// Kafka: Create on the cluster creates any topic; without it each
+	// topic needs Create on itself, and a topic refused is answered
+	// TOPIC_AUTHORIZATION_FAILED while the others are created.
+	az := h.authz(ctx, "CreateTopics")
+	if !az.open() && !az.cluster(authz.OpCreate) {
+		denied := make([]error, len(req.Topics))
+		var ok []*pb.CreatableTopic
+		for i, t := range req.Topics {
+			if az.topic(authz.OpCreate, t.Name) {
+				ok = append(ok, t)
+			} else {
+				denied[i] = topicDenied(authz.OpCreate, t.Name)
+			}
+		}
+		if len(ok) < len(req.Topics) {
+			inner := &pb.CreateTopicsResponse{}
+			if len(ok) > 0 {
+				sub := &pb.CreateTopicsRequest{Topics: ok, TimeoutMs: req.TimeoutMs, ValidateOnly: req.ValidateOnly}
+				var err error
+				if inner, err = h.createTopics(ctx, sub); err != nil {
+					return nil, err
+				}
+			}
+			out := &pb.CreateTopicsResponse{}
+			j := 0
+			for i, t := range req.Topics {
+				if denied[i] != nil {
+					code, msg := errs.Split(denied[i])
+					out.Topics = append(out.Topics, &pb.CreatableTopicResult{Name: t.Name, ErrorCode: code, ErrorMessage: msg, NumPartitions: -1, ReplicationFactor: -1})
+					continue
+				}
+				if j < len(inner.Topics) {
+					out.Topics = append(out.Topics, inner.Topics[j])
+					j++
+				}
+			}
+			return out, nil
+		}
+	}
+	return h.createTopics(ctx, req)
+}
+
+// createTopics forwards an authorized CreateTopics to the controller.
+func (h *Handler) createTopics(ctx context.Context, req *pb.CreateTopicsRequest) (*pb.CreateTopicsResponse, error) {
 	resp, err := toController(ctx, h, func(ctx context.Context, c pb.ControllerClient) (*pb.CreateTopicsResponse, error) {
 		return c.CreateTopics(ctx, req)
 	})
@@ -92,6 +137,48 @@ func timedOutIfUnknown(code pb.ErrorCode, msg string) (pb.ErrorCode, string) {
 
 // DeleteTopics forwards to the active controller.
 func (h *Handler) DeleteTopics(ctx context.Context, req *pb.DeleteTopicsRequest) (*pb.DeleteTopicsResponse, error) {
+	// Kafka: Delete on each topic; a topic refused is answered
+	// TOPIC_AUTHORIZATION_FAILED, the others deleted.
+	az := h.authz(ctx, "DeleteTopics")
+	if !az.open() {
+		var ok []string
+		denied := make([]bool, len(req.Names))
+		for i, n := range req.Names {
+			if az.topic(authz.OpDelete, n) {
+				ok = append(ok, n)
+			} else {
+				denied[i] = true
+			}
+		}
+		if len(ok) < len(req.Names) {
+			inner := &pb.DeleteTopicsResponse{}
+			if len(ok) > 0 {
+				var err error
+				if inner, err = h.deleteTopics(ctx, &pb.DeleteTopicsRequest{Names: ok, TimeoutMs: req.TimeoutMs}); err != nil {
+					return nil, err
+				}
+			}
+			out := &pb.DeleteTopicsResponse{}
+			j := 0
+			for i, n := range req.Names {
+				if denied[i] {
+					code, msg := errs.Split(topicDenied(authz.OpDelete, n))
+					out.Topics = append(out.Topics, &pb.DeletableTopicResult{Name: n, ErrorCode: code, ErrorMessage: msg})
+					continue
+				}
+				if j < len(inner.Topics) {
+					out.Topics = append(out.Topics, inner.Topics[j])
+					j++
+				}
+			}
+			return out, nil
+		}
+	}
+	return h.deleteTopics(ctx, req)
+}
+
+// deleteTopics forwards an authorized DeleteTopics to the controller.
+func (h *Handler) deleteTopics(ctx context.Context, req *pb.DeleteTopicsRequest) (*pb.DeleteTopicsResponse, error) {
 	resp, err := toController(ctx, h, func(ctx context.Context, c pb.ControllerClient) (*pb.DeleteTopicsResponse, error) {
 		return c.DeleteTopics(ctx, req)
 	})
@@ -122,6 +209,17 @@ func (h *Handler) DeleteTopics(ctx context.Context, req *pb.DeleteTopicsRequest)
 
 // IncrementalAlterConfigs forwards to the active controller.
 func (h *Handler) IncrementalAlterConfigs(ctx context.Context, req *pb.IncrementalAlterConfigsRequest) (*pb.IncrementalAlterConfigsResponse, error) {
+	// Kafka: AlterConfigs on the topic, or on the cluster for a broker
+	// resource (both AlterConfigs and IncrementalAlterConfigs; Replace is
+	// Kafka's AlterConfigs).
+	name := "IncrementalAlterConfigs"
+	if req.Replace {
+		name = "AlterConfigs"
+	}
+	if err := h.authorizeConfigResource(ctx, name, authz.OpAlterConfigs, req.GetResource().GetType(), req.GetResource().GetName()); err != nil {
+		code, msg := errs.Split(err)
+		return &pb.IncrementalAlterConfigsResponse{ErrorCode: code, ErrorMessage: msg}, nil
+	}
 	if req.Replace {
 		req = h.replaceConfigs(req)
 	}
@@ -143,6 +241,12 @@ func (h *Handler) IncrementalAlterConfigs(ctx context.Context, req *pb.Increment
 func (h *Handler) DescribeCluster(ctx context.Context, _ *pb.DescribeClusterRequest) (*pb.DescribeClusterResponse, error) {
 	img := h.Repl.Image()
 	resp := &pb.DescribeClusterResponse{ClusterId: img.ClusterID, ControllerId: h.Remote.LeaderHint(), Brokers: brokerInfos(img, h.Listener), MetadataOffset: img.Offset}
+	// Kafka answers DescribeCluster's brokers to anyone (as Metadata's);
+	// the controller quorum Strand adds is DescribeQuorum's answer, which
+	// needs Describe on the cluster.
+	if !h.authz(ctx, "DescribeCluster").cluster(authz.OpDescribe) {
+		return resp, nil
+	}
 	qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	var q *pb.DescribeQuorumResponse
@@ -187,9 +291,14 @@ func javaDouble(f float64) string {
 func (h *Handler) DescribeConfigs(ctx context.Context, req *pb.DescribeConfigsRequest) (*pb.DescribeConfigsResponse, error) {
 	img := h.Repl.Image()
 	resp := &pb.DescribeConfigsResponse{}
+	az := h.authz(ctx, "DescribeConfigs")
 	for _, r := range req.Resources {
 		out := &pb.ConfigResourceResult{Type: r.Type, Name: r.Name}
 		resp.Results = append(resp.Results, out)
+		if err := configResourceDenied(az, authz.OpDescribeConfigs, r.Type, r.Name); err != nil {
+			out.ErrorCode, out.ErrorMessage = errs.Split(err)
+			continue
+		}
 		if r.Type == "broker" {
 			h.describeBroker(r, out)
 			continue
@@ -236,4 +345,27 @@ func (h *Handler) DescribeConfigs(ctx context.Context, req *pb.DescribeConfigsRe
 		}
 	}
 	return resp, nil
+}
+
+// configResourceDenied is Kafka's check of a config resource: op
+// (DescribeConfigs or AlterConfigs) on the topic, or on the cluster for a
+// broker resource; nil when allowed. Another type is left to the
+// request's own answer (INVALID_REQUEST).
+func configResourceDenied(az *authorizer, op authz.Operation, typ, name string) error {
+	switch typ {
+	case "topic":
+		if !az.topic(op, name) {
+			return topicDenied(op, name)
+		}
+	case "broker":
+		if !az.cluster(op) {
+			return clusterDenied(op)
+		}
+	}
+	return nil
+}
+
+// authorizeConfigResource is configResourceDenied for one request.
+func (h *Handler) authorizeConfigResource(ctx context.Context, request string, op authz.Operation, typ, name string) error {
+	return configResourceDenied(h.authz(ctx, request), op, typ, name)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/strand-io/strand/authz"
 	"github.com/strand-io/strand/errs"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
@@ -22,6 +23,50 @@ func (h *Handler) CreatePartitions(ctx context.Context, req *pb.CreatePartitions
 			return out, nil
 		}
 	}
+	// Kafka: Alter on each topic; a topic refused is answered
+	// TOPIC_AUTHORIZATION_FAILED, the others are grown.
+	az := h.authz(ctx, "CreatePartitions")
+	if !az.open() {
+		var ok []*pb.CreatePartitionsTopic
+		denied := make([]bool, len(req.Topics))
+		for i, t := range req.Topics {
+			if az.topic(authz.OpAlter, t.Name) {
+				ok = append(ok, t)
+			} else {
+				denied[i] = true
+			}
+		}
+		if len(ok) < len(req.Topics) {
+			inner := &pb.CreatePartitionsResponse{}
+			if len(ok) > 0 {
+				sub := &pb.CreatePartitionsRequest{Topics: ok, TimeoutMs: req.TimeoutMs, ValidateOnly: req.ValidateOnly}
+				var err error
+				if inner, err = h.createPartitions(ctx, sub); err != nil {
+					return nil, err
+				}
+			}
+			out := &pb.CreatePartitionsResponse{}
+			j := 0
+			for i, t := range req.Topics {
+				if denied[i] {
+					code, msg := errs.Split(topicDenied(authz.OpAlter, t.Name))
+					out.Topics = append(out.Topics, &pb.CreatePartitionsResult{Name: t.Name, ErrorCode: code, ErrorMessage: msg})
+					continue
+				}
+				if j < len(inner.Topics) {
+					out.Topics = append(out.Topics, inner.Topics[j])
+					j++
+				}
+			}
+			return out, nil
+		}
+	}
+	return h.createPartitions(ctx, req)
+}
+
+// createPartitions forwards an authorized CreatePartitions and waits for
+// its partitions.
+func (h *Handler) createPartitions(ctx context.Context, req *pb.CreatePartitionsRequest) (*pb.CreatePartitionsResponse, error) {
 	resp, err := toController(ctx, h, func(ctx context.Context, c pb.ControllerClient) (*pb.CreatePartitionsResponse, error) {
 		return c.CreatePartitions(ctx, req)
 	})

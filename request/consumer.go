@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/strand-io/strand/authz"
 	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/errs"
 	pb "github.com/strand-io/strand/proto/strand/v1"
@@ -18,7 +19,27 @@ func (h *Handler) Fetch(ctx context.Context, req *pb.FetchRequest) (*pb.FetchRes
 	}
 	var bad []*pb.FetchPartitionResponse
 	var good []*pb.FetchPartition
+	// Kafka's handleFetchRequest: a follower needs ClusterAction on the
+	// cluster, a consumer Read on each topic. A follower refused is
+	// answered as Kafka answers it (every partition
+	// TOPIC_AUTHORIZATION_FAILED), with CLUSTER_AUTHORIZATION_FAILED as the
+	// request's error to say why.
+	az := h.authz(ctx, "Fetch")
+	var resp0 *pb.FetchResponse
+	if req.ReplicaId >= 0 && !az.cluster(authz.OpClusterAction) {
+		err := clusterDenied(authz.OpClusterAction)
+		resp0 = &pb.FetchResponse{}
+		resp0.ErrorCode, resp0.ErrorMessage = errs.Split(err)
+		for _, fp := range req.Partitions {
+			resp0.Partitions = append(resp0.Partitions, fetchRefused(fp, topicDenied(authz.OpClusterAction, fp.Topic)))
+		}
+		return resp0, nil
+	}
 	for _, fp := range req.Partitions {
+		if req.ReplicaId < 0 && !az.topic(authz.OpRead, fp.Topic) {
+			bad = append(bad, fetchRefused(fp, topicDenied(authz.OpRead, fp.Topic)))
+			continue
+		}
 		if fp.FetchOffset < 0 {
 			bad = append(bad, &pb.FetchPartitionResponse{Topic: fp.Topic, Partition: fp.Partition, ErrorCode: pb.ErrorCode_OFFSET_OUT_OF_RANGE,
 				ErrorMessage: fmt.Sprintf("negative fetch offset %d", fp.FetchOffset), HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1})
@@ -41,14 +62,26 @@ func (h *Handler) Fetch(ctx context.Context, req *pb.FetchRequest) (*pb.FetchRes
 	return resp, nil
 }
 
+// fetchRefused is a fetch partition's answer of err.
+func fetchRefused(fp *pb.FetchPartition, err error) *pb.FetchPartitionResponse {
+	code, msg := errs.Split(err)
+	return &pb.FetchPartitionResponse{Topic: fp.Topic, Partition: fp.Partition, ErrorCode: code, ErrorMessage: msg,
+		HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1}
+}
+
 // ListOffsets answers earliest, latest (HW or LSO) or by timestamp, with
 // HW, LSO and whether the last offset is a control record.
 func (h *Handler) ListOffsets(ctx context.Context, req *pb.ListOffsetsRequest) (*pb.ListOffsetsResponse, error) {
 	resp := &pb.ListOffsetsResponse{}
 	bad := checkIsolation(req.IsolationLevel)
+	az := h.authz(ctx, "ListOffsets")
 	for _, it := range req.Partitions {
 		out := &pb.ListOffsetsPartitionResponse{Topic: it.Topic, Partition: it.Partition, Offset: -1, Timestamp: -1, LeaderEpoch: -1}
 		resp.Partitions = append(resp.Partitions, out)
+		if !az.topic(authz.OpDescribe, it.Topic) {
+			out.ErrorCode, out.ErrorMessage = errs.Split(topicDenied(authz.OpDescribe, it.Topic))
+			continue
+		}
 		if bad != nil {
 			out.ErrorCode, out.ErrorMessage = errs.Split(bad)
 			continue
@@ -108,7 +141,48 @@ func (h *Handler) listOne(req *pb.ListOffsetsRequest, it *pb.ListOffsetsPartitio
 	return nil
 }
 
-// OffsetForLeaderEpoch serves follower truncation.
+// OffsetForLeaderEpoch serves follower truncation (and a consumer's
+// check of its position after a leader change). A follower
+// (replica_id >= 0) needs ClusterAction on the cluster, a consumer
+// Describe on each topic; a partition refused is answered
+// TOPIC_AUTHORIZATION_FAILED, as Kafka answers a partition it may not
+// describe. (Kafka asks a consumer for ClusterAction first, without an
+// audit line; the Checker has no silent question, and only brokers hold
+// ClusterAction, so a consumer is asked for Describe only.)
 func (h *Handler) OffsetForLeaderEpoch(ctx context.Context, req *pb.OffsetForLeaderEpochRequest) (*pb.OffsetForLeaderEpochResponse, error) {
-	return h.Repl.OffsetForLeaderEpoch(req), nil
+	az := h.authz(ctx, "OffsetForLeaderEpoch")
+	if az.open() || (req.ReplicaId >= 0 && az.cluster(authz.OpClusterAction)) {
+		return h.Repl.OffsetForLeaderEpoch(req), nil
+	}
+	denied := make([]error, len(req.Partitions))
+	var ok []*pb.OffsetForLeaderEpochPartition
+	for i, p := range req.Partitions {
+		switch {
+		case req.ReplicaId >= 0:
+			denied[i] = topicDenied(authz.OpClusterAction, p.Topic)
+		case !az.topic(authz.OpDescribe, p.Topic):
+			denied[i] = topicDenied(authz.OpDescribe, p.Topic)
+		default:
+			ok = append(ok, p)
+		}
+	}
+	inner := &pb.OffsetForLeaderEpochResponse{}
+	if len(ok) > 0 {
+		inner = h.Repl.OffsetForLeaderEpoch(&pb.OffsetForLeaderEpochRequest{ReplicaId: req.ReplicaId, Partitions: ok})
+	}
+	out := &pb.OffsetForLeaderEpochResponse{}
+	j := 0
+	for i, p := range req.Partitions {
+		if denied[i] != nil {
+			code, msg := errs.Split(denied[i])
+			out.Partitions = append(out.Partitions, &pb.OffsetForLeaderEpochPartitionResponse{Topic: p.Topic, Partition: p.Partition,
+				ErrorCode: code, ErrorMessage: msg, LeaderEpoch: -1, EndOffset: -1})
+			continue
+		}
+		if j < len(inner.Partitions) {
+			out.Partitions = append(out.Partitions, inner.Partitions[j])
+			j++
+		}
+	}
+	return out, nil
 }

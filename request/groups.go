@@ -3,7 +3,9 @@ package request
 import (
 	"context"
 
+	"github.com/strand-io/strand/authz"
 	"github.com/strand-io/strand/errs"
+	"github.com/strand-io/strand/internal/planted"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -32,6 +34,10 @@ func (h *Handler) JoinGroup(ctx context.Context, req *pb.JoinGroupRequest) (*pb.
 		code, msg := errs.Split(err)
 		return &pb.JoinGroupResponse{ErrorCode: code, ErrorMessage: msg, GenerationId: -1, MemberId: shortID(req.MemberId)}, nil
 	}
+	if err := h.groupRead(ctx, "JoinGroup", req.GroupId); err != nil {
+		code, msg := errs.Split(err)
+		return &pb.JoinGroupResponse{ErrorCode: code, ErrorMessage: msg, GenerationId: -1, MemberId: req.MemberId}, nil
+	}
 	return h.Groups.JoinGroup(ctx, req)
 }
 
@@ -48,12 +54,20 @@ func (h *Handler) SyncGroup(ctx context.Context, req *pb.SyncGroupRequest) (*pb.
 		code, msg := errs.Split(err)
 		return &pb.SyncGroupResponse{ErrorCode: code, ErrorMessage: msg}, nil
 	}
+	if err := h.groupRead(ctx, "SyncGroup", req.GroupId); err != nil {
+		code, msg := errs.Split(err)
+		return &pb.SyncGroupResponse{ErrorCode: code, ErrorMessage: msg}, nil
+	}
 	return h.Groups.SyncGroup(ctx, req)
 }
 
 // Heartbeat keeps a member's session and tells it of a rebalance.
 func (h *Handler) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.HeartbeatResponse, error) {
 	if err := checkStrings("group id", req.GroupId, "member id", req.MemberId, "group instance id", req.GroupInstanceId); err != nil {
+		code, msg := errs.Split(err)
+		return &pb.HeartbeatResponse{ErrorCode: code, ErrorMessage: msg}, nil
+	}
+	if err := h.groupRead(ctx, "Heartbeat", req.GroupId); err != nil {
 		code, msg := errs.Split(err)
 		return &pb.HeartbeatResponse{ErrorCode: code, ErrorMessage: msg}, nil
 	}
@@ -66,6 +80,10 @@ func (h *Handler) LeaveGroup(ctx context.Context, req *pb.LeaveGroupRequest) (*p
 		code, msg := errs.Split(err)
 		return &pb.LeaveGroupResponse{ErrorCode: code, ErrorMessage: msg}, nil
 	}
+	if err := h.groupRead(ctx, "LeaveGroup", req.GroupId); err != nil {
+		code, msg := errs.Split(err)
+		return &pb.LeaveGroupResponse{ErrorCode: code, ErrorMessage: msg}, nil
+	}
 	return h.Groups.LeaveGroup(ctx, req)
 }
 
@@ -75,7 +93,83 @@ func (h *Handler) OffsetFetch(ctx context.Context, req *pb.OffsetFetchRequest) (
 		code, msg := errs.Split(err)
 		return &pb.OffsetFetchResponse{ErrorCode: code, ErrorMessage: msg}, nil
 	}
-	return h.Groups.OffsetFetch(ctx, req)
+	// Kafka: Describe on the group, else the request's error; Describe on
+	// each topic, else a partition named is answered
+	// TOPIC_AUTHORIZATION_FAILED and, asked for all, the topic is left out.
+	az := h.authz(ctx, "OffsetFetch")
+	if !az.group(authz.OpDescribe, req.GroupId) {
+		code, msg := errs.Split(groupDenied(authz.OpDescribe, req.GroupId))
+		return &pb.OffsetFetchResponse{ErrorCode: code, ErrorMessage: msg}, nil
+	}
+	if az.open() {
+		return h.Groups.OffsetFetch(ctx, req)
+	}
+	if len(req.Partitions) == 0 {
+		resp, err := h.Groups.OffsetFetch(ctx, req)
+		if err != nil || resp == nil {
+			return resp, err
+		}
+		kept := resp.Partitions[:0:0]
+		for _, p := range resp.Partitions {
+			if az.topic(authz.OpDescribe, p.Topic) {
+				kept = append(kept, p)
+			}
+		}
+		resp.Partitions = kept
+		return resp, nil
+	}
+	var ok []*pb.TopicPartition
+	denied := make([]bool, len(req.Partitions))
+	for i, p := range req.Partitions {
+		if az.topic(authz.OpDescribe, p.Topic) {
+			ok = append(ok, p)
+		} else {
+			denied[i] = true
+		}
+	}
+	if len(ok) == len(req.Partitions) {
+		return h.Groups.OffsetFetch(ctx, req)
+	}
+	inner := &pb.OffsetFetchResponse{}
+	if len(ok) > 0 {
+		var err error
+		sub := &pb.OffsetFetchRequest{GroupId: req.GroupId, Partitions: ok, RequireStable: req.RequireStable}
+		if inner, err = h.Groups.OffsetFetch(ctx, sub); err != nil {
+			return nil, err
+		}
+	}
+	out := &pb.OffsetFetchResponse{ErrorCode: inner.ErrorCode, ErrorMessage: inner.ErrorMessage}
+	byKey := map[tpKey]*pb.OffsetFetchPartition{}
+	for _, p := range inner.Partitions {
+		byKey[tpKey{p.Topic, p.Partition}] = p
+	}
+	for i, p := range req.Partitions {
+		if denied[i] {
+			code, msg := errs.Split(topicDenied(authz.OpDescribe, p.Topic))
+			out.Partitions = append(out.Partitions, &pb.OffsetFetchPartition{Topic: p.Topic, Partition: p.Partition, Offset: -1, LeaderEpoch: -1,
+				ErrorCode: code, ErrorMessage: msg})
+			continue
+		}
+		if r := byKey[tpKey{p.Topic, p.Partition}]; r != nil {
+			out.Partitions = append(out.Partitions, r)
+		}
+	}
+	return out, nil
+}
+
+// tpKey names one partition (a map key).
+type tpKey struct {
+	Topic     string
+	Partition int32
+}
+
+// groupRead is the check of the group membership requests: Read on the
+// group (Kafka's JoinGroup, SyncGroup, Heartbeat, LeaveGroup).
+func (h *Handler) groupRead(ctx context.Context, request, group string) error {
+	if h.authz(ctx, request).group(authz.OpRead, group) {
+		return nil
+	}
+	return groupDenied(authz.OpRead, group)
 }
 
 // DescribeGroups describes groups; an id over the string limit is
@@ -83,9 +177,15 @@ func (h *Handler) OffsetFetch(ctx context.Context, req *pb.OffsetFetchRequest) (
 func (h *Handler) DescribeGroups(ctx context.Context, req *pb.DescribeGroupsRequest) (*pb.DescribeGroupsResponse, error) {
 	var ids []string
 	bad := make([]*pb.GroupDescription, len(req.GroupIds))
+	az := h.authz(ctx, "DescribeGroups")
 	for i, id := range req.GroupIds {
 		if checkString("group id", id) != nil {
 			bad[i] = &pb.GroupDescription{GroupId: shortID(id), ErrorCode: pb.ErrorCode_INVALID_REQUEST, CoordinatorId: h.NodeID}
+			continue
+		}
+		if !az.group(authz.OpDescribe, id) {
+			// Kafka: the group's error, nothing else about it.
+			bad[i] = &pb.GroupDescription{GroupId: id, ErrorCode: pb.ErrorCode_GROUP_AUTHORIZATION_FAILED, CoordinatorId: h.NodeID}
 			continue
 		}
 		ids = append(ids, id)
@@ -119,7 +219,13 @@ func (h *Handler) OffsetCommit(ctx context.Context, req *pb.OffsetCommitRequest)
 	if err := checkStrings("group id", req.GroupId, "member id", req.MemberId, "group instance id", req.GroupInstanceId); err != nil {
 		return &pb.OffsetCommitResponse{Partitions: offsetErrors(req.Offsets, err)}, nil
 	}
-	ok, bad := h.checkOffsets(req.Offsets)
+	// Kafka: Read on the group (else every partition is refused), then
+	// Read on each topic (checkOffsets).
+	az := h.authz(ctx, "OffsetCommit")
+	if !az.group(authz.OpRead, req.GroupId) {
+		return &pb.OffsetCommitResponse{Partitions: offsetErrors(req.Offsets, groupDenied(authz.OpRead, req.GroupId))}, nil
+	}
+	ok, bad := h.checkOffsets(az, req.Offsets)
 	if bad == nil {
 		return h.Groups.OffsetCommit(ctx, req)
 	}
@@ -146,7 +252,20 @@ func (h *Handler) TxnOffsetCommit(ctx context.Context, req *pb.TxnOffsetCommitRe
 		code, msg := errs.Split(err)
 		return &pb.TxnOffsetCommitResponse{ErrorCode: code, ErrorMessage: msg, Partitions: offsetErrors(req.Offsets, err)}, nil
 	}
-	ok, bad := h.checkOffsets(req.Offsets)
+	// Kafka's handleTxnOffsetCommitRequest: Write on the transactional id,
+	// then Read on the group, each refusing the whole request; then Read
+	// on each topic (checkOffsets).
+	az := h.authz(ctx, "TxnOffsetCommit")
+	if !az.txnID(authz.OpWrite, req.TransactionalId) {
+		err = txnIDDenied(authz.OpWrite, req.TransactionalId)
+	} else if !planted.On(planted.AuthzSkipTxnOffsetCommitGroup) && !az.group(authz.OpRead, req.GroupId) {
+		err = groupDenied(authz.OpRead, req.GroupId)
+	}
+	if err != nil {
+		code, msg := errs.Split(err)
+		return &pb.TxnOffsetCommitResponse{ErrorCode: code, ErrorMessage: msg, Partitions: offsetErrors(req.Offsets, err)}, nil
+	}
+	ok, bad := h.checkOffsets(az, req.Offsets)
 	if bad == nil {
 		return h.Groups.TxnOffsetCommit(ctx, req)
 	}
@@ -164,13 +283,17 @@ func (h *Handler) TxnOffsetCommit(ctx context.Context, req *pb.TxnOffsetCommitRe
 
 // checkOffsets splits a commit's offsets into those to commit and, by
 // position, the answers of those refused (nil when none is).
-func (h *Handler) checkOffsets(offs []*pb.PartitionOffset) ([]*pb.PartitionOffset, []*pb.PartitionError) {
+func (h *Handler) checkOffsets(az *authorizer, offs []*pb.PartitionOffset) ([]*pb.PartitionOffset, []*pb.PartitionError) {
 	missing := missingIn(h, len(offs), func(i int) (string, int32) { return offs[i].Topic, offs[i].Partition })
 	var ok []*pb.PartitionOffset
 	var bad []*pb.PartitionError
 	for i, o := range offs {
 		err := error(nil)
 		switch {
+		case !az.topic(authz.OpRead, o.Topic):
+			// Before the existence check: a refused topic is not told
+			// whether it exists.
+			err = topicDenied(authz.OpRead, o.Topic)
 		case missing != nil && missing[i] != nil:
 			err = missing[i]
 		case len(o.Metadata) > h.OffsetMetadataMaxBytes:

@@ -3,6 +3,7 @@ package request
 import (
 	"context"
 
+	"github.com/strand-io/strand/authz"
 	"github.com/strand-io/strand/errs"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
@@ -18,7 +19,21 @@ func (h *Handler) ListGroups(ctx context.Context, req *pb.ListGroupsRequest) (*p
 	if h.Groups == nil {
 		return &pb.ListGroupsResponse{}, nil
 	}
-	return h.Groups.ListGroups(ctx, req)
+	// Kafka: Describe on the cluster lists every group, else only the
+	// groups the principal may Describe.
+	az := h.authz(ctx, "ListGroups")
+	resp, err := h.Groups.ListGroups(ctx, req)
+	if err != nil || resp == nil || az.open() || az.cluster(authz.OpDescribe) {
+		return resp, err
+	}
+	kept := resp.Groups[:0:0]
+	for _, g := range resp.Groups {
+		if az.group(authz.OpDescribe, g.GroupId) {
+			kept = append(kept, g)
+		}
+	}
+	resp.Groups = kept
+	return resp, nil
 }
 
 // DeleteGroups deletes groups with no members and their offsets; an id
@@ -27,10 +42,16 @@ func (h *Handler) DeleteGroups(ctx context.Context, req *pb.DeleteGroupsRequest)
 	out := &pb.DeleteGroupsResponse{Groups: make([]*pb.GroupResult, len(req.GroupIds))}
 	var ids []string
 	var at []int
+	az := h.authz(ctx, "DeleteGroups")
 	for i, id := range req.GroupIds {
 		if err := checkString("group id", id); err != nil {
 			code, msg := errs.Split(err)
 			out.Groups[i] = &pb.GroupResult{GroupId: shortID(id), ErrorCode: code, ErrorMessage: msg}
+			continue
+		}
+		if !az.group(authz.OpDelete, id) {
+			code, msg := errs.Split(groupDenied(authz.OpDelete, id))
+			out.Groups[i] = &pb.GroupResult{GroupId: id, ErrorCode: code, ErrorMessage: msg}
 			continue
 		}
 		if h.Groups == nil {
@@ -62,10 +83,26 @@ func (h *Handler) OffsetDelete(ctx context.Context, req *pb.OffsetDeleteRequest)
 		code, msg := errs.Split(err)
 		return &pb.OffsetDeleteResponse{ErrorCode: code, ErrorMessage: msg}, nil
 	}
+	// Kafka: Delete on the group, else the request's error; Read on each
+	// topic, else the partition's TOPIC_AUTHORIZATION_FAILED (before the
+	// existence check).
+	az := h.authz(ctx, "OffsetDelete")
+	if !az.group(authz.OpDelete, req.GroupId) {
+		code, msg := errs.Split(groupDenied(authz.OpDelete, req.GroupId))
+		return &pb.OffsetDeleteResponse{ErrorCode: code, ErrorMessage: msg}, nil
+	}
 	if h.Groups == nil {
 		return &pb.OffsetDeleteResponse{ErrorCode: pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, ErrorMessage: noGroupCoordinator}, nil
 	}
 	missing := missingIn(h, len(req.Partitions), func(i int) (string, int32) { return req.Partitions[i].Topic, req.Partitions[i].Partition })
+	for i, p := range req.Partitions {
+		if !az.topic(authz.OpRead, p.Topic) {
+			if missing == nil {
+				missing = make([]error, len(req.Partitions))
+			}
+			missing[i] = topicDenied(authz.OpRead, p.Topic)
+		}
+	}
 	if missing == nil {
 		return h.Groups.OffsetDelete(ctx, req)
 	}

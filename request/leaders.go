@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/strand-io/strand/authz"
 	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/metadata"
@@ -16,6 +17,18 @@ import (
 // ElectLeaders forwards to the active controller; a failure to reach it is
 // the request-wide error (REQUEST_TIMED_OUT when it had no code).
 func (h *Handler) ElectLeaders(ctx context.Context, req *pb.ElectLeadersRequest) (*pb.ElectLeadersResponse, error) {
+	// Kafka: Alter on the cluster, else the request's error and every
+	// partition named refused.
+	if err := h.authorizeCluster(ctx, "ElectLeaders", authz.OpAlter); err != nil {
+		code, msg := errs.Split(err)
+		out := &pb.ElectLeadersResponse{ErrorCode: code, ErrorMessage: msg}
+		for _, t := range req.Topics {
+			for _, p := range t.Partitions {
+				out.Results = append(out.Results, &pb.ElectLeadersResult{Topic: t.Topic, Partition: p, ErrorCode: code, ErrorMessage: msg})
+			}
+		}
+		return out, nil
+	}
 	for _, t := range req.Topics {
 		if err := checkString("topic name", t.Topic); err != nil {
 			code, msg := errs.Split(err)
@@ -124,9 +137,15 @@ func electionsVisible(before, img *metadata.Image, results []*pb.ElectLeadersRes
 func (h *Handler) DeleteRecords(ctx context.Context, req *pb.DeleteRecordsRequest) (*pb.DeleteRecordsResponse, error) {
 	out := &pb.DeleteRecordsResponse{}
 	want := map[*pb.DeleteRecordsResult]int64{}
+	az := h.authz(ctx, "DeleteRecords")
 	for _, it := range dedupeDeleteRecords(req.Partitions) {
 		res := &pb.DeleteRecordsResult{Topic: it.Topic, Partition: it.Partition, LowWatermark: -1}
 		out.Partitions = append(out.Partitions, res)
+		if !az.topic(authz.OpDelete, it.Topic) {
+			// Kafka: Delete on the topic, asked before it is looked up.
+			res.ErrorCode, res.ErrorMessage = errs.Split(topicDenied(authz.OpDelete, it.Topic))
+			continue
+		}
 		off, err := h.deleteRecords(it)
 		if err != nil {
 			res.ErrorCode, res.ErrorMessage = errs.Split(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/strand-io/strand/authz"
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/config"
 	"github.com/strand-io/strand/metadata"
@@ -60,14 +61,31 @@ func (h *Handler) Metadata(ctx context.Context, req *pb.MetadataRequest) (*pb.Me
 	img := h.Repl.Image()
 	resp := &pb.MetadataResponse{ClusterId: img.ClusterID, ControllerId: h.Remote.LeaderHint(), Brokers: brokerInfos(img, h.Listener), MetadataOffset: img.Offset}
 	names := req.Topics
-	if len(names) == 0 {
+	all := len(names) == 0
+	if all {
 		for _, n := range img.TopicNames() {
 			if req.IncludeInternal || !metadata.IsInternalTopic(n) {
 				names = append(names, n)
 			}
 		}
 	}
+	// Kafka's handleTopicMetadataRequest: a topic needs Describe. Asked
+	// for every topic, the answer lists only those the principal may
+	// describe; a topic named and not describable is answered
+	// TOPIC_AUTHORIZATION_FAILED without looking it up, so the answer
+	// does not tell whether it exists. (Strand's Metadata never creates a
+	// topic, so Kafka's Create check for auto-creation has no place here.)
+	az := h.authz(ctx, "Metadata")
 	for _, n := range names {
+		// "" names no topic (the Kafka listener asks for it to get the
+		// brokers only): nothing to authorize, nothing to hide.
+		if n != "" && !az.topic(authz.OpDescribe, n) {
+			if !all {
+				code, msg := errs.Split(topicDenied(authz.OpDescribe, n))
+				resp.Topics = append(resp.Topics, &pb.TopicMetadata{Name: n, ErrorCode: code, ErrorMessage: msg})
+			}
+			continue
+		}
 		t := img.Topic(n)
 		if t == nil {
 			// The message says why; the code travels beside it.
@@ -92,10 +110,29 @@ func (h *Handler) DescribeFeatures(ctx context.Context, _ *pb.DescribeFeaturesRe
 // the internal topic, creating the topic on first need.
 func (h *Handler) FindCoordinator(ctx context.Context, req *pb.FindCoordinatorRequest) (*pb.FindCoordinatorResponse, error) {
 	resp := &pb.FindCoordinatorResponse{}
+	az := h.authz(ctx, "FindCoordinator")
 	for _, k := range req.Keys {
 		if err := checkString("coordinator key", k); err != nil {
 			code, msg := errs.Split(err)
 			resp.Coordinators = append(resp.Coordinators, &pb.Coordinator{Key: shortID(k), NodeId: -1, ErrorCode: code, ErrorMessage: msg})
+			continue
+		}
+		// Kafka's getCoordinator: Describe on the group or the
+		// transactional id.
+		var denied error
+		switch req.KeyType {
+		case pb.CoordinatorType_TRANSACTION:
+			if !az.txnID(authz.OpDescribe, k) {
+				denied = txnIDDenied(authz.OpDescribe, k)
+			}
+		default:
+			if !az.group(authz.OpDescribe, k) {
+				denied = groupDenied(authz.OpDescribe, k)
+			}
+		}
+		if denied != nil {
+			code, msg := errs.Split(denied)
+			resp.Coordinators = append(resp.Coordinators, &pb.Coordinator{Key: k, NodeId: -1, ErrorCode: code, ErrorMessage: msg})
 			continue
 		}
 		if h.Locator == nil {

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"time"
 
+	"github.com/strand-io/strand/authz"
 	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/config"
+	"github.com/strand-io/strand/internal/planted"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
 	"github.com/strand-io/strand/replication"
@@ -77,9 +79,25 @@ func (h *Handler) handle(ctx context.Context, req *pb.ProduceRequest) (*pb.Produ
 	resp := &pb.ProduceResponse{CorrelationId: req.CorrelationId}
 	var waits []*replication.Append
 	needWait := false
+	// Kafka's handleProduceRequest: a transactional producer needs Write
+	// on its transactional id (else the whole request is refused), and
+	// every topic Write (else its partitions are). Since Kafka 3.0 an
+	// idempotent produce needs nothing more: IdempotentWrite is checked
+	// at InitProducerId.
+	az := h.authz(ctx, "Produce")
+	var txnDenied error
+	if req.TransactionalId != "" && checkString("transactional id", req.TransactionalId) == nil && !az.txnID(authz.OpWrite, req.TransactionalId) {
+		txnDenied = txnIDDenied(authz.OpWrite, req.TransactionalId)
+	}
 	for _, pr := range req.Partitions {
 		r := &pb.ProducePartitionResponse{Topic: pr.Topic, Partition: pr.Partition, BaseOffset: -1, LogAppendTimeMs: -1, LogStartOffset: -1, CurrentLeaderId: -1, CurrentLeaderEpoch: -1}
 		resp.Partitions = append(resp.Partitions, r)
+		if err := firstErr(txnDenied, h.produceDenied(az, pr.Topic)); err != nil {
+			// Nothing about the partition is told (it may not exist).
+			r.ErrorCode, r.ErrorMessage = errs.Split(err)
+			waits = append(waits, nil)
+			continue
+		}
 		a, err := h.appendOne(ctx, req, pr)
 		waits = append(waits, a)
 		if err != nil {
@@ -108,6 +126,15 @@ func (h *Handler) handle(ctx context.Context, req *pb.ProduceRequest) (*pb.Produ
 		return resp, nil
 	}
 	return resp, waits
+}
+
+// produceDenied is the refusal of a produce to a topic the principal may
+// not Write (nil when it may).
+func (h *Handler) produceDenied(az *authorizer, topic string) error {
+	if planted.On(planted.AuthzSkipProduceTopicWrite) || az.topic(authz.OpWrite, topic) {
+		return nil
+	}
+	return topicDenied(authz.OpWrite, topic)
 }
 
 func (h *Handler) appendOne(ctx context.Context, req *pb.ProduceRequest, pr *pb.PartitionRecords) (*replication.Append, error) {

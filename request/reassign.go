@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/strand-io/strand/authz"
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/metadata"
 	pb "github.com/strand-io/strand/proto/strand/v1"
@@ -14,6 +15,11 @@ import (
 // each accepted change, so a ListPartitionReassignments or Metadata that
 // follows on this broker sees it.
 func (h *Handler) AlterPartitionReassignments(ctx context.Context, req *pb.AlterPartitionReassignmentsRequest) (*pb.AlterPartitionReassignmentsResponse, error) {
+	// Kafka: Alter on the cluster.
+	if err := h.authorizeCluster(ctx, "AlterPartitionReassignments", authz.OpAlter); err != nil {
+		code, msg := errs.Split(err)
+		return &pb.AlterPartitionReassignmentsResponse{ErrorCode: code, ErrorMessage: msg}, nil
+	}
 	for _, t := range req.Topics {
 		if err := checkString("topic name", t.Name); err != nil {
 			code, msg := errs.Split(err)
@@ -74,6 +80,11 @@ func reassignVisible(img *metadata.Image, req *pb.AlterPartitionReassignmentsReq
 // just accepted, and a tool polling for completion (--verify, --wait)
 // must not take "none in progress" from a broker that has not seen it start.
 func (h *Handler) ListPartitionReassignments(ctx context.Context, req *pb.ListPartitionReassignmentsRequest) (*pb.ListPartitionReassignmentsResponse, error) {
+	// Kafka: Describe on the cluster.
+	if err := h.authorizeCluster(ctx, "ListPartitionReassignments", authz.OpDescribe); err != nil {
+		code, msg := errs.Split(err)
+		return &pb.ListPartitionReassignmentsResponse{ErrorCode: code, ErrorMessage: msg}, nil
+	}
 	for _, t := range req.Topics {
 		if err := checkString("topic name", t.Name); err != nil {
 			code, msg := errs.Split(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/strand-io/strand/authz"
 	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/coordinator"
 	"github.com/strand-io/strand/coordinator/txn"
@@ -32,6 +33,10 @@ func (h *Handler) InitProducerId(ctx context.Context, req *pb.InitProducerIdRequ
 		code, msg := errs.Split(err)
 		return &pb.InitProducerIdResponse{ErrorCode: code, ErrorMessage: msg, ProducerId: -1, ProducerEpoch: -1}, nil
 	}
+	if err := h.authorizeInitProducerID(ctx, req.TransactionalId); err != nil {
+		code, msg := errs.Split(err)
+		return &pb.InitProducerIdResponse{ErrorCode: code, ErrorMessage: msg, ProducerId: -1, ProducerEpoch: -1}, nil
+	}
 	if req.TransactionalId == "" {
 		return h.initIdempotent(ctx, req), nil
 	}
@@ -45,6 +50,24 @@ func (h *Handler) InitProducerId(ctx context.Context, req *pb.InitProducerIdRequ
 		return &pb.InitProducerIdResponse{ErrorCode: code, ErrorMessage: msg, ProducerId: -1, ProducerEpoch: -1}, nil
 	}
 	return &pb.InitProducerIdResponse{ProducerId: res.ProducerID, ProducerEpoch: int32(res.Epoch)}, nil
+}
+
+// authorizeInitProducerID is Kafka's check of InitProducerId: a
+// transactional producer needs Write on its transactional id; an
+// idempotent one IdempotentWrite on the cluster or, failing that, Write
+// on at least one topic.
+func (h *Handler) authorizeInitProducerID(ctx context.Context, txnID string) error {
+	az := h.authz(ctx, "InitProducerId")
+	if txnID != "" {
+		if az.txnID(authz.OpWrite, txnID) {
+			return nil
+		}
+		return txnIDDenied(authz.OpWrite, txnID)
+	}
+	if az.cluster(authz.OpIdempotentWrite) || az.anyOf(authz.OpWrite, authz.ResourceTopic) {
+		return nil
+	}
+	return errs.New(pb.ErrorCode_CLUSTER_AUTHORIZATION_FAILED, "an idempotent producer needs IdempotentWrite on the cluster or Write on a topic")
 }
 
 // InitIdempotent answers InitProducerId without a transactional id.
@@ -63,6 +86,10 @@ func (h *Handler) EndTxn(ctx context.Context, req *pb.EndTxnRequest) (*pb.EndTxn
 	if err := firstErr(checkString("transactional id", req.TransactionalId), checkInt16("producer epoch", req.ProducerEpoch),
 		checkInt8("transaction version", req.TransactionVersion)); err != nil {
 		code, msg := errs.Split(err)
+		return &pb.EndTxnResponse{ErrorCode: code, ErrorMessage: msg, ProducerId: -1, ProducerEpoch: -1}, nil
+	}
+	if !h.authz(ctx, "EndTxn").txnID(authz.OpWrite, req.TransactionalId) {
+		code, msg := errs.Split(txnIDDenied(authz.OpWrite, req.TransactionalId))
 		return &pb.EndTxnResponse{ErrorCode: code, ErrorMessage: msg, ProducerId: -1, ProducerEpoch: -1}, nil
 	}
 	if h.TxnCoord == nil {
@@ -87,13 +114,50 @@ func (h *Handler) EndTxn(ctx context.Context, req *pb.EndTxnRequest) (*pb.EndTxn
 // OPERATION_NOT_ATTEMPTED.
 func (h *Handler) AddPartitionsToTxn(ctx context.Context, req *pb.AddPartitionsToTxnRequest) (*pb.AddPartitionsToTxnResponse, error) {
 	resp := &pb.AddPartitionsToTxnResponse{}
+	// Kafka's handleAddPartitionsToTxnRequest: what brokers send each
+	// other (version 4+: batches, verification) needs ClusterAction on the
+	// cluster; a client's own add (versions 0-3, one transaction) Write on
+	// the transactional id and on each topic.
+	az := h.authz(ctx, "AddPartitionsToTxn")
+	brokerForm := fromBroker(ctx) || len(req.Transactions) > 1
+	for _, t := range req.Transactions {
+		brokerForm = brokerForm || t.VerifyOnly
+	}
+	var clusterErr error
+	if brokerForm && !az.cluster(authz.OpClusterAction) {
+		clusterErr = clusterDenied(authz.OpClusterAction)
+	}
 	for _, t := range req.Transactions {
 		r := &pb.AddPartitionsToTxnResult{TransactionalId: shortID(t.TransactionalId)}
 		resp.Results = append(resp.Results, r)
 		if len(t.Partitions) == 0 {
 			continue // nothing to add: no transaction is started for it
 		}
-		if missing := h.missingPartitions(t.Partitions); len(missing) > 0 {
+		refuse := clusterErr
+		if refuse == nil && !brokerForm && !az.txnID(authz.OpWrite, t.TransactionalId) {
+			refuse = txnIDDenied(authz.OpWrite, t.TransactionalId)
+		}
+		if refuse != nil {
+			code, msg := errs.Split(refuse)
+			for _, p := range t.Partitions {
+				r.Partitions = append(r.Partitions, &pb.PartitionError{Topic: p.Topic, Partition: p.Partition, ErrorCode: code, ErrorMessage: msg})
+			}
+			continue
+		}
+		missing := h.missingPartitions(t.Partitions)
+		if !brokerForm {
+			// A topic refused is answered so before its existence is
+			// looked at; the others are then not attempted.
+			for i, p := range t.Partitions {
+				if !az.topic(authz.OpWrite, p.Topic) {
+					if missing == nil {
+						missing = make([]error, len(t.Partitions))
+					}
+					missing[i] = topicDenied(authz.OpWrite, p.Topic)
+				}
+			}
+		}
+		if len(missing) > 0 {
 			for i, p := range t.Partitions {
 				pe := &pb.PartitionError{Topic: p.Topic, Partition: p.Partition, ErrorCode: pb.ErrorCode_OPERATION_NOT_ATTEMPTED,
 					ErrorMessage: "another partition of the request does not exist; none was added"}
@@ -134,6 +198,11 @@ func (h *Handler) AddOffsetsToTxn(ctx context.Context, req *pb.AddOffsetsToTxnRe
 	case err != nil:
 	case req.GroupId == "":
 		err = errs.New(pb.ErrorCode_INVALID_REQUEST, "AddOffsetsToTxn names the group whose offsets the transaction commits")
+	case !h.authz(ctx, "AddOffsetsToTxn").txnID(authz.OpWrite, req.TransactionalId):
+		// Kafka: Write on the transactional id, then Read on the group.
+		err = txnIDDenied(authz.OpWrite, req.TransactionalId)
+	case !h.authz(ctx, "AddOffsetsToTxn").group(authz.OpRead, req.GroupId):
+		err = groupDenied(authz.OpRead, req.GroupId)
 	case h.TxnCoord == nil:
 		err = h.noCoordinator()
 	default:
@@ -167,6 +236,14 @@ func (h *Handler) offsetsTopic() coordinator.InternalTopic {
 // nothing open here is answered NONE without a write.
 func (h *Handler) WriteTxnMarkers(ctx context.Context, req *pb.WriteTxnMarkersRequest) (*pb.WriteTxnMarkersResponse, error) {
 	resp := &pb.WriteTxnMarkersResponse{}
+	// Kafka: Alter on the cluster (an administrator's abort) or
+	// ClusterAction (a coordinator); the response has no request-wide
+	// error, so every partition is refused.
+	az := h.authz(ctx, "WriteTxnMarkers")
+	var denied error
+	if !az.open() && !az.cluster(authz.OpClusterAction) && !az.cluster(authz.OpAlter) {
+		denied = clusterDenied(authz.OpClusterAction)
+	}
 	for _, m := range req.Markers {
 		r := &pb.TxnMarkerResult{ProducerId: m.ProducerId}
 		resp.Markers = append(resp.Markers, r)
@@ -178,7 +255,7 @@ func (h *Handler) WriteTxnMarkers(ctx context.Context, req *pb.WriteTxnMarkersRe
 		if coordEpoch < 0 {
 			coordEpoch = 0
 		}
-		known := firstErr(checkString("transactional id", m.TransactionalId), checkInt16("producer epoch", m.ProducerEpoch),
+		known := firstErr(denied, checkString("transactional id", m.TransactionalId), checkInt16("producer epoch", m.ProducerEpoch),
 			checkInt8("transaction version", m.TransactionVersion))
 		if known == nil {
 			known = h.knownCoordinator(m.TransactionalId, coordEpoch)
@@ -237,7 +314,9 @@ func (h *Handler) knownCoordinator(transactionalID string, coordEpoch int32) err
 // and what it refuses. Unlike a marker it is a client request, served on
 // the client listeners.
 func (h *Handler) AbortTransaction(ctx context.Context, req *pb.AbortTransactionRequest) (*pb.AbortTransactionResponse, error) {
-	if err := checkInt16("producer epoch", req.ProducerEpoch); err != nil {
+	// Kafka's admin abort is a WriteTxnMarkers to the partition leader,
+	// which an administrator may send with Alter on the cluster.
+	if err := firstErr(checkInt16("producer epoch", req.ProducerEpoch), h.authorizeCluster(ctx, "AbortTransaction", authz.OpAlter)); err != nil {
 		code, msg := errs.Split(err)
 		return &pb.AbortTransactionResponse{ErrorCode: code, ErrorMessage: msg, MarkerOffset: -1}, nil
 	}
@@ -269,10 +348,18 @@ func (h *Handler) DescribeTransactions(ctx context.Context, req *pb.DescribeTran
 	}
 	var ids []string
 	var long []*pb.TransactionState
+	az := h.authz(ctx, "DescribeTransactions")
 	for _, id := range req.TransactionalIds {
 		if err := checkString("transactional id", id); err != nil {
 			code, msg := errs.Split(err)
 			long = append(long, &pb.TransactionState{TransactionalId: shortID(id), ErrorCode: code, ErrorMessage: msg})
+			continue
+		}
+		if !az.txnID(authz.OpDescribe, id) {
+			// Kafka: the id's error, nothing else about it.
+			code, msg := errs.Split(txnIDDenied(authz.OpDescribe, id))
+			long = append(long, &pb.TransactionState{TransactionalId: id, ErrorCode: code, ErrorMessage: msg,
+				ProducerId: -1, ProducerEpoch: -1, TransactionStartTimeMs: -1, CoordinatorId: h.NodeID})
 			continue
 		}
 		ids = append(ids, id)
@@ -280,6 +367,19 @@ func (h *Handler) DescribeTransactions(ctx context.Context, req *pb.DescribeTran
 	out := &pb.DescribeTransactionsResponse{}
 	if len(ids) > 0 {
 		out.Transactions = h.TxnCoord.Describe(ids)
+	}
+	if !az.open() {
+		// Kafka shows only the partitions of topics the principal may
+		// Describe.
+		for _, st := range out.Transactions {
+			kept := st.Partitions[:0:0]
+			for _, p := range st.Partitions {
+				if az.topic(authz.OpDescribe, p.Topic) {
+					kept = append(kept, p)
+				}
+			}
+			st.Partitions = kept
+		}
 	}
 	out.Transactions = append(out.Transactions, long...)
 	return out, nil
@@ -298,15 +398,34 @@ func (h *Handler) ListTransactions(ctx context.Context, req *pb.ListTransactions
 	if checkStrings("transactional id pattern", req.TransactionalIdPattern, "page start", req.AfterTransactionalId) != nil {
 		return &pb.ListTransactionsResponse{ErrorCode: pb.ErrorCode_INVALID_REQUEST, CoordinatorId: h.NodeID}, nil
 	}
-	return h.TxnCoord.List(req, ListPageBytes)
+	resp, err := h.TxnCoord.List(req, ListPageBytes)
+	az := h.authz(ctx, "ListTransactions")
+	if err != nil || resp == nil || az.open() {
+		return resp, err
+	}
+	// Kafka lists only the ids the principal may Describe.
+	kept := resp.Transactions[:0:0]
+	for _, t := range resp.Transactions {
+		if az.txnID(authz.OpDescribe, t.TransactionalId) {
+			kept = append(kept, t)
+		}
+	}
+	resp.Transactions = kept
+	return resp, nil
 }
 
 // DescribeProducers lists the active producers of partitions this broker leads.
 func (h *Handler) DescribeProducers(ctx context.Context, req *pb.DescribeProducersRequest) (*pb.DescribeProducersResponse, error) {
 	resp := &pb.DescribeProducersResponse{}
+	az := h.authz(ctx, "DescribeProducers")
 	for _, tp := range req.Partitions {
 		out := &pb.PartitionProducers{Topic: tp.Topic, Partition: tp.Partition, HighWatermark: -1, LastStableOffset: -1}
 		resp.Partitions = append(resp.Partitions, out)
+		if !az.topic(authz.OpRead, tp.Topic) {
+			// Kafka: Read on the topic, asked before it is looked up.
+			out.ErrorCode, out.ErrorMessage = errs.Split(topicDenied(authz.OpRead, tp.Topic))
+			continue
+		}
 		p, err := h.Repl.Partition(tp.Topic, tp.Partition)
 		if err == nil && p.Leadership().Role != broker.RoleLeader {
 			err = errs.New(pb.ErrorCode_NOT_LEADER_OR_FOLLOWER, "broker %d is not the leader of %s-%d", h.NodeID, tp.Topic, tp.Partition)

@@ -79,6 +79,13 @@ const (
 	// for UNKNOWN_MEMBER_ID, so a fenced instance rejoins and fences its
 	// replacement in turn (item 7, KIP-345).
 	ClientIgnoresInstanceFencing
+	// AuthzSkipTxnOffsetCommitGroup: TxnOffsetCommit does not ask for Read
+	// on the group, so a transactional producer commits offsets of any
+	// group (issue 22, item 3).
+	AuthzSkipTxnOffsetCommitGroup
+	// AuthzSkipProduceTopicWrite: Produce does not ask for Write on the
+	// topic (issue 22, item 3).
+	AuthzSkipProduceTopicWrite
 
 	numBugs
 )
@@ -98,6 +105,8 @@ var names = [numBugs]string{
 	StaticRejoinRebalances:                "static-rejoin-rebalances",
 	StaticRejoinNotPersisted:              "static-rejoin-not-persisted",
 	ClientIgnoresInstanceFencing:          "client-ignores-instance-fencing",
+	AuthzSkipTxnOffsetCommitGroup:         "authz-skip-txn-offset-commit-group",
+	AuthzSkipProduceTopicWrite:            "authz-skip-produce-topic-write",
 }
 
 // String is the bug's name.
