@@ -8,12 +8,14 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/strand-io/strand/api"
+	"github.com/strand-io/strand/authz"
 	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/coordinator"
 	"github.com/strand-io/strand/coordinator/group"
 	"github.com/strand-io/strand/coordinator/txn"
+	"github.com/strand-io/strand/internal/auth"
 	"github.com/strand-io/strand/internal/wire"
 	"github.com/strand-io/strand/record"
 	"github.com/strand-io/strand/replication"
@@ -121,6 +123,15 @@ type Config struct {
 	// servers take, before the start-up gate (tests: hold or refuse
 	// chosen RPCs, such as this broker's registration).
 	UnaryInterceptors []grpc.UnaryServerInterceptor
+	// Authorizer is the request layer's authz.Checker (issue 22; nil:
+	// every request allowed, as Kafka without authorizer.class.name).
+	Authorizer authz.Checker
+	// TestSession, TEST-ONLY: when set, every request of the client gRPC
+	// listener and of the Kafka listener carries this session, as if its
+	// connection had authenticated as it. It lets tests drive the
+	// authorizer through both front doors before the listeners
+	// authenticate connections themselves; a server never sets it.
+	TestSession *auth.Session
 }
 
 // QuorumTimeouts tunes Raft (zero keeps hashicorp/raft's defaults).

@@ -118,7 +118,8 @@ func (n *Node) startBroker(ctx context.Context, cfg Config, meta nodeMeta, deps 
 	n.handler = &request.Handler{NodeID: cfg.NodeID, Repl: n.Repl, Remote: n.Remote, PIDs: n.PIDs, MessageMaxBytes: cfg.MessageMaxBytes,
 		TimestampBeforeMaxMs: cfg.TimestampBeforeMaxMs, TimestampAfterMaxMs: cfg.TimestampAfterMaxMs, Clock: cfg.Clock,
 		Locator: n.Locator, TxnCoord: n.TxnCoord, TxnClient: n.TxnClient, Groups: n.Groups, Metrics: n.metrics,
-		OffsetMetadataMaxBytes: cfg.OffsetMetadataMaxBytes, TxnMaxTimeout: cfg.TxnConfig.MaxTimeout, ReadBuffer: api.ReadBuffer}
+		OffsetMetadataMaxBytes: cfg.OffsetMetadataMaxBytes, TxnMaxTimeout: cfg.TxnConfig.MaxTimeout, ReadBuffer: api.ReadBuffer,
+		Authorizer: cfg.Authorizer}
 	deps.Handler = n.handler
 	var src metadata.Source
 	if n.Quorum != nil {
@@ -154,6 +155,9 @@ func (n *Node) serve(ctx context.Context, cfg Config, deps *api.Deps, ln net.Lis
 	common := append(api.ServerOptions(), api.ConnectionOptions(n.maxIdle())...)
 	common = append(common, grpc.ChainUnaryInterceptor(n.metrics.Unary))
 	clientOpts := append(slices.Clone(common), api.ClientConnectionOptions()...)
+	if cfg.TestSession != nil {
+		clientOpts = append(clientOpts, api.TestSessionOptions(*cfg.TestSession)...)
+	}
 	clientOpts = append(clientOpts, n.gate.Interceptors(cfg.UnaryInterceptors...)...)
 	n.grpc = grpc.NewServer(clientOpts...)
 	api.RegisterClient(n.grpc, deps)
@@ -184,7 +188,7 @@ func (n *Node) serve(ctx context.Context, cfg Config, deps *api.Deps, ln net.Lis
 			kh.Metrics = deps.Metrics
 		}
 		n.kafka = kafka.NewServer(kafka.Config{Handler: kh, Logger: n.lg, MaxRequestBytes: cfg.SocketRequestMaxBytes,
-			IdleTimeout: n.maxIdle(), Metrics: n.kafkaMetrics})
+			IdleTimeout: n.maxIdle(), Metrics: n.kafkaMetrics, TestSession: cfg.TestSession})
 		// Wrapped now, with the other listeners: wrapping it later could
 		// race the limiter's last listener closing at shutdown.
 		kln := clientConns.Wrap(n.kafkaLn, "kafka")

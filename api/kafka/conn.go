@@ -17,6 +17,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strand-io/strand/internal/auth"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/request"
 )
@@ -73,6 +74,9 @@ func newConn(s *Server, nc net.Conn) *Conn {
 // serve reads requests until the connection ends, handing answers to a
 // writer goroutine it owns; it returns once both are done.
 func (c *Conn) serve(parent context.Context) {
+	if s := c.srv.cfg.TestSession; s != nil {
+		parent = auth.NewContext(parent, *s) // test-only (Config.TestSession)
+	}
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	done := make(chan struct{})

@@ -40,6 +40,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/strand-io/strand/internal/auth"
 	"github.com/strand-io/strand/request"
 )
 
@@ -74,6 +75,12 @@ type Config struct {
 	SessionSlots int
 	// Metrics counts requests and closed connections (nil: NewMetrics, unregistered).
 	Metrics *Metrics
+	// TestSession, TEST-ONLY: when set, every request of every connection
+	// carries this session (auth.NewContext), as if the connection had
+	// authenticated as it (issue 22: tests drive the authorizer through
+	// this door before it authenticates connections itself). A server
+	// never sets it.
+	TestSession *auth.Session
 }
 
 // Server serves Kafka's protocol on listeners given to Serve.
