@@ -49,6 +49,13 @@
 // place in a response (an *errs.Error). Never a transport status: the
 // front door maps what it gets to its own (api/status.go for gRPC).
 //
+// Authorization (issue 22, authorize.go): each method asks
+// Handler.Authorizer what Kafka's KafkaApis asks its authorizer for the
+// same request, for the principal of the auth.Session in the context,
+// and answers a refusal with Kafka's code where Kafka puts it. No
+// Authorizer, or no session (a call from inside the process), allows
+// everything.
+//
 // Which listener a request came in on matters in one way: the addresses
 // handed out (Metadata, FindCoordinator, DescribeCluster) are brokers'
 // external ones on an external listener and their Kafka listeners' on
