@@ -102,6 +102,19 @@ func TestAuthorizationThroughBothDoors(t *testing.T) {
 		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "b", Value: []byte("no")}).FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
 			t.Fatalf("produce to b: %v, want TOPIC_AUTHORIZATION_FAILED", err)
 		}
+		// A consumer of a (Metadata, ListOffsets, Fetch with sessions) reads it.
+		cons, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"a": {0: kgo.NewOffset().AtStart()}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cons.Close()
+		fs := cons.PollFetches(ctx)
+		if errs := fs.Errors(); len(errs) > 0 {
+			t.Fatalf("consume a: %v", errs)
+		}
+		if recs := fs.Records(); len(recs) != 1 || string(recs[0].Value) != "ok" {
+			t.Fatalf("consume a: %v, want the one record", recs)
+		}
 		oc, err := adm.CommitOffsets(ctx, "g", kadm.OffsetsFromRecords(kgo.Record{Topic: "a", Partition: 0, Offset: 0}))
 		if err == nil {
 			err = oc.Error()
