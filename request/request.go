@@ -34,6 +34,9 @@
 //     from the image (admin_validate.go).
 //   - AlterPartitionReassignments (reassign.go): forwarded to the active
 //     controller; ListPartitionReassignments answers from the image.
+//   - CreateAcls, DeleteAcls (acls.go): forwarded to the active
+//     controller; DescribeAcls answers from the image (Kafka's
+//     AclBindingFilter semantics, metadata.FilterMatches).
 //
 // What a request may carry is checked here, once for every front door
 // (edge.go): strings over Kafka's 32767-byte limit, integers that do not
@@ -59,6 +62,7 @@ package request
 import (
 	"time"
 
+	"github.com/strand-io/strand/authz"
 	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/controller/channel"
 	"github.com/strand-io/strand/coordinator"
@@ -110,6 +114,9 @@ type Handler struct {
 	// TxnMaxTimeout is transaction.max.timeout.ms: the administrator's
 	// AbortTransaction ends only transactions open longer than this.
 	TxnMaxTimeout time.Duration
+	// Authorizer decides what a session may do (issue 22); nil allows
+	// everything (no authorizer.class.name).
+	Authorizer authz.Checker
 }
 
 // Listener is a kind of client listener.

@@ -1,0 +1,110 @@
+package request
+
+import (
+	"context"
+
+	"github.com/strand-io/strand/errs"
+	"github.com/strand-io/strand/metadata"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// aclWait bounds how long CreateAcls and DeleteAcls wait for this
+// broker's image to show what the controller wrote.
+var aclWait = leadersWait(0)
+
+// CreateAcls forwards to the active controller, then waits (bounded)
+// until this broker's image holds each binding created, so a DescribeAcls
+// that follows here lists it.
+//
+// TODO(C2, authcheck): authorize Alter on the cluster before forwarding
+// (Kafka: CLUSTER_AUTHORIZATION_FAILED for every creation otherwise).
+func (h *Handler) CreateAcls(ctx context.Context, req *pb.CreateAclsRequest) (*pb.CreateAclsResponse, error) {
+	fail := func(err error) *pb.CreateAclsResponse {
+		code, msg := timedOutIfUnknown(errs.Split(err))
+		out := &pb.CreateAclsResponse{}
+		for range req.Creations {
+			out.Results = append(out.Results, &pb.AclCreationResult{ErrorCode: code, ErrorMessage: msg})
+		}
+		return out
+	}
+	for _, b := range req.Creations {
+		if err := checkString("resource name", b.GetResourceName()); err != nil {
+			return fail(err), nil
+		}
+	}
+	resp, err := toController(ctx, h, func(ctx context.Context, c pb.ControllerClient) (*pb.CreateAclsResponse, error) {
+		return c.CreateAcls(ctx, req)
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return fail(err), nil
+	}
+	if h.Repl != nil {
+		waitUntil(ctx, aclWait, func() bool {
+			acls := h.Repl.Image().ACLs
+			for i, b := range req.Creations {
+				if i < len(resp.Results) && resp.Results[i].ErrorCode == pb.ErrorCode_NONE && acls.Find(metadata.ACLFromBinding("", b)) == nil {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	return resp, nil
+}
+
+// DeleteAcls forwards to the active controller, then waits (bounded)
+// until this broker's image no longer holds the ACLs deleted.
+//
+// TODO(C2, authcheck): authorize Alter on the cluster before forwarding.
+func (h *Handler) DeleteAcls(ctx context.Context, req *pb.DeleteAclsRequest) (*pb.DeleteAclsResponse, error) {
+	resp, err := toController(ctx, h, func(ctx context.Context, c pb.ControllerClient) (*pb.DeleteAclsResponse, error) {
+		return c.DeleteAcls(ctx, req)
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		code, msg := timedOutIfUnknown(errs.Split(err))
+		out := &pb.DeleteAclsResponse{}
+		for range req.Filters {
+			out.FilterResults = append(out.FilterResults, &pb.DeleteAclsFilterResult{ErrorCode: code, ErrorMessage: msg})
+		}
+		return out, nil
+	}
+	if h.Repl != nil {
+		waitUntil(ctx, aclWait, func() bool {
+			acls := h.Repl.Image().ACLs
+			for _, fr := range resp.FilterResults {
+				for _, m := range fr.MatchingAcls {
+					if m.ErrorCode == pb.ErrorCode_NONE && acls.Find(metadata.ACLFromBinding("", m.Acl)) != nil {
+						return false
+					}
+				}
+			}
+			return true
+		})
+	}
+	return resp, nil
+}
+
+// DescribeAcls lists the ACLs in this broker's image the filter matches,
+// with Kafka's filter semantics (metadata.FilterMatches). A filter with
+// an UNKNOWN field is INVALID_REQUEST.
+//
+// TODO(C2, authcheck): authorize Describe on the cluster first.
+func (h *Handler) DescribeAcls(ctx context.Context, req *pb.DescribeAclsRequest) (*pb.DescribeAclsResponse, error) {
+	if p := metadata.FilterProblem(req.Filter); p != "" {
+		return &pb.DescribeAclsResponse{ErrorCode: pb.ErrorCode_INVALID_REQUEST, ErrorMessage: p}, nil
+	}
+	if h.Repl == nil {
+		return &pb.DescribeAclsResponse{}, nil
+	}
+	out := &pb.DescribeAclsResponse{}
+	for _, a := range h.Repl.Image().ACLs.Matching(req.Filter) {
+		out.Acls = append(out.Acls, a.Binding())
+	}
+	return out, nil
+}
