@@ -79,6 +79,9 @@ const (
 	// for UNKNOWN_MEMBER_ID, so a fenced instance rejoins and fences its
 	// replacement in turn (item 7, KIP-345).
 	ClientIgnoresInstanceFencing
+	// AuthzDenyIgnored: the standard authorizer skips DENY ACLs, so an
+	// ALLOW for the same principal and resource wins (issue 22).
+	AuthzDenyIgnored
 
 	numBugs
 )
@@ -98,6 +101,7 @@ var names = [numBugs]string{
 	StaticRejoinRebalances:                "static-rejoin-rebalances",
 	StaticRejoinNotPersisted:              "static-rejoin-not-persisted",
 	ClientIgnoresInstanceFencing:          "client-ignores-instance-fencing",
+	AuthzDenyIgnored:                      "authz-deny-ignored",
 }
 
 // String is the bug's name.
