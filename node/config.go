@@ -14,6 +14,7 @@ import (
 	"github.com/strand-io/strand/coordinator"
 	"github.com/strand-io/strand/coordinator/group"
 	"github.com/strand-io/strand/coordinator/txn"
+	"github.com/strand-io/strand/internal/auth"
 	"github.com/strand-io/strand/internal/wire"
 	"github.com/strand-io/strand/record"
 	"github.com/strand-io/strand/replication"
@@ -121,6 +122,18 @@ type Config struct {
 	// servers take, before the start-up gate (tests: hold or refuse
 	// chosen RPCs, such as this broker's registration).
 	UnaryInterceptors []grpc.UnaryServerInterceptor
+	// Authorizer (issue 22): authorizer.class.name ("" no authorizer,
+	// every request allowed; authz.StandardClassName the standard
+	// authorizer over the controller's ACLs), super.users and
+	// allow.everyone.if.no.acl.found.
+	Authorizer AuthorizerConfig
+}
+
+// AuthorizerConfig is the authorizer's settings.
+type AuthorizerConfig struct {
+	ClassName                 string
+	SuperUsers                []auth.Principal
+	AllowEveryoneIfNoACLFound bool
 }
 
 // QuorumTimeouts tunes Raft (zero keeps hashicorp/raft's defaults).
