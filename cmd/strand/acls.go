@@ -226,6 +226,9 @@ func (o *aclOptions) plan(pt client.ACLPatternType) (map[aclResource][]aclEntry,
 	}
 	with := func(ops ...client.ACLOperation) ([]aclEntry, error) { return o.entries(ops) }
 	merge := func(r aclResource, es []aclEntry) {
+		if _, ok := out[r]; !ok {
+			out[r] = []aclEntry{}
+		}
 		seen := map[aclEntry]bool{}
 		for _, e := range out[r] {
 			seen[e] = true
