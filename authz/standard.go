@@ -2,6 +2,7 @@ package authz
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sort"
 	"strings"
@@ -174,6 +175,15 @@ func implies(aclOp, op Operation) bool {
 	return false
 }
 
+// principalMatches reports whether an ACL's principal ("Type:Name", or
+// the wildcard User:*) applies to p, without building p's string.
+func principalMatches(acl string, p auth.Principal) bool {
+	if acl == WildcardPrincipal {
+		return true
+	}
+	return len(acl) == len(p.Type)+1+len(p.Name) && acl[:len(p.Type)] == p.Type && acl[len(p.Type)] == ':' && acl[len(p.Type)+1:] == p.Name
+}
+
 type verdict struct {
 	allowed  bool
 	resource bool // some ACL names the resource
@@ -181,7 +191,7 @@ type verdict struct {
 }
 
 // decide is the verdict on one action for a principal from a host.
-func (ix *aclIndex) decide(principal, host string, a Action) verdict {
+func (ix *aclIndex) decide(principal auth.Principal, host string, a Action) verdict {
 	var v verdict
 	if a.Type < 0 || int(a.Type) >= resourceTypes {
 		return v
@@ -190,7 +200,7 @@ func (ix *aclIndex) decide(principal, host string, a Action) verdict {
 	check := func(list []*metadata.ACL) bool {
 		for _, acl := range list {
 			v.resource = true
-			if acl.Principal != principal && acl.Principal != WildcardPrincipal {
+			if !principalMatches(acl.Principal, principal) {
 				continue
 			}
 			if acl.Host != host && acl.Host != WildcardHost {
@@ -241,18 +251,18 @@ func (s *Standard) authorize(ctx context.Context, sess auth.Session, a Action, l
 		s.audit(ctx, sess, a, true, "super user")
 		return true
 	}
-	v := s.index().decide(sess.Principal.String(), sess.Host, a)
+	v := s.index().decide(sess.Principal, sess.Host, a)
 	allowed, rule := v.allowed, ""
 	switch {
 	case v.rule != nil:
-		rule = "ACL " + v.rule.ID
+		rule = "ACL"
 	case !v.resource:
 		allowed, rule = s.cfg.AllowEveryoneIfNoACLFound, "no ACL found (allow.everyone.if.no.acl.found)"
 	default:
 		rule = "no matching ALLOW ACL"
 	}
 	if allowed || logDenied {
-		s.audit(ctx, sess, a, allowed, rule)
+		s.audit(ctx, sess, a, allowed, rule, v.rule)
 	}
 	return allowed
 }
@@ -344,7 +354,7 @@ func (ix *aclIndex) any(principal, host string, op Operation, t ResourceType) bo
 
 // audit writes Kafka's authorizer log line: a denial at info, an
 // allowed action at debug.
-func (s *Standard) audit(ctx context.Context, sess auth.Session, a Action, allowed bool, rule string) {
+func (s *Standard) audit(ctx context.Context, sess auth.Session, a Action, allowed bool, rule string, acl ...*metadata.ACL) {
 	level, verb := slog.LevelInfo, "Denied"
 	if allowed {
 		level, verb = slog.LevelDebug, "Allowed"
@@ -355,5 +365,16 @@ func (s *Standard) audit(ctx context.Context, sess auth.Session, a Action, allow
 	pattern := "LITERAL"
 	s.lg.Log(ctx, level, "Principal = "+sess.Principal.String()+" is "+verb+" operation = "+a.Op.String()+
 		" from host = "+sess.Host+" on resource = "+a.Type.String()+":"+pattern+":"+a.Name+" for request = "+a.Request,
-		"rule", rule)
+		"rule", ruleText(rule, acl))
+}
+
+// ruleText is the rule an audit line names: the ACL that decided (its id
+// and binding), or why none did.
+func ruleText(rule string, acl []*metadata.ACL) string {
+	if len(acl) == 0 || acl[0] == nil {
+		return rule
+	}
+	a := acl[0]
+	return fmt.Sprintf("ACL %s (%s %s %s:%s %s from %s)", a.ID, Permission(a.Permission), Operation(a.Operation),
+		ResourceType(a.ResourceType), strings.ToUpper(PatternType(a.PatternType).String())+":"+a.ResourceName, a.Principal, a.Host)
 }
