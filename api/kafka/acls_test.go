@@ -2,6 +2,8 @@ package kafka_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"sort"
 	"strings"
 	"testing"
@@ -12,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strand-io/strand/authz"
+	"github.com/strand-io/strand/internal/auth"
 	"github.com/strand-io/strand/testkit/testcluster"
 )
 
@@ -119,6 +123,26 @@ func TestKafkaACLs(t *testing.T) {
 		})
 	}
 
+	// The standard authorizer over a broker's image decides by them.
+	az := authz.NewStandard(authz.StandardConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, c.Member(1).Node.Repl.Image)
+	sess := func(p, host string) auth.Session { return auth.Session{Principal: auth.User(p), Host: host} }
+	for _, chk := range []struct {
+		who, host string
+		a         authz.Action
+		want      bool
+	}{
+		{"alice", "10.0.0.1", authz.Action{Op: authz.OpWrite, Type: authz.ResourceTopic, Name: "orders"}, true},
+		{"alice", "10.0.0.1", authz.Action{Op: authz.OpRead, Type: authz.ResourceTopic, Name: "orders"}, false},
+		{"bob", "10.0.0.7", authz.Action{Op: authz.OpRead, Type: authz.ResourceTopic, Name: "pay-in"}, true},
+		{"bob", "10.0.0.8", authz.Action{Op: authz.OpRead, Type: authz.ResourceTopic, Name: "pay-in"}, false},
+		{"carol", "10.0.0.1", authz.Action{Op: authz.OpDescribe, Type: authz.ResourceTopic, Name: "anything"}, true},
+		{"mallory", "10.0.0.1", authz.Action{Op: authz.OpRead, Type: authz.ResourceGroup, Name: "g1"}, false},
+	} {
+		if got := az.Authorize(ctx, sess(chk.who, chk.host), chk.a); got != chk.want {
+			t.Errorf("authorizer: %s from %s %v: %v, want %v", chk.who, chk.host, chk.a, got, chk.want)
+		}
+	}
+
 	// Kafka's validation: INVALID_REQUEST.
 	for name, edit := range map[string]func(*kmsg.CreateACLsRequestCreation){
 		"operation ANY":          func(c *kmsg.CreateACLsRequestCreation) { c.Operation = kmsg.ACLOperationAny },
@@ -170,5 +194,8 @@ func TestKafkaACLs(t *testing.T) {
 	left := []string{want[0], want[1], want[4]}
 	c.Eventually(10*time.Second, "the deleted ACLs gone", func() bool {
 		return strings.Join(describeKeys(t, ctx, adm, everyACL()), "\n") == strings.Join(left, "\n")
+	})
+	c.Eventually(10*time.Second, "broker 1's authorizer no longer lets alice write orders", func() bool {
+		return !az.Authorize(ctx, sess("alice", "10.0.0.1"), authz.Action{Op: authz.OpWrite, Type: authz.ResourceTopic, Name: "orders"})
 	})
 }
