@@ -6,8 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strand-io/strand/authz"
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/errs"
+	"github.com/strand-io/strand/internal/auth"
+	"github.com/strand-io/strand/node"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/testkit/testutil"
 )
@@ -18,7 +21,9 @@ import (
 // MATCH filter finds the prefixed ACL that covers a name; DeleteACLs
 // answers what it removed.
 func TestAdminACLs(t *testing.T) {
-	n := testutil.StartDev(t, t.TempDir())
+	n := testutil.StartDev(t, t.TempDir(), func(cfg *node.Config) {
+		cfg.Authorizer = node.AuthorizerConfig{ClassName: authz.StandardClassName, SuperUsers: []auth.Principal{auth.Anonymous}}
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	adm, err := client.NewAdmin(client.Bootstrap(n.Addr()))

@@ -8,9 +8,21 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
+// securityDisabled is Kafka's answer to an ACL request on a broker
+// without an authorizer: SECURITY_DISABLED, and nothing stored or listed.
+func (h *Handler) securityDisabled() error {
+	if h.Authorizer == nil {
+		return errs.New(pb.ErrorCode_SECURITY_DISABLED, "No Authorizer is configured on the broker (authorizer.class.name)")
+	}
+	return nil
+}
+
 // aclWait bounds how long CreateAcls and DeleteAcls wait for this
 // broker's image to show what the controller wrote.
 var aclWait = leadersWait(0)
+
+// The ACL requests on a broker without an authorizer are SECURITY_DISABLED,
+// as Kafka's.
 
 // CreateAcls forwards to the active controller, then waits (bounded)
 // until this broker's image holds each binding created, so a DescribeAcls
@@ -26,6 +38,9 @@ func (h *Handler) CreateAcls(ctx context.Context, req *pb.CreateAclsRequest) (*p
 			out.Results = append(out.Results, &pb.AclCreationResult{ErrorCode: code, ErrorMessage: msg})
 		}
 		return out
+	}
+	if err := h.securityDisabled(); err != nil {
+		return fail(err), nil
 	}
 	for _, b := range req.Creations {
 		if err := checkString("resource name", b.GetResourceName()); err != nil {
@@ -60,6 +75,14 @@ func (h *Handler) CreateAcls(ctx context.Context, req *pb.CreateAclsRequest) (*p
 //
 // TODO(C2, authcheck): authorize Alter on the cluster before forwarding.
 func (h *Handler) DeleteAcls(ctx context.Context, req *pb.DeleteAclsRequest) (*pb.DeleteAclsResponse, error) {
+	if err := h.securityDisabled(); err != nil {
+		code, msg := errs.Split(err)
+		out := &pb.DeleteAclsResponse{}
+		for range req.Filters {
+			out.FilterResults = append(out.FilterResults, &pb.DeleteAclsFilterResult{ErrorCode: code, ErrorMessage: msg})
+		}
+		return out, nil
+	}
 	resp, err := toController(ctx, h, func(ctx context.Context, c pb.ControllerClient) (*pb.DeleteAclsResponse, error) {
 		return c.DeleteAcls(ctx, req)
 	})
@@ -96,6 +119,10 @@ func (h *Handler) DeleteAcls(ctx context.Context, req *pb.DeleteAclsRequest) (*p
 //
 // TODO(C2, authcheck): authorize Describe on the cluster first.
 func (h *Handler) DescribeAcls(ctx context.Context, req *pb.DescribeAclsRequest) (*pb.DescribeAclsResponse, error) {
+	if err := h.securityDisabled(); err != nil {
+		code, msg := errs.Split(err)
+		return &pb.DescribeAclsResponse{ErrorCode: code, ErrorMessage: msg}, nil
+	}
 	if p := metadata.FilterProblem(req.Filter); p != "" {
 		return &pb.DescribeAclsResponse{ErrorCode: pb.ErrorCode_INVALID_REQUEST, ErrorMessage: p}, nil
 	}

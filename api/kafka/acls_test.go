@@ -16,12 +16,20 @@ import (
 
 	"github.com/strand-io/strand/authz"
 	"github.com/strand-io/strand/internal/auth"
+	"github.com/strand-io/strand/node"
 	"github.com/strand-io/strand/testkit/testcluster"
 )
 
 // aclKey names a described ACL: "TOPIC/LITERAL/orders User:alice * WRITE ALLOW".
 func aclKey(typ kmsg.ACLResourceType, pattern kadm.ACLPattern, name, principal, host string, op kadm.ACLOperation, perm kmsg.ACLPermissionType) string {
 	return strings.Join([]string{typ.String() + "/" + pattern.String() + "/" + name, principal, host, op.String(), perm.String()}, " ")
+}
+
+// withAuthorizer runs the standard authorizer (the ACL requests are
+// SECURITY_DISABLED without one) with the tests' unauthenticated client
+// as a super user.
+func withAuthorizer(_ int32, cfg *node.Config) {
+	cfg.Authorizer = node.AuthorizerConfig{ClassName: authz.StandardClassName, SuperUsers: []auth.Principal{auth.Anonymous}}
 }
 
 // everyACL is the filter that matches every ACL.
@@ -48,6 +56,33 @@ func describeKeys(t *testing.T, ctx context.Context, adm *kadm.Client, b *kadm.A
 	return out
 }
 
+// TestKafkaACLsSecurityDisabled: without authorizer.class.name the ACL
+// requests are answered SECURITY_DISABLED, as by Kafka's brokers.
+func TestKafkaACLsSecurityDisabled(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{Nodes: 1})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.KafkaAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := kadm.NewClient(cl).CreateACLs(ctx, kadm.NewACLs().Allow("User:alice").Topics("orders").Operations(kadm.OpWrite).ResourcePatternType(kadm.ACLPatternLiteral))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 || res[0].Err != kerr.SecurityDisabled {
+		t.Fatalf("create: %+v, want SECURITY_DISABLED", res)
+	}
+	req := kmsg.NewPtrDescribeACLsRequest()
+	req.ResourceType, req.ResourcePatternType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny
+	req.Operation, req.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil || resp.ErrorCode != kerr.SecurityDisabled.Code {
+		t.Fatalf("describe: %+v %v, want SECURITY_DISABLED", resp, err)
+	}
+}
+
 // TestKafkaACLs: kadm's CreateACLs, DescribeACLs and DeleteACLs against
 // the Kafka listener. Created ACLs are described on every broker; a
 // binding created twice is one ACL (and no error); a binding with
@@ -56,7 +91,7 @@ func describeKeys(t *testing.T, ctx context.Context, adm *kadm.Client, b *kadm.A
 // that apply to it and no others; a delete by filter answers the ACLs it
 // removed and leaves the rest.
 func TestKafkaACLs(t *testing.T) {
-	c := testcluster.New(t, testcluster.Options{})
+	c := testcluster.New(t, testcluster.Options{Mutate: withAuthorizer})
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.KafkaAddrs()...))
 	if err != nil {
 		t.Fatal(err)

@@ -22,7 +22,9 @@ import (
 // removes; a MATCH listing shows the prefixed and wildcard ACLs that
 // apply to a name.
 func TestACLsCommand(t *testing.T) {
-	n := testutil.StartDev(t, t.TempDir())
+	n := testutil.StartDev(t, t.TempDir(), func(cfg *node.Config) {
+		cfg.Authorizer = node.AuthorizerConfig{ClassName: authz.StandardClassName, SuperUsers: []auth.Principal{auth.Anonymous}}
+	})
 	b := "--bootstrap=" + n.Addr()
 
 	out := run(t, "", "acls", b, "--add", "--allow-principal", "User:alice", "--operation", "Write", "--operation", "Describe", "--topic", "orders")
