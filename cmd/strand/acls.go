@@ -498,7 +498,7 @@ func listACLs(ctx context.Context, adm *client.Admin, o *aclOptions, pt client.A
 			byResource[r] = append(byResource[r], entryOf(b))
 		}
 	}
-	print := func(keep func(aclEntry) bool) {
+	show := func(keep func(aclEntry) bool) {
 		var rs []aclResource
 		for r := range byResource {
 			rs = append(rs, r)
@@ -522,7 +522,7 @@ func listACLs(ctx context.Context, adm *client.Admin, o *aclOptions, pt client.A
 		}
 	}
 	if len(o.listPrincipals) == 0 {
-		print(func(aclEntry) bool { return true })
+		show(func(aclEntry) bool { return true })
 		return nil
 	}
 	for _, p := range o.listPrincipals {
@@ -531,7 +531,7 @@ func listACLs(ctx context.Context, adm *client.Admin, o *aclOptions, pt client.A
 			return err
 		}
 		fmt.Fprintf(out, "ACLs for principal `%s`\n", pr)
-		print(func(e aclEntry) bool { return e.principal == pr.String() })
+		show(func(e aclEntry) bool { return e.principal == pr.String() })
 	}
 	return nil
 }
