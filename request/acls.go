@@ -43,8 +43,10 @@ func (h *Handler) CreateAcls(ctx context.Context, req *pb.CreateAclsRequest) (*p
 		return fail(err), nil
 	}
 	for _, b := range req.Creations {
-		if err := checkString("resource name", b.GetResourceName()); err != nil {
-			return fail(err), nil
+		for _, f := range []struct{ what, v string }{{"resource name", b.GetResourceName()}, {"principal", b.GetPrincipal()}, {"host", b.GetHost()}} {
+			if err := checkString(f.what, f.v); err != nil {
+				return fail(err), nil
+			}
 		}
 	}
 	resp, err := toController(ctx, h, func(ctx context.Context, c pb.ControllerClient) (*pb.CreateAclsResponse, error) {
