@@ -64,7 +64,7 @@ func codesOf(v reflect.Value, out *[]pb.ErrorCode) {
 func TestGRPCClientListenerRefusesWithoutGrants(t *testing.T) {
 	sess := auth.Session{Principal: auth.User("mallory"), Host: "127.0.0.1", Listener: auth.ListenerClient}
 	n := testutil.StartDev(t, t.TempDir(), func(cfg *node.Config) {
-		cfg.Authorizer = denyAll{}
+		cfg.TestAuthorizer = denyAll{}
 		cfg.TestSession = &sess
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

@@ -173,3 +173,20 @@ func (s *controllerService) ListPartitionReassignments(ctx context.Context, req 
 	}
 	return resp, nil
 }
+
+// CreateAcls and DeleteAcls (issue 22: acls) as forwarded by a broker.
+func (s *controllerService) CreateAcls(ctx context.Context, req *pb.CreateAclsRequest) (*pb.CreateAclsResponse, error) {
+	resp, err := s.d.Controller.CreateAcls(ctx, req)
+	if rerr := s.route(err); rerr != nil {
+		return nil, rerr
+	}
+	return resp, err
+}
+
+func (s *controllerService) DeleteAcls(ctx context.Context, req *pb.DeleteAclsRequest) (*pb.DeleteAclsResponse, error) {
+	resp, err := s.d.Controller.DeleteAcls(ctx, req)
+	if rerr := s.route(err); rerr != nil {
+		return nil, rerr
+	}
+	return resp, err
+}

@@ -199,3 +199,17 @@ func (s *adminService) ElectLeaders(ctx context.Context, req *pb.ElectLeadersReq
 func (s *adminService) DeleteRecords(ctx context.Context, req *pb.DeleteRecordsRequest) (*pb.DeleteRecordsResponse, error) {
 	return answer(s.h.DeleteRecords(ctx, req))
 }
+
+// --- issue 22: acls ---
+
+func (s *adminService) CreateAcls(ctx context.Context, req *pb.CreateAclsRequest) (*pb.CreateAclsResponse, error) {
+	return answer(s.h.CreateAcls(ctx, req))
+}
+
+func (s *adminService) DeleteAcls(ctx context.Context, req *pb.DeleteAclsRequest) (*pb.DeleteAclsResponse, error) {
+	return answer(s.h.DeleteAcls(ctx, req))
+}
+
+func (s *adminService) DescribeAcls(ctx context.Context, req *pb.DescribeAclsRequest) (*pb.DescribeAclsResponse, error) {
+	return answer(s.h.DescribeAcls(ctx, req))
+}

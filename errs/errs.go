@@ -283,6 +283,8 @@ var table = map[pb.ErrorCode]entry{
 	pb.ErrorCode_GROUP_AUTHORIZATION_FAILED:            fatal,
 	pb.ErrorCode_TRANSACTIONAL_ID_AUTHORIZATION_FAILED: fatal,
 	pb.ErrorCode_DUPLICATE_BROKER_REGISTRATION:         fatal,
+	// SECURITY_DISABLED: an ACL request to a broker without an authorizer.
+	pb.ErrorCode_SECURITY_DISABLED: fatal,
 
 	// Controller quorum changes (KIP-853): the named node already is / is
 	// not a voter.

@@ -131,6 +131,9 @@ type Image struct {
 	// "<id>"); they take precedence over BrokerConfigs on that broker. It
 	// may be nil (no broker has one); Apply copies it on write.
 	BrokerConfigsByID map[int32]map[string]string
+	// ACLs is the cluster's ACLs (issue 22); nil is none. A batch that
+	// changes them makes a new *ACLs.
+	ACLs *ACLs
 }
 
 // EmptyImage is the image before any record.
@@ -211,6 +214,8 @@ type Delta struct {
 	// BrokerConfigs: a dynamic broker config (cluster-wide or of some
 	// broker) changed.
 	BrokerConfigs bool
+	// ACLs: the batch added or removed ACLs.
+	ACLs bool
 	// Snapshot: the batch replaced the whole image.
 	Snapshot bool
 }
@@ -222,7 +227,7 @@ type PartitionChange struct {
 
 // Empty reports whether the delta changed nothing brokers care about.
 func (d *Delta) Empty() bool {
-	return len(d.Partitions) == 0 && len(d.DeletedTopics) == 0 && len(d.Brokers) == 0 && len(d.TopicConfigs) == 0 && !d.BrokerConfigs && !d.Snapshot
+	return len(d.Partitions) == 0 && len(d.DeletedTopics) == 0 && len(d.Brokers) == 0 && len(d.TopicConfigs) == 0 && !d.BrokerConfigs && !d.ACLs && !d.Snapshot
 }
 
 type tpKey struct {
@@ -242,11 +247,12 @@ type builder struct {
 	cfgIDCopied   map[int32]bool
 	delta         *Delta
 	touched       map[tpKey]bool
+	acls          aclBuilder
 }
 
 func newBuilder(base *Image) *builder {
 	im := *base
-	return &builder{base: base, im: &im, copiedTopic: map[string]bool{}, delta: &Delta{}, touched: map[tpKey]bool{}}
+	return &builder{base: base, im: &im, copiedTopic: map[string]bool{}, delta: &Delta{}, touched: map[tpKey]bool{}, acls: aclBuilder{base: base.ACLs}}
 }
 
 func (b *builder) brokers() map[int32]*Broker {
@@ -314,7 +320,7 @@ func Apply(im *Image, batch *pb.MetadataBatch) (*Image, *Delta, error) {
 // once it has caught up): every partition of next, with its state in im as
 // Old where the topic is the same, and every topic of im that next lacks.
 func SnapshotDelta(im, next *Image) *Delta {
-	d := &Delta{Snapshot: true, BrokerConfigs: true}
+	d := &Delta{Snapshot: true, BrokerConfigs: true, ACLs: true}
 	for _, t := range next.Topics {
 		// A topic deleted and created again under the same name (a new
 		// id) is a new topic: its partitions have no old state.
@@ -346,6 +352,9 @@ func apply(im *Image, batch *pb.MetadataBatch) (*Image, *Delta, error) {
 		}
 	}
 	b.im.Offset = batch.Offset
+	if b.acls.next != nil {
+		b.im.ACLs, b.delta.ACLs = b.acls.next, true
+	}
 	for k := range b.touched {
 		np := b.im.Partition(k.topic, k.partition)
 		if np == nil {
@@ -437,6 +446,10 @@ func (b *builder) record(r *pb.MetadataRecord, offset int64) error {
 			np.AddingReplicas, np.RemovingReplicas = cloneIDs(a.AddingReplicas), cloneIDs(a.RemovingReplicas)
 		}
 		b.setPartition(t, np)
+	case *pb.MetadataRecord_AccessControlEntry:
+		return b.acls.add(x.AccessControlEntry)
+	case *pb.MetadataRecord_RemoveAccessControlEntry:
+		return b.acls.remove(x.RemoveAccessControlEntry.GetId())
 	case *pb.MetadataRecord_RemoveTopic:
 		t := b.im.Topics[x.RemoveTopic.Name]
 		if t == nil {
@@ -615,6 +628,7 @@ func (im *Image) SnapshotRecords() *pb.MetadataBatch {
 			add(&pb.MetadataRecord{Record: &pb.MetadataRecord_Config{Config: &pb.ConfigRecord{ResourceType: "broker", ResourceName: strconv.Itoa(int(id)), Name: k, Value: m[k]}}})
 		}
 	}
+	out.Records = append(out.Records, aclRecords(im.ACLs)...)
 	return out
 }
 

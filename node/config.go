@@ -123,15 +123,27 @@ type Config struct {
 	// servers take, before the start-up gate (tests: hold or refuse
 	// chosen RPCs, such as this broker's registration).
 	UnaryInterceptors []grpc.UnaryServerInterceptor
-	// Authorizer is the request layer's authz.Checker (issue 22; nil:
-	// every request allowed, as Kafka without authorizer.class.name).
-	Authorizer authz.Checker
+	// TestAuthorizer, TEST-ONLY: when set, the request layer asks this
+	// authz.Checker instead of the one Authorizer configures.
+	TestAuthorizer authz.Checker
 	// TestSession, TEST-ONLY: when set, every request of the client gRPC
 	// listener and of the Kafka listener carries this session, as if its
 	// connection had authenticated as it. It lets tests drive the
 	// authorizer through both front doors before the listeners
 	// authenticate connections themselves; a server never sets it.
 	TestSession *auth.Session
+	// Authorizer (issue 22): authorizer.class.name ("" no authorizer,
+	// every request allowed; authz.StandardClassName the standard
+	// authorizer over the controller's ACLs), super.users and
+	// allow.everyone.if.no.acl.found.
+	Authorizer AuthorizerConfig
+}
+
+// AuthorizerConfig is the authorizer's settings.
+type AuthorizerConfig struct {
+	ClassName                 string
+	SuperUsers                []auth.Principal
+	AllowEveryoneIfNoACLFound bool
 }
 
 // QuorumTimeouts tunes Raft (zero keeps hashicorp/raft's defaults).

@@ -119,7 +119,7 @@ func (n *Node) startBroker(ctx context.Context, cfg Config, meta nodeMeta, deps 
 		TimestampBeforeMaxMs: cfg.TimestampBeforeMaxMs, TimestampAfterMaxMs: cfg.TimestampAfterMaxMs, Clock: cfg.Clock,
 		Locator: n.Locator, TxnCoord: n.TxnCoord, TxnClient: n.TxnClient, Groups: n.Groups, Metrics: n.metrics,
 		OffsetMetadataMaxBytes: cfg.OffsetMetadataMaxBytes, TxnMaxTimeout: cfg.TxnConfig.MaxTimeout, ReadBuffer: api.ReadBuffer,
-		Authorizer: cfg.Authorizer}
+		Authorizer: n.authorizer()}
 	deps.Handler = n.handler
 	var src metadata.Source
 	if n.Quorum != nil {

@@ -34,6 +34,9 @@
 //     from the image (admin_validate.go).
 //   - AlterPartitionReassignments (reassign.go): forwarded to the active
 //     controller; ListPartitionReassignments answers from the image.
+//   - CreateAcls, DeleteAcls (acls.go): forwarded to the active
+//     controller; DescribeAcls answers from the image (Kafka's
+//     AclBindingFilter semantics, metadata.FilterMatches).
 //
 // What a request may carry is checked here, once for every front door
 // (edge.go): strings over Kafka's 32767-byte limit, integers that do not

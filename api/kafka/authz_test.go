@@ -70,7 +70,7 @@ func TestAuthorizationThroughBothDoors(t *testing.T) {
 	kafkaAddr := testutil.FreeAddr(t)
 	n := testutil.StartDev(t, t.TempDir(), func(cfg *node.Config) {
 		cfg.KafkaListen = kafkaAddr
-		cfg.Authorizer = g
+		cfg.TestAuthorizer = g
 		cfg.TestSession = &sess
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/strand-io/strand/authz"
 	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/node"
@@ -316,6 +317,24 @@ var serverSettings = map[string]func(cfg *node.Config, v string) error{
 	"transaction.max.timeout.ms":                                  bounded(1, math.MaxInt32, msSetting(func(c *node.Config, d time.Duration) { c.TxnConfig.MaxTimeout = d })),
 	"transactional.id.expiration.ms":                              bounded(1, math.MaxInt32, msSetting(func(c *node.Config, d time.Duration) { c.TxnConfig.IDExpiration = d })),
 	"transaction.abort.timed.out.transaction.cleanup.interval.ms": bounded(1, math.MaxInt32, msSetting(func(c *node.Config, d time.Duration) { c.TxnConfig.AbortTimedOutInterval = d })),
+	// Authorization (issue 22).
+	"authorizer.class.name": func(c *node.Config, v string) error {
+		v = strings.TrimSpace(v)
+		if err := node.ValidAuthorizerClass(v); err != nil {
+			return err
+		}
+		c.Authorizer.ClassName = v
+		return nil
+	},
+	"super.users": func(c *node.Config, v string) error {
+		ps, err := authz.ParseSuperUsers(v)
+		if err != nil {
+			return err
+		}
+		c.Authorizer.SuperUsers = ps
+		return nil
+	},
+	"allow.everyone.if.no.acl.found": boolSetting(func(c *node.Config, b bool) { c.Authorizer.AllowEveryoneIfNoACLFound = b }),
 	// Testing only (drills): new transactional ids start at this epoch, so
 	// producers cross the end of their epochs after a few transactions.
 	"strand.testing.transaction.first.producer.epoch": intSetting(func(c *node.Config, n int64) { c.TxnConfig.FirstEpoch = int16(min(max(n, 0), 32766)) }),

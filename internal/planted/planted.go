@@ -86,6 +86,9 @@ const (
 	// AuthzSkipProduceTopicWrite: Produce does not ask for Write on the
 	// topic (issue 22, item 3).
 	AuthzSkipProduceTopicWrite
+	// AuthzDenyIgnored: the standard authorizer skips DENY ACLs, so an
+	// ALLOW for the same principal and resource wins (issue 22).
+	AuthzDenyIgnored
 
 	numBugs
 )
@@ -107,6 +110,7 @@ var names = [numBugs]string{
 	ClientIgnoresInstanceFencing:          "client-ignores-instance-fencing",
 	AuthzSkipTxnOffsetCommitGroup:         "authz-skip-txn-offset-commit-group",
 	AuthzSkipProduceTopicWrite:            "authz-skip-produce-topic-write",
+	AuthzDenyIgnored:                      "authz-deny-ignored",
 }
 
 // String is the bug's name.

@@ -95,6 +95,9 @@ func TestInterBrokerListenerServesOnlyPeers(t *testing.T) {
 	if len(now.Brokers) != len(before) {
 		t.Errorf("brokers registered from 127.0.0.2: %v", now.Brokers)
 	}
+	if now.ACLs.Len() != 0 {
+		t.Errorf("ACLs created from 127.0.0.2: %v", now.ACLs.All())
+	}
 	tg.dropRaw()
 	tg.assertServes()
 }

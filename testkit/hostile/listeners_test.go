@@ -58,6 +58,10 @@ func controllerCalls(ctx context.Context, c pb.ControllerClient, img *metadata.I
 	_, out["RemoveVoter"] = c.RemoveVoter(ctx, &pb.RemoveVoterRequest{NodeId: 2})
 	_, out["UnregisterBroker"] = c.UnregisterBroker(ctx, &pb.UnregisterBrokerRequest{BrokerId: 2})
 	_, out["QuorumStatus"] = c.QuorumStatus(ctx, &pb.QuorumStatusRequest{})
+	// Issue 22: an ACL granting the attacker everything, every ACL deleted.
+	_, out["CreateAcls"] = c.CreateAcls(ctx, &pb.CreateAclsRequest{Creations: []*pb.AclBinding{{ResourceType: 4, ResourceName: "kafka-cluster",
+		PatternType: 3, Principal: "User:hostile", Host: "*", Operation: 2, Permission: 3}}})
+	_, out["DeleteAcls"] = c.DeleteAcls(ctx, &pb.DeleteAclsRequest{Filters: []*pb.AclBindingFilter{{ResourceType: 1, PatternType: 1, Operation: 1, Permission: 1}}})
 	if st, err := c.FetchMetadata(ctx, &pb.FetchMetadataRequest{NodeId: 9, FromOffset: 0}); err != nil {
 		out["FetchMetadata"] = err
 	} else {

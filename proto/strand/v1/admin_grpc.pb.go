@@ -33,6 +33,9 @@ const (
 	Admin_UnregisterBroker_FullMethodName            = "/strand.v1.Admin/UnregisterBroker"
 	Admin_ElectLeaders_FullMethodName                = "/strand.v1.Admin/ElectLeaders"
 	Admin_DeleteRecords_FullMethodName               = "/strand.v1.Admin/DeleteRecords"
+	Admin_CreateAcls_FullMethodName                  = "/strand.v1.Admin/CreateAcls"
+	Admin_DeleteAcls_FullMethodName                  = "/strand.v1.Admin/DeleteAcls"
+	Admin_DescribeAcls_FullMethodName                = "/strand.v1.Admin/DescribeAcls"
 )
 
 // AdminClient is the client API for Admin service.
@@ -82,6 +85,14 @@ type AdminClient interface {
 	// DeleteRecords moves partitions' log start offsets up (sent to each
 	// partition's leader). Errors: see DeleteRecordsResult.
 	DeleteRecords(ctx context.Context, in *DeleteRecordsRequest, opts ...grpc.CallOption) (*DeleteRecordsResponse, error)
+	// --- issue 22: acls --- begin
+	// CreateAcls adds ACLs (forwarded to the active controller); a binding
+	// that exists already is a success. DeleteAcls removes the ACLs each
+	// filter matches and lists them; DescribeAcls lists those the filter
+	// matches (from the broker's image).
+	CreateAcls(ctx context.Context, in *CreateAclsRequest, opts ...grpc.CallOption) (*CreateAclsResponse, error)
+	DeleteAcls(ctx context.Context, in *DeleteAclsRequest, opts ...grpc.CallOption) (*DeleteAclsResponse, error)
+	DescribeAcls(ctx context.Context, in *DescribeAclsRequest, opts ...grpc.CallOption) (*DescribeAclsResponse, error)
 }
 
 type adminClient struct {
@@ -232,6 +243,36 @@ func (c *adminClient) DeleteRecords(ctx context.Context, in *DeleteRecordsReques
 	return out, nil
 }
 
+func (c *adminClient) CreateAcls(ctx context.Context, in *CreateAclsRequest, opts ...grpc.CallOption) (*CreateAclsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateAclsResponse)
+	err := c.cc.Invoke(ctx, Admin_CreateAcls_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) DeleteAcls(ctx context.Context, in *DeleteAclsRequest, opts ...grpc.CallOption) (*DeleteAclsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteAclsResponse)
+	err := c.cc.Invoke(ctx, Admin_DeleteAcls_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) DescribeAcls(ctx context.Context, in *DescribeAclsRequest, opts ...grpc.CallOption) (*DescribeAclsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeAclsResponse)
+	err := c.cc.Invoke(ctx, Admin_DescribeAcls_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -279,6 +320,14 @@ type AdminServer interface {
 	// DeleteRecords moves partitions' log start offsets up (sent to each
 	// partition's leader). Errors: see DeleteRecordsResult.
 	DeleteRecords(context.Context, *DeleteRecordsRequest) (*DeleteRecordsResponse, error)
+	// --- issue 22: acls --- begin
+	// CreateAcls adds ACLs (forwarded to the active controller); a binding
+	// that exists already is a success. DeleteAcls removes the ACLs each
+	// filter matches and lists them; DescribeAcls lists those the filter
+	// matches (from the broker's image).
+	CreateAcls(context.Context, *CreateAclsRequest) (*CreateAclsResponse, error)
+	DeleteAcls(context.Context, *DeleteAclsRequest) (*DeleteAclsResponse, error)
+	DescribeAcls(context.Context, *DescribeAclsRequest) (*DescribeAclsResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -330,6 +379,15 @@ func (UnimplementedAdminServer) ElectLeaders(context.Context, *ElectLeadersReque
 }
 func (UnimplementedAdminServer) DeleteRecords(context.Context, *DeleteRecordsRequest) (*DeleteRecordsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteRecords not implemented")
+}
+func (UnimplementedAdminServer) CreateAcls(context.Context, *CreateAclsRequest) (*CreateAclsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateAcls not implemented")
+}
+func (UnimplementedAdminServer) DeleteAcls(context.Context, *DeleteAclsRequest) (*DeleteAclsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteAcls not implemented")
+}
+func (UnimplementedAdminServer) DescribeAcls(context.Context, *DescribeAclsRequest) (*DescribeAclsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeAcls not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -604,6 +662,60 @@ func _Admin_DeleteRecords_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_CreateAcls_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateAclsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).CreateAcls(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_CreateAcls_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).CreateAcls(ctx, req.(*CreateAclsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_DeleteAcls_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteAclsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DeleteAcls(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DeleteAcls_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DeleteAcls(ctx, req.(*DeleteAclsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_DescribeAcls_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeAclsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DescribeAcls(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DescribeAcls_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DescribeAcls(ctx, req.(*DescribeAclsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -666,6 +778,18 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteRecords",
 			Handler:    _Admin_DeleteRecords_Handler,
+		},
+		{
+			MethodName: "CreateAcls",
+			Handler:    _Admin_CreateAcls_Handler,
+		},
+		{
+			MethodName: "DeleteAcls",
+			Handler:    _Admin_DeleteAcls_Handler,
+		},
+		{
+			MethodName: "DescribeAcls",
+			Handler:    _Admin_DescribeAcls_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -85,9 +85,12 @@ const (
 	ErrorCode_CONCURRENT_TRANSACTIONS               ErrorCode = 51
 	ErrorCode_TRANSACTION_COORDINATOR_FENCED        ErrorCode = 52
 	ErrorCode_TRANSACTIONAL_ID_AUTHORIZATION_FAILED ErrorCode = 53
-	ErrorCode_OPERATION_NOT_ATTEMPTED               ErrorCode = 55
-	ErrorCode_KAFKA_STORAGE_ERROR                   ErrorCode = 56
-	ErrorCode_UNKNOWN_PRODUCER_ID                   ErrorCode = 59
+	// SECURITY_DISABLED: an ACL request to a broker without an authorizer
+	// (authorizer.class.name unset), as Kafka answers it.
+	ErrorCode_SECURITY_DISABLED       ErrorCode = 54
+	ErrorCode_OPERATION_NOT_ATTEMPTED ErrorCode = 55
+	ErrorCode_KAFKA_STORAGE_ERROR     ErrorCode = 56
+	ErrorCode_UNKNOWN_PRODUCER_ID     ErrorCode = 59
 	// NON_EMPTY_GROUP: a group with members cannot be deleted.
 	ErrorCode_NON_EMPTY_GROUP                ErrorCode = 68
 	ErrorCode_GROUP_ID_NOT_FOUND             ErrorCode = 69
@@ -193,6 +196,7 @@ var (
 		51:    "CONCURRENT_TRANSACTIONS",
 		52:    "TRANSACTION_COORDINATOR_FENCED",
 		53:    "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+		54:    "SECURITY_DISABLED",
 		55:    "OPERATION_NOT_ATTEMPTED",
 		56:    "KAFKA_STORAGE_ERROR",
 		59:    "UNKNOWN_PRODUCER_ID",
@@ -284,6 +288,7 @@ var (
 		"CONCURRENT_TRANSACTIONS":               51,
 		"TRANSACTION_COORDINATOR_FENCED":        52,
 		"TRANSACTIONAL_ID_AUTHORIZATION_FAILED": 53,
+		"SECURITY_DISABLED":                     54,
 		"OPERATION_NOT_ATTEMPTED":               55,
 		"KAFKA_STORAGE_ERROR":                   56,
 		"UNKNOWN_PRODUCER_ID":                   59,
@@ -459,7 +464,7 @@ const file_strand_v1_common_proto_rawDesc = "" +
 	"\x16strand/v1/common.proto\x12\tstrand.v1\"D\n" +
 	"\x0eTopicPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
-	"\tpartition\x18\x02 \x01(\x05R\tpartition*\x92\x13\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition*\xa9\x13\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12!\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\x17\n" +
@@ -512,7 +517,8 @@ const file_strand_v1_common_proto_rawDesc = "" +
 	"\x1bINVALID_TRANSACTION_TIMEOUT\x102\x12\x1b\n" +
 	"\x17CONCURRENT_TRANSACTIONS\x103\x12\"\n" +
 	"\x1eTRANSACTION_COORDINATOR_FENCED\x104\x12)\n" +
-	"%TRANSACTIONAL_ID_AUTHORIZATION_FAILED\x105\x12\x1b\n" +
+	"%TRANSACTIONAL_ID_AUTHORIZATION_FAILED\x105\x12\x15\n" +
+	"\x11SECURITY_DISABLED\x106\x12\x1b\n" +
 	"\x17OPERATION_NOT_ATTEMPTED\x107\x12\x17\n" +
 	"\x13KAFKA_STORAGE_ERROR\x108\x12\x17\n" +
 	"\x13UNKNOWN_PRODUCER_ID\x10;\x12\x13\n" +

@@ -36,6 +36,8 @@ const (
 	Controller_QuorumStatus_FullMethodName                = "/strand.v1.Controller/QuorumStatus"
 	Controller_UnregisterBroker_FullMethodName            = "/strand.v1.Controller/UnregisterBroker"
 	Controller_ElectLeaders_FullMethodName                = "/strand.v1.Controller/ElectLeaders"
+	Controller_CreateAcls_FullMethodName                  = "/strand.v1.Controller/CreateAcls"
+	Controller_DeleteAcls_FullMethodName                  = "/strand.v1.Controller/DeleteAcls"
 )
 
 // ControllerClient is the client API for Controller service.
@@ -92,6 +94,10 @@ type ControllerClient interface {
 	// --- issue 21: leaders ---
 	// ElectLeaders as forwarded by brokers.
 	ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error)
+	// --- issue 22: acls --- begin
+	// CreateAcls and DeleteAcls as forwarded by brokers.
+	CreateAcls(ctx context.Context, in *CreateAclsRequest, opts ...grpc.CallOption) (*CreateAclsResponse, error)
+	DeleteAcls(ctx context.Context, in *DeleteAclsRequest, opts ...grpc.CallOption) (*DeleteAclsResponse, error)
 }
 
 type controllerClient struct {
@@ -281,6 +287,26 @@ func (c *controllerClient) ElectLeaders(ctx context.Context, in *ElectLeadersReq
 	return out, nil
 }
 
+func (c *controllerClient) CreateAcls(ctx context.Context, in *CreateAclsRequest, opts ...grpc.CallOption) (*CreateAclsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateAclsResponse)
+	err := c.cc.Invoke(ctx, Controller_CreateAcls_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerClient) DeleteAcls(ctx context.Context, in *DeleteAclsRequest, opts ...grpc.CallOption) (*DeleteAclsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteAclsResponse)
+	err := c.cc.Invoke(ctx, Controller_DeleteAcls_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServer is the server API for Controller service.
 // All implementations must embed UnimplementedControllerServer
 // for forward compatibility.
@@ -335,6 +361,10 @@ type ControllerServer interface {
 	// --- issue 21: leaders ---
 	// ElectLeaders as forwarded by brokers.
 	ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error)
+	// --- issue 22: acls --- begin
+	// CreateAcls and DeleteAcls as forwarded by brokers.
+	CreateAcls(context.Context, *CreateAclsRequest) (*CreateAclsResponse, error)
+	DeleteAcls(context.Context, *DeleteAclsRequest) (*DeleteAclsResponse, error)
 	mustEmbedUnimplementedControllerServer()
 }
 
@@ -395,6 +425,12 @@ func (UnimplementedControllerServer) UnregisterBroker(context.Context, *Unregist
 }
 func (UnimplementedControllerServer) ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ElectLeaders not implemented")
+}
+func (UnimplementedControllerServer) CreateAcls(context.Context, *CreateAclsRequest) (*CreateAclsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateAcls not implemented")
+}
+func (UnimplementedControllerServer) DeleteAcls(context.Context, *DeleteAclsRequest) (*DeleteAclsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteAcls not implemented")
 }
 func (UnimplementedControllerServer) mustEmbedUnimplementedControllerServer() {}
 func (UnimplementedControllerServer) testEmbeddedByValue()                    {}
@@ -716,6 +752,42 @@ func _Controller_ElectLeaders_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_CreateAcls_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateAclsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).CreateAcls(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_CreateAcls_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).CreateAcls(ctx, req.(*CreateAclsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Controller_DeleteAcls_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteAclsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).DeleteAcls(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_DeleteAcls_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).DeleteAcls(ctx, req.(*DeleteAclsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Controller_ServiceDesc is the grpc.ServiceDesc for Controller service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -786,6 +858,14 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ElectLeaders",
 			Handler:    _Controller_ElectLeaders_Handler,
+		},
+		{
+			MethodName: "CreateAcls",
+			Handler:    _Controller_CreateAcls_Handler,
+		},
+		{
+			MethodName: "DeleteAcls",
+			Handler:    _Controller_DeleteAcls_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
