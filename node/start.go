@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"github.com/strand-io/strand/coordinator/txn"
 	"github.com/strand-io/strand/internal/auth"
 	"github.com/strand-io/strand/internal/gossip"
+	"github.com/strand-io/strand/internal/tlsconf"
 	"github.com/strand-io/strand/metadata"
 	"github.com/strand-io/strand/replication"
 	"github.com/strand-io/strand/request"
@@ -33,7 +35,13 @@ import (
 // startController starts this node's Raft voter and the controller logic
 // on it.
 func (n *Node) startController(cfg Config) error {
+	raftServer, raftClient := n.raftTLS()
+	var checkPeer func(tls.ConnectionState) error
+	if raftServer != nil {
+		checkPeer = n.sec.CheckBroker
+	}
 	q, err := controller.StartQuorum(controller.QuorumConfig{
+		ServerTLS: raftServer, ClientTLS: raftClient, CheckPeer: checkPeer,
 		NodeID: cfg.NodeID, Dir: filepath.Join(cfg.DataDir, "controller"), Bind: cfg.ControllerListen, Advertise: cfg.ControllerAdvertise,
 		Voters: cfg.Voters, Dial: cfg.RaftDial, Logger: n.lg,
 		HeartbeatTimeout: cfg.QuorumTimeouts.Heartbeat, ElectionTimeout: cfg.QuorumTimeouts.Election,
@@ -57,7 +65,15 @@ func (n *Node) startGossip(cfg Config) error {
 	if raftAdv == "" {
 		raftAdv = cfg.ControllerListen
 	}
-	g, err := gossip.Start(gossip.Config{
+	var key []byte
+	if loc := cfg.Security.GossipKeyLocation; loc != "" {
+		k, err := tlsconf.ReadGossipKey(loc)
+		if err != nil {
+			return err
+		}
+		key = k
+	}
+	g, err := gossip.Start(gossip.Config{SecretKey: key,
 		Meta: gossip.Meta{NodeID: cfg.NodeID, Address: n.cfg.Advertise, InterBroker: n.cfg.InterBrokerAdvertise, RaftAddr: raftAdv, Broker: cfg.Broker, Controller: cfg.Controller},
 		Bind: cfg.GossipListen, Advertise: cfg.GossipAdvertise, Join: cfg.Join, Logger: n.lg,
 		OnDead: func(id int32) {

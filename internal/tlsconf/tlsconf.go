@@ -10,10 +10,12 @@ package tlsconf
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"slices"
 	"strings"
 
@@ -312,4 +314,22 @@ func hostOf(a net.Addr) string {
 		return h
 	}
 	return a.String()
+}
+
+// ReadGossipKey reads gossip.encryption.key.location: a base64 AES key of
+// 16, 24 or 32 bytes.
+func ReadGossipKey(path string) ([]byte, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("gossip.encryption.key.location: %w", err)
+	}
+	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(raw)))
+	if err != nil {
+		return nil, fmt.Errorf("gossip.encryption.key.location %s: not base64: %w", path, err)
+	}
+	switch len(key) {
+	case 16, 24, 32:
+		return key, nil
+	}
+	return nil, fmt.Errorf("gossip.encryption.key.location %s: a %d-byte key; want 16, 24 or 32 bytes (AES-128, -192, -256)", path, len(key))
 }
