@@ -56,11 +56,11 @@ type Cluster struct {
 	T   testing.TB
 	Net *fault.Network
 
-	opts   Options
-	base   string
+	opts Options
+	base string
 	// TLS is the certificate material of a cluster started with
 	// Options.TLS (nil otherwise).
-	TLS *ClusterTLS
+	TLS    *ClusterTLS
 	voters []controller.Voter // the voters the cluster was bootstrapped with
 
 	mu      sync.Mutex
