@@ -331,3 +331,29 @@ func TestClientConfigVerifiesServer(t *testing.T) {
 		t.Fatal("PLAINTEXT CLIENT has a TLS config")
 	}
 }
+
+func TestNewNeedsMaterial(t *testing.T) {
+	ssl := map[string]Protocol{auth.ListenerClient: SSL}
+	if _, err := New(Config{Protocols: ssl}, nil); err == nil {
+		t.Fatal("SSL without a keystore started")
+	}
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.pem")
+	write(t, bad, []byte("not PEM"))
+	if _, err := New(Config{Protocols: ssl, KeystoreLocation: bad, TruststoreLocation: bad}, nil); err == nil {
+		t.Fatal("an unreadable keystore started")
+	}
+	// PLAINTEXT everywhere needs nothing and has no TLS config.
+	s, err := New(Config{}, nil)
+	if err != nil || s.ServerTLS(auth.ListenerClient) != nil || s.ClientTLS(auth.ListenerInterBroker) != nil {
+		t.Fatalf("%v", err)
+	}
+	// A CRL signed by another CA is refused.
+	f := newFixture(t, "CLIENT:SSL", ClientAuthNone, "")
+	other, _ := certs.NewCA("other", time.Time{}, time.Time{})
+	crl, _ := other.CRL()
+	write(t, f.crl, crl)
+	if _, err := New(Config{Protocols: ssl, KeystoreLocation: f.ks, TruststoreLocation: f.ts, CRLLocation: f.crl}, nil); err == nil {
+		t.Fatal("a CRL from another CA was taken")
+	}
+}
