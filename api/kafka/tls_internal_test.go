@@ -114,4 +114,11 @@ func TestTLSSessionInHandlerContext(t *testing.T) {
 	if len(seen) != 0 {
 		t.Fatal("a refused connection reached a handler")
 	}
+	deadline := time.Now().Add(5 * time.Second)
+	for srv.metrics.Closed("tls_handshake") < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := srv.metrics.Closed("tls_handshake"); got != 2 {
+		t.Fatalf("strand_kafka_connections_closed_total{reason=tls_handshake} = %v, want 2", got)
+	}
 }

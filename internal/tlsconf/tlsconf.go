@@ -223,8 +223,13 @@ func New(cfg Config, lg *slog.Logger) (*Security, error) {
 // Config returns the settings.
 func (s *Security) Config() Config { return s.cfg }
 
-// Protocol is the listener's protocol.
-func (s *Security) Protocol(listener string) Protocol { return s.cfg.Protocol(listener) }
+// Protocol is the listener's protocol (a nil Security: PLAINTEXT).
+func (s *Security) Protocol(listener string) Protocol {
+	if s == nil {
+		return Plaintext
+	}
+	return s.cfg.Protocol(listener)
+}
 
 // ServerTLS is the listener's server *tls.Config, nil if it does not use
 // TLS. nextProtos are the ALPN protocols it offers ("h2" for gRPC).
@@ -247,7 +252,7 @@ func (s *Security) ClientTLS(listener string, nextProtos ...string) *tls.Config 
 
 // Session is the session of a connection to listener from remote: the
 // principal the verified peer certificate maps to (Mechanism "SSL"), else
-// Anonymous. An error means the certificate maps to no principal (the
+// Anonymous (always, for a nil Security). An error means the certificate maps to no principal (the
 // connection fails authentication, as Kafka's).
 func (s *Security) Session(listener string, remote net.Addr, cs *tls.ConnectionState) (auth.Session, error) {
 	sess := auth.Session{Principal: auth.Anonymous, Listener: listener, Host: hostOf(remote)}
@@ -255,7 +260,7 @@ func (s *Security) Session(listener string, remote net.Addr, cs *tls.ConnectionS
 		return sess, nil
 	}
 	sess.TLS = true
-	if len(cs.VerifiedChains) == 0 || len(cs.PeerCertificates) == 0 {
+	if s == nil || len(cs.VerifiedChains) == 0 || len(cs.PeerCertificates) == 0 {
 		return sess, nil
 	}
 	p, err := s.Principal(cs.PeerCertificates[0])
