@@ -221,6 +221,10 @@ func (s *Store) ServerConfig(ca ClientAuth, nextProtos []string) *tls.Config {
 				NextProtos:   np,
 				Certificates: []tls.Certificate{m.cert},
 				ClientCAs:    m.roots,
+				// No resumed sessions: a resumed handshake skips the
+				// checks below, and would let a certificate revoked (or a
+				// CA removed from the truststore) since keep connecting.
+				SessionTicketsDisabled: true,
 				VerifyPeerCertificate: func(_ [][]byte, chains [][]*x509.Certificate) error {
 					return m.checkRevoked(chains)
 				},

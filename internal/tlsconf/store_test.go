@@ -357,3 +357,32 @@ func TestNewNeedsMaterial(t *testing.T) {
 		t.Fatal("a CRL from another CA was taken")
 	}
 }
+
+// TestTruststoreReload: a CA added to the truststore file is trusted on
+// the next handshake (after ReloadInterval), without a restart; a server
+// gives out no session tickets, so no handshake skips the checks.
+func TestTruststoreReload(t *testing.T) {
+	f := newFixture(t, "CLIENT:SSL", ClientAuthRequired, "")
+	addr, out := serve(t, f.sec, auth.ListenerClient)
+	ca2, _ := certs.NewCA("second-ca", time.Time{}, time.Time{})
+	carol, _ := ca2.Issue(certs.Spec{CommonName: "carol", Client: true})
+	if err := dial(addr, f.roots(), pairCert(t, carol)); err == nil {
+		t.Fatal("a certificate of a CA not yet trusted got through")
+	}
+	<-out
+	write(t, f.ts, append(f.ca.CertPEM(), ca2.CertPEM()...))
+	time.Sleep(ReloadInterval + 100*time.Millisecond)
+	if err := dial(addr, f.roots(), pairCert(t, carol)); err != nil {
+		t.Fatalf("carol after her CA joined the truststore: %v", err)
+	}
+	if o := <-out; o.err != nil || o.sess.Principal != auth.User("CN=carol") {
+		t.Fatalf("%+v %v", o.sess, o.err)
+	}
+	if f.sec.ServerTLS(auth.ListenerClient) == nil {
+		t.Fatal("no server config")
+	}
+	c, _ := f.sec.ServerTLS(auth.ListenerClient).GetConfigForClient(&tls.ClientHelloInfo{})
+	if !c.SessionTicketsDisabled {
+		t.Fatal("session tickets on")
+	}
+}
