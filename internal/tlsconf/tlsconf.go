@@ -18,6 +18,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/strand-io/strand/internal/auth"
 	"github.com/strand-io/strand/internal/planted"
@@ -195,7 +196,16 @@ func (c *Config) clientAuth(listener string) ClientAuth {
 type Security struct {
 	cfg   Config
 	store *Store // nil when no listener uses TLS
+
+	// principals caches the principal of each peer certificate seen
+	// lately (every RPC on a connection brings the same one), bounded.
+	pmu        sync.Mutex
+	principals map[*x509.Certificate]auth.Principal
 }
+
+// principalCacheSize bounds Security.principals; the map is emptied when
+// it is full.
+const principalCacheSize = 4096
 
 // New loads the key and trust material if some listener uses TLS (an
 // error if it does not load) and returns the node's Security.
@@ -263,13 +273,33 @@ func (s *Security) Session(listener string, remote net.Addr, cs *tls.ConnectionS
 	if s == nil || len(cs.VerifiedChains) == 0 || len(cs.PeerCertificates) == 0 {
 		return sess, nil
 	}
-	p, err := s.Principal(cs.PeerCertificates[0])
+	p, err := s.cachedPrincipal(cs.PeerCertificates[0])
 	if err != nil {
 		return sess, err
 	}
 	sess.Principal, sess.Mechanism = p, "SSL"
 	sess.Broker = s.IsBroker(p)
 	return sess, nil
+}
+
+func (s *Security) cachedPrincipal(cert *x509.Certificate) (auth.Principal, error) {
+	s.pmu.Lock()
+	p, ok := s.principals[cert]
+	s.pmu.Unlock()
+	if ok {
+		return p, nil
+	}
+	p, err := s.Principal(cert)
+	if err != nil {
+		return p, err
+	}
+	s.pmu.Lock()
+	if s.principals == nil || len(s.principals) >= principalCacheSize {
+		s.principals = make(map[*x509.Certificate]auth.Principal)
+	}
+	s.principals[cert] = p
+	s.pmu.Unlock()
+	return p, nil
 }
 
 // Principal maps cert's subject through ssl.principal.mapping.rules.
