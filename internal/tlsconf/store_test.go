@@ -348,6 +348,10 @@ func TestNewNeedsMaterial(t *testing.T) {
 	if err != nil || s.ServerTLS(auth.ListenerClient) != nil || s.ClientTLS(auth.ListenerInterBroker) != nil {
 		t.Fatalf("%v", err)
 	}
+	// A gossip key that does not read stops the start.
+	if _, err := New(Config{GossipKeyLocation: bad}, nil); err == nil {
+		t.Fatal("an unreadable gossip key started")
+	}
 	// A CRL signed by another CA is refused.
 	f := newFixture(t, "CLIENT:SSL", ClientAuthNone, "")
 	other, _ := certs.NewCA("other", time.Time{}, time.Time{})

@@ -201,6 +201,17 @@ type Security struct {
 	// lately (every RPC on a connection brings the same one), bounded.
 	pmu        sync.Mutex
 	principals map[*x509.Certificate]auth.Principal
+
+	gossipKey []byte
+}
+
+// GossipKey is the key read from gossip.encryption.key.location (nil:
+// gossip is not encrypted).
+func (s *Security) GossipKey() []byte {
+	if s == nil {
+		return nil
+	}
+	return s.gossipKey
 }
 
 // principalCacheSize bounds Security.principals; the map is emptied when
@@ -217,6 +228,13 @@ func New(cfg Config, lg *slog.Logger) (*Security, error) {
 		cfg.InterBrokerPrincipals = []auth.Principal{DefaultInterBrokerPrincipal}
 	}
 	s := &Security{cfg: cfg}
+	if cfg.GossipKeyLocation != "" {
+		key, err := ReadGossipKey(cfg.GossipKeyLocation)
+		if err != nil {
+			return nil, err
+		}
+		s.gossipKey = key
+	}
 	if cfg.AnyTLS() {
 		if cfg.KeystoreLocation == "" || cfg.TruststoreLocation == "" {
 			return nil, errors.New("a listener uses SSL: ssl.keystore.location and ssl.truststore.location are required")
