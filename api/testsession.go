@@ -22,10 +22,3 @@ func TestSessionOptions(s auth.Session) []grpc.ServerOption {
 		}),
 	}
 }
-
-type sessionStream struct {
-	grpc.ServerStream
-	ctx context.Context
-}
-
-func (s *sessionStream) Context() context.Context { return s.ctx }

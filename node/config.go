@@ -144,6 +144,9 @@ type AuthorizerConfig struct {
 	ClassName                 string
 	SuperUsers                []auth.Principal
 	AllowEveryoneIfNoACLFound bool
+	// Security is issue 22's settings: listener protocols, TLS material,
+	// principal mapping, broker principals (zero: every listener PLAINTEXT).
+	Security SecurityConfig
 }
 
 // QuorumTimeouts tunes Raft (zero keeps hashicorp/raft's defaults).

@@ -31,6 +31,7 @@ package kafka
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -41,6 +42,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/strand-io/strand/internal/auth"
+	"github.com/strand-io/strand/internal/tlsconf"
 	"github.com/strand-io/strand/request"
 )
 
@@ -81,6 +83,10 @@ type Config struct {
 	// this door before it authenticates connections itself). A server
 	// never sets it.
 	TestSession *auth.Session
+	// Security gives the listener's TLS (when KAFKA is SSL or SASL_SSL in
+	// listener.security.protocol.map) and each connection's session (nil:
+	// PLAINTEXT, every connection anonymous).
+	Security *tlsconf.Security
 }
 
 // Server serves Kafka's protocol on listeners given to Serve.
@@ -90,6 +96,7 @@ type Server struct {
 	lg       *slog.Logger
 	metrics  *Metrics
 	sessions *sessionCache
+	tls      *tls.Config // nil: PLAINTEXT
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -121,7 +128,11 @@ func NewServer(cfg Config) *Server {
 		cfg.Metrics = NewMetrics()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{
+	var tc *tls.Config
+	if cfg.Security != nil {
+		tc = cfg.Security.ServerTLS(auth.ListenerKafka)
+	}
+	return &Server{tls: tc,
 		cfg: cfg, h: cfg.Handler.ForListener(request.ListenerKafka), lg: cfg.Logger.With("listener", "kafka"),
 		metrics: cfg.Metrics, sessions: newSessionCache(cfg.SessionSlots),
 		ctx: ctx, cancel: cancel, lns: map[net.Listener]bool{}, conns: map[*Conn]bool{},
@@ -196,7 +207,7 @@ func (s *Server) Close() error {
 		ln.Close()
 	}
 	for c := range s.conns {
-		c.nc.Close()
+		c.raw.Close()
 	}
 	s.mu.Unlock()
 	s.cancel()
@@ -223,14 +234,14 @@ func NewMetrics() *Metrics {
 			Help:    "Time from a Kafka request's decoding to its answer being written, per API (TotalTimeMs).",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}}, []string{"request"}),
 		closed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strand_kafka_connections_closed_total",
-			Help: "Kafka-listener connections the broker closed for breaking the protocol, per reason (oversized, malformed, unknown_api, unsupported_version, idle)."}, []string{"reason"}),
+			Help: "Kafka-listener connections the broker closed for breaking the protocol, per reason (oversized, malformed, unknown_api, unsupported_version, idle, tls_handshake: a TLS handshake or certificate authentication that failed)."}, []string{"reason"}),
 		connections: prometheus.NewGauge(prometheus.GaugeOpts{Name: "strand_kafka_connections",
 			Help: "Open connections on the Kafka listener (connection-count)."}),
 	}
 	// Every reason is served from the start, at 0 until a connection is
 	// closed for it (as strand_connections_rejected_total is), so the
 	// metric is there to alert on before the first violation.
-	for _, reason := range []string{"oversized", "malformed", "unknown_api", "unsupported_version", "idle"} {
+	for _, reason := range []string{"oversized", "malformed", "unknown_api", "unsupported_version", "idle", "tls_handshake"} {
 		m.closed.WithLabelValues(reason).Add(0)
 	}
 	return m
@@ -249,4 +260,17 @@ func (m *Metrics) Closed(reason string) float64 {
 // Requests is how many requests of api (Kafka's name, e.g. "Produce") were answered.
 func (m *Metrics) Requests(api string) float64 {
 	return counterValue(m.requests.WithLabelValues(api))
+}
+
+// session is the session of a connection from remote (cs: its TLS state,
+// nil for PLAINTEXT).
+func (s *Server) session(remote net.Addr, cs *tls.ConnectionState) (auth.Session, error) {
+	if s.cfg.Security == nil {
+		host, _, err := net.SplitHostPort(remote.String())
+		if err != nil {
+			host = remote.String()
+		}
+		return auth.Session{Principal: auth.Anonymous, Host: host, Listener: auth.ListenerKafka}, nil
+	}
+	return s.cfg.Security.Session(auth.ListenerKafka, remote, cs)
 }

@@ -89,6 +89,13 @@ const (
 	// AuthzDenyIgnored: the standard authorizer skips DENY ACLs, so an
 	// ALLOW for the same principal and resource wins (issue 22).
 	AuthzDenyIgnored
+	// TLSRevocationIgnored: a client certificate on the ssl.crl.location
+	// CRL is taken like any other (issue 22).
+	TLSRevocationIgnored
+	// BrokerPrincipalUnchecked: on an SSL INTER_BROKER listener and the SSL
+	// Raft transport any certificate the truststore verifies is served, not
+	// only those of inter.broker.principals (issue 22).
+	BrokerPrincipalUnchecked
 
 	numBugs
 )
@@ -111,6 +118,8 @@ var names = [numBugs]string{
 	AuthzSkipTxnOffsetCommitGroup:         "authz-skip-txn-offset-commit-group",
 	AuthzSkipProduceTopicWrite:            "authz-skip-produce-topic-write",
 	AuthzDenyIgnored:                      "authz-deny-ignored",
+	TLSRevocationIgnored:                  "tls-revocation-ignored",
+	BrokerPrincipalUnchecked:              "broker-principal-unchecked",
 }
 
 // String is the bug's name.
