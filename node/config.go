@@ -137,6 +137,9 @@ type Config struct {
 	// authorizer over the controller's ACLs), super.users and
 	// allow.everyone.if.no.acl.found.
 	Authorizer AuthorizerConfig
+	// Security is issue 22's settings: listener protocols, TLS material,
+	// principal mapping, broker principals (zero: every listener PLAINTEXT).
+	Security SecurityConfig
 }
 
 // AuthorizerConfig is the authorizer's settings.
@@ -144,9 +147,6 @@ type AuthorizerConfig struct {
 	ClassName                 string
 	SuperUsers                []auth.Principal
 	AllowEveryoneIfNoACLFound bool
-	// Security is issue 22's settings: listener protocols, TLS material,
-	// principal mapping, broker principals (zero: every listener PLAINTEXT).
-	Security SecurityConfig
 }
 
 // QuorumTimeouts tunes Raft (zero keeps hashicorp/raft's defaults).
