@@ -131,6 +131,9 @@ type Image struct {
 	// "<id>"); they take precedence over BrokerConfigs on that broker. It
 	// may be nil (no broker has one); Apply copies it on write.
 	BrokerConfigsByID map[int32]map[string]string
+	// Scram holds users' SCRAM credentials by user and mechanism (issue
+	// 22: sasl; scram.go). It may be nil; Apply copies it on write.
+	Scram map[string]map[int32]ScramCredential
 }
 
 // EmptyImage is the image before any record.
@@ -240,6 +243,7 @@ type builder struct {
 	featCopied    bool
 	cfgCopied     bool
 	cfgIDCopied   map[int32]bool
+	scramCopied   map[string]bool
 	delta         *Delta
 	touched       map[tpKey]bool
 }
@@ -372,6 +376,9 @@ func (b *builder) setPartition(t *Topic, p *Partition) {
 }
 
 func (b *builder) record(r *pb.MetadataRecord, offset int64) error {
+	if ok, err := b.scramRecord(r); ok {
+		return err
+	}
 	switch x := r.Record.(type) {
 	case *pb.MetadataRecord_Cluster:
 		b.im.ClusterID = x.Cluster.ClusterId
@@ -615,6 +622,7 @@ func (im *Image) SnapshotRecords() *pb.MetadataBatch {
 			add(&pb.MetadataRecord{Record: &pb.MetadataRecord_Config{Config: &pb.ConfigRecord{ResourceType: "broker", ResourceName: strconv.Itoa(int(id)), Name: k, Value: m[k]}}})
 		}
 	}
+	im.scramSnapshot(add)
 	return out
 }
 
