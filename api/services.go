@@ -31,7 +31,8 @@ func (s *metadataService) FindCoordinator(ctx context.Context, req *pb.FindCoord
 
 type adminService struct {
 	pb.UnimplementedAdminServer
-	h *request.Handler
+	h    *request.Handler
+	sasl *SASLTokens
 }
 
 func (s *adminService) CreateTopics(ctx context.Context, req *pb.CreateTopicsRequest) (*pb.CreateTopicsResponse, error) {
@@ -198,4 +199,14 @@ func (s *adminService) ElectLeaders(ctx context.Context, req *pb.ElectLeadersReq
 
 func (s *adminService) DeleteRecords(ctx context.Context, req *pb.DeleteRecordsRequest) (*pb.DeleteRecordsResponse, error) {
 	return answer(s.h.DeleteRecords(ctx, req))
+}
+
+// Issue 22 (sasl): users' SCRAM credentials; SaslAuthenticate is in sasl.go.
+
+func (s *adminService) AlterUserScramCredentials(ctx context.Context, req *pb.AlterUserScramCredentialsRequest) (*pb.AlterUserScramCredentialsResponse, error) {
+	return answer(s.h.AlterUserScramCredentials(ctx, req))
+}
+
+func (s *adminService) DescribeUserScramCredentials(ctx context.Context, req *pb.DescribeUserScramCredentialsRequest) (*pb.DescribeUserScramCredentialsResponse, error) {
+	return answer(s.h.DescribeUserScramCredentials(ctx, req))
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/strand-io/strand/coordinator"
 	"github.com/strand-io/strand/coordinator/group"
 	"github.com/strand-io/strand/coordinator/txn"
+	"github.com/strand-io/strand/internal/auth"
 	"github.com/strand-io/strand/internal/gossip"
 	"github.com/strand-io/strand/internal/wire"
 	"github.com/strand-io/strand/metadata"
@@ -155,7 +156,7 @@ func (n *Node) serve(ctx context.Context, cfg Config, deps *api.Deps, ln net.Lis
 	common = append(common, grpc.ChainUnaryInterceptor(n.metrics.Unary))
 	clientOpts := append(slices.Clone(common), api.ClientConnectionOptions()...)
 	clientOpts = append(clientOpts, n.gate.Interceptors(cfg.UnaryInterceptors...)...)
-	n.grpc = grpc.NewServer(clientOpts...)
+	n.grpc = grpc.NewServer(append(slices.Clone(clientOpts), deps.SASL.Interceptors(cfg.SASL.protocol(auth.ListenerClient), auth.ListenerClient)...)...)
 	api.RegisterClient(n.grpc, deps)
 	healthpb.RegisterHealthServer(n.grpc, n.health)
 	n.peers = api.NewPeerFilter(n.peerHosts, n.lg)
@@ -184,7 +185,8 @@ func (n *Node) serve(ctx context.Context, cfg Config, deps *api.Deps, ln net.Lis
 			kh.Metrics = deps.Metrics
 		}
 		n.kafka = kafka.NewServer(kafka.Config{Handler: kh, Logger: n.lg, MaxRequestBytes: cfg.SocketRequestMaxBytes,
-			IdleTimeout: n.maxIdle(), Metrics: n.kafkaMetrics})
+			IdleTimeout: n.maxIdle(), Metrics: n.kafkaMetrics,
+			SecurityProtocol: cfg.SASL.protocol(auth.ListenerKafka), SASLMechanisms: cfg.SASL.EnabledMechanisms})
 		// Wrapped now, with the other listeners: wrapping it later could
 		// race the limiter's last listener closing at shutdown.
 		kln := clientConns.Wrap(n.kafkaLn, "kafka")
@@ -208,7 +210,7 @@ func (n *Node) serve(ctx context.Context, cfg Config, deps *api.Deps, ln net.Lis
 		}
 		ext := *deps
 		ext.External = true
-		n.extGRPC = grpc.NewServer(clientOpts...)
+		n.extGRPC = grpc.NewServer(append(slices.Clone(clientOpts), deps.SASL.Interceptors(cfg.SASL.protocol(auth.ListenerExternal), auth.ListenerExternal)...)...)
 		api.RegisterClient(n.extGRPC, &ext)
 		healthpb.RegisterHealthServer(n.extGRPC, n.health)
 		n.wg.Add(1)

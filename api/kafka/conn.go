@@ -34,6 +34,8 @@ type Conn struct {
 	nc  net.Conn
 	// out carries answers, in request order, to the writer.
 	out chan pending
+	// sasl is the connection's SASL state (issue 22: sasl.go).
+	sasl saslConn
 }
 
 // pending is an answer on its way to the writer.
@@ -67,7 +69,9 @@ func violation(reason, format string, args ...any) error {
 }
 
 func newConn(s *Server, nc net.Conn) *Conn {
-	return &Conn{H: s.h, Log: s.lg.With("remote", nc.RemoteAddr().String()), srv: s, nc: nc, out: make(chan pending, s.cfg.MaxInFlight)}
+	c := &Conn{H: s.h, Log: s.lg.With("remote", nc.RemoteAddr().String()), srv: s, nc: nc, out: make(chan pending, s.cfg.MaxInFlight)}
+	c.initSASL()
+	return c
 }
 
 // serve reads requests until the connection ends, handing answers to a
@@ -130,6 +134,9 @@ func (c *Conn) read(ctx context.Context) error {
 		case c.out <- *p:
 		case <-ctx.Done():
 			return ctx.Err()
+		}
+		if c.sasl.closeAfter != "" {
+			return violation("sasl_failed", "%s", c.sasl.closeAfter)
 		}
 	}
 }
@@ -275,6 +282,9 @@ func (c *Conn) handle(ctx context.Context, frame []byte) (*pending, error) {
 	start := time.Now()
 	h, a, req, err := decode(frame)
 	c.ClientID = h.clientID
+	if gerr := c.saslGate(h.key); gerr != nil {
+		return nil, gerr
+	}
 	if errors.Is(err, errNewerApiVersions) {
 		// KIP-511: a newer ApiVersions is answered at version 0 with the
 		// versions served, so the client can pick one.
@@ -288,7 +298,7 @@ func (c *Conn) handle(ctx context.Context, frame []byte) (*pending, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := a.fn(ctx, c, req)
+	resp, err := a.fn(c.withSession(ctx), c, req)
 	if err != nil {
 		return nil, err
 	}

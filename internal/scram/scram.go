@@ -464,3 +464,6 @@ func (c *Client) serverFinal(msg string) error {
 	}
 	return nil
 }
+
+// HashSize is the hash's output length: a salted password's, a key's.
+func (m Mechanism) HashSize() int { return m.h().Size() }
