@@ -90,9 +90,18 @@ func (c *cluster) conn(addr string) (*grpc.ClientConn, error) {
 	// starting answers BROKER_NOT_AVAILABLE) fails with that *errs.Error,
 	// which the retry loops know to retry.
 	opts = append(opts, c.cfg.dialOpts...)
+	var sc *scramCreds
+	if c.cfg.scram != nil {
+		var so []grpc.DialOption
+		sc, so = c.cfg.scram.dialOptions()
+		opts = append(opts, so...)
+	}
 	cc, err := grpc.NewClient("passthrough:///"+addr, opts...)
 	if err != nil {
 		return nil, err
+	}
+	if sc != nil {
+		sc.cc = cc // before any call on cc
 	}
 	c.conns[addr] = cc
 	return cc, nil

@@ -36,7 +36,7 @@ type Floor struct {
 var Plan = []Floor{
 	{Name: "ground", Packages: []string{
 		"proto/strand/v1", "errs", "record", "clock",
-		"internal/config", "internal/wire", "internal/gossip", "internal/planted", "internal/auth",
+		"internal/config", "internal/wire", "internal/gossip", "internal/planted", "internal/auth", "internal/scram",
 	}},
 	{Name: "metadata", Packages: []string{"metadata", "metadata/metadatatest"}},
 	{Name: "controller", Packages: []string{"controller", "controller/channel"}},
