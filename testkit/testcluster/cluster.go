@@ -35,6 +35,9 @@ type Options struct {
 	Roles func(id int32) (broker, controller bool)
 	// Mutate adjusts each node's config before it starts.
 	Mutate func(id int32, cfg *node.Config)
+	// ListenerProtocols sets client listeners' security protocols by
+	// listener name (issue 22: SASL_PLAINTEXT on KAFKA, CLIENT, EXTERNAL).
+	ListenerProtocols map[string]string
 }
 
 // Member is one node of the cluster.
@@ -99,6 +102,9 @@ func (c *Cluster) newMember(id int32, a nodeAddrs, isBroker, isController bool, 
 	}
 	c.Net.Register(m.Name(), cfg.ControllerListen)
 	cfg.Dial = c.Net.Dialer(m.Name())
+	if opts.ListenerProtocols != nil {
+		cfg.SASL.Protocols = opts.ListenerProtocols
+	}
 	cfg.RaftDial = c.Net.Dialer(m.Name())
 	cfg.MarkerDial = c.Net.Dialer(m.Name() + "-markers")
 	if opts.Mutate != nil {
