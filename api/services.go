@@ -201,7 +201,7 @@ func (s *adminService) DeleteRecords(ctx context.Context, req *pb.DeleteRecordsR
 	return answer(s.h.DeleteRecords(ctx, req))
 }
 
-// Issue 22 (sasl): users' SCRAM credentials; SaslAuthenticate is in sasl.go.
+// Issue 22 (sasl): users' SCRAM credentials and the SCRAM exchange (sasl.go).
 
 func (s *adminService) AlterUserScramCredentials(ctx context.Context, req *pb.AlterUserScramCredentialsRequest) (*pb.AlterUserScramCredentialsResponse, error) {
 	return answer(s.h.AlterUserScramCredentials(ctx, req))
@@ -209,4 +209,8 @@ func (s *adminService) AlterUserScramCredentials(ctx context.Context, req *pb.Al
 
 func (s *adminService) DescribeUserScramCredentials(ctx context.Context, req *pb.DescribeUserScramCredentialsRequest) (*pb.DescribeUserScramCredentialsResponse, error) {
 	return answer(s.h.DescribeUserScramCredentials(ctx, req))
+}
+
+func (s *adminService) SaslAuthenticate(st pb.Admin_SaslAuthenticateServer) error {
+	return s.saslAuthenticate(st)
 }

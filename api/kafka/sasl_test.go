@@ -17,6 +17,7 @@ import (
 
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/internal/auth"
+	"github.com/strand-io/strand/internal/planted"
 	iscram "github.com/strand-io/strand/internal/scram"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/testkit/testcluster"
@@ -155,7 +156,15 @@ func TestKafkaSASLWire(t *testing.T) {
 	}
 
 	t.Run("request before authentication", func(t *testing.T) {
+		// With the gate left open (planted), Metadata is answered.
+		restore := planted.Set(planted.SaslGateOpen)
 		conn := dial()
+		if _, _, err := roundTrip(t, conn, metadata()); err != nil {
+			restore()
+			t.Fatalf("planted open gate: %v", err)
+		}
+		restore()
+		conn = dial()
 		apiv := kmsg.NewPtrApiVersionsRequest()
 		if _, _, err := roundTrip(t, conn, encode(apiv, 1)); err != nil {
 			t.Fatalf("ApiVersions before authentication: %v", err)

@@ -79,6 +79,14 @@ const (
 	// for UNKNOWN_MEMBER_ID, so a fenced instance rejoins and fences its
 	// replacement in turn (item 7, KIP-345).
 	ClientIgnoresInstanceFencing
+	// --- issue 22: sasl --- begin
+	// SaslGateOpen: a Kafka connection on a SASL listener is served
+	// without authenticating first.
+	SaslGateOpen
+	// SaslTokenUnchecked: a gRPC call on a SASL listener is served without
+	// a valid session token.
+	SaslTokenUnchecked
+	// --- issue 22: sasl --- end
 
 	numBugs
 )
@@ -98,6 +106,8 @@ var names = [numBugs]string{
 	StaticRejoinRebalances:                "static-rejoin-rebalances",
 	StaticRejoinNotPersisted:              "static-rejoin-not-persisted",
 	ClientIgnoresInstanceFencing:          "client-ignores-instance-fencing",
+	SaslGateOpen:                          "sasl-gate-open",
+	SaslTokenUnchecked:                    "sasl-token-unchecked",
 }
 
 // String is the bug's name.
