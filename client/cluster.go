@@ -160,6 +160,9 @@ func (c *cluster) any(ctx context.Context, fn func(ctx context.Context, cc *grpc
 			if err == nil {
 				return nil
 			}
+			if saslRefusal(err) {
+				return err // a wrong password stays wrong (issue 22: sasl.go)
+			}
 			last = keepLast(last, err)
 			if ctx.Err() != nil {
 				return expired(ctx, last)

@@ -217,3 +217,10 @@ func (sc *scramCreds) retryUnary(ctx context.Context, method string, req, reply 
 	sc.drop(tok)
 	return invoker(ctx, method, req, reply, cc, opts...)
 }
+
+// saslRefusal reports an authentication refusal no retry can mend: a wrong
+// password or a mechanism the node does not offer.
+func saslRefusal(err error) bool {
+	c := errs.CodeOf(err)
+	return c == pb.ErrorCode_SASL_AUTHENTICATION_FAILED || c == pb.ErrorCode_UNSUPPORTED_SASL_MECHANISM
+}
