@@ -19,16 +19,20 @@ import (
 	"github.com/strand-io/strand/internal/auth"
 	"github.com/strand-io/strand/internal/planted"
 	"github.com/strand-io/strand/internal/wire"
+	"github.com/strand-io/strand/node"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/testkit/testcluster"
 )
 
 // TestSDKSCRAM: on a SASL_PLAINTEXT gRPC client listener, the SDK with
-// WithSCRAM and the right password administers, produces and consumes;
-// a wrong password, an unknown mechanism, a call without a token and a
-// forged token are refused with SASL_AUTHENTICATION_FAILED.
+// WithSCRAM and the right password administers, produces and consumes,
+// authenticating again once its token nears expiry and after the node
+// restarted (and forgot it); a wrong password, an unknown mechanism, a
+// call without a token and a forged token are refused with
+// SASL_AUTHENTICATION_FAILED, at once.
 func TestSDKSCRAM(t *testing.T) {
-	c := testcluster.New(t, testcluster.Options{Nodes: 1, ListenerProtocols: map[string]string{auth.ListenerClient: "SASL_PLAINTEXT"}})
+	c := testcluster.New(t, testcluster.Options{Nodes: 1, ListenerProtocols: map[string]string{auth.ListenerClient: "SASL_PLAINTEXT"},
+		Mutate: func(_ int32, cfg *node.Config) { cfg.SASL.TokenLifetime = 3 * time.Second }})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	// The credential is made through the (PLAINTEXT) Kafka listener.
@@ -132,4 +136,17 @@ func TestSDKSCRAM(t *testing.T) {
 			t.Fatalf("planted: %v", err)
 		}
 	}()
+
+	// The token (3 s) has expired meanwhile: the SDK authenticates again.
+	time.Sleep(3 * time.Second)
+	if _, _, err := adm.DescribeUserScramCredentials(ctx, "alice"); err != nil {
+		t.Fatalf("after the token expired: %v", err)
+	}
+	// A restarted node has forgotten every token it issued.
+	c.Stop(1)
+	c.Start(1)
+	c.WaitReady(30 * time.Second)
+	if _, _, err := adm.DescribeUserScramCredentials(ctx, "alice"); err != nil {
+		t.Fatalf("after a restart: %v", err)
+	}
 }

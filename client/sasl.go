@@ -69,7 +69,7 @@ type scramCreds struct {
 	auth    sync.Mutex // one exchange at a time
 	mu      sync.Mutex
 	token   []byte
-	expires time.Time
+	renewAt time.Time // a minute (at most half its life) before the token expires
 }
 
 var _ credentials.PerRPCCredentials = (*scramCreds)(nil)
@@ -87,7 +87,7 @@ func (sc *scramCreds) RequireTransportSecurity() bool { return false }
 func (sc *scramCreds) current() []byte {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	if sc.token != nil && time.Until(sc.expires) > saslRenewBefore {
+	if sc.token != nil && time.Now().Before(sc.renewAt) {
 		return sc.token
 	}
 	return nil
@@ -129,7 +129,7 @@ func (sc *scramCreds) ensure(ctx context.Context) ([]byte, error) {
 		return nil, err
 	}
 	sc.mu.Lock()
-	sc.token, sc.expires = tok, time.Now().Add(life)
+	sc.token, sc.renewAt = tok, time.Now().Add(life-min(life/2, saslRenewBefore))
 	sc.mu.Unlock()
 	return tok, nil
 }

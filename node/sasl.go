@@ -1,6 +1,8 @@
 package node
 
 import (
+	"time"
+
 	"github.com/strand-io/strand/api"
 )
 
@@ -16,11 +18,13 @@ type SASLConfig struct {
 	// PLAINTEXT; SASL_PLAINTEXT and SASL_SSL require SASL authentication.
 	// The settings file's map fills it.
 	Protocols map[string]string
+	// TokenLifetime is how long a gRPC session token is accepted (0: 1 h).
+	TokenLifetime time.Duration
 }
 
 // saslTokens is the node's store of gRPC session tokens.
 func (c SASLConfig) tokens() *api.SASLTokens {
-	return &api.SASLTokens{Mechanisms: c.EnabledMechanisms}
+	return &api.SASLTokens{Mechanisms: c.EnabledMechanisms, Lifetime: c.TokenLifetime}
 }
 
 // protocol is listener's protocol ("" for PLAINTEXT).
