@@ -1,8 +1,11 @@
 package kafka
 
 import (
+	"context"
 	"slices"
 	"testing"
+
+	"github.com/strand-io/strand/internal/auth"
 )
 
 // TestSASLMechanismsOffered: PLAIN is offered on SASL_SSL only, and only
@@ -25,5 +28,20 @@ func TestSASLMechanismsOffered(t *testing.T) {
 	}
 	if (&Server{cfg: Config{SecurityProtocol: ProtocolSSL}}).saslEnabled() || !(&Server{cfg: Config{SecurityProtocol: ProtocolSASLSSL}}).saslEnabled() {
 		t.Fatal("saslEnabled")
+	}
+}
+
+// TestSASLSessionInContext: an authenticated connection's handlers see
+// its session; an unauthenticated one's see none (as today).
+func TestSASLSessionInContext(t *testing.T) {
+	c := &Conn{}
+	if _, ok := auth.FromContext(c.withSession(context.Background())); ok {
+		t.Fatal("a session before authentication")
+	}
+	c.sasl.authenticated = true
+	c.sasl.session = auth.Session{Principal: auth.User("alice"), Mechanism: "SCRAM-SHA-256", Listener: auth.ListenerKafka}
+	s, ok := auth.FromContext(c.withSession(context.Background()))
+	if !ok || s.Principal.String() != "User:alice" || s.Mechanism != "SCRAM-SHA-256" {
+		t.Fatalf("%+v %v", s, ok)
 	}
 }

@@ -318,13 +318,13 @@ func TestKafkaScramCredentialsAPIs(t *testing.T) {
 	}
 
 	req := kmsg.NewPtrDescribeUserSCRAMCredentialsRequest()
-	for _, u := range []string{"alice", "bob", "nobody"} {
+	for _, u := range []string{"alice", "bob", "nobody", "carol", "carol"} {
 		ru := kmsg.NewDescribeUserSCRAMCredentialsRequestUser()
 		ru.Name = u
 		req.Users = append(req.Users, ru)
 	}
 	resp, err := req.RequestWith(ctx, cl)
-	if err != nil || resp.ErrorCode != 0 || len(resp.Results) != 3 {
+	if err != nil || resp.ErrorCode != 0 || len(resp.Results) != 4 {
 		t.Fatalf("DescribeUserSCRAMCredentials: %+v %v", resp, err)
 	}
 	for _, r := range resp.Results {
@@ -340,6 +340,10 @@ func TestKafkaScramCredentialsAPIs(t *testing.T) {
 		case "nobody":
 			if r.ErrorCode != int16(pb.ErrorCode_RESOURCE_NOT_FOUND) {
 				t.Fatalf("nobody: %+v", r)
+			}
+		case "carol": // named twice
+			if r.ErrorCode != int16(pb.ErrorCode_DUPLICATE_RESOURCE) {
+				t.Fatalf("carol: %+v", r)
 			}
 		}
 	}
