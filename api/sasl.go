@@ -46,6 +46,11 @@ const TokenMetadataKey = "strand-sasl-token"
 // DefaultTokenLifetime is how long a session token is accepted.
 const DefaultTokenLifetime = time.Hour
 
+// MaxTokens bounds the live tokens a node holds: past it, an exchange is
+// refused until some expire (a client that authenticates in a loop cannot
+// grow the table without bound).
+const MaxTokens = 1 << 16
+
 const saslMethod = "/strand.v1.Admin/SaslAuthenticate"
 
 // SASLTokens issues and checks one node's session tokens.
@@ -87,7 +92,7 @@ func (t *SASLTokens) enabled(mechanism string) bool {
 	return len(t.Mechanisms) == 0 || slices.Contains(t.Mechanisms, mechanism)
 }
 
-// issue makes a token for user.
+// issue makes a token for user (nil when MaxTokens are live).
 func (t *SASLTokens) issue(user, mechanism string) []byte {
 	tok := make([]byte, 32)
 	if _, err := rand.Read(tok); err != nil {
@@ -103,6 +108,9 @@ func (t *SASLTokens) issue(user, mechanism string) []byte {
 		if !now.Before(v.expires) {
 			delete(t.tokens, k)
 		}
+	}
+	if len(t.tokens) >= MaxTokens {
+		return nil
 	}
 	t.tokens[string(tok)] = saslToken{user: user, mechanism: mechanism, expires: now.Add(t.lifetime())}
 	return tok
@@ -237,5 +245,8 @@ func (s *adminService) saslAuthenticate(st pb.Admin_SaslAuthenticateServer) erro
 		return failed()
 	}
 	tok := s.sasl.issue(srv.User(), m.Name())
+	if tok == nil {
+		return wire.StatusError(codes.ResourceExhausted, errs.New(pb.ErrorCode_SASL_AUTHENTICATION_FAILED, "this node holds %d live SASL sessions, its most: try again later", MaxTokens))
+	}
 	return st.Send(&pb.SaslAuthenticateResponse{AuthBytes: out, Token: tok, SessionLifetimeMs: s.sasl.lifetime().Milliseconds()})
 }
