@@ -183,7 +183,7 @@ func handleSaslAuthenticate(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.
 	}
 	var user string
 	if c.sasl.mechanism == MechanismPlain {
-		u, ok := c.verifyPlain(req.SASLAuthBytes)
+		u, ok := verifyPlain(req.SASLAuthBytes, c.H.ScramCredential)
 		if !ok {
 			return fail(scram.ErrAuthFailed)
 		}
@@ -210,7 +210,7 @@ func handleSaslAuthenticate(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.
 // verifyPlain checks a PLAIN message ("authzid NUL user NUL password")
 // against the user's stored SCRAM credential; the authzid, when given,
 // must be the user.
-func (c *Conn) verifyPlain(msg []byte) (string, bool) {
+func verifyPlain(msg []byte, lookup func(string, scram.Mechanism) (scram.Credential, bool)) (string, bool) {
 	parts := bytes.Split(msg, []byte{0})
 	if len(parts) != 3 || len(parts[1]) == 0 {
 		return "", false
@@ -220,7 +220,7 @@ func (c *Conn) verifyPlain(msg []byte) (string, bool) {
 		return "", false
 	}
 	for _, m := range []scram.Mechanism{scram.SHA512, scram.SHA256} {
-		if cred, ok := c.H.ScramCredential(user, m); ok {
+		if cred, ok := lookup(user, m); ok {
 			return user, m.VerifyPlain(cred, password)
 		}
 	}

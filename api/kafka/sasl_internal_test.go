@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/strand-io/strand/internal/auth"
+	"github.com/strand-io/strand/internal/scram"
 )
 
 // TestSASLMechanismsOffered: PLAIN is offered on SASL_SSL only, and only
@@ -43,5 +44,38 @@ func TestSASLSessionInContext(t *testing.T) {
 	s, ok := auth.FromContext(c.withSession(context.Background()))
 	if !ok || s.Principal.String() != "User:alice" || s.Mechanism != "SCRAM-SHA-256" {
 		t.Fatalf("%+v %v", s, ok)
+	}
+}
+
+// TestVerifyPlain: PLAIN's "authzid NUL user NUL password" checked
+// against the stored SCRAM credential (SHA-512 first, else SHA-256).
+func TestVerifyPlain(t *testing.T) {
+	salt := scram.NewSalt()
+	creds := map[string]map[string]scram.Credential{
+		"alice": {"SCRAM-SHA-256": scram.SHA256.NewCredential("alice-secret", salt, 4096)},
+		"bob":   {"SCRAM-SHA-512": scram.SHA512.NewCredential("bob-secret", salt, 4096)},
+	}
+	lookup := func(u string, m scram.Mechanism) (scram.Credential, bool) {
+		c, ok := creds[u][m.Name()]
+		return c, ok
+	}
+	for _, tc := range []struct {
+		msg  string
+		user string
+		ok   bool
+	}{
+		{"\x00alice\x00alice-secret", "alice", true},
+		{"alice\x00alice\x00alice-secret", "alice", true},
+		{"\x00bob\x00bob-secret", "bob", true},
+		{"\x00alice\x00wrong", "", false},
+		{"bob\x00alice\x00alice-secret", "", false}, // authzid other than the user
+		{"\x00mallory\x00alice-secret", "", false},
+		{"\x00\x00alice-secret", "", false},
+		{"alice-secret", "", false},
+	} {
+		u, ok := verifyPlain([]byte(tc.msg), lookup)
+		if ok != tc.ok || (ok && u != tc.user) {
+			t.Errorf("%q: %q %v", tc.msg, u, ok)
+		}
 	}
 }
