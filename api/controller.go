@@ -190,3 +190,15 @@ func (s *controllerService) DeleteAcls(ctx context.Context, req *pb.DeleteAclsRe
 	}
 	return resp, err
 }
+
+// AlterUserScramCredentials (issue 22: sasl) as forwarded by a broker.
+func (s *controllerService) AlterUserScramCredentials(ctx context.Context, req *pb.AlterUserScramCredentialsRequest) (*pb.AlterUserScramCredentialsResponse, error) {
+	res, err := s.d.Controller.AlterUserScramCredentials(ctx, req)
+	if rerr := s.route(err); rerr != nil {
+		return nil, rerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &pb.AlterUserScramCredentialsResponse{Results: res}, nil
+}

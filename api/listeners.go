@@ -48,7 +48,7 @@ func RegisterClient(s *grpc.Server, d *Deps) {
 	pb.RegisterProducerServer(s, &producerService{d: d, h: h})
 	pb.RegisterConsumerServer(s, &clientConsumer{consumerService{h: h}})
 	pb.RegisterMetadataServer(s, &metadataService{h: h})
-	pb.RegisterAdminServer(s, &adminService{h: h})
+	pb.RegisterAdminServer(s, &adminService{h: h, sasl: d.SASL})
 	pb.RegisterTransactionsServer(s, &clientTransactions{transactionsService{h: h}})
 	if h.Groups != nil {
 		pb.RegisterGroupsServer(s, &groupsService{h: h})

@@ -45,4 +45,7 @@ type Deps struct {
 	Logger   *slog.Logger
 	// Metrics counts bytes, records and requests (nil: not counted).
 	Metrics *Metrics
+	// SASL issues and checks SCRAM session tokens (issue 22: sasl.go;
+	// nil: SaslAuthenticate answers ILLEGAL_SASL_STATE).
+	SASL *SASLTokens
 }

@@ -31,7 +31,8 @@ func (s *metadataService) FindCoordinator(ctx context.Context, req *pb.FindCoord
 
 type adminService struct {
 	pb.UnimplementedAdminServer
-	h *request.Handler
+	h    *request.Handler
+	sasl *SASLTokens
 }
 
 func (s *adminService) CreateTopics(ctx context.Context, req *pb.CreateTopicsRequest) (*pb.CreateTopicsResponse, error) {
@@ -212,4 +213,18 @@ func (s *adminService) DeleteAcls(ctx context.Context, req *pb.DeleteAclsRequest
 
 func (s *adminService) DescribeAcls(ctx context.Context, req *pb.DescribeAclsRequest) (*pb.DescribeAclsResponse, error) {
 	return answer(s.h.DescribeAcls(ctx, req))
+}
+
+// Issue 22 (sasl): users' SCRAM credentials and the SCRAM exchange (sasl.go).
+
+func (s *adminService) AlterUserScramCredentials(ctx context.Context, req *pb.AlterUserScramCredentialsRequest) (*pb.AlterUserScramCredentialsResponse, error) {
+	return answer(s.h.AlterUserScramCredentials(ctx, req))
+}
+
+func (s *adminService) DescribeUserScramCredentials(ctx context.Context, req *pb.DescribeUserScramCredentialsRequest) (*pb.DescribeUserScramCredentialsResponse, error) {
+	return answer(s.h.DescribeUserScramCredentials(ctx, req))
+}
+
+func (s *adminService) SaslAuthenticate(st pb.Admin_SaslAuthenticateServer) error {
+	return s.saslAuthenticate(st)
 }

@@ -90,9 +90,18 @@ func (c *cluster) conn(addr string) (*grpc.ClientConn, error) {
 	// starting answers BROKER_NOT_AVAILABLE) fails with that *errs.Error,
 	// which the retry loops know to retry.
 	opts = append(opts, c.cfg.dialOpts...)
+	var sc *scramCreds
+	if c.cfg.scram != nil {
+		var so []grpc.DialOption
+		sc, so = c.cfg.scram.dialOptions()
+		opts = append(opts, so...)
+	}
 	cc, err := grpc.NewClient("passthrough:///"+addr, opts...)
 	if err != nil {
 		return nil, err
+	}
+	if sc != nil {
+		sc.cc = cc // before any call on cc
 	}
 	c.conns[addr] = cc
 	return cc, nil
@@ -150,6 +159,9 @@ func (c *cluster) any(ctx context.Context, fn func(ctx context.Context, cc *grpc
 			cancel()
 			if err == nil {
 				return nil
+			}
+			if saslRefusal(err) {
+				return err // a wrong password stays wrong (issue 22: sasl.go)
 			}
 			last = keepLast(last, err)
 			if ctx.Err() != nil {

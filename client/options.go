@@ -65,6 +65,7 @@ const (
 
 type config struct {
 	bootstrap      []string
+	scram          *scramLogin // WithSCRAM (issue 22: sasl.go)
 	clientID       string
 	dialOpts       []grpc.DialOption
 	logger         *slog.Logger

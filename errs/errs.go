@@ -290,6 +290,16 @@ var table = map[pb.ErrorCode]entry{
 	// not a voter.
 	pb.ErrorCode_DUPLICATE_VOTER: fatal,
 	pb.ErrorCode_VOTER_NOT_FOUND: fatal,
+
+	// --- issue 22: sasl --- begin
+	// SASL (Kafka: none retriable): a wrong password, a mechanism not
+	// enabled, a SASL message out of turn; SCRAM credential changes.
+	pb.ErrorCode_SASL_AUTHENTICATION_FAILED: fatal,
+	pb.ErrorCode_UNSUPPORTED_SASL_MECHANISM: fatal,
+	pb.ErrorCode_ILLEGAL_SASL_STATE:         fatal,
+	pb.ErrorCode_DUPLICATE_RESOURCE:         fatal,
+	pb.ErrorCode_UNACCEPTABLE_CREDENTIAL:    fatal,
+	// --- issue 22: sasl --- end
 }
 
 // Sentinels for errors.Is.
@@ -344,4 +354,7 @@ var (
 	MemberIDRequired             = &Error{Code: pb.ErrorCode_MEMBER_ID_REQUIRED}
 	FencedInstanceID             = &Error{Code: pb.ErrorCode_FENCED_INSTANCE_ID}
 	UnsupportedCompressionType   = &Error{Code: pb.ErrorCode_UNSUPPORTED_COMPRESSION_TYPE}
+	// issue 22: sasl
+	SaslAuthenticationFailed = &Error{Code: pb.ErrorCode_SASL_AUTHENTICATION_FAILED}
+	UnsupportedSaslMechanism = &Error{Code: pb.ErrorCode_UNSUPPORTED_SASL_MECHANISM}
 )

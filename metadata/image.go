@@ -134,6 +134,9 @@ type Image struct {
 	// ACLs is the cluster's ACLs (issue 22); nil is none. A batch that
 	// changes them makes a new *ACLs.
 	ACLs *ACLs
+	// Scram holds users' SCRAM credentials by user and mechanism (issue
+	// 22: sasl; scram.go). It may be nil; Apply copies it on write.
+	Scram map[string]map[int32]ScramCredential
 }
 
 // EmptyImage is the image before any record.
@@ -245,6 +248,7 @@ type builder struct {
 	featCopied    bool
 	cfgCopied     bool
 	cfgIDCopied   map[int32]bool
+	scramCopied   map[string]bool
 	delta         *Delta
 	touched       map[tpKey]bool
 	acls          aclBuilder
@@ -381,6 +385,9 @@ func (b *builder) setPartition(t *Topic, p *Partition) {
 }
 
 func (b *builder) record(r *pb.MetadataRecord, offset int64) error {
+	if ok, err := b.scramRecord(r); ok {
+		return err
+	}
 	switch x := r.Record.(type) {
 	case *pb.MetadataRecord_Cluster:
 		b.im.ClusterID = x.Cluster.ClusterId
@@ -629,6 +636,7 @@ func (im *Image) SnapshotRecords() *pb.MetadataBatch {
 		}
 	}
 	out.Records = append(out.Records, aclRecords(im.ACLs)...)
+	im.scramSnapshot(add)
 	return out
 }
 

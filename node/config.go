@@ -55,6 +55,8 @@ type Config struct {
 	KafkaListen, KafkaAdvertise string
 	// KafkaListener, if set, is used instead of listening on KafkaListen (tests).
 	KafkaListener net.Listener
+	// SASL: mechanisms and which client listeners require SASL (issue 22: sasl.go).
+	SASL SASLConfig
 	// SocketRequestMaxBytes is socket.request.max.bytes for the Kafka
 	// listener (0: 100 MiB).
 	SocketRequestMaxBytes int32

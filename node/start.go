@@ -171,7 +171,9 @@ func (n *Node) serve(ctx context.Context, cfg Config, deps *api.Deps, ln net.Lis
 		if cfg.TestSession != nil {
 			o = append(o, api.TestSessionOptions(*cfg.TestSession)...)
 		}
-		return append(o, n.gate.Interceptors(cfg.UnaryInterceptors...)...)
+		o = append(o, n.gate.Interceptors(cfg.UnaryInterceptors...)...)
+		// SASL last: a valid session token replaces the session's principal.
+		return append(o, deps.SASL.Interceptors(n.listenerProtocol(cfg, listener), listener)...)
 	}
 	n.grpc = grpc.NewServer(clientOpts(auth.ListenerClient)...)
 	api.RegisterClient(n.grpc, deps)
@@ -204,7 +206,8 @@ func (n *Node) serve(ctx context.Context, cfg Config, deps *api.Deps, ln net.Lis
 			kh.Metrics = deps.Metrics
 		}
 		n.kafka = kafka.NewServer(kafka.Config{Handler: kh, Logger: n.lg, MaxRequestBytes: cfg.SocketRequestMaxBytes,
-			IdleTimeout: n.maxIdle(), Metrics: n.kafkaMetrics, Security: n.sec, TestSession: cfg.TestSession})
+			IdleTimeout: n.maxIdle(), Metrics: n.kafkaMetrics, Security: n.sec, TestSession: cfg.TestSession,
+			SecurityProtocol: n.listenerProtocol(cfg, auth.ListenerKafka), SASLMechanisms: cfg.SASL.EnabledMechanisms})
 		// Wrapped now, with the other listeners: wrapping it later could
 		// race the limiter's last listener closing at shutdown.
 		kln := clientConns.Wrap(n.kafkaLn, "kafka")

@@ -41,6 +41,8 @@ type Conn struct {
 	session auth.Session
 	// out carries answers, in request order, to the writer.
 	out chan pending
+	// sasl is the connection's SASL state (issue 22: sasl.go).
+	sasl saslConn
 }
 
 // pending is an answer on its way to the writer.
@@ -74,7 +76,9 @@ func violation(reason, format string, args ...any) error {
 }
 
 func newConn(s *Server, nc net.Conn) *Conn {
-	return &Conn{H: s.h, Log: s.lg.With("remote", nc.RemoteAddr().String()), srv: s, nc: nc, raw: nc, out: make(chan pending, s.cfg.MaxInFlight)}
+	c := &Conn{H: s.h, Log: s.lg.With("remote", nc.RemoteAddr().String()), srv: s, nc: nc, raw: nc, out: make(chan pending, s.cfg.MaxInFlight)}
+	c.initSASL()
+	return c
 }
 
 // HandshakeTimeout bounds a connection's TLS handshake.
@@ -181,6 +185,9 @@ func (c *Conn) read(ctx context.Context) error {
 		case c.out <- *p:
 		case <-ctx.Done():
 			return ctx.Err()
+		}
+		if c.sasl.closeAfter != "" {
+			return violation("sasl_failed", "%s", c.sasl.closeAfter)
 		}
 	}
 }
@@ -326,6 +333,9 @@ func (c *Conn) handle(ctx context.Context, frame []byte) (*pending, error) {
 	start := time.Now()
 	h, a, req, err := decode(frame)
 	c.ClientID = h.clientID
+	if gerr := c.saslGate(h.key); gerr != nil {
+		return nil, gerr
+	}
 	if errors.Is(err, errNewerApiVersions) {
 		// KIP-511: a newer ApiVersions is answered at version 0 with the
 		// versions served, so the client can pick one.
@@ -339,7 +349,7 @@ func (c *Conn) handle(ctx context.Context, frame []byte) (*pending, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := a.fn(auth.NewContext(ctx, c.session), c, req)
+	resp, err := a.fn(auth.NewContext(ctx, c.withSession()), c, req)
 	if err != nil {
 		return nil, err
 	}

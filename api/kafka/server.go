@@ -87,6 +87,12 @@ type Config struct {
 	// listener.security.protocol.map) and each connection's session (nil:
 	// PLAINTEXT, every connection anonymous).
 	Security *tlsconf.Security
+	// SecurityProtocol is this listener's protocol in
+	// listener.security.protocol.map ("" or PLAINTEXT: none); SASL_PLAINTEXT
+	// and SASL_SSL require SASL authentication first (issue 22: sasl.go).
+	SecurityProtocol string
+	// SASLMechanisms is sasl.enabled.mechanisms (nil: DefaultSASLMechanisms).
+	SASLMechanisms []string
 }
 
 // Server serves Kafka's protocol on listeners given to Serve.

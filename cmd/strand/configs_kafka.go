@@ -20,6 +20,7 @@ import (
 //	strand configs --describe --entity-type topics|brokers (--entity-name X | --entity-default) [--all]
 //	strand configs --alter --entity-type topics|brokers (--entity-name X | --entity-default) \
 //	    --add-config k1=v1,k2=[a,b] --delete-config k1,k2
+//	strand configs --describe|--alter --entity-type users … (configs_users.go: SCRAM credentials)
 func kafkaConfigsShape(cmd *cobra.Command) {
 	var (
 		describe, alter, entityDefault, all bool
@@ -29,8 +30,8 @@ func kafkaConfigsShape(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.BoolVar(&describe, "describe", false, "list configs of the given entity")
 	f.BoolVar(&alter, "alter", false, "alter configs of the given entity (--add-config, --delete-config)")
-	f.StringVar(&entityType, "entity-type", "", "topics or brokers")
-	f.StringVar(&entityName, "entity-name", "", "the topic name or broker id")
+	f.StringVar(&entityType, "entity-type", "", "topics, brokers or users")
+	f.StringVar(&entityName, "entity-name", "", "the topic name, broker id or user name")
 	f.BoolVar(&entityDefault, "entity-default", false, "the cluster-wide default (brokers only)")
 	f.BoolVar(&all, "all", false, "with --describe: every config, not only the dynamic ones")
 	f.StringVar(&addConfig, "add-config", "", "k1=v1,k2=[v1,v2,v2],k3=v3 to set")
@@ -42,13 +43,16 @@ func kafkaConfigsShape(cmd *cobra.Command) {
 		if describe == alter {
 			return fmt.Errorf("give exactly one of --describe and --alter (or a subcommand: describe, alter)")
 		}
+		if entityType == "users" || entityType == "user" { // issue 22: configs_users.go
+			return kafkaConfigsUsers(cmd, describe, entityName, entityDefault, addConfig, deleteConfig)
+		}
 		var broker bool
 		switch entityType {
 		case "topics", "topic":
 		case "brokers", "broker":
 			broker = true
 		default:
-			return fmt.Errorf("--entity-type must be topics or brokers, not %q", entityType)
+			return fmt.Errorf("--entity-type must be topics, brokers or users, not %q", entityType)
 		}
 		if entityDefault == (entityName != "") {
 			return fmt.Errorf("give exactly one of --entity-name and --entity-default")

@@ -289,6 +289,7 @@ var serverSettings = map[string]func(cfg *node.Config, v string) error{
 	"log.cleaner.backoff.ms":                  bounded(0, math.MaxInt64, msSetting(func(c *node.Config, d time.Duration) { c.BrokerConfig.Cleaner.Backoff = d })),
 	"min.insync.replicas":                     bounded(1, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.MinInsyncReplicas = int(n) })),
 	"offset.metadata.max.bytes":               bounded(0, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.OffsetMetadataMaxBytes = int(n) })),
+	"sasl.enabled.mechanisms":                 saslMechanismsSetting, // issue 22: server_sasl.go
 	"socket.request.max.bytes":                bounded(1, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.SocketRequestMaxBytes = int32(n) })),
 	"message.max.bytes":                       bounded(0, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.MessageMaxBytes = int(n) })),
 	"max.in.flight.requests.per.stream":       bounded(1, 1<<16, intSetting(func(c *node.Config, n int64) { c.ProduceMaxInFlight = int(n) })),

@@ -96,6 +96,14 @@ const (
 	// Raft transport any certificate the truststore verifies is served, not
 	// only those of inter.broker.principals (issue 22).
 	BrokerPrincipalUnchecked
+	// --- issue 22: sasl --- begin
+	// SaslGateOpen: a Kafka connection on a SASL listener is served
+	// without authenticating first.
+	SaslGateOpen
+	// SaslTokenUnchecked: a gRPC call on a SASL listener is served without
+	// a valid session token.
+	SaslTokenUnchecked
+	// --- issue 22: sasl --- end
 
 	numBugs
 )
@@ -120,6 +128,8 @@ var names = [numBugs]string{
 	AuthzDenyIgnored:                      "authz-deny-ignored",
 	TLSRevocationIgnored:                  "tls-revocation-ignored",
 	BrokerPrincipalUnchecked:              "broker-principal-unchecked",
+	SaslGateOpen:                          "sasl-gate-open",
+	SaslTokenUnchecked:                    "sasl-token-unchecked",
 }
 
 // String is the bug's name.

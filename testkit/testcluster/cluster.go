@@ -38,6 +38,9 @@ type Options struct {
 	// TLS, when set, starts every listener with TLS (tls.go); the
 	// cluster's certificates are then in Cluster.TLS.
 	TLS *TLSOptions
+	// ListenerProtocols sets client listeners' security protocols by
+	// listener name (issue 22: SASL_PLAINTEXT on KAFKA, CLIENT, EXTERNAL).
+	ListenerProtocols map[string]string
 }
 
 // Member is one node of the cluster.
@@ -105,6 +108,9 @@ func (c *Cluster) newMember(id int32, a nodeAddrs, isBroker, isController bool, 
 	}
 	c.Net.Register(m.Name(), cfg.ControllerListen)
 	cfg.Dial = c.Net.Dialer(m.Name())
+	if opts.ListenerProtocols != nil {
+		cfg.SASL.Protocols = opts.ListenerProtocols
+	}
 	cfg.RaftDial = c.Net.Dialer(m.Name())
 	cfg.MarkerDial = c.Net.Dialer(m.Name() + "-markers")
 	if c.TLS != nil {

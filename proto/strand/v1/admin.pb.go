@@ -1353,7 +1353,7 @@ var File_strand_v1_admin_proto protoreflect.FileDescriptor
 
 const file_strand_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x15strand/v1/admin.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x18strand/v1/metadata.proto\x1a\x17strand/v1/dynconf.proto\x1a\x18strand/v1/reassign.proto\x1a\x17strand/v1/members.proto\x1a\x17strand/v1/leaders.proto\x1a\x14strand/v1/acls.proto\"\x8c\x01\n" +
+	"\x15strand/v1/admin.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x18strand/v1/metadata.proto\x1a\x17strand/v1/dynconf.proto\x1a\x18strand/v1/reassign.proto\x1a\x17strand/v1/members.proto\x1a\x17strand/v1/leaders.proto\x1a\x14strand/v1/acls.proto\x1a\x15strand/v1/scram.proto\"\x8c\x01\n" +
 	"\x13CreateTopicsRequest\x121\n" +
 	"\x06topics\x18\x01 \x03(\v2\x19.strand.v1.CreatableTopicR\x06topics\x12\x1d\n" +
 	"\n" +
@@ -1457,7 +1457,7 @@ const file_strand_v1_admin_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
 	"\n" +
 	"error_code\x18\x02 \x01(\x0e2\x14.strand.v1.ErrorCodeR\terrorCode\x12#\n" +
-	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage2\xf4\v\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage2\xce\x0e\n" +
 	"\x05Admin\x12O\n" +
 	"\fCreateTopics\x12\x1e.strand.v1.CreateTopicsRequest\x1a\x1f.strand.v1.CreateTopicsResponse\x12O\n" +
 	"\fDeleteTopics\x12\x1e.strand.v1.DeleteTopicsRequest\x1a\x1f.strand.v1.DeleteTopicsResponse\x12X\n" +
@@ -1477,7 +1477,10 @@ const file_strand_v1_admin_proto_rawDesc = "" +
 	"CreateAcls\x12\x1c.strand.v1.CreateAclsRequest\x1a\x1d.strand.v1.CreateAclsResponse\x12I\n" +
 	"\n" +
 	"DeleteAcls\x12\x1c.strand.v1.DeleteAclsRequest\x1a\x1d.strand.v1.DeleteAclsResponse\x12O\n" +
-	"\fDescribeAcls\x12\x1e.strand.v1.DescribeAclsRequest\x1a\x1f.strand.v1.DescribeAclsResponseB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
+	"\fDescribeAcls\x12\x1e.strand.v1.DescribeAclsRequest\x1a\x1f.strand.v1.DescribeAclsResponse\x12v\n" +
+	"\x19AlterUserScramCredentials\x12+.strand.v1.AlterUserScramCredentialsRequest\x1a,.strand.v1.AlterUserScramCredentialsResponse\x12\x7f\n" +
+	"\x1cDescribeUserScramCredentials\x12..strand.v1.DescribeUserScramCredentialsRequest\x1a/.strand.v1.DescribeUserScramCredentialsResponse\x12_\n" +
+	"\x10SaslAuthenticate\x12\".strand.v1.SaslAuthenticateRequest\x1a#.strand.v1.SaslAuthenticateResponse(\x010\x01B6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
 
 var (
 	file_strand_v1_admin_proto_rawDescOnce sync.Once
@@ -1493,55 +1496,61 @@ func file_strand_v1_admin_proto_rawDescGZIP() []byte {
 
 var file_strand_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_strand_v1_admin_proto_goTypes = []any{
-	(*CreateTopicsRequest)(nil),                 // 0: strand.v1.CreateTopicsRequest
-	(*CreatableTopic)(nil),                      // 1: strand.v1.CreatableTopic
-	(*CreateTopicsResponse)(nil),                // 2: strand.v1.CreateTopicsResponse
-	(*CreatableTopicResult)(nil),                // 3: strand.v1.CreatableTopicResult
-	(*DeleteTopicsRequest)(nil),                 // 4: strand.v1.DeleteTopicsRequest
-	(*DeleteTopicsResponse)(nil),                // 5: strand.v1.DeleteTopicsResponse
-	(*DeletableTopicResult)(nil),                // 6: strand.v1.DeletableTopicResult
-	(*DescribeClusterRequest)(nil),              // 7: strand.v1.DescribeClusterRequest
-	(*DescribeClusterResponse)(nil),             // 8: strand.v1.DescribeClusterResponse
-	(*ControllerInfo)(nil),                      // 9: strand.v1.ControllerInfo
-	(*DescribeConfigsRequest)(nil),              // 10: strand.v1.DescribeConfigsRequest
-	(*ConfigResource)(nil),                      // 11: strand.v1.ConfigResource
-	(*DescribeConfigsResponse)(nil),             // 12: strand.v1.DescribeConfigsResponse
-	(*ConfigResourceResult)(nil),                // 13: strand.v1.ConfigResourceResult
-	(*ConfigEntry)(nil),                         // 14: strand.v1.ConfigEntry
-	(*IncrementalAlterConfigsRequest)(nil),      // 15: strand.v1.IncrementalAlterConfigsRequest
-	(*IncrementalAlterConfigsResponse)(nil),     // 16: strand.v1.IncrementalAlterConfigsResponse
-	(*CreatePartitionsRequest)(nil),             // 17: strand.v1.CreatePartitionsRequest
-	(*CreatePartitionsTopic)(nil),               // 18: strand.v1.CreatePartitionsTopic
-	(*ReplicaAssignment)(nil),                   // 19: strand.v1.ReplicaAssignment
-	(*CreatePartitionsResponse)(nil),            // 20: strand.v1.CreatePartitionsResponse
-	(*CreatePartitionsResult)(nil),              // 21: strand.v1.CreatePartitionsResult
-	nil,                                         // 22: strand.v1.CreatableTopic.ConfigsEntry
-	nil,                                         // 23: strand.v1.IncrementalAlterConfigsRequest.SetEntry
-	(ErrorCode)(0),                              // 24: strand.v1.ErrorCode
-	(*BrokerInfo)(nil),                          // 25: strand.v1.BrokerInfo
-	(*ConfigSynonym)(nil),                       // 26: strand.v1.ConfigSynonym
-	(*AlterPartitionReassignmentsRequest)(nil),  // 27: strand.v1.AlterPartitionReassignmentsRequest
-	(*ListPartitionReassignmentsRequest)(nil),   // 28: strand.v1.ListPartitionReassignmentsRequest
-	(*AddVoterRequest)(nil),                     // 29: strand.v1.AddVoterRequest
-	(*RemoveVoterRequest)(nil),                  // 30: strand.v1.RemoveVoterRequest
-	(*QuorumStatusRequest)(nil),                 // 31: strand.v1.QuorumStatusRequest
-	(*UnregisterBrokerRequest)(nil),             // 32: strand.v1.UnregisterBrokerRequest
-	(*ElectLeadersRequest)(nil),                 // 33: strand.v1.ElectLeadersRequest
-	(*DeleteRecordsRequest)(nil),                // 34: strand.v1.DeleteRecordsRequest
-	(*CreateAclsRequest)(nil),                   // 35: strand.v1.CreateAclsRequest
-	(*DeleteAclsRequest)(nil),                   // 36: strand.v1.DeleteAclsRequest
-	(*DescribeAclsRequest)(nil),                 // 37: strand.v1.DescribeAclsRequest
-	(*AlterPartitionReassignmentsResponse)(nil), // 38: strand.v1.AlterPartitionReassignmentsResponse
-	(*ListPartitionReassignmentsResponse)(nil),  // 39: strand.v1.ListPartitionReassignmentsResponse
-	(*AddVoterResponse)(nil),                    // 40: strand.v1.AddVoterResponse
-	(*RemoveVoterResponse)(nil),                 // 41: strand.v1.RemoveVoterResponse
-	(*QuorumStatusResponse)(nil),                // 42: strand.v1.QuorumStatusResponse
-	(*UnregisterBrokerResponse)(nil),            // 43: strand.v1.UnregisterBrokerResponse
-	(*ElectLeadersResponse)(nil),                // 44: strand.v1.ElectLeadersResponse
-	(*DeleteRecordsResponse)(nil),               // 45: strand.v1.DeleteRecordsResponse
-	(*CreateAclsResponse)(nil),                  // 46: strand.v1.CreateAclsResponse
-	(*DeleteAclsResponse)(nil),                  // 47: strand.v1.DeleteAclsResponse
-	(*DescribeAclsResponse)(nil),                // 48: strand.v1.DescribeAclsResponse
+	(*CreateTopicsRequest)(nil),                  // 0: strand.v1.CreateTopicsRequest
+	(*CreatableTopic)(nil),                       // 1: strand.v1.CreatableTopic
+	(*CreateTopicsResponse)(nil),                 // 2: strand.v1.CreateTopicsResponse
+	(*CreatableTopicResult)(nil),                 // 3: strand.v1.CreatableTopicResult
+	(*DeleteTopicsRequest)(nil),                  // 4: strand.v1.DeleteTopicsRequest
+	(*DeleteTopicsResponse)(nil),                 // 5: strand.v1.DeleteTopicsResponse
+	(*DeletableTopicResult)(nil),                 // 6: strand.v1.DeletableTopicResult
+	(*DescribeClusterRequest)(nil),               // 7: strand.v1.DescribeClusterRequest
+	(*DescribeClusterResponse)(nil),              // 8: strand.v1.DescribeClusterResponse
+	(*ControllerInfo)(nil),                       // 9: strand.v1.ControllerInfo
+	(*DescribeConfigsRequest)(nil),               // 10: strand.v1.DescribeConfigsRequest
+	(*ConfigResource)(nil),                       // 11: strand.v1.ConfigResource
+	(*DescribeConfigsResponse)(nil),              // 12: strand.v1.DescribeConfigsResponse
+	(*ConfigResourceResult)(nil),                 // 13: strand.v1.ConfigResourceResult
+	(*ConfigEntry)(nil),                          // 14: strand.v1.ConfigEntry
+	(*IncrementalAlterConfigsRequest)(nil),       // 15: strand.v1.IncrementalAlterConfigsRequest
+	(*IncrementalAlterConfigsResponse)(nil),      // 16: strand.v1.IncrementalAlterConfigsResponse
+	(*CreatePartitionsRequest)(nil),              // 17: strand.v1.CreatePartitionsRequest
+	(*CreatePartitionsTopic)(nil),                // 18: strand.v1.CreatePartitionsTopic
+	(*ReplicaAssignment)(nil),                    // 19: strand.v1.ReplicaAssignment
+	(*CreatePartitionsResponse)(nil),             // 20: strand.v1.CreatePartitionsResponse
+	(*CreatePartitionsResult)(nil),               // 21: strand.v1.CreatePartitionsResult
+	nil,                                          // 22: strand.v1.CreatableTopic.ConfigsEntry
+	nil,                                          // 23: strand.v1.IncrementalAlterConfigsRequest.SetEntry
+	(ErrorCode)(0),                               // 24: strand.v1.ErrorCode
+	(*BrokerInfo)(nil),                           // 25: strand.v1.BrokerInfo
+	(*ConfigSynonym)(nil),                        // 26: strand.v1.ConfigSynonym
+	(*AlterPartitionReassignmentsRequest)(nil),   // 27: strand.v1.AlterPartitionReassignmentsRequest
+	(*ListPartitionReassignmentsRequest)(nil),    // 28: strand.v1.ListPartitionReassignmentsRequest
+	(*AddVoterRequest)(nil),                      // 29: strand.v1.AddVoterRequest
+	(*RemoveVoterRequest)(nil),                   // 30: strand.v1.RemoveVoterRequest
+	(*QuorumStatusRequest)(nil),                  // 31: strand.v1.QuorumStatusRequest
+	(*UnregisterBrokerRequest)(nil),              // 32: strand.v1.UnregisterBrokerRequest
+	(*ElectLeadersRequest)(nil),                  // 33: strand.v1.ElectLeadersRequest
+	(*DeleteRecordsRequest)(nil),                 // 34: strand.v1.DeleteRecordsRequest
+	(*CreateAclsRequest)(nil),                    // 35: strand.v1.CreateAclsRequest
+	(*DeleteAclsRequest)(nil),                    // 36: strand.v1.DeleteAclsRequest
+	(*DescribeAclsRequest)(nil),                  // 37: strand.v1.DescribeAclsRequest
+	(*AlterUserScramCredentialsRequest)(nil),     // 38: strand.v1.AlterUserScramCredentialsRequest
+	(*DescribeUserScramCredentialsRequest)(nil),  // 39: strand.v1.DescribeUserScramCredentialsRequest
+	(*SaslAuthenticateRequest)(nil),              // 40: strand.v1.SaslAuthenticateRequest
+	(*AlterPartitionReassignmentsResponse)(nil),  // 41: strand.v1.AlterPartitionReassignmentsResponse
+	(*ListPartitionReassignmentsResponse)(nil),   // 42: strand.v1.ListPartitionReassignmentsResponse
+	(*AddVoterResponse)(nil),                     // 43: strand.v1.AddVoterResponse
+	(*RemoveVoterResponse)(nil),                  // 44: strand.v1.RemoveVoterResponse
+	(*QuorumStatusResponse)(nil),                 // 45: strand.v1.QuorumStatusResponse
+	(*UnregisterBrokerResponse)(nil),             // 46: strand.v1.UnregisterBrokerResponse
+	(*ElectLeadersResponse)(nil),                 // 47: strand.v1.ElectLeadersResponse
+	(*DeleteRecordsResponse)(nil),                // 48: strand.v1.DeleteRecordsResponse
+	(*CreateAclsResponse)(nil),                   // 49: strand.v1.CreateAclsResponse
+	(*DeleteAclsResponse)(nil),                   // 50: strand.v1.DeleteAclsResponse
+	(*DescribeAclsResponse)(nil),                 // 51: strand.v1.DescribeAclsResponse
+	(*AlterUserScramCredentialsResponse)(nil),    // 52: strand.v1.AlterUserScramCredentialsResponse
+	(*DescribeUserScramCredentialsResponse)(nil), // 53: strand.v1.DescribeUserScramCredentialsResponse
+	(*SaslAuthenticateResponse)(nil),             // 54: strand.v1.SaslAuthenticateResponse
 }
 var file_strand_v1_admin_proto_depIdxs = []int32{
 	1,  // 0: strand.v1.CreateTopicsRequest.topics:type_name -> strand.v1.CreatableTopic
@@ -1582,25 +1591,31 @@ var file_strand_v1_admin_proto_depIdxs = []int32{
 	35, // 35: strand.v1.Admin.CreateAcls:input_type -> strand.v1.CreateAclsRequest
 	36, // 36: strand.v1.Admin.DeleteAcls:input_type -> strand.v1.DeleteAclsRequest
 	37, // 37: strand.v1.Admin.DescribeAcls:input_type -> strand.v1.DescribeAclsRequest
-	2,  // 38: strand.v1.Admin.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
-	5,  // 39: strand.v1.Admin.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
-	8,  // 40: strand.v1.Admin.DescribeCluster:output_type -> strand.v1.DescribeClusterResponse
-	12, // 41: strand.v1.Admin.DescribeConfigs:output_type -> strand.v1.DescribeConfigsResponse
-	16, // 42: strand.v1.Admin.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
-	20, // 43: strand.v1.Admin.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
-	38, // 44: strand.v1.Admin.AlterPartitionReassignments:output_type -> strand.v1.AlterPartitionReassignmentsResponse
-	39, // 45: strand.v1.Admin.ListPartitionReassignments:output_type -> strand.v1.ListPartitionReassignmentsResponse
-	40, // 46: strand.v1.Admin.AddVoter:output_type -> strand.v1.AddVoterResponse
-	41, // 47: strand.v1.Admin.RemoveVoter:output_type -> strand.v1.RemoveVoterResponse
-	42, // 48: strand.v1.Admin.DescribeQuorum:output_type -> strand.v1.QuorumStatusResponse
-	43, // 49: strand.v1.Admin.UnregisterBroker:output_type -> strand.v1.UnregisterBrokerResponse
-	44, // 50: strand.v1.Admin.ElectLeaders:output_type -> strand.v1.ElectLeadersResponse
-	45, // 51: strand.v1.Admin.DeleteRecords:output_type -> strand.v1.DeleteRecordsResponse
-	46, // 52: strand.v1.Admin.CreateAcls:output_type -> strand.v1.CreateAclsResponse
-	47, // 53: strand.v1.Admin.DeleteAcls:output_type -> strand.v1.DeleteAclsResponse
-	48, // 54: strand.v1.Admin.DescribeAcls:output_type -> strand.v1.DescribeAclsResponse
-	38, // [38:55] is the sub-list for method output_type
-	21, // [21:38] is the sub-list for method input_type
+	38, // 38: strand.v1.Admin.AlterUserScramCredentials:input_type -> strand.v1.AlterUserScramCredentialsRequest
+	39, // 39: strand.v1.Admin.DescribeUserScramCredentials:input_type -> strand.v1.DescribeUserScramCredentialsRequest
+	40, // 40: strand.v1.Admin.SaslAuthenticate:input_type -> strand.v1.SaslAuthenticateRequest
+	2,  // 41: strand.v1.Admin.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
+	5,  // 42: strand.v1.Admin.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
+	8,  // 43: strand.v1.Admin.DescribeCluster:output_type -> strand.v1.DescribeClusterResponse
+	12, // 44: strand.v1.Admin.DescribeConfigs:output_type -> strand.v1.DescribeConfigsResponse
+	16, // 45: strand.v1.Admin.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
+	20, // 46: strand.v1.Admin.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
+	41, // 47: strand.v1.Admin.AlterPartitionReassignments:output_type -> strand.v1.AlterPartitionReassignmentsResponse
+	42, // 48: strand.v1.Admin.ListPartitionReassignments:output_type -> strand.v1.ListPartitionReassignmentsResponse
+	43, // 49: strand.v1.Admin.AddVoter:output_type -> strand.v1.AddVoterResponse
+	44, // 50: strand.v1.Admin.RemoveVoter:output_type -> strand.v1.RemoveVoterResponse
+	45, // 51: strand.v1.Admin.DescribeQuorum:output_type -> strand.v1.QuorumStatusResponse
+	46, // 52: strand.v1.Admin.UnregisterBroker:output_type -> strand.v1.UnregisterBrokerResponse
+	47, // 53: strand.v1.Admin.ElectLeaders:output_type -> strand.v1.ElectLeadersResponse
+	48, // 54: strand.v1.Admin.DeleteRecords:output_type -> strand.v1.DeleteRecordsResponse
+	49, // 55: strand.v1.Admin.CreateAcls:output_type -> strand.v1.CreateAclsResponse
+	50, // 56: strand.v1.Admin.DeleteAcls:output_type -> strand.v1.DeleteAclsResponse
+	51, // 57: strand.v1.Admin.DescribeAcls:output_type -> strand.v1.DescribeAclsResponse
+	52, // 58: strand.v1.Admin.AlterUserScramCredentials:output_type -> strand.v1.AlterUserScramCredentialsResponse
+	53, // 59: strand.v1.Admin.DescribeUserScramCredentials:output_type -> strand.v1.DescribeUserScramCredentialsResponse
+	54, // 60: strand.v1.Admin.SaslAuthenticate:output_type -> strand.v1.SaslAuthenticateResponse
+	41, // [41:61] is the sub-list for method output_type
+	21, // [21:41] is the sub-list for method input_type
 	21, // [21:21] is the sub-list for extension type_name
 	21, // [21:21] is the sub-list for extension extendee
 	0,  // [0:21] is the sub-list for field type_name
@@ -1618,6 +1633,7 @@ func file_strand_v1_admin_proto_init() {
 	file_strand_v1_members_proto_init()
 	file_strand_v1_leaders_proto_init()
 	file_strand_v1_acls_proto_init()
+	file_strand_v1_scram_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -19,23 +19,26 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Admin_CreateTopics_FullMethodName                = "/strand.v1.Admin/CreateTopics"
-	Admin_DeleteTopics_FullMethodName                = "/strand.v1.Admin/DeleteTopics"
-	Admin_DescribeCluster_FullMethodName             = "/strand.v1.Admin/DescribeCluster"
-	Admin_DescribeConfigs_FullMethodName             = "/strand.v1.Admin/DescribeConfigs"
-	Admin_IncrementalAlterConfigs_FullMethodName     = "/strand.v1.Admin/IncrementalAlterConfigs"
-	Admin_CreatePartitions_FullMethodName            = "/strand.v1.Admin/CreatePartitions"
-	Admin_AlterPartitionReassignments_FullMethodName = "/strand.v1.Admin/AlterPartitionReassignments"
-	Admin_ListPartitionReassignments_FullMethodName  = "/strand.v1.Admin/ListPartitionReassignments"
-	Admin_AddVoter_FullMethodName                    = "/strand.v1.Admin/AddVoter"
-	Admin_RemoveVoter_FullMethodName                 = "/strand.v1.Admin/RemoveVoter"
-	Admin_DescribeQuorum_FullMethodName              = "/strand.v1.Admin/DescribeQuorum"
-	Admin_UnregisterBroker_FullMethodName            = "/strand.v1.Admin/UnregisterBroker"
-	Admin_ElectLeaders_FullMethodName                = "/strand.v1.Admin/ElectLeaders"
-	Admin_DeleteRecords_FullMethodName               = "/strand.v1.Admin/DeleteRecords"
-	Admin_CreateAcls_FullMethodName                  = "/strand.v1.Admin/CreateAcls"
-	Admin_DeleteAcls_FullMethodName                  = "/strand.v1.Admin/DeleteAcls"
-	Admin_DescribeAcls_FullMethodName                = "/strand.v1.Admin/DescribeAcls"
+	Admin_CreateTopics_FullMethodName                 = "/strand.v1.Admin/CreateTopics"
+	Admin_DeleteTopics_FullMethodName                 = "/strand.v1.Admin/DeleteTopics"
+	Admin_DescribeCluster_FullMethodName              = "/strand.v1.Admin/DescribeCluster"
+	Admin_DescribeConfigs_FullMethodName              = "/strand.v1.Admin/DescribeConfigs"
+	Admin_IncrementalAlterConfigs_FullMethodName      = "/strand.v1.Admin/IncrementalAlterConfigs"
+	Admin_CreatePartitions_FullMethodName             = "/strand.v1.Admin/CreatePartitions"
+	Admin_AlterPartitionReassignments_FullMethodName  = "/strand.v1.Admin/AlterPartitionReassignments"
+	Admin_ListPartitionReassignments_FullMethodName   = "/strand.v1.Admin/ListPartitionReassignments"
+	Admin_AddVoter_FullMethodName                     = "/strand.v1.Admin/AddVoter"
+	Admin_RemoveVoter_FullMethodName                  = "/strand.v1.Admin/RemoveVoter"
+	Admin_DescribeQuorum_FullMethodName               = "/strand.v1.Admin/DescribeQuorum"
+	Admin_UnregisterBroker_FullMethodName             = "/strand.v1.Admin/UnregisterBroker"
+	Admin_ElectLeaders_FullMethodName                 = "/strand.v1.Admin/ElectLeaders"
+	Admin_DeleteRecords_FullMethodName                = "/strand.v1.Admin/DeleteRecords"
+	Admin_CreateAcls_FullMethodName                   = "/strand.v1.Admin/CreateAcls"
+	Admin_DeleteAcls_FullMethodName                   = "/strand.v1.Admin/DeleteAcls"
+	Admin_DescribeAcls_FullMethodName                 = "/strand.v1.Admin/DescribeAcls"
+	Admin_AlterUserScramCredentials_FullMethodName    = "/strand.v1.Admin/AlterUserScramCredentials"
+	Admin_DescribeUserScramCredentials_FullMethodName = "/strand.v1.Admin/DescribeUserScramCredentials"
+	Admin_SaslAuthenticate_FullMethodName             = "/strand.v1.Admin/SaslAuthenticate"
 )
 
 // AdminClient is the client API for Admin service.
@@ -93,6 +96,18 @@ type AdminClient interface {
 	CreateAcls(ctx context.Context, in *CreateAclsRequest, opts ...grpc.CallOption) (*CreateAclsResponse, error)
 	DeleteAcls(ctx context.Context, in *DeleteAclsRequest, opts ...grpc.CallOption) (*DeleteAclsResponse, error)
 	DescribeAcls(ctx context.Context, in *DescribeAclsRequest, opts ...grpc.CallOption) (*DescribeAclsResponse, error)
+	// --- issue 22: acls --- end
+	// --- issue 22: sasl --- begin
+	// AlterUserScramCredentials adds, replaces or deletes users' SCRAM
+	// credentials (forwarded to the active controller; KIP-554).
+	AlterUserScramCredentials(ctx context.Context, in *AlterUserScramCredentialsRequest, opts ...grpc.CallOption) (*AlterUserScramCredentialsResponse, error)
+	// DescribeUserScramCredentials lists users' mechanisms and iterations
+	// (never salts or keys), from this broker's metadata.
+	DescribeUserScramCredentials(ctx context.Context, in *DescribeUserScramCredentialsRequest, opts ...grpc.CallOption) (*DescribeUserScramCredentialsResponse, error)
+	// SaslAuthenticate runs a SCRAM exchange and ends with a session token
+	// for this node (see SaslAuthenticateResponse). On a SASL_* listener it
+	// is the one call allowed without a token.
+	SaslAuthenticate(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SaslAuthenticateRequest, SaslAuthenticateResponse], error)
 }
 
 type adminClient struct {
@@ -273,6 +288,39 @@ func (c *adminClient) DescribeAcls(ctx context.Context, in *DescribeAclsRequest,
 	return out, nil
 }
 
+func (c *adminClient) AlterUserScramCredentials(ctx context.Context, in *AlterUserScramCredentialsRequest, opts ...grpc.CallOption) (*AlterUserScramCredentialsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlterUserScramCredentialsResponse)
+	err := c.cc.Invoke(ctx, Admin_AlterUserScramCredentials_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) DescribeUserScramCredentials(ctx context.Context, in *DescribeUserScramCredentialsRequest, opts ...grpc.CallOption) (*DescribeUserScramCredentialsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeUserScramCredentialsResponse)
+	err := c.cc.Invoke(ctx, Admin_DescribeUserScramCredentials_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) SaslAuthenticate(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SaslAuthenticateRequest, SaslAuthenticateResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Admin_ServiceDesc.Streams[0], Admin_SaslAuthenticate_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SaslAuthenticateRequest, SaslAuthenticateResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Admin_SaslAuthenticateClient = grpc.BidiStreamingClient[SaslAuthenticateRequest, SaslAuthenticateResponse]
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -328,6 +376,18 @@ type AdminServer interface {
 	CreateAcls(context.Context, *CreateAclsRequest) (*CreateAclsResponse, error)
 	DeleteAcls(context.Context, *DeleteAclsRequest) (*DeleteAclsResponse, error)
 	DescribeAcls(context.Context, *DescribeAclsRequest) (*DescribeAclsResponse, error)
+	// --- issue 22: acls --- end
+	// --- issue 22: sasl --- begin
+	// AlterUserScramCredentials adds, replaces or deletes users' SCRAM
+	// credentials (forwarded to the active controller; KIP-554).
+	AlterUserScramCredentials(context.Context, *AlterUserScramCredentialsRequest) (*AlterUserScramCredentialsResponse, error)
+	// DescribeUserScramCredentials lists users' mechanisms and iterations
+	// (never salts or keys), from this broker's metadata.
+	DescribeUserScramCredentials(context.Context, *DescribeUserScramCredentialsRequest) (*DescribeUserScramCredentialsResponse, error)
+	// SaslAuthenticate runs a SCRAM exchange and ends with a session token
+	// for this node (see SaslAuthenticateResponse). On a SASL_* listener it
+	// is the one call allowed without a token.
+	SaslAuthenticate(grpc.BidiStreamingServer[SaslAuthenticateRequest, SaslAuthenticateResponse]) error
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -388,6 +448,15 @@ func (UnimplementedAdminServer) DeleteAcls(context.Context, *DeleteAclsRequest) 
 }
 func (UnimplementedAdminServer) DescribeAcls(context.Context, *DescribeAclsRequest) (*DescribeAclsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DescribeAcls not implemented")
+}
+func (UnimplementedAdminServer) AlterUserScramCredentials(context.Context, *AlterUserScramCredentialsRequest) (*AlterUserScramCredentialsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AlterUserScramCredentials not implemented")
+}
+func (UnimplementedAdminServer) DescribeUserScramCredentials(context.Context, *DescribeUserScramCredentialsRequest) (*DescribeUserScramCredentialsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeUserScramCredentials not implemented")
+}
+func (UnimplementedAdminServer) SaslAuthenticate(grpc.BidiStreamingServer[SaslAuthenticateRequest, SaslAuthenticateResponse]) error {
+	return status.Error(codes.Unimplemented, "method SaslAuthenticate not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -716,6 +785,49 @@ func _Admin_DescribeAcls_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_AlterUserScramCredentials_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlterUserScramCredentialsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).AlterUserScramCredentials(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_AlterUserScramCredentials_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).AlterUserScramCredentials(ctx, req.(*AlterUserScramCredentialsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_DescribeUserScramCredentials_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeUserScramCredentialsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DescribeUserScramCredentials(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DescribeUserScramCredentials_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DescribeUserScramCredentials(ctx, req.(*DescribeUserScramCredentialsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_SaslAuthenticate_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(AdminServer).SaslAuthenticate(&grpc.GenericServerStream[SaslAuthenticateRequest, SaslAuthenticateResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Admin_SaslAuthenticateServer = grpc.BidiStreamingServer[SaslAuthenticateRequest, SaslAuthenticateResponse]
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -791,7 +903,22 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "DescribeAcls",
 			Handler:    _Admin_DescribeAcls_Handler,
 		},
+		{
+			MethodName: "AlterUserScramCredentials",
+			Handler:    _Admin_AlterUserScramCredentials_Handler,
+		},
+		{
+			MethodName: "DescribeUserScramCredentials",
+			Handler:    _Admin_DescribeUserScramCredentials_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "SaslAuthenticate",
+			Handler:       _Admin_SaslAuthenticate_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "strand/v1/admin.proto",
 }

@@ -65,8 +65,15 @@ const (
 	ErrorCode_GROUP_AUTHORIZATION_FAILED ErrorCode = 30
 	// CLUSTER_AUTHORIZATION_FAILED: a request only other nodes may send
 	// (a follower's Fetch, replica_id >= 0) arrived on a client listener.
-	ErrorCode_CLUSTER_AUTHORIZATION_FAILED          ErrorCode = 31
-	ErrorCode_INVALID_TIMESTAMP                     ErrorCode = 32
+	ErrorCode_CLUSTER_AUTHORIZATION_FAILED ErrorCode = 31
+	ErrorCode_INVALID_TIMESTAMP            ErrorCode = 32
+	// --- issue 22: sasl --- begin
+	ErrorCode_UNSUPPORTED_SASL_MECHANISM ErrorCode = 33
+	ErrorCode_ILLEGAL_SASL_STATE         ErrorCode = 34
+	ErrorCode_SASL_AUTHENTICATION_FAILED ErrorCode = 58
+	ErrorCode_DUPLICATE_RESOURCE         ErrorCode = 92
+	ErrorCode_UNACCEPTABLE_CREDENTIAL    ErrorCode = 93
+	// --- issue 22: sasl --- end
 	ErrorCode_UNSUPPORTED_VERSION                   ErrorCode = 35
 	ErrorCode_TOPIC_ALREADY_EXISTS                  ErrorCode = 36
 	ErrorCode_INVALID_PARTITIONS                    ErrorCode = 37
@@ -178,6 +185,11 @@ var (
 		30:    "GROUP_AUTHORIZATION_FAILED",
 		31:    "CLUSTER_AUTHORIZATION_FAILED",
 		32:    "INVALID_TIMESTAMP",
+		33:    "UNSUPPORTED_SASL_MECHANISM",
+		34:    "ILLEGAL_SASL_STATE",
+		58:    "SASL_AUTHENTICATION_FAILED",
+		92:    "DUPLICATE_RESOURCE",
+		93:    "UNACCEPTABLE_CREDENTIAL",
 		35:    "UNSUPPORTED_VERSION",
 		36:    "TOPIC_ALREADY_EXISTS",
 		37:    "INVALID_PARTITIONS",
@@ -270,6 +282,11 @@ var (
 		"GROUP_AUTHORIZATION_FAILED":            30,
 		"CLUSTER_AUTHORIZATION_FAILED":          31,
 		"INVALID_TIMESTAMP":                     32,
+		"UNSUPPORTED_SASL_MECHANISM":            33,
+		"ILLEGAL_SASL_STATE":                    34,
+		"SASL_AUTHENTICATION_FAILED":            58,
+		"DUPLICATE_RESOURCE":                    92,
+		"UNACCEPTABLE_CREDENTIAL":               93,
 		"UNSUPPORTED_VERSION":                   35,
 		"TOPIC_ALREADY_EXISTS":                  36,
 		"INVALID_PARTITIONS":                    37,
@@ -464,7 +481,7 @@ const file_strand_v1_common_proto_rawDesc = "" +
 	"\x16strand/v1/common.proto\x12\tstrand.v1\"D\n" +
 	"\x0eTopicPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
-	"\tpartition\x18\x02 \x01(\x05R\tpartition*\xa9\x13\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition*\xb6\x14\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12!\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\x17\n" +
@@ -499,7 +516,12 @@ const file_strand_v1_common_proto_rawDesc = "" +
 	"\x1aTOPIC_AUTHORIZATION_FAILED\x10\x1d\x12\x1e\n" +
 	"\x1aGROUP_AUTHORIZATION_FAILED\x10\x1e\x12 \n" +
 	"\x1cCLUSTER_AUTHORIZATION_FAILED\x10\x1f\x12\x15\n" +
-	"\x11INVALID_TIMESTAMP\x10 \x12\x17\n" +
+	"\x11INVALID_TIMESTAMP\x10 \x12\x1e\n" +
+	"\x1aUNSUPPORTED_SASL_MECHANISM\x10!\x12\x16\n" +
+	"\x12ILLEGAL_SASL_STATE\x10\"\x12\x1e\n" +
+	"\x1aSASL_AUTHENTICATION_FAILED\x10:\x12\x16\n" +
+	"\x12DUPLICATE_RESOURCE\x10\\\x12\x1b\n" +
+	"\x17UNACCEPTABLE_CREDENTIAL\x10]\x12\x17\n" +
 	"\x13UNSUPPORTED_VERSION\x10#\x12\x18\n" +
 	"\x14TOPIC_ALREADY_EXISTS\x10$\x12\x16\n" +
 	"\x12INVALID_PARTITIONS\x10%\x12\x1e\n" +

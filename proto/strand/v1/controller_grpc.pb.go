@@ -38,6 +38,7 @@ const (
 	Controller_ElectLeaders_FullMethodName                = "/strand.v1.Controller/ElectLeaders"
 	Controller_CreateAcls_FullMethodName                  = "/strand.v1.Controller/CreateAcls"
 	Controller_DeleteAcls_FullMethodName                  = "/strand.v1.Controller/DeleteAcls"
+	Controller_AlterUserScramCredentials_FullMethodName   = "/strand.v1.Controller/AlterUserScramCredentials"
 )
 
 // ControllerClient is the client API for Controller service.
@@ -98,6 +99,11 @@ type ControllerClient interface {
 	// CreateAcls and DeleteAcls as forwarded by brokers.
 	CreateAcls(ctx context.Context, in *CreateAclsRequest, opts ...grpc.CallOption) (*CreateAclsResponse, error)
 	DeleteAcls(ctx context.Context, in *DeleteAclsRequest, opts ...grpc.CallOption) (*DeleteAclsResponse, error)
+	// --- issue 22: acls --- end
+	// --- issue 22: sasl --- begin
+	// AlterUserScramCredentials as forwarded by brokers (Kafka's
+	// ScramControlManager rules).
+	AlterUserScramCredentials(ctx context.Context, in *AlterUserScramCredentialsRequest, opts ...grpc.CallOption) (*AlterUserScramCredentialsResponse, error)
 }
 
 type controllerClient struct {
@@ -307,6 +313,16 @@ func (c *controllerClient) DeleteAcls(ctx context.Context, in *DeleteAclsRequest
 	return out, nil
 }
 
+func (c *controllerClient) AlterUserScramCredentials(ctx context.Context, in *AlterUserScramCredentialsRequest, opts ...grpc.CallOption) (*AlterUserScramCredentialsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlterUserScramCredentialsResponse)
+	err := c.cc.Invoke(ctx, Controller_AlterUserScramCredentials_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServer is the server API for Controller service.
 // All implementations must embed UnimplementedControllerServer
 // for forward compatibility.
@@ -365,6 +381,11 @@ type ControllerServer interface {
 	// CreateAcls and DeleteAcls as forwarded by brokers.
 	CreateAcls(context.Context, *CreateAclsRequest) (*CreateAclsResponse, error)
 	DeleteAcls(context.Context, *DeleteAclsRequest) (*DeleteAclsResponse, error)
+	// --- issue 22: acls --- end
+	// --- issue 22: sasl --- begin
+	// AlterUserScramCredentials as forwarded by brokers (Kafka's
+	// ScramControlManager rules).
+	AlterUserScramCredentials(context.Context, *AlterUserScramCredentialsRequest) (*AlterUserScramCredentialsResponse, error)
 	mustEmbedUnimplementedControllerServer()
 }
 
@@ -431,6 +452,9 @@ func (UnimplementedControllerServer) CreateAcls(context.Context, *CreateAclsRequ
 }
 func (UnimplementedControllerServer) DeleteAcls(context.Context, *DeleteAclsRequest) (*DeleteAclsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteAcls not implemented")
+}
+func (UnimplementedControllerServer) AlterUserScramCredentials(context.Context, *AlterUserScramCredentialsRequest) (*AlterUserScramCredentialsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AlterUserScramCredentials not implemented")
 }
 func (UnimplementedControllerServer) mustEmbedUnimplementedControllerServer() {}
 func (UnimplementedControllerServer) testEmbeddedByValue()                    {}
@@ -788,6 +812,24 @@ func _Controller_DeleteAcls_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_AlterUserScramCredentials_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlterUserScramCredentialsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).AlterUserScramCredentials(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_AlterUserScramCredentials_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).AlterUserScramCredentials(ctx, req.(*AlterUserScramCredentialsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Controller_ServiceDesc is the grpc.ServiceDesc for Controller service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -866,6 +908,10 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteAcls",
 			Handler:    _Controller_DeleteAcls_Handler,
+		},
+		{
+			MethodName: "AlterUserScramCredentials",
+			Handler:    _Controller_AlterUserScramCredentials_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

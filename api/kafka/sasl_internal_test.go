@@ -1,0 +1,81 @@
+package kafka
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/strand-io/strand/internal/auth"
+	"github.com/strand-io/strand/internal/scram"
+)
+
+// TestSASLMechanismsOffered: PLAIN is offered on SASL_SSL only, and only
+// when enabled; unknown names are never offered.
+func TestSASLMechanismsOffered(t *testing.T) {
+	for _, tc := range []struct {
+		protocol string
+		enabled  []string
+		want     []string
+	}{
+		{ProtocolSASLPlaintext, nil, []string{"SCRAM-SHA-256", "SCRAM-SHA-512"}},
+		{ProtocolSASLPlaintext, []string{"PLAIN", "SCRAM-SHA-512"}, []string{"SCRAM-SHA-512"}},
+		{ProtocolSASLSSL, []string{"PLAIN", "SCRAM-SHA-512", "GSSAPI"}, []string{"PLAIN", "SCRAM-SHA-512"}},
+		{ProtocolSASLSSL, nil, []string{"SCRAM-SHA-256", "SCRAM-SHA-512"}},
+	} {
+		s := &Server{cfg: Config{SecurityProtocol: tc.protocol, SASLMechanisms: tc.enabled}}
+		if got := s.mechanisms(); !slices.Equal(got, tc.want) {
+			t.Errorf("%s %v: offered %v, want %v", tc.protocol, tc.enabled, got, tc.want)
+		}
+	}
+	if (&Server{cfg: Config{SecurityProtocol: ProtocolSSL}}).saslEnabled() || !(&Server{cfg: Config{SecurityProtocol: ProtocolSASLSSL}}).saslEnabled() {
+		t.Fatal("saslEnabled")
+	}
+}
+
+// TestSASLSessionInContext: an authenticated connection's handlers see
+// its session; an unauthenticated one's see none (as today).
+func TestSASLSessionInContext(t *testing.T) {
+	c := &Conn{}
+	if _, ok := auth.FromContext(c.withSession(context.Background())); ok {
+		t.Fatal("a session before authentication")
+	}
+	c.sasl.authenticated = true
+	c.sasl.session = auth.Session{Principal: auth.User("alice"), Mechanism: "SCRAM-SHA-256", Listener: auth.ListenerKafka}
+	s, ok := auth.FromContext(c.withSession(context.Background()))
+	if !ok || s.Principal.String() != "User:alice" || s.Mechanism != "SCRAM-SHA-256" {
+		t.Fatalf("%+v %v", s, ok)
+	}
+}
+
+// TestVerifyPlain: PLAIN's "authzid NUL user NUL password" checked
+// against the stored SCRAM credential (SHA-512 first, else SHA-256).
+func TestVerifyPlain(t *testing.T) {
+	salt := scram.NewSalt()
+	creds := map[string]map[string]scram.Credential{
+		"alice": {"SCRAM-SHA-256": scram.SHA256.NewCredential("alice-secret", salt, 4096)},
+		"bob":   {"SCRAM-SHA-512": scram.SHA512.NewCredential("bob-secret", salt, 4096)},
+	}
+	lookup := func(u string, m scram.Mechanism) (scram.Credential, bool) {
+		c, ok := creds[u][m.Name()]
+		return c, ok
+	}
+	for _, tc := range []struct {
+		msg  string
+		user string
+		ok   bool
+	}{
+		{"\x00alice\x00alice-secret", "alice", true},
+		{"alice\x00alice\x00alice-secret", "alice", true},
+		{"\x00bob\x00bob-secret", "bob", true},
+		{"\x00alice\x00wrong", "", false},
+		{"bob\x00alice\x00alice-secret", "", false}, // authzid other than the user
+		{"\x00mallory\x00alice-secret", "", false},
+		{"\x00\x00alice-secret", "", false},
+		{"alice-secret", "", false},
+	} {
+		u, ok := verifyPlain([]byte(tc.msg), lookup)
+		if ok != tc.ok || (ok && u != tc.user) {
+			t.Errorf("%q: %q %v", tc.msg, u, ok)
+		}
+	}
+}

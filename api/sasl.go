@@ -1,0 +1,244 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"net"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+
+	"github.com/strand-io/strand/errs"
+	"github.com/strand-io/strand/internal/auth"
+	"github.com/strand-io/strand/internal/planted"
+	"github.com/strand-io/strand/internal/scram"
+	"github.com/strand-io/strand/internal/wire"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+)
+
+// Issue 22 (sasl): SCRAM on the gRPC client listeners.
+//
+// A client runs Admin.SaslAuthenticate, one bidirectional stream: it sends
+// the mechanism with the client-first message, gets the server-first
+// message, sends the client-final message, and gets the server-final
+// message with a session token: 32 random bytes this node keeps for
+// SASLTokens.Lifetime (default 1 h). Later calls carry the token,
+// base64url, in the TokenMetadataKey metadata. Tokens live in this node's
+// memory only: a token is valid on the node that issued it and until that
+// node restarts; the SDK authenticates with each node it talks to.
+//
+// On a listener whose protocol is SASL_PLAINTEXT or SASL_SSL the
+// interceptors (Interceptors) refuse every call without a valid token
+// (codes.Unauthenticated carrying SASL_AUTHENTICATION_FAILED), except the
+// exchange itself and the health check, and put the token's user in the
+// call's auth.Session (User:<name>, Mechanism SCRAM-SHA-…). On other
+// listeners a token is not asked for; one sent is ignored.
+
+// TokenMetadataKey is the metadata key of the session token.
+const TokenMetadataKey = "strand-sasl-token"
+
+// DefaultTokenLifetime is how long a session token is accepted.
+const DefaultTokenLifetime = time.Hour
+
+// MaxTokens bounds the live tokens a node holds: past it, an exchange is
+// refused until some expire (a client that authenticates in a loop cannot
+// grow the table without bound).
+const MaxTokens = 1 << 16
+
+const saslMethod = "/strand.v1.Admin/SaslAuthenticate"
+
+// SASLTokens issues and checks one node's session tokens.
+type SASLTokens struct {
+	// Mechanisms is sasl.enabled.mechanisms (nil: SCRAM-SHA-256 and
+	// SCRAM-SHA-512); only SCRAM mechanisms are run on gRPC.
+	Mechanisms []string
+	// Lifetime is how long a token is accepted (0: DefaultTokenLifetime).
+	Lifetime time.Duration
+
+	mu     sync.Mutex
+	tokens map[string]saslToken
+	now    func() time.Time
+}
+
+type saslToken struct {
+	user, mechanism string
+	expires         time.Time
+}
+
+func (t *SASLTokens) lifetime() time.Duration {
+	if t.Lifetime > 0 {
+		return t.Lifetime
+	}
+	return DefaultTokenLifetime
+}
+
+func (t *SASLTokens) clock() time.Time {
+	if t.now != nil {
+		return t.now()
+	}
+	return time.Now()
+}
+
+func (t *SASLTokens) enabled(mechanism string) bool {
+	if _, ok := scram.ByName(mechanism); !ok {
+		return false
+	}
+	return len(t.Mechanisms) == 0 || slices.Contains(t.Mechanisms, mechanism)
+}
+
+// issue makes a token for user (nil when MaxTokens are live).
+func (t *SASLTokens) issue(user, mechanism string) []byte {
+	tok := make([]byte, 32)
+	if _, err := rand.Read(tok); err != nil {
+		panic(err)
+	}
+	now := t.clock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.tokens == nil {
+		t.tokens = map[string]saslToken{}
+	}
+	for k, v := range t.tokens { // drop the expired, so the table stays bounded by what is live
+		if !now.Before(v.expires) {
+			delete(t.tokens, k)
+		}
+	}
+	if len(t.tokens) >= MaxTokens {
+		return nil
+	}
+	t.tokens[string(tok)] = saslToken{user: user, mechanism: mechanism, expires: now.Add(t.lifetime())}
+	return tok
+}
+
+// check returns the token's holder if it is live.
+func (t *SASLTokens) check(tok []byte) (saslToken, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	v, ok := t.tokens[string(tok)]
+	if !ok || !t.clock().Before(v.expires) {
+		return saslToken{}, false
+	}
+	return v, true
+}
+
+func saslRefused(format string, args ...any) error {
+	return wire.StatusError(codes.Unauthenticated, errs.New(pb.ErrorCode_SASL_AUTHENTICATION_FAILED, format, args...))
+}
+
+// authenticate checks ctx's token and returns ctx with the token's session.
+func (t *SASLTokens) authenticate(ctx context.Context, listener string) (context.Context, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	vals := md.Get(TokenMetadataKey)
+	if len(vals) == 0 && planted.On(planted.SaslTokenUnchecked) {
+		return ctx, nil
+	}
+	if len(vals) == 0 {
+		return nil, saslRefused("this listener requires SASL authentication: run SaslAuthenticate and send its token in the %q metadata", TokenMetadataKey)
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(vals[0])
+	if err != nil {
+		return nil, saslRefused("the SASL session token does not decode")
+	}
+	tok, ok := t.check(raw)
+	if !ok {
+		return nil, saslRefused("the SASL session token is unknown to this node or has expired: authenticate again")
+	}
+	s, ok := auth.FromContext(ctx)
+	if !ok {
+		s = auth.Session{Listener: listener}
+		if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+			if h, _, err := net.SplitHostPort(p.Addr.String()); err == nil {
+				s.Host = h
+			}
+		}
+	}
+	s.Principal, s.Mechanism = auth.User(tok.user), tok.mechanism
+	return auth.NewContext(ctx, s), nil
+}
+
+func saslExempt(method string) bool {
+	return method == saslMethod || method == "/grpc.health.v1.Health/Check" || method == "/grpc.health.v1.Health/Watch"
+}
+
+// Interceptors are the server options that require a token on a listener
+// of protocol (listener.security.protocol.map's value) named listener;
+// none unless protocol is SASL_PLAINTEXT or SASL_SSL. They must run after
+// the interceptor that puts the connection's session in the context.
+func (t *SASLTokens) Interceptors(protocol, listener string) []grpc.ServerOption {
+	if protocol != "SASL_PLAINTEXT" && protocol != "SASL_SSL" {
+		return nil
+	}
+	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(t.unary(listener)), grpc.ChainStreamInterceptor(t.stream(listener))}
+}
+
+func (t *SASLTokens) unary(listener string) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if saslExempt(info.FullMethod) {
+			return handler(ctx, req)
+		}
+		ctx, err := t.authenticate(ctx, listener)
+		if err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+func (t *SASLTokens) stream(listener string) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if saslExempt(info.FullMethod) {
+			return handler(srv, ss)
+		}
+		ctx, err := t.authenticate(ss.Context(), listener)
+		if err != nil {
+			return err
+		}
+		return handler(srv, &sessionStream{ServerStream: ss, ctx: ctx})
+	}
+}
+
+// saslAuthenticate runs one SCRAM exchange (see the file comment).
+func (s *adminService) saslAuthenticate(st pb.Admin_SaslAuthenticateServer) error {
+	if s.sasl == nil {
+		return wire.StatusError(codes.FailedPrecondition, errs.New(pb.ErrorCode_ILLEGAL_SASL_STATE, "SASL is not configured on this node"))
+	}
+	first, err := st.Recv()
+	if err != nil {
+		return err
+	}
+	m, ok := scram.ByName(first.Mechanism)
+	if !ok || !s.sasl.enabled(first.Mechanism) {
+		return wire.StatusError(codes.Unauthenticated, errs.New(pb.ErrorCode_UNSUPPORTED_SASL_MECHANISM,
+			"SASL mechanism %q is not enabled on the gRPC listeners (SCRAM-SHA-256 and SCRAM-SHA-512 are, as sasl.enabled.mechanisms allows)", first.Mechanism))
+	}
+	failed := func() error {
+		return saslRefused("Authentication failed during authentication due to invalid credentials with SASL mechanism %s", m.Name())
+	}
+	srv := m.NewServer(func(user string) (scram.Credential, bool) { return s.h.ScramCredential(user, m) }, nil)
+	out, err := srv.Step(first.AuthBytes)
+	if err != nil {
+		return failed()
+	}
+	if err := st.Send(&pb.SaslAuthenticateResponse{AuthBytes: out}); err != nil {
+		return err
+	}
+	final, err := st.Recv()
+	if err != nil {
+		return err
+	}
+	out, err = srv.Step(final.AuthBytes)
+	if err != nil || !srv.Done() {
+		return failed()
+	}
+	tok := s.sasl.issue(srv.User(), m.Name())
+	if tok == nil {
+		return wire.StatusError(codes.ResourceExhausted, errs.New(pb.ErrorCode_SASL_AUTHENTICATION_FAILED, "this node holds %d live SASL sessions, its most: try again later", MaxTokens))
+	}
+	return st.Send(&pb.SaslAuthenticateResponse{AuthBytes: out, Token: tok, SessionLifetimeMs: s.sasl.lifetime().Milliseconds()})
+}

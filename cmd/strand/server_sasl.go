@@ -1,0 +1,32 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/strand-io/strand/node"
+)
+
+// saslMechanismsSetting is sasl.enabled.mechanisms (issue 22: sasl): a
+// comma list of SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN (PLAIN is offered
+// on SASL_SSL listeners only).
+func saslMechanismsSetting(cfg *node.Config, v string) error {
+	var out []string
+	for _, m := range strings.Split(v, ",") {
+		m = strings.TrimSpace(m)
+		if m == "" {
+			continue
+		}
+		switch m {
+		case "SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN":
+			out = append(out, m)
+		default:
+			return fmt.Errorf("sasl.enabled.mechanisms: %q is not supported (SCRAM-SHA-256, SCRAM-SHA-512, PLAIN are)", m)
+		}
+	}
+	if len(out) == 0 {
+		return fmt.Errorf("sasl.enabled.mechanisms: name at least one mechanism")
+	}
+	cfg.SASL.EnabledMechanisms = out
+	return nil
+}
