@@ -33,16 +33,17 @@ func TestSASLMechanismsOffered(t *testing.T) {
 }
 
 // TestSASLSessionInContext: an authenticated connection's handlers see
-// its session; an unauthenticated one's see none (as today).
+// its SASL session (with the connection's TLS flag); an unauthenticated
+// one's see the connection's session (anonymous, or its certificate's).
 func TestSASLSessionInContext(t *testing.T) {
-	c := &Conn{}
-	if _, ok := auth.FromContext(c.withSession(context.Background())); ok {
-		t.Fatal("a session before authentication")
+	c := &Conn{session: auth.Session{Principal: auth.Anonymous, TLS: true}}
+	if s := c.withSession(); s.Principal != auth.Anonymous {
+		t.Fatalf("before authentication: %+v", s)
 	}
 	c.sasl.authenticated = true
 	c.sasl.session = auth.Session{Principal: auth.User("alice"), Mechanism: "SCRAM-SHA-256", Listener: auth.ListenerKafka}
-	s, ok := auth.FromContext(c.withSession(context.Background()))
-	if !ok || s.Principal.String() != "User:alice" || s.Mechanism != "SCRAM-SHA-256" {
+	s, ok := auth.FromContext(auth.NewContext(context.Background(), c.withSession()))
+	if !ok || s.Principal.String() != "User:alice" || s.Mechanism != "SCRAM-SHA-256" || !s.TLS {
 		t.Fatalf("%+v %v", s, ok)
 	}
 }
