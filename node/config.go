@@ -3,18 +3,22 @@ package node
 import (
 	"log/slog"
 	"net"
+	"net/http"
 	"time"
 
 	"google.golang.org/grpc"
 
 	"github.com/strand-io/strand/api"
+	"github.com/strand-io/strand/api/kafka"
 	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/coordinator"
 	"github.com/strand-io/strand/coordinator/group"
 	"github.com/strand-io/strand/coordinator/txn"
+	"github.com/strand-io/strand/internal/auth"
 	"github.com/strand-io/strand/internal/wire"
+	"github.com/strand-io/strand/quota"
 	"github.com/strand-io/strand/record"
 	"github.com/strand-io/strand/replication"
 )
@@ -121,6 +125,27 @@ type Config struct {
 	// servers take, before the start-up gate (tests: hold or refuse
 	// chosen RPCs, such as this broker's registration).
 	UnaryInterceptors []grpc.UnaryServerInterceptor
+
+	// --- issue 22: quotas and debug endpoints (owner D) ---
+
+	// Quotas configures the client quotas' measurement (quota.window.num,
+	// quota.window.size.seconds; Clock nil: the node's clock). The quotas
+	// themselves are in the metadata image (AlterClientQuotas).
+	Quotas quota.Config
+	// DebugEndpoints is debug.endpoints.enable: /debug/pprof is served on
+	// the HTTP listener only when true, and then only to a super user or a
+	// broker (DebugSession, SuperUsers).
+	DebugEndpoints bool
+	// DebugSession is who sent an HTTP request: the session of its
+	// verified TLS client certificate (the TLS wiring fills it in). Nil,
+	// or false for a request, refuses the debug endpoints (401).
+	DebugSession func(*http.Request) (auth.Session, bool)
+	// SuperUsers is super.users: principals allowed everything (here: the
+	// debug endpoints; the authorizer reads the same setting).
+	SuperUsers []auth.Principal
+	// TestingKafkaSession, TEST-ONLY, gives each Kafka-listener connection
+	// a session (kafka.Config.TestingSession).
+	TestingKafkaSession kafka.TestingSessionFunc
 }
 
 // QuorumTimeouts tunes Raft (zero keeps hashicorp/raft's defaults).

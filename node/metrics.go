@@ -188,6 +188,7 @@ func (n *Node) startHTTP(addr string) error {
 	reg.MustRegister(n.metrics.Collectors()...)
 	reg.MustRegister(n.connMetrics.Collectors()...)
 	reg.MustRegister(n.kafkaMetrics.Collectors()...)
+	reg.MustRegister(n.quotas)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/debug/pprof/", pprof.Index)

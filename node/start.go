@@ -184,7 +184,8 @@ func (n *Node) serve(ctx context.Context, cfg Config, deps *api.Deps, ln net.Lis
 			kh.Metrics = deps.Metrics
 		}
 		n.kafka = kafka.NewServer(kafka.Config{Handler: kh, Logger: n.lg, MaxRequestBytes: cfg.SocketRequestMaxBytes,
-			IdleTimeout: n.maxIdle(), Metrics: n.kafkaMetrics})
+			IdleTimeout: n.maxIdle(), Metrics: n.kafkaMetrics,
+			Quotas: n.quotas, Clock: cfg.Quotas.Clock, TestingSession: cfg.TestingKafkaSession})
 		// Wrapped now, with the other listeners: wrapping it later could
 		// race the limiter's last listener closing at shutdown.
 		kln := clientConns.Wrap(n.kafkaLn, "kafka")

@@ -34,6 +34,8 @@ type Conn struct {
 	nc  net.Conn
 	// out carries answers, in request order, to the writer.
 	out chan pending
+	// throttled is the last request's quota throttle time (quota.go).
+	throttled time.Duration
 }
 
 // pending is an answer on its way to the writer.
@@ -73,7 +75,7 @@ func newConn(s *Server, nc net.Conn) *Conn {
 // serve reads requests until the connection ends, handing answers to a
 // writer goroutine it owns; it returns once both are done.
 func (c *Conn) serve(parent context.Context) {
-	ctx, cancel := context.WithCancel(parent)
+	ctx, cancel := context.WithCancel(c.session(parent))
 	defer cancel()
 	done := make(chan struct{})
 	go func() {
@@ -123,13 +125,15 @@ func (c *Conn) read(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if p == nil {
-			continue
+		if p != nil {
+			select {
+			case c.out <- *p:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
-		select {
-		case c.out <- *p:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := c.mute(ctx, c.throttled); err != nil { // quota.go
+			return err
 		}
 	}
 }
@@ -273,6 +277,7 @@ func unsupportedAnswer(key, version int16) kmsg.Response {
 // handle decodes one frame and answers it (nil: no answer).
 func (c *Conn) handle(ctx context.Context, frame []byte) (*pending, error) {
 	start := time.Now()
+	c.throttled = 0
 	h, a, req, err := decode(frame)
 	c.ClientID = h.clientID
 	if errors.Is(err, errNewerApiVersions) {
@@ -288,10 +293,12 @@ func (c *Conn) handle(ctx context.Context, frame []byte) (*pending, error) {
 	if err != nil {
 		return nil, err
 	}
+	called := time.Now()
 	resp, err := a.fn(ctx, c, req)
 	if err != nil {
 		return nil, err
 	}
+	c.throttled = c.throttle(ctx, req, resp, time.Since(called)) // quota.go
 	if resp == nil {
 		c.srv.metrics.requests.WithLabelValues(a.name).Inc()
 		return nil, nil
