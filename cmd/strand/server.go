@@ -316,6 +316,12 @@ var serverSettings = map[string]func(cfg *node.Config, v string) error{
 	"transaction.max.timeout.ms":                                  bounded(1, math.MaxInt32, msSetting(func(c *node.Config, d time.Duration) { c.TxnConfig.MaxTimeout = d })),
 	"transactional.id.expiration.ms":                              bounded(1, math.MaxInt32, msSetting(func(c *node.Config, d time.Duration) { c.TxnConfig.IDExpiration = d })),
 	"transaction.abort.timed.out.transaction.cleanup.interval.ms": bounded(1, math.MaxInt32, msSetting(func(c *node.Config, d time.Duration) { c.TxnConfig.AbortTimedOutInterval = d })),
+	// Issue 22 (owner D): debug endpoints, client quotas' windows, the cap
+	// on open transactions per principal.
+	"debug.endpoints.enable":             boolSetting(func(c *node.Config, b bool) { c.DebugEndpoints = b }),
+	"quota.window.num":                   bounded(1, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.Quotas.Windows = int(n) })),
+	"quota.window.size.seconds":          bounded(1, math.MaxInt32, secondsSetting(func(c *node.Config, d time.Duration) { c.Quotas.Window = d })),
+	"transaction.max.open.per.principal": bounded(0, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.TxnConfig.MaxOpenPerPrincipal = int(n) })),
 	// Testing only (drills): new transactional ids start at this epoch, so
 	// producers cross the end of their epochs after a few transactions.
 	"strand.testing.transaction.first.producer.epoch": intSetting(func(c *node.Config, n int64) { c.TxnConfig.FirstEpoch = int16(min(max(n, 0), 32766)) }),
