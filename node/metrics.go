@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"strconv"
 	"time"
 
@@ -191,11 +190,9 @@ func (n *Node) startHTTP(addr string) error {
 	reg.MustRegister(n.quotas)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if n.cfg.DebugEndpoints { // debug.endpoints.enable (issue 22): off by default
+		n.registerDebug(mux)
+	}
 	if n.cfg.TestingFaults {
 		n.registerFaults(mux)
 	}
@@ -204,7 +201,7 @@ func (n *Node) startHTTP(addr string) error {
 	if err != nil {
 		return err
 	}
-	n.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	n.http = &http.Server{Handler: readOnly(mux, n.cfg.TestingFaults), ReadHeaderTimeout: 10 * time.Second}
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
