@@ -180,7 +180,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// startHTTP serves /metrics (Prometheus), /debug/pprof and the web console.
+// startHTTP serves /metrics (Prometheus), /debug/pprof (debug.go) and the web console.
 func (n *Node) startHTTP(addr string) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collector{n}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
