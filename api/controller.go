@@ -173,3 +173,15 @@ func (s *controllerService) ListPartitionReassignments(ctx context.Context, req 
 	}
 	return resp, nil
 }
+
+// AlterClientQuotas (issue 22: quotas) as forwarded by a broker.
+func (s *controllerService) AlterClientQuotas(ctx context.Context, req *pb.AlterClientQuotasRequest) (*pb.AlterClientQuotasResponse, error) {
+	res, err := s.d.Controller.AlterClientQuotas(ctx, req)
+	if rerr := s.route(err); rerr != nil {
+		return nil, rerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &pb.AlterClientQuotasResponse{Entries: res}, nil
+}

@@ -199,3 +199,12 @@ func (s *adminService) ElectLeaders(ctx context.Context, req *pb.ElectLeadersReq
 func (s *adminService) DeleteRecords(ctx context.Context, req *pb.DeleteRecordsRequest) (*pb.DeleteRecordsResponse, error) {
 	return answer(s.h.DeleteRecords(ctx, req))
 }
+
+// AlterClientQuotas and DescribeClientQuotas (issue 22: quotas).
+func (s *adminService) AlterClientQuotas(ctx context.Context, req *pb.AlterClientQuotasRequest) (*pb.AlterClientQuotasResponse, error) {
+	return answer(s.h.AlterClientQuotas(ctx, req))
+}
+
+func (s *adminService) DescribeClientQuotas(ctx context.Context, req *pb.DescribeClientQuotasRequest) (*pb.DescribeClientQuotasResponse, error) {
+	return answer(s.h.DescribeClientQuotas(ctx, req))
+}

@@ -131,6 +131,9 @@ type Image struct {
 	// "<id>"); they take precedence over BrokerConfigs on that broker. It
 	// may be nil (no broker has one); Apply copies it on write.
 	BrokerConfigsByID map[int32]map[string]string
+	// ClientQuotas are the users' client quotas (issue 22: quotas.go); nil
+	// when none was ever set. Apply copies it on write.
+	ClientQuotas map[QuotaUser]map[string]float64
 }
 
 // EmptyImage is the image before any record.
@@ -211,6 +214,8 @@ type Delta struct {
 	// BrokerConfigs: a dynamic broker config (cluster-wide or of some
 	// broker) changed.
 	BrokerConfigs bool
+	// ClientQuotas: a client quota changed (issue 22).
+	ClientQuotas bool
 	// Snapshot: the batch replaced the whole image.
 	Snapshot bool
 }
@@ -222,7 +227,7 @@ type PartitionChange struct {
 
 // Empty reports whether the delta changed nothing brokers care about.
 func (d *Delta) Empty() bool {
-	return len(d.Partitions) == 0 && len(d.DeletedTopics) == 0 && len(d.Brokers) == 0 && len(d.TopicConfigs) == 0 && !d.BrokerConfigs && !d.Snapshot
+	return len(d.Partitions) == 0 && len(d.DeletedTopics) == 0 && len(d.Brokers) == 0 && len(d.TopicConfigs) == 0 && !d.BrokerConfigs && !d.ClientQuotas && !d.Snapshot
 }
 
 type tpKey struct {
@@ -314,7 +319,7 @@ func Apply(im *Image, batch *pb.MetadataBatch) (*Image, *Delta, error) {
 // once it has caught up): every partition of next, with its state in im as
 // Old where the topic is the same, and every topic of im that next lacks.
 func SnapshotDelta(im, next *Image) *Delta {
-	d := &Delta{Snapshot: true, BrokerConfigs: true}
+	d := &Delta{Snapshot: true, BrokerConfigs: true, ClientQuotas: true}
 	for _, t := range next.Topics {
 		// A topic deleted and created again under the same name (a new
 		// id) is a new topic: its partitions have no old state.
@@ -505,6 +510,8 @@ func (b *builder) record(r *pb.MetadataRecord, offset int64) error {
 		default:
 			return fmt.Errorf("config for unknown resource type %q", c.ResourceType)
 		}
+	case *pb.MetadataRecord_ClientQuota:
+		return b.applyClientQuota(x.ClientQuota) // quotas.go
 	default:
 		return fmt.Errorf("unknown metadata record %T", r.Record)
 	}
@@ -614,6 +621,9 @@ func (im *Image) SnapshotRecords() *pb.MetadataBatch {
 		for _, k := range keys {
 			add(&pb.MetadataRecord{Record: &pb.MetadataRecord_Config{Config: &pb.ConfigRecord{ResourceType: "broker", ResourceName: strconv.Itoa(int(id)), Name: k, Value: m[k]}}})
 		}
+	}
+	for _, r := range im.clientQuotaRecords() { // quotas.go
+		add(r)
 	}
 	return out
 }

@@ -1,12 +1,18 @@
 package kafka_test
 
 import (
+	"context"
 	"encoding/binary"
+	"errors"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strand-io/strand/clock"
@@ -187,4 +193,102 @@ func readAnswer(conn net.Conn) (int32, []byte, error) {
 		return 0, nil, err
 	}
 	return int32(binary.BigEndian.Uint32(body)), body[4:], nil
+}
+
+// TestKafkaClientQuotasAdmin: AlterClientQuotas and DescribeClientQuotas
+// through franz-go's kadm: user and default-user quotas round-trip with
+// Kafka's filter semantics, Kafka's refusals (an unknown key, a rate not
+// positive or not whole, a client-id entity: INVALID_REQUEST) leave the
+// other entries applied, and what is stored is what the broker enforces.
+func TestKafkaClientQuotasAdmin(t *testing.T) {
+	c, _ := quotaCluster(t)
+	c.CreateTopic("qa", 1, 1, nil)
+	n := c.Member(1).Node
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.KafkaAddrs()[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	name := func(s string) *string { return &s }
+	user := func(n *string) kadm.ClientQuotaEntity { return kadm.ClientQuotaEntity{{Type: "user", Name: n}} }
+	set := func(k string, v float64) kadm.AlterClientQuotaOp { return kadm.AlterClientQuotaOp{Key: k, Value: v} }
+	res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{
+		{Entity: user(name("alice")), Ops: []kadm.AlterClientQuotaOp{set("producer_byte_rate", 1000), set("consumer_byte_rate", 2000)}},
+		{Entity: user(nil), Ops: []kadm.AlterClientQuotaOp{set("request_percentage", 200)}},
+		{Entity: user(name("bob")), Ops: []kadm.AlterClientQuotaOp{set("producer_byte_rte", 1)}},
+		{Entity: user(name("carol")), Ops: []kadm.AlterClientQuotaOp{set("producer_byte_rate", -5)}},
+		{Entity: user(name("dave")), Ops: []kadm.AlterClientQuotaOp{set("consumer_byte_rate", 1.5)}},
+		{Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: name("app")}}, Ops: []kadm.AlterClientQuotaOp{set("producer_byte_rate", 1)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		wantOK := i < 2
+		if (r.Err == nil) != wantOK || (!wantOK && !errors.Is(r.Err, kerr.InvalidRequest)) {
+			t.Errorf("entry %d (%v): %v %q, want ok=%v or INVALID_REQUEST", i, r.Entity, r.Err, r.ErrMessage, wantOK)
+		}
+	}
+	describe := func(strict bool, comps ...kadm.DescribeClientQuotaComponent) map[string]map[string]float64 {
+		t.Helper()
+		d, err := adm.DescribeClientQuotas(ctx, strict, comps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]map[string]float64{}
+		for _, q := range d {
+			vals := map[string]float64{}
+			for _, v := range q.Values {
+				vals[v.Key] = v.Value
+			}
+			out[strings.Trim(q.Entity.String(), "{}")] = vals
+		}
+		return out
+	}
+	all := describe(false, kadm.DescribeClientQuotaComponent{Type: "user", MatchType: 2})
+	if len(all) != 2 || all["user=alice"]["producer_byte_rate"] != 1000 || all["user=alice"]["consumer_byte_rate"] != 2000 || all["user=<default>"]["request_percentage"] != 200 {
+		t.Fatalf("users (specified): %v", all)
+	}
+	if got := describe(false, kadm.DescribeClientQuotaComponent{Type: "user", MatchType: 0, MatchName: name("alice")}); len(got) != 1 || got["user=alice"] == nil {
+		t.Errorf("exact alice: %v", got)
+	}
+	if got := describe(false, kadm.DescribeClientQuotaComponent{Type: "user", MatchType: 1}); len(got) != 1 || got["user=<default>"] == nil {
+		t.Errorf("default user: %v", got)
+	}
+	if got := describe(true, kadm.DescribeClientQuotaComponent{Type: "client-id", MatchType: 2}); len(got) != 0 {
+		t.Errorf("client-id, strict: %v", got)
+	}
+	// Enforced as stored: alice over her producer_byte_rate is throttled.
+	if q, ok := n.Quotas().Quota("alice", "producer_byte_rate"); !ok || q != 1000 {
+		t.Fatalf("alice's quota in force: %v %v", q, ok)
+	}
+	if q, ok := n.Quotas().Quota("zed", "request_percentage"); !ok || q != 200 {
+		t.Fatalf("the default user's quota for zed: %v %v", q, ok)
+	}
+	alice := dialFrom(t, "127.0.0.1", c.KafkaAddrs()[0])
+	if _, err := alice.Write(encode(produceReq(t, "qa", 30000), 1)); err != nil {
+		t.Fatal(err)
+	}
+	_, body, ok := answerWithin(t, alice, 10*time.Second)
+	if !ok {
+		t.Fatal("produce not answered")
+	}
+	resp := kmsg.NewPtrProduceResponse()
+	resp.SetVersion(9)
+	if err := resp.ReadFrom(body[1:]); err != nil || resp.ThrottleMillis <= 0 {
+		t.Fatalf("produce over the stored quota: throttle %d, %v", resp.ThrottleMillis, err)
+	}
+	res, err = adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: user(name("alice")), Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Remove: true}}}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("remove: %v %v", err, res)
+	}
+	if got := describe(false, kadm.DescribeClientQuotaComponent{Type: "user", MatchType: 0, MatchName: name("alice")}); len(got["user=alice"]) != 1 {
+		t.Errorf("after removing producer_byte_rate: %v", got)
+	}
+	if _, ok := n.Quotas().Quota("alice", "producer_byte_rate"); ok {
+		t.Error("a removed quota still in force")
+	}
 }

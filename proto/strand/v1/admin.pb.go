@@ -1353,7 +1353,7 @@ var File_strand_v1_admin_proto protoreflect.FileDescriptor
 
 const file_strand_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x15strand/v1/admin.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x18strand/v1/metadata.proto\x1a\x17strand/v1/dynconf.proto\x1a\x18strand/v1/reassign.proto\x1a\x17strand/v1/members.proto\x1a\x17strand/v1/leaders.proto\"\x8c\x01\n" +
+	"\x15strand/v1/admin.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x16strand/v1/quotas.proto\x1a\x18strand/v1/metadata.proto\x1a\x17strand/v1/dynconf.proto\x1a\x18strand/v1/reassign.proto\x1a\x17strand/v1/members.proto\x1a\x17strand/v1/leaders.proto\"\x8c\x01\n" +
 	"\x13CreateTopicsRequest\x121\n" +
 	"\x06topics\x18\x01 \x03(\v2\x19.strand.v1.CreatableTopicR\x06topics\x12\x1d\n" +
 	"\n" +
@@ -1457,8 +1457,7 @@ const file_strand_v1_admin_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
 	"\n" +
 	"error_code\x18\x02 \x01(\x0e2\x14.strand.v1.ErrorCodeR\terrorCode\x12#\n" +
-	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage2\x8d\n" +
-	"\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage2\xd6\v\n" +
 	"\x05Admin\x12O\n" +
 	"\fCreateTopics\x12\x1e.strand.v1.CreateTopicsRequest\x1a\x1f.strand.v1.CreateTopicsResponse\x12O\n" +
 	"\fDeleteTopics\x12\x1e.strand.v1.DeleteTopicsRequest\x1a\x1f.strand.v1.DeleteTopicsResponse\x12X\n" +
@@ -1473,7 +1472,9 @@ const file_strand_v1_admin_proto_rawDesc = "" +
 	"\x0eDescribeQuorum\x12\x1e.strand.v1.QuorumStatusRequest\x1a\x1f.strand.v1.QuorumStatusResponse\x12[\n" +
 	"\x10UnregisterBroker\x12\".strand.v1.UnregisterBrokerRequest\x1a#.strand.v1.UnregisterBrokerResponse\x12O\n" +
 	"\fElectLeaders\x12\x1e.strand.v1.ElectLeadersRequest\x1a\x1f.strand.v1.ElectLeadersResponse\x12R\n" +
-	"\rDeleteRecords\x12\x1f.strand.v1.DeleteRecordsRequest\x1a .strand.v1.DeleteRecordsResponseB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
+	"\rDeleteRecords\x12\x1f.strand.v1.DeleteRecordsRequest\x1a .strand.v1.DeleteRecordsResponse\x12^\n" +
+	"\x11AlterClientQuotas\x12#.strand.v1.AlterClientQuotasRequest\x1a$.strand.v1.AlterClientQuotasResponse\x12g\n" +
+	"\x14DescribeClientQuotas\x12&.strand.v1.DescribeClientQuotasRequest\x1a'.strand.v1.DescribeClientQuotasResponseB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
 
 var (
 	file_strand_v1_admin_proto_rawDescOnce sync.Once
@@ -1524,14 +1525,18 @@ var file_strand_v1_admin_proto_goTypes = []any{
 	(*UnregisterBrokerRequest)(nil),             // 32: strand.v1.UnregisterBrokerRequest
 	(*ElectLeadersRequest)(nil),                 // 33: strand.v1.ElectLeadersRequest
 	(*DeleteRecordsRequest)(nil),                // 34: strand.v1.DeleteRecordsRequest
-	(*AlterPartitionReassignmentsResponse)(nil), // 35: strand.v1.AlterPartitionReassignmentsResponse
-	(*ListPartitionReassignmentsResponse)(nil),  // 36: strand.v1.ListPartitionReassignmentsResponse
-	(*AddVoterResponse)(nil),                    // 37: strand.v1.AddVoterResponse
-	(*RemoveVoterResponse)(nil),                 // 38: strand.v1.RemoveVoterResponse
-	(*QuorumStatusResponse)(nil),                // 39: strand.v1.QuorumStatusResponse
-	(*UnregisterBrokerResponse)(nil),            // 40: strand.v1.UnregisterBrokerResponse
-	(*ElectLeadersResponse)(nil),                // 41: strand.v1.ElectLeadersResponse
-	(*DeleteRecordsResponse)(nil),               // 42: strand.v1.DeleteRecordsResponse
+	(*AlterClientQuotasRequest)(nil),            // 35: strand.v1.AlterClientQuotasRequest
+	(*DescribeClientQuotasRequest)(nil),         // 36: strand.v1.DescribeClientQuotasRequest
+	(*AlterPartitionReassignmentsResponse)(nil), // 37: strand.v1.AlterPartitionReassignmentsResponse
+	(*ListPartitionReassignmentsResponse)(nil),  // 38: strand.v1.ListPartitionReassignmentsResponse
+	(*AddVoterResponse)(nil),                    // 39: strand.v1.AddVoterResponse
+	(*RemoveVoterResponse)(nil),                 // 40: strand.v1.RemoveVoterResponse
+	(*QuorumStatusResponse)(nil),                // 41: strand.v1.QuorumStatusResponse
+	(*UnregisterBrokerResponse)(nil),            // 42: strand.v1.UnregisterBrokerResponse
+	(*ElectLeadersResponse)(nil),                // 43: strand.v1.ElectLeadersResponse
+	(*DeleteRecordsResponse)(nil),               // 44: strand.v1.DeleteRecordsResponse
+	(*AlterClientQuotasResponse)(nil),           // 45: strand.v1.AlterClientQuotasResponse
+	(*DescribeClientQuotasResponse)(nil),        // 46: strand.v1.DescribeClientQuotasResponse
 }
 var file_strand_v1_admin_proto_depIdxs = []int32{
 	1,  // 0: strand.v1.CreateTopicsRequest.topics:type_name -> strand.v1.CreatableTopic
@@ -1569,22 +1574,26 @@ var file_strand_v1_admin_proto_depIdxs = []int32{
 	32, // 32: strand.v1.Admin.UnregisterBroker:input_type -> strand.v1.UnregisterBrokerRequest
 	33, // 33: strand.v1.Admin.ElectLeaders:input_type -> strand.v1.ElectLeadersRequest
 	34, // 34: strand.v1.Admin.DeleteRecords:input_type -> strand.v1.DeleteRecordsRequest
-	2,  // 35: strand.v1.Admin.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
-	5,  // 36: strand.v1.Admin.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
-	8,  // 37: strand.v1.Admin.DescribeCluster:output_type -> strand.v1.DescribeClusterResponse
-	12, // 38: strand.v1.Admin.DescribeConfigs:output_type -> strand.v1.DescribeConfigsResponse
-	16, // 39: strand.v1.Admin.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
-	20, // 40: strand.v1.Admin.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
-	35, // 41: strand.v1.Admin.AlterPartitionReassignments:output_type -> strand.v1.AlterPartitionReassignmentsResponse
-	36, // 42: strand.v1.Admin.ListPartitionReassignments:output_type -> strand.v1.ListPartitionReassignmentsResponse
-	37, // 43: strand.v1.Admin.AddVoter:output_type -> strand.v1.AddVoterResponse
-	38, // 44: strand.v1.Admin.RemoveVoter:output_type -> strand.v1.RemoveVoterResponse
-	39, // 45: strand.v1.Admin.DescribeQuorum:output_type -> strand.v1.QuorumStatusResponse
-	40, // 46: strand.v1.Admin.UnregisterBroker:output_type -> strand.v1.UnregisterBrokerResponse
-	41, // 47: strand.v1.Admin.ElectLeaders:output_type -> strand.v1.ElectLeadersResponse
-	42, // 48: strand.v1.Admin.DeleteRecords:output_type -> strand.v1.DeleteRecordsResponse
-	35, // [35:49] is the sub-list for method output_type
-	21, // [21:35] is the sub-list for method input_type
+	35, // 35: strand.v1.Admin.AlterClientQuotas:input_type -> strand.v1.AlterClientQuotasRequest
+	36, // 36: strand.v1.Admin.DescribeClientQuotas:input_type -> strand.v1.DescribeClientQuotasRequest
+	2,  // 37: strand.v1.Admin.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
+	5,  // 38: strand.v1.Admin.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
+	8,  // 39: strand.v1.Admin.DescribeCluster:output_type -> strand.v1.DescribeClusterResponse
+	12, // 40: strand.v1.Admin.DescribeConfigs:output_type -> strand.v1.DescribeConfigsResponse
+	16, // 41: strand.v1.Admin.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
+	20, // 42: strand.v1.Admin.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
+	37, // 43: strand.v1.Admin.AlterPartitionReassignments:output_type -> strand.v1.AlterPartitionReassignmentsResponse
+	38, // 44: strand.v1.Admin.ListPartitionReassignments:output_type -> strand.v1.ListPartitionReassignmentsResponse
+	39, // 45: strand.v1.Admin.AddVoter:output_type -> strand.v1.AddVoterResponse
+	40, // 46: strand.v1.Admin.RemoveVoter:output_type -> strand.v1.RemoveVoterResponse
+	41, // 47: strand.v1.Admin.DescribeQuorum:output_type -> strand.v1.QuorumStatusResponse
+	42, // 48: strand.v1.Admin.UnregisterBroker:output_type -> strand.v1.UnregisterBrokerResponse
+	43, // 49: strand.v1.Admin.ElectLeaders:output_type -> strand.v1.ElectLeadersResponse
+	44, // 50: strand.v1.Admin.DeleteRecords:output_type -> strand.v1.DeleteRecordsResponse
+	45, // 51: strand.v1.Admin.AlterClientQuotas:output_type -> strand.v1.AlterClientQuotasResponse
+	46, // 52: strand.v1.Admin.DescribeClientQuotas:output_type -> strand.v1.DescribeClientQuotasResponse
+	37, // [37:53] is the sub-list for method output_type
+	21, // [21:37] is the sub-list for method input_type
 	21, // [21:21] is the sub-list for extension type_name
 	21, // [21:21] is the sub-list for extension extendee
 	0,  // [0:21] is the sub-list for field type_name
@@ -1596,6 +1605,7 @@ func file_strand_v1_admin_proto_init() {
 		return
 	}
 	file_strand_v1_common_proto_init()
+	file_strand_v1_quotas_proto_init()
 	file_strand_v1_metadata_proto_init()
 	file_strand_v1_dynconf_proto_init()
 	file_strand_v1_reassign_proto_init()

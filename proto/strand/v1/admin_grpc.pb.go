@@ -33,6 +33,8 @@ const (
 	Admin_UnregisterBroker_FullMethodName            = "/strand.v1.Admin/UnregisterBroker"
 	Admin_ElectLeaders_FullMethodName                = "/strand.v1.Admin/ElectLeaders"
 	Admin_DeleteRecords_FullMethodName               = "/strand.v1.Admin/DeleteRecords"
+	Admin_AlterClientQuotas_FullMethodName           = "/strand.v1.Admin/AlterClientQuotas"
+	Admin_DescribeClientQuotas_FullMethodName        = "/strand.v1.Admin/DescribeClientQuotas"
 )
 
 // AdminClient is the client API for Admin service.
@@ -82,6 +84,12 @@ type AdminClient interface {
 	// DeleteRecords moves partitions' log start offsets up (sent to each
 	// partition's leader). Errors: see DeleteRecordsResult.
 	DeleteRecords(ctx context.Context, in *DeleteRecordsRequest, opts ...grpc.CallOption) (*DeleteRecordsResponse, error)
+	// --- issue 22: quotas --- begin
+	// AlterClientQuotas sets or removes client quotas of users (forwarded to
+	// the active controller); DescribeClientQuotas lists them with Kafka's
+	// filter (answered from this broker's image).
+	AlterClientQuotas(ctx context.Context, in *AlterClientQuotasRequest, opts ...grpc.CallOption) (*AlterClientQuotasResponse, error)
+	DescribeClientQuotas(ctx context.Context, in *DescribeClientQuotasRequest, opts ...grpc.CallOption) (*DescribeClientQuotasResponse, error)
 }
 
 type adminClient struct {
@@ -232,6 +240,26 @@ func (c *adminClient) DeleteRecords(ctx context.Context, in *DeleteRecordsReques
 	return out, nil
 }
 
+func (c *adminClient) AlterClientQuotas(ctx context.Context, in *AlterClientQuotasRequest, opts ...grpc.CallOption) (*AlterClientQuotasResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlterClientQuotasResponse)
+	err := c.cc.Invoke(ctx, Admin_AlterClientQuotas_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) DescribeClientQuotas(ctx context.Context, in *DescribeClientQuotasRequest, opts ...grpc.CallOption) (*DescribeClientQuotasResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeClientQuotasResponse)
+	err := c.cc.Invoke(ctx, Admin_DescribeClientQuotas_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -279,6 +307,12 @@ type AdminServer interface {
 	// DeleteRecords moves partitions' log start offsets up (sent to each
 	// partition's leader). Errors: see DeleteRecordsResult.
 	DeleteRecords(context.Context, *DeleteRecordsRequest) (*DeleteRecordsResponse, error)
+	// --- issue 22: quotas --- begin
+	// AlterClientQuotas sets or removes client quotas of users (forwarded to
+	// the active controller); DescribeClientQuotas lists them with Kafka's
+	// filter (answered from this broker's image).
+	AlterClientQuotas(context.Context, *AlterClientQuotasRequest) (*AlterClientQuotasResponse, error)
+	DescribeClientQuotas(context.Context, *DescribeClientQuotasRequest) (*DescribeClientQuotasResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -330,6 +364,12 @@ func (UnimplementedAdminServer) ElectLeaders(context.Context, *ElectLeadersReque
 }
 func (UnimplementedAdminServer) DeleteRecords(context.Context, *DeleteRecordsRequest) (*DeleteRecordsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteRecords not implemented")
+}
+func (UnimplementedAdminServer) AlterClientQuotas(context.Context, *AlterClientQuotasRequest) (*AlterClientQuotasResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AlterClientQuotas not implemented")
+}
+func (UnimplementedAdminServer) DescribeClientQuotas(context.Context, *DescribeClientQuotasRequest) (*DescribeClientQuotasResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeClientQuotas not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -604,6 +644,42 @@ func _Admin_DeleteRecords_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_AlterClientQuotas_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlterClientQuotasRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).AlterClientQuotas(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_AlterClientQuotas_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).AlterClientQuotas(ctx, req.(*AlterClientQuotasRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_DescribeClientQuotas_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeClientQuotasRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DescribeClientQuotas(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DescribeClientQuotas_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DescribeClientQuotas(ctx, req.(*DescribeClientQuotasRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -666,6 +742,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteRecords",
 			Handler:    _Admin_DeleteRecords_Handler,
+		},
+		{
+			MethodName: "AlterClientQuotas",
+			Handler:    _Admin_AlterClientQuotas_Handler,
+		},
+		{
+			MethodName: "DescribeClientQuotas",
+			Handler:    _Admin_DescribeClientQuotas_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

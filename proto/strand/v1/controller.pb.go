@@ -1090,6 +1090,7 @@ type MetadataRecord struct {
 	//	*MetadataRecord_Config
 	//	*MetadataRecord_Cluster
 	//	*MetadataRecord_UnregisterBroker
+	//	*MetadataRecord_ClientQuota
 	Record        isMetadataRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1240,6 +1241,15 @@ func (x *MetadataRecord) GetUnregisterBroker() *UnregisterBrokerRecord {
 	return nil
 }
 
+func (x *MetadataRecord) GetClientQuota() *ClientQuotaRecord {
+	if x != nil {
+		if x, ok := x.Record.(*MetadataRecord_ClientQuota); ok {
+			return x.ClientQuota
+		}
+	}
+	return nil
+}
+
 type isMetadataRecord_Record interface {
 	isMetadataRecord_Record()
 }
@@ -1292,6 +1302,11 @@ type MetadataRecord_UnregisterBroker struct {
 	UnregisterBroker *UnregisterBrokerRecord `protobuf:"bytes,12,opt,name=unregister_broker,json=unregisterBroker,proto3,oneof"`
 }
 
+type MetadataRecord_ClientQuota struct {
+	// issue 22 (quotas): a client quota key set or removed.
+	ClientQuota *ClientQuotaRecord `protobuf:"bytes,40,opt,name=client_quota,json=clientQuota,proto3,oneof"`
+}
+
 func (*MetadataRecord_RegisterBroker) isMetadataRecord_Record() {}
 
 func (*MetadataRecord_FenceBroker) isMetadataRecord_Record() {}
@@ -1315,6 +1330,8 @@ func (*MetadataRecord_Config) isMetadataRecord_Record() {}
 func (*MetadataRecord_Cluster) isMetadataRecord_Record() {}
 
 func (*MetadataRecord_UnregisterBroker) isMetadataRecord_Record() {}
+
+func (*MetadataRecord_ClientQuota) isMetadataRecord_Record() {}
 
 type ClusterRecord struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2216,7 +2233,7 @@ var File_strand_v1_controller_proto protoreflect.FileDescriptor
 
 const file_strand_v1_controller_proto_rawDesc = "" +
 	"\n" +
-	"\x1astrand/v1/controller.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x15strand/v1/admin.proto\x1a\x18strand/v1/reassign.proto\x1a\x17strand/v1/members.proto\x1a\x17strand/v1/leaders.proto\"\xa6\x02\n" +
+	"\x1astrand/v1/controller.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x16strand/v1/quotas.proto\x1a\x15strand/v1/admin.proto\x1a\x18strand/v1/reassign.proto\x1a\x17strand/v1/members.proto\x1a\x17strand/v1/leaders.proto\"\xa6\x02\n" +
 	"\x15RegisterBrokerRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12%\n" +
 	"\x0eincarnation_id\x18\x02 \x01(\tR\rincarnationId\x12\x18\n" +
@@ -2315,7 +2332,7 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x123\n" +
 	"\arecords\x18\x02 \x03(\v2\x19.strand.v1.MetadataRecordR\arecords\x12\x1a\n" +
 	"\bsnapshot\x18\x03 \x01(\bR\bsnapshot\x12$\n" +
-	"\x0eappend_time_ms\x18\x04 \x01(\x03R\fappendTimeMs\"\xb4\x06\n" +
+	"\x0eappend_time_ms\x18\x04 \x01(\x03R\fappendTimeMs\"\xf7\x06\n" +
 	"\x0eMetadataRecord\x12J\n" +
 	"\x0fregister_broker\x18\x01 \x01(\v2\x1f.strand.v1.RegisterBrokerRecordH\x00R\x0eregisterBroker\x12A\n" +
 	"\ffence_broker\x18\x02 \x01(\v2\x1c.strand.v1.FenceBrokerRecordH\x00R\vfenceBroker\x12G\n" +
@@ -2329,7 +2346,8 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"\x06config\x18\n" +
 	" \x01(\v2\x17.strand.v1.ConfigRecordH\x00R\x06config\x124\n" +
 	"\acluster\x18\v \x01(\v2\x18.strand.v1.ClusterRecordH\x00R\acluster\x12P\n" +
-	"\x11unregister_broker\x18\f \x01(\v2!.strand.v1.UnregisterBrokerRecordH\x00R\x10unregisterBrokerB\b\n" +
+	"\x11unregister_broker\x18\f \x01(\v2!.strand.v1.UnregisterBrokerRecordH\x00R\x10unregisterBroker\x12A\n" +
+	"\fclient_quota\x18( \x01(\v2\x1c.strand.v1.ClientQuotaRecordH\x00R\vclientQuotaB\b\n" +
 	"\x06record\".\n" +
 	"\rClusterRecord\x12\x1d\n" +
 	"\n" +
@@ -2401,7 +2419,7 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"\rresource_name\x18\x02 \x01(\tR\fresourceName\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x04 \x01(\tR\x05value\x12\x16\n" +
-	"\x06delete\x18\x05 \x01(\bR\x06delete2\x9b\f\n" +
+	"\x06delete\x18\x05 \x01(\bR\x06delete2\xfb\f\n" +
 	"\n" +
 	"Controller\x12U\n" +
 	"\x0eRegisterBroker\x12 .strand.v1.RegisterBrokerRequest\x1a!.strand.v1.RegisterBrokerResponse\x12X\n" +
@@ -2420,7 +2438,8 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"\vRemoveVoter\x12\x1d.strand.v1.RemoveVoterRequest\x1a\x1e.strand.v1.RemoveVoterResponse\x12O\n" +
 	"\fQuorumStatus\x12\x1e.strand.v1.QuorumStatusRequest\x1a\x1f.strand.v1.QuorumStatusResponse\x12[\n" +
 	"\x10UnregisterBroker\x12\".strand.v1.UnregisterBrokerRequest\x1a#.strand.v1.UnregisterBrokerResponse\x12O\n" +
-	"\fElectLeaders\x12\x1e.strand.v1.ElectLeadersRequest\x1a\x1f.strand.v1.ElectLeadersResponseB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
+	"\fElectLeaders\x12\x1e.strand.v1.ElectLeadersRequest\x1a\x1f.strand.v1.ElectLeadersResponse\x12^\n" +
+	"\x11AlterClientQuotas\x12#.strand.v1.AlterClientQuotasRequest\x1a$.strand.v1.AlterClientQuotasResponseB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
 
 var (
 	file_strand_v1_controller_proto_rawDescOnce sync.Once
@@ -2467,28 +2486,31 @@ var file_strand_v1_controller_proto_goTypes = []any{
 	nil,                                         // 28: strand.v1.TopicRecord.ConfigsEntry
 	(ErrorCode)(0),                              // 29: strand.v1.ErrorCode
 	(*ControllerInfo)(nil),                      // 30: strand.v1.ControllerInfo
-	(*CreateTopicsRequest)(nil),                 // 31: strand.v1.CreateTopicsRequest
-	(*DeleteTopicsRequest)(nil),                 // 32: strand.v1.DeleteTopicsRequest
-	(*IncrementalAlterConfigsRequest)(nil),      // 33: strand.v1.IncrementalAlterConfigsRequest
-	(*CreatePartitionsRequest)(nil),             // 34: strand.v1.CreatePartitionsRequest
-	(*AlterPartitionReassignmentsRequest)(nil),  // 35: strand.v1.AlterPartitionReassignmentsRequest
-	(*ListPartitionReassignmentsRequest)(nil),   // 36: strand.v1.ListPartitionReassignmentsRequest
-	(*AddVoterRequest)(nil),                     // 37: strand.v1.AddVoterRequest
-	(*RemoveVoterRequest)(nil),                  // 38: strand.v1.RemoveVoterRequest
-	(*QuorumStatusRequest)(nil),                 // 39: strand.v1.QuorumStatusRequest
-	(*UnregisterBrokerRequest)(nil),             // 40: strand.v1.UnregisterBrokerRequest
-	(*ElectLeadersRequest)(nil),                 // 41: strand.v1.ElectLeadersRequest
-	(*CreateTopicsResponse)(nil),                // 42: strand.v1.CreateTopicsResponse
-	(*DeleteTopicsResponse)(nil),                // 43: strand.v1.DeleteTopicsResponse
-	(*IncrementalAlterConfigsResponse)(nil),     // 44: strand.v1.IncrementalAlterConfigsResponse
-	(*CreatePartitionsResponse)(nil),            // 45: strand.v1.CreatePartitionsResponse
-	(*AlterPartitionReassignmentsResponse)(nil), // 46: strand.v1.AlterPartitionReassignmentsResponse
-	(*ListPartitionReassignmentsResponse)(nil),  // 47: strand.v1.ListPartitionReassignmentsResponse
-	(*AddVoterResponse)(nil),                    // 48: strand.v1.AddVoterResponse
-	(*RemoveVoterResponse)(nil),                 // 49: strand.v1.RemoveVoterResponse
-	(*QuorumStatusResponse)(nil),                // 50: strand.v1.QuorumStatusResponse
-	(*UnregisterBrokerResponse)(nil),            // 51: strand.v1.UnregisterBrokerResponse
-	(*ElectLeadersResponse)(nil),                // 52: strand.v1.ElectLeadersResponse
+	(*ClientQuotaRecord)(nil),                   // 31: strand.v1.ClientQuotaRecord
+	(*CreateTopicsRequest)(nil),                 // 32: strand.v1.CreateTopicsRequest
+	(*DeleteTopicsRequest)(nil),                 // 33: strand.v1.DeleteTopicsRequest
+	(*IncrementalAlterConfigsRequest)(nil),      // 34: strand.v1.IncrementalAlterConfigsRequest
+	(*CreatePartitionsRequest)(nil),             // 35: strand.v1.CreatePartitionsRequest
+	(*AlterPartitionReassignmentsRequest)(nil),  // 36: strand.v1.AlterPartitionReassignmentsRequest
+	(*ListPartitionReassignmentsRequest)(nil),   // 37: strand.v1.ListPartitionReassignmentsRequest
+	(*AddVoterRequest)(nil),                     // 38: strand.v1.AddVoterRequest
+	(*RemoveVoterRequest)(nil),                  // 39: strand.v1.RemoveVoterRequest
+	(*QuorumStatusRequest)(nil),                 // 40: strand.v1.QuorumStatusRequest
+	(*UnregisterBrokerRequest)(nil),             // 41: strand.v1.UnregisterBrokerRequest
+	(*ElectLeadersRequest)(nil),                 // 42: strand.v1.ElectLeadersRequest
+	(*AlterClientQuotasRequest)(nil),            // 43: strand.v1.AlterClientQuotasRequest
+	(*CreateTopicsResponse)(nil),                // 44: strand.v1.CreateTopicsResponse
+	(*DeleteTopicsResponse)(nil),                // 45: strand.v1.DeleteTopicsResponse
+	(*IncrementalAlterConfigsResponse)(nil),     // 46: strand.v1.IncrementalAlterConfigsResponse
+	(*CreatePartitionsResponse)(nil),            // 47: strand.v1.CreatePartitionsResponse
+	(*AlterPartitionReassignmentsResponse)(nil), // 48: strand.v1.AlterPartitionReassignmentsResponse
+	(*ListPartitionReassignmentsResponse)(nil),  // 49: strand.v1.ListPartitionReassignmentsResponse
+	(*AddVoterResponse)(nil),                    // 50: strand.v1.AddVoterResponse
+	(*RemoveVoterResponse)(nil),                 // 51: strand.v1.RemoveVoterResponse
+	(*QuorumStatusResponse)(nil),                // 52: strand.v1.QuorumStatusResponse
+	(*UnregisterBrokerResponse)(nil),            // 53: strand.v1.UnregisterBrokerResponse
+	(*ElectLeadersResponse)(nil),                // 54: strand.v1.ElectLeadersResponse
+	(*AlterClientQuotasResponse)(nil),           // 55: strand.v1.AlterClientQuotasResponse
 }
 var file_strand_v1_controller_proto_depIdxs = []int32{
 	29, // 0: strand.v1.RegisterBrokerResponse.error_code:type_name -> strand.v1.ErrorCode
@@ -2513,47 +2535,50 @@ var file_strand_v1_controller_proto_depIdxs = []int32{
 	27, // 19: strand.v1.MetadataRecord.config:type_name -> strand.v1.ConfigRecord
 	15, // 20: strand.v1.MetadataRecord.cluster:type_name -> strand.v1.ClusterRecord
 	17, // 21: strand.v1.MetadataRecord.unregister_broker:type_name -> strand.v1.UnregisterBrokerRecord
-	28, // 22: strand.v1.TopicRecord.configs:type_name -> strand.v1.TopicRecord.ConfigsEntry
-	23, // 23: strand.v1.PartitionChangeRecord.assignment:type_name -> strand.v1.PartitionReplicaSet
-	0,  // 24: strand.v1.Controller.RegisterBroker:input_type -> strand.v1.RegisterBrokerRequest
-	2,  // 25: strand.v1.Controller.BrokerHeartbeat:input_type -> strand.v1.BrokerHeartbeatRequest
-	4,  // 26: strand.v1.Controller.AlterPartition:input_type -> strand.v1.AlterPartitionRequest
-	8,  // 27: strand.v1.Controller.AllocateProducerIds:input_type -> strand.v1.AllocateProducerIdsRequest
-	10, // 28: strand.v1.Controller.FetchMetadata:input_type -> strand.v1.FetchMetadataRequest
-	31, // 29: strand.v1.Controller.CreateTopics:input_type -> strand.v1.CreateTopicsRequest
-	32, // 30: strand.v1.Controller.DeleteTopics:input_type -> strand.v1.DeleteTopicsRequest
-	33, // 31: strand.v1.Controller.IncrementalAlterConfigs:input_type -> strand.v1.IncrementalAlterConfigsRequest
-	34, // 32: strand.v1.Controller.CreatePartitions:input_type -> strand.v1.CreatePartitionsRequest
-	11, // 33: strand.v1.Controller.DescribeQuorum:input_type -> strand.v1.DescribeQuorumRequest
-	35, // 34: strand.v1.Controller.AlterPartitionReassignments:input_type -> strand.v1.AlterPartitionReassignmentsRequest
-	36, // 35: strand.v1.Controller.ListPartitionReassignments:input_type -> strand.v1.ListPartitionReassignmentsRequest
-	37, // 36: strand.v1.Controller.AddVoter:input_type -> strand.v1.AddVoterRequest
-	38, // 37: strand.v1.Controller.RemoveVoter:input_type -> strand.v1.RemoveVoterRequest
-	39, // 38: strand.v1.Controller.QuorumStatus:input_type -> strand.v1.QuorumStatusRequest
-	40, // 39: strand.v1.Controller.UnregisterBroker:input_type -> strand.v1.UnregisterBrokerRequest
-	41, // 40: strand.v1.Controller.ElectLeaders:input_type -> strand.v1.ElectLeadersRequest
-	1,  // 41: strand.v1.Controller.RegisterBroker:output_type -> strand.v1.RegisterBrokerResponse
-	3,  // 42: strand.v1.Controller.BrokerHeartbeat:output_type -> strand.v1.BrokerHeartbeatResponse
-	6,  // 43: strand.v1.Controller.AlterPartition:output_type -> strand.v1.AlterPartitionResponse
-	9,  // 44: strand.v1.Controller.AllocateProducerIds:output_type -> strand.v1.AllocateProducerIdsResponse
-	13, // 45: strand.v1.Controller.FetchMetadata:output_type -> strand.v1.MetadataBatch
-	42, // 46: strand.v1.Controller.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
-	43, // 47: strand.v1.Controller.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
-	44, // 48: strand.v1.Controller.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
-	45, // 49: strand.v1.Controller.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
-	12, // 50: strand.v1.Controller.DescribeQuorum:output_type -> strand.v1.DescribeQuorumResponse
-	46, // 51: strand.v1.Controller.AlterPartitionReassignments:output_type -> strand.v1.AlterPartitionReassignmentsResponse
-	47, // 52: strand.v1.Controller.ListPartitionReassignments:output_type -> strand.v1.ListPartitionReassignmentsResponse
-	48, // 53: strand.v1.Controller.AddVoter:output_type -> strand.v1.AddVoterResponse
-	49, // 54: strand.v1.Controller.RemoveVoter:output_type -> strand.v1.RemoveVoterResponse
-	50, // 55: strand.v1.Controller.QuorumStatus:output_type -> strand.v1.QuorumStatusResponse
-	51, // 56: strand.v1.Controller.UnregisterBroker:output_type -> strand.v1.UnregisterBrokerResponse
-	52, // 57: strand.v1.Controller.ElectLeaders:output_type -> strand.v1.ElectLeadersResponse
-	41, // [41:58] is the sub-list for method output_type
-	24, // [24:41] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	31, // 22: strand.v1.MetadataRecord.client_quota:type_name -> strand.v1.ClientQuotaRecord
+	28, // 23: strand.v1.TopicRecord.configs:type_name -> strand.v1.TopicRecord.ConfigsEntry
+	23, // 24: strand.v1.PartitionChangeRecord.assignment:type_name -> strand.v1.PartitionReplicaSet
+	0,  // 25: strand.v1.Controller.RegisterBroker:input_type -> strand.v1.RegisterBrokerRequest
+	2,  // 26: strand.v1.Controller.BrokerHeartbeat:input_type -> strand.v1.BrokerHeartbeatRequest
+	4,  // 27: strand.v1.Controller.AlterPartition:input_type -> strand.v1.AlterPartitionRequest
+	8,  // 28: strand.v1.Controller.AllocateProducerIds:input_type -> strand.v1.AllocateProducerIdsRequest
+	10, // 29: strand.v1.Controller.FetchMetadata:input_type -> strand.v1.FetchMetadataRequest
+	32, // 30: strand.v1.Controller.CreateTopics:input_type -> strand.v1.CreateTopicsRequest
+	33, // 31: strand.v1.Controller.DeleteTopics:input_type -> strand.v1.DeleteTopicsRequest
+	34, // 32: strand.v1.Controller.IncrementalAlterConfigs:input_type -> strand.v1.IncrementalAlterConfigsRequest
+	35, // 33: strand.v1.Controller.CreatePartitions:input_type -> strand.v1.CreatePartitionsRequest
+	11, // 34: strand.v1.Controller.DescribeQuorum:input_type -> strand.v1.DescribeQuorumRequest
+	36, // 35: strand.v1.Controller.AlterPartitionReassignments:input_type -> strand.v1.AlterPartitionReassignmentsRequest
+	37, // 36: strand.v1.Controller.ListPartitionReassignments:input_type -> strand.v1.ListPartitionReassignmentsRequest
+	38, // 37: strand.v1.Controller.AddVoter:input_type -> strand.v1.AddVoterRequest
+	39, // 38: strand.v1.Controller.RemoveVoter:input_type -> strand.v1.RemoveVoterRequest
+	40, // 39: strand.v1.Controller.QuorumStatus:input_type -> strand.v1.QuorumStatusRequest
+	41, // 40: strand.v1.Controller.UnregisterBroker:input_type -> strand.v1.UnregisterBrokerRequest
+	42, // 41: strand.v1.Controller.ElectLeaders:input_type -> strand.v1.ElectLeadersRequest
+	43, // 42: strand.v1.Controller.AlterClientQuotas:input_type -> strand.v1.AlterClientQuotasRequest
+	1,  // 43: strand.v1.Controller.RegisterBroker:output_type -> strand.v1.RegisterBrokerResponse
+	3,  // 44: strand.v1.Controller.BrokerHeartbeat:output_type -> strand.v1.BrokerHeartbeatResponse
+	6,  // 45: strand.v1.Controller.AlterPartition:output_type -> strand.v1.AlterPartitionResponse
+	9,  // 46: strand.v1.Controller.AllocateProducerIds:output_type -> strand.v1.AllocateProducerIdsResponse
+	13, // 47: strand.v1.Controller.FetchMetadata:output_type -> strand.v1.MetadataBatch
+	44, // 48: strand.v1.Controller.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
+	45, // 49: strand.v1.Controller.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
+	46, // 50: strand.v1.Controller.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
+	47, // 51: strand.v1.Controller.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
+	12, // 52: strand.v1.Controller.DescribeQuorum:output_type -> strand.v1.DescribeQuorumResponse
+	48, // 53: strand.v1.Controller.AlterPartitionReassignments:output_type -> strand.v1.AlterPartitionReassignmentsResponse
+	49, // 54: strand.v1.Controller.ListPartitionReassignments:output_type -> strand.v1.ListPartitionReassignmentsResponse
+	50, // 55: strand.v1.Controller.AddVoter:output_type -> strand.v1.AddVoterResponse
+	51, // 56: strand.v1.Controller.RemoveVoter:output_type -> strand.v1.RemoveVoterResponse
+	52, // 57: strand.v1.Controller.QuorumStatus:output_type -> strand.v1.QuorumStatusResponse
+	53, // 58: strand.v1.Controller.UnregisterBroker:output_type -> strand.v1.UnregisterBrokerResponse
+	54, // 59: strand.v1.Controller.ElectLeaders:output_type -> strand.v1.ElectLeadersResponse
+	55, // 60: strand.v1.Controller.AlterClientQuotas:output_type -> strand.v1.AlterClientQuotasResponse
+	43, // [43:61] is the sub-list for method output_type
+	25, // [25:43] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_strand_v1_controller_proto_init() }
@@ -2562,6 +2587,7 @@ func file_strand_v1_controller_proto_init() {
 		return
 	}
 	file_strand_v1_common_proto_init()
+	file_strand_v1_quotas_proto_init()
 	file_strand_v1_admin_proto_init()
 	file_strand_v1_reassign_proto_init()
 	file_strand_v1_members_proto_init()
@@ -2579,6 +2605,7 @@ func file_strand_v1_controller_proto_init() {
 		(*MetadataRecord_Config)(nil),
 		(*MetadataRecord_Cluster)(nil),
 		(*MetadataRecord_UnregisterBroker)(nil),
+		(*MetadataRecord_ClientQuota)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -36,6 +36,7 @@ const (
 	Controller_QuorumStatus_FullMethodName                = "/strand.v1.Controller/QuorumStatus"
 	Controller_UnregisterBroker_FullMethodName            = "/strand.v1.Controller/UnregisterBroker"
 	Controller_ElectLeaders_FullMethodName                = "/strand.v1.Controller/ElectLeaders"
+	Controller_AlterClientQuotas_FullMethodName           = "/strand.v1.Controller/AlterClientQuotas"
 )
 
 // ControllerClient is the client API for Controller service.
@@ -92,6 +93,9 @@ type ControllerClient interface {
 	// --- issue 21: leaders ---
 	// ElectLeaders as forwarded by brokers.
 	ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error)
+	// --- issue 22: quotas --- begin
+	// AlterClientQuotas as forwarded by brokers.
+	AlterClientQuotas(ctx context.Context, in *AlterClientQuotasRequest, opts ...grpc.CallOption) (*AlterClientQuotasResponse, error)
 }
 
 type controllerClient struct {
@@ -281,6 +285,16 @@ func (c *controllerClient) ElectLeaders(ctx context.Context, in *ElectLeadersReq
 	return out, nil
 }
 
+func (c *controllerClient) AlterClientQuotas(ctx context.Context, in *AlterClientQuotasRequest, opts ...grpc.CallOption) (*AlterClientQuotasResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlterClientQuotasResponse)
+	err := c.cc.Invoke(ctx, Controller_AlterClientQuotas_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServer is the server API for Controller service.
 // All implementations must embed UnimplementedControllerServer
 // for forward compatibility.
@@ -335,6 +349,9 @@ type ControllerServer interface {
 	// --- issue 21: leaders ---
 	// ElectLeaders as forwarded by brokers.
 	ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error)
+	// --- issue 22: quotas --- begin
+	// AlterClientQuotas as forwarded by brokers.
+	AlterClientQuotas(context.Context, *AlterClientQuotasRequest) (*AlterClientQuotasResponse, error)
 	mustEmbedUnimplementedControllerServer()
 }
 
@@ -395,6 +412,9 @@ func (UnimplementedControllerServer) UnregisterBroker(context.Context, *Unregist
 }
 func (UnimplementedControllerServer) ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ElectLeaders not implemented")
+}
+func (UnimplementedControllerServer) AlterClientQuotas(context.Context, *AlterClientQuotasRequest) (*AlterClientQuotasResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AlterClientQuotas not implemented")
 }
 func (UnimplementedControllerServer) mustEmbedUnimplementedControllerServer() {}
 func (UnimplementedControllerServer) testEmbeddedByValue()                    {}
@@ -716,6 +736,24 @@ func _Controller_ElectLeaders_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_AlterClientQuotas_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlterClientQuotasRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).AlterClientQuotas(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_AlterClientQuotas_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).AlterClientQuotas(ctx, req.(*AlterClientQuotasRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Controller_ServiceDesc is the grpc.ServiceDesc for Controller service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -786,6 +824,10 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ElectLeaders",
 			Handler:    _Controller_ElectLeaders_Handler,
+		},
+		{
+			MethodName: "AlterClientQuotas",
+			Handler:    _Controller_AlterClientQuotas_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
