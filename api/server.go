@@ -17,7 +17,9 @@ package api
 import (
 	"log/slog"
 
+	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/controller"
+	"github.com/strand-io/strand/quota"
 	"github.com/strand-io/strand/request"
 )
 
@@ -45,4 +47,8 @@ type Deps struct {
 	Logger   *slog.Logger
 	// Metrics counts bytes, records and requests (nil: not counted).
 	Metrics *Metrics
+	// Quotas enforces client quotas (issue 22: quotas.go; nil: none);
+	// QuotaClock times the throttles (nil: the wall clock).
+	Quotas     *quota.Manager
+	QuotaClock clock.Clock
 }

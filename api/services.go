@@ -1,6 +1,8 @@
 package api
 
 import (
+	"time"
+
 	"context"
 
 	pb "github.com/strand-io/strand/proto/strand/v1"
@@ -57,10 +59,17 @@ func (s *adminService) DescribeConfigs(ctx context.Context, req *pb.DescribeConf
 type consumerService struct {
 	pb.UnimplementedConsumerServer
 	h *request.Handler
+	d *Deps // nil on the inter-broker listener: follower fetches are not client-quota'd
 }
 
 func (s *consumerService) Fetch(ctx context.Context, req *pb.FetchRequest) (*pb.FetchResponse, error) {
-	return answer(s.h.Fetch(ctx, req))
+	start := time.Now()
+	resp, err := s.h.Fetch(ctx, req)
+	if t := s.d.fetchThrottle(ctx, req, resp, time.Since(start)); t > 0 { // quotas.go
+		resp.ThrottleTimeMs = int32(min(t.Milliseconds(), 1<<31-1))
+		s.d.pause(ctx, t)
+	}
+	return answer(resp, err)
 }
 
 func (s *consumerService) ListOffsets(ctx context.Context, req *pb.ListOffsetsRequest) (*pb.ListOffsetsResponse, error) {

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"log/slog"
 	"net"
 	"net/http"
@@ -146,6 +147,10 @@ type Config struct {
 	// TestingKafkaSession, TEST-ONLY, gives each Kafka-listener connection
 	// a session (kafka.Config.TestingSession).
 	TestingKafkaSession kafka.TestingSessionFunc
+	// TestingGRPCSession, TEST-ONLY, gives each call on the client gRPC
+	// listener a session from its context (until the gRPC door
+	// authenticates callers itself).
+	TestingGRPCSession func(context.Context) (auth.Session, bool)
 }
 
 // QuorumTimeouts tunes Raft (zero keeps hashicorp/raft's defaults).

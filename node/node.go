@@ -237,7 +237,8 @@ func Start(cfg Config) (*Node, error) {
 	}
 	clientConns := api.NewConnLimiter(clientLimits, n.connMetrics, lg)
 	ibConns := api.NewConnLimiter(ibLimits, n.connMetrics, lg)
-	deps := &api.Deps{NodeID: cfg.NodeID, Controller: n.Controller, ProduceMaxInFlight: cfg.ProduceMaxInFlight, Logger: lg, Metrics: n.metrics}
+	deps := &api.Deps{NodeID: cfg.NodeID, Controller: n.Controller, ProduceMaxInFlight: cfg.ProduceMaxInFlight, Logger: lg, Metrics: n.metrics,
+		Quotas: n.quotas, QuotaClock: cfg.Quotas.Clock}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 	if cfg.Broker {

@@ -155,6 +155,7 @@ func (n *Node) serve(ctx context.Context, cfg Config, deps *api.Deps, ln net.Lis
 	common = append(common, grpc.ChainUnaryInterceptor(n.metrics.Unary))
 	clientOpts := append(slices.Clone(common), api.ClientConnectionOptions()...)
 	clientOpts = append(clientOpts, n.gate.Interceptors(cfg.UnaryInterceptors...)...)
+	clientOpts = append(clientOpts, testingSessionOptions(cfg.TestingGRPCSession)...) // quotas.go; TEST-ONLY
 	n.grpc = grpc.NewServer(clientOpts...)
 	api.RegisterClient(n.grpc, deps)
 	healthpb.RegisterHealthServer(n.grpc, n.health)
