@@ -1,10 +1,12 @@
 package node_test
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 
 	"github.com/strand-io/strand/internal/auth"
+	"github.com/strand-io/strand/internal/planted"
 	"github.com/strand-io/strand/node"
 	"github.com/strand-io/strand/testkit/testutil"
 )
@@ -55,6 +57,23 @@ func TestHTTPListenerReadOnly(t *testing.T) {
 // a super user or a broker; a request with no session gets 401, another
 // principal 403, and a non-GET 405 whoever sends it.
 func TestDebugEndpointsPrivileged(t *testing.T) {
+	for _, m := range debugRefusals(t) {
+		t.Error(m)
+	}
+}
+
+// TestDebugEndpointsCatchPlantedBug: with pprof open to everyone, the
+// check above finds the refusals missing.
+func TestDebugEndpointsCatchPlantedBug(t *testing.T) {
+	defer planted.Set(planted.DebugEndpointsUnauthenticated)()
+	if len(debugRefusals(t)) == 0 {
+		t.Fatal("the planted bug (pprof unauthenticated) went unnoticed")
+	}
+}
+
+// debugRefusals starts a node with the debug endpoints on and lists what
+// it answered wrong.
+func debugRefusals(t *testing.T) []string {
 	addr := testutil.FreeAddr(t)
 	// TEST-ONLY session: the TLS wiring builds it from the client
 	// certificate; here a header names it.
@@ -73,13 +92,15 @@ func TestDebugEndpointsPrivileged(t *testing.T) {
 		cfg.MetricsListen, cfg.DebugEndpoints, cfg.DebugSession = addr, true, session
 		cfg.SuperUsers = []auth.Principal{auth.User("admin")}
 	})
+	var wrong []string
 	url := "http://" + addr + "/debug/pprof/cmdline"
 	for who, want := range map[string]int{"": http.StatusUnauthorized, "bob": http.StatusForbidden, "admin": http.StatusOK, "broker": http.StatusOK} {
 		if r := httpDo(t, "GET", url, map[string]string{"X-Test-Principal": who}); r.StatusCode != want {
-			t.Errorf("GET pprof as %q: %d, want %d", who, r.StatusCode, want)
+			wrong = append(wrong, fmt.Sprintf("GET pprof as %q: %d, want %d", who, r.StatusCode, want))
 		}
 	}
 	if r := httpDo(t, "POST", url, map[string]string{"X-Test-Principal": "admin"}); r.StatusCode != http.StatusMethodNotAllowed {
-		t.Errorf("POST pprof as a super user: %d, want 405", r.StatusCode)
+		wrong = append(wrong, fmt.Sprintf("POST pprof as a super user: %d, want 405", r.StatusCode))
 	}
+	return wrong
 }

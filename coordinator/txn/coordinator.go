@@ -417,7 +417,7 @@ func (c *Coordinator) handle(ctx context.Context, id string, r Request) (Decisio
 	}
 	m, d, err := c.decideLocked(ctx, o, id, r, pendingWait)
 	if err == nil {
-		err = c.openCapLocked(m, d) // open_cap.go
+		err = c.openCapLocked(ctx, m, d) // open_cap.go
 	}
 	if err != nil {
 		c.mu.Unlock()

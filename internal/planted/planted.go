@@ -79,6 +79,15 @@ const (
 	// for UNKNOWN_MEMBER_ID, so a fenced instance rejoins and fences its
 	// replacement in turn (item 7, KIP-345).
 	ClientIgnoresInstanceFencing
+	// --- issue 22: quotas (owner D) ---
+	// DebugEndpointsUnauthenticated: with debug.endpoints.enable, /debug/pprof
+	// answers every request, privileged or not.
+	DebugEndpointsUnauthenticated
+	// OpenTxnCapCountsCaller: the cap on open transactions per principal
+	// counts the caller of AddPartitions instead of the principal the
+	// transactional id was initialised by, so a partition leader's add
+	// (transaction version 2) is never capped.
+	OpenTxnCapCountsCaller
 
 	numBugs
 )
@@ -98,6 +107,8 @@ var names = [numBugs]string{
 	StaticRejoinRebalances:                "static-rejoin-rebalances",
 	StaticRejoinNotPersisted:              "static-rejoin-not-persisted",
 	ClientIgnoresInstanceFencing:          "client-ignores-instance-fencing",
+	DebugEndpointsUnauthenticated:         "debug-endpoints-unauthenticated",
+	OpenTxnCapCountsCaller:                "open-txn-cap-counts-caller",
 }
 
 // String is the bug's name.
