@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/internal/auth"
 )
@@ -79,5 +81,42 @@ func TestRequestPercentageCapped(t *testing.T) {
 	}
 	if r := m.Rate(Request, "alice"); r < 14.9 || r > 15.1 {
 		t.Fatalf("rate %v, want 15%%", r)
+	}
+}
+
+// TestMetricsByTypeAndUser: the manager exports Kafka's
+// type=Produce|Fetch|Request, user=… byte-rate / request-time and
+// throttle-time as Prometheus series.
+func TestMetricsByTypeAndUser(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1000, 0))
+	m := New(Config{Clock: clk})
+	m.Set(map[string]Values{"alice": {ProducerByteRate: 1000}}, nil)
+	m.RecordProduce(as("alice"), 20000)
+	m.RecordFetch(as("bob"), 500)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m)
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		for _, mt := range f.Metric {
+			key := f.GetName()
+			for _, l := range mt.Label {
+				key += "," + l.GetName() + "=" + l.GetValue()
+			}
+			if mt.Gauge != nil {
+				got[key] = mt.Gauge.GetValue()
+			} else {
+				got[key] = mt.Counter.GetValue()
+			}
+		}
+	}
+	if got["strand_quota_rate,type=Produce,user=alice"] != 2000 || got["strand_quota_rate,type=Fetch,user=bob"] != 50 {
+		t.Errorf("rates: %v", got)
+	}
+	if got["strand_quota_throttle_time_ms_total,type=Produce,user=alice"] != 10000 || got["strand_quota_throttle_time_ms_total,type=Fetch,user=bob"] != 0 {
+		t.Errorf("throttle times: %v", got)
 	}
 }

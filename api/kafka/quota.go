@@ -41,7 +41,11 @@ func (c *Conn) throttle(ctx context.Context, req kmsg.Request, resp kmsg.Respons
 		}
 		d = q.RecordProduce(ctx, n)
 	case *kmsg.FetchRequest:
-		if fr, ok := resp.(*kmsg.FetchResponse); ok && r.ReplicaID < 0 && r.ReplicaState.ID < 0 {
+		replica := r.ReplicaID
+		if r.Version >= 15 {
+			replica = r.ReplicaState.ID
+		}
+		if fr, ok := resp.(*kmsg.FetchResponse); ok && replica < 0 { // a consumer's, not a follower's
 			n := 0
 			for _, t := range fr.Topics {
 				for _, p := range t.Partitions {

@@ -292,3 +292,54 @@ func TestKafkaClientQuotasAdmin(t *testing.T) {
 		t.Error("a removed quota still in force")
 	}
 }
+
+// TestKafkaConsumerFetchOverQuota: a consumer fetch answering more bytes
+// than the principal's consumer_byte_rate allows carries a positive
+// ThrottleTimeMs; the same fetch by a principal without a quota does not.
+func TestKafkaConsumerFetchOverQuota(t *testing.T) {
+	c, _ := quotaCluster(t)
+	c.CreateTopic("qf", 1, 1, nil)
+	n := c.Member(1).Node
+	addr := c.KafkaAddrs()[0]
+	bob := dialFrom(t, "127.0.0.2", addr)
+	if _, err := bob.Write(encode(produceReq(t, "qf", 50000), 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := answerWithin(t, bob, 10*time.Second); !ok {
+		t.Fatal("produce not answered")
+	}
+	n.Quotas().Set(map[string]quota.Values{"alice": {quota.ConsumerByteRate: 1000}}, nil)
+	fetch := func(conn net.Conn) *kmsg.FetchResponse {
+		t.Helper()
+		req := kmsg.NewPtrFetchRequest()
+		req.SetVersion(11)
+		req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, 100, 1, 1<<20
+		ft := kmsg.NewFetchRequestTopic()
+		ft.Topic = "qf"
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.PartitionMaxBytes, fp.CurrentLeaderEpoch, fp.LogStartOffset = 1<<20, -1, -1
+		ft.Partitions = append(ft.Partitions, fp)
+		req.Topics = append(req.Topics, ft)
+		if _, err := conn.Write(encode(req, 5)); err != nil {
+			t.Fatal(err)
+		}
+		_, body, ok := answerWithin(t, conn, 10*time.Second)
+		if !ok {
+			t.Fatal("fetch not answered")
+		}
+		resp := kmsg.NewPtrFetchResponse()
+		resp.SetVersion(11)
+		if err := resp.ReadFrom(body); err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	if r := fetch(bob); r.ThrottleMillis != 0 || len(r.Topics[0].Partitions[0].RecordBatches) == 0 {
+		t.Fatalf("bob's fetch: throttle %d, %d bytes", r.ThrottleMillis, len(r.Topics[0].Partitions[0].RecordBatches))
+	}
+	alice := dialFrom(t, "127.0.0.1", addr)
+	// 50 kB over 10 s against 1000 B/s: (5000−1000)/1000 × 10 s = 40 s.
+	if r := fetch(alice); r.ThrottleMillis < 39000 {
+		t.Fatalf("alice's fetch over consumer_byte_rate: throttle %d ms, want about 40000", r.ThrottleMillis)
+	}
+}
