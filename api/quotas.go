@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/strand-io/strand/clock"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
@@ -61,5 +63,23 @@ func (d *Deps) pause(ctx context.Context, t time.Duration) {
 	select {
 	case <-tm.C():
 	case <-ctx.Done():
+	}
+}
+
+// QuotaUnary is the client listeners' interceptor for request_percentage
+// on unary calls (issue 22): the handler's wall time is recorded for the
+// caller's principal and, over the quota, the answer is held back for the
+// throttle time (a unary answer has nowhere to carry it; Kafka before
+// KIP-219 delayed answers so). Fetch records its own (with its bytes).
+// It must run after the interceptor that puts the session in the context.
+func (d *Deps) QuotaUnary() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		if d.Quotas == nil || info.FullMethod == pb.Consumer_Fetch_FullMethodName {
+			return h(ctx, req)
+		}
+		start := time.Now()
+		resp, err := h(ctx, req)
+		d.pause(ctx, d.Quotas.RecordRequest(ctx, time.Since(start)))
+		return resp, err
 	}
 }

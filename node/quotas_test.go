@@ -98,3 +98,31 @@ func TestGRPCProduceStreamThrottled(t *testing.T) {
 		t.Fatalf("alice's next request answered %v after a 1 s throttle", d)
 	}
 }
+
+// TestGRPCUnaryRequestPercentage: a unary call of a principal over its
+// request_percentage is answered only after the throttle time (capped at
+// one window, 1 s); another principal's calls are not held back.
+func TestGRPCUnaryRequestPercentage(t *testing.T) {
+	n := testutil.StartDev(t, t.TempDir(), func(cfg *node.Config) { cfg.TestingGRPCSession = headerSession })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n.Quotas().Set(map[string]quota.Values{"alice": {quota.RequestPercentage: 1e-9}}, nil)
+	conn, err := grpc.NewClient(n.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	call := func(user string) time.Duration {
+		start := time.Now()
+		if _, err := pb.NewMetadataClient(conn).Metadata(metadata.AppendToOutgoingContext(ctx, "x-test-principal", user), &pb.MetadataRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	if d := call("bob"); d > 700*time.Millisecond {
+		t.Errorf("bob's Metadata took %v", d)
+	}
+	if d := call("alice"); d < 900*time.Millisecond || d > 5*time.Second {
+		t.Errorf("alice's Metadata over request_percentage answered after %v, want the 1 s cap", d)
+	}
+}

@@ -156,6 +156,7 @@ func (n *Node) serve(ctx context.Context, cfg Config, deps *api.Deps, ln net.Lis
 	clientOpts := append(slices.Clone(common), api.ClientConnectionOptions()...)
 	clientOpts = append(clientOpts, n.gate.Interceptors(cfg.UnaryInterceptors...)...)
 	clientOpts = append(clientOpts, testingSessionOptions(cfg.TestingGRPCSession)...) // quotas.go; TEST-ONLY
+	clientOpts = append(clientOpts, grpc.ChainUnaryInterceptor(deps.QuotaUnary()))    // after the session's
 	n.grpc = grpc.NewServer(clientOpts...)
 	api.RegisterClient(n.grpc, deps)
 	healthpb.RegisterHealthServer(n.grpc, n.health)
