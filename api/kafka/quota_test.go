@@ -60,7 +60,7 @@ func produceReq(t *testing.T, topic string, bytes int) *kmsg.ProduceRequest {
 	}
 	req := kmsg.NewPtrProduceRequest()
 	req.SetVersion(9)
-	req.Acks, req.TimeoutMillis = 1, 5000
+	req.Acks, req.TimeoutMillis = -1, 5000 // acks=all: the answer is deferred, its throttle set once complete
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = topic
 	rp := kmsg.NewProduceRequestTopicPartition()
