@@ -202,3 +202,15 @@ func (s *controllerService) AlterUserScramCredentials(ctx context.Context, req *
 	}
 	return &pb.AlterUserScramCredentialsResponse{Results: res}, nil
 }
+
+// AlterClientQuotas (issue 22: quotas) as forwarded by a broker.
+func (s *controllerService) AlterClientQuotas(ctx context.Context, req *pb.AlterClientQuotasRequest) (*pb.AlterClientQuotasResponse, error) {
+	res, err := s.d.Controller.AlterClientQuotas(ctx, req)
+	if rerr := s.route(err); rerr != nil {
+		return nil, rerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &pb.AlterClientQuotasResponse{Entries: res}, nil
+}

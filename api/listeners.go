@@ -46,7 +46,7 @@ func RegisterClient(s *grpc.Server, d *Deps) {
 	}
 	h := d.handler(d.External)
 	pb.RegisterProducerServer(s, &producerService{d: d, h: h})
-	pb.RegisterConsumerServer(s, &clientConsumer{consumerService{h: h}})
+	pb.RegisterConsumerServer(s, &clientConsumer{consumerService{h: h, d: d}})
 	pb.RegisterMetadataServer(s, &metadataService{h: h})
 	pb.RegisterAdminServer(s, &adminService{h: h, sasl: d.SASL})
 	pb.RegisterTransactionsServer(s, &clientTransactions{transactionsService{h: h}})

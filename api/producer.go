@@ -65,6 +65,11 @@ func (s *producerService) Produce(stream pb.Producer_ProduceServer) error {
 		}
 		start := time.Now()
 		resp, wait := s.h.Produce(ctx, req)
+		throttle := s.d.produceThrottle(ctx, req, time.Since(start)) // quotas.go
+		if resp != nil {
+			resp.ThrottleTimeMs = int32(min(throttle.Milliseconds(), 1<<31-1))
+		}
+		s.d.pause(ctx, throttle) // the stream is not read meanwhile
 		if req.Acks == 0 && resp != nil && request.AllOK(resp) {
 			<-slots
 			m.observe("Produce", start)

@@ -17,7 +17,9 @@ package api
 import (
 	"log/slog"
 
+	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/controller"
+	"github.com/strand-io/strand/quota"
 	"github.com/strand-io/strand/request"
 )
 
@@ -48,4 +50,8 @@ type Deps struct {
 	// SASL issues and checks SCRAM session tokens (issue 22: sasl.go;
 	// nil: SaslAuthenticate answers ILLEGAL_SASL_STATE).
 	SASL *SASLTokens
+	// Quotas enforces client quotas (issue 22: quotas.go; nil: none);
+	// QuotaClock times the throttles (nil: the wall clock).
+	Quotas     *quota.Manager
+	QuotaClock clock.Clock
 }

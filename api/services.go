@@ -1,6 +1,8 @@
 package api
 
 import (
+	"time"
+
 	"context"
 
 	pb "github.com/strand-io/strand/proto/strand/v1"
@@ -58,10 +60,17 @@ func (s *adminService) DescribeConfigs(ctx context.Context, req *pb.DescribeConf
 type consumerService struct {
 	pb.UnimplementedConsumerServer
 	h *request.Handler
+	d *Deps // nil on the inter-broker listener: follower fetches are not client-quota'd
 }
 
 func (s *consumerService) Fetch(ctx context.Context, req *pb.FetchRequest) (*pb.FetchResponse, error) {
-	return answer(s.h.Fetch(ctx, req))
+	start := time.Now()
+	resp, err := s.h.Fetch(ctx, req)
+	if t := s.d.fetchThrottle(ctx, req, resp, time.Since(start)); t > 0 { // quotas.go
+		resp.ThrottleTimeMs = int32(min(t.Milliseconds(), 1<<31-1))
+		s.d.pause(ctx, t)
+	}
+	return answer(resp, err)
 }
 
 func (s *consumerService) ListOffsets(ctx context.Context, req *pb.ListOffsetsRequest) (*pb.ListOffsetsResponse, error) {
@@ -227,4 +236,13 @@ func (s *adminService) DescribeUserScramCredentials(ctx context.Context, req *pb
 
 func (s *adminService) SaslAuthenticate(st pb.Admin_SaslAuthenticateServer) error {
 	return s.saslAuthenticate(st)
+}
+
+// AlterClientQuotas and DescribeClientQuotas (issue 22: quotas).
+func (s *adminService) AlterClientQuotas(ctx context.Context, req *pb.AlterClientQuotasRequest) (*pb.AlterClientQuotasResponse, error) {
+	return answer(s.h.AlterClientQuotas(ctx, req))
+}
+
+func (s *adminService) DescribeClientQuotas(ctx context.Context, req *pb.DescribeClientQuotasRequest) (*pb.DescribeClientQuotasResponse, error) {
+	return answer(s.h.DescribeClientQuotas(ctx, req))
 }

@@ -150,10 +150,13 @@ var (
 	ErrGroupSubscribedToTopic = &Error{Code: pb.ErrorCode_GROUP_SUBSCRIBED_TO_TOPIC}
 	ErrInvalidRecord          = &Error{Code: pb.ErrorCode_INVALID_RECORD}
 	ErrUnstableOffsetCommit   = &Error{Code: pb.ErrorCode_UNSTABLE_OFFSET_COMMIT}
-	ErrProducerFenced         = &Error{Code: pb.ErrorCode_PRODUCER_FENCED}
-	ErrResourceNotFound       = &Error{Code: pb.ErrorCode_RESOURCE_NOT_FOUND}
-	ErrInvalidUpdateVersion   = &Error{Code: pb.ErrorCode_INVALID_UPDATE_VERSION}
-	ErrFeatureUpdateFailed    = &Error{Code: pb.ErrorCode_FEATURE_UPDATE_FAILED}
+	// ErrThrottlingQuotaExceeded (issue 22): a transaction over
+	// transaction.max.open.per.principal; retriable.
+	ErrThrottlingQuotaExceeded = &Error{Code: pb.ErrorCode_THROTTLING_QUOTA_EXCEEDED}
+	ErrProducerFenced          = &Error{Code: pb.ErrorCode_PRODUCER_FENCED}
+	ErrResourceNotFound        = &Error{Code: pb.ErrorCode_RESOURCE_NOT_FOUND}
+	ErrInvalidUpdateVersion    = &Error{Code: pb.ErrorCode_INVALID_UPDATE_VERSION}
+	ErrFeatureUpdateFailed     = &Error{Code: pb.ErrorCode_FEATURE_UPDATE_FAILED}
 	// ErrDuplicateBrokerRegistration: a broker id is registered by a live
 	// session of another incarnation (brokers see it, clients do not).
 	ErrDuplicateBrokerRegistration = &Error{Code: pb.ErrorCode_DUPLICATE_BROKER_REGISTRATION}

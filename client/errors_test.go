@@ -85,6 +85,7 @@ func TestEveryCodeHasASentinel(t *testing.T) {
 		pb.ErrorCode_VOTER_NOT_FOUND:                  ErrVoterNotFound,
 		pb.ErrorCode_INVALID_RECORD:                   ErrInvalidRecord,
 		pb.ErrorCode_UNSTABLE_OFFSET_COMMIT:           ErrUnstableOffsetCommit,
+		pb.ErrorCode_THROTTLING_QUOTA_EXCEEDED:        ErrThrottlingQuotaExceeded,
 		pb.ErrorCode_PRODUCER_FENCED:                  ErrProducerFenced,
 		pb.ErrorCode_RESOURCE_NOT_FOUND:               ErrResourceNotFound,
 		pb.ErrorCode_INVALID_UPDATE_VERSION:           ErrInvalidUpdateVersion,

@@ -31,6 +31,10 @@ type sink struct {
 	// drain is closed when the producer closes: the stream is half-closed
 	// so the broker reads every request already written before it ends.
 	drain chan struct{}
+	// throttledUntil: an answer's throttle_time_ms (a client quota, issue
+	// 22) holds every request to this broker back until then, as Kafka's
+	// clients back off a throttled broker (KIP-219).
+	throttledUntil time.Time
 }
 
 type sentReq struct {
@@ -153,6 +157,20 @@ func (s *sink) session(ctx context.Context) error {
 	var sessErr error
 loop:
 	for {
+		if d := s.throttleLeft(); d > 0 {
+			t := s.p.cfg.clock.NewTimer(d)
+			select {
+			case <-t.C():
+			case <-ctx.Done():
+				t.Stop()
+				sessErr = ctx.Err()
+				break loop
+			case err := <-recvErr:
+				t.Stop()
+				sessErr = err
+				break loop
+			}
+		}
 		s.mu.Lock()
 		q := s.queue
 		s.queue = nil
@@ -217,6 +235,16 @@ loop:
 	return sessErr
 }
 
+// throttleLeft is how long the broker's last throttle still holds.
+func (s *sink) throttleLeft() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.throttledUntil.IsZero() {
+		return 0
+	}
+	return s.throttledUntil.Sub(s.p.cfg.clock.Now())
+}
+
 func (s *sink) expired() *sentReq {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -236,6 +264,9 @@ func (s *sink) receive(stream pb.Producer_ProduceClient, gen int) error {
 			return err
 		}
 		s.mu.Lock()
+		if resp.ThrottleTimeMs > 0 {
+			s.throttledUntil = s.p.cfg.clock.Now().Add(time.Duration(resp.ThrottleTimeMs) * time.Millisecond)
+		}
 		sr := s.inflight[resp.CorrelationId]
 		if sr != nil && sr.gen == gen {
 			delete(s.inflight, resp.CorrelationId)

@@ -261,12 +261,15 @@ var table = map[pb.ErrorCode]entry{
 	pb.ErrorCode_PREFERRED_LEADER_NOT_AVAILABLE: retry,
 	pb.ErrorCode_ELIGIBLE_LEADERS_NOT_AVAILABLE: retry,
 	pb.ErrorCode_UNSTABLE_OFFSET_COMMIT:         retry,
-	pb.ErrorCode_PRODUCER_FENCED:                {false, ApplicationRecoverable},
-	pb.ErrorCode_TRANSACTIONAL_ID_NOT_FOUND:     fatal,
-	pb.ErrorCode_INELIGIBLE_REPLICA:             retry,
-	pb.ErrorCode_NEW_LEADER_ELECTED:             retry,
-	pb.ErrorCode_TRANSACTION_ABORTABLE:          {false, Abortable},
-	pb.ErrorCode_TRANSACTION_TIMED_OUT:          {false, Abortable},
+	// THROTTLING_QUOTA_EXCEEDED (KIP-599; issue 22: a transaction over
+	// transaction.max.open.per.principal): Kafka's exception is retriable.
+	pb.ErrorCode_THROTTLING_QUOTA_EXCEEDED:  retry,
+	pb.ErrorCode_PRODUCER_FENCED:            {false, ApplicationRecoverable},
+	pb.ErrorCode_TRANSACTIONAL_ID_NOT_FOUND: fatal,
+	pb.ErrorCode_INELIGIBLE_REPLICA:         retry,
+	pb.ErrorCode_NEW_LEADER_ELECTED:         retry,
+	pb.ErrorCode_TRANSACTION_ABORTABLE:      {false, Abortable},
+	pb.ErrorCode_TRANSACTION_TIMED_OUT:      {false, Abortable},
 
 	// FENCED_INSTANCE_ID: another process took over the group.instance.id
 	// (KIP-345). A transaction that named the fenced member must abort, as
@@ -336,6 +339,7 @@ var (
 	StaleBrokerEpoch             = &Error{Code: pb.ErrorCode_STALE_BROKER_EPOCH}
 	InvalidRecord                = &Error{Code: pb.ErrorCode_INVALID_RECORD}
 	UnstableOffsetCommit         = &Error{Code: pb.ErrorCode_UNSTABLE_OFFSET_COMMIT}
+	ThrottlingQuotaExceeded      = &Error{Code: pb.ErrorCode_THROTTLING_QUOTA_EXCEEDED}
 	ProducerFenced               = &Error{Code: pb.ErrorCode_PRODUCER_FENCED}
 	TopicAlreadyExists           = &Error{Code: pb.ErrorCode_TOPIC_ALREADY_EXISTS}
 	InvalidPartitions            = &Error{Code: pb.ErrorCode_INVALID_PARTITIONS}

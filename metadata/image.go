@@ -137,6 +137,9 @@ type Image struct {
 	// Scram holds users' SCRAM credentials by user and mechanism (issue
 	// 22: sasl; scram.go). It may be nil; Apply copies it on write.
 	Scram map[string]map[int32]ScramCredential
+	// ClientQuotas are the users' client quotas (issue 22: quotas.go); nil
+	// when none was ever set. Apply copies it on write.
+	ClientQuotas map[QuotaUser]map[string]float64
 }
 
 // EmptyImage is the image before any record.
@@ -219,6 +222,8 @@ type Delta struct {
 	BrokerConfigs bool
 	// ACLs: the batch added or removed ACLs.
 	ACLs bool
+	// ClientQuotas: a client quota changed (issue 22).
+	ClientQuotas bool
 	// Snapshot: the batch replaced the whole image.
 	Snapshot bool
 }
@@ -230,7 +235,7 @@ type PartitionChange struct {
 
 // Empty reports whether the delta changed nothing brokers care about.
 func (d *Delta) Empty() bool {
-	return len(d.Partitions) == 0 && len(d.DeletedTopics) == 0 && len(d.Brokers) == 0 && len(d.TopicConfigs) == 0 && !d.BrokerConfigs && !d.ACLs && !d.Snapshot
+	return len(d.Partitions) == 0 && len(d.DeletedTopics) == 0 && len(d.Brokers) == 0 && len(d.TopicConfigs) == 0 && !d.BrokerConfigs && !d.ACLs && !d.ClientQuotas && !d.Snapshot
 }
 
 type tpKey struct {
@@ -324,7 +329,7 @@ func Apply(im *Image, batch *pb.MetadataBatch) (*Image, *Delta, error) {
 // once it has caught up): every partition of next, with its state in im as
 // Old where the topic is the same, and every topic of im that next lacks.
 func SnapshotDelta(im, next *Image) *Delta {
-	d := &Delta{Snapshot: true, BrokerConfigs: true, ACLs: true}
+	d := &Delta{Snapshot: true, BrokerConfigs: true, ACLs: true, ClientQuotas: true}
 	for _, t := range next.Topics {
 		// A topic deleted and created again under the same name (a new
 		// id) is a new topic: its partitions have no old state.
@@ -525,6 +530,8 @@ func (b *builder) record(r *pb.MetadataRecord, offset int64) error {
 		default:
 			return fmt.Errorf("config for unknown resource type %q", c.ResourceType)
 		}
+	case *pb.MetadataRecord_ClientQuota:
+		return b.applyClientQuota(x.ClientQuota) // quotas.go
 	default:
 		return fmt.Errorf("unknown metadata record %T", r.Record)
 	}
@@ -637,6 +644,9 @@ func (im *Image) SnapshotRecords() *pb.MetadataBatch {
 	}
 	out.Records = append(out.Records, aclRecords(im.ACLs)...)
 	im.scramSnapshot(add)
+	for _, r := range im.clientQuotaRecords() { // quotas.go
+		add(r)
+	}
 	return out
 }
 

@@ -1,13 +1,16 @@
 package node
 
 import (
+	"context"
 	"log/slog"
 	"net"
+	"net/http"
 	"time"
 
 	"google.golang.org/grpc"
 
 	"github.com/strand-io/strand/api"
+	"github.com/strand-io/strand/api/kafka"
 	"github.com/strand-io/strand/authz"
 	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/clock"
@@ -17,6 +20,7 @@ import (
 	"github.com/strand-io/strand/coordinator/txn"
 	"github.com/strand-io/strand/internal/auth"
 	"github.com/strand-io/strand/internal/wire"
+	"github.com/strand-io/strand/quota"
 	"github.com/strand-io/strand/record"
 	"github.com/strand-io/strand/replication"
 )
@@ -134,6 +138,28 @@ type Config struct {
 	// authorizer through both front doors before the listeners
 	// authenticate connections themselves; a server never sets it.
 	TestSession *auth.Session
+
+	// --- issue 22: quotas and debug endpoints (owner D) ---
+
+	// Quotas configures the client quotas' measurement (quota.window.num,
+	// quota.window.size.seconds; Clock nil: the node's clock). The quotas
+	// themselves are in the metadata image (AlterClientQuotas).
+	Quotas quota.Config
+	// DebugEndpoints is debug.endpoints.enable: /debug/pprof is served on
+	// the HTTP listener only when true, and then only to a super user or a
+	// broker (Authorizer.SuperUsers).
+	DebugEndpoints bool
+	// DebugSession, TEST-ONLY, replaces how an HTTP request's session is
+	// found (by default: its verified TLS client certificate, through
+	// Security; none on plaintext, which refuses the debug endpoints).
+	DebugSession func(*http.Request) (auth.Session, bool)
+	// TestingKafkaSession, TEST-ONLY, gives each Kafka-listener connection
+	// a session (kafka.Config.TestingSession).
+	TestingKafkaSession kafka.TestingSessionFunc
+	// TestingGRPCSession, TEST-ONLY, gives each call on the client gRPC
+	// listener a session from its context (until the gRPC door
+	// authenticates callers itself).
+	TestingGRPCSession func(context.Context) (auth.Session, bool)
 	// Authorizer (issue 22): authorizer.class.name ("" no authorizer,
 	// every request allowed; authz.StandardClassName the standard
 	// authorizer over the controller's ACLs), super.users and

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"strconv"
 	"time"
 
@@ -183,20 +182,19 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// startHTTP serves /metrics (Prometheus), /debug/pprof and the web console.
+// startHTTP serves /metrics (Prometheus), /debug/pprof (debug.go) and the web console.
 func (n *Node) startHTTP(addr string) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collector{n}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(n.metrics.Collectors()...)
 	reg.MustRegister(n.connMetrics.Collectors()...)
 	reg.MustRegister(n.kafkaMetrics.Collectors()...)
+	reg.MustRegister(n.quotas)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if n.cfg.DebugEndpoints { // debug.endpoints.enable (issue 22): off by default
+		n.registerDebug(mux)
+	}
 	if n.cfg.TestingFaults {
 		n.registerFaults(mux)
 	}
@@ -211,7 +209,7 @@ func (n *Node) startHTTP(addr string) error {
 		// ReadHeaderTimeout.
 		ln = tls.NewListener(ln, tc)
 	}
-	n.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	n.http = &http.Server{Handler: readOnly(mux, n.cfg.TestingFaults), ReadHeaderTimeout: 10 * time.Second}
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()

@@ -39,6 +39,7 @@ import (
 	"github.com/strand-io/strand/internal/wire"
 	"github.com/strand-io/strand/metadata"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/quota"
 	"github.com/strand-io/strand/replication"
 	"github.com/strand-io/strand/request"
 )
@@ -59,6 +60,8 @@ type Node struct {
 	kafka   *kafka.Server // serves kafkaLn once the node is ready
 	// kafkaMetrics are the Kafka listener's (registered even without one).
 	kafkaMetrics *kafka.Metrics
+	// quotas enforces the client quotas (issue 22), set from the image.
+	quotas *quota.Manager
 	// peers admits the inter-broker listener's callers (api.PeerFilter).
 	peers *api.PeerFilter
 	// metaImg is the newest metadata image the broker's follower built,
@@ -147,7 +150,10 @@ func Start(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, lg: lg, kafkaMetrics: kafka.NewMetrics()}
+	if cfg.Quotas.Clock == nil {
+		cfg.Quotas.Clock = cfg.Clock
+	}
+	n := &Node{cfg: cfg, lg: lg, kafkaMetrics: kafka.NewMetrics(), quotas: quota.New(cfg.Quotas)}
 	sec, err := tlsconf.New(cfg.Security.Config, lg)
 	if err != nil {
 		return nil, err
@@ -248,7 +254,8 @@ func Start(cfg Config) (*Node, error) {
 	}
 	clientConns := api.NewConnLimiter(clientLimits, n.connMetrics, lg)
 	ibConns := api.NewConnLimiter(ibLimits, n.connMetrics, lg)
-	deps := &api.Deps{NodeID: cfg.NodeID, Controller: n.Controller, ProduceMaxInFlight: cfg.ProduceMaxInFlight, Logger: lg, Metrics: n.metrics, SASL: cfg.SASL.tokens()}
+	deps := &api.Deps{NodeID: cfg.NodeID, Controller: n.Controller, ProduceMaxInFlight: cfg.ProduceMaxInFlight, Logger: lg, Metrics: n.metrics,
+		SASL: cfg.SASL.tokens(), Quotas: n.quotas, QuotaClock: cfg.Quotas.Clock}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 	if cfg.Broker {
@@ -331,6 +338,9 @@ func (n *Node) KafkaAddr() string { return n.cfg.KafkaAdvertise }
 
 // KafkaMetrics are the Kafka listener's metrics (also on /metrics).
 func (n *Node) KafkaMetrics() *kafka.Metrics { return n.kafkaMetrics }
+
+// Quotas is the node's client-quota manager (issue 22).
+func (n *Node) Quotas() *quota.Manager { return n.quotas }
 
 type peers struct{ pool *wire.Pool }
 

@@ -172,8 +172,11 @@ func (n *Node) serve(ctx context.Context, cfg Config, deps *api.Deps, ln net.Lis
 			o = append(o, api.TestSessionOptions(*cfg.TestSession)...)
 		}
 		o = append(o, n.gate.Interceptors(cfg.UnaryInterceptors...)...)
-		// SASL last: a valid session token replaces the session's principal.
-		return append(o, deps.SASL.Interceptors(n.listenerProtocol(cfg, listener), listener)...)
+		// SASL: a valid session token replaces the session's principal.
+		o = append(o, deps.SASL.Interceptors(n.listenerProtocol(cfg, listener), listener)...)
+		o = append(o, testingSessionOptions(cfg.TestingGRPCSession)...) // quotas.go; TEST-ONLY
+		// The quotas last: they charge the session's principal.
+		return append(o, grpc.ChainUnaryInterceptor(deps.QuotaUnary()))
 	}
 	n.grpc = grpc.NewServer(clientOpts(auth.ListenerClient)...)
 	api.RegisterClient(n.grpc, deps)
@@ -207,7 +210,8 @@ func (n *Node) serve(ctx context.Context, cfg Config, deps *api.Deps, ln net.Lis
 		}
 		n.kafka = kafka.NewServer(kafka.Config{Handler: kh, Logger: n.lg, MaxRequestBytes: cfg.SocketRequestMaxBytes,
 			IdleTimeout: n.maxIdle(), Metrics: n.kafkaMetrics, Security: n.sec, TestSession: cfg.TestSession,
-			SecurityProtocol: n.listenerProtocol(cfg, auth.ListenerKafka), SASLMechanisms: cfg.SASL.EnabledMechanisms})
+			SecurityProtocol: n.listenerProtocol(cfg, auth.ListenerKafka), SASLMechanisms: cfg.SASL.EnabledMechanisms,
+			Quotas: n.quotas, Clock: cfg.Quotas.Clock, TestingSession: cfg.TestingKafkaSession})
 		// Wrapped now, with the other listeners: wrapping it later could
 		// race the limiter's last listener closing at shutdown.
 		kln := clientConns.Wrap(n.kafkaLn, "kafka")

@@ -43,6 +43,8 @@ type Conn struct {
 	out chan pending
 	// sasl is the connection's SASL state (issue 22: sasl.go).
 	sasl saslConn
+	// throttled is the last request's quota throttle time (quota.go).
+	throttled time.Duration
 }
 
 // pending is an answer on its way to the writer.
@@ -116,6 +118,11 @@ func (c *Conn) secure(ctx context.Context) error {
 	if t := c.srv.cfg.TestSession; t != nil {
 		c.session = *t // test-only (Config.TestSession)
 	}
+	if f := c.srv.cfg.TestingSession; f != nil { // test-only
+		if t, ok := f(c.nc); ok {
+			c.session = t
+		}
+	}
 	return nil
 }
 
@@ -178,13 +185,15 @@ func (c *Conn) read(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if p == nil {
-			continue
+		if p != nil {
+			select {
+			case c.out <- *p:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
-		select {
-		case c.out <- *p:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := c.mute(ctx, c.throttled); err != nil { // quota.go
+			return err
 		}
 		if c.sasl.closeAfter != "" {
 			return violation("sasl_failed", "%s", c.sasl.closeAfter)
@@ -331,6 +340,7 @@ func unsupportedAnswer(key, version int16) kmsg.Response {
 // handle decodes one frame and answers it (nil: no answer).
 func (c *Conn) handle(ctx context.Context, frame []byte) (*pending, error) {
 	start := time.Now()
+	c.throttled = 0
 	h, a, req, err := decode(frame)
 	c.ClientID = h.clientID
 	if gerr := c.saslGate(h.key); gerr != nil {
@@ -349,10 +359,13 @@ func (c *Conn) handle(ctx context.Context, frame []byte) (*pending, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := a.fn(auth.NewContext(ctx, c.withSession()), c, req)
+	ctx = auth.NewContext(ctx, c.withSession())
+	called := time.Now()
+	resp, err := a.fn(ctx, c, req)
 	if err != nil {
 		return nil, err
 	}
+	c.throttled = c.throttle(ctx, req, resp, time.Since(called)) // quota.go
 	if resp == nil {
 		c.srv.metrics.requests.WithLabelValues(a.name).Inc()
 		return nil, nil

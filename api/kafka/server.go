@@ -41,8 +41,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/internal/auth"
 	"github.com/strand-io/strand/internal/tlsconf"
+	"github.com/strand-io/strand/quota"
 	"github.com/strand-io/strand/request"
 )
 
@@ -93,6 +95,14 @@ type Config struct {
 	SecurityProtocol string
 	// SASLMechanisms is sasl.enabled.mechanisms (nil: DefaultSASLMechanisms).
 	SASLMechanisms []string
+	// Quotas enforces client quotas (issue 22: quota.go; nil: none).
+	Quotas *quota.Manager
+	// Clock times a throttled connection's mute (nil: the wall clock);
+	// the node gives the quotas' clock.
+	Clock clock.Clock
+	// TestingSession, TEST-ONLY, gives each connection an auth.Session
+	// (until the Kafka door authenticates connections itself).
+	TestingSession TestingSessionFunc
 }
 
 // Server serves Kafka's protocol on listeners given to Serve.
@@ -229,6 +239,7 @@ type Metrics struct {
 	latency     *prometheus.HistogramVec
 	closed      *prometheus.CounterVec
 	connections prometheus.Gauge
+	throttled   prometheus.Counter
 }
 
 // NewMetrics returns unregistered metrics (Collectors).
@@ -243,6 +254,8 @@ func NewMetrics() *Metrics {
 			Help: "Kafka-listener connections the broker closed for breaking the protocol, per reason (oversized, malformed, unknown_api, unsupported_version, idle, tls_handshake: a TLS handshake or certificate authentication that failed)."}, []string{"reason"}),
 		connections: prometheus.NewGauge(prometheus.GaugeOpts{Name: "strand_kafka_connections",
 			Help: "Open connections on the Kafka listener (connection-count)."}),
+		throttled: prometheus.NewCounter(prometheus.CounterOpts{Name: "strand_kafka_throttled_requests_total",
+			Help: "Kafka-listener requests over a client quota whose connection was muted for the throttle time (issue 22)."}),
 	}
 	// Every reason is served from the start, at 0 until a connection is
 	// closed for it (as strand_connections_rejected_total is), so the
@@ -255,7 +268,17 @@ func NewMetrics() *Metrics {
 
 // Collectors are the metrics to register.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.requests, m.latency, m.closed, m.connections}
+	return []prometheus.Collector{m.requests, m.latency, m.closed, m.connections, m.throttled}
+}
+
+// Throttled is how many requests muted their connection for a quota.
+func (m *Metrics) Throttled() float64 { return counterValue(m.throttled) }
+
+func (s *Server) clock() clock.Clock {
+	if s.cfg.Clock != nil {
+		return s.cfg.Clock
+	}
+	return clock.Real
 }
 
 // Closed is how many connections were closed for reason.

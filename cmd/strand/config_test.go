@@ -163,3 +163,23 @@ func TestCleanerSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestQuotaAndDebugSettings (issue 22): debug.endpoints.enable (default
+// off), the quota windows and transaction.max.open.per.principal (default
+// 0: no cap) have Kafka's names.
+func TestQuotaAndDebugSettings(t *testing.T) {
+	cfg := node.DefaultConfig(1, t.TempDir())
+	if cfg.DebugEndpoints || cfg.TxnConfig.MaxOpenPerPrincipal != 0 {
+		t.Fatalf("defaults: debug endpoints %v, open-transactions cap %d", cfg.DebugEndpoints, cfg.TxnConfig.MaxOpenPerPrincipal)
+	}
+	body := "debug.endpoints.enable: true\nquota.window.num: 5\nquota.window.size.seconds: 2\ntransaction.max.open.per.principal: 3\n"
+	if err := applyConfigFile(&cfg, configFile(t, body), slog.Default()); err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.DebugEndpoints || cfg.Quotas.Windows != 5 || cfg.Quotas.Window != 2*time.Second || cfg.TxnConfig.MaxOpenPerPrincipal != 3 {
+		t.Fatalf("got %v %d %v %d", cfg.DebugEndpoints, cfg.Quotas.Windows, cfg.Quotas.Window, cfg.TxnConfig.MaxOpenPerPrincipal)
+	}
+	if err := applyConfigFile(&cfg, configFile(t, "transaction.max.open.per.principal: -1\n"), slog.Default()); err == nil {
+		t.Fatal("a negative cap accepted")
+	}
+}

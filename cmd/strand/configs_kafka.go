@@ -30,7 +30,7 @@ func kafkaConfigsShape(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.BoolVar(&describe, "describe", false, "list configs of the given entity")
 	f.BoolVar(&alter, "alter", false, "alter configs of the given entity (--add-config, --delete-config)")
-	f.StringVar(&entityType, "entity-type", "", "topics, brokers or users")
+	f.StringVar(&entityType, "entity-type", "", "topics, brokers or users (SCRAM credentials, client quotas)")
 	f.StringVar(&entityName, "entity-name", "", "the topic name, broker id or user name")
 	f.BoolVar(&entityDefault, "entity-default", false, "the cluster-wide default (brokers only)")
 	f.BoolVar(&all, "all", false, "with --describe: every config, not only the dynamic ones")
@@ -48,6 +48,11 @@ func kafkaConfigsShape(cmd *cobra.Command) {
 		}
 		var broker bool
 		switch entityType {
+		case "users", "user": // issue 22: client quotas (configs_quotas.go)
+			if entityDefault && entityName != "" {
+				return fmt.Errorf("give at most one of --entity-name and --entity-default")
+			}
+			return userQuotasCommand(cmd, describe, entityName, entityDefault, addConfig, deleteConfig)
 		case "topics", "topic":
 		case "brokers", "broker":
 			broker = true

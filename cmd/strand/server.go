@@ -36,7 +36,7 @@ func serverCmd() *cobra.Command {
 		ibListen, ibAdvertise                      string
 		kafkaListen, kafkaAdvertise                string
 		socketRequestMaxBytes                      int32
-		dev                                        bool
+		dev, debugEndpoints                        bool
 	)
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -153,6 +153,9 @@ topics use replication factor 1.`,
 			if err := applyKafkaFlags(&cfg, kafkaListen, kafkaAdvertise, socketRequestMaxBytes, cmd.Flags().Changed("socket-request-max-bytes")); err != nil {
 				return err
 			}
+			if cmd.Flags().Changed("debug-endpoints") {
+				cfg.DebugEndpoints = debugEndpoints // issue 22: over debug.endpoints.enable in --config
+			}
 			if dev {
 				// One voter: no need to wait out a cluster-sized election timeout.
 				cfg.QuorumTimeouts = node.QuorumTimeouts{Heartbeat: 200 * time.Millisecond, Election: 200 * time.Millisecond, LeaderLease: 200 * time.Millisecond}
@@ -203,7 +206,8 @@ topics use replication factor 1.`,
 	f.StringVar(&roles, "roles", "broker,controller", "roles of this node: broker, controller, or both")
 	f.BoolVar(&dev, "dev", false, "one-node development cluster")
 	f.StringVar(&configFile, "config", "", "file of broker settings with Kafka's names (key: value per line)")
-	f.StringVar(&metricsListen, "metrics-listen", "", "HTTP address for /metrics, /debug/pprof and the web console (default: --listen port+3; \"off\" disables)")
+	f.StringVar(&metricsListen, "metrics-listen", "", "HTTP address for /metrics, /debug/pprof (with --debug-endpoints) and the web console (default: --listen port+3; \"off\" disables)")
+	f.BoolVar(&debugEndpoints, "debug-endpoints", false, "serve /debug/pprof on --metrics-listen, to super users and brokers only (debug.endpoints.enable; also settable in --config)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn, error")
 	f.StringVar(&logJSON, "log-json", "false", "log as JSON")
 	return cmd
@@ -336,6 +340,12 @@ var serverSettings = map[string]func(cfg *node.Config, v string) error{
 		return nil
 	},
 	"allow.everyone.if.no.acl.found": boolSetting(func(c *node.Config, b bool) { c.Authorizer.AllowEveryoneIfNoACLFound = b }),
+	// Issue 22 (owner D): debug endpoints, client quotas' windows, the cap
+	// on open transactions per principal.
+	"debug.endpoints.enable":             boolSetting(func(c *node.Config, b bool) { c.DebugEndpoints = b }),
+	"quota.window.num":                   bounded(1, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.Quotas.Windows = int(n) })),
+	"quota.window.size.seconds":          bounded(1, math.MaxInt32, secondsSetting(func(c *node.Config, d time.Duration) { c.Quotas.Window = d })),
+	"transaction.max.open.per.principal": bounded(0, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.TxnConfig.MaxOpenPerPrincipal = int(n) })),
 	// Testing only (drills): new transactional ids start at this epoch, so
 	// producers cross the end of their epochs after a few transactions.
 	"strand.testing.transaction.first.producer.epoch": intSetting(func(c *node.Config, n int64) { c.TxnConfig.FirstEpoch = int16(min(max(n, 0), 32766)) }),

@@ -38,6 +38,9 @@ type Config struct {
 	// across the end of their epochs in a few transactions.
 	FirstEpoch int16
 	Logger     *slog.Logger
+	// MaxOpenPerPrincipal is transaction.max.open.per.principal (issue 22;
+	// 0: no cap): open_cap.go.
+	MaxOpenPerPrincipal int
 }
 
 // DefaultConfig is Kafka's defaults.
@@ -413,6 +416,9 @@ func (c *Coordinator) handle(ctx context.Context, id string, r Request) (Decisio
 		return Decision{}, err
 	}
 	m, d, err := c.decideLocked(ctx, o, id, r, pendingWait)
+	if err == nil {
+		err = c.openCapLocked(ctx, m, d) // open_cap.go
+	}
 	if err != nil {
 		c.mu.Unlock()
 		return Decision{}, err

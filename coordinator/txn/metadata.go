@@ -42,6 +42,9 @@ type Metadata struct {
 	// TxnVersion is the transaction version of the producer's last
 	// transaction (its markers follow that version's epoch rule).
 	TxnVersion int16
+	// Principal is who was answered the id's last InitProducerId (issue
+	// 22: open_cap.go); kept in memory only.
+	Principal string
 
 	pending *transition
 	waiters chan struct{} // closed when pending clears

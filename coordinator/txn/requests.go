@@ -41,6 +41,7 @@ func (c *Coordinator) InitProducerId(ctx context.Context, id string, timeoutMs i
 	if d.SendMarkers {
 		c.lg.Info("fenced a running producer", "transactionalId", id, "producerId", d.Write.producerID, "epoch", d.Write.epoch)
 	}
+	c.remember(ctx, id) // open_cap.go
 	return InitProducerIdResult{ProducerID: d.ProducerID, Epoch: d.Epoch}, nil
 }
 

@@ -104,6 +104,15 @@ const (
 	// a valid session token.
 	SaslTokenUnchecked
 	// --- issue 22: sasl --- end
+	// --- issue 22: quotas (owner D) ---
+	// DebugEndpointsUnauthenticated: with debug.endpoints.enable, /debug/pprof
+	// answers every request, privileged or not.
+	DebugEndpointsUnauthenticated
+	// OpenTxnCapCountsCaller: the cap on open transactions per principal
+	// counts the caller of AddPartitions instead of the principal the
+	// transactional id was initialised by, so a partition leader's add
+	// (transaction version 2) is never capped.
+	OpenTxnCapCountsCaller
 
 	numBugs
 )
@@ -130,6 +139,8 @@ var names = [numBugs]string{
 	BrokerPrincipalUnchecked:              "broker-principal-unchecked",
 	SaslGateOpen:                          "sasl-gate-open",
 	SaslTokenUnchecked:                    "sasl-token-unchecked",
+	DebugEndpointsUnauthenticated:         "debug-endpoints-unauthenticated",
+	OpenTxnCapCountsCaller:                "open-txn-cap-counts-caller",
 }
 
 // String is the bug's name.

@@ -60,6 +60,9 @@ type ProduceAction struct {
 	Hold <-chan struct{}
 	// Drop: handle the request but never answer it.
 	Drop bool
+	// ThrottleMs, if positive, is the answer's throttle_time_ms (a client
+	// quota, issue 22); the fake broker itself does not mute the stream.
+	ThrottleMs int32
 }
 
 // ControlProduce sets the ProduceControl (nil: none).
@@ -145,6 +148,9 @@ func (b *Broker) Produce(stream pb.Producer_ProduceServer) error {
 		resp, act := b.produce(r)
 		if act.Drop || r.Acks == 0 {
 			continue
+		}
+		if act.ThrottleMs > 0 {
+			resp.ThrottleTimeMs = act.ThrottleMs
 		}
 		select {
 		case queue <- pending{resp: resp, hold: act.Hold}:

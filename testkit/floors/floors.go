@@ -45,7 +45,7 @@ var Plan = []Floor{
 	{Name: "replication", Packages: []string{"replication"}},
 	{Name: "coordinators", Packages: []string{"coordinator", "coordinator/txn", "coordinator/group"}},
 	{Name: "authorizer", Packages: []string{"authz"}},
-	{Name: "request layer", Packages: []string{"request"}},
+	{Name: "request layer", Packages: []string{"request", "quota"}},
 	{Name: "front doors", Packages: []string{"api", "api/kafka"}},
 	{Name: "console", Packages: []string{"console"}},
 	{Name: "composition root", Packages: []string{"node"}},

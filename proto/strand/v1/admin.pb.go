@@ -1353,7 +1353,7 @@ var File_strand_v1_admin_proto protoreflect.FileDescriptor
 
 const file_strand_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x15strand/v1/admin.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x18strand/v1/metadata.proto\x1a\x17strand/v1/dynconf.proto\x1a\x18strand/v1/reassign.proto\x1a\x17strand/v1/members.proto\x1a\x17strand/v1/leaders.proto\x1a\x14strand/v1/acls.proto\x1a\x15strand/v1/scram.proto\"\x8c\x01\n" +
+	"\x15strand/v1/admin.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x16strand/v1/quotas.proto\x1a\x18strand/v1/metadata.proto\x1a\x17strand/v1/dynconf.proto\x1a\x18strand/v1/reassign.proto\x1a\x17strand/v1/members.proto\x1a\x17strand/v1/leaders.proto\x1a\x14strand/v1/acls.proto\x1a\x15strand/v1/scram.proto\"\x8c\x01\n" +
 	"\x13CreateTopicsRequest\x121\n" +
 	"\x06topics\x18\x01 \x03(\v2\x19.strand.v1.CreatableTopicR\x06topics\x12\x1d\n" +
 	"\n" +
@@ -1457,7 +1457,7 @@ const file_strand_v1_admin_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
 	"\n" +
 	"error_code\x18\x02 \x01(\x0e2\x14.strand.v1.ErrorCodeR\terrorCode\x12#\n" +
-	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage2\xce\x0e\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage2\x97\x10\n" +
 	"\x05Admin\x12O\n" +
 	"\fCreateTopics\x12\x1e.strand.v1.CreateTopicsRequest\x1a\x1f.strand.v1.CreateTopicsResponse\x12O\n" +
 	"\fDeleteTopics\x12\x1e.strand.v1.DeleteTopicsRequest\x1a\x1f.strand.v1.DeleteTopicsResponse\x12X\n" +
@@ -1480,7 +1480,9 @@ const file_strand_v1_admin_proto_rawDesc = "" +
 	"\fDescribeAcls\x12\x1e.strand.v1.DescribeAclsRequest\x1a\x1f.strand.v1.DescribeAclsResponse\x12v\n" +
 	"\x19AlterUserScramCredentials\x12+.strand.v1.AlterUserScramCredentialsRequest\x1a,.strand.v1.AlterUserScramCredentialsResponse\x12\x7f\n" +
 	"\x1cDescribeUserScramCredentials\x12..strand.v1.DescribeUserScramCredentialsRequest\x1a/.strand.v1.DescribeUserScramCredentialsResponse\x12_\n" +
-	"\x10SaslAuthenticate\x12\".strand.v1.SaslAuthenticateRequest\x1a#.strand.v1.SaslAuthenticateResponse(\x010\x01B6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
+	"\x10SaslAuthenticate\x12\".strand.v1.SaslAuthenticateRequest\x1a#.strand.v1.SaslAuthenticateResponse(\x010\x01\x12^\n" +
+	"\x11AlterClientQuotas\x12#.strand.v1.AlterClientQuotasRequest\x1a$.strand.v1.AlterClientQuotasResponse\x12g\n" +
+	"\x14DescribeClientQuotas\x12&.strand.v1.DescribeClientQuotasRequest\x1a'.strand.v1.DescribeClientQuotasResponseB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
 
 var (
 	file_strand_v1_admin_proto_rawDescOnce sync.Once
@@ -1537,20 +1539,24 @@ var file_strand_v1_admin_proto_goTypes = []any{
 	(*AlterUserScramCredentialsRequest)(nil),     // 38: strand.v1.AlterUserScramCredentialsRequest
 	(*DescribeUserScramCredentialsRequest)(nil),  // 39: strand.v1.DescribeUserScramCredentialsRequest
 	(*SaslAuthenticateRequest)(nil),              // 40: strand.v1.SaslAuthenticateRequest
-	(*AlterPartitionReassignmentsResponse)(nil),  // 41: strand.v1.AlterPartitionReassignmentsResponse
-	(*ListPartitionReassignmentsResponse)(nil),   // 42: strand.v1.ListPartitionReassignmentsResponse
-	(*AddVoterResponse)(nil),                     // 43: strand.v1.AddVoterResponse
-	(*RemoveVoterResponse)(nil),                  // 44: strand.v1.RemoveVoterResponse
-	(*QuorumStatusResponse)(nil),                 // 45: strand.v1.QuorumStatusResponse
-	(*UnregisterBrokerResponse)(nil),             // 46: strand.v1.UnregisterBrokerResponse
-	(*ElectLeadersResponse)(nil),                 // 47: strand.v1.ElectLeadersResponse
-	(*DeleteRecordsResponse)(nil),                // 48: strand.v1.DeleteRecordsResponse
-	(*CreateAclsResponse)(nil),                   // 49: strand.v1.CreateAclsResponse
-	(*DeleteAclsResponse)(nil),                   // 50: strand.v1.DeleteAclsResponse
-	(*DescribeAclsResponse)(nil),                 // 51: strand.v1.DescribeAclsResponse
-	(*AlterUserScramCredentialsResponse)(nil),    // 52: strand.v1.AlterUserScramCredentialsResponse
-	(*DescribeUserScramCredentialsResponse)(nil), // 53: strand.v1.DescribeUserScramCredentialsResponse
-	(*SaslAuthenticateResponse)(nil),             // 54: strand.v1.SaslAuthenticateResponse
+	(*AlterClientQuotasRequest)(nil),             // 41: strand.v1.AlterClientQuotasRequest
+	(*DescribeClientQuotasRequest)(nil),          // 42: strand.v1.DescribeClientQuotasRequest
+	(*AlterPartitionReassignmentsResponse)(nil),  // 43: strand.v1.AlterPartitionReassignmentsResponse
+	(*ListPartitionReassignmentsResponse)(nil),   // 44: strand.v1.ListPartitionReassignmentsResponse
+	(*AddVoterResponse)(nil),                     // 45: strand.v1.AddVoterResponse
+	(*RemoveVoterResponse)(nil),                  // 46: strand.v1.RemoveVoterResponse
+	(*QuorumStatusResponse)(nil),                 // 47: strand.v1.QuorumStatusResponse
+	(*UnregisterBrokerResponse)(nil),             // 48: strand.v1.UnregisterBrokerResponse
+	(*ElectLeadersResponse)(nil),                 // 49: strand.v1.ElectLeadersResponse
+	(*DeleteRecordsResponse)(nil),                // 50: strand.v1.DeleteRecordsResponse
+	(*CreateAclsResponse)(nil),                   // 51: strand.v1.CreateAclsResponse
+	(*DeleteAclsResponse)(nil),                   // 52: strand.v1.DeleteAclsResponse
+	(*DescribeAclsResponse)(nil),                 // 53: strand.v1.DescribeAclsResponse
+	(*AlterUserScramCredentialsResponse)(nil),    // 54: strand.v1.AlterUserScramCredentialsResponse
+	(*DescribeUserScramCredentialsResponse)(nil), // 55: strand.v1.DescribeUserScramCredentialsResponse
+	(*SaslAuthenticateResponse)(nil),             // 56: strand.v1.SaslAuthenticateResponse
+	(*AlterClientQuotasResponse)(nil),            // 57: strand.v1.AlterClientQuotasResponse
+	(*DescribeClientQuotasResponse)(nil),         // 58: strand.v1.DescribeClientQuotasResponse
 }
 var file_strand_v1_admin_proto_depIdxs = []int32{
 	1,  // 0: strand.v1.CreateTopicsRequest.topics:type_name -> strand.v1.CreatableTopic
@@ -1594,28 +1600,32 @@ var file_strand_v1_admin_proto_depIdxs = []int32{
 	38, // 38: strand.v1.Admin.AlterUserScramCredentials:input_type -> strand.v1.AlterUserScramCredentialsRequest
 	39, // 39: strand.v1.Admin.DescribeUserScramCredentials:input_type -> strand.v1.DescribeUserScramCredentialsRequest
 	40, // 40: strand.v1.Admin.SaslAuthenticate:input_type -> strand.v1.SaslAuthenticateRequest
-	2,  // 41: strand.v1.Admin.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
-	5,  // 42: strand.v1.Admin.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
-	8,  // 43: strand.v1.Admin.DescribeCluster:output_type -> strand.v1.DescribeClusterResponse
-	12, // 44: strand.v1.Admin.DescribeConfigs:output_type -> strand.v1.DescribeConfigsResponse
-	16, // 45: strand.v1.Admin.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
-	20, // 46: strand.v1.Admin.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
-	41, // 47: strand.v1.Admin.AlterPartitionReassignments:output_type -> strand.v1.AlterPartitionReassignmentsResponse
-	42, // 48: strand.v1.Admin.ListPartitionReassignments:output_type -> strand.v1.ListPartitionReassignmentsResponse
-	43, // 49: strand.v1.Admin.AddVoter:output_type -> strand.v1.AddVoterResponse
-	44, // 50: strand.v1.Admin.RemoveVoter:output_type -> strand.v1.RemoveVoterResponse
-	45, // 51: strand.v1.Admin.DescribeQuorum:output_type -> strand.v1.QuorumStatusResponse
-	46, // 52: strand.v1.Admin.UnregisterBroker:output_type -> strand.v1.UnregisterBrokerResponse
-	47, // 53: strand.v1.Admin.ElectLeaders:output_type -> strand.v1.ElectLeadersResponse
-	48, // 54: strand.v1.Admin.DeleteRecords:output_type -> strand.v1.DeleteRecordsResponse
-	49, // 55: strand.v1.Admin.CreateAcls:output_type -> strand.v1.CreateAclsResponse
-	50, // 56: strand.v1.Admin.DeleteAcls:output_type -> strand.v1.DeleteAclsResponse
-	51, // 57: strand.v1.Admin.DescribeAcls:output_type -> strand.v1.DescribeAclsResponse
-	52, // 58: strand.v1.Admin.AlterUserScramCredentials:output_type -> strand.v1.AlterUserScramCredentialsResponse
-	53, // 59: strand.v1.Admin.DescribeUserScramCredentials:output_type -> strand.v1.DescribeUserScramCredentialsResponse
-	54, // 60: strand.v1.Admin.SaslAuthenticate:output_type -> strand.v1.SaslAuthenticateResponse
-	41, // [41:61] is the sub-list for method output_type
-	21, // [21:41] is the sub-list for method input_type
+	41, // 41: strand.v1.Admin.AlterClientQuotas:input_type -> strand.v1.AlterClientQuotasRequest
+	42, // 42: strand.v1.Admin.DescribeClientQuotas:input_type -> strand.v1.DescribeClientQuotasRequest
+	2,  // 43: strand.v1.Admin.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
+	5,  // 44: strand.v1.Admin.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
+	8,  // 45: strand.v1.Admin.DescribeCluster:output_type -> strand.v1.DescribeClusterResponse
+	12, // 46: strand.v1.Admin.DescribeConfigs:output_type -> strand.v1.DescribeConfigsResponse
+	16, // 47: strand.v1.Admin.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
+	20, // 48: strand.v1.Admin.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
+	43, // 49: strand.v1.Admin.AlterPartitionReassignments:output_type -> strand.v1.AlterPartitionReassignmentsResponse
+	44, // 50: strand.v1.Admin.ListPartitionReassignments:output_type -> strand.v1.ListPartitionReassignmentsResponse
+	45, // 51: strand.v1.Admin.AddVoter:output_type -> strand.v1.AddVoterResponse
+	46, // 52: strand.v1.Admin.RemoveVoter:output_type -> strand.v1.RemoveVoterResponse
+	47, // 53: strand.v1.Admin.DescribeQuorum:output_type -> strand.v1.QuorumStatusResponse
+	48, // 54: strand.v1.Admin.UnregisterBroker:output_type -> strand.v1.UnregisterBrokerResponse
+	49, // 55: strand.v1.Admin.ElectLeaders:output_type -> strand.v1.ElectLeadersResponse
+	50, // 56: strand.v1.Admin.DeleteRecords:output_type -> strand.v1.DeleteRecordsResponse
+	51, // 57: strand.v1.Admin.CreateAcls:output_type -> strand.v1.CreateAclsResponse
+	52, // 58: strand.v1.Admin.DeleteAcls:output_type -> strand.v1.DeleteAclsResponse
+	53, // 59: strand.v1.Admin.DescribeAcls:output_type -> strand.v1.DescribeAclsResponse
+	54, // 60: strand.v1.Admin.AlterUserScramCredentials:output_type -> strand.v1.AlterUserScramCredentialsResponse
+	55, // 61: strand.v1.Admin.DescribeUserScramCredentials:output_type -> strand.v1.DescribeUserScramCredentialsResponse
+	56, // 62: strand.v1.Admin.SaslAuthenticate:output_type -> strand.v1.SaslAuthenticateResponse
+	57, // 63: strand.v1.Admin.AlterClientQuotas:output_type -> strand.v1.AlterClientQuotasResponse
+	58, // 64: strand.v1.Admin.DescribeClientQuotas:output_type -> strand.v1.DescribeClientQuotasResponse
+	43, // [43:65] is the sub-list for method output_type
+	21, // [21:43] is the sub-list for method input_type
 	21, // [21:21] is the sub-list for extension type_name
 	21, // [21:21] is the sub-list for extension extendee
 	0,  // [0:21] is the sub-list for field type_name
@@ -1627,6 +1637,7 @@ func file_strand_v1_admin_proto_init() {
 		return
 	}
 	file_strand_v1_common_proto_init()
+	file_strand_v1_quotas_proto_init()
 	file_strand_v1_metadata_proto_init()
 	file_strand_v1_dynconf_proto_init()
 	file_strand_v1_reassign_proto_init()

@@ -39,6 +39,8 @@ const (
 	Admin_AlterUserScramCredentials_FullMethodName    = "/strand.v1.Admin/AlterUserScramCredentials"
 	Admin_DescribeUserScramCredentials_FullMethodName = "/strand.v1.Admin/DescribeUserScramCredentials"
 	Admin_SaslAuthenticate_FullMethodName             = "/strand.v1.Admin/SaslAuthenticate"
+	Admin_AlterClientQuotas_FullMethodName            = "/strand.v1.Admin/AlterClientQuotas"
+	Admin_DescribeClientQuotas_FullMethodName         = "/strand.v1.Admin/DescribeClientQuotas"
 )
 
 // AdminClient is the client API for Admin service.
@@ -108,6 +110,13 @@ type AdminClient interface {
 	// for this node (see SaslAuthenticateResponse). On a SASL_* listener it
 	// is the one call allowed without a token.
 	SaslAuthenticate(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SaslAuthenticateRequest, SaslAuthenticateResponse], error)
+	// --- issue 22: sasl --- end
+	// --- issue 22: quotas --- begin
+	// AlterClientQuotas sets or removes client quotas of users (forwarded to
+	// the active controller); DescribeClientQuotas lists them with Kafka's
+	// filter (answered from this broker's image).
+	AlterClientQuotas(ctx context.Context, in *AlterClientQuotasRequest, opts ...grpc.CallOption) (*AlterClientQuotasResponse, error)
+	DescribeClientQuotas(ctx context.Context, in *DescribeClientQuotasRequest, opts ...grpc.CallOption) (*DescribeClientQuotasResponse, error)
 }
 
 type adminClient struct {
@@ -321,6 +330,26 @@ func (c *adminClient) SaslAuthenticate(ctx context.Context, opts ...grpc.CallOpt
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Admin_SaslAuthenticateClient = grpc.BidiStreamingClient[SaslAuthenticateRequest, SaslAuthenticateResponse]
 
+func (c *adminClient) AlterClientQuotas(ctx context.Context, in *AlterClientQuotasRequest, opts ...grpc.CallOption) (*AlterClientQuotasResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlterClientQuotasResponse)
+	err := c.cc.Invoke(ctx, Admin_AlterClientQuotas_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) DescribeClientQuotas(ctx context.Context, in *DescribeClientQuotasRequest, opts ...grpc.CallOption) (*DescribeClientQuotasResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeClientQuotasResponse)
+	err := c.cc.Invoke(ctx, Admin_DescribeClientQuotas_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -388,6 +417,13 @@ type AdminServer interface {
 	// for this node (see SaslAuthenticateResponse). On a SASL_* listener it
 	// is the one call allowed without a token.
 	SaslAuthenticate(grpc.BidiStreamingServer[SaslAuthenticateRequest, SaslAuthenticateResponse]) error
+	// --- issue 22: sasl --- end
+	// --- issue 22: quotas --- begin
+	// AlterClientQuotas sets or removes client quotas of users (forwarded to
+	// the active controller); DescribeClientQuotas lists them with Kafka's
+	// filter (answered from this broker's image).
+	AlterClientQuotas(context.Context, *AlterClientQuotasRequest) (*AlterClientQuotasResponse, error)
+	DescribeClientQuotas(context.Context, *DescribeClientQuotasRequest) (*DescribeClientQuotasResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -457,6 +493,12 @@ func (UnimplementedAdminServer) DescribeUserScramCredentials(context.Context, *D
 }
 func (UnimplementedAdminServer) SaslAuthenticate(grpc.BidiStreamingServer[SaslAuthenticateRequest, SaslAuthenticateResponse]) error {
 	return status.Error(codes.Unimplemented, "method SaslAuthenticate not implemented")
+}
+func (UnimplementedAdminServer) AlterClientQuotas(context.Context, *AlterClientQuotasRequest) (*AlterClientQuotasResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AlterClientQuotas not implemented")
+}
+func (UnimplementedAdminServer) DescribeClientQuotas(context.Context, *DescribeClientQuotasRequest) (*DescribeClientQuotasResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeClientQuotas not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -828,6 +870,42 @@ func _Admin_SaslAuthenticate_Handler(srv interface{}, stream grpc.ServerStream) 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Admin_SaslAuthenticateServer = grpc.BidiStreamingServer[SaslAuthenticateRequest, SaslAuthenticateResponse]
 
+func _Admin_AlterClientQuotas_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlterClientQuotasRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).AlterClientQuotas(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_AlterClientQuotas_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).AlterClientQuotas(ctx, req.(*AlterClientQuotasRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_DescribeClientQuotas_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeClientQuotasRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DescribeClientQuotas(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DescribeClientQuotas_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DescribeClientQuotas(ctx, req.(*DescribeClientQuotasRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -910,6 +988,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DescribeUserScramCredentials",
 			Handler:    _Admin_DescribeUserScramCredentials_Handler,
+		},
+		{
+			MethodName: "AlterClientQuotas",
+			Handler:    _Admin_AlterClientQuotas_Handler,
+		},
+		{
+			MethodName: "DescribeClientQuotas",
+			Handler:    _Admin_DescribeClientQuotas_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -119,6 +119,7 @@ const (
 	ErrorCode_GROUP_SUBSCRIBED_TO_TOPIC ErrorCode = 86
 	ErrorCode_INVALID_RECORD            ErrorCode = 87
 	ErrorCode_UNSTABLE_OFFSET_COMMIT    ErrorCode = 88
+	ErrorCode_THROTTLING_QUOTA_EXCEEDED ErrorCode = 89 // issue 22 (quotas): retriable, as Kafka's
 	ErrorCode_PRODUCER_FENCED           ErrorCode = 90
 	ErrorCode_RESOURCE_NOT_FOUND        ErrorCode = 91
 	ErrorCode_INVALID_UPDATE_VERSION    ErrorCode = 95
@@ -230,6 +231,7 @@ var (
 		86:    "GROUP_SUBSCRIBED_TO_TOPIC",
 		87:    "INVALID_RECORD",
 		88:    "UNSTABLE_OFFSET_COMMIT",
+		89:    "THROTTLING_QUOTA_EXCEEDED",
 		90:    "PRODUCER_FENCED",
 		91:    "RESOURCE_NOT_FOUND",
 		95:    "INVALID_UPDATE_VERSION",
@@ -327,6 +329,7 @@ var (
 		"GROUP_SUBSCRIBED_TO_TOPIC":             86,
 		"INVALID_RECORD":                        87,
 		"UNSTABLE_OFFSET_COMMIT":                88,
+		"THROTTLING_QUOTA_EXCEEDED":             89,
 		"PRODUCER_FENCED":                       90,
 		"RESOURCE_NOT_FOUND":                    91,
 		"INVALID_UPDATE_VERSION":                95,
@@ -481,7 +484,7 @@ const file_strand_v1_common_proto_rawDesc = "" +
 	"\x16strand/v1/common.proto\x12\tstrand.v1\"D\n" +
 	"\x0eTopicPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
-	"\tpartition\x18\x02 \x01(\x05R\tpartition*\xb6\x14\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition*\xd5\x14\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12!\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\x17\n" +
@@ -561,7 +564,8 @@ const file_strand_v1_common_proto_rawDesc = "" +
 	"\x1bNO_REASSIGNMENT_IN_PROGRESS\x10U\x12\x1d\n" +
 	"\x19GROUP_SUBSCRIBED_TO_TOPIC\x10V\x12\x12\n" +
 	"\x0eINVALID_RECORD\x10W\x12\x1a\n" +
-	"\x16UNSTABLE_OFFSET_COMMIT\x10X\x12\x13\n" +
+	"\x16UNSTABLE_OFFSET_COMMIT\x10X\x12\x1d\n" +
+	"\x19THROTTLING_QUOTA_EXCEEDED\x10Y\x12\x13\n" +
 	"\x0fPRODUCER_FENCED\x10Z\x12\x16\n" +
 	"\x12RESOURCE_NOT_FOUND\x10[\x12\x1a\n" +
 	"\x16INVALID_UPDATE_VERSION\x10_\x12\x19\n" +

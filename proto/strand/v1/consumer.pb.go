@@ -249,10 +249,14 @@ type FetchResponse struct {
 	// The session this response belongs to (0: none).
 	SessionId int32 `protobuf:"varint,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// A request-level error: the session ones above, or INVALID_REQUEST.
-	ErrorCode     ErrorCode `protobuf:"varint,3,opt,name=error_code,json=errorCode,proto3,enum=strand.v1.ErrorCode" json:"error_code,omitempty"`
-	ErrorMessage  string    `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ErrorCode    ErrorCode `protobuf:"varint,3,opt,name=error_code,json=errorCode,proto3,enum=strand.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage string    `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// issue 22 (quotas): how long the consumer's principal is throttled for
+	// exceeding its consumer_byte_rate or request_percentage; the answer
+	// was held back that long.
+	ThrottleTimeMs int32 `protobuf:"varint,5,opt,name=throttle_time_ms,json=throttleTimeMs,proto3" json:"throttle_time_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *FetchResponse) Reset() {
@@ -311,6 +315,13 @@ func (x *FetchResponse) GetErrorMessage() string {
 		return x.ErrorMessage
 	}
 	return ""
+}
+
+func (x *FetchResponse) GetThrottleTimeMs() int32 {
+	if x != nil {
+		return x.ThrottleTimeMs
+	}
+	return 0
 }
 
 type FetchPartitionResponse struct {
@@ -1076,7 +1087,7 @@ const file_strand_v1_consumer_proto_rawDesc = "" +
 	"\ffetch_offset\x18\x03 \x01(\x03R\vfetchOffset\x120\n" +
 	"\x14current_leader_epoch\x18\x04 \x01(\x05R\x12currentLeaderEpoch\x12.\n" +
 	"\x13partition_max_bytes\x18\x05 \x01(\x05R\x11partitionMaxBytes\x12(\n" +
-	"\x10log_start_offset\x18\x06 \x01(\x03R\x0elogStartOffset\"\xcb\x01\n" +
+	"\x10log_start_offset\x18\x06 \x01(\x03R\x0elogStartOffset\"\xf5\x01\n" +
 	"\rFetchResponse\x12A\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2!.strand.v1.FetchPartitionResponseR\n" +
@@ -1085,7 +1096,8 @@ const file_strand_v1_consumer_proto_rawDesc = "" +
 	"session_id\x18\x02 \x01(\x05R\tsessionId\x123\n" +
 	"\n" +
 	"error_code\x18\x03 \x01(\x0e2\x14.strand.v1.ErrorCodeR\terrorCode\x12#\n" +
-	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"\x95\x04\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\x12(\n" +
+	"\x10throttle_time_ms\x18\x05 \x01(\x05R\x0ethrottleTimeMs\"\x95\x04\n" +
 	"\x16FetchPartitionResponse\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x123\n" +

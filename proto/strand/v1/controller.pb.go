@@ -1094,6 +1094,7 @@ type MetadataRecord struct {
 	//	*MetadataRecord_RemoveAccessControlEntry
 	//	*MetadataRecord_UserScramCredential
 	//	*MetadataRecord_RemoveUserScramCredential
+	//	*MetadataRecord_ClientQuota
 	Record        isMetadataRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1280,6 +1281,15 @@ func (x *MetadataRecord) GetRemoveUserScramCredential() *RemoveUserScramCredenti
 	return nil
 }
 
+func (x *MetadataRecord) GetClientQuota() *ClientQuotaRecord {
+	if x != nil {
+		if x, ok := x.Record.(*MetadataRecord_ClientQuota); ok {
+			return x.ClientQuota
+		}
+	}
+	return nil
+}
+
 type isMetadataRecord_Record interface {
 	isMetadataRecord_Record()
 }
@@ -1348,7 +1358,13 @@ type MetadataRecord_UserScramCredential struct {
 }
 
 type MetadataRecord_RemoveUserScramCredential struct {
-	RemoveUserScramCredential *RemoveUserScramCredentialRecord `protobuf:"bytes,41,opt,name=remove_user_scram_credential,json=removeUserScramCredential,proto3,oneof"` // --- issue 22: sasl --- end
+	RemoveUserScramCredential *RemoveUserScramCredentialRecord `protobuf:"bytes,41,opt,name=remove_user_scram_credential,json=removeUserScramCredential,proto3,oneof"`
+}
+
+type MetadataRecord_ClientQuota struct {
+	// --- issue 22: sasl --- end
+	// issue 22 (quotas): a client quota key set or removed.
+	ClientQuota *ClientQuotaRecord `protobuf:"bytes,42,opt,name=client_quota,json=clientQuota,proto3,oneof"`
 }
 
 func (*MetadataRecord_RegisterBroker) isMetadataRecord_Record() {}
@@ -1382,6 +1398,8 @@ func (*MetadataRecord_RemoveAccessControlEntry) isMetadataRecord_Record() {}
 func (*MetadataRecord_UserScramCredential) isMetadataRecord_Record() {}
 
 func (*MetadataRecord_RemoveUserScramCredential) isMetadataRecord_Record() {}
+
+func (*MetadataRecord_ClientQuota) isMetadataRecord_Record() {}
 
 type ClusterRecord struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2283,7 +2301,7 @@ var File_strand_v1_controller_proto protoreflect.FileDescriptor
 
 const file_strand_v1_controller_proto_rawDesc = "" +
 	"\n" +
-	"\x1astrand/v1/controller.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x15strand/v1/admin.proto\x1a\x18strand/v1/reassign.proto\x1a\x17strand/v1/members.proto\x1a\x17strand/v1/leaders.proto\x1a\x14strand/v1/acls.proto\x1a\x15strand/v1/scram.proto\"\xa6\x02\n" +
+	"\x1astrand/v1/controller.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x16strand/v1/quotas.proto\x1a\x15strand/v1/admin.proto\x1a\x18strand/v1/reassign.proto\x1a\x17strand/v1/members.proto\x1a\x17strand/v1/leaders.proto\x1a\x14strand/v1/acls.proto\x1a\x15strand/v1/scram.proto\"\xa6\x02\n" +
 	"\x15RegisterBrokerRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12%\n" +
 	"\x0eincarnation_id\x18\x02 \x01(\tR\rincarnationId\x12\x18\n" +
@@ -2382,7 +2400,8 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x123\n" +
 	"\arecords\x18\x02 \x03(\v2\x19.strand.v1.MetadataRecordR\arecords\x12\x1a\n" +
 	"\bsnapshot\x18\x03 \x01(\bR\bsnapshot\x12$\n" +
-	"\x0eappend_time_ms\x18\x04 \x01(\x03R\fappendTimeMs\"\xc4\t\n" +
+	"\x0eappend_time_ms\x18\x04 \x01(\x03R\fappendTimeMs\"\x87\n" +
+	"\n" +
 	"\x0eMetadataRecord\x12J\n" +
 	"\x0fregister_broker\x18\x01 \x01(\v2\x1f.strand.v1.RegisterBrokerRecordH\x00R\x0eregisterBroker\x12A\n" +
 	"\ffence_broker\x18\x02 \x01(\v2\x1c.strand.v1.FenceBrokerRecordH\x00R\vfenceBroker\x12G\n" +
@@ -2400,7 +2419,8 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"\x14access_control_entry\x18\r \x01(\v2#.strand.v1.AccessControlEntryRecordH\x00R\x12accessControlEntry\x12j\n" +
 	"\x1bremove_access_control_entry\x18\x0e \x01(\v2).strand.v1.RemoveAccessControlEntryRecordH\x00R\x18removeAccessControlEntry\x12Z\n" +
 	"\x15user_scram_credential\x18( \x01(\v2$.strand.v1.UserScramCredentialRecordH\x00R\x13userScramCredential\x12m\n" +
-	"\x1cremove_user_scram_credential\x18) \x01(\v2*.strand.v1.RemoveUserScramCredentialRecordH\x00R\x19removeUserScramCredentialB\b\n" +
+	"\x1cremove_user_scram_credential\x18) \x01(\v2*.strand.v1.RemoveUserScramCredentialRecordH\x00R\x19removeUserScramCredential\x12A\n" +
+	"\fclient_quota\x18* \x01(\v2\x1c.strand.v1.ClientQuotaRecordH\x00R\vclientQuotaB\b\n" +
 	"\x06record\".\n" +
 	"\rClusterRecord\x12\x1d\n" +
 	"\n" +
@@ -2472,7 +2492,7 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"\rresource_name\x18\x02 \x01(\tR\fresourceName\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x04 \x01(\tR\x05value\x12\x16\n" +
-	"\x06delete\x18\x05 \x01(\bR\x06delete2\xa9\x0e\n" +
+	"\x06delete\x18\x05 \x01(\bR\x06delete2\x89\x0f\n" +
 	"\n" +
 	"Controller\x12U\n" +
 	"\x0eRegisterBroker\x12 .strand.v1.RegisterBrokerRequest\x1a!.strand.v1.RegisterBrokerResponse\x12X\n" +
@@ -2496,7 +2516,8 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"CreateAcls\x12\x1c.strand.v1.CreateAclsRequest\x1a\x1d.strand.v1.CreateAclsResponse\x12I\n" +
 	"\n" +
 	"DeleteAcls\x12\x1c.strand.v1.DeleteAclsRequest\x1a\x1d.strand.v1.DeleteAclsResponse\x12v\n" +
-	"\x19AlterUserScramCredentials\x12+.strand.v1.AlterUserScramCredentialsRequest\x1a,.strand.v1.AlterUserScramCredentialsResponseB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
+	"\x19AlterUserScramCredentials\x12+.strand.v1.AlterUserScramCredentialsRequest\x1a,.strand.v1.AlterUserScramCredentialsResponse\x12^\n" +
+	"\x11AlterClientQuotas\x12#.strand.v1.AlterClientQuotasRequest\x1a$.strand.v1.AlterClientQuotasResponseB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
 
 var (
 	file_strand_v1_controller_proto_rawDescOnce sync.Once
@@ -2547,34 +2568,37 @@ var file_strand_v1_controller_proto_goTypes = []any{
 	(*RemoveAccessControlEntryRecord)(nil),      // 32: strand.v1.RemoveAccessControlEntryRecord
 	(*UserScramCredentialRecord)(nil),           // 33: strand.v1.UserScramCredentialRecord
 	(*RemoveUserScramCredentialRecord)(nil),     // 34: strand.v1.RemoveUserScramCredentialRecord
-	(*CreateTopicsRequest)(nil),                 // 35: strand.v1.CreateTopicsRequest
-	(*DeleteTopicsRequest)(nil),                 // 36: strand.v1.DeleteTopicsRequest
-	(*IncrementalAlterConfigsRequest)(nil),      // 37: strand.v1.IncrementalAlterConfigsRequest
-	(*CreatePartitionsRequest)(nil),             // 38: strand.v1.CreatePartitionsRequest
-	(*AlterPartitionReassignmentsRequest)(nil),  // 39: strand.v1.AlterPartitionReassignmentsRequest
-	(*ListPartitionReassignmentsRequest)(nil),   // 40: strand.v1.ListPartitionReassignmentsRequest
-	(*AddVoterRequest)(nil),                     // 41: strand.v1.AddVoterRequest
-	(*RemoveVoterRequest)(nil),                  // 42: strand.v1.RemoveVoterRequest
-	(*QuorumStatusRequest)(nil),                 // 43: strand.v1.QuorumStatusRequest
-	(*UnregisterBrokerRequest)(nil),             // 44: strand.v1.UnregisterBrokerRequest
-	(*ElectLeadersRequest)(nil),                 // 45: strand.v1.ElectLeadersRequest
-	(*CreateAclsRequest)(nil),                   // 46: strand.v1.CreateAclsRequest
-	(*DeleteAclsRequest)(nil),                   // 47: strand.v1.DeleteAclsRequest
-	(*AlterUserScramCredentialsRequest)(nil),    // 48: strand.v1.AlterUserScramCredentialsRequest
-	(*CreateTopicsResponse)(nil),                // 49: strand.v1.CreateTopicsResponse
-	(*DeleteTopicsResponse)(nil),                // 50: strand.v1.DeleteTopicsResponse
-	(*IncrementalAlterConfigsResponse)(nil),     // 51: strand.v1.IncrementalAlterConfigsResponse
-	(*CreatePartitionsResponse)(nil),            // 52: strand.v1.CreatePartitionsResponse
-	(*AlterPartitionReassignmentsResponse)(nil), // 53: strand.v1.AlterPartitionReassignmentsResponse
-	(*ListPartitionReassignmentsResponse)(nil),  // 54: strand.v1.ListPartitionReassignmentsResponse
-	(*AddVoterResponse)(nil),                    // 55: strand.v1.AddVoterResponse
-	(*RemoveVoterResponse)(nil),                 // 56: strand.v1.RemoveVoterResponse
-	(*QuorumStatusResponse)(nil),                // 57: strand.v1.QuorumStatusResponse
-	(*UnregisterBrokerResponse)(nil),            // 58: strand.v1.UnregisterBrokerResponse
-	(*ElectLeadersResponse)(nil),                // 59: strand.v1.ElectLeadersResponse
-	(*CreateAclsResponse)(nil),                  // 60: strand.v1.CreateAclsResponse
-	(*DeleteAclsResponse)(nil),                  // 61: strand.v1.DeleteAclsResponse
-	(*AlterUserScramCredentialsResponse)(nil),   // 62: strand.v1.AlterUserScramCredentialsResponse
+	(*ClientQuotaRecord)(nil),                   // 35: strand.v1.ClientQuotaRecord
+	(*CreateTopicsRequest)(nil),                 // 36: strand.v1.CreateTopicsRequest
+	(*DeleteTopicsRequest)(nil),                 // 37: strand.v1.DeleteTopicsRequest
+	(*IncrementalAlterConfigsRequest)(nil),      // 38: strand.v1.IncrementalAlterConfigsRequest
+	(*CreatePartitionsRequest)(nil),             // 39: strand.v1.CreatePartitionsRequest
+	(*AlterPartitionReassignmentsRequest)(nil),  // 40: strand.v1.AlterPartitionReassignmentsRequest
+	(*ListPartitionReassignmentsRequest)(nil),   // 41: strand.v1.ListPartitionReassignmentsRequest
+	(*AddVoterRequest)(nil),                     // 42: strand.v1.AddVoterRequest
+	(*RemoveVoterRequest)(nil),                  // 43: strand.v1.RemoveVoterRequest
+	(*QuorumStatusRequest)(nil),                 // 44: strand.v1.QuorumStatusRequest
+	(*UnregisterBrokerRequest)(nil),             // 45: strand.v1.UnregisterBrokerRequest
+	(*ElectLeadersRequest)(nil),                 // 46: strand.v1.ElectLeadersRequest
+	(*CreateAclsRequest)(nil),                   // 47: strand.v1.CreateAclsRequest
+	(*DeleteAclsRequest)(nil),                   // 48: strand.v1.DeleteAclsRequest
+	(*AlterUserScramCredentialsRequest)(nil),    // 49: strand.v1.AlterUserScramCredentialsRequest
+	(*AlterClientQuotasRequest)(nil),            // 50: strand.v1.AlterClientQuotasRequest
+	(*CreateTopicsResponse)(nil),                // 51: strand.v1.CreateTopicsResponse
+	(*DeleteTopicsResponse)(nil),                // 52: strand.v1.DeleteTopicsResponse
+	(*IncrementalAlterConfigsResponse)(nil),     // 53: strand.v1.IncrementalAlterConfigsResponse
+	(*CreatePartitionsResponse)(nil),            // 54: strand.v1.CreatePartitionsResponse
+	(*AlterPartitionReassignmentsResponse)(nil), // 55: strand.v1.AlterPartitionReassignmentsResponse
+	(*ListPartitionReassignmentsResponse)(nil),  // 56: strand.v1.ListPartitionReassignmentsResponse
+	(*AddVoterResponse)(nil),                    // 57: strand.v1.AddVoterResponse
+	(*RemoveVoterResponse)(nil),                 // 58: strand.v1.RemoveVoterResponse
+	(*QuorumStatusResponse)(nil),                // 59: strand.v1.QuorumStatusResponse
+	(*UnregisterBrokerResponse)(nil),            // 60: strand.v1.UnregisterBrokerResponse
+	(*ElectLeadersResponse)(nil),                // 61: strand.v1.ElectLeadersResponse
+	(*CreateAclsResponse)(nil),                  // 62: strand.v1.CreateAclsResponse
+	(*DeleteAclsResponse)(nil),                  // 63: strand.v1.DeleteAclsResponse
+	(*AlterUserScramCredentialsResponse)(nil),   // 64: strand.v1.AlterUserScramCredentialsResponse
+	(*AlterClientQuotasResponse)(nil),           // 65: strand.v1.AlterClientQuotasResponse
 }
 var file_strand_v1_controller_proto_depIdxs = []int32{
 	29, // 0: strand.v1.RegisterBrokerResponse.error_code:type_name -> strand.v1.ErrorCode
@@ -2603,53 +2627,56 @@ var file_strand_v1_controller_proto_depIdxs = []int32{
 	32, // 23: strand.v1.MetadataRecord.remove_access_control_entry:type_name -> strand.v1.RemoveAccessControlEntryRecord
 	33, // 24: strand.v1.MetadataRecord.user_scram_credential:type_name -> strand.v1.UserScramCredentialRecord
 	34, // 25: strand.v1.MetadataRecord.remove_user_scram_credential:type_name -> strand.v1.RemoveUserScramCredentialRecord
-	28, // 26: strand.v1.TopicRecord.configs:type_name -> strand.v1.TopicRecord.ConfigsEntry
-	23, // 27: strand.v1.PartitionChangeRecord.assignment:type_name -> strand.v1.PartitionReplicaSet
-	0,  // 28: strand.v1.Controller.RegisterBroker:input_type -> strand.v1.RegisterBrokerRequest
-	2,  // 29: strand.v1.Controller.BrokerHeartbeat:input_type -> strand.v1.BrokerHeartbeatRequest
-	4,  // 30: strand.v1.Controller.AlterPartition:input_type -> strand.v1.AlterPartitionRequest
-	8,  // 31: strand.v1.Controller.AllocateProducerIds:input_type -> strand.v1.AllocateProducerIdsRequest
-	10, // 32: strand.v1.Controller.FetchMetadata:input_type -> strand.v1.FetchMetadataRequest
-	35, // 33: strand.v1.Controller.CreateTopics:input_type -> strand.v1.CreateTopicsRequest
-	36, // 34: strand.v1.Controller.DeleteTopics:input_type -> strand.v1.DeleteTopicsRequest
-	37, // 35: strand.v1.Controller.IncrementalAlterConfigs:input_type -> strand.v1.IncrementalAlterConfigsRequest
-	38, // 36: strand.v1.Controller.CreatePartitions:input_type -> strand.v1.CreatePartitionsRequest
-	11, // 37: strand.v1.Controller.DescribeQuorum:input_type -> strand.v1.DescribeQuorumRequest
-	39, // 38: strand.v1.Controller.AlterPartitionReassignments:input_type -> strand.v1.AlterPartitionReassignmentsRequest
-	40, // 39: strand.v1.Controller.ListPartitionReassignments:input_type -> strand.v1.ListPartitionReassignmentsRequest
-	41, // 40: strand.v1.Controller.AddVoter:input_type -> strand.v1.AddVoterRequest
-	42, // 41: strand.v1.Controller.RemoveVoter:input_type -> strand.v1.RemoveVoterRequest
-	43, // 42: strand.v1.Controller.QuorumStatus:input_type -> strand.v1.QuorumStatusRequest
-	44, // 43: strand.v1.Controller.UnregisterBroker:input_type -> strand.v1.UnregisterBrokerRequest
-	45, // 44: strand.v1.Controller.ElectLeaders:input_type -> strand.v1.ElectLeadersRequest
-	46, // 45: strand.v1.Controller.CreateAcls:input_type -> strand.v1.CreateAclsRequest
-	47, // 46: strand.v1.Controller.DeleteAcls:input_type -> strand.v1.DeleteAclsRequest
-	48, // 47: strand.v1.Controller.AlterUserScramCredentials:input_type -> strand.v1.AlterUserScramCredentialsRequest
-	1,  // 48: strand.v1.Controller.RegisterBroker:output_type -> strand.v1.RegisterBrokerResponse
-	3,  // 49: strand.v1.Controller.BrokerHeartbeat:output_type -> strand.v1.BrokerHeartbeatResponse
-	6,  // 50: strand.v1.Controller.AlterPartition:output_type -> strand.v1.AlterPartitionResponse
-	9,  // 51: strand.v1.Controller.AllocateProducerIds:output_type -> strand.v1.AllocateProducerIdsResponse
-	13, // 52: strand.v1.Controller.FetchMetadata:output_type -> strand.v1.MetadataBatch
-	49, // 53: strand.v1.Controller.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
-	50, // 54: strand.v1.Controller.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
-	51, // 55: strand.v1.Controller.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
-	52, // 56: strand.v1.Controller.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
-	12, // 57: strand.v1.Controller.DescribeQuorum:output_type -> strand.v1.DescribeQuorumResponse
-	53, // 58: strand.v1.Controller.AlterPartitionReassignments:output_type -> strand.v1.AlterPartitionReassignmentsResponse
-	54, // 59: strand.v1.Controller.ListPartitionReassignments:output_type -> strand.v1.ListPartitionReassignmentsResponse
-	55, // 60: strand.v1.Controller.AddVoter:output_type -> strand.v1.AddVoterResponse
-	56, // 61: strand.v1.Controller.RemoveVoter:output_type -> strand.v1.RemoveVoterResponse
-	57, // 62: strand.v1.Controller.QuorumStatus:output_type -> strand.v1.QuorumStatusResponse
-	58, // 63: strand.v1.Controller.UnregisterBroker:output_type -> strand.v1.UnregisterBrokerResponse
-	59, // 64: strand.v1.Controller.ElectLeaders:output_type -> strand.v1.ElectLeadersResponse
-	60, // 65: strand.v1.Controller.CreateAcls:output_type -> strand.v1.CreateAclsResponse
-	61, // 66: strand.v1.Controller.DeleteAcls:output_type -> strand.v1.DeleteAclsResponse
-	62, // 67: strand.v1.Controller.AlterUserScramCredentials:output_type -> strand.v1.AlterUserScramCredentialsResponse
-	48, // [48:68] is the sub-list for method output_type
-	28, // [28:48] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	35, // 26: strand.v1.MetadataRecord.client_quota:type_name -> strand.v1.ClientQuotaRecord
+	28, // 27: strand.v1.TopicRecord.configs:type_name -> strand.v1.TopicRecord.ConfigsEntry
+	23, // 28: strand.v1.PartitionChangeRecord.assignment:type_name -> strand.v1.PartitionReplicaSet
+	0,  // 29: strand.v1.Controller.RegisterBroker:input_type -> strand.v1.RegisterBrokerRequest
+	2,  // 30: strand.v1.Controller.BrokerHeartbeat:input_type -> strand.v1.BrokerHeartbeatRequest
+	4,  // 31: strand.v1.Controller.AlterPartition:input_type -> strand.v1.AlterPartitionRequest
+	8,  // 32: strand.v1.Controller.AllocateProducerIds:input_type -> strand.v1.AllocateProducerIdsRequest
+	10, // 33: strand.v1.Controller.FetchMetadata:input_type -> strand.v1.FetchMetadataRequest
+	36, // 34: strand.v1.Controller.CreateTopics:input_type -> strand.v1.CreateTopicsRequest
+	37, // 35: strand.v1.Controller.DeleteTopics:input_type -> strand.v1.DeleteTopicsRequest
+	38, // 36: strand.v1.Controller.IncrementalAlterConfigs:input_type -> strand.v1.IncrementalAlterConfigsRequest
+	39, // 37: strand.v1.Controller.CreatePartitions:input_type -> strand.v1.CreatePartitionsRequest
+	11, // 38: strand.v1.Controller.DescribeQuorum:input_type -> strand.v1.DescribeQuorumRequest
+	40, // 39: strand.v1.Controller.AlterPartitionReassignments:input_type -> strand.v1.AlterPartitionReassignmentsRequest
+	41, // 40: strand.v1.Controller.ListPartitionReassignments:input_type -> strand.v1.ListPartitionReassignmentsRequest
+	42, // 41: strand.v1.Controller.AddVoter:input_type -> strand.v1.AddVoterRequest
+	43, // 42: strand.v1.Controller.RemoveVoter:input_type -> strand.v1.RemoveVoterRequest
+	44, // 43: strand.v1.Controller.QuorumStatus:input_type -> strand.v1.QuorumStatusRequest
+	45, // 44: strand.v1.Controller.UnregisterBroker:input_type -> strand.v1.UnregisterBrokerRequest
+	46, // 45: strand.v1.Controller.ElectLeaders:input_type -> strand.v1.ElectLeadersRequest
+	47, // 46: strand.v1.Controller.CreateAcls:input_type -> strand.v1.CreateAclsRequest
+	48, // 47: strand.v1.Controller.DeleteAcls:input_type -> strand.v1.DeleteAclsRequest
+	49, // 48: strand.v1.Controller.AlterUserScramCredentials:input_type -> strand.v1.AlterUserScramCredentialsRequest
+	50, // 49: strand.v1.Controller.AlterClientQuotas:input_type -> strand.v1.AlterClientQuotasRequest
+	1,  // 50: strand.v1.Controller.RegisterBroker:output_type -> strand.v1.RegisterBrokerResponse
+	3,  // 51: strand.v1.Controller.BrokerHeartbeat:output_type -> strand.v1.BrokerHeartbeatResponse
+	6,  // 52: strand.v1.Controller.AlterPartition:output_type -> strand.v1.AlterPartitionResponse
+	9,  // 53: strand.v1.Controller.AllocateProducerIds:output_type -> strand.v1.AllocateProducerIdsResponse
+	13, // 54: strand.v1.Controller.FetchMetadata:output_type -> strand.v1.MetadataBatch
+	51, // 55: strand.v1.Controller.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
+	52, // 56: strand.v1.Controller.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
+	53, // 57: strand.v1.Controller.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
+	54, // 58: strand.v1.Controller.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
+	12, // 59: strand.v1.Controller.DescribeQuorum:output_type -> strand.v1.DescribeQuorumResponse
+	55, // 60: strand.v1.Controller.AlterPartitionReassignments:output_type -> strand.v1.AlterPartitionReassignmentsResponse
+	56, // 61: strand.v1.Controller.ListPartitionReassignments:output_type -> strand.v1.ListPartitionReassignmentsResponse
+	57, // 62: strand.v1.Controller.AddVoter:output_type -> strand.v1.AddVoterResponse
+	58, // 63: strand.v1.Controller.RemoveVoter:output_type -> strand.v1.RemoveVoterResponse
+	59, // 64: strand.v1.Controller.QuorumStatus:output_type -> strand.v1.QuorumStatusResponse
+	60, // 65: strand.v1.Controller.UnregisterBroker:output_type -> strand.v1.UnregisterBrokerResponse
+	61, // 66: strand.v1.Controller.ElectLeaders:output_type -> strand.v1.ElectLeadersResponse
+	62, // 67: strand.v1.Controller.CreateAcls:output_type -> strand.v1.CreateAclsResponse
+	63, // 68: strand.v1.Controller.DeleteAcls:output_type -> strand.v1.DeleteAclsResponse
+	64, // 69: strand.v1.Controller.AlterUserScramCredentials:output_type -> strand.v1.AlterUserScramCredentialsResponse
+	65, // 70: strand.v1.Controller.AlterClientQuotas:output_type -> strand.v1.AlterClientQuotasResponse
+	50, // [50:71] is the sub-list for method output_type
+	29, // [29:50] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_strand_v1_controller_proto_init() }
@@ -2658,6 +2685,7 @@ func file_strand_v1_controller_proto_init() {
 		return
 	}
 	file_strand_v1_common_proto_init()
+	file_strand_v1_quotas_proto_init()
 	file_strand_v1_admin_proto_init()
 	file_strand_v1_reassign_proto_init()
 	file_strand_v1_members_proto_init()
@@ -2681,6 +2709,7 @@ func file_strand_v1_controller_proto_init() {
 		(*MetadataRecord_RemoveAccessControlEntry)(nil),
 		(*MetadataRecord_UserScramCredential)(nil),
 		(*MetadataRecord_RemoveUserScramCredential)(nil),
+		(*MetadataRecord_ClientQuota)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -39,6 +39,7 @@ const (
 	Controller_CreateAcls_FullMethodName                  = "/strand.v1.Controller/CreateAcls"
 	Controller_DeleteAcls_FullMethodName                  = "/strand.v1.Controller/DeleteAcls"
 	Controller_AlterUserScramCredentials_FullMethodName   = "/strand.v1.Controller/AlterUserScramCredentials"
+	Controller_AlterClientQuotas_FullMethodName           = "/strand.v1.Controller/AlterClientQuotas"
 )
 
 // ControllerClient is the client API for Controller service.
@@ -104,6 +105,10 @@ type ControllerClient interface {
 	// AlterUserScramCredentials as forwarded by brokers (Kafka's
 	// ScramControlManager rules).
 	AlterUserScramCredentials(ctx context.Context, in *AlterUserScramCredentialsRequest, opts ...grpc.CallOption) (*AlterUserScramCredentialsResponse, error)
+	// --- issue 22: sasl --- end
+	// --- issue 22: quotas --- begin
+	// AlterClientQuotas as forwarded by brokers.
+	AlterClientQuotas(ctx context.Context, in *AlterClientQuotasRequest, opts ...grpc.CallOption) (*AlterClientQuotasResponse, error)
 }
 
 type controllerClient struct {
@@ -323,6 +328,16 @@ func (c *controllerClient) AlterUserScramCredentials(ctx context.Context, in *Al
 	return out, nil
 }
 
+func (c *controllerClient) AlterClientQuotas(ctx context.Context, in *AlterClientQuotasRequest, opts ...grpc.CallOption) (*AlterClientQuotasResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlterClientQuotasResponse)
+	err := c.cc.Invoke(ctx, Controller_AlterClientQuotas_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServer is the server API for Controller service.
 // All implementations must embed UnimplementedControllerServer
 // for forward compatibility.
@@ -386,6 +401,10 @@ type ControllerServer interface {
 	// AlterUserScramCredentials as forwarded by brokers (Kafka's
 	// ScramControlManager rules).
 	AlterUserScramCredentials(context.Context, *AlterUserScramCredentialsRequest) (*AlterUserScramCredentialsResponse, error)
+	// --- issue 22: sasl --- end
+	// --- issue 22: quotas --- begin
+	// AlterClientQuotas as forwarded by brokers.
+	AlterClientQuotas(context.Context, *AlterClientQuotasRequest) (*AlterClientQuotasResponse, error)
 	mustEmbedUnimplementedControllerServer()
 }
 
@@ -455,6 +474,9 @@ func (UnimplementedControllerServer) DeleteAcls(context.Context, *DeleteAclsRequ
 }
 func (UnimplementedControllerServer) AlterUserScramCredentials(context.Context, *AlterUserScramCredentialsRequest) (*AlterUserScramCredentialsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AlterUserScramCredentials not implemented")
+}
+func (UnimplementedControllerServer) AlterClientQuotas(context.Context, *AlterClientQuotasRequest) (*AlterClientQuotasResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AlterClientQuotas not implemented")
 }
 func (UnimplementedControllerServer) mustEmbedUnimplementedControllerServer() {}
 func (UnimplementedControllerServer) testEmbeddedByValue()                    {}
@@ -830,6 +852,24 @@ func _Controller_AlterUserScramCredentials_Handler(srv interface{}, ctx context.
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_AlterClientQuotas_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlterClientQuotasRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).AlterClientQuotas(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_AlterClientQuotas_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).AlterClientQuotas(ctx, req.(*AlterClientQuotasRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Controller_ServiceDesc is the grpc.ServiceDesc for Controller service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -912,6 +952,10 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AlterUserScramCredentials",
 			Handler:    _Controller_AlterUserScramCredentials_Handler,
+		},
+		{
+			MethodName: "AlterClientQuotas",
+			Handler:    _Controller_AlterClientQuotas_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -177,8 +177,13 @@ type ProduceResponse struct {
 	state         protoimpl.MessageState      `protogen:"open.v1"`
 	CorrelationId int64                       `protobuf:"varint,1,opt,name=correlation_id,json=correlationId,proto3" json:"correlation_id,omitempty"`
 	Partitions    []*ProducePartitionResponse `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// issue 22 (quotas): how long the producer's principal is throttled for
+	// exceeding its producer_byte_rate or request_percentage; the broker
+	// reads nothing more from the stream for that long, and the SDK sends
+	// nothing more to this broker for that long.
+	ThrottleTimeMs int32 `protobuf:"varint,3,opt,name=throttle_time_ms,json=throttleTimeMs,proto3" json:"throttle_time_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ProduceResponse) Reset() {
@@ -223,6 +228,13 @@ func (x *ProduceResponse) GetPartitions() []*ProducePartitionResponse {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *ProduceResponse) GetThrottleTimeMs() int32 {
+	if x != nil {
+		return x.ThrottleTimeMs
+	}
+	return 0
 }
 
 type ProducePartitionResponse struct {
@@ -417,12 +429,13 @@ const file_strand_v1_producer_proto_rawDesc = "" +
 	"\x10PartitionRecords\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x18\n" +
-	"\arecords\x18\x03 \x01(\fR\arecords\"}\n" +
+	"\arecords\x18\x03 \x01(\fR\arecords\"\xa7\x01\n" +
 	"\x0fProduceResponse\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x03R\rcorrelationId\x12C\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v2#.strand.v1.ProducePartitionResponseR\n" +
-	"partitions\"\xbb\x03\n" +
+	"partitions\x12(\n" +
+	"\x10throttle_time_ms\x18\x03 \x01(\x05R\x0ethrottleTimeMs\"\xbb\x03\n" +
 	"\x18ProducePartitionResponse\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x123\n" +

@@ -1,0 +1,106 @@
+package node_test
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/strand-io/strand/internal/auth"
+	"github.com/strand-io/strand/internal/planted"
+	"github.com/strand-io/strand/node"
+	"github.com/strand-io/strand/testkit/testutil"
+)
+
+func httpDo(t *testing.T, method, url string, hdr map[string]string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp
+}
+
+// TestHTTPListenerReadOnly: by default /debug/pprof is not served (404),
+// and every page answers only GET and HEAD: another method is 405 with an
+// Allow header, on /metrics, the console and pprof alike.
+func TestHTTPListenerReadOnly(t *testing.T) {
+	addr := testutil.FreeAddr(t)
+	testutil.StartDev(t, t.TempDir(), func(cfg *node.Config) { cfg.MetricsListen = addr })
+	base := "http://" + addr
+	if r := httpDo(t, "GET", base+"/debug/pprof/", nil); r.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /debug/pprof/ by default: %d, want 404", r.StatusCode)
+	}
+	for _, path := range []string{"/metrics", "/", "/topics"} {
+		for _, m := range []string{"GET", "HEAD"} {
+			if r := httpDo(t, m, base+path, nil); r.StatusCode != http.StatusOK {
+				t.Errorf("%s %s: %d, want 200", m, path, r.StatusCode)
+			}
+		}
+		for _, m := range []string{"POST", "PUT", "DELETE", "PATCH"} {
+			r := httpDo(t, m, base+path, nil)
+			if r.StatusCode != http.StatusMethodNotAllowed || r.Header.Get("Allow") != "GET, HEAD" {
+				t.Errorf("%s %s: %d Allow %q, want 405 with Allow: GET, HEAD", m, path, r.StatusCode, r.Header.Get("Allow"))
+			}
+		}
+	}
+}
+
+// TestDebugEndpointsPrivileged: with debug.endpoints.enable, pprof answers
+// a super user or a broker; a request with no session gets 401, another
+// principal 403, and a non-GET 405 whoever sends it.
+func TestDebugEndpointsPrivileged(t *testing.T) {
+	for _, m := range debugRefusals(t) {
+		t.Error(m)
+	}
+}
+
+// TestDebugEndpointsCatchPlantedBug: with pprof open to everyone, the
+// check above finds the refusals missing.
+func TestDebugEndpointsCatchPlantedBug(t *testing.T) {
+	defer planted.Set(planted.DebugEndpointsUnauthenticated)()
+	if len(debugRefusals(t)) == 0 {
+		t.Fatal("the planted bug (pprof unauthenticated) went unnoticed")
+	}
+}
+
+// debugRefusals starts a node with the debug endpoints on and lists what
+// it answered wrong.
+func debugRefusals(t *testing.T) []string {
+	addr := testutil.FreeAddr(t)
+	// TEST-ONLY session: the TLS wiring builds it from the client
+	// certificate; here a header names it.
+	session := func(r *http.Request) (auth.Session, bool) {
+		switch r.Header.Get("X-Test-Principal") {
+		case "admin":
+			return auth.Session{Principal: auth.User("admin")}, true
+		case "bob":
+			return auth.Session{Principal: auth.User("bob")}, true
+		case "broker":
+			return auth.Session{Principal: auth.User("CN=broker"), Broker: true}, true
+		}
+		return auth.Session{}, false
+	}
+	testutil.StartDev(t, t.TempDir(), func(cfg *node.Config) {
+		cfg.MetricsListen, cfg.DebugEndpoints, cfg.DebugSession = addr, true, session
+		cfg.Authorizer.SuperUsers = []auth.Principal{auth.User("admin")}
+	})
+	var wrong []string
+	url := "http://" + addr + "/debug/pprof/cmdline"
+	for who, want := range map[string]int{"": http.StatusUnauthorized, "bob": http.StatusForbidden, "admin": http.StatusOK, "broker": http.StatusOK} {
+		if r := httpDo(t, "GET", url, map[string]string{"X-Test-Principal": who}); r.StatusCode != want {
+			wrong = append(wrong, fmt.Sprintf("GET pprof as %q: %d, want %d", who, r.StatusCode, want))
+		}
+	}
+	if r := httpDo(t, "POST", url, map[string]string{"X-Test-Principal": "admin"}); r.StatusCode != http.StatusMethodNotAllowed {
+		wrong = append(wrong, fmt.Sprintf("POST pprof as a super user: %d, want 405", r.StatusCode))
+	}
+	return wrong
+}
