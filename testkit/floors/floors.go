@@ -37,6 +37,7 @@ var Plan = []Floor{
 	{Name: "ground", Packages: []string{
 		"proto/strand/v1", "errs", "record", "clock",
 		"internal/config", "internal/wire", "internal/gossip", "internal/planted", "internal/auth",
+		"internal/certs", "internal/tlsconf",
 	}},
 	{Name: "metadata", Packages: []string{"metadata", "metadata/metadatatest"}},
 	{Name: "controller", Packages: []string{"controller", "controller/channel"}},
