@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -74,6 +75,13 @@ type QuorumConfig struct {
 	Voters []Voter
 	// Dial, when set, is used for outgoing Raft connections (the fault layer).
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
+	// ServerTLS and ClientTLS, when set (CONTROLLER:SSL), make the Raft
+	// transport TLS both ways: accepted connections handshake with
+	// ServerTLS (which requires a client certificate) and must pass
+	// CheckPeer (the broker-principal check) or are closed; outgoing ones
+	// (Raft's and the AddVoter catch-up query) handshake with ClientTLS.
+	ServerTLS, ClientTLS *tls.Config
+	CheckPeer            func(tls.ConnectionState) error
 	// Timeouts; zero keeps hashicorp/raft's defaults.
 	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout, CommitTimeout time.Duration
 	SnapshotThreshold                                                    uint64
@@ -129,7 +137,12 @@ func StartQuorum(cfg QuorumConfig) (*Quorum, error) {
 		var d net.Dialer
 		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
 	}
+	if cfg.ClientTLS != nil {
+		dial = tlsDialer(dial, cfg.ClientTLS)
+	}
+	cfg.Dial = dial
 	stream := newStreamLayer(ln, advAddr, dial)
+	stream.tls, stream.checkPeer, stream.lg = cfg.ServerTLS, cfg.CheckPeer, lg
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  stream,
 		MaxPool: 3, Timeout: 10 * time.Second, Logger: hl,
@@ -298,6 +311,42 @@ type streamLayer struct {
 	closeMu sync.Mutex
 	isShut  bool
 	pending map[net.Conn]struct{} // accepted, first byte not yet read
+
+	// tls, when set, is the TLS every accepted connection handshakes with
+	// before its first byte is read; checkPeer then admits the peer.
+	tls       *tls.Config
+	checkPeer func(tls.ConnectionState) error
+	lg        *slog.Logger
+}
+
+// RaftHandshakeTimeout bounds the TLS handshake of a Raft connection.
+const RaftHandshakeTimeout = 10 * time.Second
+
+// tlsDialer wraps dial with a TLS handshake (the server name is the
+// dialled host unless cfg names one).
+func tlsDialer(dial func(ctx context.Context, addr string) (net.Conn, error), cfg *tls.Config) func(ctx context.Context, addr string) (net.Conn, error) {
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		c, err := dial(ctx, addr)
+		if err != nil {
+			return nil, err
+		}
+		tc := cfg.Clone()
+		if tc.ServerName == "" {
+			if host, _, err := net.SplitHostPort(addr); err == nil {
+				tc.ServerName = host
+			} else {
+				tc.ServerName = addr
+			}
+		}
+		conn := tls.Client(c, tc)
+		hctx, cancel := context.WithTimeout(ctx, RaftHandshakeTimeout)
+		defer cancel()
+		if err := conn.HandshakeContext(hctx); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("raft TLS handshake with %s: %w", addr, err)
+		}
+		return conn, nil
+	}
 }
 
 // lastIndexQuery is the first byte of a log-end query on the Raft
@@ -346,11 +395,14 @@ func (s *streamLayer) acceptLoop() {
 	}
 }
 
-func (s *streamLayer) sniff(c net.Conn) {
+func (s *streamLayer) sniff(raw net.Conn) {
 	var b [1]byte
-	_, err := io.ReadFull(c, b[:])
+	c, err := s.secure(raw)
+	if err == nil {
+		_, err = io.ReadFull(c, b[:])
+	}
 	s.closeMu.Lock()
-	delete(s.pending, c)
+	delete(s.pending, raw)
 	s.closeMu.Unlock()
 	if err != nil {
 		c.Close()
@@ -373,6 +425,29 @@ func (s *streamLayer) sniff(c net.Conn) {
 	case <-s.closed:
 		c.Close()
 	}
+}
+
+// secure runs the TLS handshake of an accepted connection and the peer
+// check, when the transport uses TLS (a refused peer is logged; the
+// caller closes the connection).
+func (s *streamLayer) secure(raw net.Conn) (net.Conn, error) {
+	if s.tls == nil {
+		return raw, nil
+	}
+	tc := tls.Server(raw, s.tls)
+	_ = raw.SetDeadline(time.Now().Add(RaftHandshakeTimeout))
+	err := tc.Handshake()
+	if err == nil && s.checkPeer != nil {
+		err = s.checkPeer(tc.ConnectionState())
+	}
+	_ = raw.SetDeadline(time.Time{})
+	if err != nil {
+		if s.lg != nil {
+			s.lg.Warn("raft connection refused", "remote", raw.RemoteAddr().String(), "err", err)
+		}
+		return raw, err
+	}
+	return tc, nil
 }
 
 func (s *streamLayer) Close() error {

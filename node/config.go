@@ -121,6 +121,9 @@ type Config struct {
 	// servers take, before the start-up gate (tests: hold or refuse
 	// chosen RPCs, such as this broker's registration).
 	UnaryInterceptors []grpc.UnaryServerInterceptor
+	// Security is issue 22's settings: listener protocols, TLS material,
+	// principal mapping, broker principals (zero: every listener PLAINTEXT).
+	Security SecurityConfig
 }
 
 // QuorumTimeouts tunes Raft (zero keeps hashicorp/raft's defaults).

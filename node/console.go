@@ -25,7 +25,11 @@ func (n *Node) newConsole() *console.Console {
 		Voters:           voters,
 		CurrentVoters:    n.currentVoters,
 		Broker: func(b *metadata.Broker) (console.BrokerAPI, error) {
-			cc, err := n.pool.Get(b.Address)
+			pool := n.pool
+			if n.clientPool != nil {
+				pool = n.clientPool
+			}
+			cc, err := pool.Get(b.Address)
 			if err != nil {
 				return nil, err
 			}

@@ -236,6 +236,9 @@ func (n *Node) shutdown(clean bool) error {
 	if n.pool != nil {
 		n.pool.Close()
 	}
+	if n.clientPool != nil {
+		n.clientPool.Close()
+	}
 	if n.markerPool != nil {
 		n.markerPool.Close()
 	}

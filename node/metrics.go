@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/broker/storage"
+	"github.com/strand-io/strand/internal/auth"
 )
 
 // collector computes the gauges operators alert on when scraped, from the
@@ -202,6 +204,12 @@ func (n *Node) startHTTP(addr string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
+	}
+	if tc := n.sec.ServerTLS(auth.ListenerHTTP, "http/1.1"); tc != nil {
+		// HTTP:SSL in listener.security.protocol.map; each connection's
+		// handshake runs in the http.Server's goroutine for it, bounded by
+		// ReadHeaderTimeout.
+		ln = tls.NewListener(ln, tc)
 	}
 	n.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	n.wg.Add(1)

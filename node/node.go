@@ -32,8 +32,10 @@ import (
 	"github.com/strand-io/strand/coordinator/group"
 	"github.com/strand-io/strand/coordinator/txn"
 	"github.com/strand-io/strand/errs"
+	"github.com/strand-io/strand/internal/auth"
 	"github.com/strand-io/strand/internal/gossip"
 	"github.com/strand-io/strand/internal/planted"
+	"github.com/strand-io/strand/internal/tlsconf"
 	"github.com/strand-io/strand/internal/wire"
 	"github.com/strand-io/strand/metadata"
 	pb "github.com/strand-io/strand/proto/strand/v1"
@@ -65,6 +67,13 @@ type Node struct {
 	pool    *wire.Pool
 	// markerPool is the transaction coordinator's own pool when MarkerDial is set.
 	markerPool *wire.Pool
+	// clientPool reaches other brokers' client listeners (the console)
+	// when they speak another protocol than the inter-broker ones; nil:
+	// pool reaches both.
+	clientPool *wire.Pool
+	// sec is the node's transport security (listener protocols, TLS
+	// material, the sessions certificates prove).
+	sec *tlsconf.Security
 	// gate refuses client requests until the node is ready (api.StartupGate).
 	gate *api.StartupGate
 	// ctrlCatchUp is, on a controller-only node, the Raft commit index it
@@ -139,6 +148,11 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, lg: lg, kafkaMetrics: kafka.NewMetrics()}
+	sec, err := tlsconf.New(cfg.Security.Config, lg)
+	if err != nil {
+		return nil, err
+	}
+	n.sec = sec
 	n.suspectCtx, n.suspectCancel = context.WithCancel(context.Background())
 	ok := false
 	defer func() {
@@ -170,7 +184,10 @@ func Start(cfg Config) (*Node, error) {
 	if meta.nodeID >= 0 && meta.nodeID != cfg.NodeID {
 		return nil, fmt.Errorf("data directory %s belongs to node %d, not %d", cfg.DataDir, meta.nodeID, cfg.NodeID)
 	}
-	n.pool = wire.NewPool(cfg.Dial)
+	n.pool = n.newPool(cfg.Dial, auth.ListenerInterBroker)
+	if !n.sameWire() {
+		n.clientPool = n.newPool(cfg.Dial, auth.ListenerClient)
+	}
 	cid := meta.clusterID
 	n.clusterID.Store(&cid)
 

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -19,8 +20,9 @@ import (
 	"github.com/strand-io/strand/coordinator"
 	"github.com/strand-io/strand/coordinator/group"
 	"github.com/strand-io/strand/coordinator/txn"
+	"github.com/strand-io/strand/internal/auth"
 	"github.com/strand-io/strand/internal/gossip"
-	"github.com/strand-io/strand/internal/wire"
+	"github.com/strand-io/strand/internal/tlsconf"
 	"github.com/strand-io/strand/metadata"
 	"github.com/strand-io/strand/replication"
 	"github.com/strand-io/strand/request"
@@ -33,7 +35,13 @@ import (
 // startController starts this node's Raft voter and the controller logic
 // on it.
 func (n *Node) startController(cfg Config) error {
+	raftServer, raftClient := n.raftTLS()
+	var checkPeer func(tls.ConnectionState) error
+	if raftServer != nil {
+		checkPeer = n.sec.CheckBroker
+	}
 	q, err := controller.StartQuorum(controller.QuorumConfig{
+		ServerTLS: raftServer, ClientTLS: raftClient, CheckPeer: checkPeer,
 		NodeID: cfg.NodeID, Dir: filepath.Join(cfg.DataDir, "controller"), Bind: cfg.ControllerListen, Advertise: cfg.ControllerAdvertise,
 		Voters: cfg.Voters, Dial: cfg.RaftDial, Logger: n.lg,
 		HeartbeatTimeout: cfg.QuorumTimeouts.Heartbeat, ElectionTimeout: cfg.QuorumTimeouts.Election,
@@ -57,7 +65,15 @@ func (n *Node) startGossip(cfg Config) error {
 	if raftAdv == "" {
 		raftAdv = cfg.ControllerListen
 	}
-	g, err := gossip.Start(gossip.Config{
+	var key []byte
+	if loc := cfg.Security.GossipKeyLocation; loc != "" {
+		k, err := tlsconf.ReadGossipKey(loc)
+		if err != nil {
+			return err
+		}
+		key = k
+	}
+	g, err := gossip.Start(gossip.Config{SecretKey: key,
 		Meta: gossip.Meta{NodeID: cfg.NodeID, Address: n.cfg.Advertise, InterBroker: n.cfg.InterBrokerAdvertise, RaftAddr: raftAdv, Broker: cfg.Broker, Controller: cfg.Controller},
 		Bind: cfg.GossipListen, Advertise: cfg.GossipAdvertise, Join: cfg.Join, Logger: n.lg,
 		OnDead: func(id int32) {
@@ -109,7 +125,7 @@ func (n *Node) startBroker(ctx context.Context, cfg Config, meta nodeMeta, deps 
 	tc.NodeID, tc.Topic, tc.Logger = cfg.NodeID, txnTopic, n.lg
 	markerPool := n.pool
 	if cfg.MarkerDial != nil {
-		n.markerPool = wire.NewPool(cfg.MarkerDial)
+		n.markerPool = n.newPool(cfg.MarkerDial, auth.ListenerInterBroker)
 		markerPool = n.markerPool
 	}
 	n.TxnCoord = txn.New(tc, n.Repl, n.PIDs, markerPool, cfg.Clock)
@@ -153,13 +169,21 @@ func (n *Node) serve(ctx context.Context, cfg Config, deps *api.Deps, ln net.Lis
 	// The request metrics come first, so they count (and time) refusals too.
 	common := append(api.ServerOptions(), api.ConnectionOptions(n.maxIdle())...)
 	common = append(common, grpc.ChainUnaryInterceptor(n.metrics.Unary))
-	clientOpts := append(slices.Clone(common), api.ClientConnectionOptions()...)
-	clientOpts = append(clientOpts, n.gate.Interceptors(cfg.UnaryInterceptors...)...)
-	n.grpc = grpc.NewServer(clientOpts...)
+	// Each listener: its TLS credentials (if SSL), then the session of
+	// every request (api.SessionInterceptors).
+	clientOpts := func(listener string) []grpc.ServerOption {
+		o := append(slices.Clone(common), api.ClientConnectionOptions()...)
+		o = append(o, n.serverCreds(listener)...)
+		o = append(o, api.SessionInterceptors(n.sec, listener)...)
+		return append(o, n.gate.Interceptors(cfg.UnaryInterceptors...)...)
+	}
+	n.grpc = grpc.NewServer(clientOpts(auth.ListenerClient)...)
 	api.RegisterClient(n.grpc, deps)
 	healthpb.RegisterHealthServer(n.grpc, n.health)
 	n.peers = api.NewPeerFilter(n.peerHosts, n.lg)
-	ibOpts := append(slices.Clone(common), n.peers.Interceptors()...)
+	ibOpts := append(slices.Clone(common), n.serverCreds(auth.ListenerInterBroker)...)
+	ibOpts = append(ibOpts, api.SessionInterceptors(n.sec, auth.ListenerInterBroker)...)
+	ibOpts = append(ibOpts, n.peers.Interceptors()...)
 	ibOpts = append(ibOpts, grpc.ChainUnaryInterceptor(cfg.UnaryInterceptors...))
 	n.ibGRPC = grpc.NewServer(ibOpts...)
 	api.RegisterInterBroker(n.ibGRPC, deps)
@@ -184,7 +208,7 @@ func (n *Node) serve(ctx context.Context, cfg Config, deps *api.Deps, ln net.Lis
 			kh.Metrics = deps.Metrics
 		}
 		n.kafka = kafka.NewServer(kafka.Config{Handler: kh, Logger: n.lg, MaxRequestBytes: cfg.SocketRequestMaxBytes,
-			IdleTimeout: n.maxIdle(), Metrics: n.kafkaMetrics})
+			IdleTimeout: n.maxIdle(), Metrics: n.kafkaMetrics, Security: n.sec})
 		// Wrapped now, with the other listeners: wrapping it later could
 		// race the limiter's last listener closing at shutdown.
 		kln := clientConns.Wrap(n.kafkaLn, "kafka")
@@ -208,7 +232,7 @@ func (n *Node) serve(ctx context.Context, cfg Config, deps *api.Deps, ln net.Lis
 		}
 		ext := *deps
 		ext.External = true
-		n.extGRPC = grpc.NewServer(clientOpts...)
+		n.extGRPC = grpc.NewServer(clientOpts(auth.ListenerExternal)...)
 		api.RegisterClient(n.extGRPC, &ext)
 		healthpb.RegisterHealthServer(n.extGRPC, n.health)
 		n.wg.Add(1)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strand-io/strand/internal/auth"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/request"
 )
@@ -31,7 +33,12 @@ type Conn struct {
 	Log *slog.Logger
 
 	srv *Server
-	nc  net.Conn
+	nc  net.Conn // the TLS connection over raw once the handshake is done
+	raw net.Conn // the accepted connection (Server.Close closes it)
+	// session is who the connection proved to be; every handler call's
+	// context carries it (auth.NewContext). secure sets it after the TLS
+	// handshake; SASL replaces it once the client authenticates.
+	session auth.Session
 	// out carries answers, in request order, to the writer.
 	out chan pending
 }
@@ -67,7 +74,42 @@ func violation(reason, format string, args ...any) error {
 }
 
 func newConn(s *Server, nc net.Conn) *Conn {
-	return &Conn{H: s.h, Log: s.lg.With("remote", nc.RemoteAddr().String()), srv: s, nc: nc, out: make(chan pending, s.cfg.MaxInFlight)}
+	return &Conn{H: s.h, Log: s.lg.With("remote", nc.RemoteAddr().String()), srv: s, nc: nc, raw: nc, out: make(chan pending, s.cfg.MaxInFlight)}
+}
+
+// HandshakeTimeout bounds a connection's TLS handshake.
+const HandshakeTimeout = 10 * time.Second
+
+// secure runs the TLS handshake when the listener uses TLS (in the
+// connection's goroutine, bounded by HandshakeTimeout and by the idle
+// timeout when shorter) and sets the connection's session: the principal
+// its verified client certificate maps to, else auth.Anonymous.
+func (c *Conn) secure(ctx context.Context) error {
+	var cs *tls.ConnectionState
+	if cfg := c.srv.tls; cfg != nil {
+		d := HandshakeTimeout
+		if idle := c.srv.cfg.IdleTimeout; idle > 0 && idle < d {
+			d = idle
+		}
+		tc := tls.Server(c.raw, cfg)
+		hctx, cancel := context.WithTimeout(ctx, d)
+		_ = c.raw.SetDeadline(time.Now().Add(d))
+		err := tc.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
+			return err
+		}
+		_ = c.raw.SetDeadline(time.Time{})
+		st := tc.ConnectionState()
+		cs = &st
+		c.nc = tc
+	}
+	s, err := c.srv.session(c.raw.RemoteAddr(), cs)
+	if err != nil {
+		return err
+	}
+	c.session = s
+	return nil
 }
 
 // serve reads requests until the connection ends, handing answers to a
@@ -75,6 +117,12 @@ func newConn(s *Server, nc net.Conn) *Conn {
 func (c *Conn) serve(parent context.Context) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
+	if err := c.secure(ctx); err != nil {
+		c.srv.metrics.closed.WithLabelValues("tls_handshake").Inc()
+		c.Log.Debug("closing Kafka connection: TLS handshake or authentication failed", "err", err)
+		c.raw.Close()
+		return
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -288,7 +336,7 @@ func (c *Conn) handle(ctx context.Context, frame []byte) (*pending, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := a.fn(ctx, c, req)
+	resp, err := a.fn(auth.NewContext(ctx, c.session), c, req)
 	if err != nil {
 		return nil, err
 	}

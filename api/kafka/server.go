@@ -31,6 +31,7 @@ package kafka
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -40,6 +41,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/strand-io/strand/internal/auth"
+	"github.com/strand-io/strand/internal/tlsconf"
 	"github.com/strand-io/strand/request"
 )
 
@@ -74,6 +77,10 @@ type Config struct {
 	SessionSlots int
 	// Metrics counts requests and closed connections (nil: NewMetrics, unregistered).
 	Metrics *Metrics
+	// Security gives the listener's TLS (when KAFKA is SSL or SASL_SSL in
+	// listener.security.protocol.map) and each connection's session (nil:
+	// PLAINTEXT, every connection anonymous).
+	Security *tlsconf.Security
 }
 
 // Server serves Kafka's protocol on listeners given to Serve.
@@ -83,6 +90,7 @@ type Server struct {
 	lg       *slog.Logger
 	metrics  *Metrics
 	sessions *sessionCache
+	tls      *tls.Config // nil: PLAINTEXT
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -114,7 +122,11 @@ func NewServer(cfg Config) *Server {
 		cfg.Metrics = NewMetrics()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{
+	var tc *tls.Config
+	if cfg.Security != nil {
+		tc = cfg.Security.ServerTLS(auth.ListenerKafka)
+	}
+	return &Server{tls: tc,
 		cfg: cfg, h: cfg.Handler.ForListener(request.ListenerKafka), lg: cfg.Logger.With("listener", "kafka"),
 		metrics: cfg.Metrics, sessions: newSessionCache(cfg.SessionSlots),
 		ctx: ctx, cancel: cancel, lns: map[net.Listener]bool{}, conns: map[*Conn]bool{},
@@ -189,7 +201,7 @@ func (s *Server) Close() error {
 		ln.Close()
 	}
 	for c := range s.conns {
-		c.nc.Close()
+		c.raw.Close()
 	}
 	s.mu.Unlock()
 	s.cancel()
@@ -242,4 +254,17 @@ func (m *Metrics) Closed(reason string) float64 {
 // Requests is how many requests of api (Kafka's name, e.g. "Produce") were answered.
 func (m *Metrics) Requests(api string) float64 {
 	return counterValue(m.requests.WithLabelValues(api))
+}
+
+// session is the session of a connection from remote (cs: its TLS state,
+// nil for PLAINTEXT).
+func (s *Server) session(remote net.Addr, cs *tls.ConnectionState) (auth.Session, error) {
+	if s.cfg.Security == nil {
+		host, _, err := net.SplitHostPort(remote.String())
+		if err != nil {
+			host = remote.String()
+		}
+		return auth.Session{Principal: auth.Anonymous, Host: host, Listener: auth.ListenerKafka}, nil
+	}
+	return s.cfg.Security.Session(auth.ListenerKafka, remote, cs)
 }

@@ -38,6 +38,10 @@ type Config struct {
 	// OnDead is called when a member is declared dead (or leaves).
 	OnDead func(id int32)
 	Logger *slog.Logger
+	// SecretKey, when set, is the AES key (16, 24 or 32 bytes) memberlist
+	// encrypts every gossip message with (gossip.encryption.key.location);
+	// a member without it, or with another key, is not heard.
+	SecretKey []byte
 }
 
 // Gossip is a running memberlist.
@@ -87,6 +91,9 @@ func Start(cfg Config) (*Gossip, error) {
 	}
 	mc.AdvertiseAddr, mc.AdvertisePort = ah, ap
 	mc.Delegate = g
+	if len(cfg.SecretKey) > 0 {
+		mc.SecretKey = cfg.SecretKey
+	}
 	mc.Events = g
 	mc.Logger = log.New(io.Discard, "", 0)
 	mc.ProbeInterval = 500 * time.Millisecond

@@ -79,6 +79,13 @@ const (
 	// for UNKNOWN_MEMBER_ID, so a fenced instance rejoins and fences its
 	// replacement in turn (item 7, KIP-345).
 	ClientIgnoresInstanceFencing
+	// TLSRevocationIgnored: a client certificate on the ssl.crl.location
+	// CRL is taken like any other (issue 22).
+	TLSRevocationIgnored
+	// BrokerPrincipalUnchecked: on an SSL INTER_BROKER listener and the SSL
+	// Raft transport any certificate the truststore verifies is served, not
+	// only those of inter.broker.principals (issue 22).
+	BrokerPrincipalUnchecked
 
 	numBugs
 )
@@ -98,6 +105,8 @@ var names = [numBugs]string{
 	StaticRejoinRebalances:                "static-rejoin-rebalances",
 	StaticRejoinNotPersisted:              "static-rejoin-not-persisted",
 	ClientIgnoresInstanceFencing:          "client-ignores-instance-fencing",
+	TLSRevocationIgnored:                  "tls-revocation-ignored",
+	BrokerPrincipalUnchecked:              "broker-principal-unchecked",
 }
 
 // String is the bug's name.

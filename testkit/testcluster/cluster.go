@@ -35,6 +35,9 @@ type Options struct {
 	Roles func(id int32) (broker, controller bool)
 	// Mutate adjusts each node's config before it starts.
 	Mutate func(id int32, cfg *node.Config)
+	// TLS, when set, starts every listener with TLS (tls.go); the
+	// cluster's certificates are then in Cluster.TLS.
+	TLS *TLSOptions
 }
 
 // Member is one node of the cluster.
@@ -53,8 +56,11 @@ type Cluster struct {
 	T   testing.TB
 	Net *fault.Network
 
-	opts   Options
-	base   string
+	opts Options
+	base string
+	// TLS is the certificate material of a cluster started with
+	// Options.TLS (nil otherwise).
+	TLS    *ClusterTLS
 	voters []controller.Voter // the voters the cluster was bootstrapped with
 
 	mu      sync.Mutex
@@ -101,6 +107,9 @@ func (c *Cluster) newMember(id int32, a nodeAddrs, isBroker, isController bool, 
 	cfg.Dial = c.Net.Dialer(m.Name())
 	cfg.RaftDial = c.Net.Dialer(m.Name())
 	cfg.MarkerDial = c.Net.Dialer(m.Name() + "-markers")
+	if c.TLS != nil {
+		c.TLS.configure(c.T, id, &cfg)
+	}
 	if opts.Mutate != nil {
 		opts.Mutate(id, &cfg)
 	}
@@ -185,6 +194,9 @@ func New(t testing.TB, opts Options) *Cluster {
 		opts.ReplicaLag = 3 * time.Second
 	}
 	c := &Cluster{T: t, Net: fault.NewNetwork(), opts: opts, base: t.TempDir()}
+	if opts.TLS != nil {
+		c.TLS = newClusterTLS(t, c.base, *opts.TLS)
+	}
 	all := make([]nodeAddrs, opts.Nodes)
 	roles := opts.Roles
 	if roles == nil {
@@ -296,8 +308,12 @@ func (c *Cluster) KafkaAddrs() []string {
 // network's dialer for endpoint "client".
 func (c *Cluster) ClientOpts(extra ...client.Opt) []client.Opt {
 	dial := c.Net.Dialer("client")
-	return append([]client.Opt{client.Bootstrap(c.Bootstrap()...), client.DialOptions(grpc.WithContextDialer(dial)),
-		client.RetryBackoff(20*time.Millisecond, 200*time.Millisecond), client.Logger(testutil.Logger())}, extra...)
+	opts := []client.Opt{client.Bootstrap(c.Bootstrap()...), client.DialOptions(grpc.WithContextDialer(dial)),
+		client.RetryBackoff(20*time.Millisecond, 200*time.Millisecond), client.Logger(testutil.Logger())}
+	if c.TLS != nil {
+		opts = append(opts, c.TLS.clientOpts(c.T)...)
+	}
+	return append(opts, extra...)
 }
 
 // WaitReady waits until every running node's broker is unfenced and caught up.
