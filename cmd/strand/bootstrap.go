@@ -88,6 +88,8 @@ func probeBootstrap(ctx context.Context, addrs []string, wait time.Duration) ([]
 				if err == nil {
 					if security.TLS != nil {
 						err = tlsProbe(ctx, conn, a)
+					} else {
+						err = plainProbe(ctx, conn, a)
 					}
 					conn.Close()
 				}

@@ -355,6 +355,8 @@ func secure(opts ...client.Opt) []client.Opt {
 // the certificate and waits for the client to speak first.
 func tlsProbe(ctx context.Context, conn net.Conn, addr string) error {
 	cfg := security.TLS.Clone()
+	// gRPC's servers refuse a TLS client that does not offer HTTP/2.
+	cfg.NextProtos = []string{"h2"}
 	if cfg.ServerName == "" {
 		host, _, err := net.SplitHostPort(addr)
 		if err != nil {
@@ -376,6 +378,34 @@ func tlsProbe(ctx context.Context, conn net.Conn, addr string) error {
 		return nil
 	}
 	return tlsError(addr, err)
+}
+
+// plainProbe checks, after a TCP connection to addr was accepted without
+// TLS, that the server is not a TLS one: it sends HTTP/2's preface, which
+// a plaintext gRPC server answers at once; a server that hangs up instead
+// is asked for a TLS handshake on a second connection, and one that
+// completes it is a TLS listener the command has no settings for.
+func plainProbe(ctx context.Context, conn net.Conn, addr string) error {
+	conn.SetDeadline(time.Now().Add(150 * time.Millisecond))
+	if _, err := conn.Write([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")); err != nil {
+		return nil
+	}
+	var one [1]byte
+	if _, err := conn.Read(one[:]); err == nil {
+		return nil
+	} else if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+		return nil
+	}
+	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: bootstrapDialTimeout}, Config: &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}}
+	hctx, cancel := context.WithTimeout(ctx, bootstrapDialTimeout)
+	defer cancel()
+	tc, err := d.DialContext(hctx, "tcp", addr)
+	if err != nil {
+		return nil
+	}
+	tc.Close()
+	return fmt.Errorf("%w: %s speaks TLS, and the command connects in plaintext: give it the client properties with --command-config FILE "+
+		"(or $STRAND_COMMAND_CONFIG; make certs writes deploy/certs/admin.properties for the compose cluster)", errTLS, addr)
 }
 
 // errTLS marks a TLS failure: retrying will not help.
