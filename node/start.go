@@ -22,7 +22,6 @@ import (
 	"github.com/strand-io/strand/coordinator/txn"
 	"github.com/strand-io/strand/internal/auth"
 	"github.com/strand-io/strand/internal/gossip"
-	"github.com/strand-io/strand/internal/tlsconf"
 	"github.com/strand-io/strand/metadata"
 	"github.com/strand-io/strand/replication"
 	"github.com/strand-io/strand/request"
@@ -65,15 +64,7 @@ func (n *Node) startGossip(cfg Config) error {
 	if raftAdv == "" {
 		raftAdv = cfg.ControllerListen
 	}
-	var key []byte
-	if loc := cfg.Security.GossipKeyLocation; loc != "" {
-		k, err := tlsconf.ReadGossipKey(loc)
-		if err != nil {
-			return err
-		}
-		key = k
-	}
-	g, err := gossip.Start(gossip.Config{SecretKey: key,
+	g, err := gossip.Start(gossip.Config{SecretKey: n.sec.GossipKey(),
 		Meta: gossip.Meta{NodeID: cfg.NodeID, Address: n.cfg.Advertise, InterBroker: n.cfg.InterBrokerAdvertise, RaftAddr: raftAdv, Broker: cfg.Broker, Controller: cfg.Controller},
 		Bind: cfg.GossipListen, Advertise: cfg.GossipAdvertise, Join: cfg.Join, Logger: n.lg,
 		OnDead: func(id int32) {

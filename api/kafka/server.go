@@ -228,14 +228,14 @@ func NewMetrics() *Metrics {
 			Help:    "Time from a Kafka request's decoding to its answer being written, per API (TotalTimeMs).",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}}, []string{"request"}),
 		closed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "strand_kafka_connections_closed_total",
-			Help: "Kafka-listener connections the broker closed for breaking the protocol, per reason (oversized, malformed, unknown_api, unsupported_version, idle)."}, []string{"reason"}),
+			Help: "Kafka-listener connections the broker closed for breaking the protocol, per reason (oversized, malformed, unknown_api, unsupported_version, idle, tls_handshake: a TLS handshake or certificate authentication that failed)."}, []string{"reason"}),
 		connections: prometheus.NewGauge(prometheus.GaugeOpts{Name: "strand_kafka_connections",
 			Help: "Open connections on the Kafka listener (connection-count)."}),
 	}
 	// Every reason is served from the start, at 0 until a connection is
 	// closed for it (as strand_connections_rejected_total is), so the
 	// metric is there to alert on before the first violation.
-	for _, reason := range []string{"oversized", "malformed", "unknown_api", "unsupported_version", "idle"} {
+	for _, reason := range []string{"oversized", "malformed", "unknown_api", "unsupported_version", "idle", "tls_handshake"} {
 		m.closed.WithLabelValues(reason).Add(0)
 	}
 	return m

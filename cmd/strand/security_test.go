@@ -2,6 +2,8 @@ package main
 
 import (
 	"log/slog"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/strand-io/strand/internal/auth"
@@ -43,5 +45,32 @@ gossip.encryption.key.location: /etc/strand/gossip.key
 		if err := applyConfigFile(&c, configFile(t, bad), slog.Default()); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// TestReadmeSecuritySettings: the README's example of the security
+// settings is a config file strand server reads.
+func TestReadmeSecuritySettings(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	i := strings.Index(s, "### Transport security")
+	if i < 0 {
+		t.Fatal("README has no transport security section")
+	}
+	s = s[i:]
+	start := strings.Index(s, "```text\n")
+	end := strings.Index(s[start+8:], "```")
+	if start < 0 || end < 0 {
+		t.Fatal("no example block")
+	}
+	cfg := node.DefaultConfig(1, t.TempDir())
+	if err := applyConfigFile(&cfg, configFile(t, s[start+8:start+8+end]), slog.Default()); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Security.KeystoreLocation != "/etc/strand/keystore.pem" || cfg.Security.Protocol(auth.ListenerController) != tlsconf.SSL {
+		t.Fatalf("%+v", cfg.Security)
 	}
 }

@@ -3,6 +3,7 @@ package tlsconf
 import (
 	"crypto/x509/pkix"
 	"errors"
+	"os"
 	"testing"
 	"time"
 
@@ -95,5 +96,29 @@ func TestParsePrincipals(t *testing.T) {
 	}
 	if _, err := ParsePrincipals("CN=broker"); err == nil {
 		t.Fatal("a principal without a type parsed")
+	}
+}
+
+func TestReadGossipKey(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		body string
+		n    int
+	}{{"AAAAAAAAAAAAAAAAAAAAAA==\n", 16}, {"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", 32}, {"AAAA", 0}, {"not base64!", 0}} {
+		p := dir + "/key"
+		if err := os.WriteFile(p, []byte(c.body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		k, err := ReadGossipKey(p)
+		if c.n == 0 {
+			if err == nil {
+				t.Errorf("%q: no error", c.body)
+			}
+		} else if err != nil || len(k) != c.n {
+			t.Errorf("%q: %d bytes, %v", c.body, len(k), err)
+		}
+	}
+	if _, err := ReadGossipKey(dir + "/missing"); err == nil {
+		t.Error("a missing file read")
 	}
 }

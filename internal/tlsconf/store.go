@@ -211,16 +211,30 @@ func (m *material) checkRevoked(chains [][]*x509.Certificate) error {
 // handshake.
 func (s *Store) ServerConfig(ca ClientAuth, nextProtos []string) *tls.Config {
 	np := append([]string(nil), nextProtos...)
+	// One config per load of the material, shared by the handshakes
+	// until the files change (crypto/tls does not modify it).
+	var mu sync.Mutex
+	var built *material
+	var cached *tls.Config
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		NextProtos: np,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			m := s.current()
+			mu.Lock()
+			defer mu.Unlock()
+			if built == m {
+				return cached, nil
+			}
 			c := &tls.Config{
 				MinVersion:   tls.VersionTLS12,
 				NextProtos:   np,
 				Certificates: []tls.Certificate{m.cert},
 				ClientCAs:    m.roots,
+				// No resumed sessions: a resumed handshake skips the
+				// checks below, and would let a certificate revoked (or a
+				// CA removed from the truststore) since keep connecting.
+				SessionTicketsDisabled: true,
 				VerifyPeerCertificate: func(_ [][]byte, chains [][]*x509.Certificate) error {
 					return m.checkRevoked(chains)
 				},
@@ -233,6 +247,7 @@ func (s *Store) ServerConfig(ca ClientAuth, nextProtos []string) *tls.Config {
 			default:
 				c.ClientAuth = tls.NoClientCert
 			}
+			built, cached = m, c
 			return c, nil
 		},
 	}

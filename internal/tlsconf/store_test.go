@@ -331,3 +331,62 @@ func TestClientConfigVerifiesServer(t *testing.T) {
 		t.Fatal("PLAINTEXT CLIENT has a TLS config")
 	}
 }
+
+func TestNewNeedsMaterial(t *testing.T) {
+	ssl := map[string]Protocol{auth.ListenerClient: SSL}
+	if _, err := New(Config{Protocols: ssl}, nil); err == nil {
+		t.Fatal("SSL without a keystore started")
+	}
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.pem")
+	write(t, bad, []byte("not PEM"))
+	if _, err := New(Config{Protocols: ssl, KeystoreLocation: bad, TruststoreLocation: bad}, nil); err == nil {
+		t.Fatal("an unreadable keystore started")
+	}
+	// PLAINTEXT everywhere needs nothing and has no TLS config.
+	s, err := New(Config{}, nil)
+	if err != nil || s.ServerTLS(auth.ListenerClient) != nil || s.ClientTLS(auth.ListenerInterBroker) != nil {
+		t.Fatalf("%v", err)
+	}
+	// A gossip key that does not read stops the start.
+	if _, err := New(Config{GossipKeyLocation: bad}, nil); err == nil {
+		t.Fatal("an unreadable gossip key started")
+	}
+	// A CRL signed by another CA is refused.
+	f := newFixture(t, "CLIENT:SSL", ClientAuthNone, "")
+	other, _ := certs.NewCA("other", time.Time{}, time.Time{})
+	crl, _ := other.CRL()
+	write(t, f.crl, crl)
+	if _, err := New(Config{Protocols: ssl, KeystoreLocation: f.ks, TruststoreLocation: f.ts, CRLLocation: f.crl}, nil); err == nil {
+		t.Fatal("a CRL from another CA was taken")
+	}
+}
+
+// TestTruststoreReload: a CA added to the truststore file is trusted on
+// the next handshake (after ReloadInterval), without a restart; a server
+// gives out no session tickets, so no handshake skips the checks.
+func TestTruststoreReload(t *testing.T) {
+	f := newFixture(t, "CLIENT:SSL", ClientAuthRequired, "")
+	addr, out := serve(t, f.sec, auth.ListenerClient)
+	ca2, _ := certs.NewCA("second-ca", time.Time{}, time.Time{})
+	carol, _ := ca2.Issue(certs.Spec{CommonName: "carol", Client: true})
+	if err := dial(addr, f.roots(), pairCert(t, carol)); err == nil {
+		t.Fatal("a certificate of a CA not yet trusted got through")
+	}
+	<-out
+	write(t, f.ts, append(f.ca.CertPEM(), ca2.CertPEM()...))
+	time.Sleep(ReloadInterval + 100*time.Millisecond)
+	if err := dial(addr, f.roots(), pairCert(t, carol)); err != nil {
+		t.Fatalf("carol after her CA joined the truststore: %v", err)
+	}
+	if o := <-out; o.err != nil || o.sess.Principal != auth.User("CN=carol") {
+		t.Fatalf("%+v %v", o.sess, o.err)
+	}
+	if f.sec.ServerTLS(auth.ListenerClient) == nil {
+		t.Fatal("no server config")
+	}
+	c, _ := f.sec.ServerTLS(auth.ListenerClient).GetConfigForClient(&tls.ClientHelloInfo{})
+	if !c.SessionTicketsDisabled {
+		t.Fatal("session tickets on")
+	}
+}

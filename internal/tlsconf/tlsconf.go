@@ -18,6 +18,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/strand-io/strand/internal/auth"
 	"github.com/strand-io/strand/internal/planted"
@@ -195,7 +196,27 @@ func (c *Config) clientAuth(listener string) ClientAuth {
 type Security struct {
 	cfg   Config
 	store *Store // nil when no listener uses TLS
+
+	// principals caches the principal of each peer certificate seen
+	// lately (every RPC on a connection brings the same one), bounded.
+	pmu        sync.Mutex
+	principals map[*x509.Certificate]auth.Principal
+
+	gossipKey []byte
 }
+
+// GossipKey is the key read from gossip.encryption.key.location (nil:
+// gossip is not encrypted).
+func (s *Security) GossipKey() []byte {
+	if s == nil {
+		return nil
+	}
+	return s.gossipKey
+}
+
+// principalCacheSize bounds Security.principals; the map is emptied when
+// it is full.
+const principalCacheSize = 4096
 
 // New loads the key and trust material if some listener uses TLS (an
 // error if it does not load) and returns the node's Security.
@@ -207,6 +228,13 @@ func New(cfg Config, lg *slog.Logger) (*Security, error) {
 		cfg.InterBrokerPrincipals = []auth.Principal{DefaultInterBrokerPrincipal}
 	}
 	s := &Security{cfg: cfg}
+	if cfg.GossipKeyLocation != "" {
+		key, err := ReadGossipKey(cfg.GossipKeyLocation)
+		if err != nil {
+			return nil, err
+		}
+		s.gossipKey = key
+	}
 	if cfg.AnyTLS() {
 		if cfg.KeystoreLocation == "" || cfg.TruststoreLocation == "" {
 			return nil, errors.New("a listener uses SSL: ssl.keystore.location and ssl.truststore.location are required")
@@ -223,8 +251,13 @@ func New(cfg Config, lg *slog.Logger) (*Security, error) {
 // Config returns the settings.
 func (s *Security) Config() Config { return s.cfg }
 
-// Protocol is the listener's protocol.
-func (s *Security) Protocol(listener string) Protocol { return s.cfg.Protocol(listener) }
+// Protocol is the listener's protocol (a nil Security: PLAINTEXT).
+func (s *Security) Protocol(listener string) Protocol {
+	if s == nil {
+		return Plaintext
+	}
+	return s.cfg.Protocol(listener)
+}
 
 // ServerTLS is the listener's server *tls.Config, nil if it does not use
 // TLS. nextProtos are the ALPN protocols it offers ("h2" for gRPC).
@@ -247,7 +280,7 @@ func (s *Security) ClientTLS(listener string, nextProtos ...string) *tls.Config 
 
 // Session is the session of a connection to listener from remote: the
 // principal the verified peer certificate maps to (Mechanism "SSL"), else
-// Anonymous. An error means the certificate maps to no principal (the
+// Anonymous (always, for a nil Security). An error means the certificate maps to no principal (the
 // connection fails authentication, as Kafka's).
 func (s *Security) Session(listener string, remote net.Addr, cs *tls.ConnectionState) (auth.Session, error) {
 	sess := auth.Session{Principal: auth.Anonymous, Listener: listener, Host: hostOf(remote)}
@@ -255,16 +288,36 @@ func (s *Security) Session(listener string, remote net.Addr, cs *tls.ConnectionS
 		return sess, nil
 	}
 	sess.TLS = true
-	if len(cs.VerifiedChains) == 0 || len(cs.PeerCertificates) == 0 {
+	if s == nil || len(cs.VerifiedChains) == 0 || len(cs.PeerCertificates) == 0 {
 		return sess, nil
 	}
-	p, err := s.Principal(cs.PeerCertificates[0])
+	p, err := s.cachedPrincipal(cs.PeerCertificates[0])
 	if err != nil {
 		return sess, err
 	}
 	sess.Principal, sess.Mechanism = p, "SSL"
 	sess.Broker = s.IsBroker(p)
 	return sess, nil
+}
+
+func (s *Security) cachedPrincipal(cert *x509.Certificate) (auth.Principal, error) {
+	s.pmu.Lock()
+	p, ok := s.principals[cert]
+	s.pmu.Unlock()
+	if ok {
+		return p, nil
+	}
+	p, err := s.Principal(cert)
+	if err != nil {
+		return p, err
+	}
+	s.pmu.Lock()
+	if s.principals == nil || len(s.principals) >= principalCacheSize {
+		s.principals = make(map[*x509.Certificate]auth.Principal)
+	}
+	s.principals[cert] = p
+	s.pmu.Unlock()
+	return p, nil
 }
 
 // Principal maps cert's subject through ssl.principal.mapping.rules.

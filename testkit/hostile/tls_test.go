@@ -133,6 +133,17 @@ func TestTLSCluster(t *testing.T) {
 		})
 	})
 
+	t.Run("gossip encrypted with the cluster's key", func(t *testing.T) {
+		wait.Eventually(t, 10*time.Second, "every node gossiping with the other two", func() bool {
+			for _, m := range c.Running() {
+				if m.Node.Gossip == nil || len(m.Node.Gossip.Members()) != 3 {
+					return false
+				}
+			}
+			return true
+		})
+	})
+
 	t.Run("produce and consume over the Kafka listener with TLS", func(t *testing.T) {
 		cfg := ct.ClientConfig(t, alice)
 		cl, err := kgo.NewClient(kgo.SeedBrokers(c.KafkaAddrs()...), kgo.DialTLSConfig(cfg), kgo.RequiredAcks(kgo.AllISRAcks()),

@@ -1,8 +1,10 @@
 package testcluster
 
 import (
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -22,7 +24,8 @@ import (
 
 // TLSOptions start the cluster with TLS on every listener (issue 22):
 // CLIENT, EXTERNAL, KAFKA, INTER_BROKER, CONTROLLER and HTTP are SSL,
-// with a test CA's certificates written to a temp dir.
+// with a test CA's certificates written to a temp dir; gossip is
+// encrypted with a random key.
 type TLSOptions struct {
 	// ClientAuth is ssl.client.auth (default required).
 	ClientAuth tlsconf.ClientAuth
@@ -43,7 +46,9 @@ type ClusterTLS struct {
 	Dir            string
 	TruststoreFile string
 	CRLFile        string
-	opts           TLSOptions
+	// GossipKeyFile holds the key gossip is encrypted with.
+	GossipKeyFile string
+	opts          TLSOptions
 
 	mu      sync.Mutex
 	revoked []*x509.Certificate
@@ -71,6 +76,14 @@ func newClusterTLS(t testing.TB, base string, o TLSOptions) *ClusterTLS {
 		t.Fatal(err)
 	}
 	if err := ct.Revoke(); err != nil {
+		t.Fatal(err)
+	}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatal(err)
+	}
+	ct.GossipKeyFile = filepath.Join(ct.Dir, "gossip.key")
+	if err := os.WriteFile(ct.GossipKeyFile, []byte(base64.StdEncoding.EncodeToString(key)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return ct
@@ -138,7 +151,7 @@ func (ct *ClusterTLS) configure(t testing.TB, id int32, cfg *node.Config) {
 	}
 	cfg.Security.Config = tlsconf.Config{
 		Protocols: protos, KeystoreLocation: ks, TruststoreLocation: ct.TruststoreFile, CRLLocation: ct.CRLFile,
-		ClientAuth: ct.opts.ClientAuth, Mapping: m,
+		ClientAuth: ct.opts.ClientAuth, Mapping: m, GossipKeyLocation: ct.GossipKeyFile,
 	}
 }
 
