@@ -5,11 +5,14 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/strand-io/strand/internal/tlsconf"
 )
 
 func runCerts(t *testing.T, args ...string) (string, error) {
@@ -99,6 +102,13 @@ func TestCertsCommand(t *testing.T) {
 		if !bytes.Equal(mustRead(t, filepath.Join(dir, "ca.pem")), mustRead(t, filepath.Join(out, "ca.pem"))) ||
 			!bytes.Equal(mustRead(t, filepath.Join(dir, "gossip.key")), key) {
 			t.Errorf("%s's directory does not hold the CA and the gossip key", node)
+		}
+		// The node reads them as the server's settings name them.
+		if _, err := tlsconf.ReadGossipKey(filepath.Join(dir, "gossip.key")); err != nil {
+			t.Errorf("%s gossip.key: %v", node, err)
+		}
+		if _, err := tlsconf.NewStore(filepath.Join(dir, "keystore.pem"), filepath.Join(dir, "ca.pem"), "", slog.New(slog.DiscardHandler)); err != nil {
+			t.Errorf("%s: the node's TLS store does not load its files: %v", node, err)
 		}
 		props := string(mustRead(t, filepath.Join(dir, "client.properties")))
 		for _, want := range []string{"security.protocol=SSL", "ssl.truststore.location=/etc/strand/tls/ca.pem", "ssl.keystore.location=/etc/strand/tls/keystore.pem"} {
