@@ -20,7 +20,7 @@ FUZZ_TARGETS  := ./record:FuzzDecode ./record:FuzzValidateBatch \
 	./broker/storage:FuzzEpochCheckpoint ./broker/storage:FuzzTxnIndex ./api:FuzzRequests \
 	./api/kafka:FuzzDecode
 
-.PHONY: all build test test-short fuzz lint proto run demo stop clean image drill drill-ci drill-kafka soak bench-compare readme-check grow
+.PHONY: all build test test-short fuzz lint proto run demo stop clean image drill drill-ci drill-kafka soak bench-compare readme-check grow certs
 
 all: build
 
@@ -68,6 +68,15 @@ proto:
 run: build
 	./scripts/run.sh
 
+## certs: the compose cluster's TLS material in deploy/certs/ (git-ignored): a CA, a keystore per node
+## (CN=broker; node1..node4), client keystores and --command-config files (admin, verify), the gossip
+## key; kept when deploy/certs/ca.pem is there (strand certs --force --out deploy/certs makes new ones)
+CERT_HOSTS ?= node1,node2,node3,node4,localhost,127.0.0.1
+CERT_CLIENTS ?= admin,verify
+certs: build
+	@if [ -f deploy/certs/ca.pem ]; then echo "deploy/certs: kept (strand certs --force --out deploy/certs replaces it)"; \
+	else $(BIN) certs --out deploy/certs --hosts $(CERT_HOSTS) --clients $(CERT_CLIENTS); fi
+
 ## image: a FROM-scratch image of the static binary (no registry needed)
 image:
 	rm -rf deploy/build && mkdir -p deploy/build/data
@@ -86,7 +95,7 @@ stop:
 	./scripts/run.sh stop
 
 ## grow: start a fourth, broker-only node (deploy/docker-compose.grow.yml) joining the running compose cluster
-grow:
+grow: certs
 	@if docker compose version >/dev/null 2>&1; then C="docker compose"; else C=docker-compose; fi; \
 	$$C -f deploy/docker-compose.yml -f deploy/docker-compose.grow.yml up -d node4
 

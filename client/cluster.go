@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/strand-io/strand/errs"
@@ -76,8 +77,12 @@ func (c *cluster) conn(addr string) (*grpc.ClientConn, error) {
 	if cc := c.conns[addr]; cc != nil {
 		return cc, nil
 	}
+	creds := insecure.NewCredentials()
+	if c.cfg.tls != nil {
+		creds = credentials.NewTLS(c.cfg.tls)
+	}
 	opts := append([]grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(wire.MaxMessageSize), grpc.MaxCallSendMsgSize(wire.MaxMessageSize)),
 		// Fixed flow-control windows, as the brokers use (wire.WindowSize):
 		// no BDP pings, a WINDOW_UPDATE per MiB fetched instead of per 16 KiB.

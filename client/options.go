@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -118,6 +119,9 @@ type config struct {
 
 	// clock times the client's protocol waits (see WithClock).
 	clock clock.Clock
+
+	// tls, when set, makes every connection a TLS one (WithTLS).
+	tls *tls.Config
 }
 
 // defaultCfg holds every default in one place. Where the Java client has

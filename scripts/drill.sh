@@ -19,6 +19,11 @@
 # the marker drills), the first-epoch knob (transactional ids start at epoch
 # 32740, so producers cross the end of their epochs) and PLANTED_BUGS.
 #
+# The compose cluster runs with TLS on every listener and client
+# certificates required (make certs writes them to deploy/certs/); strand
+# verify connects with deploy/certs/verify.properties (--command-config),
+# through either front door. The process cluster stays plaintext.
+#
 # Exit status is strand verify's: 0 only when every anomaly count is zero
 # and every drill succeeded.
 set -euo pipefail
@@ -61,14 +66,17 @@ compose)
   trap 'log "tearing the compose cluster down"; compose "${F[@]}" logs --no-color >"$OUT/compose.log" 2>&1 || true; down' EXIT
   log "building the image (FROM scratch)"
   make -s image
+  # TLS on every listener (deploy/server.conf): the nodes' keystores, the
+  # CA and the gossip key, and the CLI's --command-config files.
+  make -s certs
   down
   log "starting the compose cluster"
   compose "${F[@]}" up -d
   BOOT=127.0.0.1:${STRAND_NODE1_PORT:-19097},127.0.0.1:${STRAND_NODE2_PORT:-29097},127.0.0.1:${STRAND_NODE3_PORT:-39097}   # the gRPC listeners
-  for a in ${BOOT//,/ }; do bin/strand health --addr "$a" --wait 120s >/dev/null; done
+  for a in ${BOOT//,/ }; do bin/strand health --addr "$a" --wait 120s --command-config deploy/certs/admin.properties >/dev/null; done
   KBOOT=127.0.0.1:${STRAND_NODE1_KAFKA_PORT:-19092},127.0.0.1:${STRAND_NODE2_KAFKA_PORT:-29092},127.0.0.1:${STRAND_NODE3_KAFKA_PORT:-39092}
-  log "three nodes healthy; running strand verify ($PROTOCOL) for $DURATION with drills: $DRILLS"
-  verify "$BOOT" "$KBOOT"
+  log "three nodes healthy (TLS, client certificates required); running strand verify ($PROTOCOL) for $DURATION with drills: $DRILLS"
+  verify "$BOOT" "$KBOOT" --command-config deploy/certs/verify.properties
   ;;
 process)
   export DATA=$OUT/cluster PORT_BASE=${PORT_BASE:-9600}

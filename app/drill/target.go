@@ -8,6 +8,7 @@ package drill
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -61,6 +62,10 @@ type Compose struct {
 	// Metrics is the host address of a node's metrics listener (the
 	// testing fault endpoint is there).
 	Metrics func(id int32) string
+	// HTTPTLS, when set, is the TLS configuration for the metrics
+	// listeners (HTTP:SSL in listener.security.protocol.map): the fault
+	// endpoint is then called over https with it.
+	HTTPTLS *tls.Config
 }
 
 // NewCompose returns the target for the standard compose file.
@@ -112,10 +117,10 @@ func (c *Compose) Stop(ctx context.Context, id int32) error {
 	return docker(ctx, "stop", "-t", "20", c.Container(id))
 }
 func (c *Compose) HoldFollowerFetch(ctx context.Context, id int32, topic string, partition int32, d time.Duration) error {
-	return holdFollowerFetch(ctx, c.Metrics(id), topic, partition, d)
+	return holdFollowerFetch(ctx, c.HTTPTLS, c.Metrics(id), topic, partition, d)
 }
 func (c *Compose) ReleaseFollowerFetch(ctx context.Context, id int32, topic string, partition int32) error {
-	return releaseFollowerFetch(ctx, c.Metrics(id), topic, partition)
+	return releaseFollowerFetch(ctx, c.HTTPTLS, c.Metrics(id), topic, partition)
 }
 func (c *Compose) Pause(ctx context.Context, id int32) error {
 	return docker(ctx, "pause", c.Container(id))
@@ -136,6 +141,8 @@ func (c *Compose) Heal(ctx context.Context, id int32) error {
 type Process struct {
 	Dir string
 	N   int
+	// HTTPTLS: as Compose's.
+	HTTPTLS *tls.Config
 }
 
 // Detect reports whether the process cluster's files exist.
@@ -277,7 +284,7 @@ func (p *Process) HoldFollowerFetch(ctx context.Context, id int32, topic string,
 	if err != nil {
 		return err
 	}
-	return holdFollowerFetch(ctx, addr, topic, partition, d)
+	return holdFollowerFetch(ctx, p.HTTPTLS, addr, topic, partition, d)
 }
 
 func (p *Process) ReleaseFollowerFetch(ctx context.Context, id int32, topic string, partition int32) error {
@@ -285,7 +292,7 @@ func (p *Process) ReleaseFollowerFetch(ctx context.Context, id int32, topic stri
 	if err != nil {
 		return err
 	}
-	return releaseFollowerFetch(ctx, addr, topic, partition)
+	return releaseFollowerFetch(ctx, p.HTTPTLS, addr, topic, partition)
 }
 
 func (p *Process) Pause(ctx context.Context, id int32) error  { return p.signal(id, syscall.SIGSTOP) }
@@ -298,24 +305,32 @@ func (p *Process) Heal(ctx context.Context, id int32) error    { return ErrUnsup
 // holdFollowerFetch and releaseFollowerFetch call a node's testing fault
 // endpoint (node/faults.go). A node started without
 // STRAND_TESTING_FAULTS=1 does not serve it (404): ErrUnsupported.
-func holdFollowerFetch(ctx context.Context, metrics, topic string, partition int32, d time.Duration) error {
+func holdFollowerFetch(ctx context.Context, tc *tls.Config, metrics, topic string, partition int32, d time.Duration) error {
 	q := url.Values{"topic": {topic}, "partition": {strconv.Itoa(int(partition))}, "duration": {d.String()}}
-	return faultCall(ctx, "http://"+metrics+"/debug/faults/hold-follower-fetch?"+q.Encode())
+	return faultCall(ctx, tc, metrics, "/debug/faults/hold-follower-fetch?"+q.Encode())
 }
 
-func releaseFollowerFetch(ctx context.Context, metrics, topic string, partition int32) error {
+func releaseFollowerFetch(ctx context.Context, tc *tls.Config, metrics, topic string, partition int32) error {
 	q := url.Values{"topic": {topic}, "partition": {strconv.Itoa(int(partition))}}
-	return faultCall(ctx, "http://"+metrics+"/debug/faults/release-follower-fetch?"+q.Encode())
+	return faultCall(ctx, tc, metrics, "/debug/faults/release-follower-fetch?"+q.Encode())
 }
 
-func faultCall(ctx context.Context, u string) error {
+// faultCall POSTs to a node's fault endpoint: over https with tc when it
+// is set (the metrics listener speaks TLS), else over http.
+func faultCall(ctx context.Context, tc *tls.Config, metrics, pathQuery string) error {
+	u, hc := "http://"+metrics+pathQuery, http.DefaultClient
+	if tc != nil {
+		u = "https://" + metrics + pathQuery
+		hc = &http.Client{Transport: &http.Transport{TLSClientConfig: tc.Clone()}}
+		defer hc.CloseIdleConnections()
+	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(cctx, http.MethodPost, u, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}

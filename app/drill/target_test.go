@@ -31,16 +31,16 @@ func TestFaultCall(t *testing.T) {
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	ctx := context.Background()
-	if err := holdFollowerFetch(ctx, addr, "t", 3, 8*time.Second); err != nil {
+	if err := holdFollowerFetch(ctx, nil, addr, "t", 3, 8*time.Second); err != nil {
 		t.Errorf("hold: %v", err)
 	}
-	if err := releaseFollowerFetch(ctx, addr, "t", 3); err != nil {
+	if err := releaseFollowerFetch(ctx, nil, addr, "t", 3); err != nil {
 		t.Errorf("release: %v", err)
 	}
-	if err := holdFollowerFetch(ctx, addr, "missing", 0, time.Second); !errors.Is(err, ErrUnsupported) {
+	if err := holdFollowerFetch(ctx, nil, addr, "missing", 0, time.Second); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("404: %v, want ErrUnsupported", err)
 	}
-	if err := holdFollowerFetch(ctx, addr, "refused", 0, time.Second); err == nil || errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "not the leader") {
+	if err := holdFollowerFetch(ctx, nil, addr, "refused", 0, time.Second); err == nil || errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "not the leader") {
 		t.Errorf("409: %v", err)
 	}
 	want := []string{"POST /debug/faults/hold-follower-fetch?duration=8s&partition=3&topic=t", "POST /debug/faults/release-follower-fetch?partition=3&topic=t"}
@@ -71,5 +71,29 @@ func TestProcessMetricsAddress(t *testing.T) {
 	}
 	if _, err := p.metrics(3); err == nil {
 		t.Error("node 3 has neither flag, yet an address")
+	}
+}
+
+// TestFaultCallTLS: with the metrics listener on TLS (HTTP:SSL) the fault
+// endpoint is called over https with the given configuration.
+func TestFaultCallTLS(t *testing.T) {
+	var got []string
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Method+" "+r.URL.Path)
+		w.Write([]byte("{}"))
+	}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "https://")
+	ctx := context.Background()
+	if err := holdFollowerFetch(ctx, nil, addr, "t", 0, time.Second); err == nil {
+		t.Error("plain http to a TLS listener succeeded")
+	}
+	tc := srv.Client().Transport.(*http.Transport).TLSClientConfig
+	c := &Compose{Metrics: func(int32) string { return addr }, HTTPTLS: tc}
+	if err := c.HoldFollowerFetch(ctx, 1, "t", 0, time.Second); err != nil {
+		t.Fatalf("https: %v", err)
+	}
+	if len(got) != 1 || got[0] != "POST /debug/faults/hold-follower-fetch" {
+		t.Fatalf("requests %q", got)
 	}
 }

@@ -35,6 +35,7 @@ func (r *run) kafkaOpts(extra ...kgo.Opt) []kgo.Opt {
 	if r.cfg.KafkaDial != nil {
 		o = append(o, kgo.Dialer(r.cfg.KafkaDial))
 	}
+	o = append(o, r.cfg.KafkaOpts...)
 	return append(o, extra...)
 }
 

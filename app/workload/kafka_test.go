@@ -6,8 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/strand-io/strand/app/drill"
 	"github.com/strand-io/strand/app/workload"
+	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/node"
 	"github.com/strand-io/strand/testkit/testcluster"
 	"github.com/strand-io/strand/testkit/testutil"
@@ -86,5 +89,50 @@ func TestWorkloadRefusesUnknownProtocol(t *testing.T) {
 	}
 	if _, err := workload.Run(ctx, workload.Config{Bootstrap: []string{"127.0.0.1:1"}, Protocol: workload.ProtocolKafka}); err == nil {
 		t.Error("protocol kafka accepted without Kafka listeners")
+	}
+}
+
+// TestWorkloadOverTLS: with TLS on every listener and client certificates
+// required, the workload runs through both front doors with the TLS
+// options it is given (the SDK's through ClientOpts, franz-go's through
+// KafkaOpts), and the checker finds nothing.
+func TestWorkloadOverTLS(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{TLS: &testcluster.TLSOptions{}, Mutate: func(id int32, cfg *node.Config) {
+		cfg.GroupConfig.InitialRebalanceDelay = 0
+		cfg.TxnTopic.Partitions, cfg.OffsetsTopic.Partitions = 3, 3
+	}})
+	tlsCfg := c.TLS.ClientConfig(t, c.TLS.Client(t, "verify"))
+	for _, proto := range []string{workload.ProtocolGRPC, workload.ProtocolKafka} {
+		t.Run(proto, func(t *testing.T) {
+			cfg := workload.Config{
+				Bootstrap:          c.Bootstrap(),
+				ClientOpts:         []client.Opt{client.WithTLS(tlsCfg)},
+				Protocol:           proto,
+				KafkaBootstrap:     c.KafkaAddrs(),
+				KafkaOpts:          []kgo.Opt{kgo.DialTLSConfig(tlsCfg)},
+				Duration:           3 * time.Second,
+				Partitions:         2,
+				Producers:          2,
+				StageWorkers:       1,
+				AbortRate:          0.2,
+				TransactionTimeout: 8 * time.Second,
+				RunID:              "tls-" + proto,
+				Seed:               12,
+			}
+			out := &testutil.LogBuffer{}
+			cfg.Out = out
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			res, err := workload.Run(ctx, cfg)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out.String())
+			}
+			if !res.Report.OK() {
+				t.Errorf("anomalies found:\n%s", res.Report.Table())
+			}
+			if tot := res.Report.Totals; tot.CommittedTxns < 5 || tot.StageTxns == 0 || tot.FinalReads == 0 {
+				t.Errorf("too little to judge: %+v", tot)
+			}
+		})
 	}
 }

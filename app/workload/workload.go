@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/strand-io/strand/app/drill"
 	"github.com/strand-io/strand/app/verify"
 	"github.com/strand-io/strand/client"
@@ -67,6 +69,9 @@ type Config struct {
 	Protocol       string
 	KafkaBootstrap []string
 	KafkaDial      func(ctx context.Context, network, host string) (net.Conn, error)
+	// KafkaOpts are added to every franz-go client (the TLS and SASL
+	// settings of the Kafka listeners: kgo.DialTLSConfig, kgo.SASL).
+	KafkaOpts []kgo.Opt
 	// TransactionTimeout of the workload's producers (default 15 s), so a
 	// transaction a dead client left open is aborted soon.
 	TransactionTimeout time.Duration

@@ -36,6 +36,24 @@ func noBootstrap(c *cobra.Command) *cobra.Command {
 	return c
 }
 
+// offline marks a command that connects to no node (the server, dump-log,
+// certs): it needs no bootstrap servers and reads no --command-config.
+func offline(c *cobra.Command) *cobra.Command {
+	noBootstrap(c).Annotations["connects"] = "no"
+	return c
+}
+
+// connects: the command may connect to a node, so it reads
+// --command-config.
+func connects(cmd *cobra.Command) bool {
+	for c := cmd; c != nil; c = c.Parent() {
+		if c.Annotations["connects"] == "no" {
+			return false
+		}
+	}
+	return true
+}
+
 // bootstrapDialTimeout bounds one connection attempt: an address that drops
 // packets (a stopped container, a host that is down) costs this, not the
 // 20 s of a default TCP connect.
@@ -68,6 +86,11 @@ func probeBootstrap(ctx context.Context, addrs []string, wait time.Duration) ([]
 				d := net.Dialer{Timeout: bootstrapDialTimeout}
 				conn, err := d.DialContext(ctx, "tcp", a)
 				if err == nil {
+					if security.TLS != nil {
+						err = tlsProbe(ctx, conn, a)
+					} else {
+						err = plainProbe(ctx, conn, a)
+					}
 					conn.Close()
 				}
 				results <- result{i, err}
@@ -80,6 +103,12 @@ func probeBootstrap(ctx context.Context, addrs []string, wait time.Duration) ([]
 				return append(out, addrs[r.i+1:]...), nil
 			}
 			why[r.i] = r.err
+		}
+		for _, err := range why {
+			if errors.Is(err, errTLS) {
+				// A certificate problem does not go away by waiting.
+				return nil, err
+			}
 		}
 		if ctx.Err() != nil || !time.Now().Before(deadline) {
 			break

@@ -111,3 +111,107 @@ func TestComposeGrowFile(t *testing.T) {
 		})
 	}
 }
+
+// confSettings reads a server config file's key: value lines.
+func confSettings(t *testing.T, path string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			t.Fatalf("%s: %q is not key: value", path, line)
+		}
+		out[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	return out
+}
+
+// The compose cluster runs with TLS on by default: both server configs map
+// every listener to SSL with client certificates required and gossip
+// encrypted, naming files under the directory each node mounts, which
+// are the files strand certs writes for a node; every node (node4 of the
+// grow file too) mounts its own deploy/certs/nodeN read-only there and
+// runs its healthcheck with the node's client.properties; the scripts
+// that bring compose up make the certificates first and hand the CLI its
+// --command-config.
+func TestComposeTLSByDefault(t *testing.T) {
+	const mount = "/etc/strand/tls"
+	certsOut := filepath.Join(t.TempDir(), "certs")
+	if _, err := runCerts(t, "--out", certsOut, "--hosts", "node1,localhost"); err != nil {
+		t.Fatal(err)
+	}
+	for _, conf := range []string{"server.conf", "server.drill.conf"} {
+		s := confSettings(t, filepath.Join("..", "..", "deploy", conf))
+		want := map[string]string{
+			"listener.security.protocol.map": "CLIENT:SSL,EXTERNAL:SSL,KAFKA:SSL,INTER_BROKER:SSL,CONTROLLER:SSL,HTTP:SSL",
+			"ssl.client.auth":                "required",
+			"ssl.keystore.location":          mount + "/keystore.pem",
+			"ssl.truststore.location":        mount + "/ca.pem",
+			"gossip.encryption.key.location": mount + "/gossip.key",
+		}
+		for k, v := range want {
+			if s[k] != v {
+				t.Errorf("%s: %s = %q, want %q", conf, k, s[k], v)
+			}
+			if strings.HasSuffix(k, ".location") {
+				if _, err := os.Stat(filepath.Join(certsOut, "node1", strings.TrimPrefix(v, mount+"/"))); err != nil {
+					t.Errorf("%s: %s names a file strand certs does not write into a node's directory: %v", conf, k, err)
+				}
+			}
+		}
+	}
+	props := string(mustRead(t, filepath.Join(certsOut, "node1", "client.properties")))
+	if !strings.Contains(props, "ssl.keystore.location="+mount+"/keystore.pem") {
+		t.Errorf("node1/client.properties does not use the mounted paths:\n%s", props)
+	}
+
+	yml := func(name string) string { return string(mustRead(t, filepath.Join("..", "..", "deploy", name))) }
+	base, grow := yml("docker-compose.yml"), yml("docker-compose.grow.yml")
+	for n, file := range map[string]string{"1": base, "2": base, "3": base, "4": grow} {
+		if !strings.Contains(file, `"./certs/node`+n+`:`+mount+`:ro"`) {
+			t.Errorf("node%s does not mount deploy/certs/node%s read-only at %s", n, n, mount)
+		}
+	}
+	for name, file := range map[string]string{"docker-compose.yml": base, "docker-compose.grow.yml": grow} {
+		if !strings.Contains(file, `STRAND_COMMAND_CONFIG: "`+mount+`/client.properties"`) {
+			t.Errorf("%s: the healthcheck's strand health gets no STRAND_COMMAND_CONFIG", name)
+		}
+	}
+	drill := string(mustRead(t, filepath.Join("..", "..", "scripts", "drill.sh")))
+	for _, want := range []string{"make -s certs", "--command-config deploy/certs/verify.properties", "--command-config deploy/certs/admin.properties"} {
+		if !strings.Contains(drill, want) {
+			t.Errorf("scripts/drill.sh lacks %q", want)
+		}
+	}
+	mk := string(mustRead(t, filepath.Join("..", "..", "Makefile")))
+	if !strings.Contains(mk, "\ncerts: build") || !strings.Contains(mk, "\ngrow: certs") {
+		t.Error("Makefile: want a certs target and grow depending on it")
+	}
+	if ig := string(mustRead(t, filepath.Join("..", "..", ".gitignore"))); !strings.Contains(ig, "deploy/certs/") {
+		t.Error(".gitignore does not ignore deploy/certs/")
+	}
+
+	// Rendered, where Compose is installed: the drill file over the base
+	// keeps each node's TLS mount.
+	for _, tool := range composeTools() {
+		args := append(append([]string{}, tool[1:]...), "-p", "strand-config-test", "-f", filepath.Join("..", "..", "deploy", "docker-compose.yml"),
+			"-f", filepath.Join("..", "..", "deploy", "docker-compose.drill.yml"), "config")
+		out, err := exec.Command(tool[0], args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s config: %v\n%s", strings.Join(tool, " "), err, out)
+		}
+		for _, n := range []string{"1", "2", "3"} {
+			if !strings.Contains(string(out), "certs/node"+n+":"+mount+":ro") {
+				t.Errorf("%s: with the drill file, node%s lost its TLS mount:\n%s", strings.Join(tool, " "), n, out)
+			}
+		}
+	}
+}

@@ -69,7 +69,7 @@ positions of the partitions it has read from, as franz-go tracks them.`,
 			ctx, stop := signalContext()
 			defer stop()
 			topic := args[0]
-			opts := []client.Opt{client.Bootstrap(bootstrap(cmd)...)}
+			opts := secure(client.Bootstrap(bootstrap(cmd)...))
 			iso := client.ReadUncommitted
 			switch isolation {
 			case "read_uncommitted":

@@ -31,7 +31,7 @@ func demoCmd() *cobra.Command {
 			ctx, cancel := timeoutContext(cmd, 2*time.Minute)
 			defer cancel()
 			boot := bootstrap(cmd)
-			adm, err := client.NewAdmin(client.Bootstrap(boot...))
+			adm, err := client.NewAdmin(secure(client.Bootstrap(boot...))...)
 			if err != nil {
 				return err
 			}
@@ -55,7 +55,7 @@ func demoCmd() *cobra.Command {
 				return fmt.Errorf("create %s: %w", topic, err)
 			}
 			fmt.Printf("== topic %s: 1 partition, replication factor %d, min.insync.replicas %s\n", topic, rf, minISR)
-			p, err := client.NewProducer(client.Bootstrap(boot...), client.TransactionalID(txnID), client.WithPartitioner(client.ManualPartitioner{}))
+			p, err := client.NewProducer(secure(client.Bootstrap(boot...), client.TransactionalID(txnID), client.WithPartitioner(client.ManualPartitioner{}))...)
 			if err != nil {
 				return err
 			}
@@ -138,7 +138,7 @@ func demoCmd() *cobra.Command {
 }
 
 func readDemo(ctx context.Context, boot []string, tp client.TopicPartition, iso client.IsolationLevel) ([]string, int64, error) {
-	c, err := client.NewConsumer(client.Bootstrap(boot...), client.Isolation(iso), client.FetchMaxWait(100*time.Millisecond))
+	c, err := client.NewConsumer(secure(client.Bootstrap(boot...), client.Isolation(iso), client.FetchMaxWait(100*time.Millisecond))...)
 	if err != nil {
 		return nil, 0, err
 	}

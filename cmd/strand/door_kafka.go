@@ -89,7 +89,7 @@ type kafkaLineProducer struct{ cl *kgo.Client }
 // idempotence as --acks says (1 and 0 without idempotence), the codec,
 // the partition when one is given, the transactional id when one is.
 func newKafkaLineProducer(addrs []string, acks, codec string, partition int32, txnID string) (*kafkaLineProducer, error) {
-	opts := []kgo.Opt{kgo.SeedBrokers(addrs...)}
+	opts := append([]kgo.Opt{kgo.SeedBrokers(addrs...)}, security.kgoOpts()...)
 	switch acks {
 	case "all", "-1":
 		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
@@ -170,7 +170,7 @@ func (p *kafkaLineProducer) Close(context.Context) error {
 // at exit. It exits after maxRecords, or when nothing arrived for timeout.
 func consumeKafka(ctx context.Context, cmd *cobra.Command, addrs []string, topic, group string, start startSpec, iso client.IsolationLevel,
 	fromBeginning bool, maxRecords int, timeout time.Duration, format *recordFormat) error {
-	opts := []kgo.Opt{kgo.SeedBrokers(addrs...), kgo.FetchMaxWait(500 * time.Millisecond)}
+	opts := append([]kgo.Opt{kgo.SeedBrokers(addrs...), kgo.FetchMaxWait(500 * time.Millisecond)}, security.kgoOpts()...)
 	if iso == client.ReadCommitted {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}

@@ -8,7 +8,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/strand-io/strand/errs"
@@ -20,7 +19,7 @@ import (
 // that is still starting answers BROKER_NOT_AVAILABLE) fail with that
 // *errs.Error.
 func dial(addr string) (*grpc.ClientConn, error) {
-	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(security.transportCreds()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20))}, wire.ErrorCodeDialOptions()...)
 	return grpc.NewClient("passthrough:///"+addr, opts...)
 }

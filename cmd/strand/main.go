@@ -25,7 +25,13 @@ func main() {
 	}
 	root.PersistentFlags().String("bootstrap", "", "brokers to connect to, host:port[,host:port…] (default: $STRAND_BOOTSTRAP, else make run's three nodes "+defaultBootstrap+")")
 	root.PersistentFlags().Duration("bootstrap-wait", 5*time.Second, "how long to wait for one of the bootstrap servers to accept a connection")
+	addCommandConfigFlag(root)
 	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
+		if connects(cmd) {
+			if err := readCommandConfig(cmd); err != nil {
+				return err
+			}
+		}
 		if !needsBootstrap(cmd) {
 			return nil
 		}
@@ -37,7 +43,7 @@ func main() {
 		resolvedBootstrap = addrs
 		return nil
 	}
-	root.AddCommand(noBootstrap(serverCmd()), topicsCmd(), produceCmd(), consumeCmd(), noBootstrap(dumpLogCmd()), clusterCmd(), featuresCmd(), configsCmd())
+	root.AddCommand(offline(serverCmd()), topicsCmd(), produceCmd(), consumeCmd(), offline(dumpLogCmd()), clusterCmd(), featuresCmd(), configsCmd())
 	for _, c := range extraCommands {
 		root.AddCommand(c())
 	}
@@ -95,7 +101,7 @@ func timeoutContext(cmd *cobra.Command, d time.Duration) (context.Context, conte
 }
 
 func newAdmin(cmd *cobra.Command) (*client.Admin, error) {
-	return client.NewAdmin(client.Bootstrap(bootstrap(cmd)...))
+	return client.NewAdmin(secure(client.Bootstrap(bootstrap(cmd)...))...)
 }
 
 // envDefaults sets each flag not given on the command line from STRAND_<NAME>.

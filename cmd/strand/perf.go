@@ -166,7 +166,7 @@ producer properties; --bootstrap then names Kafka listeners).`,
 				if err != nil {
 					return err
 				}
-				opts = append(opts, client.Bootstrap(bootstrap(cmd)...))
+				opts = append(opts, secure(client.Bootstrap(bootstrap(cmd)...))...)
 				if txnID != "" {
 					opts = append(opts, client.TransactionalID(txnID))
 				}
@@ -439,7 +439,7 @@ func perfConsumeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := client.NewConsumer(client.Bootstrap(bootstrap(cmd)...), iso, client.MaxPollRecords(10000))
+			c, err := client.NewConsumer(secure(client.Bootstrap(bootstrap(cmd)...), iso, client.MaxPollRecords(10000))...)
 			if err != nil {
 				return err
 			}
@@ -529,7 +529,7 @@ func perfE2ECmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			popts = append([]client.Opt{client.Bootstrap(boot...)}, popts...)
+			popts = append(secure(client.Bootstrap(boot...)), popts...)
 			if txnID != "" {
 				popts = append(popts, client.TransactionalID(txnID))
 			}
@@ -561,7 +561,7 @@ func perfE2ECmd() *cobra.Command {
 			for _, tp := range tps {
 				assign[tp] = ends[tp].HighWatermark
 			}
-			c, err := client.NewConsumer(client.Bootstrap(boot...), iso, client.FetchMaxWait(100*time.Millisecond))
+			c, err := client.NewConsumer(secure(client.Bootstrap(boot...), iso, client.FetchMaxWait(100*time.Millisecond))...)
 			if err != nil {
 				return err
 			}

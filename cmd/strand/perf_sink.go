@@ -55,7 +55,7 @@ func (s kafkaSink) Close() { s.cl.Close() }
 // is batch.max.size (the SDK's default when not given, or batch.size if
 // larger), so both producers send batches of the same size.
 func kafkaProducerOpts(bootstrap []string, props []string, acks, txnID string) ([]kgo.Opt, error) {
-	opts := []kgo.Opt{kgo.SeedBrokers(bootstrap...)}
+	opts := append([]kgo.Opt{kgo.SeedBrokers(bootstrap...)}, security.kgoOpts()...)
 	idempotent := true
 	switch acks {
 	case "all", "-1":

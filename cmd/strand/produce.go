@@ -63,7 +63,7 @@ With --protocol kafka the records go through the Kafka listeners
 			opts = append(opts, client.Compression(c))
 			ctx, stop := signalContext()
 			defer stop()
-			opts = append(opts, client.Bootstrap(bootstrap(cmd)...))
+			opts = append(opts, secure(client.Bootstrap(bootstrap(cmd)...))...)
 			if partition >= 0 {
 				opts = append(opts, client.WithPartitioner(client.ManualPartitioner{}))
 			}

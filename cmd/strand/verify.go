@@ -82,6 +82,8 @@ are skipped); their --hold must stay below the brokers' replica.lag.time.max.ms.
 				}
 			}
 			cfg.Bootstrap = bootstrap(cmd)
+			cfg.ClientOpts = append(cfg.ClientOpts, security.sdkOpts...)
+			cfg.KafkaOpts = append(cfg.KafkaOpts, security.kgoOpts()...)
 			proto, kafkaAddrs, err := protocolOf(cmd)
 			if err != nil {
 				return err
@@ -169,6 +171,8 @@ are skipped); their --hold must stay below the brokers' replica.lag.time.max.ms.
 func pickTarget(ctx context.Context, name, dataDir string) (drill.Target, error) {
 	compose := drill.NewCompose()
 	proc := &drill.Process{Dir: dataDir, N: 3}
+	// The metrics listeners speak TLS where the brokers do (HTTP:SSL).
+	compose.HTTPTLS, proc.HTTPTLS = security.TLS, security.TLS
 	switch name {
 	case "none":
 		return nil, nil
