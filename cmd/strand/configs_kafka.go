@@ -43,16 +43,13 @@ func kafkaConfigsShape(cmd *cobra.Command) {
 		if describe == alter {
 			return fmt.Errorf("give exactly one of --describe and --alter (or a subcommand: describe, alter)")
 		}
-		if entityType == "users" || entityType == "user" { // issue 22: configs_users.go
-			return kafkaConfigsUsers(cmd, describe, entityName, entityDefault, addConfig, deleteConfig)
-		}
 		var broker bool
 		switch entityType {
-		case "users", "user": // issue 22: client quotas (configs_quotas.go)
+		case "users", "user": // issue 22: SCRAM credentials (configs_users.go) and client quotas (configs_quotas.go)
 			if entityDefault && entityName != "" {
 				return fmt.Errorf("give at most one of --entity-name and --entity-default")
 			}
-			return userQuotasCommand(cmd, describe, entityName, entityDefault, addConfig, deleteConfig)
+			return usersCommand(cmd, describe, entityName, entityDefault, addConfig, deleteConfig)
 		case "topics", "topic":
 		case "brokers", "broker":
 			broker = true

@@ -150,3 +150,67 @@ func scramDescribeLine(user string, infos []client.ScramCredentialInfo) string {
 	}
 	return fmt.Sprintf("SCRAM credential configs for user-principal '%s' are %s", user, strings.Join(parts, ", "))
 }
+
+// usersCommand is kafka-configs' --entity-type users: the SCRAM keys go to
+// AlterUserScramCredentials, the quota keys to AlterClientQuotas, as
+// kafka-configs splits them; --describe prints the quotas, then the
+// SCRAM credentials (the default user has only quotas).
+func usersCommand(cmd *cobra.Command, describe bool, name string, entityDefault bool, addConfig, deleteConfig string) error {
+	if describe {
+		if err := userQuotasCommand(cmd, true, name, entityDefault, "", ""); err != nil {
+			return err
+		}
+		if entityDefault {
+			return nil
+		}
+		return kafkaConfigsUsers(cmd, true, name, false, "", "")
+	}
+	scramAdd, quotaAdd := splitUserKeys(addConfig)
+	scramDel, quotaDel := splitUserKeys(deleteConfig)
+	if scramAdd != "" || scramDel != "" {
+		if err := kafkaConfigsUsers(cmd, false, name, entityDefault, scramAdd, scramDel); err != nil {
+			return err
+		}
+	}
+	if quotaAdd != "" || quotaDel != "" || (scramAdd == "" && scramDel == "") {
+		return userQuotasCommand(cmd, false, name, entityDefault, quotaAdd, quotaDel)
+	}
+	return nil
+}
+
+// splitUserKeys splits a --add-config or --delete-config list at its
+// top-level commas (not those inside a SCRAM key's [...]) into the SCRAM
+// items and the others, each joined again with commas.
+func splitUserKeys(list string) (scramItems, others string) {
+	var sc, ot []string
+	depth, start := 0, 0
+	flush := func(end int) {
+		item := strings.TrimSpace(list[start:end])
+		if item == "" {
+			return
+		}
+		key, _, _ := strings.Cut(item, "=")
+		if isScramKey(strings.TrimSpace(key)) {
+			sc = append(sc, item)
+		} else {
+			ot = append(ot, item)
+		}
+	}
+	for i, r := range list {
+		switch r {
+		case '[':
+			depth++
+		case ']':
+			if depth > 0 {
+				depth--
+			}
+		case ',':
+			if depth == 0 {
+				flush(i)
+				start = i + 1
+			}
+		}
+	}
+	flush(len(list))
+	return strings.Join(sc, ","), strings.Join(ot, ",")
+}
