@@ -153,10 +153,25 @@ var (
 	// ErrThrottlingQuotaExceeded (issue 22): a transaction over
 	// transaction.max.open.per.principal; retriable.
 	ErrThrottlingQuotaExceeded = &Error{Code: pb.ErrorCode_THROTTLING_QUOTA_EXCEEDED}
-	ErrProducerFenced          = &Error{Code: pb.ErrorCode_PRODUCER_FENCED}
-	ErrResourceNotFound        = &Error{Code: pb.ErrorCode_RESOURCE_NOT_FOUND}
-	ErrInvalidUpdateVersion    = &Error{Code: pb.ErrorCode_INVALID_UPDATE_VERSION}
-	ErrFeatureUpdateFailed     = &Error{Code: pb.ErrorCode_FEATURE_UPDATE_FAILED}
+	// Authorization (issue 22): the principal may not do the request to
+	// the topic, group or transactional id; not retriable.
+	ErrTopicAuthorizationFailed           = &Error{Code: pb.ErrorCode_TOPIC_AUTHORIZATION_FAILED}
+	ErrGroupAuthorizationFailed           = &Error{Code: pb.ErrorCode_GROUP_AUTHORIZATION_FAILED}
+	ErrTransactionalIDAuthorizationFailed = &Error{Code: pb.ErrorCode_TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+	// ErrSecurityDisabled: an ACL request to a cluster without an
+	// authorizer (authorizer.class.name unset).
+	ErrSecurityDisabled = &Error{Code: pb.ErrorCode_SECURITY_DISABLED}
+	// Authentication (issue 22): a wrong password or unknown user, a
+	// mechanism the listener does not offer, a SASL step out of order.
+	ErrSaslAuthenticationFailed = &Error{Code: pb.ErrorCode_SASL_AUTHENTICATION_FAILED}
+	ErrUnsupportedSaslMechanism = &Error{Code: pb.ErrorCode_UNSUPPORTED_SASL_MECHANISM}
+	ErrIllegalSaslState         = &Error{Code: pb.ErrorCode_ILLEGAL_SASL_STATE}
+	ErrDuplicateResource        = &Error{Code: pb.ErrorCode_DUPLICATE_RESOURCE}
+	ErrUnacceptableCredential   = &Error{Code: pb.ErrorCode_UNACCEPTABLE_CREDENTIAL}
+	ErrProducerFenced           = &Error{Code: pb.ErrorCode_PRODUCER_FENCED}
+	ErrResourceNotFound         = &Error{Code: pb.ErrorCode_RESOURCE_NOT_FOUND}
+	ErrInvalidUpdateVersion     = &Error{Code: pb.ErrorCode_INVALID_UPDATE_VERSION}
+	ErrFeatureUpdateFailed      = &Error{Code: pb.ErrorCode_FEATURE_UPDATE_FAILED}
 	// ErrDuplicateBrokerRegistration: a broker id is registered by a live
 	// session of another incarnation (brokers see it, clients do not).
 	ErrDuplicateBrokerRegistration = &Error{Code: pb.ErrorCode_DUPLICATE_BROKER_REGISTRATION}

@@ -66,7 +66,7 @@ func ExampleAdmin() {
 func ExampleClassify() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	p, err := client.NewProducer(client.Bootstrap(bootstrap), client.DeliveryTimeout(3*time.Second), client.RequestTimeout(time.Second))
+	p, err := client.NewProducer(client.Bootstrap(bootstrap), client.DeliveryTimeout(8*time.Second), client.RequestTimeout(3*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}
