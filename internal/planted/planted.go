@@ -104,6 +104,9 @@ const (
 	// a valid session token.
 	SaslTokenUnchecked
 	// --- issue 22: sasl --- end
+	// AuthzSkipScramAlter: AlterUserScramCredentials is served without
+	// Alter on the cluster (issue 22: hostile).
+	AuthzSkipScramAlter
 
 	numBugs
 )
@@ -130,6 +133,7 @@ var names = [numBugs]string{
 	BrokerPrincipalUnchecked:              "broker-principal-unchecked",
 	SaslGateOpen:                          "sasl-gate-open",
 	SaslTokenUnchecked:                    "sasl-token-unchecked",
+	AuthzSkipScramAlter:                   "authz-skip-scram-alter",
 }
 
 // String is the bug's name.
