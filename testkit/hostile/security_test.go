@@ -254,6 +254,13 @@ func grpcRefusals(t testing.TB, cc grpc.ClientConnInterface, topic string) []grp
 			return ad.DescribeAcls(ctx, &pb.DescribeAclsRequest{Filter: &pb.AclBindingFilter{ResourceType: int32(client.ACLResourceAny), PatternType: int32(client.ACLPatternAny),
 				Operation: int32(client.ACLOpAny), Permission: int32(client.ACLPermissionAny)}})
 		}},
+		{"DeleteAcls", clusterDenied, func(ctx context.Context) (any, error) {
+			return ad.DeleteAcls(ctx, &pb.DeleteAclsRequest{Filters: []*pb.AclBindingFilter{{ResourceType: int32(client.ACLResourceAny), PatternType: int32(client.ACLPatternAny),
+				Operation: int32(client.ACLOpAny), Permission: int32(client.ACLPermissionAny)}}})
+		}},
+		{"DescribeUserScramCredentials", clusterDenied, func(ctx context.Context) (any, error) {
+			return ad.DescribeUserScramCredentials(ctx, &pb.DescribeUserScramCredentialsRequest{})
+		}},
 		{"AlterUserScramCredentials", clusterDenied, func(ctx context.Context) (any, error) {
 			return ad.AlterUserScramCredentials(ctx, &pb.AlterUserScramCredentialsRequest{
 				Deletions:  []*pb.ScramCredentialDeletion{{Name: "mallory", Mechanism: 1}},
@@ -491,6 +498,16 @@ func kafkaRefusals(t testing.TB, topic string) []kafkaCase {
 			r.ResourceType, r.ResourcePatternType, r.Operation, r.PermissionType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny, kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
 			return r
 		}},
+		{"DeleteAcls", clusterDenied, func() kmsg.Request {
+			r := kmsg.NewPtrDeleteACLsRequest()
+			f := kmsg.NewDeleteACLsRequestFilter()
+			f.ResourceType, f.ResourcePatternType, f.Operation, f.PermissionType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny, kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+			r.Filters = append(r.Filters, f)
+			return r
+		}},
+		{"DescribeUserScramCredentials", clusterDenied, func() kmsg.Request {
+			return kmsg.NewPtrDescribeUserSCRAMCredentialsRequest()
+		}},
 		{"AlterUserScramCredentials", clusterDenied, func() kmsg.Request {
 			r := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
 			d := kmsg.NewAlterUserSCRAMCredentialsRequestDeletion()
@@ -663,9 +680,18 @@ func TestSecurityEverythingOn(t *testing.T) {
 	)
 	appStop := make(chan struct{})
 	appDone := make(chan struct{})
-	p := newApp()
+	// Every broker takes the new ACLs in its own time: a fresh producer
+	// per attempt, until one is let in.
+	var p *client.Producer
+	wait.Eventually(t, 30*time.Second, "the application's InitTransactions", func() bool {
+		p = newApp()
+		if err := p.InitTransactions(ctx); err != nil {
+			p.Close(context.Background())
+			return false
+		}
+		return true
+	})
 	defer p.Close(context.Background())
-	wait.Eventually(t, 30*time.Second, "the application's InitTransactions", func() bool { return p.InitTransactions(ctx) == nil })
 	go func() {
 		defer close(appDone)
 		fail := func(what string, err error) {
@@ -746,6 +772,13 @@ func TestSecurityEverythingOn(t *testing.T) {
 			if code != codes.Unavailable || !strings.Contains(msg, tc.alert) {
 				t.Errorf("%s: %v %q, want Unavailable with the TLS alert %q", tc.name, code, msg, tc.alert)
 			}
+		}
+		// The CRL check is what refuses the revoked certificate.
+		restore := planted.Set(planted.TLSRevocationIgnored)
+		err := metadataErr(t, addr, ct.ClientConfig(t, revoked))
+		restore()
+		if err != nil {
+			t.Errorf("with tls-revocation-ignored the revoked certificate is still refused: %v", err)
 		}
 	})
 
@@ -856,7 +889,14 @@ func TestSecurityEverythingOn(t *testing.T) {
 		}
 
 		// Before authenticating only ApiVersions is answered; Metadata
-		// closes the connection.
+		// closes the connection (with the gate planted open, it would be
+		// answered).
+		restore := planted.Set(planted.SaslGateOpen)
+		_, err := kafkaAsk(dial(), kafkaFrame(metadataV9(), 1))
+		restore()
+		if err != nil {
+			t.Fatalf("with sasl-gate-open Metadata before authentication is still refused: %v", err)
+		}
 		conn := dial()
 		if _, err := kafkaAsk(conn, kafkaFrame(kmsg.NewPtrApiVersionsRequest(), 1)); err != nil {
 			t.Fatalf("ApiVersions before authentication: %v", err)
@@ -887,6 +927,15 @@ func TestSecurityEverythingOn(t *testing.T) {
 			for _, b := range checkGRPC(ctx, grpcRefusals(t, g, secTopic)) {
 				t.Errorf("node %d: %s", m.ID, b)
 			}
+		}
+		// The transaction requests only brokers send are not served on
+		// the client listener at all (a gRPC status, no Kafka code).
+		tx := pb.NewTransactionsClient(mg)
+		if _, err := tx.AddPartitionsToTxn(ctx, &pb.AddPartitionsToTxnRequest{}); status.Code(err) != codes.Unimplemented {
+			t.Errorf("gRPC AddPartitionsToTxn: %v, want Unimplemented", err)
+		}
+		if _, err := tx.WriteTxnMarkers(ctx, &pb.WriteTxnMarkersRequest{}); status.Code(err) != codes.Unimplemented {
+			t.Errorf("gRPC WriteTxnMarkers: %v, want Unimplemented", err)
 		}
 		// The listings hide what mallory may not describe.
 		md, err := mk.Request(ctx, kmsg.NewPtrMetadataRequest())
@@ -946,6 +995,17 @@ func TestSecurityEverythingOn(t *testing.T) {
 		for name, err := range replicaCalls(ctx, pb.NewConsumerClient(mc), pb.NewTransactionsClient(mc), img, secTopic) {
 			if !notAPeer(err) {
 				t.Errorf("mallory's %s: %v, want CLUSTER_AUTHORIZATION_FAILED", name, err)
+			}
+		}
+		// The client services are not served there (to anyone).
+		notServed := func(err error) bool { return notAPeer(err) || status.Code(err) == codes.Unimplemented }
+		if _, err := pb.NewMetadataClient(mc).Metadata(ctx, &pb.MetadataRequest{}); !notServed(err) {
+			t.Errorf("mallory's Metadata on the inter-broker listener: %v", err)
+		}
+		if ps, err := pb.NewProducerClient(mc).Produce(ctx); err == nil {
+			_ = ps.Send(&pb.ProduceRequest{Acks: -1, TimeoutMs: 5000, Partitions: []*pb.PartitionRecords{{Topic: secTopic, Records: evilBatch(t)}}})
+			if _, err := ps.Recv(); !notServed(err) {
+				t.Errorf("mallory's Produce on the inter-broker listener: %v", err)
 			}
 		}
 		// The application's principal is no broker either.
