@@ -228,6 +228,41 @@ func grpcRefusals(t testing.TB, cc grpc.ClientConnInterface, topic string) []grp
 		{"EndTxn", txnDenied, func(ctx context.Context) (any, error) {
 			return tx.EndTxn(ctx, &pb.EndTxnRequest{TransactionalId: secTxnID, ProducerId: 1, ProducerEpoch: 0})
 		}},
+		{"LeaveGroup", groupDenied, func(ctx context.Context) (any, error) {
+			return gr.LeaveGroup(ctx, &pb.LeaveGroupRequest{GroupId: secGroup, MemberId: "m"})
+		}},
+		{"DescribeGroups", groupDenied, func(ctx context.Context) (any, error) {
+			return gr.DescribeGroups(ctx, &pb.DescribeGroupsRequest{GroupIds: []string{secGroup}})
+		}},
+		{"OffsetDelete", groupDenied, func(ctx context.Context) (any, error) {
+			return gr.OffsetDelete(ctx, &pb.OffsetDeleteRequest{GroupId: secGroup, Partitions: []*pb.TopicPartition{{Topic: topic}}})
+		}},
+		{"DeleteGroups", groupDenied, func(ctx context.Context) (any, error) {
+			return gr.DeleteGroups(ctx, &pb.DeleteGroupsRequest{GroupIds: []string{secGroup}})
+		}},
+		{"OffsetForLeaderEpoch", topicDenied, func(ctx context.Context) (any, error) {
+			return cs.OffsetForLeaderEpoch(ctx, &pb.OffsetForLeaderEpochRequest{ReplicaId: -1, Partitions: []*pb.OffsetForLeaderEpochPartition{{Topic: topic, CurrentLeaderEpoch: -1}}})
+		}},
+		{"DescribeTransactions", txnDenied, func(ctx context.Context) (any, error) {
+			return tx.DescribeTransactions(ctx, &pb.DescribeTransactionsRequest{TransactionalIds: []string{secTxnID}})
+		}},
+		{"DescribeProducers", topicDenied, func(ctx context.Context) (any, error) {
+			return tx.DescribeProducers(ctx, &pb.DescribeProducersRequest{Partitions: []*pb.TopicPartition{{Topic: topic}}})
+		}},
+		{"Produce to a new topic", topicDenied, func(ctx context.Context) (any, error) {
+			s, err := pb.NewProducerClient(cc).Produce(ctx)
+			if err != nil {
+				return nil, err
+			}
+			defer s.CloseSend()
+			if err := s.Send(&pb.ProduceRequest{Acks: -1, TimeoutMs: 5000, Partitions: []*pb.PartitionRecords{{Topic: evilTopic, Records: batch}}}); err != nil {
+				return nil, err
+			}
+			return s.Recv()
+		}},
+		{"Metadata of a new topic", topicDenied, func(ctx context.Context) (any, error) {
+			return md.Metadata(ctx, &pb.MetadataRequest{Topics: []string{evilTopic}})
+		}},
 		{"CreateTopics", topicDenied, func(ctx context.Context) (any, error) {
 			return ad.CreateTopics(ctx, &pb.CreateTopicsRequest{TimeoutMs: 5000, Topics: []*pb.CreatableTopic{{Name: evilTopic, NumPartitions: 1, ReplicationFactor: 1}}})
 		}},
@@ -429,6 +464,75 @@ func kafkaRefusals(t testing.TB, topic string) []kafkaCase {
 			tp.Topic = topic
 			p := kmsg.NewTxnOffsetCommitRequestTopicPartition()
 			p.Offset = 999999
+			tp.Partitions = append(tp.Partitions, p)
+			r.Topics = append(r.Topics, tp)
+			return r
+		}},
+		{"LeaveGroup", groupDenied, func() kmsg.Request {
+			r := kmsg.NewPtrLeaveGroupRequest()
+			r.Group, r.MemberID = secGroup, "m"
+			m := kmsg.NewLeaveGroupRequestMember()
+			m.MemberID = "m"
+			r.Members = append(r.Members, m)
+			return r
+		}},
+		{"DescribeGroups", groupDenied, func() kmsg.Request {
+			r := kmsg.NewPtrDescribeGroupsRequest()
+			r.Groups = []string{secGroup}
+			return r
+		}},
+		{"OffsetDelete", groupDenied, func() kmsg.Request {
+			r := kmsg.NewPtrOffsetDeleteRequest()
+			r.Group = secGroup
+			tp := kmsg.NewOffsetDeleteRequestTopic()
+			tp.Topic = topic
+			tp.Partitions = append(tp.Partitions, kmsg.NewOffsetDeleteRequestTopicPartition())
+			r.Topics = append(r.Topics, tp)
+			return r
+		}},
+		{"DeleteGroups", groupDenied, func() kmsg.Request {
+			r := kmsg.NewPtrDeleteGroupsRequest()
+			r.Groups = []string{secGroup}
+			return r
+		}},
+		{"OffsetForLeaderEpoch", topicDenied, func() kmsg.Request {
+			r := kmsg.NewPtrOffsetForLeaderEpochRequest()
+			r.ReplicaID = -1
+			tp := kmsg.NewOffsetForLeaderEpochRequestTopic()
+			tp.Topic = topic
+			p := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+			p.CurrentLeaderEpoch = -1
+			tp.Partitions = append(tp.Partitions, p)
+			r.Topics = append(r.Topics, tp)
+			return r
+		}},
+		{"DescribeTransactions", txnDenied, func() kmsg.Request {
+			r := kmsg.NewPtrDescribeTransactionsRequest()
+			r.TransactionalIDs = []string{secTxnID}
+			return r
+		}},
+		{"DescribeProducers", topicDenied, func() kmsg.Request {
+			r := kmsg.NewPtrDescribeProducersRequest()
+			tp := kmsg.NewDescribeProducersRequestTopic()
+			tp.Topic, tp.Partitions = topic, []int32{0}
+			r.Topics = append(r.Topics, tp)
+			return r
+		}},
+		{"Metadata of a new topic, auto-create asked", topicDenied, func() kmsg.Request {
+			r := kmsg.NewPtrMetadataRequest()
+			r.AllowAutoTopicCreation = true
+			mt := kmsg.NewMetadataRequestTopic()
+			mt.Topic = str(evilTopic)
+			r.Topics = append(r.Topics, mt)
+			return r
+		}},
+		{"Produce to a new topic", topicDenied, func() kmsg.Request {
+			r := kmsg.NewPtrProduceRequest()
+			r.Acks, r.TimeoutMillis = -1, 5000
+			tp := kmsg.NewProduceRequestTopic()
+			tp.Topic = evilTopic
+			p := kmsg.NewProduceRequestTopicPartition()
+			p.Records = batch
 			tp.Partitions = append(tp.Partitions, p)
 			r.Topics = append(r.Topics, tp)
 			return r
@@ -947,6 +1051,24 @@ func TestSecurityEverythingOn(t *testing.T) {
 		if r, err := pb.NewMetadataClient(mg).Metadata(ctx, &pb.MetadataRequest{}); err != nil || len(r.Topics) != 0 {
 			t.Errorf("gRPC Metadata of all topics: %v %v, want no topic", r, err)
 		}
+		for _, m := range c.Running() {
+			br := mk.Broker(int(m.ID))
+			lg, err := br.Request(ctx, kmsg.NewPtrListGroupsRequest())
+			if err != nil || len(lg.(*kmsg.ListGroupsResponse).Groups) != 0 {
+				t.Errorf("node %d: Kafka ListGroups: %v %v, want none", m.ID, lg, err)
+			}
+			lt, err := br.Request(ctx, kmsg.NewPtrListTransactionsRequest())
+			if err != nil || len(lt.(*kmsg.ListTransactionsResponse).TransactionStates) != 0 {
+				t.Errorf("node %d: Kafka ListTransactions: %v %v, want none", m.ID, lt, err)
+			}
+			g := tlsClientConn(t, m.Cfg.Listen, ct.ClientConfig(t, malloryPair))
+			if r, err := pb.NewGroupsClient(g).ListGroups(ctx, &pb.ListGroupsRequest{}); err != nil || len(r.Groups) != 0 {
+				t.Errorf("node %d: gRPC ListGroups: %v %v, want none", m.ID, r, err)
+			}
+			if r, err := pb.NewTransactionsClient(g).ListTransactions(ctx, &pb.ListTransactionsRequest{DurationFilterMs: -1}); err != nil || len(r.Transactions) != 0 {
+				t.Errorf("node %d: gRPC ListTransactions: %v %v, want none", m.ID, r, err)
+			}
+		}
 	})
 
 	t.Run("a planted bug is reported", func(t *testing.T) {
@@ -1068,6 +1190,24 @@ func TestSecurityEverythingOn(t *testing.T) {
 		of, err := pb.NewGroupsClient(ag).OffsetFetch(ctx, &pb.OffsetFetchRequest{GroupId: secGroup})
 		if err != nil || len(of.Partitions) != 1 || of.Partitions[0].Offset != lastOff {
 			t.Errorf("%s's offsets: %v %v, want %d", secGroup, of, err, lastOff)
+		}
+		// What mallory's listings hid is there for the super user.
+		var groups, txns []string
+		for _, m := range c.Running() {
+			g := tlsClientConn(t, m.Cfg.Listen, ct.ClientConfig(t, ct.Client(t, "admin")))
+			if r, err := pb.NewGroupsClient(g).ListGroups(ctx, &pb.ListGroupsRequest{}); err == nil {
+				for _, lg := range r.Groups {
+					groups = append(groups, lg.GroupId)
+				}
+			}
+			if r, err := pb.NewTransactionsClient(g).ListTransactions(ctx, &pb.ListTransactionsRequest{DurationFilterMs: -1}); err == nil {
+				for _, tl := range r.Transactions {
+					txns = append(txns, tl.TransactionalId)
+				}
+			}
+		}
+		if !slices.Contains(groups, secGroup) || !slices.Contains(txns, secTxnID) {
+			t.Errorf("the super user lists groups %v and transactions %v", groups, txns)
 		}
 		acls, err := adm.DescribeACLs(ctx, client.AnyACL())
 		if err != nil || len(acls) != len(appACLs()) {
