@@ -281,6 +281,12 @@ func grpcRefusals(t testing.TB, cc grpc.ClientConnInterface, topic string) []grp
 		{"DeleteRecords", topicDenied, func(ctx context.Context) (any, error) {
 			return ad.DeleteRecords(ctx, &pb.DeleteRecordsRequest{TimeoutMs: 5000, Partitions: []*pb.DeleteRecordsPartition{{Topic: topic, Offset: -1}}})
 		}},
+		{"DescribeConfigs broker", clusterDenied, func(ctx context.Context) (any, error) {
+			return ad.DescribeConfigs(ctx, &pb.DescribeConfigsRequest{Resources: []*pb.ConfigResource{{Type: "broker", Name: "1"}}})
+		}},
+		{"IncrementalAlterConfigs brokers", clusterDenied, func(ctx context.Context) (any, error) {
+			return ad.IncrementalAlterConfigs(ctx, &pb.IncrementalAlterConfigsRequest{Resource: &pb.ConfigResource{Type: "broker"}, Set: map[string]string{"log.retention.ms": "1"}})
+		}},
 		{"CreateAcls", clusterDenied, func(ctx context.Context) (any, error) {
 			return ad.CreateAcls(ctx, &pb.CreateAclsRequest{Creations: []*pb.AclBinding{{ResourceType: int32(client.ACLResourceCluster), ResourceName: "kafka-cluster",
 				PatternType: int32(client.ACLPatternLiteral), Principal: "User:CN=mallory", Host: "*", Operation: int32(client.ACLOpAll), Permission: int32(client.ACLPermissionAllow)}}})
@@ -587,6 +593,23 @@ func kafkaRefusals(t testing.TB, topic string) []kafkaCase {
 			p.Offset = -1
 			tp.Partitions = append(tp.Partitions, p)
 			r.Topics = append(r.Topics, tp)
+			return r
+		}},
+		{"DescribeConfigs broker", clusterDenied, func() kmsg.Request {
+			r := kmsg.NewPtrDescribeConfigsRequest()
+			rr := kmsg.NewDescribeConfigsRequestResource()
+			rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeBroker, "1"
+			r.Resources = append(r.Resources, rr)
+			return r
+		}},
+		{"IncrementalAlterConfigs brokers", clusterDenied, func() kmsg.Request {
+			r := kmsg.NewPtrIncrementalAlterConfigsRequest()
+			rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+			rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeBroker, ""
+			c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+			c.Name, c.Value = "log.retention.ms", str("1")
+			rr.Configs = append(rr.Configs, c)
+			r.Resources = append(r.Resources, rr)
 			return r
 		}},
 		{"CreateAcls", clusterDenied, func() kmsg.Request {
@@ -1068,6 +1091,31 @@ func TestSecurityEverythingOn(t *testing.T) {
 			if r, err := pb.NewTransactionsClient(g).ListTransactions(ctx, &pb.ListTransactionsRequest{DurationFilterMs: -1}); err != nil || len(r.Transactions) != 0 {
 				t.Errorf("node %d: gRPC ListTransactions: %v %v, want none", m.ID, r, err)
 			}
+		}
+	})
+
+	t.Run("the application can do no more than its grants", func(t *testing.T) {
+		ac := tlsClientConn(t, addr, ct.ClientConfig(t, appPair))
+		var cases []grpcCase
+		for _, gc := range grpcRefusals(t, ac, secGuarded) {
+			switch gc.name {
+			// (Its idempotent InitProducerId is served: Write on any
+			// topic implies IdempotentWrite, as in Kafka since KIP-679.)
+			case "Produce", "Fetch", "Metadata", "CreateTopics", "CreateAcls", "AlterUserScramCredentials":
+				cases = append(cases, gc)
+			}
+		}
+		for _, gc := range grpcRefusals(t, ac, secTopic) {
+			switch gc.name {
+			case "DeleteTopics", "CreatePartitions", "DeleteRecords", "IncrementalAlterConfigs", "DescribeConfigs":
+				cases = append(cases, gc)
+			}
+		}
+		if len(cases) != 11 {
+			t.Fatalf("%d cases", len(cases))
+		}
+		for _, b := range checkGRPC(ctx, cases) {
+			t.Error("the application: " + b)
 		}
 	})
 
