@@ -934,6 +934,7 @@ func TestSecurityEverythingOn(t *testing.T) {
 		if len(got) > 0 && got[0] != 21 {
 			t.Fatalf("a plaintext ApiVersions was answered: % x", got[:min(len(got), 16)])
 		}
+		t.Logf("a plaintext ApiVersions: %d bytes back (% x), then closed", len(got), got[:min(len(got), 8)])
 	})
 
 	t.Run("SASL: wrong password, unknown user, a request before authenticating", func(t *testing.T) {
@@ -1178,6 +1179,13 @@ func TestSecurityEverythingOn(t *testing.T) {
 			_ = ps.Send(&pb.ProduceRequest{Acks: -1, TimeoutMs: 5000, Partitions: []*pb.PartitionRecords{{Topic: secTopic, Records: evilBatch(t)}}})
 			if _, err := ps.Recv(); !notServed(err) {
 				t.Errorf("mallory's Produce on the inter-broker listener: %v", err)
+			}
+		}
+		// The client listener serves no cluster control to mallory.
+		cl := tlsClientConn(t, addr, ct.ClientConfig(t, malloryPair))
+		for name, err := range controllerCalls(ctx, pb.NewControllerClient(cl), img, secTopic) {
+			if !notServed(err) {
+				t.Errorf("mallory's Controller %s on the client listener: %v", name, err)
 			}
 		}
 		// The application's principal is no broker either.
