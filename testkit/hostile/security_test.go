@@ -1058,6 +1058,30 @@ func TestSecurityEverythingOn(t *testing.T) {
 				t.Errorf("node %d: %s", m.ID, b)
 			}
 		}
+		// The internal topics' names (Strand keeps offsets and
+		// transaction state out of topics; to mallory the names are
+		// refused like any other topic's, as Kafka's are).
+		internal := map[string]bool{"Produce": true, "Fetch": true, "ListOffsets": true, "DeleteTopics": true, "CreatePartitions": true, "DeleteRecords": true}
+		for _, topic := range []string{"__consumer_offsets", "__transaction_state"} {
+			var kc []kafkaCase
+			for _, k := range kafkaRefusals(t, topic) {
+				if internal[k.name] {
+					kc = append(kc, k)
+				}
+			}
+			var gc []grpcCase
+			for _, g := range grpcRefusals(t, mg, topic) {
+				if internal[g.name] {
+					gc = append(gc, g)
+				}
+			}
+			if len(kc) != len(internal) || len(gc) != len(internal) {
+				t.Fatalf("%d and %d internal-topic cases", len(kc), len(gc))
+			}
+			for _, b := range append(checkKafka(ctx, mk.Broker(1), kc), checkGRPC(ctx, gc)...) {
+				t.Errorf("%s: %s", topic, b)
+			}
+		}
 		// The transaction requests only brokers send are not served on
 		// the client listener at all (a gRPC status, no Kafka code).
 		tx := pb.NewTransactionsClient(mg)
