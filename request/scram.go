@@ -5,6 +5,7 @@ import (
 	"context"
 
 	"github.com/strand-io/strand/errs"
+	"github.com/strand-io/strand/internal/planted"
 	"github.com/strand-io/strand/internal/scram"
 	"github.com/strand-io/strand/metadata"
 	pb "github.com/strand-io/strand/proto/strand/v1"
@@ -17,11 +18,19 @@ import (
 // maxLeadersWait) until this broker's image shows the accepted changes, so
 // a DescribeUserScramCredentials or an authentication that follows on this
 // broker sees them. A controller that cannot be reached answers every
-// user its error.
+// user its error. A principal without Alter on the cluster is answered
+// CLUSTER_AUTHORIZATION_FAILED for every user, and nothing is changed.
 func (h *Handler) AlterUserScramCredentials(ctx context.Context, req *pb.AlterUserScramCredentialsRequest) (*pb.AlterUserScramCredentialsResponse, error) {
-	resp, err := toController(ctx, h, func(ctx context.Context, c pb.ControllerClient) (*pb.AlterUserScramCredentialsResponse, error) {
-		return c.AlterUserScramCredentials(ctx, req)
-	})
+	var resp *pb.AlterUserScramCredentialsResponse
+	err := h.authorizeScramAdmin(ctx, "AlterUserScramCredentials")
+	if planted.On(planted.AuthzSkipScramAlter) {
+		err = nil
+	}
+	if err == nil {
+		resp, err = toController(ctx, h, func(ctx context.Context, c pb.ControllerClient) (*pb.AlterUserScramCredentialsResponse, error) {
+			return c.AlterUserScramCredentials(ctx, req)
+		})
+	}
 	if err != nil {
 		code, msg := timedOutIfUnknown(errs.Split(err))
 		out := &pb.AlterUserScramCredentialsResponse{}
@@ -71,7 +80,13 @@ func scramVisible(img *metadata.Image, req *pb.AlterUserScramCredentialsRequest,
 // user's mechanisms and iterations, never a salt or a key. No users names
 // every user with a credential; a named user with none is
 // RESOURCE_NOT_FOUND, a user named twice DUPLICATE_RESOURCE (Kafka's).
+// A principal without Describe on the cluster is answered
+// CLUSTER_AUTHORIZATION_FAILED.
 func (h *Handler) DescribeUserScramCredentials(ctx context.Context, req *pb.DescribeUserScramCredentialsRequest) (*pb.DescribeUserScramCredentialsResponse, error) {
+	if err := h.authorizeScramAdmin(ctx, "DescribeUserScramCredentials"); err != nil {
+		code, msg := errs.Split(err)
+		return &pb.DescribeUserScramCredentialsResponse{ErrorCode: code, ErrorMessage: msg}, nil
+	}
 	img := h.Repl.Image()
 	out := &pb.DescribeUserScramCredentialsResponse{}
 	describe := func(user string) *pb.DescribeUserScramCredentialsResult {

@@ -113,6 +113,9 @@ const (
 	// transactional id was initialised by, so a partition leader's add
 	// (transaction version 2) is never capped.
 	OpenTxnCapCountsCaller
+	// AuthzSkipScramAlter: AlterUserScramCredentials is served without
+	// Alter on the cluster (issue 22: hostile).
+	AuthzSkipScramAlter
 
 	numBugs
 )
@@ -141,6 +144,7 @@ var names = [numBugs]string{
 	SaslTokenUnchecked:                    "sasl-token-unchecked",
 	DebugEndpointsUnauthenticated:         "debug-endpoints-unauthenticated",
 	OpenTxnCapCountsCaller:                "open-txn-cap-counts-caller",
+	AuthzSkipScramAlter:                   "authz-skip-scram-alter",
 }
 
 // String is the bug's name.
