@@ -33,13 +33,17 @@ import (
 //
 // Not served: SaslHandshake v0 (raw SASL tokens without SaslAuthenticate
 // framing, from clients older than Kafka 1.0) is answered
-// UNSUPPORTED_VERSION; every current client uses v1. Re-authentication
-// (KIP-368) is not offered: session_lifetime_ms is 0.
+// UNSUPPORTED_VERSION and the connection closed; every current client uses
+// v1. ApiVersions still lists SaslHandshake as 0-1, as Kafka does:
+// librdkafka enables SASL mechanism negotiation only when the broker's
+// range holds version 0, and refuses SCRAM and PLAIN otherwise ("SASL
+// Handshake not supported by broker"), though it then sends v1.
+// Re-authentication (KIP-368) is not offered: session_lifetime_ms is 0.
 //
 // Once authenticated, the connection's requests carry the session
 // (auth.Session: User:<name>, the mechanism) in their context.
 func init() {
-	register(kmsg.SASLHandshake, 1, 1, handleSaslHandshake)
+	register(kmsg.SASLHandshake, 0, 1, handleSaslHandshake)
 	register(kmsg.SASLAuthenticate, 0, 2, handleSaslAuthenticate)
 }
 
@@ -151,6 +155,12 @@ func handleSaslHandshake(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Res
 	}
 	offered := c.srv.mechanisms()
 	resp.SupportedMechanisms = offered
+	if req.Version == 0 {
+		// v0 would be followed by raw tokens, which are not read.
+		resp.ErrorCode = code(pb.ErrorCode_UNSUPPORTED_VERSION)
+		c.sasl.closeAfter = "SaslHandshake v0 (raw SASL tokens) is not served; use v1"
+		return resp, nil
+	}
 	if !slices.Contains(offered, req.Mechanism) {
 		resp.ErrorCode = code(pb.ErrorCode_UNSUPPORTED_SASL_MECHANISM)
 		c.sasl.closeAfter = fmt.Sprintf("unsupported SASL mechanism %q (offered: %v)", req.Mechanism, offered)

@@ -252,6 +252,34 @@ func TestKafkaSASLWire(t *testing.T) {
 		if r := handshake(conn, "SCRAM-SHA-256", 0); r.ErrorCode != int16(pb.ErrorCode_UNSUPPORTED_VERSION) {
 			t.Fatalf("v0 handshake: %d", r.ErrorCode)
 		}
+		// Raw tokens would follow: the connection is closed.
+		closedByServer(t, conn, metadata())
+	})
+
+	// ApiVersions lists SaslHandshake 0-1, as Kafka does: librdkafka
+	// negotiates a mechanism only when the range holds 0 (then sends v1).
+	t.Run("ApiVersions lists SaslHandshake 0-1", func(t *testing.T) {
+		conn := dial()
+		_, body, err := roundTrip(t, conn, encode(kmsg.NewPtrApiVersionsRequest(), 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := kmsg.NewPtrApiVersionsResponse()
+		if err := resp.ReadFrom(body); err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, k := range resp.ApiKeys {
+			if k.ApiKey == int16(kmsg.SASLHandshake) {
+				found = true
+				if k.MinVersion != 0 || k.MaxVersion != 1 {
+					t.Errorf("SaslHandshake versions %d-%d, want 0-1", k.MinVersion, k.MaxVersion)
+				}
+			}
+		}
+		if !found {
+			t.Error("ApiVersions does not list SaslHandshake")
+		}
 	})
 }
 

@@ -353,7 +353,13 @@ func (s *Server) clientFinal(msg string) ([]byte, error) {
 	if err != nil || !strings.HasPrefix(string(cb), "n,") {
 		return nil, protoErr("channel binding %q", as[0][1])
 	}
-	if subtle.ConstantTimeCompare([]byte(as[1][1]), []byte(s.nonceAll)) != 1 {
+	// RFC 5802 wants the nonce of server-first back exactly; Kafka's
+	// server accepts any nonce that ends with it, and librdkafka relies on
+	// that: it sends its own nonce again in front (client nonce + the
+	// whole server-first nonce). The proof covers the nonce as sent, and
+	// the server's fresh part is still required at the end.
+	if got := as[1][1]; len(got) < len(s.nonceAll) ||
+		subtle.ConstantTimeCompare([]byte(got[len(got)-len(s.nonceAll):]), []byte(s.nonceAll)) != 1 {
 		return nil, protoErr("nonce does not match")
 	}
 	proof, err := base64.StdEncoding.DecodeString(proofB64)

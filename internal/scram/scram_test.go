@@ -105,6 +105,41 @@ func TestServerRefuses(t *testing.T) {
 	}
 }
 
+// TestLibrdkafkaNonce: librdkafka's client-final repeats its own nonce in
+// front of the server-first nonce ("r=" cnonce + cnonce + snonce); Kafka
+// accepts a nonce that ends with the server-first one, and so does the
+// server here, with the proof computed over the message as sent. A nonce
+// that does not end with the server's part is still refused.
+func TestLibrdkafkaNonce(t *testing.T) {
+	m := SHA512
+	cred := m.NewCredential("pw", NewSalt(), 4096)
+	lookup := func(u string) (Credential, bool) { return cred, u == "judge" }
+	final := func(srv *Server, nonce string) string {
+		t.Helper()
+		first := "n=judge,r=cli"
+		sfirst, err := srv.Step([]byte("n,," + first))
+		if err != nil {
+			t.Fatal(err)
+		}
+		snonce, _, _ := strings.Cut(strings.TrimPrefix(string(sfirst), "r="), ",")
+		without := "c=biws,r=" + strings.ReplaceAll(nonce, "SNONCE", snonce)
+		clientKey := m.hmac(m.SaltedPassword("pw", cred.Salt, cred.Iterations), "Client Key")
+		sig := m.hmac(m.sum(clientKey), first+","+string(sfirst)+","+without)
+		for j := range sig {
+			clientKey[j] ^= sig[j]
+		}
+		return without + ",p=" + base64.StdEncoding.EncodeToString(clientKey)
+	}
+	srv := m.NewServer(lookup, nil)
+	if _, err := srv.Step([]byte(final(srv, "cliSNONCE"))); err != nil || !srv.Done() {
+		t.Fatalf("librdkafka's doubled nonce refused: %v", err)
+	}
+	srv = m.NewServer(lookup, nil)
+	if _, err := srv.Step([]byte(final(srv, "SNONCEx"))); err == nil || srv.Done() {
+		t.Fatal("a nonce that does not end with the server's accepted")
+	}
+}
+
 func TestEscape(t *testing.T) {
 	for _, tc := range []struct{ raw, esc string }{{"a,b=c", "a=2Cb=3Dc"}, {"plain", "plain"}, {"==", "=3D=3D"}} {
 		if got := EscapeName(tc.raw); got != tc.esc {

@@ -43,7 +43,7 @@ func chainValue(i int) string { return fmt.Sprintf("%s:%06d", chainKey(i), i/cha
 // (read_committed, group "g-"+name) and writes every record to out with the
 // same key and the value suffixed with "|"+name, one transaction per poll.
 type chainStage struct {
-	c       *testcluster.Cluster
+	c       *Target
 	name    string
 	in, out string
 	// crashAfter, when positive, makes the stage's first client die once
@@ -200,9 +200,18 @@ func TestFranzExactlyOnceChain(t *testing.T) {
 	if testing.Short() {
 		total = 5_000
 	}
+	runChain(t, Plain(testcluster.New(t, testcluster.Options{})), total)
+}
+
+// chainPrefixes name every topic, group and transactional id of the chain
+// (for the ACLs of a secured run).
+var chainPrefixes = []string{"chain-", "g-chain-"}
+
+// runChain runs the chain of total input records on c and checks its
+// output.
+func runChain(t *testing.T, c *Target, total int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	c := testcluster.New(t, testcluster.Options{})
 	topics := []string{"chain-in", "chain-s1", "chain-s2", "chain-out"}
 	for _, tp := range topics {
 		c.CreateTopic(tp, chainPartitions, 3, nil)
@@ -358,7 +367,7 @@ func TestFranzIdempotentRoundTrip(t *testing.T) {
 	const n = 2000
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c := testcluster.New(t, testcluster.Options{})
+	c := Plain(testcluster.New(t, testcluster.Options{}))
 	c.CreateTopic("idem", chainPartitions, 3, nil)
 
 	prod := newFranz(t, c, "idem-producer", kgo.DefaultProduceTopic("idem"))

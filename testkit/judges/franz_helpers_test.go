@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/strand-io/strand/testkit/testcluster"
 	"github.com/strand-io/strand/testkit/testutil"
 	"github.com/strand-io/strand/testkit/wait"
 )
@@ -39,21 +38,30 @@ func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 // franzOpts are the options every franz-go client of these tests starts
 // from: the cluster's Kafka listeners as seeds, and every connection
 // dialled through the cluster's fault network as endpoint, so a test can
-// cut one client off (c.Net.Isolate(endpoint)) as a crash would.
-func franzOpts(c *testcluster.Cluster, endpoint string) []kgo.Opt {
-	return []kgo.Opt{
+// cut one client off (c.Net.Isolate(endpoint)) as a crash would; over TLS
+// and with SASL when the target says so.
+func franzOpts(c *Target, endpoint string) []kgo.Opt {
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(c.KafkaAddrs()...),
 		kgo.ClientID(endpoint),
 		kgo.Dialer(func(ctx context.Context, _, host string) (net.Conn, error) {
-			return c.Net.Dial(ctx, endpoint, host)
+			conn, err := c.Net.Dial(ctx, endpoint, host)
+			if err != nil {
+				return nil, err
+			}
+			return c.dialTLS(ctx, conn, host)
 		}),
 		kgo.WithLogger(kgoLogger{testutil.Logger().With("client", endpoint)}),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
 	}
+	if m := c.saslMechanism(); m != nil {
+		opts = append(opts, kgo.SASL(m))
+	}
+	return opts
 }
 
 // newFranz starts a franz-go client or fails the test.
-func newFranz(t testing.TB, c *testcluster.Cluster, endpoint string, extra ...kgo.Opt) *kgo.Client {
+func newFranz(t testing.TB, c *Target, endpoint string, extra ...kgo.Opt) *kgo.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(append(franzOpts(c, endpoint), extra...)...)
 	if err != nil {
@@ -106,7 +114,7 @@ func endOffsets(ctx context.Context, cl *kgo.Client, topic string, partitions in
 // franz-go consumer, and returns the data records (control records are
 // read to know where the consumer is, and left out). The end is taken
 // once, before reading: callers read a topic nobody writes to any more.
-func readAll(t testing.TB, ctx context.Context, c *testcluster.Cluster, endpoint, topic string, partitions int32, committed bool) []*kgo.Record {
+func readAll(t testing.TB, ctx context.Context, c *Target, endpoint, topic string, partitions int32, committed bool) []*kgo.Record {
 	t.Helper()
 	iso := kgo.ReadUncommitted()
 	if committed {

@@ -30,6 +30,13 @@ const Python = "/usr/bin/python3"
 // (STRAND_JUDGES=require).
 func Required() bool { return os.Getenv("STRAND_JUDGES") == "require" }
 
+// Missing skips t, or fails it when judges are required, saying what is
+// missing.
+func Missing(t testing.TB, format string, args ...any) {
+	t.Helper()
+	missing(t, format, args...)
+}
+
 // missing skips t, or fails it when judges are required.
 func missing(t testing.TB, format string, args ...any) {
 	t.Helper()

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/strand-io/strand/client"
@@ -71,8 +72,14 @@ func TestKafkaPythonGroup(t *testing.T) {
 // committed records only, and the group's offset is the committed one.
 func TestConfluentTransactions(t *testing.T) {
 	judges.PythonModule(t, "confluent_kafka", "python3-confluent-kafka")
-	c, bootstrap := kafkaCluster(t)
-	const in, out, group = "txn-in", "txn-out", "txn-group"
+	c, _ := kafkaCluster(t)
+	confluentTransactions(t, judges.Plain(c), "txn-")
+}
+
+// confluentTransactions runs confluent_txn.py against c with its topics,
+// group and transactional id named with prefix, and checks what it saw.
+func confluentTransactions(t *testing.T, c *judges.Target, prefix string) {
+	in, out, group := prefix+"in", prefix+"out", prefix+"group"
 	c.CreateTopic(in, 1, 3, nil)
 	c.CreateTopic(out, 1, 3, nil)
 
@@ -82,7 +89,8 @@ func TestConfluentTransactions(t *testing.T) {
 		ReadUncommitted [][]any `json:"read_uncommitted"`
 		Committed       int64   `json:"committed"`
 	}
-	pythonJSON(t, "confluent_txn.py", &res, bootstrap, in, out, group, "judge-txn")
+	args := append([]string{strings.Join(c.KafkaAddrs(), ","), in, out, group, prefix + "judge"}, c.Librdkafka()...)
+	pythonJSON(t, "confluent_txn.py", &res, args...)
 
 	if fmt.Sprint(res.Consumed) != "[[0 in0] [1 in1] [2 in2]]" {
 		t.Errorf("group consumer read %v, want in0..in2 at offsets 0..2", res.Consumed)
@@ -114,7 +122,7 @@ func TestConfluentTransactions(t *testing.T) {
 		t.Errorf("librdkafka reads the group's offset as %d, want 3 (sent with the committed transaction; 6 was aborted)", res.Committed)
 	}
 	tp := client.TopicPartition{Topic: in, Partition: 0}
-	if got := committed(t, c, group, tp)[tp]; got != 3 {
+	if got := committed(t, c.Cluster, group, tp)[tp]; got != 3 {
 		t.Errorf("Strand's gRPC door says %s committed %d, want 3", group, got)
 	}
 }

@@ -6,7 +6,10 @@ transactional producer then commits c0, c1 to OUT with the group's offset
 one JSON object on stdout: what a read_committed and a read_uncommitted
 reader find in OUT, and the group's committed offset on IN.
 
-usage: confluent_txn.py BOOTSTRAP IN OUT GROUP TRANSACTIONAL_ID
+Any further arguments are librdkafka settings, KEY=VALUE (security.protocol,
+sasl.*, ssl.*), given to every client.
+
+usage: confluent_txn.py BOOTSTRAP IN OUT GROUP TRANSACTIONAL_ID [KEY=VALUE ...]
 """
 import json
 import sys
@@ -16,6 +19,7 @@ from confluent_kafka import (OFFSET_BEGINNING, Consumer, KafkaError,
                              KafkaException, Producer, TopicPartition)
 
 boot, tin, tout, group, txid = sys.argv[1:6]
+extra = dict(a.split("=", 1) for a in sys.argv[6:])
 DEADLINE = time.monotonic() + 60
 T = 30  # seconds each blocking call may take
 
@@ -24,25 +28,32 @@ def log(*a):
     print(*a, file=sys.stderr, flush=True)
 
 
+def conf(c):
+    """A client's settings: BOOTSTRAP, the command line's extra ones, c."""
+    out = {"bootstrap.servers": boot}
+    out.update(extra)
+    out.update(c)
+    return out
+
+
 def left():
     return max(1.0, DEADLINE - time.monotonic())
 
 
 # Input: six plain records.
-plain = Producer({"bootstrap.servers": boot, "acks": "all"})
+plain = Producer(conf({"acks": "all"}))
 for i in range(6):
     plain.produce(tin, key=b"k%d" % i, value=b"in%d" % i, partition=0)
 if plain.flush(T) != 0:
     sys.exit("input records not delivered")
 
-group_consumer = Consumer({
-    "bootstrap.servers": boot,
+group_consumer = Consumer(conf({
     "group.id": group,
     "enable.auto.commit": False,
     "auto.offset.reset": "earliest",
     "isolation.level": "read_committed",
     "session.timeout.ms": 10000,
-})
+}))
 group_consumer.subscribe([tin])
 consumed = []
 while len(consumed) < 3 and time.monotonic() < DEADLINE:
@@ -57,7 +68,7 @@ if len(consumed) < 3:
 consumed = consumed[:3]
 meta = group_consumer.consumer_group_metadata()
 
-p = Producer({"bootstrap.servers": boot, "transactional.id": txid, "transaction.timeout.ms": 30000})
+p = Producer(conf({"transactional.id": txid, "transaction.timeout.ms": 30000}))
 p.init_transactions(T)
 
 p.begin_transaction()
@@ -84,13 +95,12 @@ log("committed the third transaction")
 def read(isolation):
     """Reads OUT from the start until c2 has been read and the partition's
     end (for read_committed: the last stable offset) follows it."""
-    c = Consumer({
-        "bootstrap.servers": boot,
-        "group.id": "judge-reader-" + isolation,
+    c = Consumer(conf({
+        "group.id": group + "-reader-" + isolation,
         "enable.auto.commit": False,
         "enable.partition.eof": True,
         "isolation.level": isolation,
-    })
+    }))
     c.assign([TopicPartition(tout, 0, OFFSET_BEGINNING)])
     got, done = [], False
     while not done and time.monotonic() < DEADLINE:
