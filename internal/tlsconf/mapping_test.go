@@ -122,3 +122,22 @@ func TestReadGossipKey(t *testing.T) {
 		t.Error("a missing file read")
 	}
 }
+
+// TestClientAuthPerListener: ssl.client.auth applies to the SSL client
+// listeners; INTER_BROKER and CONTROLLER always require a certificate; a
+// SASL_SSL listener asks for none (KIP-684: SASL proves the principal).
+func TestClientAuthPerListener(t *testing.T) {
+	m, err := ParseProtocolMap("CLIENT:SSL,KAFKA:SASL_SSL,INTER_BROKER:SSL,CONTROLLER:SSL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Config{Protocols: m, ClientAuth: ClientAuthRequired}
+	for l, want := range map[string]ClientAuth{
+		auth.ListenerClient: ClientAuthRequired, auth.ListenerKafka: ClientAuthNone,
+		auth.ListenerInterBroker: ClientAuthRequired, auth.ListenerController: ClientAuthRequired,
+	} {
+		if got := c.clientAuth(l); got != want {
+			t.Errorf("%s: %s, want %s", l, got, want)
+		}
+	}
+}

@@ -186,6 +186,12 @@ func (c *Config) clientAuth(listener string) ClientAuth {
 	if listener == auth.ListenerInterBroker || listener == auth.ListenerController {
 		return ClientAuthRequired
 	}
+	// KIP-684: the broker-wide ssl.client.auth does not apply to a SASL_SSL
+	// listener (SASL proves the principal; Kafka reads only a
+	// listener-prefixed setting there, which Strand does not have).
+	if c.Protocol(listener) == SASLSSL {
+		return ClientAuthNone
+	}
 	if c.ClientAuth == "" {
 		return ClientAuthNone
 	}

@@ -132,8 +132,9 @@ const (
 // every broker's metadata holds them, as the target of SASLUser with
 // SCRAM-SHA-512.
 //
-// The Kafka listener's ssl.client.auth is "requested": the Kafka clients
-// present no certificate (SASL names them), the gRPC test client does.
+// The Kafka listener is SASL_SSL, which asks for no client certificate
+// (KIP-684): SASL names the Kafka clients; the gRPC test client presents
+// its certificate on the SSL client listener.
 func StartSASLCluster(t testing.TB, prefixes ...string) *Target {
 	t.Helper()
 	c := testcluster.New(t, testcluster.Options{
