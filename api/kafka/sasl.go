@@ -132,6 +132,19 @@ func (c *Conn) saslGate(key int16) error {
 	return violation("sasl_unauthenticated", "unexpected Kafka request of type %s during SASL handshake", kmsg.NameForKey(key))
 }
 
+// SASLMaxReceiveBytes is Kafka's sasl.server.max.receive.size default: the
+// largest frame a connection may send before it has authenticated.
+const SASLMaxReceiveBytes = 524288
+
+// saslMaxReceive is the frame bound before SASL authentication (0: none,
+// the listener has no SASL or the connection has authenticated).
+func (c *Conn) saslMaxReceive() int32 {
+	if !c.srv.saslEnabled() || c.sasl.authenticated {
+		return 0
+	}
+	return SASLMaxReceiveBytes
+}
+
 // withSession adds the connection's authenticated session to ctx.
 func (c *Conn) withSession() auth.Session {
 	if c.sasl.authenticated {

@@ -2,8 +2,12 @@ package kafka
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
+	"net"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/strand-io/strand/internal/auth"
 	"github.com/strand-io/strand/internal/scram"
@@ -77,6 +81,44 @@ func TestVerifyPlain(t *testing.T) {
 		u, ok := verifyPlain([]byte(tc.msg), lookup)
 		if ok != tc.ok || (ok && u != tc.user) {
 			t.Errorf("%q: %q %v", tc.msg, u, ok)
+		}
+	}
+}
+
+// TestSASLUnauthenticatedFrameBound: before SASL authentication a frame
+// larger than sasl.server.max.receive.size closes the connection as soon
+// as its size is read, without waiting for (or allocating) its body; once
+// authenticated, socket.request.max.bytes is the bound again.
+func TestSASLUnauthenticatedFrameBound(t *testing.T) {
+	for _, authenticated := range []bool{false, true} {
+		srv, cli := net.Pipe()
+		s := &Server{cfg: Config{SecurityProtocol: ProtocolSASLPlaintext, MaxRequestBytes: 100 << 20}}
+		c := &Conn{srv: s, nc: srv, raw: srv, out: make(chan pending, 1)}
+		c.initSASL()
+		c.sasl.authenticated = authenticated
+		errc := make(chan error, 1)
+		go func() { errc <- c.read(context.Background()) }()
+		var size [4]byte
+		binary.BigEndian.PutUint32(size[:], SASLMaxReceiveBytes+1)
+		if _, err := cli.Write(size[:]); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		ended := false
+		select {
+		case err = <-errc:
+			ended = true
+		case <-time.After(time.Second):
+		}
+		cli.Close()
+		srv.Close()
+		if !ended {
+			err = <-errc
+		}
+		var pe *protocolError
+		refused := ended && errors.As(err, &pe) && pe.reason == "oversized"
+		if refused == authenticated {
+			t.Fatalf("authenticated=%v: refused at once %v (read ended with %v)", authenticated, refused, err)
 		}
 	}
 }
