@@ -158,7 +158,11 @@ func (t *SASLTokens) authenticate(ctx context.Context, listener string) (context
 			}
 		}
 	}
-	s.Principal, s.Mechanism = auth.User(tok.user), tok.mechanism
+	// The token's user replaces the connection's principal, and with it
+	// whatever the connection's certificate proved: a SCRAM user is never
+	// one of inter.broker.principals (Kafka: a SASL_SSL connection's
+	// principal is the SASL one alone).
+	s.Principal, s.Mechanism, s.Broker = auth.User(tok.user), tok.mechanism, false
 	return auth.NewContext(ctx, s), nil
 }
 

@@ -92,3 +92,22 @@ func TestSASLTokenStreamInterceptor(t *testing.T) {
 		t.Fatalf("token: %+v %v", got, err)
 	}
 }
+
+// TestSASLTokenDropsCertificateBroker: on a SASL_SSL listener whose
+// connection also sent a broker's certificate, the call's principal is
+// the token's user, and it is not a broker (the authorizer would treat
+// the SCRAM user as a super user otherwise).
+func TestSASLTokenDropsCertificateBroker(t *testing.T) {
+	tokens := &SASLTokens{}
+	tok := tokens.issue("alice", "SCRAM-SHA-256")
+	ctx := auth.NewContext(context.Background(), auth.Session{Principal: auth.User("CN=broker"), Mechanism: "SSL", Broker: true, TLS: true, Listener: auth.ListenerClient})
+	ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(TokenMetadataKey, base64.RawURLEncoding.EncodeToString(tok)))
+	var got auth.Session
+	_, err := tokens.unary(auth.ListenerClient)(ctx, nil, &grpc.UnaryServerInfo{FullMethod: "/strand.v1.Metadata/Metadata"}, func(ctx context.Context, _ any) (any, error) {
+		got, _ = auth.FromContext(ctx)
+		return nil, nil
+	})
+	if err != nil || got.Principal != auth.User("alice") || got.Broker || !got.TLS {
+		t.Fatalf("%+v %v", got, err)
+	}
+}
