@@ -51,6 +51,11 @@ const DefaultTokenLifetime = time.Hour
 // grow the table without bound).
 const MaxTokens = 1 << 16
 
+// MaxTokensPerUser bounds one user's live tokens: past it, that user's
+// exchanges are refused until some expire, so one user authenticating in
+// a loop cannot take every token slot (MaxTokens) and lock all others out.
+const MaxTokensPerUser = 1024
+
 const saslMethod = "/strand.v1.Admin/SaslAuthenticate"
 
 // SASLTokens issues and checks one node's session tokens.
@@ -104,12 +109,15 @@ func (t *SASLTokens) issue(user, mechanism string) []byte {
 	if t.tokens == nil {
 		t.tokens = map[string]saslToken{}
 	}
+	mine := 0
 	for k, v := range t.tokens { // drop the expired, so the table stays bounded by what is live
 		if !now.Before(v.expires) {
 			delete(t.tokens, k)
+		} else if v.user == user {
+			mine++
 		}
 	}
-	if len(t.tokens) >= MaxTokens {
+	if len(t.tokens) >= MaxTokens || mine >= MaxTokensPerUser {
 		return nil
 	}
 	t.tokens[string(tok)] = saslToken{user: user, mechanism: mechanism, expires: now.Add(t.lifetime())}
@@ -242,7 +250,7 @@ func (s *adminService) saslAuthenticate(st pb.Admin_SaslAuthenticateServer) erro
 	}
 	tok := s.sasl.issue(srv.User(), m.Name())
 	if tok == nil {
-		return wire.StatusError(codes.ResourceExhausted, errs.New(pb.ErrorCode_SASL_AUTHENTICATION_FAILED, "this node holds %d live SASL sessions, its most: try again later", MaxTokens))
+		return wire.StatusError(codes.ResourceExhausted, errs.New(pb.ErrorCode_SASL_AUTHENTICATION_FAILED, "this node holds its most live SASL sessions (%d in all, %d per user): try again later", MaxTokens, MaxTokensPerUser))
 	}
 	return st.Send(&pb.SaslAuthenticateResponse{AuthBytes: out, Token: tok, SessionLifetimeMs: s.sasl.lifetime().Milliseconds()})
 }

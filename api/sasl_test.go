@@ -111,3 +111,20 @@ func TestSASLTokenDropsCertificateBroker(t *testing.T) {
 		t.Fatalf("%+v %v", got, err)
 	}
 }
+
+// TestSASLTokensPerUserBound: one user authenticating in a loop runs out
+// of tokens at MaxTokensPerUser; another user still gets one.
+func TestSASLTokensPerUserBound(t *testing.T) {
+	tokens := &SASLTokens{}
+	for i := range MaxTokensPerUser {
+		if tokens.issue("mallory", "SCRAM-SHA-256") == nil {
+			t.Fatalf("token %d refused", i)
+		}
+	}
+	if tokens.issue("mallory", "SCRAM-SHA-256") != nil {
+		t.Fatalf("mallory holds more than %d tokens", MaxTokensPerUser)
+	}
+	if tokens.issue("alice", "SCRAM-SHA-256") == nil {
+		t.Fatal("alice refused a token")
+	}
+}
