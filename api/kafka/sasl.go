@@ -158,7 +158,11 @@ func (c *Conn) withSession() auth.Session {
 func handleSaslHandshake(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response, error) {
 	req := r.(*kmsg.SASLHandshakeRequest)
 	resp := kmsg.NewPtrSASLHandshakeResponse()
-	if !c.srv.saslEnabled() {
+	if !c.srv.saslEnabled() || c.sasl.authenticated {
+		// Also once authenticated: re-authentication (KIP-368) is not
+		// offered, so a second handshake is out of turn, as Kafka's
+		// KafkaApis answers it (connections.max.reauth.ms=0); it must not
+		// start an exchange that would switch the connection's principal.
 		resp.ErrorCode = code(pb.ErrorCode_ILLEGAL_SASL_STATE)
 		return resp, nil
 	}

@@ -9,8 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/strand-io/strand/internal/auth"
 	"github.com/strand-io/strand/internal/scram"
+	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
 // TestSASLMechanismsOffered: PLAIN is offered on SASL_SSL only, and only
@@ -120,5 +123,25 @@ func TestSASLUnauthenticatedFrameBound(t *testing.T) {
 		if refused == authenticated {
 			t.Fatalf("authenticated=%v: refused at once %v (read ended with %v)", authenticated, refused, err)
 		}
+	}
+}
+
+// TestSASLHandshakeAfterAuthentication: an authenticated connection's
+// second SaslHandshake is ILLEGAL_SASL_STATE (no re-authentication) and
+// starts no exchange, so the connection keeps its principal.
+func TestSASLHandshakeAfterAuthentication(t *testing.T) {
+	s := &Server{cfg: Config{SecurityProtocol: ProtocolSASLPlaintext}}
+	c := &Conn{srv: s}
+	c.initSASL()
+	c.sasl.authenticated, c.sasl.step = true, saslNone
+	c.sasl.session = auth.Session{Principal: auth.User("alice")}
+	req := kmsg.NewPtrSASLHandshakeRequest()
+	req.Mechanism = "SCRAM-SHA-256"
+	resp, err := handleSaslHandshake(context.Background(), c, req)
+	if err != nil || resp.(*kmsg.SASLHandshakeResponse).ErrorCode != code(pb.ErrorCode_ILLEGAL_SASL_STATE) {
+		t.Fatalf("%+v %v", resp, err)
+	}
+	if c.sasl.step != saslNone || c.withSession().Principal != auth.User("alice") {
+		t.Fatalf("the handshake changed the connection's SASL state: step %v, %+v", c.sasl.step, c.withSession())
 	}
 }
