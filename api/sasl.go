@@ -73,7 +73,10 @@ type SASLTokens struct {
 
 type saslToken struct {
 	user, mechanism string
-	expires         time.Time
+	// listener is the listener the exchange ran on: the token is accepted
+	// there only ("": anywhere; a call with no session, tests).
+	listener string
+	expires  time.Time
 }
 
 func (t *SASLTokens) lifetime() time.Duration {
@@ -97,8 +100,12 @@ func (t *SASLTokens) enabled(mechanism string) bool {
 	return len(t.Mechanisms) == 0 || slices.Contains(t.Mechanisms, mechanism)
 }
 
-// issue makes a token for user (nil when MaxTokens are live).
-func (t *SASLTokens) issue(user, mechanism string) []byte {
+// issue makes a token for user (nil when MaxTokens are live), accepted on
+// every listener.
+func (t *SASLTokens) issue(user, mechanism string) []byte { return t.issueOn(user, mechanism, "") }
+
+// issueOn makes a token for user accepted on listener only.
+func (t *SASLTokens) issueOn(user, mechanism, listener string) []byte {
 	tok := make([]byte, 32)
 	if _, err := rand.Read(tok); err != nil {
 		panic(err)
@@ -120,7 +127,7 @@ func (t *SASLTokens) issue(user, mechanism string) []byte {
 	if len(t.tokens) >= MaxTokens || mine >= MaxTokensPerUser {
 		return nil
 	}
-	t.tokens[string(tok)] = saslToken{user: user, mechanism: mechanism, expires: now.Add(t.lifetime())}
+	t.tokens[string(tok)] = saslToken{user: user, mechanism: mechanism, listener: listener, expires: now.Add(t.lifetime())}
 	return tok
 }
 
@@ -154,6 +161,13 @@ func (t *SASLTokens) authenticate(ctx context.Context, listener string) (context
 		return nil, saslRefused("the SASL session token does not decode")
 	}
 	tok, ok := t.check(raw)
+	if ok && tok.listener != "" && tok.listener != listener && !planted.On(planted.SaslTokenUnchecked) {
+		// A token is a bearer credential: one issued (and carried) on
+		// another listener, e.g. a SASL_PLAINTEXT one where anyone on the
+		// path may read it, does not open this one. Kafka's SASL proves
+		// each connection anew.
+		ok = false
+	}
 	if !ok {
 		return nil, saslRefused("the SASL session token is unknown to this node or has expired: authenticate again")
 	}
@@ -248,7 +262,11 @@ func (s *adminService) saslAuthenticate(st pb.Admin_SaslAuthenticateServer) erro
 	if err != nil || !srv.Done() {
 		return failed()
 	}
-	tok := s.sasl.issue(srv.User(), m.Name())
+	listener := ""
+	if sess, ok := auth.FromContext(st.Context()); ok {
+		listener = sess.Listener
+	}
+	tok := s.sasl.issueOn(srv.User(), m.Name(), listener)
 	if tok == nil {
 		return wire.StatusError(codes.ResourceExhausted, errs.New(pb.ErrorCode_SASL_AUTHENTICATION_FAILED, "this node holds its most live SASL sessions (%d in all, %d per user): try again later", MaxTokens, MaxTokensPerUser))
 	}

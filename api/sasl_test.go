@@ -128,3 +128,23 @@ func TestSASLTokensPerUserBound(t *testing.T) {
 		t.Fatal("alice refused a token")
 	}
 }
+
+// TestSASLTokenBoundToListener: a token issued by the exchange on one
+// listener (here a SASL_PLAINTEXT EXTERNAL one, readable on the path) is
+// refused on another (the SASL_SSL CLIENT one), accepted on its own.
+func TestSASLTokenBoundToListener(t *testing.T) {
+	tokens := &SASLTokens{}
+	tok := tokens.issueOn("alice", "SCRAM-SHA-256", auth.ListenerExternal)
+	call := func(listener string) error {
+		ctx := auth.NewContext(context.Background(), auth.Session{Principal: auth.Anonymous, Listener: listener})
+		ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(TokenMetadataKey, base64.RawURLEncoding.EncodeToString(tok)))
+		_, err := tokens.unary(listener)(ctx, nil, &grpc.UnaryServerInfo{FullMethod: "/strand.v1.Metadata/Metadata"}, func(context.Context, any) (any, error) { return nil, nil })
+		return err
+	}
+	if err := call(auth.ListenerExternal); err != nil {
+		t.Fatalf("on its own listener: %v", err)
+	}
+	if err := call(auth.ListenerClient); errs.CodeOf(wire.FromStatus(err)) != pb.ErrorCode_SASL_AUTHENTICATION_FAILED {
+		t.Fatalf("on another listener: %v", err)
+	}
+}
