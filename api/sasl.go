@@ -229,12 +229,39 @@ func (t *SASLTokens) stream(listener string) grpc.StreamServerInterceptor {
 	}
 }
 
+// SASLExchangeTimeout bounds a gRPC SASL exchange from its start to the
+// client's last message: an unauthenticated client may not hold a stream
+// (and its goroutine) open by never finishing it.
+var SASLExchangeTimeout = 30 * time.Second
+
+// recvBy is st.Recv, given up at deadline (the stream then ends with the
+// handler, which ends the pending Recv too).
+func recvBy(st pb.Admin_SaslAuthenticateServer, deadline <-chan time.Time) (*pb.SaslAuthenticateRequest, error) {
+	type got struct {
+		m   *pb.SaslAuthenticateRequest
+		err error
+	}
+	ch := make(chan got, 1)
+	go func() {
+		m, err := st.Recv()
+		ch <- got{m, err}
+	}()
+	select {
+	case g := <-ch:
+		return g.m, g.err
+	case <-deadline:
+		return nil, saslRefused("the SASL exchange did not complete within %v", SASLExchangeTimeout)
+	}
+}
+
 // saslAuthenticate runs one SCRAM exchange (see the file comment).
 func (s *adminService) saslAuthenticate(st pb.Admin_SaslAuthenticateServer) error {
 	if s.sasl == nil {
 		return wire.StatusError(codes.FailedPrecondition, errs.New(pb.ErrorCode_ILLEGAL_SASL_STATE, "SASL is not configured on this node"))
 	}
-	first, err := st.Recv()
+	timer := time.NewTimer(SASLExchangeTimeout)
+	defer timer.Stop()
+	first, err := recvBy(st, timer.C)
 	if err != nil {
 		return err
 	}
@@ -254,7 +281,7 @@ func (s *adminService) saslAuthenticate(st pb.Admin_SaslAuthenticateServer) erro
 	if err := st.Send(&pb.SaslAuthenticateResponse{AuthBytes: out}); err != nil {
 		return err
 	}
-	final, err := st.Recv()
+	final, err := recvBy(st, timer.C)
 	if err != nil {
 		return err
 	}

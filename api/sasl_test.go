@@ -148,3 +148,37 @@ func TestSASLTokenBoundToListener(t *testing.T) {
 		t.Fatalf("on another listener: %v", err)
 	}
 }
+
+// silentSASLStream is an exchange whose client never sends a message.
+type silentSASLStream struct {
+	grpc.ServerStream
+	ctx  context.Context
+	done chan struct{}
+}
+
+func (f silentSASLStream) Context() context.Context { return f.ctx }
+func (f silentSASLStream) Recv() (*pb.SaslAuthenticateRequest, error) {
+	<-f.done
+	return nil, context.Canceled
+}
+func (f silentSASLStream) Send(*pb.SaslAuthenticateResponse) error { return nil }
+
+// TestSASLExchangeTimeout: a client that opens the exchange and sends
+// nothing is refused once SASLExchangeTimeout has passed, instead of
+// holding the stream forever.
+func TestSASLExchangeTimeout(t *testing.T) {
+	defer func(d time.Duration) { SASLExchangeTimeout = d }(SASLExchangeTimeout)
+	SASLExchangeTimeout = 50 * time.Millisecond
+	st := silentSASLStream{ctx: context.Background(), done: make(chan struct{})}
+	defer close(st.done)
+	errc := make(chan error, 1)
+	go func() { errc <- (&adminService{sasl: &SASLTokens{}}).saslAuthenticate(st) }()
+	select {
+	case err := <-errc:
+		if errs.CodeOf(wire.FromStatus(err)) != pb.ErrorCode_SASL_AUTHENTICATION_FAILED {
+			t.Fatalf("%v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a silent SASL exchange is still open after 5s")
+	}
+}
