@@ -51,6 +51,11 @@ const DefaultTokenLifetime = time.Hour
 // grow the table without bound).
 const MaxTokens = 1 << 16
 
+// MaxTokensPerUser bounds one user's live tokens: past it, that user's
+// exchanges are refused until some expire, so one user authenticating in
+// a loop cannot take every token slot (MaxTokens) and lock all others out.
+const MaxTokensPerUser = 1024
+
 const saslMethod = "/strand.v1.Admin/SaslAuthenticate"
 
 // SASLTokens issues and checks one node's session tokens.
@@ -68,7 +73,10 @@ type SASLTokens struct {
 
 type saslToken struct {
 	user, mechanism string
-	expires         time.Time
+	// listener is the listener the exchange ran on: the token is accepted
+	// there only ("": anywhere; a call with no session, tests).
+	listener string
+	expires  time.Time
 }
 
 func (t *SASLTokens) lifetime() time.Duration {
@@ -92,8 +100,12 @@ func (t *SASLTokens) enabled(mechanism string) bool {
 	return len(t.Mechanisms) == 0 || slices.Contains(t.Mechanisms, mechanism)
 }
 
-// issue makes a token for user (nil when MaxTokens are live).
-func (t *SASLTokens) issue(user, mechanism string) []byte {
+// issue makes a token for user (nil when MaxTokens are live), accepted on
+// every listener.
+func (t *SASLTokens) issue(user, mechanism string) []byte { return t.issueOn(user, mechanism, "") }
+
+// issueOn makes a token for user accepted on listener only.
+func (t *SASLTokens) issueOn(user, mechanism, listener string) []byte {
 	tok := make([]byte, 32)
 	if _, err := rand.Read(tok); err != nil {
 		panic(err)
@@ -104,15 +116,18 @@ func (t *SASLTokens) issue(user, mechanism string) []byte {
 	if t.tokens == nil {
 		t.tokens = map[string]saslToken{}
 	}
+	mine := 0
 	for k, v := range t.tokens { // drop the expired, so the table stays bounded by what is live
 		if !now.Before(v.expires) {
 			delete(t.tokens, k)
+		} else if v.user == user {
+			mine++
 		}
 	}
-	if len(t.tokens) >= MaxTokens {
+	if len(t.tokens) >= MaxTokens || mine >= MaxTokensPerUser {
 		return nil
 	}
-	t.tokens[string(tok)] = saslToken{user: user, mechanism: mechanism, expires: now.Add(t.lifetime())}
+	t.tokens[string(tok)] = saslToken{user: user, mechanism: mechanism, listener: listener, expires: now.Add(t.lifetime())}
 	return tok
 }
 
@@ -146,6 +161,13 @@ func (t *SASLTokens) authenticate(ctx context.Context, listener string) (context
 		return nil, saslRefused("the SASL session token does not decode")
 	}
 	tok, ok := t.check(raw)
+	if ok && tok.listener != "" && tok.listener != listener && !planted.On(planted.SaslTokenUnchecked) {
+		// A token is a bearer credential: one issued (and carried) on
+		// another listener, e.g. a SASL_PLAINTEXT one where anyone on the
+		// path may read it, does not open this one. Kafka's SASL proves
+		// each connection anew.
+		ok = false
+	}
 	if !ok {
 		return nil, saslRefused("the SASL session token is unknown to this node or has expired: authenticate again")
 	}
@@ -158,7 +180,11 @@ func (t *SASLTokens) authenticate(ctx context.Context, listener string) (context
 			}
 		}
 	}
-	s.Principal, s.Mechanism = auth.User(tok.user), tok.mechanism
+	// The token's user replaces the connection's principal, and with it
+	// whatever the connection's certificate proved: a SCRAM user is never
+	// one of inter.broker.principals (Kafka: a SASL_SSL connection's
+	// principal is the SASL one alone).
+	s.Principal, s.Mechanism, s.Broker = auth.User(tok.user), tok.mechanism, false
 	return auth.NewContext(ctx, s), nil
 }
 
@@ -203,12 +229,39 @@ func (t *SASLTokens) stream(listener string) grpc.StreamServerInterceptor {
 	}
 }
 
+// SASLExchangeTimeout bounds a gRPC SASL exchange from its start to the
+// client's last message: an unauthenticated client may not hold a stream
+// (and its goroutine) open by never finishing it.
+var SASLExchangeTimeout = 30 * time.Second
+
+// recvBy is st.Recv, given up at deadline (the stream then ends with the
+// handler, which ends the pending Recv too).
+func recvBy(st pb.Admin_SaslAuthenticateServer, deadline <-chan time.Time) (*pb.SaslAuthenticateRequest, error) {
+	type got struct {
+		m   *pb.SaslAuthenticateRequest
+		err error
+	}
+	ch := make(chan got, 1)
+	go func() {
+		m, err := st.Recv()
+		ch <- got{m, err}
+	}()
+	select {
+	case g := <-ch:
+		return g.m, g.err
+	case <-deadline:
+		return nil, saslRefused("the SASL exchange did not complete within %v", SASLExchangeTimeout)
+	}
+}
+
 // saslAuthenticate runs one SCRAM exchange (see the file comment).
 func (s *adminService) saslAuthenticate(st pb.Admin_SaslAuthenticateServer) error {
 	if s.sasl == nil {
 		return wire.StatusError(codes.FailedPrecondition, errs.New(pb.ErrorCode_ILLEGAL_SASL_STATE, "SASL is not configured on this node"))
 	}
-	first, err := st.Recv()
+	timer := time.NewTimer(SASLExchangeTimeout)
+	defer timer.Stop()
+	first, err := recvBy(st, timer.C)
 	if err != nil {
 		return err
 	}
@@ -228,7 +281,7 @@ func (s *adminService) saslAuthenticate(st pb.Admin_SaslAuthenticateServer) erro
 	if err := st.Send(&pb.SaslAuthenticateResponse{AuthBytes: out}); err != nil {
 		return err
 	}
-	final, err := st.Recv()
+	final, err := recvBy(st, timer.C)
 	if err != nil {
 		return err
 	}
@@ -236,9 +289,13 @@ func (s *adminService) saslAuthenticate(st pb.Admin_SaslAuthenticateServer) erro
 	if err != nil || !srv.Done() {
 		return failed()
 	}
-	tok := s.sasl.issue(srv.User(), m.Name())
+	listener := ""
+	if sess, ok := auth.FromContext(st.Context()); ok {
+		listener = sess.Listener
+	}
+	tok := s.sasl.issueOn(srv.User(), m.Name(), listener)
 	if tok == nil {
-		return wire.StatusError(codes.ResourceExhausted, errs.New(pb.ErrorCode_SASL_AUTHENTICATION_FAILED, "this node holds %d live SASL sessions, its most: try again later", MaxTokens))
+		return wire.StatusError(codes.ResourceExhausted, errs.New(pb.ErrorCode_SASL_AUTHENTICATION_FAILED, "this node holds its most live SASL sessions (%d in all, %d per user): try again later", MaxTokens, MaxTokensPerUser))
 	}
 	return st.Send(&pb.SaslAuthenticateResponse{AuthBytes: out, Token: tok, SessionLifetimeMs: s.sasl.lifetime().Milliseconds()})
 }

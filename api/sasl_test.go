@@ -92,3 +92,93 @@ func TestSASLTokenStreamInterceptor(t *testing.T) {
 		t.Fatalf("token: %+v %v", got, err)
 	}
 }
+
+// TestSASLTokenDropsCertificateBroker: on a SASL_SSL listener whose
+// connection also sent a broker's certificate, the call's principal is
+// the token's user, and it is not a broker (the authorizer would treat
+// the SCRAM user as a super user otherwise).
+func TestSASLTokenDropsCertificateBroker(t *testing.T) {
+	tokens := &SASLTokens{}
+	tok := tokens.issue("alice", "SCRAM-SHA-256")
+	ctx := auth.NewContext(context.Background(), auth.Session{Principal: auth.User("CN=broker"), Mechanism: "SSL", Broker: true, TLS: true, Listener: auth.ListenerClient})
+	ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(TokenMetadataKey, base64.RawURLEncoding.EncodeToString(tok)))
+	var got auth.Session
+	_, err := tokens.unary(auth.ListenerClient)(ctx, nil, &grpc.UnaryServerInfo{FullMethod: "/strand.v1.Metadata/Metadata"}, func(ctx context.Context, _ any) (any, error) {
+		got, _ = auth.FromContext(ctx)
+		return nil, nil
+	})
+	if err != nil || got.Principal != auth.User("alice") || got.Broker || !got.TLS {
+		t.Fatalf("%+v %v", got, err)
+	}
+}
+
+// TestSASLTokensPerUserBound: one user authenticating in a loop runs out
+// of tokens at MaxTokensPerUser; another user still gets one.
+func TestSASLTokensPerUserBound(t *testing.T) {
+	tokens := &SASLTokens{}
+	for i := range MaxTokensPerUser {
+		if tokens.issue("mallory", "SCRAM-SHA-256") == nil {
+			t.Fatalf("token %d refused", i)
+		}
+	}
+	if tokens.issue("mallory", "SCRAM-SHA-256") != nil {
+		t.Fatalf("mallory holds more than %d tokens", MaxTokensPerUser)
+	}
+	if tokens.issue("alice", "SCRAM-SHA-256") == nil {
+		t.Fatal("alice refused a token")
+	}
+}
+
+// TestSASLTokenBoundToListener: a token issued by the exchange on one
+// listener (here a SASL_PLAINTEXT EXTERNAL one, readable on the path) is
+// refused on another (the SASL_SSL CLIENT one), accepted on its own.
+func TestSASLTokenBoundToListener(t *testing.T) {
+	tokens := &SASLTokens{}
+	tok := tokens.issueOn("alice", "SCRAM-SHA-256", auth.ListenerExternal)
+	call := func(listener string) error {
+		ctx := auth.NewContext(context.Background(), auth.Session{Principal: auth.Anonymous, Listener: listener})
+		ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(TokenMetadataKey, base64.RawURLEncoding.EncodeToString(tok)))
+		_, err := tokens.unary(listener)(ctx, nil, &grpc.UnaryServerInfo{FullMethod: "/strand.v1.Metadata/Metadata"}, func(context.Context, any) (any, error) { return nil, nil })
+		return err
+	}
+	if err := call(auth.ListenerExternal); err != nil {
+		t.Fatalf("on its own listener: %v", err)
+	}
+	if err := call(auth.ListenerClient); errs.CodeOf(wire.FromStatus(err)) != pb.ErrorCode_SASL_AUTHENTICATION_FAILED {
+		t.Fatalf("on another listener: %v", err)
+	}
+}
+
+// silentSASLStream is an exchange whose client never sends a message.
+type silentSASLStream struct {
+	grpc.ServerStream
+	ctx  context.Context
+	done chan struct{}
+}
+
+func (f silentSASLStream) Context() context.Context { return f.ctx }
+func (f silentSASLStream) Recv() (*pb.SaslAuthenticateRequest, error) {
+	<-f.done
+	return nil, context.Canceled
+}
+func (f silentSASLStream) Send(*pb.SaslAuthenticateResponse) error { return nil }
+
+// TestSASLExchangeTimeout: a client that opens the exchange and sends
+// nothing is refused once SASLExchangeTimeout has passed, instead of
+// holding the stream forever.
+func TestSASLExchangeTimeout(t *testing.T) {
+	defer func(d time.Duration) { SASLExchangeTimeout = d }(SASLExchangeTimeout)
+	SASLExchangeTimeout = 50 * time.Millisecond
+	st := silentSASLStream{ctx: context.Background(), done: make(chan struct{})}
+	defer close(st.done)
+	errc := make(chan error, 1)
+	go func() { errc <- (&adminService{sasl: &SASLTokens{}}).saslAuthenticate(st) }()
+	select {
+	case err := <-errc:
+		if errs.CodeOf(wire.FromStatus(err)) != pb.ErrorCode_SASL_AUTHENTICATION_FAILED {
+			t.Fatalf("%v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a silent SASL exchange is still open after 5s")
+	}
+}

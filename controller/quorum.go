@@ -22,6 +22,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/strand-io/strand/internal/tlsconf"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -330,14 +331,11 @@ func tlsDialer(dial func(ctx context.Context, addr string) (net.Conn, error), cf
 		if err != nil {
 			return nil, err
 		}
-		tc := cfg.Clone()
-		if tc.ServerName == "" {
-			if host, _, err := net.SplitHostPort(addr); err == nil {
-				tc.ServerName = host
-			} else {
-				tc.ServerName = addr
-			}
+		host := addr
+		if h, _, err := net.SplitHostPort(addr); err == nil {
+			host = h
 		}
+		tc := tlsconf.ForHost(cfg, host) // the name checked even for an IP
 		conn := tls.Client(c, tc)
 		hctx, cancel := context.WithTimeout(ctx, RaftHandshakeTimeout)
 		defer cancel()

@@ -1,7 +1,9 @@
 package node
 
 import (
+	"context"
 	"crypto/tls"
+	"net"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -34,7 +36,7 @@ func (n *Node) serverCreds(listener string) []grpc.ServerOption {
 // is SSL).
 func (n *Node) newPool(dial wire.DialFunc, listener string) *wire.Pool {
 	if c := n.sec.ClientTLS(listener, "h2"); c != nil {
-		return wire.NewPool(dial, grpc.WithTransportCredentials(credentials.NewTLS(c)))
+		return wire.NewPool(dial, grpc.WithTransportCredentials(hostCreds{TransportCredentials: credentials.NewTLS(c), cfg: c}))
 	}
 	return wire.NewPool(dial)
 }
@@ -49,4 +51,24 @@ func (n *Node) sameWire() bool {
 // (nil, nil when CONTROLLER is PLAINTEXT).
 func (n *Node) raftTLS() (server, client *tls.Config) {
 	return n.sec.ServerTLS(auth.ListenerController), n.sec.ClientTLS(auth.ListenerController)
+}
+
+// hostCreds are TLS credentials whose handshake checks the server's
+// certificate against the host dialled, an IP address included
+// (tlsconf.ForHost): gRPC's own would check no name for an IP.
+type hostCreds struct {
+	credentials.TransportCredentials
+	cfg *tls.Config
+}
+
+func (h hostCreds) ClientHandshake(ctx context.Context, authority string, conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	host := authority
+	if hh, _, err := net.SplitHostPort(authority); err == nil {
+		host = hh
+	}
+	return credentials.NewTLS(tlsconf.ForHost(h.cfg, host)).ClientHandshake(ctx, authority, conn)
+}
+
+func (h hostCreds) Clone() credentials.TransportCredentials {
+	return hostCreds{TransportCredentials: h.TransportCredentials.Clone(), cfg: h.cfg}
 }

@@ -176,6 +176,13 @@ func (c *Conn) read(ctx context.Context) error {
 		if n < 8 || n > c.srv.cfg.MaxRequestBytes {
 			return violation("oversized", "request of %d bytes: it must be between 8 and socket.request.max.bytes (%d)", n, c.srv.cfg.MaxRequestBytes)
 		}
+		if max := c.saslMaxReceive(); max > 0 && n > max {
+			// Before SASL authentication the frame is bounded by Kafka's
+			// sasl.server.max.receive.size, not socket.request.max.bytes:
+			// an unauthenticated client may not make the node allocate
+			// 100 MiB per connection.
+			return violation("oversized", "request of %d bytes before SASL authentication: at most sasl.server.max.receive.size (%d)", n, max)
+		}
 		buf := make([]byte, n)
 		if _, err := io.ReadFull(r, buf); err != nil {
 			return err

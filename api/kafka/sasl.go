@@ -136,6 +136,19 @@ func (c *Conn) saslGate(key int16) error {
 	return violation("sasl_unauthenticated", "unexpected Kafka request of type %s during SASL handshake", kmsg.NameForKey(key))
 }
 
+// SASLMaxReceiveBytes is Kafka's sasl.server.max.receive.size default: the
+// largest frame a connection may send before it has authenticated.
+const SASLMaxReceiveBytes = 524288
+
+// saslMaxReceive is the frame bound before SASL authentication (0: none,
+// the listener has no SASL or the connection has authenticated).
+func (c *Conn) saslMaxReceive() int32 {
+	if !c.srv.saslEnabled() || c.sasl.authenticated {
+		return 0
+	}
+	return SASLMaxReceiveBytes
+}
+
 // withSession adds the connection's authenticated session to ctx.
 func (c *Conn) withSession() auth.Session {
 	if c.sasl.authenticated {
@@ -149,7 +162,11 @@ func (c *Conn) withSession() auth.Session {
 func handleSaslHandshake(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response, error) {
 	req := r.(*kmsg.SASLHandshakeRequest)
 	resp := kmsg.NewPtrSASLHandshakeResponse()
-	if !c.srv.saslEnabled() {
+	if !c.srv.saslEnabled() || c.sasl.authenticated {
+		// Also once authenticated: re-authentication (KIP-368) is not
+		// offered, so a second handshake is out of turn, as Kafka's
+		// KafkaApis answers it (connections.max.reauth.ms=0); it must not
+		// start an exchange that would switch the connection's principal.
 		resp.ErrorCode = code(pb.ErrorCode_ILLEGAL_SASL_STATE)
 		return resp, nil
 	}

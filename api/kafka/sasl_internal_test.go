@@ -2,11 +2,18 @@ package kafka
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
+	"net"
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strand-io/strand/internal/auth"
 	"github.com/strand-io/strand/internal/scram"
+	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
 // TestSASLMechanismsOffered: PLAIN is offered on SASL_SSL only, and only
@@ -78,5 +85,63 @@ func TestVerifyPlain(t *testing.T) {
 		if ok != tc.ok || (ok && u != tc.user) {
 			t.Errorf("%q: %q %v", tc.msg, u, ok)
 		}
+	}
+}
+
+// TestSASLUnauthenticatedFrameBound: before SASL authentication a frame
+// larger than sasl.server.max.receive.size closes the connection as soon
+// as its size is read, without waiting for (or allocating) its body; once
+// authenticated, socket.request.max.bytes is the bound again.
+func TestSASLUnauthenticatedFrameBound(t *testing.T) {
+	for _, authenticated := range []bool{false, true} {
+		srv, cli := net.Pipe()
+		s := &Server{cfg: Config{SecurityProtocol: ProtocolSASLPlaintext, MaxRequestBytes: 100 << 20}}
+		c := &Conn{srv: s, nc: srv, raw: srv, out: make(chan pending, 1)}
+		c.initSASL()
+		c.sasl.authenticated = authenticated
+		errc := make(chan error, 1)
+		go func() { errc <- c.read(context.Background()) }()
+		var size [4]byte
+		binary.BigEndian.PutUint32(size[:], SASLMaxReceiveBytes+1)
+		if _, err := cli.Write(size[:]); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		ended := false
+		select {
+		case err = <-errc:
+			ended = true
+		case <-time.After(time.Second):
+		}
+		cli.Close()
+		srv.Close()
+		if !ended {
+			err = <-errc
+		}
+		var pe *protocolError
+		refused := ended && errors.As(err, &pe) && pe.reason == "oversized"
+		if refused == authenticated {
+			t.Fatalf("authenticated=%v: refused at once %v (read ended with %v)", authenticated, refused, err)
+		}
+	}
+}
+
+// TestSASLHandshakeAfterAuthentication: an authenticated connection's
+// second SaslHandshake is ILLEGAL_SASL_STATE (no re-authentication) and
+// starts no exchange, so the connection keeps its principal.
+func TestSASLHandshakeAfterAuthentication(t *testing.T) {
+	s := &Server{cfg: Config{SecurityProtocol: ProtocolSASLPlaintext}}
+	c := &Conn{srv: s}
+	c.initSASL()
+	c.sasl.authenticated, c.sasl.step = true, saslNone
+	c.sasl.session = auth.Session{Principal: auth.User("alice")}
+	req := kmsg.NewPtrSASLHandshakeRequest()
+	req.Mechanism = "SCRAM-SHA-256"
+	resp, err := handleSaslHandshake(context.Background(), c, req)
+	if err != nil || resp.(*kmsg.SASLHandshakeResponse).ErrorCode != code(pb.ErrorCode_ILLEGAL_SASL_STATE) {
+		t.Fatalf("%+v %v", resp, err)
+	}
+	if c.sasl.step != saslNone || c.withSession().Principal != auth.User("alice") {
+		t.Fatalf("the handshake changed the connection's SASL state: step %v, %+v", c.sasl.step, c.withSession())
 	}
 }

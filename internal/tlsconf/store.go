@@ -298,3 +298,26 @@ func VerifyServer(cs tls.ConnectionState, roots *x509.CertPool, extra func([][]*
 	}
 	return nil
 }
+
+// ForHost is cfg (a ClientConfig) for a connection dialled to host: the
+// server's certificate is checked against host even when host is an IP
+// address. crypto/tls leaves an IP out of the handshake's server name, so
+// ConnectionState.ServerName is empty for it and VerifyServer alone would
+// check no name at all; any certificate of a truststore CA with server
+// usage would then pass for any node.
+func ForHost(cfg *tls.Config, host string) *tls.Config {
+	c := cfg.Clone()
+	if c.ServerName == "" {
+		c.ServerName = host
+	}
+	name := c.ServerName
+	if verify := c.VerifyConnection; verify != nil {
+		c.VerifyConnection = func(cs tls.ConnectionState) error {
+			if cs.ServerName == "" {
+				cs.ServerName = name
+			}
+			return verify(cs)
+		}
+	}
+	return c
+}

@@ -390,3 +390,30 @@ func TestTruststoreReload(t *testing.T) {
 		t.Fatal("session tickets on")
 	}
 }
+
+// TestClientConfigForHostChecksIP: a node dialling a peer by IP address
+// refuses a certificate that does not name that IP (the node certificate
+// names 127.0.0.1 and localhost), as it refuses a wrong DNS name. Without
+// ForHost crypto/tls leaves the IP out of ConnectionState.ServerName and
+// no name is checked.
+func TestClientConfigForHostChecksIP(t *testing.T) {
+	f := newFixture(t, "INTER_BROKER:SSL", ClientAuthNone, "")
+	addr, out := serve(t, f.sec, auth.ListenerInterBroker)
+	cc := f.sec.ClientTLS(auth.ListenerInterBroker)
+	for _, tc := range []struct {
+		host string
+		ok   bool
+	}{{"127.0.0.1", true}, {"10.9.9.9", false}, {"localhost", true}, {"node9.example", false}} {
+		c, err := tls.Dial("tcp", addr, ForHost(cc, tc.host))
+		if err == nil {
+			var b [1]byte
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			_, err = c.Read(b[:])
+			c.Close()
+		}
+		if (err == nil) != tc.ok {
+			t.Errorf("dialled as %s: %v, want ok=%v", tc.host, err, tc.ok)
+		}
+		<-out
+	}
+}
