@@ -53,7 +53,7 @@ func (r *run) producer(ctx context.Context, i int) {
 			var err error
 			p, err = r.newTxnProducer(ctx, name, "", nil)
 			if err != nil {
-				if r.denied(name+": init", err) {
+				if r.denied(name+": init", err) || ctx.Err() != nil {
 					return
 				}
 				r.logf("%s: init: %v (retrying)", name, err)
@@ -320,7 +320,7 @@ func (r *run) stageWorker(ctx context.Context, i int, stop <-chan struct{}) {
 			s, err = r.newStageSession(ictx, name)
 			cancel()
 			if err != nil {
-				if r.denied(name+": start", err) {
+				if r.denied(name+": start", err) || ctx.Err() != nil {
 					return
 				}
 				r.logf("%s: start: %v (retrying)", name, err)
