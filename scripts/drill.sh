@@ -80,7 +80,9 @@ verify() {
 #   cluster                Describe only (DescribeCluster: the controller,
 #                          for kill-controller); no ClusterAction, no Alter
 # The fault endpoint the marker drills POST to (/debug/faults/, served only
-# with STRAND_TESTING_FAULTS=1) is not an ACL'd request.
+# with STRAND_TESTING_FAULTS=1) answers only a super user or a broker once
+# the HTTP listener speaks TLS: strand verify calls it with the admin's
+# certificate (--fault-command-config), never verify's.
 grant_verify() {
   local acls=(bin/strand acls --bootstrap "$1" --command-config deploy/certs/admin.properties --add --allow-principal User:CN=verify)
   "${acls[@]}" --resource-pattern-type prefixed --topic verify- --operation Create --operation Write --operation Read --operation Describe >/dev/null
@@ -110,7 +112,7 @@ compose)
   KBOOT=127.0.0.1:${STRAND_NODE1_KAFKA_PORT:-19092},127.0.0.1:${STRAND_NODE2_KAFKA_PORT:-29092},127.0.0.1:${STRAND_NODE3_KAFKA_PORT:-39092}
   grant_verify "$BOOT"
   log "three nodes healthy (TLS, client certificates required, ACLs on); running strand verify ($PROTOCOL) as User:CN=verify for $DURATION with drills: $DRILLS"
-  verify "$BOOT" "$KBOOT" --command-config deploy/certs/verify.properties
+  verify "$BOOT" "$KBOOT" --command-config deploy/certs/verify.properties --fault-command-config deploy/certs/admin.properties
   ;;
 process)
   export DATA=$OUT/cluster PORT_BASE=${PORT_BASE:-9600}

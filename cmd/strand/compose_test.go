@@ -277,6 +277,7 @@ func TestComposeACLs(t *testing.T) {
 		"--resource-pattern-type prefixed --group verify-",
 		"--resource-pattern-type prefixed --transactional-id verify-",
 		"--cluster --operation Describe",
+		"--fault-command-config deploy/certs/admin.properties",
 	} {
 		if !strings.Contains(drill, want) {
 			t.Errorf("scripts/drill.sh lacks %q", want)
