@@ -53,19 +53,43 @@ func (n *Node) registerDebug(mux *http.ServeMux) {
 // user's.
 func (n *Node) debugAuth(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s, ok := n.httpSession(r)
-		switch {
-		case planted.On(planted.DebugEndpointsUnauthenticated):
-			h.ServeHTTP(w, r)
-		case !ok:
-			http.Error(w, "the debug endpoints need a client certificate (TLS on the HTTP listener)", http.StatusUnauthorized)
-		case !s.Broker && !slices.Contains(n.cfg.Authorizer.SuperUsers, s.Principal):
-			n.lg.Warn("debug endpoint refused", "principal", s.Principal.String(), "host", s.Host, "path", r.URL.Path)
-			http.Error(w, "the debug endpoints are for super users and brokers", http.StatusForbidden)
-		default:
+		if planted.On(planted.DebugEndpointsUnauthenticated) || n.privileged(w, r) {
 			h.ServeHTTP(w, r)
 		}
 	})
+}
+
+// privileged reports whether the request's session is a broker's or a
+// super user's; if not, it has answered 401 (no session) or 403.
+func (n *Node) privileged(w http.ResponseWriter, r *http.Request) bool {
+	s, ok := n.httpSession(r)
+	switch {
+	case !ok:
+		http.Error(w, "the debug endpoints need a client certificate (TLS on the HTTP listener)", http.StatusUnauthorized)
+		return false
+	case !s.Broker && !slices.Contains(n.cfg.Authorizer.SuperUsers, s.Principal):
+		n.lg.Warn("debug endpoint refused", "principal", s.Principal.String(), "host", s.Host, "path", r.URL.Path)
+		http.Error(w, "the debug endpoints are for super users and brokers", http.StatusForbidden)
+		return false
+	}
+	return true
+}
+
+// faultAuth guards the test-only fault endpoints (faults.go) as pprof is
+// guarded once the HTTP listener authenticates its clients (HTTP:SSL, or a
+// test's DebugSession): only a super user or a broker may hold a
+// partition's replication. On a plaintext listener (the process drills)
+// they stay open: no request has a principal there, and they exist only
+// with Config.TestingFaults.
+func (n *Node) faultAuth(h http.HandlerFunc) http.HandlerFunc {
+	if n.cfg.DebugSession == nil && n.sec.ServerTLS(auth.ListenerHTTP, "http/1.1") == nil {
+		return h
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		if n.privileged(w, r) {
+			h(w, r)
+		}
+	}
 }
 
 // httpSession is the session of an HTTP request: the principal of its

@@ -104,3 +104,38 @@ func debugRefusals(t *testing.T) []string {
 	}
 	return wrong
 }
+
+// TestFaultEndpointsPrivileged: once the HTTP listener authenticates its
+// clients, the test-only fault endpoints answer only a super user or a
+// broker (the drills call them with the admin's certificate); a request
+// with no session gets 401, another principal (the verify workload's)
+// 403. Without authentication (a plaintext listener) they stay open.
+func TestFaultEndpointsPrivileged(t *testing.T) {
+	session := func(r *http.Request) (auth.Session, bool) {
+		switch r.Header.Get("X-Test-Principal") {
+		case "admin":
+			return auth.Session{Principal: auth.User("CN=admin")}, true
+		case "verify":
+			return auth.Session{Principal: auth.User("CN=verify")}, true
+		case "broker":
+			return auth.Session{Principal: auth.User("CN=broker"), Broker: true}, true
+		}
+		return auth.Session{}, false
+	}
+	const path = "/debug/faults/release-follower-fetch?topic=t&partition=0"
+	addr := testutil.FreeAddr(t)
+	testutil.StartDev(t, t.TempDir(), func(cfg *node.Config) {
+		cfg.MetricsListen, cfg.TestingFaults, cfg.DebugSession = addr, true, session
+		cfg.Authorizer.SuperUsers = []auth.Principal{auth.User("CN=admin")}
+	})
+	for who, want := range map[string]int{"": http.StatusUnauthorized, "verify": http.StatusForbidden, "admin": http.StatusOK, "broker": http.StatusOK} {
+		if r := httpDo(t, "POST", "http://"+addr+path, map[string]string{"X-Test-Principal": who}); r.StatusCode != want {
+			t.Errorf("POST %s as %q: %d, want %d", path, who, r.StatusCode, want)
+		}
+	}
+	open := testutil.FreeAddr(t)
+	testutil.StartDev(t, t.TempDir(), func(cfg *node.Config) { cfg.MetricsListen, cfg.TestingFaults = open, true })
+	if r := httpDo(t, "POST", "http://"+open+path, nil); r.StatusCode != http.StatusOK {
+		t.Errorf("POST %s on a plaintext listener: %d, want 200", path, r.StatusCode)
+	}
+}

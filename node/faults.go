@@ -23,6 +23,10 @@ import (
 //	     lead the partition
 //	POST /debug/faults/release-follower-fetch?topic=T&partition=P
 //	     end it early (200 either way; "released": false if none was held)
+//
+// With TLS on the HTTP listener only a super user or a broker may call
+// them (faultAuth, as pprof): 401 without a client certificate, 403 for
+// another principal.
 
 // errNoBroker: the node has no broker role.
 var errNoBroker = errors.New("this node has no broker role")
@@ -45,7 +49,7 @@ func (n *Node) ReleaseFollowerFetch(topic string, partition int32) bool {
 }
 
 func (n *Node) registerFaults(mux *http.ServeMux) {
-	mux.HandleFunc("POST /debug/faults/hold-follower-fetch", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST /debug/faults/hold-follower-fetch", n.faultAuth(func(w http.ResponseWriter, r *http.Request) {
 		topic, part, ok := faultPartition(w, r)
 		if !ok {
 			return
@@ -61,14 +65,14 @@ func (n *Node) registerFaults(mux *http.ServeMux) {
 			return
 		}
 		writeJSON(w, fh)
-	})
-	mux.HandleFunc("POST /debug/faults/release-follower-fetch", func(w http.ResponseWriter, r *http.Request) {
+	}))
+	mux.HandleFunc("POST /debug/faults/release-follower-fetch", n.faultAuth(func(w http.ResponseWriter, r *http.Request) {
 		topic, part, ok := faultPartition(w, r)
 		if !ok {
 			return
 		}
 		writeJSON(w, map[string]any{"topic": topic, "partition": part, "released": n.ReleaseFollowerFetch(topic, part)})
-	})
+	}))
 }
 
 func faultPartition(w http.ResponseWriter, r *http.Request) (string, int32, bool) {

@@ -59,6 +59,41 @@ verify() {
     --target "$TARGET" --json "$OUT/result.json" --history "$OUT/history.json" "${EXTRA[@]}" "${@:3}"
 }
 
+# grant_verify BOOTSTRAP: the compose cluster runs the StandardAuthorizer
+# with allow.everyone.if.no.acl.found=false (deploy/server.drill.conf), so
+# User:CN=verify (deploy/certs/verify.properties) may do only what these
+# ACLs allow. The admin (User:CN=admin, a super user) adds exactly what the
+# workload and the drills send as verify; every name the workload makes
+# starts with "verify-" (topics verify-<run>-src/-dst, group
+# verify-<run>-stage, transactional ids verify-<run>-p<i>/-s<i>/-w<i>):
+#   topics verify-*        Create (CreateTopics), Write (Produce),
+#                          Read (Fetch, TxnOffsetCommit, DescribeProducers),
+#                          Describe (Metadata, ListOffsets, AddPartitionsToTxn)
+#   groups verify-*        Read (Join/Sync/Heartbeat/Leave, TxnOffsetCommit,
+#                          OffsetFetch, AddOffsetsToTxn), Describe (FindCoordinator)
+#   txn ids verify-*       Write (InitProducerId, AddPartitionsToTxn,
+#                          AddOffsetsToTxn, EndTxn, TxnOffsetCommit),
+#                          Describe (FindCoordinator, DescribeTransactions,
+#                          ListTransactions)
+#   __transaction_state,   Describe: the drills ask Metadata for their
+#   __consumer_offsets     leaders to pick the coordinator to kill
+#   cluster                Describe only (DescribeCluster: the controller,
+#                          for kill-controller); no ClusterAction, no Alter
+# The fault endpoint the marker drills POST to (/debug/faults/, served only
+# with STRAND_TESTING_FAULTS=1) answers only a super user or a broker once
+# the HTTP listener speaks TLS: strand verify calls it with the admin's
+# certificate (--fault-command-config), never verify's.
+grant_verify() {
+  local acls=(bin/strand acls --bootstrap "$1" --command-config deploy/certs/admin.properties --add --allow-principal User:CN=verify)
+  "${acls[@]}" --resource-pattern-type prefixed --topic verify- --operation Create --operation Write --operation Read --operation Describe >/dev/null
+  "${acls[@]}" --resource-pattern-type prefixed --group verify- --operation Read --operation Describe >/dev/null
+  "${acls[@]}" --resource-pattern-type prefixed --transactional-id verify- --operation Write --operation Describe >/dev/null
+  "${acls[@]}" --topic __transaction_state --topic __consumer_offsets --operation Describe >/dev/null
+  "${acls[@]}" --cluster --operation Describe >/dev/null
+  log "ACLs of User:CN=verify:"
+  bin/strand acls --bootstrap "$1" --command-config deploy/certs/admin.properties --list --principal User:CN=verify | tee "$OUT/acls.txt"
+}
+
 case $TARGET in
 compose)
   F=(-f deploy/docker-compose.yml -f deploy/docker-compose.drill.yml)
@@ -75,8 +110,9 @@ compose)
   BOOT=127.0.0.1:${STRAND_NODE1_PORT:-19097},127.0.0.1:${STRAND_NODE2_PORT:-29097},127.0.0.1:${STRAND_NODE3_PORT:-39097}   # the gRPC listeners
   for a in ${BOOT//,/ }; do bin/strand health --addr "$a" --wait 120s --command-config deploy/certs/admin.properties >/dev/null; done
   KBOOT=127.0.0.1:${STRAND_NODE1_KAFKA_PORT:-19092},127.0.0.1:${STRAND_NODE2_KAFKA_PORT:-29092},127.0.0.1:${STRAND_NODE3_KAFKA_PORT:-39092}
-  log "three nodes healthy (TLS, client certificates required); running strand verify ($PROTOCOL) for $DURATION with drills: $DRILLS"
-  verify "$BOOT" "$KBOOT" --command-config deploy/certs/verify.properties
+  grant_verify "$BOOT"
+  log "three nodes healthy (TLS, client certificates required, ACLs on); running strand verify ($PROTOCOL) as User:CN=verify for $DURATION with drills: $DRILLS"
+  verify "$BOOT" "$KBOOT" --command-config deploy/certs/verify.properties --fault-command-config deploy/certs/admin.properties
   ;;
 process)
   export DATA=$OUT/cluster PORT_BASE=${PORT_BASE:-9600}

@@ -53,6 +53,9 @@ func (r *run) producer(ctx context.Context, i int) {
 			var err error
 			p, err = r.newTxnProducer(ctx, name, "", nil)
 			if err != nil {
+				if r.denied(name+": init", err) || ctx.Err() != nil {
+					return
+				}
 				r.logf("%s: init: %v (retrying)", name, err)
 				sleep(ctx, time.Second)
 				continue
@@ -90,6 +93,10 @@ func (r *run) producer(ctx context.Context, i int) {
 			continue
 		}
 		res := p.ProduceSync(octx, recs...)
+		if err := res.FirstErr(); err != nil && r.denied(name+": produce", err) {
+			cancel()
+			return
+		}
 		for j, pr := range res {
 			if pr.Err == nil && pr.Record != nil {
 				t.Writes[j].Offset = pr.Record.Offset
@@ -313,6 +320,9 @@ func (r *run) stageWorker(ctx context.Context, i int, stop <-chan struct{}) {
 			s, err = r.newStageSession(ictx, name)
 			cancel()
 			if err != nil {
+				if r.denied(name+": start", err) || ctx.Err() != nil {
+					return
+				}
 				r.logf("%s: start: %v (retrying)", name, err)
 				s = nil
 				sleep(ctx, time.Second)
@@ -324,6 +334,9 @@ func (r *run) stageWorker(ctx context.Context, i int, stop <-chan struct{}) {
 		cancel()
 		if len(recs) == 0 {
 			if err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+				if r.denied(name+": poll", err) {
+					return
+				}
 				r.logf("%s: poll: %v", name, err)
 				sleep(ctx, 200*time.Millisecond)
 			}

@@ -24,6 +24,8 @@ import (
 	"github.com/strand-io/strand/app/drill"
 	"github.com/strand-io/strand/app/verify"
 	"github.com/strand-io/strand/client"
+	"github.com/strand-io/strand/errs"
+	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
 // Config sets up one run.
@@ -212,6 +214,31 @@ type run struct {
 	liveReads atomic.Int64
 	drillsRun atomic.Int64
 	drillNow  atomic.Value // string
+
+	// deniedCh is closed by the first authorization failure (denied):
+	// the principal lacks an ACL, which no retry mends, so the run stops
+	// with deniedErr instead of retrying until its duration is up.
+	deniedOnce sync.Once
+	deniedCh   chan struct{}
+	deniedErr  error
+}
+
+// denied reports whether err is an authorization failure (Kafka's
+// TOPIC_, GROUP_, CLUSTER_ or TRANSACTIONAL_ID_AUTHORIZATION_FAILED); the
+// first one stops the run (Run returns it).
+func (r *run) denied(where string, err error) bool {
+	switch errs.CodeOf(err) {
+	case pb.ErrorCode_TOPIC_AUTHORIZATION_FAILED, pb.ErrorCode_GROUP_AUTHORIZATION_FAILED,
+		pb.ErrorCode_CLUSTER_AUTHORIZATION_FAILED, pb.ErrorCode_TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+	default:
+		return false
+	}
+	r.deniedOnce.Do(func() {
+		r.deniedErr = fmt.Errorf("%s: %w (the principal lacks an ACL: stopping, no retry mends that)", where, err)
+		r.logf("workload: %v", r.deniedErr)
+		close(r.deniedCh)
+	})
+	return true
 }
 
 func (r *run) logf(format string, args ...any) {
@@ -282,7 +309,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	case cfg.Protocol == ProtocolKafka && len(cfg.KafkaBootstrap) == 0:
 		return nil, errors.New("workload: the kafka protocol needs the Kafka listeners' addresses")
 	}
-	r := &run{cfg: cfg, start: time.Now(), stopTx: make(chan struct{}), timeUp: make(chan struct{}), perTxnID: map[string]int{},
+	r := &run{cfg: cfg, start: time.Now(), stopTx: make(chan struct{}), timeUp: make(chan struct{}), deniedCh: make(chan struct{}), perTxnID: map[string]int{},
 		avoid: -1, txnParts: make([]uint64, cfg.Producers),
 		src: "verify-" + cfg.RunID + "-src", dst: "verify-" + cfg.RunID + "-dst", group: "verify-" + cfg.RunID + "-stage",
 		quiet: slog.New(slog.NewTextHandler(io.Discard, nil))}
@@ -334,6 +361,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	select {
 	case <-time.After(cfg.Duration):
 	case <-ctx.Done():
+	case <-r.deniedCh:
+		cancelWork()
+		return nil, fmt.Errorf("workload: %w", r.deniedErr)
 	}
 	// Every drill runs at least once: the workload goes on until the
 	// last one has settled.

@@ -1,11 +1,16 @@
 package main
 
 import (
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/strand-io/strand/internal/auth"
+	"github.com/strand-io/strand/node"
 )
 
 // composeTools are the Compose implementations on this machine: docker
@@ -212,6 +217,75 @@ func TestComposeTLSByDefault(t *testing.T) {
 			if !strings.Contains(string(out), "certs/node"+n+":"+mount+":ro") {
 				t.Errorf("%s: with the drill file, node%s lost its TLS mount:\n%s", strings.Join(tool, " "), n, out)
 			}
+		}
+	}
+}
+
+// The drill cluster runs with ACLs on (issue 22): server.drill.conf sets
+// the StandardAuthorizer with nothing allowed without an ACL and the
+// admin client certificate strand certs writes (CN=admin) as the super
+// user; server.conf carries the same three lines commented out ("#acl "),
+// which, uncommented, set the same. scripts/drill.sh grants User:CN=verify
+// its ACLs as the admin, prefixed on the workload's names, and on the
+// cluster only Describe.
+func TestComposeACLs(t *testing.T) {
+	check := func(name, path string) {
+		t.Helper()
+		var cfg node.Config
+		if err := applyConfigFile(&cfg, path, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		a := cfg.Authorizer
+		if a.ClassName == "" || a.AllowEveryoneIfNoACLFound {
+			t.Errorf("%s: authorizer %q, allow.everyone.if.no.acl.found %v: want the StandardAuthorizer, false", name, a.ClassName, a.AllowEveryoneIfNoACLFound)
+		}
+		if len(a.SuperUsers) != 1 || a.SuperUsers[0] != auth.User("CN=admin") {
+			t.Errorf("%s: super.users %v, want [User:CN=admin]", name, a.SuperUsers)
+		}
+	}
+	deploy := filepath.Join("..", "..", "deploy")
+	check("server.drill.conf", filepath.Join(deploy, "server.drill.conf"))
+
+	main := string(mustRead(t, filepath.Join(deploy, "server.conf")))
+	if s := confSettings(t, filepath.Join(deploy, "server.conf")); s["authorizer.class.name"] != "" {
+		t.Errorf("server.conf: ACLs on by default (%q); the README's compose commands expect them off", s["authorizer.class.name"])
+	}
+	if strings.Count(main, "\n#acl ") != 3 {
+		t.Fatalf("server.conf: want the three ACL settings commented out with \"#acl \"")
+	}
+	on := filepath.Join(t.TempDir(), "server.conf")
+	if err := os.WriteFile(on, []byte(strings.ReplaceAll(main, "\n#acl ", "\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check("server.conf with #acl uncommented", on)
+
+	// The admin principal is strand certs' admin client certificate.
+	certsOut := filepath.Join(t.TempDir(), "certs")
+	if _, err := runCerts(t, "--out", certsOut, "--hosts", "node1,localhost", "--clients", "admin,verify"); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"admin.properties", "verify.properties"} {
+		if _, err := os.Stat(filepath.Join(certsOut, f)); err != nil {
+			t.Error(err)
+		}
+	}
+
+	drill := string(mustRead(t, filepath.Join("..", "..", "scripts", "drill.sh")))
+	for _, want := range []string{
+		"--allow-principal User:CN=verify",
+		"--resource-pattern-type prefixed --topic verify-",
+		"--resource-pattern-type prefixed --group verify-",
+		"--resource-pattern-type prefixed --transactional-id verify-",
+		"--cluster --operation Describe",
+		"--fault-command-config deploy/certs/admin.properties",
+	} {
+		if !strings.Contains(drill, want) {
+			t.Errorf("scripts/drill.sh lacks %q", want)
+		}
+	}
+	for _, line := range strings.Split(drill, "\n") {
+		if strings.Contains(line, "--cluster") && !strings.Contains(line, "--operation") {
+			t.Errorf("scripts/drill.sh grants the cluster without --operation (All): %s", line)
 		}
 	}
 }

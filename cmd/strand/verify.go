@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -19,13 +20,14 @@ func init() { extraCommands = append(extraCommands, verifyCmd) }
 
 func verifyCmd() *cobra.Command {
 	var (
-		cfg        workload.Config
-		drills     []string
-		target     string
-		dataDir    string
-		jsonPath   string
-		historyOut string
-		minTxns    int
+		cfg         workload.Config
+		drills      []string
+		target      string
+		dataDir     string
+		jsonPath    string
+		historyOut  string
+		faultConfig string
+		minTxns     int
 	)
 	cmd := &cobra.Command{
 		Use:   "verify",
@@ -72,7 +74,15 @@ are skipped); their --hold must stay below the brokers' replica.lag.time.max.ms.
 			ctx, stop := signalContext()
 			defer stop()
 			if len(cfg.Drills) > 0 || target != "auto" {
-				t, err := pickTarget(ctx, target, dataDir)
+				faultTLS := security.TLS
+				if faultConfig != "" {
+					fc, err := loadCommandConfig(faultConfig)
+					if err != nil {
+						return fmt.Errorf("--fault-command-config: %w", err)
+					}
+					faultTLS = fc.TLS
+				}
+				t, err := pickTarget(ctx, target, dataDir, faultTLS)
 				if err != nil {
 					return err
 				}
@@ -162,17 +172,20 @@ are skipped); their --hold must stay below the brokers' replica.lag.time.max.ms.
 	f.DurationVar(&cfg.HangGrace, "hang-grace", 0, "how long open transactions may take to end after the producers stop before they count as hanging (default: 30s past the transaction timeout)")
 	f.StringVar(&jsonPath, "json", "", "write the result (report, drills) as JSON to this file (- for stdout)")
 	f.IntVar(&minTxns, "min-committed", 0, "fail unless at least this many transactions committed (CI uses 1000)")
+	f.StringVar(&faultConfig, "fault-command-config", "", "Kafka client properties whose TLS certificate the marker drills call the nodes' fault endpoints with: a super user's, where the nodes run an authorizer (default: --command-config's)")
 	f.StringVar(&historyOut, "history", "", "write the full history (every write and read) as JSON to this file")
 	addProtocolFlags(cmd)
 	return cmd
 }
 
 // pickTarget resolves --target.
-func pickTarget(ctx context.Context, name, dataDir string) (drill.Target, error) {
+// faultTLS is the TLS configuration the drills call the nodes' fault
+// endpoints with (the metrics listeners speak TLS where the brokers do,
+// HTTP:SSL; with TLS there only a super user or a broker may call them).
+func pickTarget(ctx context.Context, name, dataDir string, faultTLS *tls.Config) (drill.Target, error) {
 	compose := drill.NewCompose()
 	proc := &drill.Process{Dir: dataDir, N: 3}
-	// The metrics listeners speak TLS where the brokers do (HTTP:SSL).
-	compose.HTTPTLS, proc.HTTPTLS = security.TLS, security.TLS
+	compose.HTTPTLS, proc.HTTPTLS = faultTLS, faultTLS
 	switch name {
 	case "none":
 		return nil, nil
