@@ -192,6 +192,23 @@ type Checker interface {
 	AuthorizeAny(ctx context.Context, s auth.Session, op Operation, t ResourceType, request string) bool
 }
 
+type quietKey struct{}
+
+// Quietly marks the checks made with the returned context as ones whose
+// denial is expected and not audited at info (Kafka's logIfDenied=false):
+// a listing filtered down to what the principal may see, or a first check
+// with a fallback (Create on the cluster before Create on the topic). A
+// Checker logs such a denial at debug.
+func Quietly(ctx context.Context) context.Context {
+	return context.WithValue(ctx, quietKey{}, true)
+}
+
+// IsQuiet reports whether ctx was made by Quietly.
+func IsQuiet(ctx context.Context) bool {
+	q, _ := ctx.Value(quietKey{}).(bool)
+	return q
+}
+
 func normalize(s string) string {
 	return strings.ToLower(strings.NewReplacer("_", "", "-", "", " ", "").Replace(s))
 }

@@ -358,6 +358,8 @@ func (s *Standard) audit(ctx context.Context, sess auth.Session, a Action, allow
 	level, verb := slog.LevelInfo, "Denied"
 	if allowed {
 		level, verb = slog.LevelDebug, "Allowed"
+	} else if IsQuiet(ctx) {
+		level = slog.LevelDebug // an expected denial (Quietly)
 	}
 	if !s.lg.Enabled(ctx, level) {
 		return

@@ -51,6 +51,20 @@ func (h *Handler) authz(ctx context.Context, request string) *authorizer {
 	return a
 }
 
+// quietly is a's view for checks whose denial is expected (a listing
+// filtered by what the principal may see, a first check with a
+// fallback): denied, they are not audited at info, as Kafka's
+// logIfDenied=false. It shares a's answers.
+func (a *authorizer) quietly() *authorizer {
+	q := *a
+	q.ctx = authz.Quietly(a.ctx)
+	if q.seen == nil {
+		q.seen = map[authz.Action]bool{}
+		a.seen = q.seen
+	}
+	return &q
+}
+
 // open reports whether every action is allowed without asking (no
 // authorizer, or no session).
 func (a *authorizer) open() bool { return a.c == nil }

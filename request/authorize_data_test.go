@@ -168,7 +168,16 @@ func TestAuthorizeMetadataAndFindCoordinator(t *testing.T) {
 	if len(md.Topics) != 1 || md.Topics[0].Name != "a" || len(md.Brokers) != 1 {
 		t.Fatalf("all topics: %v, brokers %v; want a only", md.Topics, md.Brokers)
 	}
+	// A listing hides what the principal may not see without auditing it
+	// as a denial (Kafka's logIfDenied=false); a named topic is audited.
+	if !e.fc.quietly("Metadata", authz.OpDescribe, authz.ResourceTopic, "b") {
+		t.Fatal("the all-topics listing's hidden topic b was audited as a denial")
+	}
+	e.fc.reset()
 	md, _ = e.h.Metadata(ctx, &pb.MetadataRequest{Topics: []string{"a", "b", "nope"}})
+	if !e.fc.denied("Metadata", authz.OpDescribe, authz.ResourceTopic, "b") || e.fc.quietly("Metadata", authz.OpDescribe, authz.ResourceTopic, "b") {
+		t.Fatal("the named topic b was not audited as a denial")
+	}
 	if len(md.Topics) != 3 || md.Topics[0].ErrorCode != pb.ErrorCode_NONE || len(md.Topics[0].Partitions) != 1 {
 		t.Fatalf("named: %v", md.Topics)
 	}

@@ -24,6 +24,8 @@ type fakeChecker struct {
 	anyOK   map[grant]bool // Name "": AuthorizeAny's answer
 	asked   []authz.Action
 	denials []authz.Action
+	// quiet are the denials asked with authz.Quietly (not audited at info).
+	quiet []authz.Action
 }
 
 type grant struct {
@@ -48,13 +50,16 @@ func (f *fakeChecker) grant(principal string, op authz.Operation, typ authz.Reso
 	return f
 }
 
-func (f *fakeChecker) Authorize(_ context.Context, s auth.Session, a authz.Action) bool {
+func (f *fakeChecker) Authorize(ctx context.Context, s auth.Session, a authz.Action) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.asked = append(f.asked, a)
 	ok := f.allow[grant{s.Principal.String(), a.Op, a.Type, a.Name}]
 	if !ok {
 		f.denials = append(f.denials, a)
+		if authz.IsQuiet(ctx) {
+			f.quiet = append(f.quiet, a)
+		}
 	}
 	return ok
 }
@@ -86,7 +91,20 @@ func (f *fakeChecker) denied(request string, op authz.Operation, typ authz.Resou
 func (f *fakeChecker) reset() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.asked, f.denials = nil, nil
+	f.asked, f.denials, f.quiet = nil, nil, nil
+}
+
+// quietly reports whether the denial of op on (typ, name) for request was
+// asked with authz.Quietly.
+func (f *fakeChecker) quietly(request string, op authz.Operation, typ authz.ResourceType, name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, a := range f.quiet {
+		if a.Request == request && a.Op == op && a.Type == typ && a.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 const (

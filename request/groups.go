@@ -110,8 +110,9 @@ func (h *Handler) OffsetFetch(ctx context.Context, req *pb.OffsetFetchRequest) (
 			return resp, err
 		}
 		kept := resp.Partitions[:0:0]
+		quiet := az.quietly()
 		for _, p := range resp.Partitions {
-			if az.topic(authz.OpDescribe, p.Topic) {
+			if quiet.topic(authz.OpDescribe, p.Topic) {
 				kept = append(kept, p)
 			}
 		}

@@ -23,12 +23,13 @@ func (h *Handler) ListGroups(ctx context.Context, req *pb.ListGroupsRequest) (*p
 	// groups the principal may Describe.
 	az := h.authz(ctx, "ListGroups")
 	resp, err := h.Groups.ListGroups(ctx, req)
-	if err != nil || resp == nil || az.open() || az.cluster(authz.OpDescribe) {
+	if err != nil || resp == nil || az.open() || az.quietly().cluster(authz.OpDescribe) {
 		return resp, err
 	}
 	kept := resp.Groups[:0:0]
+	quiet := az.quietly()
 	for _, g := range resp.Groups {
-		if az.group(authz.OpDescribe, g.GroupId) {
+		if quiet.group(authz.OpDescribe, g.GroupId) {
 			kept = append(kept, g)
 		}
 	}

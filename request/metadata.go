@@ -76,6 +76,9 @@ func (h *Handler) Metadata(ctx context.Context, req *pb.MetadataRequest) (*pb.Me
 	// does not tell whether it exists. (Strand's Metadata never creates a
 	// topic, so Kafka's Create check for auto-creation has no place here.)
 	az := h.authz(ctx, "Metadata")
+	if all {
+		az = az.quietly() // a listing: the hidden topics are not denials to audit
+	}
 	for _, n := range names {
 		// "" names no topic (the Kafka listener asks for it to get the
 		// brokers only): nothing to authorize, nothing to hide.

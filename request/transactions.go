@@ -64,7 +64,7 @@ func (h *Handler) authorizeInitProducerID(ctx context.Context, txnID string) err
 		}
 		return txnIDDenied(authz.OpWrite, txnID)
 	}
-	if az.cluster(authz.OpIdempotentWrite) || az.anyOf(authz.OpWrite, authz.ResourceTopic) {
+	if az.quietly().cluster(authz.OpIdempotentWrite) || az.anyOf(authz.OpWrite, authz.ResourceTopic) {
 		return nil
 	}
 	return errs.New(pb.ErrorCode_CLUSTER_AUTHORIZATION_FAILED, "an idempotent producer needs IdempotentWrite on the cluster or Write on a topic")
@@ -371,10 +371,11 @@ func (h *Handler) DescribeTransactions(ctx context.Context, req *pb.DescribeTran
 	if !az.open() {
 		// Kafka shows only the partitions of topics the principal may
 		// Describe.
+		quiet := az.quietly()
 		for _, st := range out.Transactions {
 			kept := st.Partitions[:0:0]
 			for _, p := range st.Partitions {
-				if az.topic(authz.OpDescribe, p.Topic) {
+				if quiet.topic(authz.OpDescribe, p.Topic) {
 					kept = append(kept, p)
 				}
 			}
@@ -405,8 +406,9 @@ func (h *Handler) ListTransactions(ctx context.Context, req *pb.ListTransactions
 	}
 	// Kafka lists only the ids the principal may Describe.
 	kept := resp.Transactions[:0:0]
+	quiet := az.quietly()
 	for _, t := range resp.Transactions {
-		if az.txnID(authz.OpDescribe, t.TransactionalId) {
+		if quiet.txnID(authz.OpDescribe, t.TransactionalId) {
 			kept = append(kept, t)
 		}
 	}
