@@ -155,9 +155,16 @@ func New(cfg Config) *Console {
 }
 
 // Register mounts the console's pages on mux (next to /metrics).
-func (c *Console) Register(mux *http.ServeMux) {
+//
+// guard, if given, wraps the console's handler (the node puts its
+// authentication there).
+func (c *Console) Register(mux *http.ServeMux, guard ...func(http.Handler) http.Handler) {
+	var h http.Handler = c.mux
+	for _, g := range guard {
+		h = g(h)
+	}
 	for _, p := range []string{"GET /{$}", "GET /topics", "GET /topics/", "GET /groups", "GET /groups/", "GET /reassignments", "GET /transactions"} {
-		mux.Handle(p, c.mux)
+		mux.Handle(p, h)
 	}
 }
 

@@ -53,26 +53,43 @@ func (n *Node) registerDebug(mux *http.ServeMux) {
 // user's.
 func (n *Node) debugAuth(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if planted.On(planted.DebugEndpointsUnauthenticated) || n.privileged(w, r) {
+		if planted.On(planted.DebugEndpointsUnauthenticated) || n.privileged(w, r, "the debug endpoints") {
 			h.ServeHTTP(w, r)
 		}
 	})
 }
 
 // privileged reports whether the request's session is a broker's or a
-// super user's; if not, it has answered 401 (no session) or 403.
-func (n *Node) privileged(w http.ResponseWriter, r *http.Request) bool {
+// super user's; if not, it has answered 401 (no session) or 403. what
+// names the pages for the answer.
+func (n *Node) privileged(w http.ResponseWriter, r *http.Request, what string) bool {
 	s, ok := n.httpSession(r)
 	switch {
 	case !ok:
-		http.Error(w, "the debug endpoints need a client certificate (TLS on the HTTP listener)", http.StatusUnauthorized)
+		http.Error(w, what+" need a client certificate (TLS on the HTTP listener)", http.StatusUnauthorized)
 		return false
 	case !s.Broker && !slices.Contains(n.cfg.Authorizer.SuperUsers, s.Principal):
-		n.lg.Warn("debug endpoint refused", "principal", s.Principal.String(), "host", s.Host, "path", r.URL.Path)
-		http.Error(w, "the debug endpoints are for super users and brokers", http.StatusForbidden)
+		n.lg.Warn("HTTP request refused", "principal", s.Principal.String(), "host", s.Host, "path", r.URL.Path)
+		http.Error(w, what+" are for super users and brokers", http.StatusForbidden)
 		return false
 	}
 	return true
+}
+
+// consoleAuth guards the web console once an authorizer is configured:
+// the console asks the brokers as this node (a broker, allowed
+// everything), so it would show any viewer the topics, groups and
+// transactional ids the ACLs hide; only a super user or a broker may see
+// it then. Without an authorizer nothing is hidden and it stays open.
+func (n *Node) consoleAuth(h http.Handler) http.Handler {
+	if n.cfg.Authorizer.ClassName == "" && n.cfg.TestAuthorizer == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.privileged(w, r, "the console's pages") {
+			h.ServeHTTP(w, r)
+		}
+	})
 }
 
 // faultAuth guards the test-only fault endpoints (faults.go) as pprof is
@@ -86,7 +103,7 @@ func (n *Node) faultAuth(h http.HandlerFunc) http.HandlerFunc {
 		return h
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
-		if n.privileged(w, r) {
+		if n.privileged(w, r, "the fault endpoints") {
 			h(w, r)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/strand-io/strand/authz"
 	"github.com/strand-io/strand/internal/auth"
 	"github.com/strand-io/strand/internal/planted"
 	"github.com/strand-io/strand/node"
@@ -137,5 +138,40 @@ func TestFaultEndpointsPrivileged(t *testing.T) {
 	testutil.StartDev(t, t.TempDir(), func(cfg *node.Config) { cfg.MetricsListen, cfg.TestingFaults = open, true })
 	if r := httpDo(t, "POST", "http://"+open+path, nil); r.StatusCode != http.StatusOK {
 		t.Errorf("POST %s on a plaintext listener: %d, want 200", path, r.StatusCode)
+	}
+}
+
+// TestConsoleBehindAuthorizer: the console asks the brokers as this node,
+// which the authorizer allows everything; so with an authorizer on, only
+// a super user or a broker sees its pages (401 without a session, 403
+// for another principal), and /metrics stays open. Without an authorizer
+// the console is open.
+func TestConsoleBehindAuthorizer(t *testing.T) {
+	session := func(r *http.Request) (auth.Session, bool) {
+		switch r.Header.Get("X-Test-Principal") {
+		case "admin":
+			return auth.Session{Principal: auth.User("CN=admin")}, true
+		case "bob":
+			return auth.Session{Principal: auth.User("CN=bob")}, true
+		}
+		return auth.Session{}, false
+	}
+	addr := testutil.FreeAddr(t)
+	testutil.StartDev(t, t.TempDir(), func(cfg *node.Config) {
+		cfg.MetricsListen, cfg.DebugSession = addr, session
+		cfg.Authorizer = node.AuthorizerConfig{ClassName: authz.StandardClassName, SuperUsers: []auth.Principal{auth.User("CN=admin")}}
+	})
+	for who, want := range map[string]int{"": http.StatusUnauthorized, "bob": http.StatusForbidden, "admin": http.StatusOK} {
+		if r := httpDo(t, "GET", "http://"+addr+"/topics", map[string]string{"X-Test-Principal": who}); r.StatusCode != want {
+			t.Errorf("GET /topics as %q: %d, want %d", who, r.StatusCode, want)
+		}
+	}
+	if r := httpDo(t, "GET", "http://"+addr+"/metrics", nil); r.StatusCode != http.StatusOK {
+		t.Errorf("GET /metrics without a session: %d, want 200", r.StatusCode)
+	}
+	open := testutil.FreeAddr(t)
+	testutil.StartDev(t, t.TempDir(), func(cfg *node.Config) { cfg.MetricsListen = open })
+	if r := httpDo(t, "GET", "http://"+open+"/topics", nil); r.StatusCode != http.StatusOK {
+		t.Errorf("GET /topics with no authorizer: %d, want 200", r.StatusCode)
 	}
 }

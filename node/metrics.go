@@ -198,7 +198,9 @@ func (n *Node) startHTTP(addr string) error {
 	if n.cfg.TestingFaults {
 		n.registerFaults(mux)
 	}
-	n.newConsole().Register(mux) // the web console: /, /topics, /groups, ... (package console)
+	// The web console: /, /topics, /groups, ... (package console), behind
+	// consoleAuth when an authorizer is configured.
+	n.newConsole().Register(mux, n.consoleAuth)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
