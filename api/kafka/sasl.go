@@ -82,11 +82,19 @@ type saslConn struct {
 	scram     *scram.Server
 	// authenticated is set once the mechanism has proved the user.
 	authenticated bool
+	// versionsAsked counts ApiVersions before authentication: Kafka takes
+	// one (and its retry at a version the broker supports, KIP-511), so a
+	// client cannot hold an unauthenticated connection open with them.
+	versionsAsked int
 	session       auth.Session
 	// closeAfter: close the connection once the answer being queued is
 	// written (a refused mechanism, a failed authentication).
 	closeAfter string
 }
+
+// maxVersionsBeforeSASL is how many ApiVersions a connection may send
+// before its SaslHandshake: one, and a retry at a lower version (KIP-511).
+const maxVersionsBeforeSASL = 2
 
 func (s *Server) saslEnabled() bool { return IsSASL(s.cfg.SecurityProtocol) }
 
@@ -123,7 +131,10 @@ func (c *Conn) saslGate(key int16) error {
 	}
 	switch kmsg.Key(key) {
 	case kmsg.ApiVersions:
-		return nil
+		if c.sasl.step == saslWantHandshake && c.sasl.versionsAsked < maxVersionsBeforeSASL {
+			c.sasl.versionsAsked++
+			return nil
+		}
 	case kmsg.SASLHandshake:
 		if c.sasl.step == saslWantHandshake {
 			return nil

@@ -170,6 +170,15 @@ func TestKafkaSASLWire(t *testing.T) {
 			t.Fatalf("ApiVersions before authentication: %v", err)
 		}
 		closedByServer(t, conn, metadata())
+		// ApiVersions again and again cannot hold an unauthenticated
+		// connection open: one, a retry (KIP-511), then the close.
+		conn = dial()
+		for i := 0; i < 2; i++ {
+			if _, _, err := roundTrip(t, conn, encode(apiv, 1)); err != nil {
+				t.Fatalf("ApiVersions %d before authentication: %v", i+1, err)
+			}
+		}
+		closedByServer(t, conn, encode(apiv, 1))
 		// After the handshake, still nothing but SaslAuthenticate.
 		conn = dial()
 		if r := handshake(conn, "SCRAM-SHA-256", 1); r.ErrorCode != 0 {
