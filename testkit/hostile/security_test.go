@@ -34,6 +34,7 @@ import (
 	"github.com/strand-io/strand/node"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
+	"github.com/strand-io/strand/testkit/kafkareq"
 	"github.com/strand-io/strand/testkit/testcluster"
 	"github.com/strand-io/strand/testkit/wait"
 )
@@ -83,65 +84,10 @@ func appACLs() []client.ACLBinding {
 
 // grpcCodes collects every ErrorCode of a gRPC answer.
 func grpcCodes(resp any) []pb.ErrorCode {
-	var out []pb.ErrorCode
-	var walk func(v reflect.Value)
-	walk = func(v reflect.Value) {
-		switch v.Kind() {
-		case reflect.Pointer, reflect.Interface:
-			if !v.IsNil() {
-				walk(v.Elem())
-			}
-		case reflect.Slice:
-			for i := 0; i < v.Len(); i++ {
-				walk(v.Index(i))
-			}
-		case reflect.Struct:
-			for i := 0; i < v.NumField(); i++ {
-				f := v.Type().Field(i)
-				if !f.IsExported() {
-					continue
-				}
-				if c, ok := v.Field(i).Interface().(pb.ErrorCode); ok && f.Name == "ErrorCode" {
-					out = append(out, c)
-					continue
-				}
-				walk(v.Field(i))
-			}
-		}
-	}
-	walk(reflect.ValueOf(resp))
-	return out
-}
-
-// kafkaCodes collects every ErrorCode of a Kafka answer.
-func kafkaCodes(resp any) []int16 {
-	var out []int16
-	var walk func(v reflect.Value)
-	walk = func(v reflect.Value) {
-		switch v.Kind() {
-		case reflect.Pointer, reflect.Interface:
-			if !v.IsNil() {
-				walk(v.Elem())
-			}
-		case reflect.Slice:
-			for i := 0; i < v.Len(); i++ {
-				walk(v.Index(i))
-			}
-		case reflect.Struct:
-			for i := 0; i < v.NumField(); i++ {
-				f := v.Type().Field(i)
-				if f.Name == "ErrorCode" && f.Type.Kind() == reflect.Int16 {
-					out = append(out, int16(v.Field(i).Int()))
-					continue
-				}
-				if f.IsExported() {
-					walk(v.Field(i))
-				}
-			}
-		}
-	}
-	walk(reflect.ValueOf(resp))
-	return out
+	return kafkareq.Collect(resp, func(v reflect.Value) (pb.ErrorCode, bool) {
+		c, ok := v.Interface().(pb.ErrorCode)
+		return c, ok
+	})
 }
 
 // evilBatch is one record a hostile client tries to write.
@@ -332,355 +278,14 @@ func checkGRPC(ctx context.Context, cases []grpcCase) []string {
 	return bad
 }
 
-type kafkaCase struct {
-	name string
-	want int16
-	req  func() kmsg.Request
-}
-
 // kafkaRefusals are the Kafka requests an authenticated principal without
 // ACLs sends, naming the application's resources (and topic for data).
-func kafkaRefusals(t testing.TB, topic string) []kafkaCase {
-	str := func(s string) *string { return &s }
-	const (
-		topicDenied   = int16(pb.ErrorCode_TOPIC_AUTHORIZATION_FAILED)
-		groupDenied   = int16(pb.ErrorCode_GROUP_AUTHORIZATION_FAILED)
-		clusterDenied = int16(pb.ErrorCode_CLUSTER_AUTHORIZATION_FAILED)
-		txnDenied     = int16(pb.ErrorCode_TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-	)
-	batch := evilBatch(t)
-	return []kafkaCase{
-		{"Produce", topicDenied, func() kmsg.Request {
-			r := kmsg.NewPtrProduceRequest()
-			r.Acks, r.TimeoutMillis = -1, 5000
-			tp := kmsg.NewProduceRequestTopic()
-			tp.Topic = topic
-			p := kmsg.NewProduceRequestTopicPartition()
-			p.Records = batch
-			tp.Partitions = append(tp.Partitions, p)
-			r.Topics = append(r.Topics, tp)
-			return r
-		}},
-		{"Fetch", topicDenied, func() kmsg.Request {
-			r := kmsg.NewPtrFetchRequest()
-			r.ReplicaID, r.MaxBytes, r.SessionEpoch = -1, 1<<20, -1
-			tp := kmsg.NewFetchRequestTopic()
-			tp.Topic = topic
-			p := kmsg.NewFetchRequestTopicPartition()
-			p.PartitionMaxBytes, p.CurrentLeaderEpoch = 1<<20, -1
-			tp.Partitions = append(tp.Partitions, p)
-			r.Topics = append(r.Topics, tp)
-			return r
-		}},
-		{"ListOffsets", topicDenied, func() kmsg.Request {
-			r := kmsg.NewPtrListOffsetsRequest()
-			r.ReplicaID = -1
-			tp := kmsg.NewListOffsetsRequestTopic()
-			tp.Topic = topic
-			p := kmsg.NewListOffsetsRequestTopicPartition()
-			p.Timestamp, p.CurrentLeaderEpoch = -1, -1
-			tp.Partitions = append(tp.Partitions, p)
-			r.Topics = append(r.Topics, tp)
-			return r
-		}},
-		{"Metadata", topicDenied, func() kmsg.Request {
-			r := kmsg.NewPtrMetadataRequest()
-			mt := kmsg.NewMetadataRequestTopic()
-			mt.Topic = str(topic)
-			r.Topics = append(r.Topics, mt)
-			return r
-		}},
-		{"FindCoordinator group", groupDenied, func() kmsg.Request {
-			r := kmsg.NewPtrFindCoordinatorRequest()
-			r.CoordinatorKey, r.CoordinatorKeys = secGroup, []string{secGroup}
-			return r
-		}},
-		{"FindCoordinator transaction", txnDenied, func() kmsg.Request {
-			r := kmsg.NewPtrFindCoordinatorRequest()
-			r.CoordinatorType, r.CoordinatorKey, r.CoordinatorKeys = 1, secTxnID, []string{secTxnID}
-			return r
-		}},
-		{"JoinGroup", groupDenied, func() kmsg.Request {
-			r := kmsg.NewPtrJoinGroupRequest()
-			r.Group, r.SessionTimeoutMillis, r.RebalanceTimeoutMillis, r.ProtocolType = secGroup, 10000, 10000, "consumer"
-			p := kmsg.NewJoinGroupRequestProtocol()
-			p.Name = "range"
-			r.Protocols = append(r.Protocols, p)
-			return r
-		}},
-		{"SyncGroup", groupDenied, func() kmsg.Request {
-			r := kmsg.NewPtrSyncGroupRequest()
-			r.Group, r.MemberID = secGroup, "m"
-			return r
-		}},
-		{"Heartbeat", groupDenied, func() kmsg.Request {
-			r := kmsg.NewPtrHeartbeatRequest()
-			r.Group, r.MemberID = secGroup, "m"
-			return r
-		}},
-		{"OffsetCommit", groupDenied, func() kmsg.Request {
-			r := kmsg.NewPtrOffsetCommitRequest()
-			r.Group, r.Generation = secGroup, -1
-			tp := kmsg.NewOffsetCommitRequestTopic()
-			tp.Topic = topic
-			p := kmsg.NewOffsetCommitRequestTopicPartition()
-			p.Offset = 999999
-			tp.Partitions = append(tp.Partitions, p)
-			r.Topics = append(r.Topics, tp)
-			return r
-		}},
-		{"OffsetFetch", groupDenied, func() kmsg.Request {
-			r := kmsg.NewPtrOffsetFetchRequest()
-			r.Group = secGroup
-			rg := kmsg.NewOffsetFetchRequestGroup()
-			rg.Group = secGroup
-			r.Groups = append(r.Groups, rg)
-			return r
-		}},
-		{"InitProducerId transactional", txnDenied, func() kmsg.Request {
-			r := kmsg.NewPtrInitProducerIDRequest()
-			r.TransactionalID, r.TransactionTimeoutMillis = str(secTxnID), 60000
-			return r
-		}},
-		{"InitProducerId idempotent", clusterDenied, func() kmsg.Request {
-			return kmsg.NewPtrInitProducerIDRequest()
-		}},
-		{"AddPartitionsToTxn", txnDenied, func() kmsg.Request {
-			r := kmsg.NewPtrAddPartitionsToTxnRequest()
-			r.TransactionalID, r.ProducerID, r.ProducerEpoch = secTxnID, 1, 0
-			tp := kmsg.NewAddPartitionsToTxnRequestTopic()
-			tp.Topic, tp.Partitions = topic, []int32{0}
-			r.Topics = append(r.Topics, tp)
-			return r
-		}},
-		{"AddOffsetsToTxn", txnDenied, func() kmsg.Request {
-			r := kmsg.NewPtrAddOffsetsToTxnRequest()
-			r.TransactionalID, r.ProducerID, r.ProducerEpoch, r.Group = secTxnID, 1, 0, secGroup
-			return r
-		}},
-		{"EndTxn", txnDenied, func() kmsg.Request {
-			r := kmsg.NewPtrEndTxnRequest()
-			r.TransactionalID, r.ProducerID, r.ProducerEpoch = secTxnID, 1, 0
-			return r
-		}},
-		{"TxnOffsetCommit", txnDenied, func() kmsg.Request {
-			r := kmsg.NewPtrTxnOffsetCommitRequest()
-			r.TransactionalID, r.Group, r.ProducerID, r.ProducerEpoch, r.Generation = secTxnID, secGroup, 1, 0, -1
-			tp := kmsg.NewTxnOffsetCommitRequestTopic()
-			tp.Topic = topic
-			p := kmsg.NewTxnOffsetCommitRequestTopicPartition()
-			p.Offset = 999999
-			tp.Partitions = append(tp.Partitions, p)
-			r.Topics = append(r.Topics, tp)
-			return r
-		}},
-		{"LeaveGroup", groupDenied, func() kmsg.Request {
-			r := kmsg.NewPtrLeaveGroupRequest()
-			r.Group, r.MemberID = secGroup, "m"
-			m := kmsg.NewLeaveGroupRequestMember()
-			m.MemberID = "m"
-			r.Members = append(r.Members, m)
-			return r
-		}},
-		{"DescribeGroups", groupDenied, func() kmsg.Request {
-			r := kmsg.NewPtrDescribeGroupsRequest()
-			r.Groups = []string{secGroup}
-			return r
-		}},
-		{"OffsetDelete", groupDenied, func() kmsg.Request {
-			r := kmsg.NewPtrOffsetDeleteRequest()
-			r.Group = secGroup
-			tp := kmsg.NewOffsetDeleteRequestTopic()
-			tp.Topic = topic
-			tp.Partitions = append(tp.Partitions, kmsg.NewOffsetDeleteRequestTopicPartition())
-			r.Topics = append(r.Topics, tp)
-			return r
-		}},
-		{"DeleteGroups", groupDenied, func() kmsg.Request {
-			r := kmsg.NewPtrDeleteGroupsRequest()
-			r.Groups = []string{secGroup}
-			return r
-		}},
-		{"OffsetForLeaderEpoch", topicDenied, func() kmsg.Request {
-			r := kmsg.NewPtrOffsetForLeaderEpochRequest()
-			r.ReplicaID = -1
-			tp := kmsg.NewOffsetForLeaderEpochRequestTopic()
-			tp.Topic = topic
-			p := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
-			p.CurrentLeaderEpoch = -1
-			tp.Partitions = append(tp.Partitions, p)
-			r.Topics = append(r.Topics, tp)
-			return r
-		}},
-		{"DescribeTransactions", txnDenied, func() kmsg.Request {
-			r := kmsg.NewPtrDescribeTransactionsRequest()
-			r.TransactionalIDs = []string{secTxnID}
-			return r
-		}},
-		{"DescribeProducers", topicDenied, func() kmsg.Request {
-			r := kmsg.NewPtrDescribeProducersRequest()
-			tp := kmsg.NewDescribeProducersRequestTopic()
-			tp.Topic, tp.Partitions = topic, []int32{0}
-			r.Topics = append(r.Topics, tp)
-			return r
-		}},
-		{"Metadata of a new topic, auto-create asked", topicDenied, func() kmsg.Request {
-			r := kmsg.NewPtrMetadataRequest()
-			r.AllowAutoTopicCreation = true
-			mt := kmsg.NewMetadataRequestTopic()
-			mt.Topic = str(evilTopic)
-			r.Topics = append(r.Topics, mt)
-			return r
-		}},
-		{"Produce to a new topic", topicDenied, func() kmsg.Request {
-			r := kmsg.NewPtrProduceRequest()
-			r.Acks, r.TimeoutMillis = -1, 5000
-			tp := kmsg.NewProduceRequestTopic()
-			tp.Topic = evilTopic
-			p := kmsg.NewProduceRequestTopicPartition()
-			p.Records = batch
-			tp.Partitions = append(tp.Partitions, p)
-			r.Topics = append(r.Topics, tp)
-			return r
-		}},
-		{"CreateTopics", topicDenied, func() kmsg.Request {
-			r := kmsg.NewPtrCreateTopicsRequest()
-			r.TimeoutMillis = 5000
-			tp := kmsg.NewCreateTopicsRequestTopic()
-			tp.Topic, tp.NumPartitions, tp.ReplicationFactor = evilTopic, 1, 1
-			r.Topics = append(r.Topics, tp)
-			return r
-		}},
-		{"DeleteTopics", topicDenied, func() kmsg.Request {
-			r := kmsg.NewPtrDeleteTopicsRequest()
-			r.TimeoutMillis, r.TopicNames = 5000, []string{topic}
-			tp := kmsg.NewDeleteTopicsRequestTopic()
-			tp.Topic = str(topic)
-			r.Topics = append(r.Topics, tp)
-			return r
-		}},
-		{"CreatePartitions", topicDenied, func() kmsg.Request {
-			r := kmsg.NewPtrCreatePartitionsRequest()
-			r.TimeoutMillis = 5000
-			tp := kmsg.NewCreatePartitionsRequestTopic()
-			tp.Topic, tp.Count = topic, 2
-			r.Topics = append(r.Topics, tp)
-			return r
-		}},
-		{"DescribeConfigs", topicDenied, func() kmsg.Request {
-			r := kmsg.NewPtrDescribeConfigsRequest()
-			rr := kmsg.NewDescribeConfigsRequestResource()
-			rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, topic
-			r.Resources = append(r.Resources, rr)
-			return r
-		}},
-		{"AlterConfigs", topicDenied, func() kmsg.Request {
-			r := kmsg.NewPtrAlterConfigsRequest()
-			rr := kmsg.NewAlterConfigsRequestResource()
-			rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, topic
-			c := kmsg.NewAlterConfigsRequestResourceConfig()
-			c.Name, c.Value = "retention.ms", str("1")
-			rr.Configs = append(rr.Configs, c)
-			r.Resources = append(r.Resources, rr)
-			return r
-		}},
-		{"DeleteRecords", topicDenied, func() kmsg.Request {
-			r := kmsg.NewPtrDeleteRecordsRequest()
-			r.TimeoutMillis = 5000
-			tp := kmsg.NewDeleteRecordsRequestTopic()
-			tp.Topic = topic
-			p := kmsg.NewDeleteRecordsRequestTopicPartition()
-			p.Offset = -1
-			tp.Partitions = append(tp.Partitions, p)
-			r.Topics = append(r.Topics, tp)
-			return r
-		}},
-		{"DescribeConfigs broker", clusterDenied, func() kmsg.Request {
-			r := kmsg.NewPtrDescribeConfigsRequest()
-			rr := kmsg.NewDescribeConfigsRequestResource()
-			rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeBroker, "1"
-			r.Resources = append(r.Resources, rr)
-			return r
-		}},
-		{"IncrementalAlterConfigs brokers", clusterDenied, func() kmsg.Request {
-			r := kmsg.NewPtrIncrementalAlterConfigsRequest()
-			rr := kmsg.NewIncrementalAlterConfigsRequestResource()
-			rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeBroker, ""
-			c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-			c.Name, c.Value = "log.retention.ms", str("1")
-			rr.Configs = append(rr.Configs, c)
-			r.Resources = append(r.Resources, rr)
-			return r
-		}},
-		{"CreateAcls", clusterDenied, func() kmsg.Request {
-			r := kmsg.NewPtrCreateACLsRequest()
-			c := kmsg.NewCreateACLsRequestCreation()
-			c.ResourceType, c.ResourceName, c.ResourcePatternType = kmsg.ACLResourceTypeCluster, "kafka-cluster", kmsg.ACLResourcePatternTypeLiteral
-			c.Principal, c.Host, c.Operation, c.PermissionType = "User:mallory", "*", kmsg.ACLOperationAll, kmsg.ACLPermissionTypeAllow
-			r.Creations = append(r.Creations, c)
-			return r
-		}},
-		{"DescribeAcls", clusterDenied, func() kmsg.Request {
-			r := kmsg.NewPtrDescribeACLsRequest()
-			r.ResourceType, r.ResourcePatternType, r.Operation, r.PermissionType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny, kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
-			return r
-		}},
-		{"DeleteAcls", clusterDenied, func() kmsg.Request {
-			r := kmsg.NewPtrDeleteACLsRequest()
-			f := kmsg.NewDeleteACLsRequestFilter()
-			f.ResourceType, f.ResourcePatternType, f.Operation, f.PermissionType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny, kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
-			r.Filters = append(r.Filters, f)
-			return r
-		}},
-		{"DescribeUserScramCredentials", clusterDenied, func() kmsg.Request {
-			return kmsg.NewPtrDescribeUserSCRAMCredentialsRequest()
-		}},
-		{"AlterUserScramCredentials", clusterDenied, func() kmsg.Request {
-			r := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
-			d := kmsg.NewAlterUserSCRAMCredentialsRequestDeletion()
-			d.Name, d.Mechanism = "mallory", 1
-			u := kmsg.NewAlterUserSCRAMCredentialsRequestUpsertion()
-			u.Name, u.Mechanism, u.Iterations, u.Salt, u.SaltedPassword = evilUser, 1, 4096, []byte("salt"), make([]byte, 32)
-			r.Deletions, r.Upsertions = append(r.Deletions, d), append(r.Upsertions, u)
-			return r
-		}},
-		{"ElectLeaders", clusterDenied, func() kmsg.Request {
-			r := kmsg.NewPtrElectLeadersRequest()
-			r.TimeoutMillis = 5000
-			tp := kmsg.NewElectLeadersRequestTopic()
-			tp.Topic, tp.Partitions = topic, []int32{0}
-			r.Topics = append(r.Topics, tp)
-			return r
-		}},
-		{"AlterPartitionReassignments", clusterDenied, func() kmsg.Request {
-			r := kmsg.NewPtrAlterPartitionAssignmentsRequest()
-			r.TimeoutMillis = 5000
-			tp := kmsg.NewAlterPartitionAssignmentsRequestTopic()
-			tp.Topic = topic
-			p := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
-			p.Replicas = []int32{1}
-			tp.Partitions = append(tp.Partitions, p)
-			r.Topics = append(r.Topics, tp)
-			return r
-		}},
-	}
-}
-
-// checkKafka sends cases through br and returns what was not refused as
-// it should be.
-func checkKafka(ctx context.Context, br *kgo.Broker, cases []kafkaCase) []string {
-	var bad []string
-	for _, c := range cases {
-		resp, err := br.Request(ctx, c.req())
-		if err != nil {
-			bad = append(bad, fmt.Sprintf("Kafka %s: %v, want code %d in the answer", c.name, err, c.want))
-			continue
-		}
-		if got := kafkaCodes(resp); !slices.Contains(got, c.want) {
-			bad = append(bad, fmt.Sprintf("Kafka %s: codes %v, want %d", c.name, got, c.want))
-		}
-	}
-	return bad
+func kafkaRefusals(t testing.TB, topic string) []kafkareq.Case {
+	return kafkareq.Refusals(kafkareq.Names{
+		Topic: topic, NewTopic: evilTopic, Group: secGroup, TxnID: secTxnID,
+		ProducerID: 1, ProducerEpoch: 0, Records: evilBatch(t), Replica: 1,
+		Principal: "User:mallory", ScramUser: "mallory", NewScramUser: evilUser,
+	})
 }
 
 // kafkaFrame is req framed for the wire, with correlation id corr.
@@ -1050,7 +655,7 @@ func TestSecurityEverythingOn(t *testing.T) {
 		// Each node's door, so that every coordinator and leader is asked.
 		for _, m := range c.Running() {
 			br := mk.Broker(int(m.ID))
-			for _, b := range checkKafka(ctx, br, kafkaRefusals(t, secTopic)) {
+			for _, b := range kafkareq.Check(ctx, br, kafkaRefusals(t, secTopic)) {
 				t.Errorf("node %d: %s", m.ID, b)
 			}
 			g := tlsClientConn(t, m.Cfg.Listen, ct.ClientConfig(t, malloryPair))
@@ -1063,9 +668,9 @@ func TestSecurityEverythingOn(t *testing.T) {
 		// refused like any other topic's, as Kafka's are).
 		internal := map[string]bool{"Produce": true, "Fetch": true, "ListOffsets": true, "DeleteTopics": true, "CreatePartitions": true, "DeleteRecords": true}
 		for _, topic := range []string{"__consumer_offsets", "__transaction_state"} {
-			var kc []kafkaCase
+			var kc []kafkareq.Case
 			for _, k := range kafkaRefusals(t, topic) {
-				if internal[k.name] {
+				if internal[k.Name] {
 					kc = append(kc, k)
 				}
 			}
@@ -1078,7 +683,7 @@ func TestSecurityEverythingOn(t *testing.T) {
 			if len(kc) != len(internal) || len(gc) != len(internal) {
 				t.Fatalf("%d and %d internal-topic cases", len(kc), len(gc))
 			}
-			for _, b := range append(checkKafka(ctx, mk.Broker(1), kc), checkGRPC(ctx, gc)...) {
+			for _, b := range append(kafkareq.Check(ctx, mk.Broker(1), kc), checkGRPC(ctx, gc)...) {
 				t.Errorf("%s: %s", topic, b)
 			}
 		}
@@ -1145,10 +750,10 @@ func TestSecurityEverythingOn(t *testing.T) {
 	})
 
 	t.Run("a planted bug is reported", func(t *testing.T) {
-		produce := func(cs []kafkaCase) []kafkaCase { return cs[:1] }
+		produce := func(cs []kafkareq.Case) []kafkareq.Case { return kafkareq.Only(cs, "Produce") }
 		gproduce := func(cs []grpcCase) []grpcCase { return cs[:1] }
 		restore := planted.Set(planted.AuthzSkipProduceTopicWrite)
-		kb := checkKafka(ctx, mk.Broker(int(c.Partition(secGuarded, 0).Leader)), produce(kafkaRefusals(t, secGuarded)))
+		kb := kafkareq.Check(ctx, mk.Broker(int(c.Partition(secGuarded, 0).Leader)), produce(kafkaRefusals(t, secGuarded)))
 		gb := checkGRPC(ctx, gproduce(grpcRefusals(t, tlsClientConn(t, c.Member(c.Partition(secGuarded, 0).Leader).Cfg.Listen, ct.ClientConfig(t, malloryPair)), secGuarded)))
 		restore()
 		if len(kb) != 1 || len(gb) != 1 {
@@ -1161,7 +766,7 @@ func TestSecurityEverythingOn(t *testing.T) {
 
 		// AlterUserScramCredentials without Alter on the cluster (the
 		// check this suite found missing): a throwaway user, removed after.
-		probe := []kafkaCase{{"AlterUserScramCredentials", int16(pb.ErrorCode_CLUSTER_AUTHORIZATION_FAILED), func() kmsg.Request {
+		probe := []kafkareq.Case{{Name: "AlterUserScramCredentials", Want: kafkareq.ClusterDenied, Build: func() kmsg.Request {
 			r := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
 			u := kmsg.NewAlterUserSCRAMCredentialsRequestUpsertion()
 			u.Name, u.Mechanism, u.Iterations, u.Salt, u.SaltedPassword = "planted-probe", 1, 4096, []byte("salt"), make([]byte, 32)
@@ -1169,7 +774,7 @@ func TestSecurityEverythingOn(t *testing.T) {
 			return r
 		}}}
 		restore = planted.Set(planted.AuthzSkipScramAlter)
-		sb := checkKafka(ctx, mk.Broker(1), probe)
+		sb := kafkareq.Check(ctx, mk.Broker(1), probe)
 		restore()
 		if len(sb) != 1 {
 			t.Fatalf("with authz-skip-scram-alter the suite reports %q", sb)
