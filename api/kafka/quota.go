@@ -3,7 +3,6 @@ package kafka
 import (
 	"context"
 	"net"
-	"reflect"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -77,16 +76,15 @@ func setThrottle(resp kmsg.Response, d time.Duration) {
 		}
 		return
 	}
-	v := reflect.ValueOf(resp)
-	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+	tr, ok := resp.(interface {
+		kmsg.ThrottleResponse
+		kmsg.SetThrottleResponse
+	})
+	if !ok {
 		return
 	}
-	f := v.Elem().FieldByName("ThrottleMillis")
-	if !f.IsValid() || f.Kind() != reflect.Int32 || !f.CanSet() {
-		return
-	}
-	if ms := d.Milliseconds(); ms > f.Int() {
-		f.SetInt(min(ms, 1<<31-1))
+	if ms, _ := tr.Throttle(); d.Milliseconds() > int64(ms) {
+		tr.SetThrottle(int32(min(d.Milliseconds(), 1<<31-1)))
 	}
 }
 
