@@ -29,10 +29,24 @@
 # Broker CPU is the utime+stime (/proc/<pid>/stat) of the three server
 # processes over the run, divided by the MiB of payload produced. "Other" CPU
 # (the machine-wide busy time minus brokers and load client) measures noise.
+# The bare replication limit (issue 23): in every round, right after Strand's
+# 1 KiB pair and again after its fsync pair, cmd/strand-limit (a producer, a
+# leader and two followers as separate processes over loopback TCP, window 5,
+# appending to rolling segment files, acks=all) runs LIMIT_SECS at each of
+# LIMIT_BATCHES (no fsync; the order rotates by round) and LIMIT_FSYNC_BATCHES
+# (fdatasync per group), each after a sync like every measured run. The batch
+# size Strand sends is measured on the brokers (/metrics: records produced /
+# Produce requests, one batch per partition per request), and each Strand 1 KiB
+# row is paired with the bare run nearest that size: "Strand / bare" is
+# records/s over records/s, and broker CPU is compared per GB of payload.
 #
 # Knobs (environment): OUT, ROUNDS, WINDOW, LINGER_MS, RATE, FIXED_SECS,
 # CONSUME_REPS, WARM_RECORDS, S_EXTRA_PROPS, S_PORT_BASE, J_PORT_BASE, BENCH_DIR and the
-# record counts below (S_* for Strand, J_* for JetStream). Logs of the last
+# record counts below (S_* for Strand, J_* for JetStream); LIMIT_SECS,
+# LIMIT_BATCHES, LIMIT_FSYNC_BATCHES ("" skips the fsync bare runs),
+# LIMIT_PORT_BASE (default S_PORT_BASE+50, three ports). Quick runs:
+# SKIP_JS=1 leaves JetStream out (its rows print n/a); BARE_ONLY=1 runs only
+# the bare baseline, ROUNDS times, and prints its table (no cluster starts). Logs of the last
 # run: $BENCH/logs; raw values: $BENCH/last-results.tsv. It stops exactly the
 # processes it started and removes its temporary directories on exit.
 set -euo pipefail
@@ -50,6 +64,13 @@ FIXED_SECS=${FIXED_SECS:-10}
 CONSUME_REPS=${CONSUME_REPS:-3}
 S_PORT_BASE=${S_PORT_BASE:-9400}
 J_PORT_BASE=${J_PORT_BASE:-14222}
+LIMIT_PORT_BASE=${LIMIT_PORT_BASE:-$((S_PORT_BASE + 50))}
+LIMIT_SECS=${LIMIT_SECS:-6}
+LIMIT_BATCHES=${LIMIT_BATCHES:-16k 64k 256k}
+LIMIT_FSYNC_BATCHES=${LIMIT_FSYNC_BATCHES-64k 256k}
+SKIP_JS=${SKIP_JS:-0}
+BARE_ONLY=${BARE_ONLY:-0}
+((BARE_ONLY)) && SKIP_JS=1
 NATS_SERVER_VERSION=v2.15.2
 NATSCLI_VERSION=v0.5.1
 NATS_GO_VERSION=v1.55.0
@@ -76,6 +97,7 @@ TXN_BUFFER=${TXN_BUFFER:-2097152}
 S_EXTRA_PROPS=${S_EXTRA_PROPS:-}
 
 SB=$ROOT/bin/strand
+LIMIT_BIN=$TOOLS/strand-limit
 JSLOAD=$TOOLS/jsload
 NATS=$TOOLS/nats
 NATS_SERVER=$TOOLS/nats-server
@@ -89,12 +111,14 @@ warn() { printf 'WARNING: %s\n' "$*" >&2; WARNINGS+=("$*"); }
 WARNINGS=()
 
 # ---------------------------------------------------------------- ports
-forbidden() { (($1 >= 9092 && $1 <= 9120)) || (($1 >= 19092 && $1 <= 39097)); }
+# 9092-9120: make run's cluster; N9092-N9120 (N = 1..3): the compose cluster's published ports.
+forbidden() { local lo=$(($1 % 10000)) hi=$(($1 / 10000)); ((lo >= 9092 && lo <= 9120 && hi <= 3)); }
 S_PORTS=() J_PORTS=()
 for n in 0 10 20; do for o in 0 1 2 3 4 5; do S_PORTS+=($((S_PORT_BASE + n + o))); done; done
 for i in 0 1 2; do J_PORTS+=($((J_PORT_BASE + i)) $((J_PORT_BASE + 2000 + i)) $((J_PORT_BASE + 4000 + i))); done
-for p in "${S_PORTS[@]}" "${J_PORTS[@]}"; do
-  forbidden "$p" && { say "port $p is reserved for others (9092-9120, 19092-39097); pick another S_PORT_BASE/J_PORT_BASE"; exit 2; }
+L_PORTS=("$LIMIT_PORT_BASE" $((LIMIT_PORT_BASE + 1)) $((LIMIT_PORT_BASE + 2)))
+for p in "${S_PORTS[@]}" "${J_PORTS[@]}" "${L_PORTS[@]}"; do
+  forbidden "$p" && { say "port $p is reserved for others (9092-9120, and N9092-N9120 for N = 1..3); pick another S_PORT_BASE/J_PORT_BASE/LIMIT_PORT_BASE"; exit 2; }
 done
 ports_free() {
   local p
@@ -109,12 +133,15 @@ make -s build GO="$GO" >&2
 REV=$(git rev-parse --short HEAD 2>/dev/null || echo unknown) # of the tree bin/strand was built from
 [[ -z $(git status --porcelain -- '*.go' go.mod go.sum 2>/dev/null) ]] || REV="$REV (+ uncommitted Go changes)"
 mkdir -p "$TOOLS"
+say "== building cmd/strand-limit (the bare replication baseline)"
+CGO_ENABLED=0 "$GO" build -trimpath -o "$LIMIT_BIN" ./cmd/strand-limit
 export GOWORK=off
-if ! { [[ -x $NATS_SERVER ]] && [[ $("$NATS_SERVER" --version) == *"$NATS_SERVER_VERSION"* ]]; }; then
+((SKIP_JS)) && say "== SKIP_JS: JetStream left out"
+if ! ((SKIP_JS)) && ! { [[ -x $NATS_SERVER ]] && [[ $("$NATS_SERVER" --version) == *"$NATS_SERVER_VERSION"* ]]; }; then
   say "== installing nats-server $NATS_SERVER_VERSION into $TOOLS"
   GOBIN=$TOOLS GOFLAGS=-buildvcs=false "$GO" install "github.com/nats-io/nats-server/v2@$NATS_SERVER_VERSION"
 fi
-if ! { [[ -x $NATS ]] && [[ $("$NATS" --version) == *"${NATSCLI_VERSION#v}" ]]; }; then
+if ! ((SKIP_JS)) && ! { [[ -x $NATS ]] && [[ $("$NATS" --version) == *"${NATSCLI_VERSION#v}" ]]; }; then
   say "== installing natscli $NATSCLI_VERSION into $TOOLS"
   GOBIN=$TOOLS GOFLAGS=-buildvcs=false "$GO" install "github.com/nats-io/natscli/nats@$NATSCLI_VERSION"
 fi
@@ -329,7 +356,7 @@ GOEOF
 jsdir=$BENCH/jsload
 mkdir -p "$jsdir"
 write_jsload >"$jsdir/main.go.new"
-if [[ -x $JSLOAD && -f $jsdir/main.go ]] && cmp -s "$jsdir/main.go" "$jsdir/main.go.new"; then
+if ((SKIP_JS)) || { [[ -x $JSLOAD && -f $jsdir/main.go ]] && cmp -s "$jsdir/main.go" "$jsdir/main.go.new"; }; then
   rm "$jsdir/main.go.new"
 else
   say "== building jsload (throwaway module $jsdir, nats.go $NATS_GO_VERSION)"
@@ -408,7 +435,7 @@ cpu_ticks() { # utime+stime of the given pids, in clock ticks
   echo "$t"
 }
 cpu_per_mib() { awk -v d="$1" -v hz="$HZ" -v n="$2" -v s="$3" 'BEGIN { printf "%.4f", d / hz / (n * s / 1048576) }'; }
-record() { printf '%s\t%s\n' "$1" "$2" >>"$RES"; }
+record() { printf '%s\t%s\t%s\n' "$1" "$2" "$r" >>"$RES"; } # key value round
 
 # Noise: during each run, the CPU that neither the brokers nor the load
 # client used (other processes on the machine, including an idle cluster),
@@ -468,6 +495,8 @@ s_produce() { # key topic records size [perf flags...]
   local key=$1 topic=$2 n=$3 size=$4 log c0 c1 line
   shift 4
   log=$LOGS/r$r-$key.log
+  local b0 b1
+  b0=$(s_batches "$topic")
   mbegin
   c0=$(cpu_ticks "${S_PIDS[@]}")
   if ! run_child timeout 300 "$SB" perf produce --topic "$topic" --num-records "$n" --record-size "$size" --acks all \
@@ -477,6 +506,8 @@ s_produce() { # key topic records size [perf flags...]
   fi
   c1=$(cpu_ticks "${S_PIDS[@]}")
   mend "$key" $((c1 - c0))
+  b1=$(s_batches "$topic")
+  batch_sent "$key" "$b0" "$b1"
   line=$(grep ' records sent, .* 99th' "$log" | tail -1 || true)
   # N records sent, R records/sec (M MB/sec), A ms avg latency, X ms max latency, P ms 50th, P ms 95th, P ms 99th, P ms 99.9th.
   read -r rate p50 p99 p999 < <(awk -F', ' '{ split($2, a, " "); split($5, b, " "); split($7, c, " "); split($8, d, " ");
@@ -496,6 +527,68 @@ s_produce() { # key topic records size [perf flags...]
     say "              $line"
   fi
 }
+# The batches a producer sent, from the three brokers' /metrics (run.sh's
+# metrics listener at each node's port + 3): records and bytes produced to
+# the topic, and Produce requests (the SDK sends one batch per partition
+# per request, and these topics have one partition).
+s_batches() { # topic -> "records requests bytes", summed over the nodes
+  local t=$1 n out=""
+  for n in 0 10 20; do
+    out+=$(curl -sf --max-time 5 "http://127.0.0.1:$((S_PORT_BASE + n + 3))/metrics" 2>/dev/null || true)
+    out+=$'\n'
+  done
+  awk -v t="$t" '
+    index($0, "strand_broker_topic_messages_in_total{topic=\"" t "\"}") == 1 { m += $2 }
+    index($0, "strand_broker_topic_bytes_in_total{topic=\"" t "\"}") == 1 { b += $2 }
+    index($0, "strand_requests_total{request=\"Produce\"}") == 1 { q += $2 }
+    END { printf "%.0f %.0f %.0f\n", m, q, b }' <<<"$out"
+}
+batch_sent() { # key before after -> records .batch_records and .batch_bytes (average per batch)
+  local m0 q0 y0 m1 q1 y1
+  read -r m0 q0 y0 <<<"$2"
+  read -r m1 q1 y1 <<<"$3"
+  if ((q1 > q0 && m1 > m0)); then
+    record "$1.batch_records" "$(awk -v m=$((m1 - m0)) -v q=$((q1 - q0)) 'BEGIN { printf "%.1f", m / q }')"
+    record "$1.batch_bytes" "$(awk -v y=$((y1 - y0)) -v q=$((q1 - q0)) 'BEGIN { printf "%.0f", y / q }')"
+  fi
+}
+
+# ---------------------------------------------------------------- the bare limit
+# One run of cmd/strand-limit; its processes are this script's children and
+# count as the load client in "other" CPU. The program prints one JSON line
+# and removes its data directory (in /tmp) itself.
+bare_run() { # size [fsync]
+  local sz=$1 fs=${2:-} key log line
+  key=bare.$sz${fs:+.fsync}
+  log=$LOGS/r$r-$key.log
+  ports_free "${L_PORTS[@]}" || { warn "round $r: $key: ports ${L_PORTS[*]} busy"; return 0; }
+  mbegin
+  if ! run_child timeout $((LIMIT_SECS + 150)) "$LIMIT_BIN" -batch "$sz" -duration "${LIMIT_SECS}s" -port-base "$LIMIT_PORT_BASE" \
+    -sync=false ${fs:+-fsync} >"$log" 2>&1; then
+    warn "round $r: $key failed: $(tail -1 "$log")"
+    return 0
+  fi
+  mend "$key" 0
+  line=$(grep '^{' "$log" | tail -1 || true)
+  record "$key.rate" "$(jq -r .records_s <<<"$line")"
+  record "$key.mbs" "$(jq -r .mb_s <<<"$line")"
+  record "$key.p50" "$(jq -r .p50_ack_ms <<<"$line")"
+  record "$key.p99" "$(jq -r .p99_ack_ms <<<"$line")"
+  record "$key.bcpu" "$(jq -r .broker_cpu_s_per_gb <<<"$line")"
+  record "$key.pcpu" "$(jq -r .producer_cpu_s_per_gb <<<"$line")"
+  say "   bare      $key: $(jq -r '"\(.mb_s|floor) MB/s, \(.records_s|floor) records/s, p50 \(.p50_ack_ms) ms, p99 \(.p99_ack_ms) ms, broker \(.broker_cpu_s_per_gb*100|floor/100) CPU-s/GB"' <<<"$line")"
+}
+# Every size of LIMIT_BATCHES (the order rotates by round), then
+# LIMIT_FSYNC_BATCHES with fdatasync per group.
+bare_runs() {
+  local sizes i n
+  read -r -a sizes <<<"$LIMIT_BATCHES"
+  n=${#sizes[@]}
+  for i in $(seq 0 $((n - 1))); do bare_run "${sizes[$(((i + r - 1) % n))]}"; done
+  read -r -a sizes <<<"$LIMIT_FSYNC_BATCHES"
+  for i in "${sizes[@]}"; do bare_run "$i" fsync; done
+}
+
 s_e2e() { # key topic [perf flags...]
   local key=$1 topic=$2 log p50 p99 p999 sent recv c0 c1
   shift 2
@@ -543,6 +636,7 @@ s_consume() { # key topic records isolation
 J_MODE=default
 jport() { echo $((J_PORT_BASE + $1 - 1)); }
 js_start() { # default | always
+  ((SKIP_JS)) && return 0
   J_MODE=$1
   ports_free "${J_PORTS[@]}" || exit 1
   J_TMP=$(mktemp -d /tmp/bench-js.XXXXXX)
@@ -606,6 +700,7 @@ js_stream() { # name: R3 file stream on subject <name>.x; sets J_URL to its lead
 kv() { sed -n "s/.* $1=\\([^ ]*\\).*/\\1/p" <<<"$2"; }
 us2ms() { awk -v u="$1" 'BEGIN { printf "%.2f", u / 1000 }'; }
 j_run() { # key records size [jsload flags...]   (records 0: -duration FIXED_SECS)
+  ((SKIP_JS)) && return 0
   local key=$1 n=$2 size=$3 stream log c0 c1 line rate
   shift 3
   stream=${key//./-}
@@ -652,7 +747,7 @@ warm_both() {
     timeout 120 "$SB" perf produce --topic warm0 --num-records "$WARM_RECORDS" --record-size 1024 --acks all "${SPROPS[@]}" \
       --bootstrap "$SBOOT" >"$LOGS/r$r-s.warm.log" 2>&1 || warn "round $r: Strand warm-up failed"
   fi
-  if js_stream j-warm; then
+  if ! ((SKIP_JS)) && js_stream j-warm; then
     timeout 120 "$JSLOAD" -url "$J_URL" -stream j-warm -subject j-warm.x -size 1024 -window "$WINDOW" -msgs "$WARM_RECORDS" \
       >"$LOGS/r$r-j.warm.log" 2>&1 || warn "round $r: JetStream warm-up failed"
     jnats stream rm j-warm -f >/dev/null 2>&1 || true
@@ -670,6 +765,10 @@ LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 for r in $(seq 1 "$ROUNDS"); do
   say "== round $r/$ROUNDS (load average $(cut -d' ' -f1-3 /proc/loadavg); $(($(date +%s) - T0)) s elapsed)"
   record "round$r.loadavg" "$(cut -d' ' -f1 /proc/loadavg)"
+  # The bare limit first, with no cluster running; Strand's rows follow in
+  # the same round.
+  bare_runs
+  ((BARE_ONLY)) && continue
   strand_start
   for t in p1k p1kw p100 lat e2e k1k p1k2; do strand_topic "$t" || true; done
   js_start default
@@ -751,7 +850,7 @@ latp() { local a b; a=$(med "$1.p50"); b=$(med "$1.p99"); [[ -n $a && -n $b ]] &
 cpu() { local m; m=$(med "$1.cpu"); [[ -n $m ]] && awk -v m="$m" 'BEGIN { printf "%.3f", m }' || echo n/a; }
 verdict() { [[ $1 == n/a || $2 == n/a ]] && { echo "n/a"; return; }; awk -v a="$1" -v b="$2" 'BEGIN { print (a >= b) ? "met" : "**not met**" }'; }
 
-NS_VER=$("$NATS_SERVER" --version | sed 's/^nats-server: //')
+if ((SKIP_JS)); then NS_VER="not run (SKIP_JS)"; else NS_VER=$("$NATS_SERVER" --version | sed 's/^nats-server: //'); fi
 R1K=$(ratio "$(med s.p1k.rate)" "$(med j.p1k.rate)")
 R1KW=$(ratio "$(med s.p1kw.rate)" "$(med j.p1k.rate)")
 RF1K=$(ratio "$(med s.f1k.rate)" "$(med j.f1k.rate)")
@@ -766,6 +865,75 @@ pct() { [[ $1 == n/a ]] && echo n/a || awk -v x="$1" 'BEGIN { printf "%.0f%%", x
 noise() { awk -F'\t' -v p="$1" 'index($1, p) == 1 && $1 ~ /\.other$/ { n++; t += $2; if ($2 > m) m = $2 }
   END { if (n) printf "%.2f cores on average (max %.2f)", t / n, m; else printf "n/a" }' "$RES"; }
 inv() { [[ $1 == n/a ]] && echo n/a || awk -v x="$1" 'BEGIN { print (x <= 1) ? 1 : 0 }'; }
+
+# The bare limit: pairing each Strand 1 KiB row with the bare run nearest
+# (by ratio) the batch it sent.
+bsize() { awk -v s="$1" 'BEGIN { m = 1; if (s ~ /[kK]$/) m = 1024; else if (s ~ /[mM]$/) m = 1048576; sub(/[kKmM]$/, "", s); print s * m }'; }
+bare_for() { # strand-key [fsync] -> the bare key paired with it ("" if none)
+  local br list=$LIMIT_BATCHES best="" bd="" d sz
+  [[ ${2:-} == fsync ]] && list=$LIMIT_FSYNC_BATCHES
+  br=$(med "$1.batch_records")
+  [[ -n $br ]] || return 0
+  for sz in $list; do
+    d=$(awk -v a="$br" -v b="$(bsize "$sz")" 'BEGIN { d = log(a * 1024 / b); print (d < 0) ? -d : d }')
+    if [[ -z $bd ]] || awk -v d="$d" -v e="$bd" 'BEGIN { exit !(d < e) }'; then best=$sz bd=$d; fi
+  done
+  [[ -n $best ]] && echo "bare.$best${2:+.fsync}"
+}
+round_ratio() { # keyA keyB -> median over the rounds holding both of A/B
+  awk -F'\t' -v a="$1" -v b="$2" '$1 == a && $2 != "" { x[$3] = $2 } $1 == b && $2 != "" { y[$3] = $2 }
+    END { n = 0; for (k in x) if ((k in y) && y[k] > 0) v[n++] = x[k] / y[k]; if (!n) { print "n/a"; exit }
+      for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+      printf "%.2f", (n % 2) ? v[int(n / 2)] : (v[n / 2 - 1] + v[n / 2]) / 2 }' "$RES"
+}
+s_cpu_gb() { local m; m=$(med "$1.cpu"); [[ -n $m ]] && awk -v m="$m" 'BEGIN { print m * 1e9 / 1048576 }'; }
+bare_table() {
+  local sz k
+  echo "The bare replication limit (\`cmd/strand-limit\`, ${LIMIT_SECS} s per run, at the start of every round with no cluster running):" \
+    "a producer, a leader and two followers as separate processes over loopback TCP, 1 KiB records, window 5, the leader stamping offsets and CRC-32C," \
+    "forwarding each group to both followers and appending it to 256 MiB segments (two kept), acks=all. MB = 10^6 bytes of payload; CPU per GB of payload."
+  echo
+  echo "| bare run | MB/s | records/s | p50 / p99 ack ms | broker (leader + followers) CPU s/GB | producer CPU s/GB |"
+  echo "| --- | ---: | ---: | ---: | ---: | ---: |"
+  for sz in $LIMIT_BATCHES; do
+    k=bare.$sz
+    echo "| $sz batches | $(num "$(med "$k.mbs")") | $(rate_cell "$k") | $(latp "$k") | $(num "$(med "$k.bcpu")") | $(num "$(med "$k.pcpu")") |"
+  done
+  for sz in $LIMIT_FSYNC_BATCHES; do
+    k=bare.$sz.fsync
+    echo "| $sz batches, fdatasync per group | $(num "$(med "$k.mbs")") | $(rate_cell "$k") | $(latp "$k") | $(num "$(med "$k.bcpu")") | $(num "$(med "$k.pcpu")") |"
+  done
+}
+vs_bare_row() { # label strand-key [fsync]
+  local bk br bb sg bg
+  bk=$(bare_for "$2" "${3:-}")
+  br=$(med "$2.batch_records") bb=$(med "$2.batch_bytes")
+  [[ -n $bk ]] || { echo "| $1 | n/a | | $(rate_cell "$2") | | | | | |"; return; }
+  sg=$(s_cpu_gb "$2") bg=$(med "$bk.bcpu")
+  echo "| $1 | $(num "$br") records ($(num "$bb") B) | ${bk#bare.} | $(rate_cell "$2") | $(rate_cell "$bk") |" \
+    "$(ratio "$(med "$2.rate")" "$(med "$bk.rate")") ($(round_ratio "$2.rate" "$bk.rate")) | $(num "$sg") | $(num "$bg") | $(ratio "$sg" "$bg") |"
+}
+B1K=$(bare_for s.p1k)
+RBARE=$(ratio "$(med s.p1k.rate)" "$([[ -n $B1K ]] && med "$B1K.rate")")
+RBCPU=$(ratio "$(s_cpu_gb s.p1k)" "$([[ -n $B1K ]] && med "$B1K.bcpu")")
+RBCPU_T=$([[ $RBCPU == n/a ]] && echo n/a || awk -v x="$RBCPU" 'BEGIN { print (x <= 2) ? 1 : 0 }')
+R64=$(ratio "$(med s.p1kw.rate)" "$(med s.p1k.rate)")
+if ((BARE_ONLY)); then
+  {
+    echo "## The bare replication limit (\`make bench-compare\` with BARE_ONLY=1)"
+    echo
+    echo "$(date -u '+%Y-%m-%d %H:%M UTC') · nproc $(nproc) · $("$GO" version | cut -d' ' -f3) · Strand $REV · medians of $ROUNDS rounds, ± is half the min–max range ·" \
+      "load average $LOAD_START at the start, $LOAD_END at the end · ${ELAPSED} s · other processes used $(noise bare.) during the runs"
+    echo
+    bare_table
+  } >"$WORK/table.md"
+  mkdir -p "$(dirname "$OUT")"
+  cp "$WORK/table.md" "$OUT"
+  cp "$RES" "$BENCH/last-results.tsv"
+  cat "$WORK/table.md"
+  say "== wrote $OUT (raw values: $BENCH/last-results.tsv, logs: $LOGS/)"
+  exit 0
+fi
 
 {
   echo "## Strand vs NATS JetStream R3 (\`make bench-compare\`)"
@@ -808,10 +976,28 @@ inv() { [[ $1 == n/a ]] && echo n/a || awk -v x="$1" 'BEGIN { print (x <= 1) ? 1
   echo "| consume read_committed (the transactional topic, fetch phase) | $(rate_cell s.committed) | read_uncommitted | $(rate_cell s.uncommitted) | $RRC | |"
   echo "| send → read_committed consumer, 100 ms transactions, $(num "$RATE") msgs/s offered | | idempotent producer | | | $(latp s.txe2e) vs $(latp s.e2e) |"
   echo
+  bare_table
+  echo
+  echo "Strand against the bare limit in the same run: each Strand 1 KiB row is paired with the bare run nearest the average batch it sent" \
+    "(the brokers' records produced / Produce requests, one batch per request on these one-partition topics; bytes on the wire include record framing)." \
+    "Strand / bare is records/s over records/s: the ratio of the medians, and in brackets the median of the per-round ratios." \
+    "Strand's broker CPU is its three brokers' per GB of payload; the bare figure is the leader's and followers'."
+  echo
+  echo "| Strand row | batch Strand sent (avg) | bare run | Strand msgs/s | bare records/s | Strand / bare | Strand broker CPU s/GB | bare broker CPU s/GB | CPU Strand / bare |"
+  echo "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+  vs_bare_row "1 KiB, acks=all, batch.size 16 KiB" s.p1k
+  vs_bare_row "1 KiB, acks=all, batch.size 64 KiB" s.p1kw
+  vs_bare_row "1 KiB, acks=all (the run beside the Kafka listener's)" s.p1k2
+  vs_bare_row "1 KiB, fsync per write" s.f1k fsync
+  vs_bare_row "1 KiB, fsync per write, batch.size 64 KiB" s.f1kw fsync
+  echo
   echo "Targets:"
   echo
   echo "| target | measured | |"
   echo "| --- | ---: | --- |"
+  echo "| 1 KiB acks=all RF3: ≥ 55% of the bare limit at the batch size Strand sends (${B1K#bare.}) | $(pct "$RBARE") | $(verdict "$RBARE" 0.55) |"
+  echo "| … broker CPU per GB ≤ 2× the bare baseline's | ${RBCPU}× | $(verdict "$RBCPU_T" 1) |"
+  echo "| batch.size 64 KiB at least as fast as 16 KiB | ${R64}× | $(verdict "$R64" 1) |"
   echo "| 1 KiB acks=all RF3: ≥ 3× JetStream async msgs/s (default 16 KiB batches) | ${R1K}× | $(verdict "$R1K" 3) |"
   echo "| … with batch.size 64 KiB | ${R1KW}× | $(verdict "$R1KW" 3) |"
   echo "| … with p99 ≤ JetStream's at equal load ($(num "$RATE") msgs/s, send → ack) | $(med s.lat.p99) vs $(med j.lat.p99) ms | $(verdict "$(inv "$RLAT")" 1) |"
