@@ -115,8 +115,10 @@ drill-kafka:
 soak:
 	DURATION=$${DURATION:-30m} REPEAT=1 ./scripts/drill.sh
 
-## bench-compare: Strand vs NATS JetStream R3 side by side, three interleaved rounds
-## (about 12 minutes; OUT=file for the markdown table, default .bench/results.md)
+## bench-compare: Strand vs NATS JetStream R3 side by side, and against the bare replication
+## limit (cmd/strand-limit), three interleaved rounds (about 14 minutes; OUT=file for the
+## markdown table, default .bench/results.md; SKIP_JS=1 without JetStream, BARE_ONLY=1 the
+## bare limit alone)
 bench-compare:
 	GO=$(GO) ./scripts/bench-compare.sh
 
