@@ -29,12 +29,12 @@
 # Broker CPU is the utime+stime (/proc/<pid>/stat) of the three server
 # processes over the run, divided by the MiB of payload produced. "Other" CPU
 # (the machine-wide busy time minus brokers and load client) measures noise.
-# The bare replication limit (issue 23): in every round, right after Strand's
-# 1 KiB pair and again after its fsync pair, cmd/strand-limit (a producer, a
-# leader and two followers as separate processes over loopback TCP, window 5,
-# appending to rolling segment files, acks=all) runs LIMIT_SECS at each of
-# LIMIT_BATCHES (no fsync; the order rotates by round) and LIMIT_FSYNC_BATCHES
-# (fdatasync per group), each after a sync like every measured run. The batch
+# The bare replication limit (issue 23): at the start of every round, before
+# the clusters start, cmd/strand-limit (a producer, a leader and two followers
+# as separate processes over loopback TCP, window 5, appending to rolling
+# segment files, acks=all) runs LIMIT_SECS at each of LIMIT_BATCHES (no fsync;
+# the order rotates by round) and LIMIT_FSYNC_BATCHES (fdatasync per group),
+# each after a sync like every measured run. The batch
 # size Strand sends is measured on the brokers (/metrics: records produced /
 # Produce requests, one batch per partition per request), and each Strand 1 KiB
 # row is paired with the bare run nearest that size: "Strand / bare" is

@@ -256,6 +256,7 @@ type orch struct {
 	keep     bool
 	children []*child
 	cleaned  bool
+	once     sync.Once // a second caller waits for the first to finish
 }
 
 type child struct {
@@ -358,11 +359,11 @@ func (o *orch) fail(err error) int {
 // cleanup kills exactly the children it started and removes the data
 // directory (unless -keep and not interrupted).
 func (o *orch) cleanup(interrupted bool) {
+	o.once.Do(func() { o.stopAll(interrupted) })
+}
+
+func (o *orch) stopAll(interrupted bool) {
 	o.mu.Lock()
-	if o.cleaned {
-		o.mu.Unlock()
-		return
-	}
 	o.cleaned = true
 	children := o.children
 	o.mu.Unlock()
