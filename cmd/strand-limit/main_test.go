@@ -51,7 +51,7 @@ func TestRunReplicatesEveryAckedBatch(t *testing.T) {
 	const batch, record = 16 << 10, 1024
 	var out bytes.Buffer
 	// Small segments with retention off: the run rolls several and keeps them all.
-	args := []string{"-batch", "16k", "-duration", "1s", "-batches", "3000", "-segment", "1m", "-retain", "0",
+	args := []string{"-batch", "16k", "-duration", "1s", "-batches", "1000", "-segment", "1m", "-retain", "0",
 		"-keep", "-dir", t.TempDir(), "-sync=false"}
 	if rc := orchestrate(args, &out); rc != 0 {
 		t.Fatalf("exit %d", rc)
