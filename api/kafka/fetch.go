@@ -195,9 +195,14 @@ func handleFetch(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response, e
 	}
 	sess.lastUsed = now
 	sess.epoch = nextEpoch(max(req.SessionEpoch, 0))
+	forgot := false
 	for _, f := range req.ForgottenTopics {
 		for _, p := range f.Partitions {
-			delete(sess.parts, partKey{f.Topic, p})
+			k := partKey{f.Topic, p}
+			if _, ok := sess.parts[k]; ok {
+				delete(sess.parts, k)
+				forgot = true
+			}
 		}
 	}
 	for _, t := range req.Topics {
@@ -212,15 +217,21 @@ func handleFetch(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response, e
 			sp.req = fetchPartition(t.Topic, p, req.Version)
 		}
 	}
-	order := make([]partKey, 0, len(sess.parts))
-	seen := map[partKey]bool{}
-	for _, k := range append(append([]partKey(nil), sess.order...), sortedJoined(req)...) {
-		if sess.parts[k] != nil && !seen[k] {
-			seen[k] = true
-			order = append(order, k)
+	// The session's order changes only when a partition joins or is
+	// forgotten: an incremental fetch that only moves offsets (most of
+	// them) keeps it, without a pass over every partition of the session.
+	if forgot || len(joined) > 0 {
+		order := make([]partKey, 0, len(sess.parts))
+		seen := make(map[partKey]bool, len(sess.parts))
+		for _, k := range append(append([]partKey(nil), sess.order...), sortedJoined(req)...) {
+			if sess.parts[k] != nil && !seen[k] {
+				seen[k] = true
+				order = append(order, k)
+			}
 		}
+		sess.order = order
 	}
-	sess.order = order
+	preq.Partitions = make([]*pb.FetchPartition, 0, len(sess.order))
 	for _, k := range sess.order {
 		fp := sess.parts[k].req
 		preq.Partitions = append(preq.Partitions, &pb.FetchPartition{Topic: fp.Topic, Partition: fp.Partition, FetchOffset: fp.FetchOffset,

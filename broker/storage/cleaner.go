@@ -151,22 +151,18 @@ func (l *Log) Clean(ctx context.Context, o CleanOptions) (CleanStats, error) {
 		st.Elapsed = time.Since(start)
 		return st, nil
 	}
-	keys, mapEnd, err := l.buildOffsetMap(ctx, p, o, &st)
-	if err != nil {
-		return st, l.abortedIfChanged(p, err)
-	}
-	// The map filled early: only the segments below where it stopped.
-	if mapEnd < p.end {
-		k := 0
-		for k < len(p.segs)-1 && p.segs[k+1].base <= mapEnd {
-			k++
+	// The reading and rewriting run at the lowest CPU priority
+	// (lowPriority); the plan before and the swap after, which take the
+	// log's lock, at the caller's.
+	var outs []*output
+	var c *cleaner
+	var newCheckpoint int64
+	lowPriority(func() {
+		if testPassHook != nil {
+			testPassHook()
 		}
-		p.segs, p.sizes, p.nexts, p.end = p.segs[:k+1], p.sizes[:k+1], p.nexts[:k+1], p.segs[k].base
-		st.SegmentsBefore = k
-	}
-	newCheckpoint := max(p.firstDirty, p.end)
-	c := &cleaner{l: l, p: p, o: o, keys: keys, st: &st, observed: map[AbortedTxn]bool{}, committed: map[int64]bool{}, horizon: -1}
-	outs, err := c.rewrite(ctx)
+		outs, c, newCheckpoint, err = l.readAndRewrite(ctx, p, o, &st)
+	})
 	if err != nil {
 		removeOutputs(outs)
 		return st, l.abortedIfChanged(p, err)
@@ -185,4 +181,30 @@ func (l *Log) Clean(ctx context.Context, o CleanOptions) (CleanStats, error) {
 	st.SegmentsAfter = len(outs)
 	st.Elapsed = time.Since(start)
 	return st, nil
+}
+
+// testPassHook, when set (tests only), runs where a pass reads and rewrites.
+var testPassHook func()
+
+// readAndRewrite builds the key map over the dirty section and writes the
+// cleaned segments (without the log's lock). On an error the outputs
+// written so far are returned for removal.
+func (l *Log) readAndRewrite(ctx context.Context, p *cleanPlan, o CleanOptions, st *CleanStats) ([]*output, *cleaner, int64, error) {
+	keys, mapEnd, err := l.buildOffsetMap(ctx, p, o, st)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	// The map filled early: only the segments below where it stopped.
+	if mapEnd < p.end {
+		k := 0
+		for k < len(p.segs)-1 && p.segs[k+1].base <= mapEnd {
+			k++
+		}
+		p.segs, p.sizes, p.nexts, p.end = p.segs[:k+1], p.sizes[:k+1], p.nexts[:k+1], p.segs[k].base
+		st.SegmentsBefore = k
+	}
+	newCheckpoint := max(p.firstDirty, p.end)
+	c := &cleaner{l: l, p: p, o: o, keys: keys, st: st, observed: map[AbortedTxn]bool{}, committed: map[int64]bool{}, horizon: -1}
+	outs, err := c.rewrite(ctx)
+	return outs, c, newCheckpoint, err
 }

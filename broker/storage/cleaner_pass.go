@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/strand-io/strand/record"
 )
@@ -238,6 +239,15 @@ func (p *cleanPlan) abortedTxnOf(h *record.Header) (AbortedTxn, bool) {
 	return AbortedTxn{}, false
 }
 
+// A pass's 1 MiB read and write buffers and its batch buffer are reused
+// from pass to pass and segment to segment (a pass over a log of many
+// segments otherwise allocates, and the GC clears, a buffer per segment).
+var (
+	cleanerReaders   = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 1<<20) }}
+	cleanerWriters   = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 1<<20) }}
+	cleanerBatchBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+)
+
 // eachBatch reads the batches of a segment file up to size, without the
 // log's lock or its file cache (the file is opened by name: if the
 // segment went meanwhile, the open fails and the pass is aborted).
@@ -247,8 +257,18 @@ func eachBatch(path string, size int64, fn func(h *record.Header, batch []byte) 
 		return err
 	}
 	defer f.Close()
-	r := bufio.NewReaderSize(io.LimitReader(f, size), 1<<20)
-	var buf []byte
+	r := cleanerReaders.Get().(*bufio.Reader)
+	r.Reset(io.LimitReader(f, size))
+	bp := cleanerBatchBufs.Get().(*[]byte)
+	buf := *bp
+	defer func() {
+		r.Reset(nil)
+		cleanerReaders.Put(r)
+		if cap(buf) <= 1<<20 { // not a rare large batch's buffer
+			*bp = buf[:0]
+		}
+		cleanerBatchBufs.Put(bp)
+	}()
 	for pos := int64(0); pos < size; {
 		if cap(buf) < record.HeaderSize {
 			buf = make([]byte, 0, 64<<10)
@@ -380,8 +400,19 @@ func (o *output) paths() []string {
 	return []string{o.seg.path, o.seg.idx.path, o.seg.tix.path, o.seg.txn.path}
 }
 
+// releaseWriter gives the output's write buffer back for the next one
+// (its bytes are flushed or abandoned).
+func (o *output) releaseWriter() {
+	if o.w != nil {
+		o.w.Reset(nil)
+		cleanerWriters.Put(o.w)
+		o.w = nil
+	}
+}
+
 func removeOutputs(outs []*output) {
 	for _, o := range outs {
+		o.releaseWriter()
 		if o.f != nil {
 			o.f.Close()
 		}
@@ -401,7 +432,9 @@ func (c *cleaner) newOutput(base int64) (*output, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &output{seg: s, f: f, w: bufio.NewWriterSize(f, 1<<20), last: -1}, nil
+	w := cleanerWriters.Get().(*bufio.Writer)
+	w.Reset(f)
+	return &output{seg: s, f: f, w: w, last: -1}, nil
 }
 
 func (o *output) write(h *record.Header, b []byte, interval int) error {
@@ -430,6 +463,7 @@ func (o *output) finish(next int64) error {
 	if err := o.w.Flush(); err != nil {
 		return err
 	}
+	o.releaseWriter()
 	if err := o.f.Sync(); err != nil {
 		return err
 	}

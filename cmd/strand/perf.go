@@ -122,7 +122,7 @@ func perfProduceCmd() *cobra.Command {
 	var throughput float64
 	var txnMs int
 	var props []string
-	var warmup int64
+	var warmup, keySpace int64
 	var cpuProfile, protocol string
 	cmd := &cobra.Command{
 		Use:   "produce",
@@ -134,7 +134,9 @@ maximum and percentile latencies (send to acknowledgement, per record).
 With --transactional-id every --transaction-duration-ms the transaction is
 committed and a new one begun. With --warmup-records N (KIP-1052) a second
 final line, "steady state", leaves out the first N records: the producer's
-start (metadata, producer id, connections) is in them. With --protocol
+start (metadata, producer id, connections) is in them. With --key-space N
+record i has the key "k" followed by i mod N in 10 digits (a compacted
+topic refuses keyless records); without it records have no key. With --protocol
 kafka the records go through the Kafka listener with franz-go (the same
 producer properties; --bootstrap then names Kafka listeners).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -143,6 +145,9 @@ producer properties; --bootstrap then names Kafka listeners).`,
 			}
 			if warmup < 0 || warmup >= num {
 				return fmt.Errorf("--warmup-records must be at least 0 and less than --num-records")
+			}
+			if keySpace < 0 {
+				return fmt.Errorf("--key-space must be at least 0")
 			}
 			if txnID != "" && txnMs <= 0 {
 				txnMs = 3000
@@ -239,7 +244,11 @@ producer properties; --bootstrap then names Kafka listeners).`,
 				if warmup > 0 && i == warmup {
 					steadyStart = sent
 				}
-				p.Produce(ctx, topic, payload, func(err error) {
+				var key []byte
+				if keySpace > 0 {
+					key = fmt.Appendf(nil, "k%010d", i%keySpace)
+				}
+				p.Produce(ctx, topic, key, payload, func(err error) {
 					if err != nil {
 						failed.Add(1)
 						firstErr.set(err)
@@ -298,6 +307,7 @@ producer properties; --bootstrap then names Kafka listeners).`,
 	f.IntVar(&txnMs, "transaction-duration-ms", 0, "commit every this many ms (default 3000 with --transactional-id)")
 	f.StringArrayVar(&props, "producer-props", nil, "producer properties key=value (linger.ms, batch.size, batch.max.size, max.in.flight.requests.per.connection, buffer.memory, compression.type, enable.idempotence)")
 	f.Int64Var(&warmup, "warmup-records", 0, "also report the steady state: all but the first N records")
+	f.Int64Var(&keySpace, "key-space", 0, "give record i the key k<i mod N> (0: no keys)")
 	f.StringVar(&cpuProfile, "cpu-profile", "", "write a Go CPU profile of the producer process to this file")
 	f.StringVar(&protocol, "protocol", "grpc", "grpc (Strand's SDK) or kafka (franz-go on the Kafka listener)")
 	return cmd

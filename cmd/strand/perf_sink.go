@@ -13,7 +13,7 @@ import (
 // franz-go over the Kafka listener (--protocol kafka), with the same
 // producer properties, so the two front doors can be compared.
 type perfSink interface {
-	Produce(ctx context.Context, topic string, value []byte, done func(error))
+	Produce(ctx context.Context, topic string, key, value []byte, done func(error))
 	Flush(ctx context.Context) error
 	InitTransactions(ctx context.Context) error
 	BeginTransaction() error
@@ -24,8 +24,8 @@ type perfSink interface {
 // sdkSink is the SDK's producer.
 type sdkSink struct{ p *client.Producer }
 
-func (s sdkSink) Produce(ctx context.Context, topic string, value []byte, done func(error)) {
-	s.p.Produce(ctx, &client.Record{Topic: topic, Value: value}, func(_ *client.Record, err error) { done(err) })
+func (s sdkSink) Produce(ctx context.Context, topic string, key, value []byte, done func(error)) {
+	s.p.Produce(ctx, &client.Record{Topic: topic, Key: key, Value: value}, func(_ *client.Record, err error) { done(err) })
 }
 func (s sdkSink) Flush(ctx context.Context) error            { return s.p.Flush(ctx) }
 func (s sdkSink) InitTransactions(ctx context.Context) error { return s.p.InitTransactions(ctx) }
@@ -38,8 +38,8 @@ func (s sdkSink) Close() { s.p.Close(context.Background()) }
 // kafkaSink is a franz-go client on the Kafka listener.
 type kafkaSink struct{ cl *kgo.Client }
 
-func (s kafkaSink) Produce(ctx context.Context, topic string, value []byte, done func(error)) {
-	s.cl.Produce(ctx, &kgo.Record{Topic: topic, Value: value}, func(_ *kgo.Record, err error) { done(err) })
+func (s kafkaSink) Produce(ctx context.Context, topic string, key, value []byte, done func(error)) {
+	s.cl.Produce(ctx, &kgo.Record{Topic: topic, Key: key, Value: value}, func(_ *kgo.Record, err error) { done(err) })
 }
 func (s kafkaSink) Flush(ctx context.Context) error        { return s.cl.Flush(ctx) }
 func (s kafkaSink) InitTransactions(context.Context) error { return nil } // franz-go initialises on first use
