@@ -49,6 +49,8 @@ type Producer struct {
 	drainFrom  int       // where drain's next round starts in the partition order
 
 	txn *txnState
+	// coords caches the coordinators coordinatorCall found (transactions.go).
+	coords coordCache
 
 	compMu   sync.Mutex
 	compQ    []completion

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -34,6 +35,44 @@ func (p *Producer) requireTxn() (*txnState, error) {
 	return p.txn, nil
 }
 
+// coordCache remembers the coordinator of each key coordinatorCall found,
+// so that a transaction's requests (EndTxn every commit,
+// TxnOffsetCommit) do not each cost a FindCoordinator round trip first.
+// An entry is dropped when a request to it fails in a way that says the
+// coordinator may have moved (no answer, or coordinatorMoved's codes), and
+// the next attempt asks again, as Kafka's producer looks its coordinator
+// up again only then.
+type coordCache struct {
+	mu    sync.Mutex
+	addrs map[coordKey]string
+}
+
+type coordKey struct {
+	typ pb.CoordinatorType
+	key string
+}
+
+func (c *coordCache) get(k coordKey) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.addrs[k]
+}
+
+func (c *coordCache) set(k coordKey, addr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.addrs == nil {
+		c.addrs = map[coordKey]string{}
+	}
+	c.addrs[k] = addr
+}
+
+func (c *coordCache) drop(k coordKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.addrs, k)
+}
+
 // coordinatorCall runs fn against the coordinator of key (of typ),
 // retrying coordinator moves and loads, CONCURRENT_TRANSACTIONS and every
 // other retriable answer within max.block.ms (or ctx); an answer that is
@@ -41,31 +80,43 @@ func (p *Producer) requireTxn() (*txnState, error) {
 // reports whether some attempt reached a coordinator, so an unanswered
 // commit is known to be in doubt. Once the time is up the error matches
 // context.DeadlineExceeded (or ctx's error) and the last error retried.
+// The coordinator found is cached (coordCache): FindCoordinator is asked
+// only the first time and after the coordinator failed to answer or
+// answered that it is not (or no longer) the coordinator.
 func (p *Producer) coordinatorCall(ctx context.Context, typ pb.CoordinatorType, key string, fn func(ctx context.Context, cc *grpc.ClientConn) (pb.ErrorCode, string, error)) (sent bool, err error) {
 	bctx, cancel := context.WithTimeoutCause(ctx, p.cfg.maxBlock, maxBlockExpired(p.cfg.maxBlock))
 	defer cancel()
+	ck := coordKey{typ, key}
 	var last error
 	for attempt := 0; ; attempt++ {
+		addr := p.coords.get(ck)
+		var ferr error
 		var co *pb.Coordinator
-		ferr := p.cl.any(bctx, func(ctx context.Context, cc *grpc.ClientConn) error {
-			r, err := pb.NewMetadataClient(cc).FindCoordinator(ctx, &pb.FindCoordinatorRequest{KeyType: typ, Keys: []string{key}})
-			if err == nil {
-				co = r.Coordinators[0]
+		if addr == "" {
+			ferr = p.cl.any(bctx, func(ctx context.Context, cc *grpc.ClientConn) error {
+				r, err := pb.NewMetadataClient(cc).FindCoordinator(ctx, &pb.FindCoordinatorRequest{KeyType: typ, Keys: []string{key}})
+				if err == nil {
+					co = r.Coordinators[0]
+				}
+				return err
+			})
+			if ferr == nil && co.ErrorCode == pb.ErrorCode_NONE {
+				addr = co.Address
 			}
-			return err
-		})
+		}
 		switch {
 		case ferr != nil:
 			last = keepLast(last, ferr)
-		case co.ErrorCode != pb.ErrorCode_NONE:
+		case addr == "":
 			e := errs.FromCode(co.ErrorCode, co.ErrorMessage)
 			if !errs.IsRetriable(e) {
 				return sent, fmt.Errorf("finding the coordinator of %q: %w", key, e)
 			}
 			last = e
 		default:
-			cc, err := p.cl.conn(co.Address)
+			cc, err := p.cl.conn(addr)
 			if err != nil {
+				p.coords.drop(ck)
 				return sent, err
 			}
 			rctx, rcancel := context.WithTimeout(bctx, p.cfg.requestTimeout)
@@ -73,13 +124,20 @@ func (p *Producer) coordinatorCall(ctx context.Context, typ pb.CoordinatorType, 
 			rcancel()
 			if err != nil {
 				sent = true
+				p.coords.drop(ck)
 				last = keepLast(last, err)
 				break
 			}
 			sent = true
 			e := errs.FromCode(code, msg)
 			if e == nil {
+				p.coords.set(ck, addr)
 				return sent, nil
+			}
+			if coordinatorMoved(e) {
+				p.coords.drop(ck)
+			} else {
+				p.coords.set(ck, addr)
 			}
 			last = e
 			if !errs.IsRetriable(e) {
