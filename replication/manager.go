@@ -352,17 +352,17 @@ const prepareParallelism = 8
 // 10 000 partitions created, or a third of them failing over at once):
 // it opens the logs of the partitions d makes this node a replica of and
 // that it does not hold yet, and for each partition d makes this node
-// the leader of in a new leader epoch it stops following the old leader
-// and records the epoch's start in the log, as becomeLeader does first
-// (which then finds both done). The partition is not the leader yet, so
-// nothing appends to it in between. A partition d changes twice is left
+// the leader of, and that it does not lead yet, it stops following the
+// old leader and records the new epoch's start in the log, as
+// becomeLeader does first (which then finds both done). Such a partition
+// takes no appends (produce is refused, its fetcher is gone) until
+// becomeLeader makes it the leader. A partition d changes twice is left
 // to Apply. A failure here is met, and logged, again there.
 func (m *Manager) prepare(img *metadata.Image, d *metadata.Delta) {
 	type job struct {
 		key     storage.PartitionKey
 		configs map[string]string
-		np      *metadata.Partition
-		open    bool
+		np      *metadata.Partition // nil: only open the log
 	}
 	seen := make(map[storage.PartitionKey]int, len(d.Partitions))
 	var jobs []job
@@ -384,20 +384,20 @@ func (m *Manager) prepare(img *metadata.Image, d *metadata.Delta) {
 			continue
 		}
 		p := m.parts.Get(key)
-		open := p == nil
 		lead := np.Leader == m.cfg.NodeID
 		if lead && p != nil {
-			cur := p.Leadership()
-			lead = !(cur.Role == broker.RoleLeader && cur.LeaderEpoch == np.LeaderEpoch)
+			// A partition this node leads already takes appends: its new
+			// epoch starts in becomeLeader, in order, as before.
+			lead = p.Leadership().Role != broker.RoleLeader
 		}
-		if !open && !lead {
+		if p != nil && !lead {
 			continue
 		}
 		if !lead {
 			np = nil
 		}
 		seen[key] = len(jobs)
-		jobs = append(jobs, job{key, t.Configs, np, open})
+		jobs = append(jobs, job{key, t.Configs, np})
 	}
 	if len(jobs) < 2 {
 		return
