@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # 10 000 partitions on three nodes: a fresh three-process cluster
 # (scripts/run.sh with its own PORT_BASE and DATA), then
-#   1. create TOPICS topics of PARTS partitions each, RF 3, all at once;
+#   1. create TOPICS topics of PARTS partitions each, RF 3 (lowered, and
+#      said so, when the nodes' open-file limit does not allow that many
+#      replicas: a node holds at most a quarter of it), all at once;
 #      the time until the controller acknowledged the last one, then the
 #      metadata propagation time: from that acknowledgement until every
 #      node's metadata (a Metadata request to that node alone) lists every
@@ -16,8 +18,10 @@
 #
 #   scripts/bench-10k.sh           10 topics × 1 000 partitions
 #   QUICK=1 scripts/bench-10k.sh   2 topics × 1 000 (a smoke run)
+#   TOPICS=5 scripts/bench-10k.sh  5 000 partitions: the most RF 3 allows
+#                                  with 20 000 open files a node
 #
-# Settings (environment): PORT_BASE (24000), DATA (a fresh directory under
+# Settings (environment): RF (3), PORT_BASE (24000), DATA (a fresh directory under
 # /tmp, removed at the end unless KEEP=1), TOPICS, PARTS, IDLE_SECS (30),
 # SETTLE_SECS (20), OUT (a file the markdown table fragment is written
 # to; default .bench/bench-10k.md), SERVER_CONFIG (broker settings for
