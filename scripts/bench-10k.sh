@@ -184,10 +184,6 @@ RSS=()
 FDS=()
 for n in 1 2 3; do RSS+=("$(rss_mib "$n")"); FDS+=("$(fds "$n")"); done
 log "idle: ${IDLE_TOTAL} cores (${IDLE_PER[*]}), RSS ${RSS[*]} MiB, open files ${FDS[*]}"
-if [[ -n ${PROFILE_DIR:-} ]]; then # PROFILE_DIR: keep the nodes' data for profiling, then go on
-  mkdir -p "$PROFILE_DIR"
-  echo "$DATA" >"$PROFILE_DIR/data"
-fi
 
 FAILOVER_ROW="| kill -9 of a node | not measured: RF $RF |"
 RESTART_ROW=""
