@@ -67,6 +67,9 @@ type Manager struct {
 
 	mu    sync.RWMutex
 	parts map[storage.PartitionKey]*Partition
+	// opening holds a channel, closed when done, per partition whose log
+	// GetOrCreate is opening outside mu.
+	opening map[storage.PartitionKey]chan struct{}
 
 	// cleaner compacts the logs of compacted topics; nil when
 	// log.cleaner.enable is false. It runs under cancel and wg.
@@ -246,24 +249,51 @@ func (m *Manager) Get(key storage.PartitionKey) *Partition {
 // the topic's configs applied.
 func (m *Manager) GetOrCreate(key storage.PartitionKey, topicConfigs map[string]string) (*Partition, error) {
 	lc, minISR := m.LogConfig(topicConfigs)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return nil, errors.New("partition manager is closed")
-	}
-	if p := m.parts[key]; p != nil {
-		p.Log.SetConfig(lc)
+	for {
+		m.mu.Lock()
+		if m.closed {
+			m.mu.Unlock()
+			return nil, errors.New("partition manager is closed")
+		}
+		if p := m.parts[key]; p != nil {
+			p.Log.SetConfig(lc)
+			p.SetMinISR(minISR)
+			m.mu.Unlock()
+			return p, nil
+		}
+		if ch := m.opening[key]; ch != nil {
+			m.mu.Unlock()
+			<-ch
+			continue
+		}
+		// Open (recovery, file creation, fsyncs) runs outside mu: readers
+		// of the partition table do not wait for it, and several logs can
+		// be opened at once (issue 23: 10 000 partitions created).
+		ch := make(chan struct{})
+		if m.opening == nil {
+			m.opening = map[storage.PartitionKey]chan struct{}{}
+		}
+		m.opening[key] = ch
+		m.mu.Unlock()
+		l, err := storage.Open(filepath.Join(m.cfg.DataDir, storage.DirName(key.Topic, key.Partition)), key, lc, 0, m.clk)
+		m.mu.Lock()
+		delete(m.opening, key)
+		close(ch)
+		if err != nil {
+			m.mu.Unlock()
+			return nil, err
+		}
+		if m.closed {
+			m.mu.Unlock()
+			_ = l.Close()
+			return nil, errors.New("partition manager is closed")
+		}
+		p := NewPartition(key, l, 0)
 		p.SetMinISR(minISR)
+		m.parts[key] = p
+		m.mu.Unlock()
 		return p, nil
 	}
-	l, err := storage.Open(filepath.Join(m.cfg.DataDir, storage.DirName(key.Topic, key.Partition)), key, lc, 0, m.clk)
-	if err != nil {
-		return nil, err
-	}
-	p := NewPartition(key, l, 0)
-	p.SetMinISR(minISR)
-	m.parts[key] = p
-	return p, nil
 }
 
 // Delete removes a partition and its files.

@@ -165,3 +165,41 @@ func TestManagerCleanerCandidates(t *testing.T) {
 		}
 	})
 }
+
+// TestManagerGetOrCreateConcurrent: logs are opened outside the manager's
+// lock, several at a time; callers opening the same partition at once get
+// the same one, and Get answers while others open.
+func TestManagerGetOrCreateConcurrent(t *testing.T) {
+	m := openManager(t, t.TempDir())
+	defer m.Close()
+	const parts, callers = 16, 4
+	got := make([][]*broker.Partition, callers)
+	done := make(chan int)
+	for c := 0; c < callers; c++ {
+		got[c] = make([]*broker.Partition, parts)
+		go func(c int) {
+			for i := 0; i < parts; i++ {
+				p, err := m.GetOrCreate(storage.PartitionKey{Topic: "c", Partition: int32(i)}, nil)
+				if err != nil {
+					t.Error(err)
+				}
+				got[c][i] = p
+				m.Get(storage.PartitionKey{Topic: "c", Partition: int32(parts - 1 - i)})
+			}
+			done <- c
+		}(c)
+	}
+	for c := 0; c < callers; c++ {
+		<-done
+	}
+	for i := 0; i < parts; i++ {
+		for c := 1; c < callers; c++ {
+			if got[c][i] == nil || got[c][i] != got[0][i] {
+				t.Fatalf("partition %d: caller %d got %p, caller 0 %p", i, c, got[c][i], got[0][i])
+			}
+		}
+	}
+	if n := len(m.All()); n != parts {
+		t.Fatalf("%d partitions, want %d", n, parts)
+	}
+}

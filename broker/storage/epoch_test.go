@@ -192,3 +192,25 @@ func TestLogEndOffsetForEpoch(t *testing.T) {
 		t.Errorf("after reopen EndOffsetForEpoch(4) = (%d, %d)", e, off)
 	}
 }
+
+// TestNewLogWritesNoEmptyEpochCheckpoint: opening a new log writes no
+// leader-epoch checkpoint (an empty one says what its absence says, and
+// costs two fsyncs per partition created); the first epoch assigned
+// writes it.
+func TestNewLogWritesNoEmptyEpochCheckpoint(t *testing.T) {
+	f := newFixture(t, testConfig())
+	path := filepath.Join(f.dir, EpochCheckpointFile)
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("a new log has a leader-epoch checkpoint (stat: %v)", err)
+	}
+	f.reopenClean()
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("a reopened empty log has a leader-epoch checkpoint (stat: %v)", err)
+	}
+	if err := f.l.AssignEpoch(3); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ReadEpochCheckpoint(path); err != nil || !equalEpochs(got, []EpochEntry{{3, 0}}) {
+		t.Fatalf("after AssignEpoch the checkpoint holds %v (%v)", got, err)
+	}
+}
