@@ -255,8 +255,8 @@ verdict() { [[ $1 == n/a ]] && { echo n/a; return; }; awk -v a="$1" -v b="$2" -v
 RTP=$(ratio "$(med pN.rate)" "$(med p1.rate)")
 RP99=$(ratio "$(med pN.p99)" "$(med p1.p99)")
 RMANY=$(ratio "$(med many.rate)" "$(med p1.rate)")
-PR=$(med many.pratio)
-CR=$(med cons.cratio)
+PR=$(m=$(med many.pratio); [[ -n $m ]] && awk -v m="$m" 'BEGIN { printf "%.2f", m }') || true
+CR=$(m=$(med cons.cratio); [[ -n $m ]] && awk -v m="$m" 'BEGIN { printf "%.2f", m }') || true
 {
   echo "## Partition and client scale (\`make bench-scale\`)"
   echo

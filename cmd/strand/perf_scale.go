@@ -135,6 +135,27 @@ group's consume rate, and per-client min / max records with their ratio
 				prods[i] = p
 				defer p.Close(context.Background())
 			}
+			// Each producer's start (metadata, producer id, connections)
+			// before the clock starts: one record each, acknowledged.
+			var wwg sync.WaitGroup
+			werr := make([]error, producers)
+			for i, p := range prods {
+				wwg.Add(1)
+				go func() {
+					defer wwg.Done()
+					p.Produce(ctx, &client.Record{Topic: topic, Partition: int32(i * partsPer), Value: payload}, func(_ *client.Record, err error) { werr[i] = err })
+					if err := p.Flush(ctx); err != nil && werr[i] == nil {
+						werr[i] = err
+					}
+				}()
+			}
+			wwg.Wait()
+			if err := errors.Join(werr...); err != nil {
+				return fmt.Errorf("warming the producers up: %w", err)
+			}
+			for i := range counts {
+				counts[i].Store(0)
+			}
 			acked := make([]atomic.Int64, producers)
 			var failed atomic.Int64
 			var firstErr firstError
