@@ -20,7 +20,7 @@ FUZZ_TARGETS  := ./record:FuzzDecode ./record:FuzzValidateBatch \
 	./broker/storage:FuzzEpochCheckpoint ./broker/storage:FuzzTxnIndex ./api:FuzzRequests \
 	./api/kafka:FuzzDecode
 
-.PHONY: all build test test-short fuzz lint proto run demo stop clean image drill drill-ci drill-kafka soak bench-compare readme-check grow certs
+.PHONY: all build test test-short fuzz lint proto run demo stop clean image drill drill-ci drill-kafka soak bench-compare bench-scale readme-check grow certs
 
 all: build
 
@@ -121,6 +121,13 @@ soak:
 ## bare limit alone)
 bench-compare:
 	GO=$(GO) ./scripts/bench-compare.sh
+
+## bench-scale: one producer on 1 vs 1 000 partitions (interleaved rounds), 100
+## producers with 30 consumers in 3 groups, then scripts/bench-10k.sh and
+## scripts/bench-cleaner.sh if present (about 10 minutes; QUICK=1 for a smoke
+## run; OUT=file for the markdown table, default .bench/scale.md)
+bench-scale:
+	GO=$(GO) ./scripts/bench-scale.sh
 
 ## readme-check: run README.md's commands as written in a scratch copy
 ## (scripts/readme-check.sh says which; the Docker blocks when Docker works)

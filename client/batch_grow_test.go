@@ -415,3 +415,40 @@ func TestMayGrowOnlyWhileABatchWouldWait(t *testing.T) {
 		t.Fatal("did not grow while the partition is blocked")
 	}
 }
+
+// Keyless records on a topic of several partitions stay on the sticky
+// partition for a window of batch.max.size batches, so its batch grows
+// while its window is full, as one partition's does: moving to another
+// partition at every full batch.size batch sent a small batch per
+// partition (issue 23: a 1 000-partition topic cost the brokers a batch
+// per 16 KiB and ran at 63 % of one partition's rate).
+func TestKeylessBatchesGrowOnSeveralPartitions(t *testing.T) {
+	b := &gateBroker{maxMessageBytes: 1 << 20, parts: 4, release: make(chan struct{})}
+	startGate(t, b)
+	p, ctx := gateProducer(t, b, EnableIdempotence(IdempotenceOff), Linger(0), BatchSize(1024), BatchMaxSize(8192), MaxInFlight(1))
+	p.Produce(ctx, &Record{Topic: "t", Value: []byte("first")}, nil)
+	b.awaitFirst(ctx, t)
+	for i := 0; i < 60; i++ { // about 6.6 KB: within one grown batch
+		p.Produce(ctx, &Record{Topic: "t", Value: make([]byte, 100)}, nil)
+	}
+	close(b.release)
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var used []int32
+	for part := int32(0); part < 4; part++ {
+		if bs := b.Batches("t", part); len(bs) > 0 {
+			used = append(used, part)
+			if len(bs) != 2 || bs[1].Header.RecordCount != 60 {
+				var counts []int32
+				for _, bt := range bs {
+					counts = append(counts, bt.Header.RecordCount)
+				}
+				t.Fatalf("partition %d got batches of %v records; want the first, then one of all 60", part, counts)
+			}
+		}
+	}
+	if len(used) != 1 {
+		t.Fatalf("keyless records went to partitions %v; want one (the sticky one)", used)
+	}
+}

@@ -47,3 +47,37 @@ func TestDefaultPartitioner(t *testing.T) {
 		t.Fatal("sticky partition did not move after a batch filled")
 	}
 }
+
+// Keyless records stay on the sticky partition until switchAfter bytes went
+// to it (not one batch: a partition per 16 KiB batch multiplied the brokers'
+// per-batch work on topics of many partitions, issue 23), then move.
+func TestDefaultPartitionerMovesAfterBytes(t *testing.T) {
+	p := NewDefaultPartitioner()
+	un := &Record{Topic: "t"}
+	first := p.Partition(un, 1000)
+	for i := 0; i < 99; i++ {
+		p.Appended("t", 1000, 1024, 100*1024)
+		if got := p.Partition(un, 1000); got != first {
+			t.Fatalf("sticky partition moved after %d KiB of 100: %d then %d", i+1, first, got)
+		}
+	}
+	p.Appended("t", 1000, 1024, 100*1024)
+	second := p.Partition(un, 1000)
+	if second == first {
+		t.Fatal("sticky partition did not move after switchAfter bytes")
+	}
+	// The count starts again on the new partition.
+	p.Appended("t", 1000, 50*1024, 100*1024)
+	if got := p.Partition(un, 1000); got != second {
+		t.Fatalf("sticky partition moved after half of switchAfter: %d then %d", second, got)
+	}
+	// Every partition is reached over time.
+	seen := map[int32]bool{}
+	for i := 0; i < 2000; i++ {
+		p.Appended("t", 8, 1, 1)
+		seen[p.Partition(un, 8)] = true
+	}
+	if len(seen) != 8 {
+		t.Fatalf("keyless records reached %d of 8 partitions", len(seen))
+	}
+}

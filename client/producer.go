@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +31,7 @@ type Producer struct {
 
 	mu       sync.Mutex
 	parts    map[TopicPartition]*ppart
+	partKeys []TopicPartition // parts' keys in order (drain's; kept sorted on insert)
 	sinks    map[int32]*sink
 	bufs     batchBufs // buffers of acknowledged batches, for new ones
 	bufUsed  int
@@ -292,30 +295,19 @@ func (p *Producer) produce(ctx context.Context, rec *Record, promise Promise) er
 	if err != nil {
 		return err
 	}
-	// Keyless records spread over several partitions move on when a batch
-	// reaches batch.size (sticky partitioning) rather than grow it: a
-	// partition with a full window would otherwise keep them longest.
-	sticky := rec.Key == nil && p.cfg.partitioner == nil
-	growCap := p.growCap(ti)
-	if sticky && n > 1 {
-		growCap = p.cfg.batchSize
-	}
-	pp.growCap = growCap
+	pp.growCap = p.growCap(ti)
 	if b := pp.open; b != nil && b.size > 0 && b.size+size > p.cfg.batchSize && !p.mayGrowLocked(pp, b.size+size) {
 		p.closeOpen(pp)
-		if sticky {
-			// Sticky partitioning moves on when a batch fills.
-			p.part.OnNewBatch(rec.Topic, n)
-			if pp, err = p.ppartLocked(rec, p.part.Partition(rec, n), n); err != nil {
-				return err
-			}
-			pp.growCap = growCap
-			if b := pp.open; b != nil && b.size > 0 && b.size+size > p.cfg.batchSize && !p.mayGrowLocked(pp, b.size+size) {
-				p.closeOpen(pp)
-			}
-		}
 	}
 	p.appendLocked(pp, rec, promise, w, size)
+	// Keyless records spread over several partitions stay on the sticky
+	// partition for a window of batch.max.size batches, so that its
+	// batches grow while its window is full as one partition's do
+	// (DefaultPartitioner's doc: moving on at every full 16 KiB batch cost
+	// the brokers a batch per 16 KiB).
+	if dp, ok := p.part.(*DefaultPartitioner); ok && rec.Key == nil && p.cfg.partitioner == nil && n > 1 {
+		dp.Appended(rec.Topic, n, size, max(pp.growCap, p.cfg.batchSize)*max(p.cfg.maxInFlight, 1))
+	}
 	if p.txn != nil {
 		p.txn.addPartition(pp.tp)
 	}
@@ -344,6 +336,8 @@ func (p *Producer) ppartLocked(rec *Record, part int32, n int) (*ppart, error) {
 	if pp == nil {
 		pp = &ppart{tp: tp, renumberFrom: -1, ackedPID: -1}
 		p.parts[tp] = pp
+		i, _ := slices.BinarySearchFunc(p.partKeys, tp, compareTP)
+		p.partKeys = slices.Insert(p.partKeys, i, tp)
 	}
 	return pp, nil
 }
@@ -559,4 +553,12 @@ func (p *Producer) Close(ctx context.Context) error {
 	<-p.compDone
 	p.cl.close()
 	return err
+}
+
+// compareTP orders partitions by topic, then partition number.
+func compareTP(a, b TopicPartition) int {
+	if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+		return c
+	}
+	return int(a.Partition) - int(b.Partition)
 }

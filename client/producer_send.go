@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"sort"
 	"time"
 
 	"github.com/strand-io/strand/record"
@@ -142,16 +141,9 @@ func (p *Producer) drain() time.Duration {
 		return 0
 	}
 	needMeta := false
-	keys := make([]TopicPartition, 0, len(p.parts))
-	for tp := range p.parts {
-		keys = append(keys, tp)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].Topic != keys[j].Topic {
-			return keys[i].Topic < keys[j].Topic
-		}
-		return keys[i].Partition < keys[j].Partition
-	})
+	// The partitions in order, kept sorted as they are added (sorting them
+	// on every drain was a tenth of a 1 000-partition producer's CPU).
+	keys := p.partKeys
 	// One batch per partition per request, but as many requests as the
 	// windows allow: rounds go on until a round sends nothing. (With one
 	// round per wake-up, each answer sent just one batch, and a window

@@ -25,7 +25,7 @@ func init() { extraCommands = append(extraCommands, perfCmd) }
 
 func perfCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "perf", Short: "Load tools shaped like kafka-producer-perf-test / kafka-consumer-perf-test"}
-	cmd.AddCommand(perfProduceCmd(), perfConsumeCmd(), perfE2ECmd())
+	cmd.AddCommand(perfProduceCmd(), perfConsumeCmd(), perfE2ECmd(), perfScaleCmd())
 	return cmd
 }
 
