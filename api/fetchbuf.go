@@ -41,3 +41,12 @@ func (c serverCodec) Marshal(v any) (mem.BufferSlice, error) {
 	}
 	return out, err
 }
+
+// Unmarshal is gRPC's, but for a ProduceRequest, whose records stay in a
+// pooled buffer until the handler releases it (producebuf.go).
+func (c serverCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if req, ok := v.(*pb.ProduceRequest); ok {
+		return unmarshalProduce(data, req)
+	}
+	return c.CodecV2.Unmarshal(data, v)
+}

@@ -66,6 +66,9 @@ func (s *producerService) Produce(stream pb.Producer_ProduceServer) error {
 		start := time.Now()
 		resp, wait := s.h.Produce(ctx, req)
 		throttle := s.d.produceThrottle(ctx, req, time.Since(start)) // quotas.go
+		// The appends are done (only an fsync may still be pending): the
+		// request's records go back to the pool (producebuf.go).
+		releaseProduceRequest(req)
 		if resp != nil {
 			resp.ThrottleTimeMs = int32(min(throttle.Milliseconds(), 1<<31-1))
 		}

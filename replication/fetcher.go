@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/broker/storage"
 	"github.com/strand-io/strand/errs"
@@ -51,6 +53,11 @@ type fetcher struct {
 	sessID, sessEpoch int32
 	told              map[storage.PartitionKey]position // what the session holds
 
+	// codec decodes this fetcher's Fetch responses into a buffer it
+	// reuses (fetchcodec.go): a response's Records are valid until the
+	// next fetch.
+	codec *fetchCodec
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -58,7 +65,7 @@ type fetcher struct {
 
 func newFetcher(m *Manager, source int32) *fetcher {
 	ctx, cancel := context.WithCancel(m.ctx)
-	return &fetcher{m: m, source: source, parts: map[storage.PartitionKey]*fetchState{}, kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	return &fetcher{m: m, source: source, parts: map[storage.PartitionKey]*fetchState{}, kick: make(chan struct{}, 1), codec: newFetchCodec(), ctx: ctx, cancel: cancel, done: make(chan struct{})}
 }
 
 func (f *fetcher) start() { go f.run() }
@@ -312,7 +319,7 @@ func (f *fetcher) fetch(client pb.ConsumerClient, sts []*fetchState) bool {
 		}
 	}
 	ctx, cancel := context.WithTimeout(f.ctx, m.cfg.FetchWaitMax+10*time.Second)
-	resp, err := client.Fetch(ctx, req)
+	resp, err := client.Fetch(ctx, req, grpc.ForceCodecV2(f.codec))
 	cancel()
 	m.fetchRequests.Add(1)
 	m.fetchNamed.Add(int64(len(req.Partitions)))
