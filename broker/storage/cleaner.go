@@ -151,18 +151,9 @@ func (l *Log) Clean(ctx context.Context, o CleanOptions) (CleanStats, error) {
 		st.Elapsed = time.Since(start)
 		return st, nil
 	}
-	// The reading and rewriting run at the lowest CPU priority
-	// (lowPriority); the plan before and the swap after, which take the
-	// log's lock, at the caller's.
-	var outs []*output
-	var c *cleaner
-	var newCheckpoint int64
-	lowPriority(func() {
-		if testPassHook != nil {
-			testPassHook()
-		}
-		outs, c, newCheckpoint, err = l.readAndRewrite(ctx, p, o, &st)
-	})
+	// The reading and rewriting take no lock of the log's; the plan before
+	// and the swap after do.
+	outs, c, newCheckpoint, err := l.readAndRewrite(ctx, p, o, &st)
 	if err != nil {
 		removeOutputs(outs)
 		return st, l.abortedIfChanged(p, err)
@@ -182,9 +173,6 @@ func (l *Log) Clean(ctx context.Context, o CleanOptions) (CleanStats, error) {
 	st.Elapsed = time.Since(start)
 	return st, nil
 }
-
-// testPassHook, when set (tests only), runs where a pass reads and rewrites.
-var testPassHook func()
 
 // readAndRewrite builds the key map over the dirty section and writes the
 // cleaned segments (without the log's lock). On an error the outputs
