@@ -357,7 +357,9 @@ const prepareParallelism = 8
 // becomeLeader does first (which then finds both done). Such a partition
 // takes no appends (produce is refused, its fetcher is gone) until
 // becomeLeader makes it the leader. A partition d changes twice is left
-// to Apply. A failure here is met, and logged, again there.
+// to Apply. A log that fails to open here fails, and is logged, again
+// there; a failed epoch checkpoint is logged here (becomeLeader then finds
+// the epoch in the cache and writes nothing).
 func (m *Manager) prepare(img *metadata.Image, d *metadata.Delta) {
 	type job struct {
 		key     storage.PartitionKey
@@ -414,7 +416,12 @@ func (m *Manager) prepare(img *metadata.Image, d *metadata.Delta) {
 					continue
 				}
 				m.unfollow(j.key)
-				_ = p.Log.AssignEpoch(j.np.LeaderEpoch)
+				// becomeLeader's own AssignEpoch finds the epoch already in
+				// the cache and writes nothing, so a failed checkpoint
+				// write is reported here.
+				if err := p.Log.AssignEpoch(j.np.LeaderEpoch); err != nil {
+					m.lg.Error("assign leader epoch", "partition", j.key.String(), "err", err)
+				}
 			}
 		}()
 	}

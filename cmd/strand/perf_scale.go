@@ -170,8 +170,11 @@ group's consume rate, and per-client min / max records with their ratio
 				go func() {
 					defer pwg.Done()
 					// Round-robin over its partitions, a run of records on each
-					// (a batch's worth), like a sticky partitioner would.
-					per := max(1, 16384/size)
+					// of a grown batch's worth (batch.max.size, 256 KiB), as the
+					// SDK's sticky partitioner stays on a partition while its
+					// batch grows; runs of 16 KiB made every batch 16 KiB, and
+					// a broker pays per batch.
+					per := max(1, 262144/size)
 					for k := 0; pctx.Err() == nil; k++ {
 						sent := time.Now()
 						part := int32(i*partsPer + (k/per)%partsPer)
