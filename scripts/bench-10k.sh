@@ -37,7 +37,7 @@ if [[ -z ${DATA:-} ]]; then
   OWN_DATA=1
 fi
 export DATA
-if [[ -n ${QUICK:-} ]]; then TOPICS=${TOPICS:-2}; else TOPICS=${TOPICS:-10}; fi
+if [[ ${QUICK:-0} == 1 ]]; then TOPICS=${TOPICS:-2}; else TOPICS=${TOPICS:-10}; fi
 PARTS=${PARTS:-1000}
 RF=${RF:-3}
 IDLE_SECS=${IDLE_SECS:-30}
