@@ -77,7 +77,7 @@ SKIPS=(
   $'^make test( |$)\tthe whole CI suite (about 11 minutes, and it runs this check); .ci/run runs it'
   $'^make drill( |$)\ttwo minutes of fault drills on a fresh compose cluster; make test runs the short drill (make drill-ci)'
   $'^make soak( |$)\tthe drills in a loop for 30 minutes'
-  $'^make bench-compare( |$)\tabout 15 minutes, and it installs nats-server from the Go module proxy'
+  $'^make bench-compare( |$)\tabout 13 minutes, and it installs nats-server from the Go module proxy'
   $'^make bench-scale( |$)\tabout 12 minutes of partition- and client-scale probes on fresh clusters'
   $'^strand verify \ttwo minutes of fault drills against the compose cluster; make drill-ci runs strand verify in CI'
 )
