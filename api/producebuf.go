@@ -3,12 +3,11 @@ package api
 import (
 	"errors"
 	"sync"
-	"unicode/utf8"
 
 	"google.golang.org/grpc/mem"
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/strand-io/strand/internal/wire"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -59,93 +58,51 @@ var errNotDecoded = errors.New("produce request: not decoded by hand")
 // decodeProduceRequest decodes b into the empty req as proto.Unmarshal
 // would, except that each partition's Records aliases b.
 func decodeProduceRequest(b []byte, req *pb.ProduceRequest) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return errNotDecoded
-		}
-		b = b[n:]
-		switch typ {
-		case protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return errNotDecoded
+	ok := wire.EachProtoField(b, func(f wire.ProtoField) bool {
+		switch {
+		case f.Varint && f.Num == 1:
+			req.CorrelationId = int64(f.V)
+		case f.Varint && f.Num == 2:
+			req.Acks = int32(f.V)
+		case f.Varint && f.Num == 3:
+			req.TimeoutMs = int32(f.V)
+		case f.Varint && f.Num == 6:
+			req.TransactionVersion = int32(f.V)
+		case !f.Varint && f.Num == 4:
+			id, ok := f.String()
+			req.TransactionalId = id
+			return ok
+		case !f.Varint && f.Num == 5:
+			p := &pb.PartitionRecords{}
+			if !decodePartitionRecords(f.Bytes, p) {
+				return false
 			}
-			switch num {
-			case 4:
-				if !utf8.Valid(v) {
-					return errNotDecoded
-				}
-				req.TransactionalId = string(v)
-			case 5:
-				p := &pb.PartitionRecords{}
-				if err := decodePartitionRecords(v, p); err != nil {
-					return err
-				}
-				req.Partitions = append(req.Partitions, p)
-			default:
-				return errNotDecoded
-			}
-			b = b[n:]
-		case protowire.VarintType:
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return errNotDecoded
-			}
-			switch num {
-			case 1:
-				req.CorrelationId = int64(v)
-			case 2:
-				req.Acks = int32(v)
-			case 3:
-				req.TimeoutMs = int32(v)
-			case 6:
-				req.TransactionVersion = int32(v)
-			default:
-				return errNotDecoded
-			}
-			b = b[n:]
+			req.Partitions = append(req.Partitions, p)
 		default:
-			return errNotDecoded
+			return false
 		}
+		return true
+	})
+	if !ok {
+		return errNotDecoded
 	}
 	return nil
 }
 
-func decodePartitionRecords(b []byte, p *pb.PartitionRecords) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return errNotDecoded
-		}
-		b = b[n:]
+func decodePartitionRecords(b []byte, p *pb.PartitionRecords) bool {
+	return wire.EachProtoField(b, func(f wire.ProtoField) bool {
 		switch {
-		case typ == protowire.BytesType && (num == 1 || num == 3):
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return errNotDecoded
-			}
-			if num == 1 {
-				if !utf8.Valid(v) {
-					return errNotDecoded
-				}
-				p.Topic = string(v)
-			} else if len(v) == 0 {
-				p.Records = nil
-			} else {
-				p.Records = v[:len(v):len(v)]
-			}
-			b = b[n:]
-		case typ == protowire.VarintType && num == 2:
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return errNotDecoded
-			}
-			p.Partition = int32(v)
-			b = b[n:]
+		case f.Varint && f.Num == 2:
+			p.Partition = int32(f.V)
+		case !f.Varint && f.Num == 1:
+			topic, ok := f.String()
+			p.Topic = topic
+			return ok
+		case !f.Varint && f.Num == 3:
+			p.Records = f.Alias()
 		default:
-			return errNotDecoded
+			return false
 		}
-	}
-	return nil
+		return true
+	})
 }

@@ -2,14 +2,13 @@ package replication
 
 import (
 	"errors"
-	"unicode/utf8"
 
 	"google.golang.org/grpc/encoding"
 	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/strand-io/strand/internal/wire"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -74,120 +73,80 @@ var errNotDecoded = errors.New("fetch response: not decoded by hand")
 // decodeFetchResponse decodes b into m (which is empty) as proto.Unmarshal
 // would, except that each partition's Records aliases b.
 func decodeFetchResponse(b []byte, m *pb.FetchResponse) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return errNotDecoded
-		}
-		b = b[n:]
+	ok := wire.EachProtoField(b, func(f wire.ProtoField) bool {
 		switch {
-		case num == 1 && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return errNotDecoded
-			}
+		case f.Varint && f.Num == 2:
+			m.SessionId = int32(f.V)
+		case f.Varint && f.Num == 3:
+			m.ErrorCode = pb.ErrorCode(int32(f.V))
+		case f.Varint && f.Num == 5:
+			m.ThrottleTimeMs = int32(f.V)
+		case !f.Varint && f.Num == 1:
 			p := &pb.FetchPartitionResponse{}
-			if err := decodeFetchPartition(v, p); err != nil {
-				return err
+			if !decodeFetchPartition(f.Bytes, p) {
+				return false
 			}
 			m.Partitions = append(m.Partitions, p)
-			b = b[n:]
-		case num == 4 && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 || !utf8.Valid(v) {
-				return errNotDecoded
-			}
-			m.ErrorMessage = string(v)
-			b = b[n:]
-		case typ == protowire.VarintType && (num == 2 || num == 3 || num == 5):
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return errNotDecoded
-			}
-			switch num {
-			case 2:
-				m.SessionId = int32(v)
-			case 3:
-				m.ErrorCode = pb.ErrorCode(int32(v))
-			case 5:
-				m.ThrottleTimeMs = int32(v)
-			}
-			b = b[n:]
+		case !f.Varint && f.Num == 4:
+			msg, ok := f.String()
+			m.ErrorMessage = msg
+			return ok
 		default:
-			return errNotDecoded
+			return false
 		}
+		return true
+	})
+	if !ok {
+		return errNotDecoded
 	}
 	return nil
 }
 
-func decodeFetchPartition(b []byte, p *pb.FetchPartitionResponse) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return errNotDecoded
-		}
-		b = b[n:]
-		switch typ {
-		case protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return errNotDecoded
-			}
-			switch num {
-			case 1, 4:
-				if !utf8.Valid(v) {
-					return errNotDecoded
-				}
-				if num == 1 {
-					p.Topic = string(v)
-				} else {
-					p.ErrorMessage = string(v)
-				}
-			case 8:
-				a := &pb.AbortedTransaction{}
-				if err := proto.Unmarshal(v, a); err != nil {
-					return errNotDecoded
-				}
-				p.AbortedTransactions = append(p.AbortedTransactions, a)
-			case 9:
-				if len(v) == 0 {
-					p.Records = nil
-				} else {
-					p.Records = v[:len(v):len(v)]
-				}
-			default:
-				return errNotDecoded
-			}
-			b = b[n:]
-		case protowire.VarintType:
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return errNotDecoded
-			}
-			switch num {
+func decodeFetchPartition(b []byte, p *pb.FetchPartitionResponse) bool {
+	return wire.EachProtoField(b, func(f wire.ProtoField) bool {
+		if f.Varint {
+			switch f.Num {
 			case 2:
-				p.Partition = int32(v)
+				p.Partition = int32(f.V)
 			case 3:
-				p.ErrorCode = pb.ErrorCode(int32(v))
+				p.ErrorCode = pb.ErrorCode(int32(f.V))
 			case 5:
-				p.HighWatermark = int64(v)
+				p.HighWatermark = int64(f.V)
 			case 6:
-				p.LastStableOffset = int64(v)
+				p.LastStableOffset = int64(f.V)
 			case 7:
-				p.LogStartOffset = int64(v)
+				p.LogStartOffset = int64(f.V)
 			case 10:
-				p.CurrentLeaderId = int32(v)
+				p.CurrentLeaderId = int32(f.V)
 			case 11:
-				p.CurrentLeaderEpoch = int32(v)
+				p.CurrentLeaderEpoch = int32(f.V)
 			case 12:
-				p.LogEndOffset = int64(v)
+				p.LogEndOffset = int64(f.V)
 			default:
-				return errNotDecoded
+				return false
 			}
-			b = b[n:]
-		default:
-			return errNotDecoded
+			return true
 		}
-	}
-	return nil
+		switch f.Num {
+		case 1, 4:
+			s, ok := f.String()
+			if f.Num == 1 {
+				p.Topic = s
+			} else {
+				p.ErrorMessage = s
+			}
+			return ok
+		case 8:
+			a := &pb.AbortedTransaction{}
+			if proto.Unmarshal(f.Bytes, a) != nil {
+				return false
+			}
+			p.AbortedTransactions = append(p.AbortedTransactions, a)
+		case 9:
+			p.Records = f.Alias()
+		default:
+			return false
+		}
+		return true
+	})
 }
