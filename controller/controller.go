@@ -82,7 +82,15 @@ type Controller struct {
 	// alive (sessionAliveLocked): a registration inherited from an earlier
 	// controller proves nothing about the process behind it, so a node
 	// that restarts after the whole cluster stopped is not kept waiting.
-	heard    map[int32]bool
+	heard map[int32]bool
+	// shutdown holds, per broker, the broker epoch at which it asked for a
+	// controlled shutdown. That incarnation is not unfenced again, whatever
+	// heartbeat comes after (one sent before the shutdown began may reach
+	// the controller after it): as in Kafka, only a new registration ends a
+	// controlled shutdown. Without this a late heartbeat unfenced a broker
+	// that was closing and made it leader again, and it recorded a leader
+	// epoch it never wrote in.
+	shutdown map[int32]int64
 	fetches  map[int32]fetchState // last heartbeat offsets (members.go)
 	active   bool                 // leadership as last established (barrier done)
 	lastPref time.Time
@@ -101,7 +109,7 @@ func New(cfg Config, q *Quorum, clk clock.Clock) *Controller {
 	if lg == nil {
 		lg = slog.Default()
 	}
-	return &Controller{cfg: cfg, Q: q, clk: clk, lg: lg.With("component", "controller"), leases: map[int32]time.Time{}, heard: map[int32]bool{}}
+	return &Controller{cfg: cfg, Q: q, clk: clk, lg: lg.With("component", "controller"), leases: map[int32]time.Time{}, heard: map[int32]bool{}, shutdown: map[int32]int64{}}
 }
 
 // Start runs the controller's loop: it notices gaining and losing Raft
@@ -358,12 +366,16 @@ func (c *Controller) BrokerHeartbeat(ctx context.Context, req *pb.BrokerHeartbea
 	if cur.Epoch != req.BrokerEpoch {
 		return HeartbeatResult{}, errs.New(pb.ErrorCode_STALE_BROKER_EPOCH, "broker %d heartbeat with epoch %d, registered epoch is %d", req.NodeId, req.BrokerEpoch, cur.Epoch)
 	}
+	if req.WantShutdown {
+		c.shutdown[req.NodeId] = cur.Epoch
+	}
+	shuttingDown := c.shutdown[req.NodeId] == cur.Epoch
 	c.leases[req.NodeId] = c.clk.Now()
-	c.heard[req.NodeId] = !req.WantFence && !req.WantShutdown // a controlled shutdown ends the session
+	c.heard[req.NodeId] = !req.WantFence && !shuttingDown // a controlled shutdown ends the session
 	c.noteFetch(req.NodeId, req.CurrentMetadataOffset)
 	caughtUp := req.CurrentMetadataOffset >= cur.Epoch
 	switch {
-	case cur.Fenced && caughtUp && !req.WantFence && !req.WantShutdown:
+	case cur.Fenced && caughtUp && !req.WantFence && !shuttingDown:
 		recs := []*pb.MetadataRecord{{Record: &pb.MetadataRecord_UnfenceBroker{UnfenceBroker: &pb.UnfenceBrokerRecord{NodeId: cur.ID, BrokerEpoch: cur.Epoch}}}}
 		recs = append(recs, UnfenceChanges(img, cur.ID)...)
 		if _, err := c.proposeLocked(ctx, recs...); err != nil {
@@ -372,7 +384,7 @@ func (c *Controller) BrokerHeartbeat(ctx context.Context, req *pb.BrokerHeartbea
 		c.lg.Info("unfenced broker", "broker", cur.ID, "epoch", cur.Epoch)
 		c.uncleanLocked(ctx)
 		return HeartbeatResult{Fenced: false, CaughtUp: true}, nil
-	case !cur.Fenced && (req.WantFence || req.WantShutdown):
+	case !cur.Fenced && (req.WantFence || shuttingDown):
 		recs := append([]*pb.MetadataRecord{{Record: &pb.MetadataRecord_FenceBroker{FenceBroker: &pb.FenceBrokerRecord{NodeId: cur.ID, BrokerEpoch: cur.Epoch}}}},
 			FenceChanges(img, cur.ID)...)
 		if _, err := c.proposeLocked(ctx, recs...); err != nil {

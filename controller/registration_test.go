@@ -108,3 +108,50 @@ func TestRegistrationOfLiveBrokerRefused(t *testing.T) {
 		t.Fatalf("and then a second one while d's session is alive: %v", code)
 	}
 }
+
+// TestControlledShutdownIsNotUndone: once a broker asked for a controlled
+// shutdown, a heartbeat of the same incarnation that reaches the
+// controller afterwards (sent before the shutdown began, or by a loop not
+// yet stopped) does not unfence it: it stays fenced, and so leads nothing,
+// until it registers again. Before, such a heartbeat unfenced a closing
+// broker and made it leader at a new epoch while it shut down.
+func TestControlledShutdownIsNotUndone(t *testing.T) {
+	addr := freeAddr(t)
+	q := startLeader(t, quorumConfig(t.TempDir(), addr, []controller.Voter{{ID: 1, Addr: addr}}))
+	t.Cleanup(func() { q.Close() })
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	c := activeController(t, q, clk)
+	ctx := context.Background()
+	heartbeat := func(epoch int64, shutdown bool) controller.HeartbeatResult {
+		t.Helper()
+		r, err := c.BrokerHeartbeat(ctx, &pb.BrokerHeartbeatRequest{NodeId: 1, BrokerEpoch: epoch, CurrentMetadataOffset: 1 << 40, WantShutdown: shutdown})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	fenced := func() bool { return q.FSM.Image().Brokers[1].Fenced }
+
+	e1, code := register(c, 1, "a", "10.0.0.1:9096")
+	if code != pb.ErrorCode_NONE {
+		t.Fatalf("registration: %v", code)
+	}
+	if r := heartbeat(e1, false); r.Fenced || fenced() {
+		t.Fatalf("a caught-up broker's heartbeat left it fenced: %+v", r)
+	}
+	if r := heartbeat(e1, true); !r.Fenced || !fenced() {
+		t.Fatalf("the controlled shutdown did not fence the broker: %+v", r)
+	}
+	for range 3 {
+		if r := heartbeat(e1, false); !r.Fenced || !fenced() {
+			t.Fatalf("a heartbeat after the controlled shutdown unfenced the broker: %+v", r)
+		}
+	}
+	e2, code := register(c, 1, "b", "10.0.0.1:9096")
+	if code != pb.ErrorCode_NONE || e2 <= e1 {
+		t.Fatalf("registration after the controlled shutdown: epoch %d %v", e2, code)
+	}
+	if r := heartbeat(e2, false); r.Fenced || fenced() {
+		t.Fatalf("the new incarnation was not unfenced: %+v", r)
+	}
+}
