@@ -46,8 +46,14 @@ func TestConsoleInBrowser(t *testing.T) {
 	const topic, txnID, group = "console-topic", "console-tx", "console-group"
 	c.CreateTopic(topic, 1, 3, nil)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	// The budget is generous: under CI's load (every package's tests at
+	// once, with -race) chromium and a marker's wait for the ISR can take
+	// tens of seconds; the steps below log when each finished, so a run
+	// that still runs out says where its time went.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	start := time.Now()
+	step := func(what string) { t.Logf("%6.2fs %s", time.Since(start).Seconds(), what) }
 	p, err := client.NewProducer(c.ClientOpts(client.TransactionalID(txnID))...)
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +73,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid, _ := p.ProducerID()
+	step("transaction open with three records")
 
 	g, err := client.NewConsumer(c.ClientOpts(client.GroupID(group))...)
 	if err != nil {
@@ -111,12 +118,13 @@ func TestConsoleInBrowser(t *testing.T) {
 	eventually := func(url, sel, what string, ok func(string) bool) string {
 		t.Helper()
 		var last string
-		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		for deadline := time.Now().Add(45 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 			if last = text(url, sel); ok(last) {
+				step(what)
 				return last
 			}
 		}
-		t.Fatalf("%s: %s: %q", url, what, last)
+		t.Fatalf("%s: %s: %q; the page says: %s", url, what, last, text(url, "body"))
 		return ""
 	}
 
@@ -151,9 +159,11 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("Ongoing transactions list %q, want %s", s, txnID)
 	}
 
+	step("the pages agree while the transaction is open")
 	if err := p.CommitTransaction(ctx); err != nil {
 		t.Fatal(err)
 	}
+	step("committed")
 	eventually(topicURL, "#p-0 .lsolag", "LSO lag 0 once committed", func(s string) bool { return s == "0" })
 	if s := text(topicURL, "#p-0 .opentxns"); s != "0" {
 		t.Errorf("open transactions after commit %q, want 0", s)
