@@ -40,11 +40,10 @@ HZ=$(getconf CLK_TCK)
 BOOT="127.0.0.1:$((PORT_BASE + 5)),127.0.0.1:$((PORT_BASE + 15)),127.0.0.1:$((PORT_BASE + 25))"
 TOPIC=compacted
 
-say() { printf '%s\n' "$*" >&2; }
-for n in 0 10 20; do for o in 0 1 2 3 4 5; do
-  p=$((PORT_BASE + n + o))
-  if ss -Hltn "sport = :$p" 2>/dev/null | grep -q .; then say "port $p is in use: pick another PORT_BASE"; exit 2; fi
-done; done
+# shellcheck source=scripts/bench-lib.sh
+. "$ROOT/scripts/bench-lib.sh"
+# shellcheck disable=SC2046
+ports_free $(node_ports "$PORT_BASE") || { say "pick another PORT_BASE"; exit 2; }
 
 say "== building bin/strand"
 make -s build GO="$GO" >&2
@@ -58,14 +57,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cpu_of() { # utime+stime ticks of the pids in $@
-  local t=0 pid f
-  for pid in "$@"; do
-    f=($(sed 's/^.*) //' "/proc/$pid/stat"))
-    t=$((t + f[11] + f[12]))
-  done
-  echo "$t"
-}
 
 RESULTS=$BENCH/results.tsv
 : >"$RESULTS"
@@ -86,10 +77,10 @@ run() {
   "$SB" topics create "$TOPIC" --partitions 1 --replication-factor 3 --bootstrap "$BOOT" \
     --config min.insync.replicas=2 --config cleanup.policy=compact --config segment.bytes="$SEGMENT_BYTES" \
     --config min.cleanable.dirty.ratio="$DIRTY_RATIO" >&2
-  c0=$(cpu_of "${pids[@]}")
+  c0=$(cpu_ticks "${pids[@]}")
   out=$("$SB" perf produce --bootstrap "$BOOT" --topic "$TOPIC" --num-records "$RECORDS" --record-size 1024 \
     --key-space "$KEYS" --producer-props linger.ms=5 --producer-props max.in.flight.requests.per.connection=5)
-  c1=$(cpu_of "${pids[@]}")
+  c1=$(cpu_ticks "${pids[@]}")
   rate=$(grep -E '^[0-9]+ records sent,' <<<"$out" | tail -1 | sed -E 's/^[0-9]+ records sent, ([0-9.]+) records\/sec.*/\1/')
   # The cleaner's passes during the run, from every node's log.
   read -r passes read written took < <(cat "$DATA"/node*.log | awk '
@@ -124,8 +115,8 @@ for ((r = 1; r <= ROUNDS; r++)); do
   if ((r % 2 == 1)); then run on "$r"; run off "$r"; else run off "$r"; run on "$r"; fi
 done
 
-# med MODE COLUMN: the median of a column over the runs of one mode.
-med() {
+# mode_med MODE COLUMN: the median of a column over the runs of one mode.
+mode_med() {
   awk -F'\t' -v m="$1" -v c="$2" '$1 == m { print $c }' "$RESULTS" | sort -g |
     awk '{ v[NR] = $1 } END { if (NR == 0) { print "n/a"; exit } if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
@@ -137,11 +128,11 @@ verdict=$(awk -v r="$ratio" 'BEGIN { print (r >= 0.90 ? "met" : "missed") }')
 {
   echo "| cleaner (1 KiB keyed records, $KEYS keys, compacted topic, segment.bytes $SEGMENT_BYTES, min.cleanable.dirty.ratio $DIRTY_RATIO, $RECORDS records, RF 3, acks=all; medians of $ROUNDS interleaved pairs) | on | off | on/off |"
   echo "| --- | ---: | ---: | ---: |"
-  echo "| producer throughput, records/s | $(med on 3) | $(med off 3) | $ratio (pairs: ${pairs% }) |"
-  echo "| broker CPU, ms per MiB produced (3 nodes) | $(med on 4) | $(med off 4) | |"
-  echo "| cleaner passes (3 nodes) | $(med on 5) | $(med off 5) | |"
-  echo "| cleaner MiB read / written | $(mibf "$(med on 6)") / $(mibf "$(med on 7)") | $(mibf "$(med off 6)") / $(mibf "$(med off 7)") | |"
-  echo "| cleaner time, s (sum of passes) | $(med on 8) | $(med off 8) | |"
+  echo "| producer throughput, records/s | $(mode_med on 3) | $(mode_med off 3) | $ratio (pairs: ${pairs% }) |"
+  echo "| broker CPU, ms per MiB produced (3 nodes) | $(mode_med on 4) | $(mode_med off 4) | |"
+  echo "| cleaner passes (3 nodes) | $(mode_med on 5) | $(mode_med off 5) | |"
+  echo "| cleaner MiB read / written | $(mibf "$(mode_med on 6)") / $(mibf "$(mode_med on 7)") | $(mibf "$(mode_med off 6)") / $(mibf "$(mode_med off 7)") | |"
+  echo "| cleaner time, s (sum of passes) | $(mode_med on 8) | $(mode_med off 8) | |"
   echo "| target: cleaner costs the producer ≤ 10% (on/off ≥ 0.90) | | | $verdict |"
 } | tee "$OUT"
 say "raw values: $RESULTS"

@@ -106,9 +106,8 @@ SBOOT="127.0.0.1:$((S_PORT_BASE + 5)),127.0.0.1:$((S_PORT_BASE + 15)),127.0.0.1:
 # The Kafka listeners of scripts/run.sh's nodes (KAFKA_PORT offset 0 of each node's ports).
 KBOOT="127.0.0.1:$S_PORT_BASE,127.0.0.1:$((S_PORT_BASE + 10)),127.0.0.1:$((S_PORT_BASE + 20))"
 
-say() { printf '%s\n' "$*" >&2; }
-warn() { printf 'WARNING: %s\n' "$*" >&2; WARNINGS+=("$*"); }
-WARNINGS=()
+# shellcheck source=scripts/bench-lib.sh
+. "$ROOT/scripts/bench-lib.sh"
 
 # ---------------------------------------------------------------- ports
 # 9092-9120: make run's cluster; N9092-N9120 (N = 1..3): the compose cluster's published ports.
@@ -120,12 +119,6 @@ L_PORTS=("$LIMIT_PORT_BASE" $((LIMIT_PORT_BASE + 1)) $((LIMIT_PORT_BASE + 2)))
 for p in "${S_PORTS[@]}" "${J_PORTS[@]}" "${L_PORTS[@]}"; do
   forbidden "$p" && { say "port $p is reserved for others (9092-9120, and N9092-N9120 for N = 1..3); pick another S_PORT_BASE/J_PORT_BASE/LIMIT_PORT_BASE"; exit 2; }
 done
-ports_free() {
-  local p
-  for p in "$@"; do
-    if ss -Hltn "sport = :$p" 2>/dev/null | grep -q .; then say "port $p is already in use"; return 1; fi
-  done
-}
 
 # ---------------------------------------------------------------- tools
 say "== building bin/strand"
@@ -405,35 +398,11 @@ cleanup() {
   js_stop
   rm -rf "$WORK"
 }
-# Load clients run in the background and are waited for, so that a signal
-# to this script is acted on at once (bash defers traps while a foreground
-# child runs); the trap stops the client first.
-CHILD=""
-run_child() {
-  local rc=0
-  "$@" &
-  CHILD=$!
-  wait "$CHILD" || rc=$?
-  CHILD=""
-  return "$rc"
-}
-stop_child() {
-  [[ -n $CHILD ]] || return 0
-  kill -TERM "$CHILD" 2>/dev/null || true
-  wait "$CHILD" 2>/dev/null || true
-}
+# Load clients run under run_child (bench-lib.sh); the trap stops one first.
 r=0
 trap cleanup EXIT
 trap 'stop_child; exit 130' INT TERM
 
-cpu_ticks() { # utime+stime of the given pids, in clock ticks
-  local t=0 p v
-  for p in "$@"; do
-    v=$(awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$p/stat" 2>/dev/null || echo 0)
-    t=$((t + v))
-  done
-  echo "$t"
-}
 cpu_per_mib() { awk -v d="$1" -v hz="$HZ" -v n="$2" -v s="$3" 'BEGIN { printf "%.4f", d / hz / (n * s / 1048576) }'; }
 record() { printf '%s\t%s\t%s\n' "$1" "$2" "$r" >>"$RES"; } # key value round
 
@@ -833,34 +802,8 @@ LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---------------------------------------------------------------- table
 # stat KEY -> "median n min max" over the rounds ("" if none)
-stat() {
-  awk -F'\t' -v k="$1" '$1 == k && $2 != "" { v[n++] = $2 + 0 }
-    END { if (n == 0) exit
-      for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
-      m = (n % 2) ? v[int(n / 2)] : (v[n / 2 - 1] + v[n / 2]) / 2
-      print m, n, v[0], v[n - 1] }' "$RES"
-}
-med() { local s; s=$(stat "$1"); echo "${s%% *}"; }
-num() { # format a number: thousands separators for >= 1000, else 2 significant decimals
-  awk -v x="$1" 'BEGIN { if (x == "") { print "n/a"; exit }
-    if (x >= 1000) { s = sprintf("%.0f", x); o = ""; while (length(s) > 3) { o = "," substr(s, length(s) - 2) o; s = substr(s, 1, length(s) - 3) } print s o }
-    else if (x >= 100) printf "%.0f\n", x; else if (x >= 10) printf "%.1f\n", x; else printf "%.2f\n", x }'
-}
-rate_cell() { # key -> "23,403 ±4%"
-  local s m n lo hi
-  s=$(stat "$1.rate")
-  [[ -n $s ]] || { echo "n/a"; return; }
-  read -r m n lo hi <<<"$s"
-  echo "$(num "$m") ±$(awk -v m="$m" -v lo="$lo" -v hi="$hi" 'BEGIN { printf "%.0f", (hi - lo) / 2 / m * 100 }')%"
-}
 mib() { local m; m=$(med "$1.rate"); [[ -n $m ]] && num "$(awk -v m="$m" -v s="$2" 'BEGIN { print m * s / 1048576 }')" || echo n/a; }
-ratio() { # a b -> a/b with two decimals
-  [[ -n $1 && -n $2 ]] || { echo n/a; return; }
-  awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'
-}
 lat() { local a b; a=$(med "$1$2_p50"); b=$(med "$1$2_p99"); [[ -n $a && -n $b ]] && echo "$(num "$a") / $(num "$b")" || echo n/a; }
-latp() { local a b; a=$(med "$1.p50"); b=$(med "$1.p99"); [[ -n $a && -n $b ]] && echo "$(num "$a") / $(num "$b")" || echo n/a; }
-cpu() { local m; m=$(med "$1.cpu"); [[ -n $m ]] && awk -v m="$m" 'BEGIN { printf "%.3f", m }' || echo n/a; }
 verdict() { [[ $1 == n/a || $2 == n/a ]] && { echo "n/a"; return; }; awk -v a="$1" -v b="$2" 'BEGIN { print (a >= b) ? "met" : "**not met**" }'; }
 
 if ((SKIP_JS)); then NS_VER="not run (SKIP_JS)"; else NS_VER=$("$NATS_SERVER" --version | sed 's/^nats-server: //'); fi

@@ -51,14 +51,10 @@ SB=$ROOT/bin/strand
 HZ=$(getconf CLK_TCK)
 SBOOT="127.0.0.1:$((S_PORT_BASE + 5)),127.0.0.1:$((S_PORT_BASE + 15)),127.0.0.1:$((S_PORT_BASE + 25))"
 
-say() { printf '%s\n' "$*" >&2; }
-WARNINGS=()
-warn() { say "WARNING: $*"; WARNINGS+=("$*"); }
-
-for n in 0 10 20; do for o in 0 1 2 3 4 5; do
-  p=$((S_PORT_BASE + n + o))
-  if ss -Hltn "sport = :$p" 2>/dev/null | grep -q .; then say "port $p is already in use; pick another S_PORT_BASE"; exit 1; fi
-done; done
+# shellcheck source=scripts/bench-lib.sh
+. "$ROOT/scripts/bench-lib.sh"
+# shellcheck disable=SC2046
+ports_free $(node_ports "$S_PORT_BASE") || { say "pick another S_PORT_BASE"; exit 1; }
 
 say "== building bin/strand"
 make -s build GO="$GO" >&2
@@ -70,7 +66,7 @@ RES=$WORK/results.tsv
 LOGS=$BENCH/scale-logs
 rm -rf "$LOGS" && mkdir -p "$LOGS"
 : >"$RES"
-S_DATA="" S_PIDS=() CHILD=""
+S_DATA="" S_PIDS=()
 
 strand_stop() {
   [[ -n $S_DATA ]] || return 0
@@ -79,21 +75,7 @@ strand_stop() {
   rm -rf "$S_DATA"
   S_DATA=""
 }
-# Clients run in the background and are waited for, so that a signal is
-# acted on at once (bash defers traps while a foreground child runs).
-run_child() {
-  local rc=0
-  "$@" &
-  CHILD=$!
-  wait "$CHILD" || rc=$?
-  CHILD=""
-  return "$rc"
-}
-stop_child() {
-  [[ -n $CHILD ]] || return 0
-  kill -TERM "$CHILD" 2>/dev/null || true
-  wait "$CHILD" 2>/dev/null || true
-}
+# Clients run under run_child (bench-lib.sh); the trap stops one first.
 cleanup() {
   stop_child
   strand_stop
@@ -102,14 +84,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'stop_child; exit 130' INT TERM
 
-cpu_ticks() { # utime+stime of the given pids, in clock ticks
-  local t=0 p v
-  for p in "$@"; do
-    v=$(awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$p/stat" 2>/dev/null || echo 0)
-    t=$((t + v))
-  done
-  echo "$t"
-}
 record() { printf '%s\t%s\n' "$1" "$2" >>"$RES"; }
 
 T0=$(date +%s)
@@ -239,29 +213,6 @@ ELAPSED=$(($(date +%s) - T0))
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---------------------------------------------------------------- table
-stat() { # KEY -> "median n min max" over the rounds ("" if none)
-  awk -F'\t' -v k="$1" '$1 == k && $2 != "" { v[n++] = $2 + 0 }
-    END { if (n == 0) exit
-      for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
-      m = (n % 2) ? v[int(n / 2)] : (v[n / 2 - 1] + v[n / 2]) / 2
-      print m, n, v[0], v[n - 1] }' "$RES"
-}
-med() { local s; s=$(stat "$1"); echo "${s%% *}"; }
-num() {
-  awk -v x="$1" 'BEGIN { if (x == "") { print "n/a"; exit }
-    if (x >= 1000) { s = sprintf("%.0f", x); o = ""; while (length(s) > 3) { o = "," substr(s, length(s) - 2) o; s = substr(s, 1, length(s) - 3) } print s o }
-    else if (x >= 100) printf "%.0f\n", x; else if (x >= 10) printf "%.1f\n", x; else printf "%.2f\n", x }'
-}
-rate_cell() {
-  local s m n lo hi
-  s=$(stat "$1.rate")
-  [[ -n $s ]] || { echo "n/a"; return; }
-  read -r m n lo hi <<<"$s"
-  echo "$(num "$m") ±$(awk -v m="$m" -v lo="$lo" -v hi="$hi" 'BEGIN { printf "%.0f", (hi - lo) / 2 / m * 100 }')%"
-}
-ratio() { [[ -n $1 && -n $2 ]] || { echo n/a; return; }; awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
-latp() { local a b; a=$(med "$1.p50"); b=$(med "$1.p99"); [[ -n $a && -n $b ]] && echo "$(num "$a") / $(num "$b")" || echo n/a; }
-cpu() { local m; m=$(med "$1.cpu"); [[ -n $m ]] && awk -v m="$m" 'BEGIN { printf "%.3f", m }' || echo n/a; }
 verdict() { [[ $1 == n/a ]] && { echo n/a; return; }; awk -v a="$1" -v b="$2" -v le="${3:-}" 'BEGIN { ok = le ? a <= b : a >= b; print ok ? "met" : "**not met**" }'; }
 
 RTP=$(ratio "$(med pN.rate)" "$(med p1.rate)")
