@@ -853,6 +853,14 @@ round_ratio() { # keyA keyB -> median over the rounds holding both of A/B
       printf "%.2f", (n % 2) ? v[int(n / 2)] : (v[n / 2 - 1] + v[n / 2]) / 2 }' "$RES"
 }
 s_cpu_gb() { local m; m=$(med "$1.cpu"); [[ -n $m ]] && awk -v m="$m" 'BEGIN { print m * 1e9 / 1048576 }'; }
+# publish_table: $WORK/table.md to $OUT and stdout, the raw values beside it.
+publish_table() {
+  mkdir -p "$(dirname "$OUT")"
+  cp "$WORK/table.md" "$OUT"
+  cp "$RES" "$BENCH/last-results.tsv"
+  cat "$WORK/table.md"
+  say "== wrote $OUT (raw values: $BENCH/last-results.tsv, logs: $LOGS/)"
+}
 bare_table() {
   local sz k
   echo "The bare replication limit (\`cmd/strand-limit\`, ${LIMIT_SECS} s per run, at the start of every round with no cluster running):" \
@@ -893,11 +901,7 @@ if ((BARE_ONLY)); then
     echo
     bare_table
   } >"$WORK/table.md"
-  mkdir -p "$(dirname "$OUT")"
-  cp "$WORK/table.md" "$OUT"
-  cp "$RES" "$BENCH/last-results.tsv"
-  cat "$WORK/table.md"
-  say "== wrote $OUT (raw values: $BENCH/last-results.tsv, logs: $LOGS/)"
+  publish_table
   exit 0
 fi
 
@@ -984,8 +988,4 @@ fi
     for w in "${WARNINGS[@]}"; do echo "- $w"; done
   fi
 } >"$WORK/table.md"
-mkdir -p "$(dirname "$OUT")"
-cp "$WORK/table.md" "$OUT"
-cp "$RES" "$BENCH/last-results.tsv"
-cat "$WORK/table.md"
-say "== wrote $OUT (raw values: $BENCH/last-results.tsv, logs: $LOGS/)"
+publish_table
