@@ -116,6 +116,39 @@ func (p *Partition) SetLeadership(l Leadership, fn func() error) error {
 	return nil
 }
 
+// BecomeLeader installs l, this replica's leadership at a new leader
+// epoch, and records the epoch's start at the log's end, under one
+// exclusive hold of the lock. Every append, as leader or as follower,
+// holds the lock for reading and stamps or checks the epoch of the role it
+// finds, so no batch of an older epoch lands past the new epoch's start (a
+// follower's fetcher may have read one before it was removed, a leader's
+// producer may be mid-request). It returns that start offset, and the
+// error of recording it (l is installed either way; the caller reports it).
+func (p *Partition) BecomeLeader(l Leadership) (int64, error) {
+	p.leaderMu.Lock()
+	defer p.leaderMu.Unlock()
+	err := p.Log.AssignEpoch(l.LeaderEpoch)
+	start := p.Log.LogEndOffset()
+	p.lead = l
+	p.wake()
+	return start, err
+}
+
+// StartLeaderEpoch records epoch's start at the log's end ahead of
+// BecomeLeader (which then finds it recorded), for a replica that does
+// not lead yet. Under the exclusive lock it also ends a follower role of
+// an older epoch (the role is none until BecomeLeader), so that no batch
+// of that epoch is appended past the start, as BecomeLeader ensures.
+func (p *Partition) StartLeaderEpoch(epoch int32) error {
+	p.leaderMu.Lock()
+	defer p.leaderMu.Unlock()
+	if p.lead.Role == RoleFollower && p.lead.LeaderEpoch < epoch {
+		p.lead.Role = RoleNone
+		p.wake()
+	}
+	return p.Log.AssignEpoch(epoch)
+}
+
 // UpdateISR changes the ISR of a leader without a role change.
 func (p *Partition) UpdateISR(isr, maximal []int32, partitionEpoch int32) {
 	p.leaderMu.Lock()

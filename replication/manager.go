@@ -355,8 +355,9 @@ const prepareParallelism = 8
 // the leader of, and that it does not lead yet, it stops following the
 // old leader and records the new epoch's start in the log, as
 // becomeLeader does first (which then finds both done). Such a partition
-// takes no appends (produce is refused, its fetcher is gone) until
-// becomeLeader makes it the leader. A partition d changes twice is left
+// takes no appends (produce is refused, its fetcher is gone and its
+// follower role ended with the epoch's start) until becomeLeader makes it
+// the leader. A partition d changes twice is left
 // to Apply. A log that fails to open here fails, and is logged, again
 // there; a failed epoch checkpoint is logged here (becomeLeader then finds
 // the epoch in the cache and writes nothing).
@@ -416,10 +417,10 @@ func (m *Manager) prepare(img *metadata.Image, d *metadata.Delta) {
 					continue
 				}
 				m.unfollow(j.key)
-				// becomeLeader's own AssignEpoch finds the epoch already in
-				// the cache and writes nothing, so a failed checkpoint
-				// write is reported here.
-				if err := p.Log.AssignEpoch(j.np.LeaderEpoch); err != nil {
+				// becomeLeader finds the epoch already in the cache and
+				// writes nothing, so a failed checkpoint write is reported
+				// here.
+				if err := p.StartLeaderEpoch(j.np.LeaderEpoch); err != nil {
 					m.lg.Error("assign leader epoch", "partition", j.key.String(), "err", err)
 				}
 			}
@@ -475,17 +476,18 @@ func (m *Manager) becomeLeader(p *broker.Partition, np *metadata.Partition) {
 		}
 		return
 	}
-	if err := p.Log.AssignEpoch(np.LeaderEpoch); err != nil {
-		m.lg.Error("assign leader epoch", "partition", p.Key.String(), "err", err)
-	}
 	key := p.Key
 	p.Log.OnFlush(func() { m.logFlushed(key) })
-	now := m.clk.Now()
-	le.st = NewLeaderState(m.cfg.NodeID, np.Replicas, np.ISR, np.LeaderEpoch, np.PartitionEpoch, p.Log.LogEndOffset(), now)
-	if err := p.SetLeadership(leadershipOf(np, broker.RoleLeader, le.st.MaximalISR()), nil); err != nil {
-		m.lg.Error("become leader", "partition", p.Key.String(), "err", err)
-		return
+	st := NewLeaderState(m.cfg.NodeID, np.Replicas, np.ISR, np.LeaderEpoch, np.PartitionEpoch, -1, m.clk.Now())
+	// The epoch's start and the role change are one step (no append of
+	// the old epoch in between): EpochStart is where the epoch cache says
+	// the epoch starts.
+	start, err := p.BecomeLeader(leadershipOf(np, broker.RoleLeader, st.MaximalISR()))
+	if err != nil {
+		m.lg.Error("assign leader epoch", "partition", p.Key.String(), "err", err)
 	}
+	st.EpochStart = start
+	le.st = st
 	m.lg.Info("became leader", "partition", p.Key.String(), "epoch", np.LeaderEpoch, "isr", np.ISR, "logEnd", p.Log.LogEndOffset(), "hw", p.HighWatermark())
 	m.advanceHWLocked(le)
 	notify = true

@@ -1,0 +1,280 @@
+package replication
+
+import (
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/strand-io/strand/broker"
+	"github.com/strand-io/strand/broker/storage"
+	"github.com/strand-io/strand/clock"
+	"github.com/strand-io/strand/errs"
+	"github.com/strand-io/strand/metadata"
+	mt "github.com/strand-io/strand/metadata/metadatatest"
+	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/record"
+)
+
+// racer runs appendOne back to back, as a fetcher appends the batches it
+// read just before it was removed from following p, or a producer's
+// request in flight appends to a leader, counting the appends: it stops
+// at the first that p refuses as NOT_LEADER_OR_FOLLOWER (p's role
+// changed) or once stop is closed. done is closed when it has stopped.
+func racer(t *testing.T, appendOne func() error, appended *atomic.Int64, stop <-chan struct{}) (done chan struct{}) {
+	done = make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := appendOne(); err != nil {
+				if errs.CodeOf(err) != pb.ErrorCode_NOT_LEADER_OR_FOLLOWER {
+					t.Errorf("append: %v", err)
+				}
+				return
+			}
+			appended.Add(1)
+		}
+	}()
+	return done
+}
+
+// oneRecord is a batch of one record at offset base, of leader epoch epoch.
+func oneRecord(base int64, epoch int32) ([]byte, error) {
+	return record.Build(record.BatchOptions{BaseOffset: base, PartitionLeaderEpoch: epoch,
+		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, FirstTimestamp: time.Now().UnixMilli()},
+		[]record.Record{{Value: []byte("v")}})
+}
+
+// staleFetcher appends batches of leader epoch epoch to p as its follower.
+func staleFetcher(t *testing.T, p *broker.Partition, epoch int32, appended *atomic.Int64, stop <-chan struct{}) chan struct{} {
+	return racer(t, func() error {
+		b, err := oneRecord(p.Log.LogEndOffset(), epoch)
+		if err == nil {
+			_, err = p.AppendAsFollower(b, epoch)
+		}
+		return err
+	}, appended, stop)
+}
+
+// follower makes p a follower of broker 2 at leader epoch 3, its log
+// holding that epoch.
+func follower(t *testing.T, p *broker.Partition) {
+	t.Helper()
+	l := broker.Leadership{Role: broker.RoleFollower, Leader: 2, LeaderEpoch: 3, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}
+	if err := p.SetLeadership(l, func() error { return p.Log.AssignEpoch(3) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkEpochStart: once promoted at epoch 4 (and no producer has written
+// since), the epoch cache's start of epoch 4 is the log's end, so no batch
+// of epoch 3 lies past it, and the leader state's EpochStart (from which
+// an ISR expansion counts) is that start.
+func checkEpochStart(t *testing.T, m *Manager, p *broker.Partition, appended int64) {
+	t.Helper()
+	leo := p.Log.LogEndOffset()
+	_, end3 := p.Log.EndOffsetForEpoch(3)
+	if end3 != leo {
+		t.Errorf("%s: epoch 4 starts at %d in the epoch cache, but the log holds epoch 3's batches up to %d (%d appended as follower): "+
+			"OffsetForLeaderEpoch(3) answers %d and a follower truncates what the leader holds", p.Key, end3, leo, appended, end3)
+	}
+	le := m.leader(p.Key)
+	le.mu.Lock()
+	start := le.st.EpochStart
+	le.mu.Unlock()
+	if start != end3 {
+		t.Errorf("%s: the leader state's EpochStart %d, the epoch cache's start of epoch 4 %d", p.Key, start, end3)
+	}
+	if l := p.Leadership(); l.Role != broker.RoleLeader || l.LeaderEpoch != 4 {
+		t.Errorf("%s: leadership %+v after the promotion, want leader at epoch 4", p.Key, l)
+	}
+}
+
+// TestPromotionFencesStaleFollowerAppends: a follower promoted to leader
+// starts its new epoch and takes the leader role in one step under the
+// partition's leadership lock. A fetcher that read batches of the old
+// epoch before it was removed may be appending them meanwhile; before,
+// the epoch's start was recorded first and the role changed after, and
+// such batches landed past the new epoch's start (a review of issue 23's
+// changes found it: OffsetForLeaderEpoch then answered too low an end
+// for the old epoch, and the leader counted an ISR expansion from the
+// wrong offset).
+// Each round races a stale fetcher against becomeLeader.
+func TestPromotionFencesStaleFollowerAppends(t *testing.T) {
+	clk := clock.Real
+	m := New(DefaultConfig(1), nil, nil, nil, func() int64 { return 1 }, clk)
+	t.Cleanup(m.cancel)
+	for round := range 10 {
+		key := storage.PartitionKey{Topic: "orders", Partition: int32(round)}
+		cfg := storage.DefaultConfig()
+		cfg.Files = storage.NewFileCache(4)
+		l, err := storage.Open(filepath.Join(t.TempDir(), storage.DirName(key.Topic, key.Partition)), key, cfg, 0, clk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(l.Abandon)
+		p := broker.NewPartition(key, l, 0)
+		follower(t, p)
+
+		var appended atomic.Int64
+		stop := make(chan struct{})
+		done := staleFetcher(t, p, 3, &appended, stop)
+		for appended.Load() < 3 {
+			time.Sleep(time.Millisecond)
+		}
+		np := &metadata.Partition{Topic: key.Topic, Partition: key.Partition, Replicas: []int32{1, 2}, ISR: []int32{1, 2}, Leader: 1, LeaderEpoch: 4, PartitionEpoch: 2}
+		m.becomeLeader(p, np)
+		close(stop)
+		<-done
+		checkEpochStart(t, m, p, appended.Load())
+	}
+}
+
+// TestNewLeaderEpochFencesOldEpochAppends: a leader re-elected at a newer
+// epoch: a produce request in flight appends at the old epoch (the leader
+// stamps its batches with the epoch it finds) until the new one is in
+// place, and not past its start.
+func TestNewLeaderEpochFencesOldEpochAppends(t *testing.T) {
+	clk := clock.Real
+	m := New(DefaultConfig(1), nil, nil, nil, func() int64 { return 1 }, clk)
+	t.Cleanup(m.cancel)
+	for round := range 10 {
+		key := storage.PartitionKey{Topic: "orders", Partition: int32(round)}
+		cfg := storage.DefaultConfig()
+		cfg.Files = storage.NewFileCache(4)
+		l, err := storage.Open(filepath.Join(t.TempDir(), storage.DirName(key.Topic, key.Partition)), key, cfg, 0, clk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(l.Abandon)
+		p := broker.NewPartition(key, l, 0)
+		np := &metadata.Partition{Topic: key.Topic, Partition: key.Partition, Replicas: []int32{1, 2}, ISR: []int32{1, 2}, Leader: 1, LeaderEpoch: 3, PartitionEpoch: 1}
+		m.becomeLeader(p, np)
+
+		var appended atomic.Int64
+		stop := make(chan struct{})
+		done := racer(t, func() error {
+			b, err := oneRecord(0, 0) // the leader assigns offsets and its epoch
+			if err == nil {
+				_, _, err = p.AppendAsLeader(b, 1)
+			}
+			return err
+		}, &appended, stop)
+		for appended.Load() < 3 {
+			time.Sleep(time.Millisecond)
+		}
+		np = np.Clone()
+		np.LeaderEpoch, np.PartitionEpoch = 4, 2
+		m.becomeLeader(p, np)
+		close(stop)
+		<-done
+		// The producer kept appending, now at epoch 4: epoch 3 ends where
+		// epoch 4 starts, and no batch before it is of epoch 4.
+		_, end3 := p.Log.EndOffsetForEpoch(3)
+		le := m.leader(key)
+		le.mu.Lock()
+		start := le.st.EpochStart
+		le.mu.Unlock()
+		if start != end3 {
+			t.Errorf("%s: the leader state's EpochStart %d, the epoch cache's start of epoch 4 %d", key, start, end3)
+		}
+		for _, e := range batchEpochs(t, p) {
+			if e.epoch == 3 && e.offset >= end3 || e.epoch == 4 && e.offset < end3 {
+				t.Errorf("%s: a batch of epoch %d at offset %d, epoch 4 starts at %d (%d appended)", key, e.epoch, e.offset, end3, appended.Load())
+				break
+			}
+		}
+	}
+}
+
+type batchEpoch struct {
+	offset int64
+	epoch  int32
+}
+
+// batchEpochs reads p's log: each batch's base offset and leader epoch.
+func batchEpochs(t *testing.T, p *broker.Partition) []batchEpoch {
+	t.Helper()
+	var out []batchEpoch
+	for off := p.Log.LogStartOffset(); off < p.Log.LogEndOffset(); {
+		res, err := p.Log.Read(off, 1<<20, p.Log.LogEndOffset(), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := len(out)
+		for b := res.Records; len(b) >= record.HeaderSize; {
+			h, err := record.ParseHeader(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, batchEpoch{h.BaseOffset, h.PartitionLeaderEpoch})
+			off = h.LastOffset() + 1
+			b = b[h.Size():]
+		}
+		if len(out) == n {
+			t.Fatalf("nothing read at offset %d", off)
+		}
+	}
+	return out
+}
+
+// TestApplyPromotionFencesStaleFollowerAppends: the same through Apply,
+// whose prepare step starts the new epochs of several promoted partitions
+// at once ahead of becomeLeader; that start ends the follower role in the
+// same step.
+func TestApplyPromotionFencesStaleFollowerAppends(t *testing.T) {
+	bc := broker.DefaultConfig(t.TempDir())
+	bc.Log.Files = storage.NewFileCache(16)
+	parts, err := broker.Open(bc, clock.Real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = parts.Close() })
+	m := New(DefaultConfig(1), parts, nil, nil, func() int64 { return 1 }, clock.Real)
+	t.Cleanup(m.cancel)
+
+	const n = 8
+	recs := mt.Recs(mt.TopicRec("orders", nil))
+	for i := range int32(n) {
+		recs = append(recs, mt.PartRec("orders", i, []int32{1, 2}, []int32{1, 2}, 2, 3, 1))
+	}
+	img := mt.Build(t, mt.Recs(mt.ClusterRec("c1"), mt.RegisterRec(1, 1, false), mt.RegisterRec(2, 1, false)), recs)
+
+	var appended [n]atomic.Int64
+	var dones []chan struct{}
+	stop := make(chan struct{})
+	var ps []*broker.Partition
+	var changes []*pb.MetadataRecord
+	for i := range int32(n) {
+		p, err := parts.GetOrCreate(storage.PartitionKey{Topic: "orders", Partition: i}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		follower(t, p)
+		ps = append(ps, p)
+		dones = append(dones, staleFetcher(t, p, 3, &appended[i], stop))
+		changes = append(changes, mt.ChangeRec("orders", i, 1, []int32{1, 2}, 4, 2))
+	}
+	for i := range appended {
+		for appended[i].Load() < 3 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	next, d, err := metadata.Apply(img, mt.BatchAt(3, changes...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Apply(next, d)
+	close(stop)
+	for _, done := range dones {
+		<-done
+	}
+	for i, p := range ps {
+		checkEpochStart(t, m, p, appended[i].Load())
+	}
+}
