@@ -395,6 +395,23 @@ func (p *Partition) AppendAsFollower(batches []byte, leaderEpoch int32) (storage
 	return res, err
 }
 
+// AsFollower runs fn, a follower's change to its log or high watermark
+// other than an append (a truncation by leader epoch, a restart at the
+// leader's log start, the leader's HW or log start followed), if this
+// replica still follows leaderEpoch, holding the leadership lock for
+// reading as an append does; otherwise it runs nothing and returns
+// NOT_LEADER_OR_FOLLOWER. A fetcher removed while it waited for the
+// leader's answer cannot then cut or move the log of the role that
+// replaced it (Kafka's fetcher removal waits for such work instead).
+func (p *Partition) AsFollower(leaderEpoch int32, fn func() error) error {
+	p.leaderMu.RLock()
+	defer p.leaderMu.RUnlock()
+	if l := p.lead; l.Role != RoleFollower || l.LeaderEpoch != leaderEpoch {
+		return errs.New(pb.ErrorCode_NOT_LEADER_OR_FOLLOWER, "%s: no longer following epoch %d", p.Key, leaderEpoch)
+	}
+	return fn()
+}
+
 func (p *Partition) notLeader(l Leadership) error {
 	return errs.New(pb.ErrorCode_NOT_LEADER_OR_FOLLOWER, "%s: this broker is not the leader (leader %d, epoch %d)", p.Key, l.Leader, l.LeaderEpoch)
 }

@@ -230,33 +230,41 @@ func (f *fetcher) truncateOne(client pb.ConsumerClient, st *fetchState) (bool, e
 		if err := errs.FromCode(r.ErrorCode, r.ErrorMessage); err != nil {
 			return false, err
 		}
-		leo := l.LogEndOffset()
-		var target int64
-		switch {
-		case r.LeaderEpoch < 0:
-			// The leader has no epoch this old: our whole log is unknown to it.
-			target = l.LogStartOffset()
-		case r.LeaderEpoch == ours:
-			target = min(r.EndOffset, leo)
-		default:
-			_, ourEnd := l.EndOffsetForEpoch(r.LeaderEpoch)
-			if ourEnd < 0 {
-				ourEnd = l.LogStartOffset()
+		done := false
+		err = st.p.AsFollower(st.leaderEpoch, func() error {
+			leo := l.LogEndOffset()
+			var target int64
+			switch {
+			case r.LeaderEpoch < 0:
+				// The leader has no epoch this old: our whole log is unknown to it.
+				target = l.LogStartOffset()
+			case r.LeaderEpoch == ours:
+				target = min(r.EndOffset, leo)
+			default:
+				_, ourEnd := l.EndOffsetForEpoch(r.LeaderEpoch)
+				if ourEnd < 0 {
+					ourEnd = l.LogStartOffset()
+				}
+				target = min(ourEnd, r.EndOffset)
 			}
-			target = min(ourEnd, r.EndOffset)
+			if target < leo {
+				hw := st.p.HighWatermark()
+				f.m.lg.Info("truncating to the leader's log", "partition", st.p.Key.String(), "from", leo, "to", target, "ourEpoch", ours, "leaderEpoch", r.LeaderEpoch, "hw", hw)
+				if err := l.TruncateTo(target); err != nil {
+					return err
+				}
+				if hw > target {
+					st.p.SetHighWatermark(target, true)
+				}
+			}
+			done = r.LeaderEpoch == ours || r.LeaderEpoch < 0 || target >= l.LogEndOffset() && l.LatestEpoch() == ours
+			return nil
+		})
+		if errs.CodeOf(err) == pb.ErrorCode_NOT_LEADER_OR_FOLLOWER {
+			return false, nil // this replica's role changed while the leader answered
 		}
-		if target < leo {
-			hw := st.p.HighWatermark()
-			f.m.lg.Info("truncating to the leader's log", "partition", st.p.Key.String(), "from", leo, "to", target, "ourEpoch", ours, "leaderEpoch", r.LeaderEpoch, "hw", hw)
-			if err := l.TruncateTo(target); err != nil {
-				return false, err
-			}
-			if hw > target {
-				st.p.SetHighWatermark(target, true)
-			}
-		}
-		if r.LeaderEpoch == ours || r.LeaderEpoch < 0 || target >= l.LogEndOffset() && l.LatestEpoch() == ours {
-			return true, nil
+		if err != nil || done {
+			return done, err
 		}
 	}
 	return true, nil
@@ -376,13 +384,16 @@ func (f *fetcher) fetch(client pb.ConsumerClient, sts []*fetchState) bool {
 		if st.leaderHW < 0 || !f.current(st) {
 			continue
 		}
-		hw := st.leaderHW
-		if end := st.p.Log.DurableEnd(); hw > end {
-			hw = end
-		} else {
-			st.leaderHW = -1
-		}
-		st.p.SetHighWatermark(hw, false)
+		_ = st.p.AsFollower(st.leaderEpoch, func() error {
+			hw := st.leaderHW
+			if end := st.p.Log.DurableEnd(); hw > end {
+				hw = end
+			} else {
+				st.leaderHW = -1
+			}
+			st.p.SetHighWatermark(hw, false)
+			return nil
+		})
 	}
 	return ok
 }
@@ -396,14 +407,21 @@ func (f *fetcher) handle(st *fetchState, r *pb.FetchPartitionResponse) bool {
 	switch r.ErrorCode {
 	case pb.ErrorCode_NONE:
 	case pb.ErrorCode_OFFSET_OUT_OF_RANGE:
-		leo := p.Log.LogEndOffset()
-		if r.LogStartOffset > leo {
+		restarted := false
+		_ = p.AsFollower(st.leaderEpoch, func() error {
+			leo := p.Log.LogEndOffset()
+			if r.LogStartOffset <= leo {
+				return nil
+			}
+			restarted = true
 			m.lg.Info("fell behind the leader's log start; restarting the log", "partition", p.Key.String(), "logEnd", leo, "leaderLogStart", r.LogStartOffset)
 			if err := p.Log.TruncateFullyAndStartAt(r.LogStartOffset); err != nil {
 				m.lg.Error("truncate fully", "partition", p.Key.String(), "err", err)
 			}
 			p.SetHighWatermark(r.LogStartOffset, true)
-		} else {
+			return nil
+		})
+		if !restarted {
 			f.mu.Lock()
 			st.truncate = true
 			f.mu.Unlock()
@@ -435,19 +453,23 @@ func (f *fetcher) handle(st *fetchState, r *pb.FetchPartitionResponse) bool {
 			return false
 		}
 	}
-	hw := r.HighWatermark
-	if hw >= 0 {
-		st.caughtUp = p.Log.LogEndOffset() >= hw
-	}
-	st.leaderHW = -1
-	if leo := p.Log.DurableEnd(); hw > leo {
-		hw = leo
-		st.leaderHW = r.HighWatermark
-	}
-	if hw >= 0 {
-		p.SetHighWatermark(hw, true)
-	}
-	f.followLogStart(p, r.LogStartOffset)
+	// The leader's HW and log start, while this replica still follows it.
+	_ = p.AsFollower(st.leaderEpoch, func() error {
+		hw := r.HighWatermark
+		if hw >= 0 {
+			st.caughtUp = p.Log.LogEndOffset() >= hw
+		}
+		st.leaderHW = -1
+		if leo := p.Log.DurableEnd(); hw > leo {
+			hw = leo
+			st.leaderHW = r.HighWatermark
+		}
+		if hw >= 0 {
+			p.SetHighWatermark(hw, true)
+		}
+		f.followLogStart(p, r.LogStartOffset)
+		return nil
+	})
 	return true
 }
 

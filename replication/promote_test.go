@@ -1,10 +1,14 @@
 package replication
 
 import (
+	"context"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
 
 	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/broker/storage"
@@ -20,11 +24,18 @@ import (
 // read just before it was removed from following p, or a producer's
 // request in flight appends to a leader, counting the appends: it stops
 // at the first that p refuses as NOT_LEADER_OR_FOLLOWER (p's role
-// changed) or once stop is closed. done is closed when it has stopped.
-func racer(t *testing.T, appendOne func() error, appended *atomic.Int64, stop <-chan struct{}) (done chan struct{}) {
-	done = make(chan struct{})
+// changed), or when halt is called; halt returns once it has stopped, and
+// runs at the test's end too. done is closed when it stops.
+func racer(t *testing.T, appendOne func() error, appended *atomic.Int64) (halt func(), done <-chan struct{}) {
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	halt = func() {
+		once.Do(func() { close(stop) })
+		<-stopped
+	}
+	t.Cleanup(halt)
 	go func() {
-		defer close(done)
+		defer close(stopped)
 		for {
 			select {
 			case <-stop:
@@ -40,7 +51,23 @@ func racer(t *testing.T, appendOne func() error, appended *atomic.Int64, stop <-
 			appended.Add(1)
 		}
 	}()
-	return done
+	return halt, stopped
+}
+
+// started waits until a racer has appended three batches, failing the
+// test if it stopped first or takes more than ten seconds.
+func started(t *testing.T, appended *atomic.Int64, done <-chan struct{}) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for appended.Load() < 3 {
+		select {
+		case <-done:
+			t.Fatalf("the appender stopped after %d appends", appended.Load())
+		case <-deadline:
+			t.Fatalf("the appender made %d appends in 10 s", appended.Load())
+		case <-time.After(time.Millisecond):
+		}
+	}
 }
 
 // oneRecord is a batch of one record at offset base, of leader epoch epoch.
@@ -51,14 +78,14 @@ func oneRecord(base int64, epoch int32) ([]byte, error) {
 }
 
 // staleFetcher appends batches of leader epoch epoch to p as its follower.
-func staleFetcher(t *testing.T, p *broker.Partition, epoch int32, appended *atomic.Int64, stop <-chan struct{}) chan struct{} {
+func staleFetcher(t *testing.T, p *broker.Partition, epoch int32, appended *atomic.Int64) (halt func(), done <-chan struct{}) {
 	return racer(t, func() error {
 		b, err := oneRecord(p.Log.LogEndOffset(), epoch)
 		if err == nil {
 			_, err = p.AppendAsFollower(b, epoch)
 		}
 		return err
-	}, appended, stop)
+	}, appended)
 }
 
 // follower makes p a follower of broker 2 at leader epoch 3, its log
@@ -122,15 +149,11 @@ func TestPromotionFencesStaleFollowerAppends(t *testing.T) {
 		follower(t, p)
 
 		var appended atomic.Int64
-		stop := make(chan struct{})
-		done := staleFetcher(t, p, 3, &appended, stop)
-		for appended.Load() < 3 {
-			time.Sleep(time.Millisecond)
-		}
+		halt, done := staleFetcher(t, p, 3, &appended)
+		started(t, &appended, done)
 		np := &metadata.Partition{Topic: key.Topic, Partition: key.Partition, Replicas: []int32{1, 2}, ISR: []int32{1, 2}, Leader: 1, LeaderEpoch: 4, PartitionEpoch: 2}
 		m.becomeLeader(p, np)
-		close(stop)
-		<-done
+		halt()
 		checkEpochStart(t, m, p, appended.Load())
 	}
 }
@@ -157,22 +180,18 @@ func TestNewLeaderEpochFencesOldEpochAppends(t *testing.T) {
 		m.becomeLeader(p, np)
 
 		var appended atomic.Int64
-		stop := make(chan struct{})
-		done := racer(t, func() error {
+		halt, done := racer(t, func() error {
 			b, err := oneRecord(0, 0) // the leader assigns offsets and its epoch
 			if err == nil {
 				_, _, err = p.AppendAsLeader(b, 1)
 			}
 			return err
-		}, &appended, stop)
-		for appended.Load() < 3 {
-			time.Sleep(time.Millisecond)
-		}
+		}, &appended)
+		started(t, &appended, done)
 		np = np.Clone()
 		np.LeaderEpoch, np.PartitionEpoch = 4, 2
 		m.becomeLeader(p, np)
-		close(stop)
-		<-done
+		halt()
 		// The producer kept appending, now at epoch 4: epoch 3 ends where
 		// epoch 4 starts, and no batch before it is of epoch 4.
 		_, end3 := p.Log.EndOffsetForEpoch(3)
@@ -246,8 +265,8 @@ func TestApplyPromotionFencesStaleFollowerAppends(t *testing.T) {
 	img := mt.Build(t, mt.Recs(mt.ClusterRec("c1"), mt.RegisterRec(1, 1, false), mt.RegisterRec(2, 1, false)), recs)
 
 	var appended [n]atomic.Int64
-	var dones []chan struct{}
-	stop := make(chan struct{})
+	var halts []func()
+	var dones []<-chan struct{}
 	var ps []*broker.Partition
 	var changes []*pb.MetadataRecord
 	for i := range int32(n) {
@@ -257,24 +276,132 @@ func TestApplyPromotionFencesStaleFollowerAppends(t *testing.T) {
 		}
 		follower(t, p)
 		ps = append(ps, p)
-		dones = append(dones, staleFetcher(t, p, 3, &appended[i], stop))
+		halt, done := staleFetcher(t, p, 3, &appended[i])
+		halts, dones = append(halts, halt), append(dones, done)
 		changes = append(changes, mt.ChangeRec("orders", i, 1, []int32{1, 2}, 4, 2))
 	}
 	for i := range appended {
-		for appended[i].Load() < 3 {
-			time.Sleep(time.Millisecond)
-		}
+		started(t, &appended[i], dones[i])
 	}
 	next, d, err := metadata.Apply(img, mt.BatchAt(3, changes...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	m.Apply(next, d)
-	close(stop)
-	for _, done := range dones {
-		<-done
+	for _, halt := range halts {
+		halt()
 	}
 	for i, p := range ps {
 		checkEpochStart(t, m, p, appended[i].Load())
+	}
+}
+
+// slowLeader answers OffsetForLeaderEpoch only once answer is closed, as
+// an old leader that is slow to answer does; asked is closed when the
+// request arrives.
+type slowLeader struct {
+	pb.ConsumerClient
+	asked, answer chan struct{}
+	resp          *pb.OffsetForLeaderEpochPartitionResponse
+}
+
+func (s *slowLeader) OffsetForLeaderEpoch(ctx context.Context, in *pb.OffsetForLeaderEpochRequest, _ ...grpc.CallOption) (*pb.OffsetForLeaderEpochResponse, error) {
+	close(s.asked)
+	select {
+	case <-s.answer:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return &pb.OffsetForLeaderEpochResponse{Partitions: []*pb.OffsetForLeaderEpochPartitionResponse{s.resp}}, nil
+}
+
+// TestRemovedFetcherLeavesTheNewLeadersLog: a fetcher's work on a
+// partition other than appends (the truncation by leader epoch once the
+// old leader answers, a restart at the leader's log start, the leader's
+// HW) happens only while the replica still follows that epoch. Here the
+// replica is promoted while its fetcher waits for the old leader's
+// OffsetForLeaderEpoch answer, or holds a fetch answer: the new leader's
+// log, with records written at its epoch, and its HW stay as they are.
+// Before, the late truncation cut the new leader's log (and its
+// acknowledged records with it).
+func TestRemovedFetcherLeavesTheNewLeadersLog(t *testing.T) {
+	for _, tc := range []string{"truncation", "log start restart", "high watermark"} {
+		t.Run(tc, func(t *testing.T) {
+			key := storage.PartitionKey{Topic: "orders", Partition: 0}
+			clk := clock.Real
+			m := New(DefaultConfig(1), nil, nil, nil, func() int64 { return 1 }, clk)
+			t.Cleanup(m.cancel)
+			cfg := storage.DefaultConfig()
+			cfg.Files = storage.NewFileCache(4)
+			l, err := storage.Open(filepath.Join(t.TempDir(), storage.DirName(key.Topic, key.Partition)), key, cfg, 0, clk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(l.Abandon)
+			p := broker.NewPartition(key, l, 0)
+			follower(t, p)
+			for range 10 { // offsets 0-9 at epoch 3, from the old leader
+				b, err := oneRecord(p.Log.LogEndOffset(), 3)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := p.AppendAsFollower(b, 3); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f := newFetcher(m, 2)
+			st := &fetchState{p: p, leaderEpoch: 3, truncate: true, leaderHW: -1}
+			f.parts[key] = st
+
+			promote := func() {
+				f.remove(key) // as unfollow does
+				np := &metadata.Partition{Topic: key.Topic, Partition: 0, Replicas: []int32{1, 2}, ISR: []int32{1}, Leader: 1, LeaderEpoch: 4, PartitionEpoch: 2}
+				m.becomeLeader(p, np)
+				for range 2 { // offsets 10-11 at epoch 4, acknowledged with ISR [1]
+					b, err := oneRecord(0, 0)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if _, _, err := p.AppendAsLeader(b, -1); err != nil {
+						t.Fatal(err)
+					}
+				}
+				le := m.leader(key)
+				le.mu.Lock()
+				m.advanceHWLocked(le)
+				le.mu.Unlock()
+			}
+
+			switch tc {
+			case "truncation":
+				// The old leader says epoch 3 ended at 5 (it lost 5-9).
+				c := &slowLeader{asked: make(chan struct{}), answer: make(chan struct{}),
+					resp: &pb.OffsetForLeaderEpochPartitionResponse{Topic: key.Topic, LeaderEpoch: 3, EndOffset: 5}}
+				type result struct {
+					done bool
+					err  error
+				}
+				got := make(chan result, 1)
+				go func() {
+					done, err := f.truncateOne(c, st)
+					got <- result{done, err}
+				}()
+				<-c.asked
+				promote()
+				close(c.answer)
+				if r := <-got; r.err != nil {
+					t.Fatalf("truncateOne: %v", r.err)
+				}
+			case "log start restart":
+				promote()
+				f.handle(st, &pb.FetchPartitionResponse{Topic: key.Topic, ErrorCode: pb.ErrorCode_OFFSET_OUT_OF_RANGE, LogStartOffset: 100, HighWatermark: -1})
+			case "high watermark":
+				promote()
+				f.handle(st, &pb.FetchPartitionResponse{Topic: key.Topic, HighWatermark: 3, LogStartOffset: 0})
+			}
+			if leo, start, hw := p.Log.LogEndOffset(), p.Log.LogStartOffset(), p.HighWatermark(); leo != 12 || start != 0 || hw != 12 {
+				t.Fatalf("the new leader's log is [%d, %d) with HW %d after its removed fetcher's late work, want [0, 12) with HW 12", start, leo, hw)
+			}
+		})
 	}
 }
