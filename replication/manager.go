@@ -357,10 +357,10 @@ const prepareParallelism = 8
 // becomeLeader does first (which then finds both done). Such a partition
 // takes no appends (produce is refused, its fetcher is gone and its
 // follower role ended with the epoch's start) until becomeLeader makes it
-// the leader. A partition d changes twice is left
-// to Apply. A log that fails to open here fails, and is logged, again
-// there; a failed epoch checkpoint is logged here (becomeLeader then finds
-// the epoch in the cache and writes nothing).
+// the leader. A partition d changes twice is left to Apply. A log that
+// fails to open here fails, and is logged, again there; a failed epoch
+// checkpoint is logged here (becomeLeader then finds the epoch in the
+// cache and writes nothing).
 func (m *Manager) prepare(img *metadata.Image, d *metadata.Delta) {
 	type job struct {
 		key     storage.PartitionKey
