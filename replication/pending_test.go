@@ -1,12 +1,10 @@
 package replication
 
 import (
-	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
 
-	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/broker/storage"
 	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/metadata"
@@ -21,14 +19,7 @@ import (
 func TestSameLeadershipKeepsPendingExpansion(t *testing.T) {
 	key := storage.PartitionKey{Topic: "orders", Partition: 0}
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
-	cfg := storage.DefaultConfig()
-	cfg.Files = storage.NewFileCache(4)
-	l, err := storage.Open(filepath.Join(t.TempDir(), storage.DirName(key.Topic, key.Partition)), key, cfg, 0, clk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(l.Abandon)
-	p := broker.NewPartition(key, l, 0)
+	p := newTestPartition(t, key, clk)
 	m := New(DefaultConfig(1), nil, nil, nil, func() int64 { return 1 }, clk)
 	t.Cleanup(m.cancel)
 
@@ -87,14 +78,7 @@ func TestSameLeadershipKeepsPendingExpansion(t *testing.T) {
 func TestFollowerLogStartsPruned(t *testing.T) {
 	key := storage.PartitionKey{Topic: "orders", Partition: 0}
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
-	cfg := storage.DefaultConfig()
-	cfg.Files = storage.NewFileCache(4)
-	l, err := storage.Open(filepath.Join(t.TempDir(), storage.DirName(key.Topic, key.Partition)), key, cfg, 0, clk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(l.Abandon)
-	p := broker.NewPartition(key, l, 0)
+	p := newTestPartition(t, key, clk)
 	m := New(DefaultConfig(1), nil, nil, nil, func() int64 { return 1 }, clk)
 	t.Cleanup(m.cancel)
 

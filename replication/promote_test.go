@@ -2,7 +2,6 @@ package replication
 
 import (
 	"context"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -138,14 +137,7 @@ func TestPromotionFencesStaleFollowerAppends(t *testing.T) {
 	t.Cleanup(m.cancel)
 	for round := range 10 {
 		key := storage.PartitionKey{Topic: "orders", Partition: int32(round)}
-		cfg := storage.DefaultConfig()
-		cfg.Files = storage.NewFileCache(4)
-		l, err := storage.Open(filepath.Join(t.TempDir(), storage.DirName(key.Topic, key.Partition)), key, cfg, 0, clk)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(l.Abandon)
-		p := broker.NewPartition(key, l, 0)
+		p := newTestPartition(t, key, clk)
 		follower(t, p)
 
 		var appended atomic.Int64
@@ -168,14 +160,7 @@ func TestNewLeaderEpochFencesOldEpochAppends(t *testing.T) {
 	t.Cleanup(m.cancel)
 	for round := range 10 {
 		key := storage.PartitionKey{Topic: "orders", Partition: int32(round)}
-		cfg := storage.DefaultConfig()
-		cfg.Files = storage.NewFileCache(4)
-		l, err := storage.Open(filepath.Join(t.TempDir(), storage.DirName(key.Topic, key.Partition)), key, cfg, 0, clk)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(l.Abandon)
-		p := broker.NewPartition(key, l, 0)
+		p := newTestPartition(t, key, clk)
 		np := &metadata.Partition{Topic: key.Topic, Partition: key.Partition, Replicas: []int32{1, 2}, ISR: []int32{1, 2}, Leader: 1, LeaderEpoch: 3, PartitionEpoch: 1}
 		m.becomeLeader(p, np)
 
@@ -331,14 +316,7 @@ func TestRemovedFetcherLeavesTheNewLeadersLog(t *testing.T) {
 			clk := clock.Real
 			m := New(DefaultConfig(1), nil, nil, nil, func() int64 { return 1 }, clk)
 			t.Cleanup(m.cancel)
-			cfg := storage.DefaultConfig()
-			cfg.Files = storage.NewFileCache(4)
-			l, err := storage.Open(filepath.Join(t.TempDir(), storage.DirName(key.Topic, key.Partition)), key, cfg, 0, clk)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(l.Abandon)
-			p := broker.NewPartition(key, l, 0)
+			p := newTestPartition(t, key, clk)
 			follower(t, p)
 			for range 10 { // offsets 0-9 at epoch 3, from the old leader
 				b, err := oneRecord(p.Log.LogEndOffset(), 3)

@@ -15,7 +15,9 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-func throttleTestPartition(t *testing.T, key storage.PartitionKey, clk clock.Clock) *broker.Partition {
+// newTestPartition is a replica of key on a fresh log in a temporary
+// directory, abandoned at the test's end.
+func newTestPartition(t *testing.T, key storage.PartitionKey, clk clock.Clock) *broker.Partition {
 	t.Helper()
 	cfg := storage.DefaultConfig()
 	cfg.Files = storage.NewFileCache(4)
@@ -34,7 +36,7 @@ func throttleTestPartition(t *testing.T, key storage.PartitionKey, clk clock.Clo
 func TestLeaderThrottleSparesMaximalISR(t *testing.T) {
 	key := storage.PartitionKey{Topic: "orders", Partition: 0}
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
-	p := throttleTestPartition(t, key, clk)
+	p := newTestPartition(t, key, clk)
 	m := New(DefaultConfig(1), nil, nil, nil, func() int64 { return 1 }, clk)
 	t.Cleanup(m.cancel)
 	m.throttle.leaderSet.Store(&throttledSet{key.Topic: {all: true}})
@@ -89,13 +91,18 @@ func (f *fetchRecorder) Fetch(_ context.Context, req *pb.FetchRequest, _ ...grpc
 func TestFollowerThrottleCaughtUpWithLeaderHW(t *testing.T) {
 	key := storage.PartitionKey{Topic: "orders", Partition: 0}
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
-	p := throttleTestPartition(t, key, clk) // log end 0
+	p := newTestPartition(t, key, clk) // log end 0
 	m := New(DefaultConfig(2), nil, nil, nil, func() int64 { return 1 }, clk)
 	t.Cleanup(m.cancel)
 	// This broker's metadata has not heard of the partition at all: it
 	// cannot tell this replica is in the ISR.
 	m.throttle.followerSet.Store(&throttledSet{key.Topic: {all: true}})
 
+	// It follows broker 1 at epoch 3 (a fetcher applies what the leader
+	// answers only to a replica that still follows it).
+	if err := p.SetLeadership(broker.Leadership{Role: broker.RoleFollower, Leader: 1, LeaderEpoch: 3, Replicas: []int32{1, 2}}, nil); err != nil {
+		t.Fatal(err)
+	}
 	f := newFetcher(m, 1)
 	st := &fetchState{p: p, leaderEpoch: 3, leaderHW: -1}
 	f.parts[key] = st
