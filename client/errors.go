@@ -187,6 +187,17 @@ var (
 	// ErrTransactionTimedOut: the coordinator aborted the transaction
 	// because it was open past transaction.timeout.ms; abort it and go on.
 	ErrTransactionTimedOut = &Error{Code: pb.ErrorCode_TRANSACTION_TIMED_OUT}
+
+	ErrLogDirNotFound           = &Error{Code: pb.ErrorCode_LOG_DIR_NOT_FOUND}
+	ErrTopicDeletionDisabled    = &Error{Code: pb.ErrorCode_TOPIC_DELETION_DISABLED}
+	ErrGroupMaxSizeReached      = &Error{Code: pb.ErrorCode_GROUP_MAX_SIZE_REACHED}
+	ErrInconsistentTopicID      = &Error{Code: pb.ErrorCode_INCONSISTENT_TOPIC_ID}
+	ErrFetchSessionTopicIDError = &Error{Code: pb.ErrorCode_FETCH_SESSION_TOPIC_ID_ERROR}
+	ErrFencedMemberEpoch        = &Error{Code: pb.ErrorCode_FENCED_MEMBER_EPOCH}
+	ErrUnreleasedInstanceID     = &Error{Code: pb.ErrorCode_UNRELEASED_INSTANCE_ID}
+	ErrUnsupportedAssignor      = &Error{Code: pb.ErrorCode_UNSUPPORTED_ASSIGNOR}
+	ErrStaleMemberEpoch         = &Error{Code: pb.ErrorCode_STALE_MEMBER_EPOCH}
+	ErrInvalidRegularExpression = &Error{Code: pb.ErrorCode_INVALID_REGULAR_EXPRESSION}
 )
 
 // SDK-side errors.

@@ -111,6 +111,16 @@ func TestEveryCodeHasASentinel(t *testing.T) {
 		pb.ErrorCode_INVALID_REGISTRATION:                  ErrInvalidRegistration,
 		pb.ErrorCode_TRANSACTION_ABORTABLE:                 ErrTransactionAbortable,
 		pb.ErrorCode_TRANSACTION_TIMED_OUT:                 ErrTransactionTimedOut,
+		pb.ErrorCode_LOG_DIR_NOT_FOUND:                     ErrLogDirNotFound,
+		pb.ErrorCode_TOPIC_DELETION_DISABLED:               ErrTopicDeletionDisabled,
+		pb.ErrorCode_GROUP_MAX_SIZE_REACHED:                ErrGroupMaxSizeReached,
+		pb.ErrorCode_INCONSISTENT_TOPIC_ID:                 ErrInconsistentTopicID,
+		pb.ErrorCode_FETCH_SESSION_TOPIC_ID_ERROR:          ErrFetchSessionTopicIDError,
+		pb.ErrorCode_FENCED_MEMBER_EPOCH:                   ErrFencedMemberEpoch,
+		pb.ErrorCode_UNRELEASED_INSTANCE_ID:                ErrUnreleasedInstanceID,
+		pb.ErrorCode_UNSUPPORTED_ASSIGNOR:                  ErrUnsupportedAssignor,
+		pb.ErrorCode_STALE_MEMBER_EPOCH:                    ErrStaleMemberEpoch,
+		pb.ErrorCode_INVALID_REGULAR_EXPRESSION:            ErrInvalidRegularExpression,
 	}
 	for _, code := range allCodes() {
 		s, ok := sentinels[code]

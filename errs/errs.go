@@ -276,6 +276,26 @@ var table = map[pb.ErrorCode]entry{
 	// in Kafka's producer; the consumer itself stops (ErrFencedInstanceID).
 	pb.ErrorCode_FENCED_INSTANCE_ID: {false, Abortable},
 
+	// Topic ids: Kafka's exceptions for these are InvalidMetadataException
+	// or RetriableException (refresh metadata, then retry).
+	pb.ErrorCode_UNKNOWN_TOPIC_ID:             retry,
+	pb.ErrorCode_INCONSISTENT_TOPIC_ID:        retry,
+	pb.ErrorCode_FETCH_SESSION_TOPIC_ID_ERROR: retry,
+
+	// The consumer group protocol (KIP-848). None is retriable as it stands
+	// (the member heartbeats again, or rejoins, first); an offset commit in
+	// a transaction that names a member the group has moved past must
+	// abort, as for ILLEGAL_GENERATION.
+	pb.ErrorCode_FENCED_MEMBER_EPOCH:        {false, Abortable},
+	pb.ErrorCode_STALE_MEMBER_EPOCH:         {false, Abortable},
+	pb.ErrorCode_UNRELEASED_INSTANCE_ID:     fatal,
+	pb.ErrorCode_UNSUPPORTED_ASSIGNOR:       fatal,
+	pb.ErrorCode_INVALID_REGULAR_EXPRESSION: fatal,
+	pb.ErrorCode_GROUP_MAX_SIZE_REACHED:     fatal,
+
+	pb.ErrorCode_LOG_DIR_NOT_FOUND:       fatal,
+	pb.ErrorCode_TOPIC_DELETION_DISABLED: fatal,
+
 	// CLUSTER_AUTHORIZATION_FAILED: a client asked for what only other
 	// nodes may do. DUPLICATE_BROKER_REGISTRATION: the broker id is held by
 	// a live session (a broker retries its registration until that session
@@ -358,6 +378,14 @@ var (
 	MemberIDRequired             = &Error{Code: pb.ErrorCode_MEMBER_ID_REQUIRED}
 	FencedInstanceID             = &Error{Code: pb.ErrorCode_FENCED_INSTANCE_ID}
 	UnsupportedCompressionType   = &Error{Code: pb.ErrorCode_UNSUPPORTED_COMPRESSION_TYPE}
+	UnknownTopicID               = &Error{Code: pb.ErrorCode_UNKNOWN_TOPIC_ID}
+	InconsistentTopicID          = &Error{Code: pb.ErrorCode_INCONSISTENT_TOPIC_ID}
+	FencedMemberEpoch            = &Error{Code: pb.ErrorCode_FENCED_MEMBER_EPOCH}
+	StaleMemberEpoch             = &Error{Code: pb.ErrorCode_STALE_MEMBER_EPOCH}
+	UnreleasedInstanceID         = &Error{Code: pb.ErrorCode_UNRELEASED_INSTANCE_ID}
+	UnsupportedAssignor          = &Error{Code: pb.ErrorCode_UNSUPPORTED_ASSIGNOR}
+	InvalidRegularExpression     = &Error{Code: pb.ErrorCode_INVALID_REGULAR_EXPRESSION}
+	GroupMaxSizeReached          = &Error{Code: pb.ErrorCode_GROUP_MAX_SIZE_REACHED}
 	// issue 22: sasl
 	SaslAuthenticationFailed = &Error{Code: pb.ErrorCode_SASL_AUTHENTICATION_FAILED}
 	UnsupportedSaslMechanism = &Error{Code: pb.ErrorCode_UNSUPPORTED_SASL_MECHANISM}

@@ -116,6 +116,9 @@ const (
 	ErrorCode_NO_REASSIGNMENT_IN_PROGRESS    ErrorCode = 85
 	// GROUP_SUBSCRIBED_TO_TOPIC: an offset of a topic the group's members
 	// consume cannot be deleted.
+	ErrorCode_LOG_DIR_NOT_FOUND         ErrorCode = 57
+	ErrorCode_TOPIC_DELETION_DISABLED   ErrorCode = 73
+	ErrorCode_GROUP_MAX_SIZE_REACHED    ErrorCode = 81
 	ErrorCode_GROUP_SUBSCRIBED_TO_TOPIC ErrorCode = 86
 	ErrorCode_INVALID_RECORD            ErrorCode = 87
 	ErrorCode_UNSTABLE_OFFSET_COMMIT    ErrorCode = 88
@@ -129,20 +132,38 @@ const (
 	ErrorCode_DUPLICATE_BROKER_REGISTRATION ErrorCode = 101
 	ErrorCode_BROKER_ID_NOT_REGISTERED      ErrorCode = 102
 	// UNKNOWN_TOPIC_ID: a request names a topic by an id no topic has.
-	ErrorCode_UNKNOWN_TOPIC_ID           ErrorCode = 100
+	ErrorCode_UNKNOWN_TOPIC_ID ErrorCode = 100
+	// INCONSISTENT_TOPIC_ID: a request's topic id is not the id of the
+	// topic the partition belongs to now (the topic was re-created).
+	ErrorCode_INCONSISTENT_TOPIC_ID      ErrorCode = 103
 	ErrorCode_INCONSISTENT_CLUSTER_ID    ErrorCode = 104
 	ErrorCode_TRANSACTIONAL_ID_NOT_FOUND ErrorCode = 105
-	ErrorCode_INELIGIBLE_REPLICA         ErrorCode = 107
-	ErrorCode_NEW_LEADER_ELECTED         ErrorCode = 108
+	// FETCH_SESSION_TOPIC_ID_ERROR: a fetch session's topics were named by
+	// id in one request and by name in another, or an id changed.
+	ErrorCode_FETCH_SESSION_TOPIC_ID_ERROR ErrorCode = 106
+	ErrorCode_INELIGIBLE_REPLICA           ErrorCode = 107
+	ErrorCode_NEW_LEADER_ELECTED           ErrorCode = 108
 	// MISMATCHED_ENDPOINT_TYPE: a request for controllers sent to a broker
 	// (DescribeCluster's endpoint type, KIP-919).
 	ErrorCode_MISMATCHED_ENDPOINT_TYPE ErrorCode = 114
-	ErrorCode_INVALID_REGISTRATION     ErrorCode = 119
-	ErrorCode_TRANSACTION_ABORTABLE    ErrorCode = 120
+	// The consumer group protocol (KIP-848): a member's epoch is older than
+	// the group's view of it (FENCED_MEMBER_EPOCH: rejoin), a static member's
+	// previous incarnation still holds partitions (UNRELEASED_INSTANCE_ID), an
+	// assignor the broker does not have (UNSUPPORTED_ASSIGNOR), an offset
+	// commit at an older member epoch (STALE_MEMBER_EPOCH).
+	ErrorCode_FENCED_MEMBER_EPOCH    ErrorCode = 110
+	ErrorCode_UNRELEASED_INSTANCE_ID ErrorCode = 111
+	ErrorCode_UNSUPPORTED_ASSIGNOR   ErrorCode = 112
+	ErrorCode_STALE_MEMBER_EPOCH     ErrorCode = 113
+	ErrorCode_INVALID_REGISTRATION   ErrorCode = 119
+	ErrorCode_TRANSACTION_ABORTABLE  ErrorCode = 120
 	// DUPLICATE_VOTER / VOTER_NOT_FOUND: a controller quorum change names a
 	// node already a voter / not a voter (KIP-853).
 	ErrorCode_DUPLICATE_VOTER ErrorCode = 126
 	ErrorCode_VOTER_NOT_FOUND ErrorCode = 127
+	// INVALID_REGULAR_EXPRESSION: a consumer group subscription's regular
+	// expression does not compile (KIP-848).
+	ErrorCode_INVALID_REGULAR_EXPRESSION ErrorCode = 130
 	// TRANSACTION_TIMED_OUT is Strand's: the coordinator aborted the
 	// transaction because it outlived transaction.timeout.ms. Kafka reports
 	// this case as PRODUCER_FENCED / INVALID_PRODUCER_EPOCH, which users read
@@ -228,6 +249,9 @@ var (
 		83:    "ELIGIBLE_LEADERS_NOT_AVAILABLE",
 		84:    "ELECTION_NOT_NEEDED",
 		85:    "NO_REASSIGNMENT_IN_PROGRESS",
+		57:    "LOG_DIR_NOT_FOUND",
+		73:    "TOPIC_DELETION_DISABLED",
+		81:    "GROUP_MAX_SIZE_REACHED",
 		86:    "GROUP_SUBSCRIBED_TO_TOPIC",
 		87:    "INVALID_RECORD",
 		88:    "UNSTABLE_OFFSET_COMMIT",
@@ -239,15 +263,22 @@ var (
 		101:   "DUPLICATE_BROKER_REGISTRATION",
 		102:   "BROKER_ID_NOT_REGISTERED",
 		100:   "UNKNOWN_TOPIC_ID",
+		103:   "INCONSISTENT_TOPIC_ID",
 		104:   "INCONSISTENT_CLUSTER_ID",
 		105:   "TRANSACTIONAL_ID_NOT_FOUND",
+		106:   "FETCH_SESSION_TOPIC_ID_ERROR",
 		107:   "INELIGIBLE_REPLICA",
 		108:   "NEW_LEADER_ELECTED",
 		114:   "MISMATCHED_ENDPOINT_TYPE",
+		110:   "FENCED_MEMBER_EPOCH",
+		111:   "UNRELEASED_INSTANCE_ID",
+		112:   "UNSUPPORTED_ASSIGNOR",
+		113:   "STALE_MEMBER_EPOCH",
 		119:   "INVALID_REGISTRATION",
 		120:   "TRANSACTION_ABORTABLE",
 		126:   "DUPLICATE_VOTER",
 		127:   "VOTER_NOT_FOUND",
+		130:   "INVALID_REGULAR_EXPRESSION",
 		10001: "TRANSACTION_TIMED_OUT",
 	}
 	ErrorCode_value = map[string]int32{
@@ -326,6 +357,9 @@ var (
 		"ELIGIBLE_LEADERS_NOT_AVAILABLE":        83,
 		"ELECTION_NOT_NEEDED":                   84,
 		"NO_REASSIGNMENT_IN_PROGRESS":           85,
+		"LOG_DIR_NOT_FOUND":                     57,
+		"TOPIC_DELETION_DISABLED":               73,
+		"GROUP_MAX_SIZE_REACHED":                81,
 		"GROUP_SUBSCRIBED_TO_TOPIC":             86,
 		"INVALID_RECORD":                        87,
 		"UNSTABLE_OFFSET_COMMIT":                88,
@@ -337,15 +371,22 @@ var (
 		"DUPLICATE_BROKER_REGISTRATION":         101,
 		"BROKER_ID_NOT_REGISTERED":              102,
 		"UNKNOWN_TOPIC_ID":                      100,
+		"INCONSISTENT_TOPIC_ID":                 103,
 		"INCONSISTENT_CLUSTER_ID":               104,
 		"TRANSACTIONAL_ID_NOT_FOUND":            105,
+		"FETCH_SESSION_TOPIC_ID_ERROR":          106,
 		"INELIGIBLE_REPLICA":                    107,
 		"NEW_LEADER_ELECTED":                    108,
 		"MISMATCHED_ENDPOINT_TYPE":              114,
+		"FENCED_MEMBER_EPOCH":                   110,
+		"UNRELEASED_INSTANCE_ID":                111,
+		"UNSUPPORTED_ASSIGNOR":                  112,
+		"STALE_MEMBER_EPOCH":                    113,
 		"INVALID_REGISTRATION":                  119,
 		"TRANSACTION_ABORTABLE":                 120,
 		"DUPLICATE_VOTER":                       126,
 		"VOTER_NOT_FOUND":                       127,
+		"INVALID_REGULAR_EXPRESSION":            130,
 		"TRANSACTION_TIMED_OUT":                 10001,
 	}
 )
@@ -484,7 +525,7 @@ const file_strand_v1_common_proto_rawDesc = "" +
 	"\x16strand/v1/common.proto\x12\tstrand.v1\"D\n" +
 	"\x0eTopicPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
-	"\tpartition\x18\x02 \x01(\x05R\tpartition*\xd5\x14\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition*\xea\x16\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12!\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\x17\n" +
@@ -561,7 +602,10 @@ const file_strand_v1_common_proto_rawDesc = "" +
 	"\x12FENCED_INSTANCE_ID\x10R\x12\"\n" +
 	"\x1eELIGIBLE_LEADERS_NOT_AVAILABLE\x10S\x12\x17\n" +
 	"\x13ELECTION_NOT_NEEDED\x10T\x12\x1f\n" +
-	"\x1bNO_REASSIGNMENT_IN_PROGRESS\x10U\x12\x1d\n" +
+	"\x1bNO_REASSIGNMENT_IN_PROGRESS\x10U\x12\x15\n" +
+	"\x11LOG_DIR_NOT_FOUND\x109\x12\x1b\n" +
+	"\x17TOPIC_DELETION_DISABLED\x10I\x12\x1a\n" +
+	"\x16GROUP_MAX_SIZE_REACHED\x10Q\x12\x1d\n" +
 	"\x19GROUP_SUBSCRIBED_TO_TOPIC\x10V\x12\x12\n" +
 	"\x0eINVALID_RECORD\x10W\x12\x1a\n" +
 	"\x16UNSTABLE_OFFSET_COMMIT\x10X\x12\x1d\n" +
@@ -572,16 +616,23 @@ const file_strand_v1_common_proto_rawDesc = "" +
 	"\x15FEATURE_UPDATE_FAILED\x10`\x12!\n" +
 	"\x1dDUPLICATE_BROKER_REGISTRATION\x10e\x12\x1c\n" +
 	"\x18BROKER_ID_NOT_REGISTERED\x10f\x12\x14\n" +
-	"\x10UNKNOWN_TOPIC_ID\x10d\x12\x1b\n" +
+	"\x10UNKNOWN_TOPIC_ID\x10d\x12\x19\n" +
+	"\x15INCONSISTENT_TOPIC_ID\x10g\x12\x1b\n" +
 	"\x17INCONSISTENT_CLUSTER_ID\x10h\x12\x1e\n" +
-	"\x1aTRANSACTIONAL_ID_NOT_FOUND\x10i\x12\x16\n" +
+	"\x1aTRANSACTIONAL_ID_NOT_FOUND\x10i\x12 \n" +
+	"\x1cFETCH_SESSION_TOPIC_ID_ERROR\x10j\x12\x16\n" +
 	"\x12INELIGIBLE_REPLICA\x10k\x12\x16\n" +
 	"\x12NEW_LEADER_ELECTED\x10l\x12\x1c\n" +
-	"\x18MISMATCHED_ENDPOINT_TYPE\x10r\x12\x18\n" +
+	"\x18MISMATCHED_ENDPOINT_TYPE\x10r\x12\x17\n" +
+	"\x13FENCED_MEMBER_EPOCH\x10n\x12\x1a\n" +
+	"\x16UNRELEASED_INSTANCE_ID\x10o\x12\x18\n" +
+	"\x14UNSUPPORTED_ASSIGNOR\x10p\x12\x16\n" +
+	"\x12STALE_MEMBER_EPOCH\x10q\x12\x18\n" +
 	"\x14INVALID_REGISTRATION\x10w\x12\x19\n" +
 	"\x15TRANSACTION_ABORTABLE\x10x\x12\x13\n" +
 	"\x0fDUPLICATE_VOTER\x10~\x12\x13\n" +
-	"\x0fVOTER_NOT_FOUND\x10\x7f\x12\x1a\n" +
+	"\x0fVOTER_NOT_FOUND\x10\x7f\x12\x1f\n" +
+	"\x1aINVALID_REGULAR_EXPRESSION\x10\x82\x01\x12\x1a\n" +
 	"\x15TRANSACTION_TIMED_OUT\x10\x91N*:\n" +
 	"\x0eIsolationLevel\x12\x14\n" +
 	"\x10READ_UNCOMMITTED\x10\x00\x12\x12\n" +
