@@ -543,9 +543,15 @@ func (r *rawTxn) commitOffsetOnce(v int16, group string) int16 {
 
 func (r *rawTxn) endTxn(v int16, commit bool) *kmsg.EndTxnResponse {
 	r.t.Helper()
+	return r.endTxnWith(capped(r.t, r.c, kmsg.EndTxn, v), commit)
+}
+
+// endTxnWith sends EndTxn through cl (capped at the version wanted).
+func (r *rawTxn) endTxnWith(cl *kgo.Client, commit bool) *kmsg.EndTxnResponse {
+	r.t.Helper()
 	req := kmsg.NewPtrEndTxnRequest()
 	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = r.id, r.pid, r.epoch, commit
-	resp, err := req.RequestWith(r.ctx, capped(r.t, r.c, kmsg.EndTxn, v))
+	resp, err := req.RequestWith(r.ctx, cl)
 	if err != nil {
 		r.t.Fatal(err)
 	}
