@@ -312,8 +312,12 @@ func decideAdd(m *Metadata, r Request) Decision {
 		}
 	}
 	if r.Kind == KindVerifyPartitions {
+		// Kafka's handleVerifyPartitionsInTransaction: a partition the
+		// transaction does not hold is TRANSACTION_ABORTABLE; the leader
+		// that asked answers it as INVALID_TXN_STATE to a client too old
+		// to know it (Produce below v11, TxnOffsetCommit below v4).
 		if m.State != Ongoing || missing {
-			return fail(pb.ErrorCode_INVALID_TXN_STATE, "the partitions are not part of an open transaction of %q", m.TransactionalID)
+			return fail(pb.ErrorCode_TRANSACTION_ABORTABLE, "the partitions are not part of an open transaction of %q (add them with AddPartitionsToTxn or AddOffsetsToTxn first); abort the transaction", m.TransactionalID)
 		}
 		return Decision{}
 	}

@@ -110,7 +110,7 @@ func TestDecideTable(t *testing.T) {
 	end := func(tv int16, pid int64, epoch int16, commit bool) Request {
 		return Request{Kind: KindEndTxn, TxnVersion: tv, ProducerID: pid, Epoch: epoch, Commit: commit}
 	}
-	const PF, ITS, IPM = "PRODUCER_FENCED", "INVALID_TXN_STATE", "INVALID_PRODUCER_ID_MAPPING"
+	const PF, ITS, IPM, TA = "PRODUCER_FENCED", "INVALID_TXN_STATE", "INVALID_PRODUCER_ID_MAPPING", "TRANSACTION_ABORTABLE"
 	fenceAbort := "PrepareAbort@6+markers → CONCURRENT_TRANSACTIONS"
 	rows := []struct {
 		name string
@@ -151,13 +151,12 @@ func TestDecideTable(t *testing.T) {
 			[]string{IPM, IPM, PF, PF, PF, PF, PF, PF, PF, PF}},
 		{"add other producer id", add(KindAddPartitions, 999, 5, tp0),
 			[]string{IPM, IPM, IPM, IPM, IPM, IPM, IPM, IPM, IPM, IPM}},
-		// Verify-only never writes. Kafka answers TRANSACTION_ABORTABLE per
-		// partition that is missing; Strand's callers of verify-only want
-		// INVALID_TXN_STATE.
+		// Verify-only never writes. As Kafka, a partition the transaction
+		// does not hold (none open, or not added) is TRANSACTION_ABORTABLE.
 		{"verify partition in", add(KindVerifyPartitions, 100, 5, tp0),
-			[]string{IPM, IPM, ITS, "-", "busy", "busy", ITS, ITS, "busy", "busy"}},
+			[]string{IPM, IPM, TA, "-", "busy", "busy", TA, TA, "busy", "busy"}},
 		{"verify partition not in", add(KindVerifyPartitions, 100, 5, tp1),
-			[]string{IPM, IPM, ITS, ITS, "busy", "busy", ITS, ITS, "busy", "busy"}},
+			[]string{IPM, IPM, TA, TA, "busy", "busy", TA, TA, "busy", "busy"}},
 
 		// EndTxn, transaction version 2: the epoch is bumped at every end.
 		// Kafka's table for Empty and Complete* (trunk, 4.5: an empty
