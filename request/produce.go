@@ -239,6 +239,12 @@ func (h *Handler) addToTxn(ctx context.Context, txnID string, bh *record.Header,
 		add = h.TxnClient.Verify
 	}
 	if err := addPartitionAnswer(add(vctx, txnID, bh.ProducerID, bh.ProducerEpoch, topic, partition), txnID, topic, partition); err != nil {
+		if errs.CodeOf(err) != pb.ErrorCode_NOT_ENOUGH_REPLICAS {
+			// Refused for good: the verification has nothing left to
+			// guard. (A retriable refusal keeps it, and its lowest
+			// sequence holds later batches back until the retry.)
+			p.Log.DropTxnVerification(bh.ProducerID, guard)
+		}
 		return nil, err
 	}
 	if f := txnVerifiedHook.Load(); f != nil {

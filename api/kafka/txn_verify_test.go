@@ -122,6 +122,14 @@ func TestVerifiedBatchOvertakenByItsAbort(t *testing.T) {
 		return a.code, lso(t, ctx, plain, topic, 0), highWatermark(t, ctx, plain, topic, 0)
 	}
 
+	// A producer the coordinator does not know: refused for good, and the
+	// partition keeps no verification for it.
+	bogus := &rawTxn{t: t, ctx: ctx, c: c, id: "nobody", pid: 987654, topic: topic, leader: c.Partition(topic, 0).Leader}
+	wantCode(t, "Produce v11 of an unknown producer", bogus.produce(11, "x"), kerr.InvalidProducerIDMapping)
+	if v, ok := c.Log(bogus.leader, topic, 0).TxnVerification(bogus.pid); ok {
+		t.Fatalf("a verification the coordinator refused for good was kept: %+v", v)
+	}
+
 	code, lsoAt, hw := run(t, "overtaken-v1", false)
 	wantCode(t, "the late batch (Produce v11)", code, kerr.InvalidTxnState)
 	if lsoAt != hw {

@@ -29,6 +29,13 @@ import (
 // batch appended clears it too, after which the open transaction itself
 // vouches for the next batches until its marker.
 
+// maxVerifications bounds the verifications one partition keeps: each
+// lives until an append or a marker uses it, or producer.id.expiration.ms,
+// and producer ids a coordinator never knew would otherwise pile up. At
+// the bound the oldest goes (its batch, if still on its way, is refused
+// INVALID_TXN_STATE and its producer aborts).
+const maxVerifications = 10000
+
 // VerificationGuard is one verification of a producer's transaction on a
 // partition (Kafka's VerificationGuard): StartVerification makes it, the
 // append presents it, and it is good for that append as long as it is
@@ -84,6 +91,9 @@ func (m *ProducerStateManager) StartVerification(pid int64, seq int32, epoch int
 	v := m.verifications[pid]
 	switch {
 	case v == nil || epoch > v.epoch:
+		if v == nil && len(m.verifications) >= maxVerifications {
+			m.evictOldestVerification()
+		}
 		v = &verification{guard: &VerificationGuard{pid: pid, epoch: epoch}, epoch: epoch, lowestSeq: seq, createdMs: nowMs}
 		m.verifications[pid] = v
 	case epoch == v.epoch && seq < v.lowestSeq:
@@ -91,6 +101,26 @@ func (m *ProducerStateManager) StartVerification(pid int64, seq int32, epoch int
 	}
 	v.epochBump = epochBump
 	return v.guard
+}
+
+func (m *ProducerStateManager) evictOldestVerification() {
+	oldest, at := int64(-1), int64(0)
+	for pid, v := range m.verifications {
+		if oldest < 0 || v.createdMs < at {
+			oldest, at = pid, v.createdMs
+		}
+	}
+	delete(m.verifications, oldest)
+}
+
+// DropVerification forgets pid's verification if guard is still its
+// current one: the coordinator refused the batch for good (no such
+// producer, fenced), so nothing will append with it, and a producer id
+// nobody knows must not hold a place until it expires.
+func (m *ProducerStateManager) DropVerification(pid int64, guard *VerificationGuard) {
+	if v, ok := m.verifications[pid]; ok && guard != nil && v.guard == guard {
+		delete(m.verifications, pid)
+	}
 }
 
 // Verification returns a copy of pid's pending verification.
@@ -190,6 +220,14 @@ func (l *Log) StartTxnVerification(pid int64, seq int32, epoch int16, epochBump 
 			"producerId=%d: batch epoch %d is older than the epoch %d this partition has seen", pid, epoch, s.epoch)
 	}
 	return l.psm.StartVerification(pid, seq, epoch, epochBump, l.clk.Now().UnixMilli()), nil
+}
+
+// DropTxnVerification forgets pid's verification if guard is still its
+// current one (ProducerStateManager.DropVerification).
+func (l *Log) DropTxnVerification(pid int64, guard *VerificationGuard) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.psm.DropVerification(pid, guard)
 }
 
 // TxnVerification returns a copy of pid's pending verification (tests,

@@ -265,3 +265,32 @@ func TestVersion2MarkersAndVerification(t *testing.T) {
 		}
 	})
 }
+
+// TestVerificationBounds: a partition keeps at most maxVerifications (the
+// oldest goes), and a verification the coordinator refused for good is
+// dropped, unless a newer one replaced it.
+func TestVerificationBounds(t *testing.T) {
+	m := NewProducerStateManager()
+	for pid := int64(0); pid <= maxVerifications; pid++ {
+		m.StartVerification(pid, 0, 0, false, 1000+pid)
+	}
+	if n := len(m.verifications); n != maxVerifications {
+		t.Fatalf("%d verifications kept, want %d", n, maxVerifications)
+	}
+	if _, ok := m.Verification(0); ok {
+		t.Fatal("the oldest verification was kept past the bound")
+	}
+	if _, ok := m.Verification(maxVerifications); !ok {
+		t.Fatal("the newest verification was not kept")
+	}
+	old := m.StartVerification(1, 0, 0, false, 0)
+	newer := m.StartVerification(1, 0, 1, false, 0)
+	m.DropVerification(1, old)
+	if e, ok := m.Verification(1); !ok || e.Guard != newer {
+		t.Fatal("dropping a replaced guard dropped its replacement")
+	}
+	m.DropVerification(1, newer)
+	if _, ok := m.Verification(1); ok {
+		t.Fatal("a refused verification was kept")
+	}
+}
