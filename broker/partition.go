@@ -296,8 +296,20 @@ func (p *Partition) WaitForHW(ctx context.Context, offset int64, epoch int32) er
 }
 
 // AppendAsLeader appends client batches if this replica leads. It checks
-// min.insync.replicas first for acks=all.
+// min.insync.replicas first for acks=all. It does not check transaction
+// verification (AppendVerified does).
 func (p *Partition) AppendAsLeader(batches []byte, requiredAcks int32) (storage.AppendResult, int32, error) {
+	return p.appendAsLeader(batches, requiredAcks, false, nil)
+}
+
+// AppendVerified is AppendAsLeader for a client's produce: a
+// transactional batch must present guard, the verification
+// StartTxnVerification made (storage.Log.AppendVerifiedDeferred).
+func (p *Partition) AppendVerified(batches []byte, requiredAcks int32, guard *storage.VerificationGuard) (storage.AppendResult, int32, error) {
+	return p.appendAsLeader(batches, requiredAcks, true, guard)
+}
+
+func (p *Partition) appendAsLeader(batches []byte, requiredAcks int32, verified bool, guard *storage.VerificationGuard) (storage.AppendResult, int32, error) {
 	p.leaderMu.RLock()
 	defer p.leaderMu.RUnlock()
 	l := p.lead
@@ -308,11 +320,29 @@ func (p *Partition) AppendAsLeader(batches []byte, requiredAcks int32) (storage.
 		return storage.AppendResult{}, l.LeaderEpoch, errs.New(pb.ErrorCode_NOT_ENOUGH_REPLICAS,
 			"%s: the ISR %v has %d replicas, fewer than min.insync.replicas=%d", p.Key, l.ISR, len(l.ISR), p.minISR)
 	}
-	res, err := p.Log.AppendAsLeaderDeferred(batches, l.LeaderEpoch)
+	var res storage.AppendResult
+	var err error
+	if verified {
+		res, err = p.Log.AppendVerifiedDeferred(batches, l.LeaderEpoch, guard)
+	} else {
+		res, err = p.Log.AppendAsLeaderDeferred(batches, l.LeaderEpoch)
+	}
 	if err == nil && !res.Duplicate {
 		p.appended()
 	}
 	return res, l.LeaderEpoch, err
+}
+
+// StartTxnVerification starts the verification of a producer's
+// transactional batch on this leader (storage.Log.StartTxnVerification),
+// or answers NOT_LEADER_OR_FOLLOWER when this replica does not lead.
+func (p *Partition) StartTxnVerification(pid int64, seq int32, epoch int16, epochBump bool) (*storage.VerificationGuard, error) {
+	p.leaderMu.RLock()
+	defer p.leaderMu.RUnlock()
+	if l := p.lead; l.Role != RoleLeader {
+		return nil, p.notLeader(l)
+	}
+	return p.Log.StartTxnVerification(pid, seq, epoch, epochBump)
 }
 
 // WaitDurable blocks until offset is fsynced on this leader (an append

@@ -46,13 +46,34 @@ func (m *Manager) Partition(topic string, partition int32) (*broker.Partition, e
 }
 
 // AppendLeader appends a client's batches to a partition this node leads.
-// It returns at once; call Wait for acks=all.
+// It returns at once; call Wait for acks=all. It does not check
+// transaction verification: AppendLeaderVerified does, for a client's
+// produce.
 func (m *Manager) AppendLeader(topic string, partition int32, records []byte, acks int32) *Append {
+	return m.appendLeader(topic, partition, records, acks, false, nil)
+}
+
+// AppendLeaderVerified is AppendLeader for a client's produce: a
+// transactional batch that does not continue its producer's open
+// transaction must present guard, the verification the partition made
+// before the coordinator was asked, still current; otherwise it is
+// refused INVALID_TXN_STATE (broker/storage: verification.go).
+func (m *Manager) AppendLeaderVerified(topic string, partition int32, records []byte, acks int32, guard *storage.VerificationGuard) *Append {
+	return m.appendLeader(topic, partition, records, acks, true, guard)
+}
+
+func (m *Manager) appendLeader(topic string, partition int32, records []byte, acks int32, verified bool, guard *storage.VerificationGuard) *Append {
 	p, err := m.partitionFor(topic, partition)
 	if err != nil {
 		return &Append{Err: err}
 	}
-	res, epoch, err := p.AppendAsLeader(records, acks)
+	var res storage.AppendResult
+	var epoch int32
+	if verified {
+		res, epoch, err = p.AppendVerified(records, acks, guard)
+	} else {
+		res, epoch, err = p.AppendAsLeader(records, acks)
+	}
 	a := &Append{Result: res, Err: err, p: p, epoch: epoch, acks: acks, m: m}
 	if err == nil && !res.Duplicate {
 		m.OnLeaderAppend(p.Key)

@@ -3,9 +3,11 @@ package request
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/strand-io/strand/authz"
+	"github.com/strand-io/strand/broker/storage"
 	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/config"
@@ -183,12 +185,14 @@ func (h *Handler) appendOne(ctx context.Context, req *pb.ProduceRequest, pr *pb.
 		}
 		pos += bh.Size()
 	}
+	var guard *storage.VerificationGuard
 	if txnHeader != nil {
-		if err := h.addToTxn(ctx, req.TransactionalId, txnHeader, pr.Topic, pr.Partition, req.TransactionVersion); err != nil {
+		var err error
+		if guard, err = h.addToTxn(ctx, req.TransactionalId, txnHeader, pr.Topic, pr.Partition, req.TransactionVersion); err != nil {
 			return nil, err
 		}
 	}
-	a := h.Repl.AppendLeader(pr.Topic, pr.Partition, pr.Records, req.Acks)
+	a := h.Repl.AppendLeaderVerified(pr.Topic, pr.Partition, pr.Records, req.Acks, guard)
 	if a.Err == nil && !a.Result.Duplicate {
 		h.produced(pr.Topic, pr.Records)
 	}
@@ -203,23 +207,30 @@ func (h *Handler) appendOne(ctx context.Context, req *pb.ProduceRequest, pr *pb.
 // AddPartitionsToTxn, and the leader only verifies that (Kafka's
 // transaction.partition.verification). A partition where the producer
 // already has its transaction open at this epoch needs nothing.
-func (h *Handler) addToTxn(ctx context.Context, txnID string, bh *record.Header, topic string, partition int32, txnVersion int32) error {
+//
+// The answer can be overtaken: the transaction may end, and its marker
+// reach the partition, before the batch is appended. So the partition
+// makes a verification guard first (storage.Log.StartTxnVerification),
+// which any marker for the producer clears, and the batch is appended
+// with it (AppendLeaderVerified): a batch whose transaction ended in
+// between is refused INVALID_TXN_STATE instead of opening a transaction
+// nobody ends. addToTxn returns that guard (nil when none was needed).
+func (h *Handler) addToTxn(ctx context.Context, txnID string, bh *record.Header, topic string, partition int32, txnVersion int32) (*storage.VerificationGuard, error) {
 	if txnID == "" {
-		return errs.New(pb.ErrorCode_INVALID_TXN_STATE, "a transactional batch needs the producer's transactional id")
+		return nil, errs.New(pb.ErrorCode_INVALID_TXN_STATE, "a transactional batch needs the producer's transactional id")
 	}
 	if h.TxnClient == nil {
-		return errs.New(pb.ErrorCode_NOT_ENOUGH_REPLICAS, "node %d cannot reach a transaction coordinator", h.NodeID)
+		return nil, errs.New(pb.ErrorCode_NOT_ENOUGH_REPLICAS, "node %d cannot reach a transaction coordinator", h.NodeID)
 	}
-	if p, err := h.Repl.Partition(topic, partition); err == nil {
-		epoch, open := p.Log.ProducerTxn(bh.ProducerID)
-		if open && epoch == bh.ProducerEpoch {
-			return nil
-		}
-		if epoch >= 0 && bh.ProducerEpoch < epoch {
-			// Kafka checks this before asking the coordinator: a zombie is
-			// refused here, coordinator or not.
-			return errs.New(pb.ErrorCode_INVALID_PRODUCER_EPOCH, "producerId=%d: batch epoch %d is older than the epoch %d this partition has seen", bh.ProducerID, bh.ProducerEpoch, epoch)
-		}
+	p, err := h.Repl.Partition(topic, partition)
+	if err != nil {
+		return nil, err
+	}
+	// Kafka checks the epoch here, before asking the coordinator: a
+	// zombie is refused INVALID_PRODUCER_EPOCH, coordinator or not.
+	guard, err := p.StartTxnVerification(bh.ProducerID, bh.BaseSequence, bh.ProducerEpoch, txnVersion != 1)
+	if err != nil || guard == nil {
+		return nil, err
 	}
 	vctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -227,7 +238,33 @@ func (h *Handler) addToTxn(ctx context.Context, txnID string, bh *record.Header,
 	if txnVersion == 1 {
 		add = h.TxnClient.Verify
 	}
-	return addPartitionAnswer(add(vctx, txnID, bh.ProducerID, bh.ProducerEpoch, topic, partition), txnID, topic, partition)
+	if err := addPartitionAnswer(add(vctx, txnID, bh.ProducerID, bh.ProducerEpoch, topic, partition), txnID, topic, partition); err != nil {
+		if errs.CodeOf(err) != pb.ErrorCode_NOT_ENOUGH_REPLICAS {
+			// Refused for good: the verification has nothing left to
+			// guard. (A retriable refusal keeps it, and its lowest
+			// sequence holds later batches back until the retry.)
+			p.Log.DropTxnVerification(bh.ProducerID, guard)
+		}
+		return nil, err
+	}
+	if f := txnVerifiedHook.Load(); f != nil {
+		(*f)(topic, partition)
+	}
+	return guard, nil
+}
+
+// txnVerifiedHook, when set, runs after the coordinator answered for a
+// transactional batch and before the batch is appended: the window in
+// which its transaction can end under it. Tests end it there.
+var txnVerifiedHook atomic.Pointer[func(topic string, partition int32)]
+
+// SetTxnVerifiedHookForTesting makes f run between a transactional
+// batch's verification and its append, until restore is called. f runs on
+// the producing request's goroutine; it must not produce to the same
+// connection.
+func SetTxnVerifiedHookForTesting(f func(topic string, partition int32)) (restore func()) {
+	txnVerifiedHook.Store(&f)
+	return func() { txnVerifiedHook.Store(nil) }
 }
 
 // addPartitionAnswer is what a transactional batch is answered when adding

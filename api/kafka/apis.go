@@ -88,16 +88,12 @@ func handleApiVersions(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Respo
 // (franz-go then runs its first transaction below transaction version 2).
 func apiVersionsUnsupported() kmsg.Response {
 	resp := kmsg.NewPtrApiVersionsResponse()
-	resp.ErrorCode = int16(pb.ErrorCode_UNSUPPORTED_VERSION)
+	resp.ErrorCode = code(pb.ErrorCode_UNSUPPORTED_VERSION)
 	a := apis[int16(kmsg.ApiVersions)]
 	resp.ApiKeys = []kmsg.ApiVersionsResponseApiKey{{ApiKey: int16(kmsg.ApiVersions), MinVersion: a.min, MaxVersion: a.max}}
 	resp.SetVersion(0)
 	return resp
 }
-
-// code is an error code as Kafka's wire carries it (Strand's codes are
-// Kafka's numbers).
-func code(c pb.ErrorCode) int16 { return int16(c) }
 
 // errMsg is an error message as a nullable string: nil when empty.
 func errMsg(msg string) *string {

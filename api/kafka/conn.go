@@ -337,7 +337,7 @@ func unsupportedAnswer(key, version int16) kmsg.Response {
 		return nil
 	}
 	without := resp.AppendTo(nil)
-	f.SetInt(int64(pb.ErrorCode_UNSUPPORTED_VERSION))
+	f.SetInt(int64(code(pb.ErrorCode_UNSUPPORTED_VERSION)))
 	if bytes.Equal(without, resp.AppendTo(nil)) {
 		return nil
 	}

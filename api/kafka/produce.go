@@ -66,7 +66,7 @@ func produceResponse(req *kmsg.ProduceRequest, presp *pb.ProduceResponse) *kmsg.
 			i++
 			rp := kmsg.NewProduceResponseTopicPartition()
 			rp.Partition = pr.Partition
-			rp.ErrorCode, rp.ErrorMessage = code(pr.ErrorCode), errMsg(pr.ErrorMessage)
+			rp.ErrorCode, rp.ErrorMessage = answerCode(kmsg.Produce, req.Version, pr.ErrorCode), errMsg(pr.ErrorMessage)
 			rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = pr.BaseOffset, pr.LogAppendTimeMs, pr.LogStartOffset
 			for _, re := range pr.RecordErrors {
 				er := kmsg.NewProduceResponseTopicPartitionErrorRecord()

@@ -33,25 +33,13 @@ func init() {
 	register(kmsg.DescribeProducers, 0, 0, handleDescribeProducers)
 }
 
-// The first versions of each API that know PRODUCER_FENCED (KIP-588);
-// older ones are answered INVALID_PRODUCER_EPOCH instead, as Kafka does.
+// The first versions of EndTxn and TxnOffsetCommit that are transaction
+// version 2. (The versions that know PRODUCER_FENCED and
+// TRANSACTION_ABORTABLE: codes.go.)
 const (
-	fencedSinceInitProducerID    = 4
-	fencedSinceAddPartitionsTxn  = 2
-	fencedSinceAddOffsetsToTxn   = 2
-	fencedSinceEndTxn            = 2
 	txnVersion2SinceEndTxn       = 5
 	txnVersion2SinceOffsetCommit = 5
 )
-
-// fenced answers PRODUCER_FENCED as INVALID_PRODUCER_EPOCH to a version
-// that predates it.
-func fenced(c pb.ErrorCode, version, since int16) int16 {
-	if c == pb.ErrorCode_PRODUCER_FENCED && version < since {
-		return code(pb.ErrorCode_INVALID_PRODUCER_EPOCH)
-	}
-	return code(c)
-}
 
 // clientTxnVersion is the transaction version of a request at version v of
 // an API whose version 2 starts at since.
@@ -84,7 +72,7 @@ func handleInitProducerID(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Re
 		resp.ErrorCode, _ = splitCode(err)
 		return resp, nil
 	}
-	resp.ErrorCode = fenced(presp.ErrorCode, req.Version, fencedSinceInitProducerID)
+	resp.ErrorCode = answerCode(kmsg.InitProducerID, req.Version, presp.ErrorCode)
 	resp.ProducerID, resp.ProducerEpoch = presp.ProducerId, int16(presp.ProducerEpoch)
 	return resp, nil
 }
@@ -108,7 +96,7 @@ func handleAddPartitionsToTxn(ctx context.Context, c *Conn, r kmsg.Request) (kms
 	if err == nil {
 		for _, res := range presp.Results {
 			for _, p := range res.Partitions {
-				answers[topicPartition{p.Topic, p.Partition}] = fenced(p.ErrorCode, req.Version, fencedSinceAddPartitionsTxn)
+				answers[topicPartition{p.Topic, p.Partition}] = answerCode(kmsg.AddPartitionsToTxn, req.Version, p.ErrorCode)
 			}
 		}
 	}
@@ -144,7 +132,7 @@ func handleAddOffsetsToTxn(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.R
 		resp.ErrorCode, _ = splitCode(err)
 		return resp, nil
 	}
-	resp.ErrorCode = fenced(presp.ErrorCode, req.Version, fencedSinceAddOffsetsToTxn)
+	resp.ErrorCode = answerCode(kmsg.AddOffsetsToTxn, req.Version, presp.ErrorCode)
 	return resp, nil
 }
 
@@ -159,7 +147,7 @@ func handleEndTxn(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response, 
 		resp.ErrorCode, _ = splitCode(err)
 		return resp, nil
 	}
-	resp.ErrorCode = fenced(presp.ErrorCode, req.Version, fencedSinceEndTxn)
+	resp.ErrorCode = answerCode(kmsg.EndTxn, req.Version, presp.ErrorCode)
 	resp.ProducerID, resp.ProducerEpoch = presp.ProducerId, int16(presp.ProducerEpoch)
 	return resp, nil
 }
@@ -196,9 +184,9 @@ func handleTxnOffsetCommit(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.R
 	} else if presp, err := c.H.TxnOffsetCommit(ctx, preq); err != nil {
 		failed, _ = splitCode(err)
 	} else {
-		failed = code(presp.ErrorCode)
+		failed = answerCode(kmsg.TxnOffsetCommit, req.Version, presp.ErrorCode)
 		for _, p := range presp.Partitions {
-			answers[topicPartition{p.Topic, p.Partition}] = code(p.ErrorCode)
+			answers[topicPartition{p.Topic, p.Partition}] = answerCode(kmsg.TxnOffsetCommit, req.Version, p.ErrorCode)
 		}
 	}
 	resp := kmsg.NewPtrTxnOffsetCommitResponse()

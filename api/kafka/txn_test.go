@@ -427,6 +427,9 @@ type rawTxn struct {
 	seq    int32
 	topic  string
 	leader int32
+	// partition is the partition of topic produced to and added (0
+	// unless set).
+	partition int32
 }
 
 func (r *rawTxn) initProducerID(v int16, pid int64, epoch int16) *kmsg.InitProducerIDResponse {
@@ -458,7 +461,7 @@ func (r *rawTxn) produce(v int16, value string) int16 {
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = r.topic
 	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = batch
+	rp.Partition, rp.Records = r.partition, batch
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	cl := capped(r.t, r.c, kmsg.Produce, v)
@@ -485,7 +488,7 @@ func (r *rawTxn) addPartition(v int16) int16 {
 	req := kmsg.NewPtrAddPartitionsToTxnRequest()
 	req.TransactionalID, req.ProducerID, req.ProducerEpoch = r.id, r.pid, r.epoch
 	rt := kmsg.NewAddPartitionsToTxnRequestTopic()
-	rt.Topic, rt.Partitions = r.topic, []int32{0}
+	rt.Topic, rt.Partitions = r.topic, []int32{r.partition}
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(r.ctx, capped(r.t, r.c, kmsg.AddPartitionsToTxn, v))
 	if err != nil {
@@ -543,9 +546,15 @@ func (r *rawTxn) commitOffsetOnce(v int16, group string) int16 {
 
 func (r *rawTxn) endTxn(v int16, commit bool) *kmsg.EndTxnResponse {
 	r.t.Helper()
+	return r.endTxnWith(capped(r.t, r.c, kmsg.EndTxn, v), commit)
+}
+
+// endTxnWith sends EndTxn through cl (capped at the version wanted).
+func (r *rawTxn) endTxnWith(cl *kgo.Client, commit bool) *kmsg.EndTxnResponse {
+	r.t.Helper()
 	req := kmsg.NewPtrEndTxnRequest()
 	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = r.id, r.pid, r.epoch, commit
-	resp, err := req.RequestWith(r.ctx, capped(r.t, r.c, kmsg.EndTxn, v))
+	resp, err := req.RequestWith(r.ctx, cl)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -635,8 +644,9 @@ func TestTxnInitProducerID(t *testing.T) {
 }
 
 // TestTxnVersion1Requests: a transaction version 1 client, request by
-// request. Its Produce (below v12) is refused INVALID_TXN_STATE for a
-// partition it did not add (the leader only verifies); AddPartitionsToTxn
+// request. Its Produce (below v12) to a partition it did not add is
+// refused (the leader only verifies): TRANSACTION_ABORTABLE from v11,
+// INVALID_TXN_STATE before, as Kafka answers; AddPartitionsToTxn
 // adds it (as the client's own add: the transaction is version 1), as
 // AddOffsetsToTxn adds the group's offsets partition, which a
 // TxnOffsetCommit below v5 needs first. EndTxn below v5 keeps the epoch,
@@ -661,10 +671,12 @@ func TestTxnVersion1Requests(t *testing.T) {
 	if st := describeTxn(t, ctx, plain, r.id); st.State != "Empty" {
 		t.Fatalf("after adding no partition the transaction is %s, want Empty", st.State)
 	}
-	wantCode(t, "Produce v11 to a partition not added", r.produce(11, "unadded"), kerr.InvalidTxnState)
+	wantCode(t, "Produce v10 to a partition not added", r.produce(10, "unadded"), kerr.InvalidTxnState)
+	wantCode(t, "Produce v11 to a partition not added", r.produce(11, "unadded"), kerr.TransactionAbortable)
 	wantCode(t, "AddPartitionsToTxn v3", r.addPartition(3), nil)
 	wantCode(t, "Produce v11", r.produce(11, "one"), nil)
-	wantCode(t, "TxnOffsetCommit v4 before AddOffsetsToTxn", r.commitOffset(4, "g1"), kerr.InvalidTxnState)
+	wantCode(t, "TxnOffsetCommit v3 before AddOffsetsToTxn", r.commitOffset(3, "g1"), kerr.InvalidTxnState)
+	wantCode(t, "TxnOffsetCommit v4 before AddOffsetsToTxn", r.commitOffset(4, "g1"), kerr.TransactionAbortable)
 	wantCode(t, "AddOffsetsToTxn v3", r.addOffsets(3, "g1"), nil)
 	wantCode(t, "TxnOffsetCommit v4", r.commitOffset(4, "g1"), nil)
 	st := describeTxn(t, ctx, plain, r.id)

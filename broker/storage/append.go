@@ -92,7 +92,16 @@ func (l *Log) checkLeaderBatches(buf []byte) ([]record.Header, error) {
 	return hs, nil
 }
 
-func (l *Log) appendLeaderLocked(buf []byte, hs []record.Header, leaderEpoch int32) (AppendResult, error) {
+// leaderCheck is how a leader append checks a producer's batch: verified
+// (a client's produce, whose transactional batches the leader verified
+// with the coordinator: CheckVerifiedData with guard) or not (CheckData:
+// the group coordinator's own transactional offset writes, tools, tests).
+type leaderCheck struct {
+	verified bool
+	guard    *VerificationGuard
+}
+
+func (l *Log) appendLeaderLocked(buf []byte, hs []record.Header, leaderEpoch int32, check leaderCheck) (AppendResult, error) {
 	if err := l.checkWritable(); err != nil {
 		return AppendResult{}, err
 	}
@@ -100,7 +109,13 @@ func (l *Log) appendLeaderLocked(buf []byte, hs []record.Header, leaderEpoch int
 		if err := l.guard.checkFence(&hs[0], l.clk.Now().UnixMilli()); err != nil {
 			return AppendResult{}, err
 		}
-		dup, err := l.psm.CheckData(&hs[0])
+		var dup *BatchMetadata
+		var err error
+		if check.verified {
+			dup, err = l.psm.CheckVerifiedData(&hs[0], check.guard)
+		} else {
+			dup, err = l.psm.CheckData(&hs[0])
+		}
 		if err != nil {
 			return AppendResult{}, err
 		}
@@ -473,8 +488,12 @@ func (l *Log) appendMarkerLocked(pid int64, epoch int16, coordinatorEpoch int32,
 	}
 	switch verdict {
 	case MarkerRepeat:
+		// Nothing is written, but the marker still ends the verification
+		// of a batch on its way, as the written marker would have.
+		l.psm.clearVerification(pid, true, epoch)
 		return MarkerResult{AlreadyDone: true, Offset: -1, LogEndOffset: l.leoLocked()}, nil
 	case MarkerNothingToEnd:
+		l.psm.clearVerification(pid, true, epoch)
 		if txnVersion >= 2 {
 			l.guard.fence(pid, epoch, l.clk.Now().UnixMilli())
 		}
@@ -519,14 +538,30 @@ func (l *Log) writeMarkerLocked(pid int64, epoch int16, coordinatorEpoch int32, 
 // one's fsync does, and one fsync covers every batch appended meanwhile.
 // The high watermark still counts only fsynced offsets (DurableEnd); an
 // acks=1 answer waits for WaitDurable. Other flush policies flush as
-// AppendAsLeader does.
+// AppendAsLeader does. It does not check transaction verification (the
+// group coordinator's writes, tools): a client's produce appends with
+// AppendVerifiedDeferred.
 func (l *Log) AppendAsLeaderDeferred(buf []byte, leaderEpoch int32) (AppendResult, error) {
+	return l.appendAsLeader(buf, leaderEpoch, leaderCheck{})
+}
+
+// AppendVerifiedDeferred is AppendAsLeaderDeferred for a client's produce:
+// a transactional batch that does not continue its producer's open
+// transaction must present guard, the verification StartTxnVerification
+// made before its coordinator was asked, still current (no marker for the
+// producer came in between), or it is refused INVALID_TXN_STATE (see
+// verification.go). guard is nil for a batch that needed none.
+func (l *Log) AppendVerifiedDeferred(buf []byte, leaderEpoch int32, guard *VerificationGuard) (AppendResult, error) {
+	return l.appendAsLeader(buf, leaderEpoch, leaderCheck{verified: true, guard: guard})
+}
+
+func (l *Log) appendAsLeader(buf []byte, leaderEpoch int32, check leaderCheck) (AppendResult, error) {
 	hs, err := l.checkLeaderBatches(buf)
 	if err != nil {
 		return AppendResult{}, err
 	}
 	l.mu.Lock()
-	res, err := l.appendLeaderLocked(buf, hs, leaderEpoch)
+	res, err := l.appendLeaderLocked(buf, hs, leaderEpoch, check)
 	// A duplicate (a retry) is answered with the original's offsets, and
 	// not before the original is on disk.
 	deferred := err == nil && l.cfg.SyncEveryWrite() && (!res.Duplicate || l.recoveryPoint <= res.LastOffset)

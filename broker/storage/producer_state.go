@@ -144,15 +144,16 @@ type ongoingRef struct {
 // the open transaction's first offset and the last timestamp; plus the
 // index of open transactions and the list of completed transactions whose
 // marker the high watermark has not passed yet, which together give the
-// first unstable offset.
+// first unstable offset; and each producer's pending transaction
+// verification (verification.go).
 //
 // It is pure and synchronous: no goroutines, no I/O (except the snapshot
 // file functions), time and the high watermark passed in. It is not safe
 // for concurrent use: the owning Log serialises writers, and the read-only
-// methods (CheckData, CheckMarker, FirstUnstableOffset,
+// methods (CheckData, CheckVerifiedData, CheckMarker, FirstUnstableOffset,
 // FirstUndecidedOffset, Producers, Get, Len, OngoingTxns, UnreplicatedTxns,
-// hasReplicatedTxns, MapEndOffset, WriteSnapshot) never modify it, so they
-// may run together under a read lock.
+// Verification, hasReplicatedTxns, MapEndOffset, WriteSnapshot) never
+// modify it, so they may run together under a read lock.
 type ProducerStateManager struct {
 	producers map[int64]*producerState
 	// ongoing holds the open transactions sorted by (firstOffset, pid).
@@ -165,6 +166,9 @@ type ProducerStateManager struct {
 	// transaction open again. Snapshots do not keep them (as in Kafka).
 	unreplicated []CompletedTxn
 	mapEndOff    int64
+	// verifications holds each producer's pending transaction
+	// verification (verification.go); no part of snapshots.
+	verifications map[int64]*verification
 }
 
 // NewProducerStateManager returns an empty map whose state is built up to
@@ -193,12 +197,40 @@ func NewProducerStateManager() *ProducerStateManager {
 // producer went on, and refusing it would fail a healthy producer. Its
 // batch starts the producer's state, so the next one must follow it.
 //
-// Batches without a producer id are never checked.
+// Batches without a producer id are never checked. CheckData does not
+// check transaction verification: CheckVerifiedData does.
 func (m *ProducerStateManager) CheckData(h *record.Header) (*BatchMetadata, error) {
+	return m.checkData(h, false, nil)
+}
+
+// CheckVerifiedData is CheckData for a leader that verifies transactions
+// with their coordinator (every client produce): after the duplicate
+// check, a transactional batch that does not continue an open transaction
+// must present guard, the producer's current verification, and a batch
+// above a pending verification's lowest sequence is refused
+// (checkVerified).
+func (m *ProducerStateManager) CheckVerifiedData(h *record.Header, guard *VerificationGuard) (*BatchMetadata, error) {
+	return m.checkData(h, true, guard)
+}
+
+func (m *ProducerStateManager) checkData(h *record.Header, verify bool, guard *VerificationGuard) (*BatchMetadata, error) {
 	if h.ProducerID < 0 {
 		return nil, nil
 	}
 	s, ok := m.producers[h.ProducerID]
+	if ok && h.ProducerEpoch == s.epoch {
+		first, last := h.BaseSequence, h.LastSequence()
+		for i := 0; i < s.n; i++ {
+			if b := s.batches[i]; b.FirstSeq == first && b.LastSeq == last {
+				return &b, nil
+			}
+		}
+	}
+	if verify {
+		if err := m.checkVerified(h, guard); err != nil {
+			return nil, err
+		}
+	}
 	if !ok {
 		if planted.On(planted.UnknownProducerSequenceRefused) && h.BaseSequence != 0 {
 			return nil, errs.New(pb.ErrorCode_UNKNOWN_PRODUCER_ID,
@@ -220,16 +252,10 @@ func (m *ProducerStateManager) CheckData(h *record.Header) (*BatchMetadata, erro
 				h.ProducerID, h.ProducerEpoch, s.epoch, h.BaseSequence)
 		}
 	default:
-		first, last := h.BaseSequence, h.LastSequence()
-		for i := 0; i < s.n; i++ {
-			if b := s.batches[i]; b.FirstSeq == first && b.LastSeq == last {
-				return &b, nil
-			}
-		}
-		if want := record.IncrementSequence(s.lastSeq(), 1); first != want {
+		if want := record.IncrementSequence(s.lastSeq(), 1); h.BaseSequence != want {
 			return nil, errs.New(pb.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER,
 				"producerId=%d epoch %d: expected sequence %d, received baseSequence=%d",
-				h.ProducerID, h.ProducerEpoch, want, first)
+				h.ProducerID, h.ProducerEpoch, want, h.BaseSequence)
 		}
 	}
 	if !h.IsTransactional() && s.txnFirst >= 0 {
@@ -267,9 +293,12 @@ func (m *ProducerStateManager) ApplyData(h *record.Header) {
 		MaxTimestamp: h.MaxTimestamp,
 	})
 	s.lastTimestamp = h.MaxTimestamp
-	if h.IsTransactional() && s.txnFirst < 0 {
-		s.txnFirst = h.BaseOffset
-		m.addOngoing(h.ProducerID, h.BaseOffset)
+	if h.IsTransactional() {
+		m.clearVerification(h.ProducerID, false, h.ProducerEpoch)
+		if s.txnFirst < 0 {
+			s.txnFirst = h.BaseOffset
+			m.addOngoing(h.ProducerID, h.BaseOffset)
+		}
 	}
 }
 
@@ -402,6 +431,7 @@ func (m *ProducerStateManager) txnOpen(pid int64) bool {
 // MapEndOffset moves to at least markerOffset+1.
 func (m *ProducerStateManager) ApplyMarker(pid int64, markerEpoch int16, coordinatorEpoch int32, typ record.ControlType, markerOffset int64, timestamp int64) *CompletedTxn {
 	m.advanceMapEnd(markerOffset + 1)
+	m.clearVerification(pid, true, markerEpoch)
 	s, ok := m.producers[pid]
 	if !ok {
 		s = newProducerState(markerEpoch)
@@ -529,7 +559,8 @@ func (m *ProducerStateManager) advanceMapEnd(off int64) {
 
 // Clear forgets every producer, open transaction and unreplicated
 // transaction and sets MapEndOffset to 0; the log then rebuilds state from
-// a snapshot and a replay.
+// a snapshot and a replay. Pending transaction verifications stay, as
+// Kafka keeps them across a reload.
 func (m *ProducerStateManager) Clear() {
 	m.producers = make(map[int64]*producerState)
 	m.ongoing = nil
@@ -539,8 +570,9 @@ func (m *ProducerStateManager) Clear() {
 
 // RemoveExpired forgets the producers idle longer than expirationMs
 // (producer.id.expiration.ms): last timestamp older than nowMs -
-// expirationMs, and no open transaction. It returns how many went. A
-// negative expirationMs expires nothing.
+// expirationMs, and no open transaction. It returns how many went. It
+// also forgets the transaction verifications made expirationMs or more
+// ago that no append used. A negative expirationMs expires nothing.
 func (m *ProducerStateManager) RemoveExpired(nowMs int64, expirationMs int64) int {
 	if expirationMs < 0 {
 		return 0
@@ -556,6 +588,7 @@ func (m *ProducerStateManager) RemoveExpired(nowMs int64, expirationMs int64) in
 			n++
 		}
 	}
+	m.removeExpiredVerifications(nowMs, expirationMs)
 	return n
 }
 

@@ -586,6 +586,7 @@ func (l *Log) rebuildProducerStateLocked(upTo, snapshotAtMost int64, reindex map
 		psm, from = loaded, offs[i]
 		break
 	}
+	psm.adoptVerifications(l.psm)
 	l.psm = psm
 	for _, s := range l.segs {
 		if s.next <= from || s.base >= upTo {
@@ -758,7 +759,9 @@ func (l *Log) truncateFullyLocked(base, start int64) error {
 	if err := DeleteSnapshotsAbove(l.dir, -1); err != nil {
 		return err
 	}
-	l.psm = NewProducerStateManager()
+	psm := NewProducerStateManager()
+	psm.adoptVerifications(l.psm)
+	l.psm = psm
 	l.psm.SetMapEndOffset(base)
 	l.setCleanedLocked(base)
 	if l.gapsFrom != base {

@@ -87,6 +87,57 @@ func txnLogStates(t *testing.T, n *node.Node, id string) []string {
 	return out
 }
 
+// txnLogRecords lists the transaction log records of id as
+// State(producer/epoch), with ">next" when a next producer id is recorded
+// and "^last" when a last epoch is; the producer ids are named P, Q, R in
+// the order they first appear.
+func txnLogRecords(t *testing.T, n *node.Node, id string) []string {
+	t.Helper()
+	topic := coordinator.DefaultTransactionTopic()
+	part := n.Parts.Get(storage.PartitionKey{Topic: topic.Name, Partition: coordinator.PartitionFor(id, topic.Partitions)})
+	names := map[int64]string{-1: "-"}
+	name := func(pid int64) string {
+		if _, ok := names[pid]; !ok {
+			names[pid] = string(rune('P' + len(names) - 1))
+		}
+		return names[pid]
+	}
+	end := part.Log.LogEndOffset()
+	var out []string
+	for off := part.Log.LogStartOffset(); off < end; {
+		res, err := part.Log.Read(off, 1<<20, end, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for it := record.NewIter(res.Records); it.Next(); {
+			h := it.Header()
+			off = h.NextOffset()
+			_, recs, err := record.Decode(it.Batch())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range recs {
+				if k, err := txn.DecodeKey(r.Key); err != nil || k != id {
+					continue
+				}
+				v, err := txn.DecodeValue(r.Value)
+				if err != nil || v == nil {
+					continue
+				}
+				s := fmt.Sprintf("%s(%s/%d", txn.State(v.TransactionStatus), name(v.ProducerId), v.ProducerEpoch)
+				if v.NextProducerId >= 0 {
+					s += ">" + name(v.NextProducerId)
+				}
+				if v.LastProducerEpoch >= 0 {
+					s += fmt.Sprintf("^%d", v.LastProducerEpoch)
+				}
+				out = append(out, s+")")
+			}
+		}
+	}
+	return out
+}
+
 // initAnswers records the error codes of the InitProducerId answers a
 // client receives.
 type initAnswers struct {
@@ -327,13 +378,16 @@ func TestEpochExhaustionCommits(t *testing.T) {
 	}
 }
 
-// TestEpochExhaustionFence: a producer at epoch 32766 is fenced. The abort
-// is written at 32767 and the transactional id moves to a new producer id;
-// the fencing producer gets an epoch of that id (never a wrapped one), and
-// the fenced one is refused. With the fence's overflow check removed (the
-// planted bug) the fencing producer is handed epoch -32768.
+// TestEpochExhaustionFence: a producer at epoch 32766 is fenced. As in
+// Kafka, the abort is written at 32767 on the same producer id and
+// completes there; the fencing producer's retried InitProducerId moves
+// the transactional id to a new producer id at epoch 0 (never a wrapped
+// epoch), and the fenced one is refused. With the rotation recorded with
+// the abort (the planted fence-at-last-epoch-rotates-early) the fencing
+// producer starts at epoch 1; with the fence's overflow check removed
+// (fence-epoch-overflow) it is handed epoch -32768.
 func TestEpochExhaustionFence(t *testing.T) {
-	run := func(t *testing.T) (pid2 int64, e2 int16, pid int64) {
+	run := func(t *testing.T) (pid2 int64, e2 int16, pid int64, log []string) {
 		n := startNearEpochEnd(t, 32766, "f")
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -352,7 +406,7 @@ func TestEpochExhaustionFence(t *testing.T) {
 		}
 		pid2, e2 = p2.ProducerID()
 		if e2 < 0 {
-			return pid2, e2, pid
+			return pid2, e2, pid, nil
 		}
 		if err := p1.ProduceSync(ctx, &client.Record{Topic: "f", Partition: 0, Value: []byte("z2")}).FirstErr(); err == nil {
 			t.Fatal("the fenced producer's z2 was accepted")
@@ -368,15 +422,29 @@ func TestEpochExhaustionFence(t *testing.T) {
 		if com, _ := consumeAll(t, n.Addr(), client.ReadCommitted, "f", 4); values(com) != "y1" {
 			t.Fatalf("read_committed: %s", values(com))
 		}
-		return pid2, e2, pid
+		_ = wait.Until(10*time.Second, "the last CompleteCommit", func() bool {
+			log = txnLogRecords(t, n, "at-the-end")
+			return len(log) > 0 && strings.HasPrefix(log[len(log)-1], "CompleteCommit")
+		})
+		return pid2, e2, pid, log
 	}
-	pid2, e2, pid := run(t)
-	if pid2 == pid || e2 < 0 || e2 > 1 {
-		t.Fatalf("after the fence at 32766 the new producer got %d/%d (the fenced one had %d); want a new producer id at epoch 0 or 1", pid2, e2, pid)
+	pid2, e2, pid, log := run(t)
+	if pid2 == pid || e2 != 0 {
+		t.Fatalf("after the fence at 32766 the new producer got %d/%d (the fenced one had %d); want a new producer id at epoch 0", pid2, e2, pid)
 	}
-	t.Run("planted", func(t *testing.T) {
+	want := "Empty(P/32766) Ongoing(P/32766) PrepareAbort(P/32767) CompleteAbort(P/32767) Empty(Q/0) Ongoing(Q/0) PrepareCommit(Q/1^0) CompleteCommit(Q/1^0)"
+	if got := strings.Join(log, " "); got != want {
+		t.Fatalf("__transaction_state holds\n %s\nwant\n %s", got, want)
+	}
+	t.Run("planted early rotation", func(t *testing.T) {
+		defer planted.Set(planted.FenceAtLastEpochRotatesEarly)()
+		if _, e2, _, _ := run(t); e2 != 1 {
+			t.Fatalf("with the rotation recorded with the abort the new producer got epoch %d; the planted bug no longer reproduces", e2)
+		}
+	})
+	t.Run("planted overflow", func(t *testing.T) {
 		defer planted.Set(planted.FenceEpochOverflow)()
-		if _, e2, _ := run(t); e2 >= 0 {
+		if _, e2, _, _ := run(t); e2 >= 0 {
 			t.Fatalf("with the bug put back the new producer got epoch %d; the planted bug no longer reproduces", e2)
 		}
 	})

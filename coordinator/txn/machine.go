@@ -21,9 +21,14 @@ import (
 //
 //   - Reason: a producer whose transaction the coordinator aborted, by a
 //     fence or a timeout, is told so (PRODUCER_FENCED, TRANSACTION_TIMED_OUT)
-//     rather than being treated as an EndTxn retry.
-//   - A fence or a timeout abort at an exhausted epoch records the next
-//     producer id at once, so no producer is ever handed epoch 32767.
+//     rather than being treated as an EndTxn retry. (The Kafka listener
+//     answers TRANSACTION_TIMED_OUT in Kafka's codes: api/kafka.)
+//   - A timeout abort at an exhausted epoch records the next producer id
+//     at once: under version 2 the timed-out producer carries on after
+//     its abort, and must never be handed epoch 32767. A fence there does
+//     as Kafka does: the abort stays on the old producer id at 32767, and
+//     the fencing producer's retried InitProducerId moves the id to the
+//     next producer id at epoch 0.
 
 // Kind is what a request asks of the state machine.
 type Kind int
@@ -234,8 +239,10 @@ func decideInit(m *Metadata, r Request) Decision {
 		t.epoch, t.lastEpoch = m.ProducerEpoch+1, -1
 	case m.ProducerEpoch < 0 || r.Epoch == m.ProducerEpoch:
 		t.epoch, t.lastEpoch = m.ProducerEpoch+1, m.ProducerEpoch
-	case r.Epoch == m.LastProducerEpoch:
+	case r.Epoch == m.LastProducerEpoch && m.Reason != reasonFenced:
 		// A retry of an InitProducerId that was answered: the same epoch.
+		// Never the epoch a fence ended (records Strand wrote before it
+		// recorded fences as Kafka does kept it as the last epoch).
 	default:
 		return fail(pb.ErrorCode_PRODUCER_FENCED, "producerId=%d epoch %d of %q is neither the current epoch %d nor the previous %d", r.ProducerID, r.Epoch, m.TransactionalID, m.ProducerEpoch, m.LastProducerEpoch)
 	}
@@ -243,13 +250,22 @@ func decideInit(m *Metadata, r Request) Decision {
 }
 
 // coordinatorAbort aborts the open transaction on the coordinator's own
-// account (a fence, a timeout): PREPARE_ABORT at the epoch bumped once,
-// remembering why, so the aborted producer's next request is told. At an
-// exhausted epoch the next producer id is recorded now, so the transaction
-// completes onto a fresh id and no producer is handed epoch 32767.
+// account (a fence, a timeout): PREPARE_ABORT at the epoch bumped once
+// (Kafka's prepareFenceProducerEpoch), remembering why, so the aborted
+// producer's next request is told. A fence at an exhausted epoch writes
+// its abort at 32767 on the same producer id, as Kafka does; the fencing
+// producer's retried InitProducerId then rotates to the next producer id
+// at epoch 0 (decideInit). A timeout abort there records the next
+// producer id now, so the transaction completes onto a fresh id at epoch
+// 0 and the timed-out producer, which may carry on, is never handed 32767.
 func coordinatorAbort(m *Metadata, r Request, reason string, answer error) Decision {
 	t := m.base(PrepareAbort, r.Now)
 	t.lastEpoch, t.reason = m.ProducerEpoch, reason
+	if reason == reasonFenced && !planted.On(planted.FenceAtLastEpochRotatesEarly) {
+		// As Kafka's fence: no last epoch, so the fenced producer is
+		// never taken for a retry (abortedEpoch finds it all the same).
+		t.lastEpoch = -1
+	}
 	t.epoch = m.ProducerEpoch
 	if m.ProducerEpoch < MaxEpoch {
 		t.epoch = m.ProducerEpoch + 1
@@ -257,7 +273,7 @@ func coordinatorAbort(m *Metadata, r Request, reason string, answer error) Decis
 	if planted.On(planted.FenceEpochOverflow) && reason == reasonFenced {
 		// The fence as it was: bumped with no check and no rotation.
 		t.epoch = m.ProducerEpoch + 1
-	} else if exhausted(m.ProducerEpoch) {
+	} else if exhausted(m.ProducerEpoch) && (reason == reasonTimeout || planted.On(planted.FenceAtLastEpochRotatesEarly)) {
 		if r.NewProducerID < 0 {
 			return Decision{NeedProducerID: true}
 		}
@@ -296,8 +312,12 @@ func decideAdd(m *Metadata, r Request) Decision {
 		}
 	}
 	if r.Kind == KindVerifyPartitions {
+		// Kafka's handleVerifyPartitionsInTransaction: a partition the
+		// transaction does not hold is TRANSACTION_ABORTABLE; the leader
+		// that asked answers it as INVALID_TXN_STATE to a client too old
+		// to know it (Produce below v11, TxnOffsetCommit below v4).
 		if m.State != Ongoing || missing {
-			return fail(pb.ErrorCode_INVALID_TXN_STATE, "the partitions are not part of an open transaction of %q", m.TransactionalID)
+			return fail(pb.ErrorCode_TRANSACTION_ABORTABLE, "the partitions are not part of an open transaction of %q (add them with AddPartitionsToTxn or AddOffsetsToTxn first); abort the transaction", m.TransactionalID)
 		}
 		return Decision{}
 	}
@@ -330,7 +350,7 @@ func rotating(m *Metadata, r Request) bool {
 
 // epochError explains a request from an epoch that is not the current one.
 func epochError(m *Metadata, pid int64, epoch int16) error {
-	if epoch == m.LastProducerEpoch {
+	if m.Reason != reasonNone && epoch == m.abortedEpoch() {
 		switch m.Reason {
 		case reasonTimeout:
 			return errs.New(pb.ErrorCode_TRANSACTION_TIMED_OUT, "the transaction of %q was aborted by the coordinator after transaction.timeout.ms=%d", m.TransactionalID, m.TimeoutMs)
@@ -363,7 +383,7 @@ func invalidTxnState(m *Metadata, commit bool) Decision {
 func decideEndV2(m *Metadata, r Request) Decision {
 	// Strand: the producer whose transaction the coordinator aborted hears
 	// why, whatever it asks.
-	aborted := m.Reason != reasonNone && r.Epoch == m.LastProducerEpoch &&
+	aborted := m.Reason != reasonNone && r.Epoch == m.abortedEpoch() &&
 		(r.ProducerID == m.ProducerID || (r.ProducerID == m.PrevProducerID && m.PrevProducerID >= 0))
 	retryOnOverflow := r.ProducerID == m.PrevProducerID && m.PrevProducerID >= 0 && r.Epoch == MaxEpoch-1 && m.ProducerEpoch == 0
 	retryOnBump := r.ProducerID == m.ProducerID && int32(m.ProducerEpoch) == int32(r.Epoch)+1
@@ -467,7 +487,7 @@ func endV2(m *Metadata, r Request, empty bool) Decision {
 // request's epoch must be the current one, and a repeat of an end that
 // completed is answered NONE.
 func decideEndV1(m *Metadata, r Request) Decision {
-	if m.Reason != reasonNone && r.Epoch == m.LastProducerEpoch && (r.ProducerID == m.ProducerID || (r.ProducerID == m.PrevProducerID && m.PrevProducerID >= 0)) {
+	if m.Reason != reasonNone && r.Epoch == m.abortedEpoch() && (r.ProducerID == m.ProducerID || (r.ProducerID == m.PrevProducerID && m.PrevProducerID >= 0)) {
 		// Strand: aborted by the coordinator (fence, timeout): say so.
 		return Decision{Err: epochError(m, r.ProducerID, r.Epoch)}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/planted"
+	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
 // The state machine's table: every state (and an unknown id, a Dead one and
@@ -109,7 +110,7 @@ func TestDecideTable(t *testing.T) {
 	end := func(tv int16, pid int64, epoch int16, commit bool) Request {
 		return Request{Kind: KindEndTxn, TxnVersion: tv, ProducerID: pid, Epoch: epoch, Commit: commit}
 	}
-	const PF, ITS, IPM = "PRODUCER_FENCED", "INVALID_TXN_STATE", "INVALID_PRODUCER_ID_MAPPING"
+	const PF, ITS, IPM, TA = "PRODUCER_FENCED", "INVALID_TXN_STATE", "INVALID_PRODUCER_ID_MAPPING", "TRANSACTION_ABORTABLE"
 	fenceAbort := "PrepareAbort@6+markers → CONCURRENT_TRANSACTIONS"
 	rows := []struct {
 		name string
@@ -150,13 +151,12 @@ func TestDecideTable(t *testing.T) {
 			[]string{IPM, IPM, PF, PF, PF, PF, PF, PF, PF, PF}},
 		{"add other producer id", add(KindAddPartitions, 999, 5, tp0),
 			[]string{IPM, IPM, IPM, IPM, IPM, IPM, IPM, IPM, IPM, IPM}},
-		// Verify-only never writes. Kafka answers TRANSACTION_ABORTABLE per
-		// partition that is missing; Strand's callers of verify-only want
-		// INVALID_TXN_STATE.
+		// Verify-only never writes. As Kafka, a partition the transaction
+		// does not hold (none open, or not added) is TRANSACTION_ABORTABLE.
 		{"verify partition in", add(KindVerifyPartitions, 100, 5, tp0),
-			[]string{IPM, IPM, ITS, "-", "busy", "busy", ITS, ITS, "busy", "busy"}},
+			[]string{IPM, IPM, TA, "-", "busy", "busy", TA, TA, "busy", "busy"}},
 		{"verify partition not in", add(KindVerifyPartitions, 100, 5, tp1),
-			[]string{IPM, IPM, ITS, ITS, "busy", "busy", ITS, ITS, "busy", "busy"}},
+			[]string{IPM, IPM, TA, TA, "busy", "busy", TA, TA, "busy", "busy"}},
 
 		// EndTxn, transaction version 2: the epoch is bumped at every end.
 		// Kafka's table for Empty and Complete* (trunk, 4.5: an empty
@@ -374,8 +374,8 @@ func TestEpochExhaustionRotates(t *testing.T) {
 					}
 					if npid != pid {
 						rotations++
-						if nepoch > 1 {
-							t.Fatalf("step %d: rotated to %d at epoch %d, want 0 or 1", i, npid, nepoch)
+						if nepoch != 0 {
+							t.Fatalf("step %d: rotated to %d at epoch %d, want 0", i, npid, nepoch)
 						}
 						if s.m.PrevProducerID != pid {
 							t.Fatalf("step %d: the previous producer id is %d, want %d", i, s.m.PrevProducerID, pid)
@@ -394,6 +394,88 @@ func TestEpochExhaustionRotates(t *testing.T) {
 					t.Fatalf("%d rotations in 8 steps from epoch %d, want 1", rotations, first)
 				}
 			})
+		}
+	}
+}
+
+// TestFenceAtLastEpochLikeKafka: a fence at epoch 32766 is Kafka's
+// prepareFenceProducerEpoch, then prepareProducerIdRotation. The abort is
+// written at 32767 on the same producer id with no next producer id and no
+// last epoch, and completes there; the fencing producer's retried
+// InitProducerId writes Empty for a new producer id at epoch 0 (no last
+// epoch: it named none) and is answered that. The fenced producer is told
+// PRODUCER_FENCED whatever it asks, its KIP-360 InitProducerId included,
+// before the rotation and after; it is never handed 32767.
+func TestFenceAtLastEpochLikeKafka(t *testing.T) {
+	s := newSim(t, 32766)
+	d := s.do(Request{Kind: KindInitProducerId, ProducerID: -1, TimeoutMs: 60000})
+	pid, epoch := d.ProducerID, d.Epoch
+	if epoch != 32766 {
+		t.Fatalf("first epoch %d", epoch)
+	}
+	s.do(Request{Kind: KindAddPartitions, ProducerID: pid, Epoch: epoch, Partitions: []TopicPartition{{"t", 0}}})
+	var written []string
+	record := func(d Decision) {
+		if d.Write != nil {
+			written = append(written, fmt.Sprintf("%s(%d/%d next %d last %d)", d.Write.state, d.Write.producerID, d.Write.epoch, d.Write.nextPID, d.Write.lastEpoch))
+		}
+	}
+	fence := s.do(Request{Kind: KindInitProducerId, ProducerID: -1, TimeoutMs: 60000})
+	record(fence)
+	if errs.CodeOf(fence.Err) != pb.ErrorCode_CONCURRENT_TRANSACTIONS {
+		t.Fatalf("the fence: %s", describe(fence))
+	}
+	if s.m.State != CompleteAbort || s.m.ProducerID != pid || s.m.ProducerEpoch != MaxEpoch {
+		t.Fatalf("after the fence's markers: %s %d/%d, want CompleteAbort %d/%d", s.m.State, s.m.ProducerID, s.m.ProducerEpoch, pid, MaxEpoch)
+	}
+	written = append(written, fmt.Sprintf("%s(%d/%d next %d last %d)", s.m.State, s.m.ProducerID, s.m.ProducerEpoch, s.m.NextProducerID, s.m.LastProducerEpoch))
+	// endV1 is what a version 1 EndTxn of the fenced producer gets: once
+	// the id moved on, its producer id is no longer the id's (Kafka).
+	zombie := func(when string, endV1 pb.ErrorCode) {
+		for _, c := range []struct {
+			r    Request
+			want pb.ErrorCode
+		}{
+			{Request{Kind: KindInitProducerId, ProducerID: pid, Epoch: epoch, TimeoutMs: 60000}, pb.ErrorCode_PRODUCER_FENCED},
+			{Request{Kind: KindAddPartitions, ProducerID: pid, Epoch: epoch, Partitions: []TopicPartition{{"t", 1}}}, pb.ErrorCode_PRODUCER_FENCED},
+			{Request{Kind: KindEndTxn, TxnVersion: 2, ProducerID: pid, Epoch: epoch, Commit: false}, pb.ErrorCode_PRODUCER_FENCED},
+			{Request{Kind: KindEndTxn, TxnVersion: 1, ProducerID: pid, Epoch: epoch, Commit: true}, endV1},
+		} {
+			r := c.r
+			r.Now, r.NewProducerID = s.now, 2000
+			if got := Decide(s.m, r); errs.CodeOf(got.Err) != c.want {
+				t.Fatalf("%s, the fenced producer's %s (TV%d): %s, want %s", when, r.Kind, r.TxnVersion, describe(got), c.want)
+			}
+		}
+	}
+	zombie("before the rotation", pb.ErrorCode_PRODUCER_FENCED)
+	retry := s.do(Request{Kind: KindInitProducerId, ProducerID: -1, TimeoutMs: 60000})
+	record(retry)
+	if retry.Err != nil || retry.ProducerID == pid || retry.Epoch != 0 {
+		t.Fatalf("the fencing producer's retry: %s, want a new producer id at epoch 0", describe(retry))
+	}
+	want := fmt.Sprintf("PrepareAbort(%[1]d/32767 next -1 last -1) CompleteAbort(%[1]d/32767 next -1 last -1) Empty(%[2]d/0 next -1 last -1)", pid, retry.ProducerID)
+	if got := strings.Join(written, " "); got != want {
+		t.Fatalf("written:\n %s\nwant\n %s", got, want)
+	}
+	if s.m.PrevProducerID != pid {
+		t.Fatalf("previous producer id %d, want %d", s.m.PrevProducerID, pid)
+	}
+	zombie("after the rotation", pb.ErrorCode_INVALID_PRODUCER_ID_MAPPING)
+
+	// A transactional id whose fence Strand recorded before, with the
+	// fenced epoch as the last epoch: the fenced producer is still told.
+	old := newSim(t, 5)
+	d = old.do(Request{Kind: KindInitProducerId, ProducerID: -1, TimeoutMs: 60000})
+	old.do(Request{Kind: KindAddPartitions, ProducerID: d.ProducerID, Epoch: d.Epoch, Partitions: []TopicPartition{{"t", 0}}})
+	old.do(Request{Kind: KindInitProducerId, ProducerID: -1, TimeoutMs: 60000})
+	old.m.LastProducerEpoch = d.Epoch
+	for _, r := range []Request{
+		{Kind: KindInitProducerId, ProducerID: d.ProducerID, Epoch: d.Epoch, TimeoutMs: 60000},
+		{Kind: KindEndTxn, TxnVersion: 2, ProducerID: d.ProducerID, Epoch: d.Epoch},
+	} {
+		if got := Decide(old.m, r); errs.CodeOf(got.Err) != pb.ErrorCode_PRODUCER_FENCED {
+			t.Fatalf("the fenced producer's %s, as recorded before: %s", r.Kind, describe(got))
 		}
 	}
 }

@@ -51,6 +51,22 @@ type Metadata struct {
 	settled chan struct{} // made by a waiter; closed when the state leaves Prepare*
 }
 
+// abortedEpoch is the epoch of the producer whose transaction the
+// coordinator aborted on its own account (Reason set), or -1. A timeout
+// abort keeps it as the last epoch. A fence, as Kafka's, leaves the last
+// epoch at -1, so the fenced producer is never taken for a retry: its
+// epoch is the one below the current (a fence bumps it once). Records
+// Strand wrote before that kept it as the last epoch, which still counts.
+func (m *Metadata) abortedEpoch() int16 {
+	switch {
+	case m.Reason == reasonNone:
+		return -1
+	case m.Reason == reasonFenced && m.LastProducerEpoch < 0 && m.ProducerEpoch > 0:
+		return m.ProducerEpoch - 1
+	}
+	return m.LastProducerEpoch
+}
+
 // preparing reports whether a commit or abort is being completed (the
 // markers are being written).
 func (m *Metadata) preparing() bool {

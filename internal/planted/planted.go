@@ -116,6 +116,17 @@ const (
 	// AuthzSkipScramAlter: AlterUserScramCredentials is served without
 	// Alter on the cluster (issue 22: hostile).
 	AuthzSkipScramAlter
+	// --- transactions: verification and epochs --- begin
+	// TxnVerificationUnguarded: a leader appends a transactional batch
+	// whose verification a marker ended after the coordinator answered,
+	// so the late batch opens a transaction nobody ends (the last stable
+	// offset stays behind it).
+	TxnVerificationUnguarded
+	// FenceAtLastEpochRotatesEarly: a fence at the last epoch moves the
+	// transactional id to its next producer id with the abort, so the
+	// fencing producer starts at epoch 1 (Kafka: 0).
+	FenceAtLastEpochRotatesEarly
+	// --- transactions: verification and epochs --- end
 
 	numBugs
 )
@@ -145,6 +156,8 @@ var names = [numBugs]string{
 	DebugEndpointsUnauthenticated:         "debug-endpoints-unauthenticated",
 	OpenTxnCapCountsCaller:                "open-txn-cap-counts-caller",
 	AuthzSkipScramAlter:                   "authz-skip-scram-alter",
+	TxnVerificationUnguarded:              "txn-verification-unguarded",
+	FenceAtLastEpochRotatesEarly:          "fence-at-last-epoch-rotates-early",
 }
 
 // String is the bug's name.
