@@ -48,7 +48,18 @@ func (m *Manager) Partition(topic string, partition int32) (*broker.Partition, e
 // AppendLeader appends a client's batches to a partition this node leads.
 // It returns at once; call Wait for acks=all.
 func (m *Manager) AppendLeader(topic string, partition int32, records []byte, acks int32) *Append {
+	return m.AppendLeaderTopic(topic, "", partition, records, acks)
+}
+
+// AppendLeaderTopic is AppendLeader for the topic with id topicID (""
+// skips the check): a partition of another topic of that name (the one
+// meant was deleted and created again) is refused UNKNOWN_TOPIC_ID, as
+// Kafka's ReplicaManager refuses a produce by topic id, and not written.
+func (m *Manager) AppendLeaderTopic(topic, topicID string, partition int32, records []byte, acks int32) *Append {
 	p, err := m.partitionFor(topic, partition)
+	if err == nil {
+		err = p.CheckTopicID(topicID, pb.ErrorCode_UNKNOWN_TOPIC_ID)
+	}
 	if err != nil {
 		return &Append{Err: err}
 	}
