@@ -2,6 +2,7 @@ package kafka_test
 
 import (
 	"context"
+	"encoding/base64"
 	"slices"
 	"testing"
 	"time"
@@ -67,9 +68,14 @@ func TestKafkaDoorRefusesWithoutGrants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Every request of the table, naming the resources above.
+	// Every request of the table, naming the resources above (Produce
+	// and Fetch by name, and by topic a's id as Kafka 4 clients do).
+	var idA [16]byte
+	if b, err := base64.RawURLEncoding.DecodeString(h.Repl.Image().Topic("a").ID); err != nil || copy(idA[:], b) != 16 {
+		t.Fatalf("topic a's id: %v", err)
+	}
 	cases := kafkareq.Refusals(kafkareq.Names{
-		Topic: "a", NewTopic: "c", Group: "g", TxnID: "tx",
+		Topic: "a", TopicID: idA, NewTopic: "c", Group: "g", TxnID: "tx",
 		ProducerID: ip.ProducerId, ProducerEpoch: int16(ip.ProducerEpoch),
 		Records: batch, Replica: n.ID(),
 		Principal: "User:mallory", ScramUser: "mallory", NewScramUser: "eve",
