@@ -2,9 +2,11 @@ package request_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/strand-io/strand/authz"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
 	"github.com/strand-io/strand/request"
@@ -105,5 +107,38 @@ func TestTopicIDAtTheRequestLayer(t *testing.T) {
 	}
 	if r := fetch(""); len(fetchedValues(t, r)) != 1 {
 		t.Fatalf("the new topic holds %q past offset 2, want only new-2 (nothing of the refused produce)", fetchedValues(t, r))
+	}
+}
+
+// TestMetadataByTopicID: Metadata asking for topics by id (Kafka's v12):
+// each id answered once, a topic the principal may describe in full with
+// its name, one it may not TOPIC_AUTHORIZATION_FAILED by its id without
+// its name (ids are not secret, names are), an id no topic has
+// UNKNOWN_TOPIC_ID; names given beside ids are not looked at, as in
+// Kafka.
+func TestMetadataByTopicID(t *testing.T) {
+	e := newAuthzEnv(t)
+	e.fc.grant(alice, authz.OpDescribe, authz.ResourceTopic, "a")
+	img := e.raw.Repl.Image()
+	idA, idB := img.Topic("a").ID, img.Topic("b").ID
+	md, err := e.h.Metadata(as(e.ctx, alice), &pb.MetadataRequest{Topics: []string{"b"}, TopicIds: []string{idA, idB, "nope", idA}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(md.Topics) != 3 {
+		t.Fatalf("answered %d topics for three ids (one twice): %v", len(md.Topics), md.Topics)
+	}
+	a, b, nope := md.Topics[0], md.Topics[1], md.Topics[2]
+	if a.ErrorCode != pb.ErrorCode_NONE || a.Name != "a" || a.TopicId != idA || len(a.Partitions) != 1 {
+		t.Fatalf("a by id: %v", a)
+	}
+	if b.ErrorCode != pb.ErrorCode_TOPIC_AUTHORIZATION_FAILED || b.Name != "" || b.TopicId != idB || len(b.Partitions) != 0 || strings.Contains(b.ErrorMessage, `"b"`) {
+		t.Fatalf("b by id, not describable: %v; want TOPIC_AUTHORIZATION_FAILED by id, no name", b)
+	}
+	if nope.ErrorCode != pb.ErrorCode_UNKNOWN_TOPIC_ID || nope.Name != "" || nope.TopicId != "nope" {
+		t.Fatalf("an id no topic has: %v", nope)
+	}
+	if !e.fc.denied("Metadata", authz.OpDescribe, authz.ResourceTopic, "b") {
+		t.Fatal("b's refusal was not audited")
 	}
 }

@@ -83,6 +83,12 @@ func TestKafkaDoorRefusesWithoutGrants(t *testing.T) {
 	for _, b := range kafkareq.Check(ctx, br, cases) {
 		t.Error(b)
 	}
+	// Asked by id, the refusal does not tell the topic's name.
+	if pr, err := br.Request(ctx, kafkareq.Only(cases, "Produce by topic id")[0].Build()); err != nil {
+		t.Error(err)
+	} else if p := pr.(*kmsg.ProduceResponse).Topics[0].Partitions[0]; p.ErrorMessage != nil {
+		t.Errorf("Produce by topic id refused with the message %q, which names the topic", *p.ErrorMessage)
+	}
 	// IncrementalAlterConfigs really names topic a: with AlterConfigs on
 	// it granted, the same request (validate only) is served.
 	g.mu.Lock()

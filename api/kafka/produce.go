@@ -96,6 +96,11 @@ func produceResponse(req *kmsg.ProduceRequest, unknown []bool, presp *pb.Produce
 			pr := presp.Partitions[i]
 			i++
 			rp.ErrorCode, rp.ErrorMessage = code(pr.ErrorCode), errMsg(pr.ErrorMessage)
+			if req.Version >= 13 && pr.ErrorCode == pb.ErrorCode_TOPIC_AUTHORIZATION_FAILED {
+				// Asked by id: the refusal does not tell the name (the
+				// message names the topic), as Kafka's carries no message.
+				rp.ErrorMessage = nil
+			}
 			rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = pr.BaseOffset, pr.LogAppendTimeMs, pr.LogStartOffset
 			for _, re := range pr.RecordErrors {
 				er := kmsg.NewProduceResponseTopicPartitionErrorRecord()

@@ -381,3 +381,70 @@ func batchOf(t *testing.T, values ...string) []byte {
 	}
 	return b
 }
+
+// TestMetadataByTopicIDKafka: Metadata v12 asked by topic ids, as Kafka 4
+// answers it: the topic in full with its name, an id no topic has
+// UNKNOWN_TOPIC_ID with a null name, and the names beside ids not looked
+// at; at v10 and v11, whose schema has the fields but whose Kafka does
+// not take ids, a topic by id or without a name is INVALID_REQUEST.
+func TestMetadataByTopicIDKafka(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{Nodes: 1})
+	c.CreateTopic("m1", 2, 1, nil)
+	c.CreateTopic("m2", 1, 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.KafkaAddrs()[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	id1 := topicIDOf(ctx, t, cl, "m1")
+	unknown := randomID(t)
+	ask := func(max int16, topics ...kmsg.MetadataRequestTopic) *kmsg.MetadataResponse {
+		t.Helper()
+		req := kmsg.NewPtrMetadataRequest()
+		req.Topics = topics
+		resp, err := cl.Broker(1).Request(ctx, kafkareq.AtMost(req, max))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.(*kmsg.MetadataResponse)
+	}
+	byID := func(id [16]byte) kmsg.MetadataRequestTopic { return kmsg.MetadataRequestTopic{TopicID: id} }
+	byName := func(n string) kmsg.MetadataRequestTopic { return kmsg.MetadataRequestTopic{Topic: kmsg.StringPtr(n)} }
+
+	resp := ask(12, byID(id1), byID(unknown), byName("m2"))
+	if resp.Version != 12 || len(resp.Brokers) != 1 {
+		t.Fatalf("v%d answer with %d brokers", resp.Version, len(resp.Brokers))
+	}
+	got := map[[16]byte]kmsg.MetadataResponseTopic{}
+	for _, mt := range resp.Topics {
+		got[mt.TopicID] = mt
+	}
+	if len(resp.Topics) != 2 {
+		t.Fatalf("answered %d topics, want m1 and the unknown id (names beside ids are not looked at): %+v", len(resp.Topics), resp.Topics)
+	}
+	if m := got[id1]; m.ErrorCode != 0 || m.Topic == nil || *m.Topic != "m1" || len(m.Partitions) != 2 {
+		t.Fatalf("m1 by id: %+v", m)
+	}
+	if m := got[unknown]; m.ErrorCode != kerr.UnknownTopicID.Code || m.Topic != nil {
+		t.Fatalf("an unknown id: %+v, want UNKNOWN_TOPIC_ID and a null name", m)
+	}
+	for _, v := range []int16{10, 11} {
+		for _, topics := range [][]kmsg.MetadataRequestTopic{{byID(id1)}, {{}}, {byName("m2"), byID(id1)}} {
+			resp := ask(v, topics...)
+			if resp.Version != v || len(resp.Topics) != len(topics) || len(resp.Brokers) != 0 {
+				t.Fatalf("v%d by id: v%d %+v", v, resp.Version, resp)
+			}
+			for _, mt := range resp.Topics {
+				if mt.ErrorCode != kerr.InvalidRequest.Code {
+					t.Fatalf("v%d by id or without a name: %+v, want INVALID_REQUEST", v, resp.Topics)
+				}
+			}
+		}
+	}
+	// By name, as ever.
+	if resp := ask(12, byName("m2")); len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 || resp.Topics[0].TopicID == ([16]byte{}) {
+		t.Fatalf("m2 by name: %+v", resp.Topics)
+	}
+}
