@@ -142,3 +142,30 @@ func TestMetadataByTopicID(t *testing.T) {
 		t.Fatal("b's refusal was not audited")
 	}
 }
+
+// TestDeleteTopicsByStaleID: DeleteTopics v6 names a topic by id; the
+// front door finds its name, and the controller deletes the name only
+// while it still has that id. A topic deleted and created again under
+// the name between the two (here: before the request, with the old id)
+// is answered UNKNOWN_TOPIC_ID and left alone, not deleted in the old
+// one's place.
+func TestDeleteTopicsByStaleID(t *testing.T) {
+	n := testutil.StartDev(t, t.TempDir())
+	h := n.Handler()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	createTopic(ctx, t, h, "d")
+	oldID, newID := recreate(ctx, t, h, "d")
+	dt, err := h.DeleteTopics(ctx, &pb.DeleteTopicsRequest{Names: []string{"d"}, TopicIds: map[string]string{"d": oldID}, TimeoutMs: 30000})
+	if err != nil || len(dt.Topics) != 1 || dt.Topics[0].ErrorCode != pb.ErrorCode_UNKNOWN_TOPIC_ID {
+		t.Fatalf("delete d by its old id: %v %v, want UNKNOWN_TOPIC_ID", dt, err)
+	}
+	if tp := h.Repl.Image().Topic("d"); tp == nil || tp.ID != newID {
+		t.Fatalf("the new topic d was deleted by the old one's id")
+	}
+	dt, err = h.DeleteTopics(ctx, &pb.DeleteTopicsRequest{Names: []string{"d"}, TopicIds: map[string]string{"d": newID}, TimeoutMs: 30000})
+	if err != nil || dt.Topics[0].ErrorCode != pb.ErrorCode_NONE {
+		t.Fatalf("delete d by its id: %v %v", dt, err)
+	}
+	wait.Eventually(t, 30*time.Second, "d deleted", func() bool { return h.Repl.Image().Topic("d") == nil })
+}
