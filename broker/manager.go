@@ -70,6 +70,8 @@ type Manager struct {
 	// opening holds a channel, closed when done, per partition whose log
 	// GetOrCreate is opening outside mu.
 	opening map[storage.PartitionKey]chan struct{}
+	// idMu serializes recording a topic id for logs that had none.
+	idMu sync.Mutex
 
 	// cleaner compacts the logs of compacted topics; nil when
 	// log.cleaner.enable is false. It runs under cancel and wg.
@@ -133,6 +135,13 @@ func Open(cfg Config, clk clock.Clock) (*Manager, error) {
 		}
 		p := NewPartition(key, l, hws[key])
 		p.SetMinISR(cfg.MinInsyncReplicas)
+		if id, err := storage.ReadPartitionMetadata(l.Dir()); err != nil {
+			// Read as a log of no known topic: metadata names its topic
+			// and the file is written again.
+			lg.Warn("partition.metadata unreadable; the log's topic id is taken from metadata", "partition", key.String(), "err", err)
+		} else if id != "" {
+			p.setTopicID(id)
+		}
 		m.parts[key] = p
 		lg.Debug("loaded log", "partition", key.String(), "logEnd", l.LogEndOffset(), "took", time.Since(start))
 	}
@@ -248,6 +257,15 @@ func (m *Manager) Get(key storage.PartitionKey) *Partition {
 // GetOrCreate returns the local partition, creating its log if needed, with
 // the topic's configs applied.
 func (m *Manager) GetOrCreate(key storage.PartitionKey, topicConfigs map[string]string) (*Partition, error) {
+	return m.GetOrCreateTopic(key, "", topicConfigs)
+}
+
+// GetOrCreateTopic is GetOrCreate for the topic with id topicID (""
+// when not known), recorded in the log's partition.metadata. A log that
+// has no id yet takes this one; a log of another id is refused (its
+// topic was deleted and created again: the caller removes the old log
+// first, see Stray).
+func (m *Manager) GetOrCreateTopic(key storage.PartitionKey, topicID string, topicConfigs map[string]string) (*Partition, error) {
 	lc, minISR := m.LogConfig(topicConfigs)
 	for {
 		m.mu.Lock()
@@ -259,6 +277,9 @@ func (m *Manager) GetOrCreate(key storage.PartitionKey, topicConfigs map[string]
 			p.Log.SetConfig(lc)
 			p.SetMinISR(minISR)
 			m.mu.Unlock()
+			if err := m.assignTopicID(p, topicID); err != nil {
+				return nil, err
+			}
 			return p, nil
 		}
 		if ch := m.opening[key]; ch != nil {
@@ -276,6 +297,14 @@ func (m *Manager) GetOrCreate(key storage.PartitionKey, topicConfigs map[string]
 		m.opening[key] = ch
 		m.mu.Unlock()
 		l, err := storage.Open(filepath.Join(m.cfg.DataDir, storage.DirName(key.Topic, key.Partition)), key, lc, 0, m.clk)
+		if err == nil && topicID != "" {
+			// Recorded before the partition is in the table, so no reader
+			// finds it without its id.
+			if werr := storage.WritePartitionMetadata(l.Dir(), topicID); werr != nil {
+				_ = l.Close()
+				l, err = nil, fmt.Errorf("record the topic id of %s: %w", key, werr)
+			}
+		}
 		m.mu.Lock()
 		delete(m.opening, key)
 		close(ch)
@@ -290,10 +319,42 @@ func (m *Manager) GetOrCreate(key storage.PartitionKey, topicConfigs map[string]
 		}
 		p := NewPartition(key, l, 0)
 		p.SetMinISR(minISR)
+		if topicID != "" {
+			p.setTopicID(topicID)
+		}
 		m.parts[key] = p
 		m.mu.Unlock()
 		return p, nil
 	}
+}
+
+// Stray reports whether p is the log of another topic than the one with
+// id topicID: a topic deleted and created again under the same name while
+// this broker was away (Kafka's stray logs). Neither id known: not stray.
+func Stray(p *Partition, topicID string) bool {
+	have := p.TopicID()
+	return have != "" && topicID != "" && have != topicID
+}
+
+// assignTopicID records topicID for a log that has none yet (created
+// before ids were recorded); a log of another id is refused.
+func (m *Manager) assignTopicID(p *Partition, topicID string) error {
+	if topicID == "" {
+		return nil
+	}
+	m.idMu.Lock()
+	defer m.idMu.Unlock()
+	switch have := p.TopicID(); {
+	case have == topicID:
+		return nil
+	case have != "":
+		return fmt.Errorf("the log of %s belongs to topic id %s, not %s", p.Key, have, topicID)
+	}
+	if err := storage.WritePartitionMetadata(p.Log.Dir(), topicID); err != nil {
+		return fmt.Errorf("record the topic id of %s: %w", p.Key, err)
+	}
+	p.setTopicID(topicID)
+	return nil
 }
 
 // Delete removes a partition and its files.

@@ -8,6 +8,7 @@ package broker
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/strand-io/strand/broker/storage"
@@ -54,6 +55,12 @@ type Partition struct {
 	Key storage.PartitionKey
 	Log *storage.Log
 
+	// topicID is the id of the topic this log belongs to ("" until
+	// metadata names it for a log created before ids were recorded); a
+	// read or append that names another id was meant for another topic of
+	// the same name (see TopicID).
+	topicID atomic.Pointer[string]
+
 	// leaderMu is held for reading by appends and for writing by role
 	// changes, so no append runs under a stale leader epoch.
 	leaderMu sync.RWMutex
@@ -78,6 +85,32 @@ func NewPartition(key storage.PartitionKey, l *storage.Log, hw int64) *Partition
 	// those below the checkpointed HW are replicated.
 	l.OnHighWatermarkUpdated(hw)
 	return &Partition{Key: key, Log: l, hw: hw, minISR: 1, lead: Leadership{Leader: -1, LeaderEpoch: -1}, watchers: map[chan struct{}]struct{}{}, hwWait: make(chan struct{})}
+}
+
+// TopicID is the id of the topic this log belongs to ("" when not known
+// yet). It never changes once set: a topic deleted and created again
+// under the same name gets a new Partition (and log).
+func (p *Partition) TopicID() string {
+	if id := p.topicID.Load(); id != nil {
+		return *id
+	}
+	return ""
+}
+
+func (p *Partition) setTopicID(id string) { p.topicID.Store(&id) }
+
+// CheckTopicID is Kafka's topic id check where a partition is read or
+// written: a request that names a topic id ("" names none) and finds a
+// log of another topic of that name (deleted and created again since the
+// client, or the front door, looked the id up) is refused with code
+// rather than served the other topic's records. A log whose id is not
+// known yet passes, as in Kafka.
+func (p *Partition) CheckTopicID(id string, code pb.ErrorCode) error {
+	have := p.TopicID()
+	if id == "" || have == "" || id == have {
+		return nil
+	}
+	return errs.New(code, "%s belongs to topic id %s, not %s: the topic was deleted and created again under its name", p.Key, have, id)
 }
 
 // Leadership returns the current leadership state.

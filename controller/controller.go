@@ -673,7 +673,11 @@ func (c *Controller) DeleteTopics(ctx context.Context, req *pb.DeleteTopicsReque
 		res := &pb.DeletableTopicResult{Name: name}
 		out = append(out, res)
 		t := c.Q.FSM.Image().Topic(name)
-		switch {
+		switch want := req.TopicIds[name]; {
+		case want != "" && (t == nil || t.ID != want):
+			// Named by an id (DeleteTopics v6) that is no longer this
+			// name's: the topic was deleted, or deleted and created again.
+			res.ErrorCode, res.ErrorMessage = pb.ErrorCode_UNKNOWN_TOPIC_ID, fmt.Sprintf("no topic has id %s", want)
 		case t == nil:
 			res.ErrorCode, res.ErrorMessage = pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, fmt.Sprintf("topic '%s' does not exist", name)
 		case t.Internal:

@@ -119,10 +119,13 @@ type Topic struct {
 // modify an Image or what it points to; Apply builds a new one, sharing
 // what did not change.
 type Image struct {
-	Offset         int64
-	ClusterID      string
-	Brokers        map[int32]*Broker
-	Topics         map[string]*Topic
+	Offset    int64
+	ClusterID string
+	Brokers   map[int32]*Broker
+	Topics    map[string]*Topic
+	// TopicIDs maps each topic's id to its name (TopicByID); nil in an
+	// image built by hand, where TopicByID looks through Topics.
+	TopicIDs       map[string]string
 	NextProducerID int64
 	Features       map[string]int32
 	// BrokerConfigs holds cluster-wide dynamic broker configs (resource name "").
@@ -148,6 +151,7 @@ func EmptyImage() *Image {
 		Offset:        -1,
 		Brokers:       map[int32]*Broker{},
 		Topics:        map[string]*Topic{},
+		TopicIDs:      map[string]string{},
 		Features:      map[string]int32{},
 		BrokerConfigs: map[string]string{},
 	}
@@ -155,6 +159,27 @@ func EmptyImage() *Image {
 
 // Topic returns a topic or nil.
 func (im *Image) Topic(name string) *Topic { return im.Topics[name] }
+
+// TopicByID returns the topic with that id, or nil ("" is no topic's
+// id). A topic deleted and created again under its name has a new id:
+// the old id finds nothing.
+func (im *Image) TopicByID(id string) *Topic {
+	if id == "" {
+		return nil
+	}
+	if im.TopicIDs == nil {
+		for _, t := range im.Topics {
+			if t.ID == id {
+				return t
+			}
+		}
+		return nil
+	}
+	if t := im.Topics[im.TopicIDs[id]]; t != nil && t.ID == id {
+		return t
+	}
+	return nil
+}
 
 // Partition returns a partition or nil.
 func (im *Image) Partition(topic string, p int32) *Partition {
@@ -249,6 +274,7 @@ type builder struct {
 	im            *Image
 	brokersCopied bool
 	topicsCopied  bool
+	idsCopied     bool
 	copiedTopic   map[string]bool
 	featCopied    bool
 	cfgCopied     bool
@@ -284,6 +310,27 @@ func (b *builder) topics() map[string]*Topic {
 		b.im.Topics, b.topicsCopied = m, true
 	}
 	return b.im.Topics
+}
+
+// topicIDs returns a writable copy of the id index (built from the
+// topics when the base image has none).
+func (b *builder) topicIDs() map[string]string {
+	if !b.idsCopied {
+		m := make(map[string]string, len(b.im.Topics)+1)
+		if b.im.TopicIDs != nil {
+			for k, v := range b.im.TopicIDs {
+				m[k] = v
+			}
+		} else {
+			for n, t := range b.im.Topics {
+				if t.ID != "" {
+					m[t.ID] = n
+				}
+			}
+		}
+		b.im.TopicIDs, b.idsCopied = m, true
+	}
+	return b.im.TopicIDs
 }
 
 // topic returns a writable copy of a topic.
@@ -425,6 +472,9 @@ func (b *builder) record(r *pb.MetadataRecord, offset int64) error {
 		}
 		b.topics()[tr.Name] = &Topic{Name: tr.Name, ID: tr.TopicId, Configs: cfg, Internal: tr.Internal}
 		b.copiedTopic[tr.Name] = true
+		if tr.TopicId != "" {
+			b.topicIDs()[tr.TopicId] = tr.Name
+		}
 	case *pb.MetadataRecord_Partition:
 		pr := x.Partition
 		t := b.topic(pr.Topic)
@@ -468,6 +518,9 @@ func (b *builder) record(r *pb.MetadataRecord, offset int64) error {
 			return fmt.Errorf("remove of unknown topic %q", x.RemoveTopic.Name)
 		}
 		delete(b.topics(), t.Name)
+		if ids := b.topicIDs(); ids[t.ID] == t.Name {
+			delete(ids, t.ID)
+		}
 		b.delta.DeletedTopics = append(b.delta.DeletedTopics, b.base.Topics[t.Name])
 	case *pb.MetadataRecord_ProducerIds:
 		if x.ProducerIds.NextProducerId <= b.im.NextProducerID {

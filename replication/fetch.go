@@ -177,7 +177,7 @@ func hasError(r *pb.FetchResponse) bool {
 }
 
 func (m *Manager) fetchPartition(fp *pb.FetchPartition, req *pb.FetchRequest, follower bool, first bool, budget int, minOne bool, alloc storage.Alloc) *pb.FetchPartitionResponse {
-	out := &pb.FetchPartitionResponse{Topic: fp.Topic, Partition: fp.Partition, HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1, CurrentLeaderId: -1, CurrentLeaderEpoch: -1}
+	out := &pb.FetchPartitionResponse{Topic: fp.Topic, TopicId: fp.TopicId, Partition: fp.Partition, HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1, CurrentLeaderId: -1, CurrentLeaderEpoch: -1}
 	fail := func(err error) *pb.FetchPartitionResponse {
 		out.ErrorCode, out.ErrorMessage = errs.Split(err)
 		return out
@@ -189,6 +189,12 @@ func (m *Manager) fetchPartition(fp *pb.FetchPartition, req *pb.FetchRequest, fo
 			return fail(errs.New(pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "%s is unknown", key))
 		}
 		return fail(errs.New(pb.ErrorCode_NOT_LEADER_OR_FOLLOWER, "%s has no replica on broker %d", key, m.cfg.NodeID))
+	}
+	// The id the fetcher means against the log found under the name
+	// (Kafka's ReplicaManager.readFromLog): the name may have been
+	// deleted and created again since the id was looked up.
+	if err := p.CheckTopicID(fp.TopicId, pb.ErrorCode_INCONSISTENT_TOPIC_ID); err != nil {
+		return fail(err)
 	}
 	l := p.Leadership()
 	out.CurrentLeaderId, out.CurrentLeaderEpoch = l.Leader, l.LeaderEpoch

@@ -128,12 +128,15 @@ func decodeFetchPartition(b []byte, p *pb.FetchPartitionResponse) bool {
 			return true
 		}
 		switch f.Num {
-		case 1, 4:
+		case 1, 4, 13:
 			s, ok := f.String()
-			if f.Num == 1 {
+			switch f.Num {
+			case 1:
 				p.Topic = s
-			} else {
+			case 4:
 				p.ErrorMessage = s
+			default:
+				p.TopicId = s
 			}
 			return ok
 		case 8:

@@ -27,6 +27,9 @@ func randomFetchResponse(r *rand.Rand) *pb.FetchResponse {
 		if r.Intn(2) == 0 {
 			p.ErrorMessage = "é"
 		}
+		if r.Intn(2) == 0 {
+			p.TopicId = "AAECAwQFBgcICQoLDA0ODw"
+		}
 		for range r.Intn(3) {
 			p.AbortedTransactions = append(p.AbortedTransactions, &pb.AbortedTransaction{ProducerId: r.Int63n(100) - 1, FirstOffset: r.Int63()})
 		}

@@ -35,6 +35,9 @@ type fetchState struct {
 type position struct {
 	fetchOffset, logStart int64
 	leaderEpoch, maxBytes int32
+	// topicID is the replica's topic: the leader reads only a log of the
+	// same topic (not an older or newer one of the same name).
+	topicID string
 }
 
 // fetcher replicates every partition led by one source broker: one Fetch
@@ -310,14 +313,14 @@ func (f *fetcher) fetch(client pb.ConsumerClient, sts []*fetchState) bool {
 	byKey := make(map[storage.PartitionKey]*fetchState, len(sts))
 	now := make(map[storage.PartitionKey]position, len(sts))
 	for _, st := range sts {
-		pos := position{fetchOffset: st.p.Log.LogEndOffset(), logStart: st.p.Log.LogStartOffset(), leaderEpoch: st.leaderEpoch, maxBytes: int32(m.cfg.FetchMaxBytes)}
+		pos := position{fetchOffset: st.p.Log.LogEndOffset(), logStart: st.p.Log.LogStartOffset(), leaderEpoch: st.leaderEpoch, maxBytes: int32(m.cfg.FetchMaxBytes), topicID: st.p.TopicID()}
 		byKey[st.p.Key] = st
 		now[st.p.Key] = pos
 		if old, ok := f.told[st.p.Key]; ok && req.SessionId != 0 && old == pos {
 			continue // the session has it
 		}
 		req.Partitions = append(req.Partitions, &pb.FetchPartition{Topic: st.p.Key.Topic, Partition: st.p.Key.Partition,
-			FetchOffset: pos.fetchOffset, CurrentLeaderEpoch: pos.leaderEpoch, PartitionMaxBytes: pos.maxBytes, LogStartOffset: pos.logStart})
+			FetchOffset: pos.fetchOffset, CurrentLeaderEpoch: pos.leaderEpoch, PartitionMaxBytes: pos.maxBytes, LogStartOffset: pos.logStart, TopicId: pos.topicID})
 	}
 	if req.SessionId != 0 {
 		for k := range f.told {
@@ -427,7 +430,8 @@ func (f *fetcher) handle(st *fetchState, r *pb.FetchPartitionResponse) bool {
 			f.mu.Unlock()
 		}
 		return false
-	case pb.ErrorCode_STALE_BROKER_EPOCH, pb.ErrorCode_UNKNOWN_LEADER_EPOCH, pb.ErrorCode_NOT_LEADER_OR_FOLLOWER, pb.ErrorCode_FENCED_LEADER_EPOCH, pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION:
+	case pb.ErrorCode_STALE_BROKER_EPOCH, pb.ErrorCode_UNKNOWN_LEADER_EPOCH, pb.ErrorCode_NOT_LEADER_OR_FOLLOWER, pb.ErrorCode_FENCED_LEADER_EPOCH, pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION,
+		pb.ErrorCode_INCONSISTENT_TOPIC_ID: // the leader's log is of an older or newer topic of the name
 		// Metadata will bring the truth; retry a little later.
 		f.delay(st, m.cfg.FetchBackoff/2)
 		return false

@@ -290,6 +290,16 @@ func (m *Manager) Apply(img *metadata.Image, d *metadata.Delta) {
 			}
 		}
 	}
+	// A local log of an older topic of the same name (deleted and created
+	// again while this broker was away, so no delta deleted it) is not
+	// the new topic's replica: it goes before the new one is created.
+	for _, ch := range d.Partitions {
+		key := storage.PartitionKey{Topic: ch.New.Topic, Partition: ch.New.Partition}
+		if p, t := m.parts.Get(key), img.Topic(key.Topic); p != nil && t != nil && broker.Stray(p, t.ID) {
+			m.lg.Warn("local log belongs to an older topic of the same name; deleting it", "partition", key.String(), "logTopicId", p.TopicID(), "topicId", t.ID)
+			m.removePartition(key)
+		}
+	}
 	m.applyThrottles(img, d)
 	if (d.BrokerConfigs || d.Snapshot) && m.applyBrokerConfigs(img) {
 		// New broker log defaults: every open log takes them (its
@@ -324,7 +334,7 @@ func (m *Manager) Apply(img *metadata.Image, d *metadata.Delta) {
 			continue
 		}
 		t := img.Topic(np.Topic)
-		p, err := m.parts.GetOrCreate(key, t.Configs)
+		p, err := m.parts.GetOrCreateTopic(key, t.ID, t.Configs)
 		if err != nil {
 			m.lg.Error("open partition", "partition", key.String(), "err", err)
 			continue
@@ -364,6 +374,7 @@ const prepareParallelism = 8
 func (m *Manager) prepare(img *metadata.Image, d *metadata.Delta) {
 	type job struct {
 		key     storage.PartitionKey
+		topicID string
 		configs map[string]string
 		np      *metadata.Partition // nil: only open the log
 	}
@@ -400,7 +411,7 @@ func (m *Manager) prepare(img *metadata.Image, d *metadata.Delta) {
 			np = nil
 		}
 		seen[key] = len(jobs)
-		jobs = append(jobs, job{key, t.Configs, np})
+		jobs = append(jobs, job{key, t.ID, t.Configs, np})
 	}
 	if len(jobs) < 2 {
 		return
@@ -412,7 +423,7 @@ func (m *Manager) prepare(img *metadata.Image, d *metadata.Delta) {
 		go func() {
 			defer wg.Done()
 			for j := range next {
-				p, err := m.parts.GetOrCreate(j.key, j.configs)
+				p, err := m.parts.GetOrCreateTopic(j.key, j.topicID, j.configs)
 				if err != nil || j.np == nil {
 					continue
 				}

@@ -50,20 +50,31 @@ func (m *Manager) Partition(topic string, partition int32) (*broker.Partition, e
 // transaction verification: AppendLeaderVerified does, for a client's
 // produce.
 func (m *Manager) AppendLeader(topic string, partition int32, records []byte, acks int32) *Append {
-	return m.appendLeader(topic, partition, records, acks, false, nil)
+	return m.appendLeader(topic, "", partition, records, acks, false, nil)
 }
 
-// AppendLeaderVerified is AppendLeader for a client's produce: a
+// AppendLeaderTopic is AppendLeader for the topic with id topicID (""
+// skips the check): a partition of another topic of that name (the one
+// meant was deleted and created again) is refused UNKNOWN_TOPIC_ID, as
+// Kafka's ReplicaManager refuses a produce by topic id, and not written.
+func (m *Manager) AppendLeaderTopic(topic, topicID string, partition int32, records []byte, acks int32) *Append {
+	return m.appendLeader(topic, topicID, partition, records, acks, false, nil)
+}
+
+// AppendLeaderVerified is AppendLeaderTopic for a client's produce: a
 // transactional batch that does not continue its producer's open
 // transaction must present guard, the verification the partition made
 // before the coordinator was asked, still current; otherwise it is
 // refused INVALID_TXN_STATE (broker/storage: verification.go).
-func (m *Manager) AppendLeaderVerified(topic string, partition int32, records []byte, acks int32, guard *storage.VerificationGuard) *Append {
-	return m.appendLeader(topic, partition, records, acks, true, guard)
+func (m *Manager) AppendLeaderVerified(topic, topicID string, partition int32, records []byte, acks int32, guard *storage.VerificationGuard) *Append {
+	return m.appendLeader(topic, topicID, partition, records, acks, true, guard)
 }
 
-func (m *Manager) appendLeader(topic string, partition int32, records []byte, acks int32, verified bool, guard *storage.VerificationGuard) *Append {
+func (m *Manager) appendLeader(topic, topicID string, partition int32, records []byte, acks int32, verified bool, guard *storage.VerificationGuard) *Append {
 	p, err := m.partitionFor(topic, partition)
+	if err == nil {
+		err = p.CheckTopicID(topicID, pb.ErrorCode_UNKNOWN_TOPIC_ID)
+	}
 	if err != nil {
 		return &Append{Err: err}
 	}

@@ -154,7 +154,7 @@ func (h *Handler) DeleteTopics(ctx context.Context, req *pb.DeleteTopicsRequest)
 			inner := &pb.DeleteTopicsResponse{}
 			if len(ok) > 0 {
 				var err error
-				if inner, err = h.deleteTopics(ctx, &pb.DeleteTopicsRequest{Names: ok, TimeoutMs: req.TimeoutMs}); err != nil {
+				if inner, err = h.deleteTopics(ctx, &pb.DeleteTopicsRequest{Names: ok, TimeoutMs: req.TimeoutMs, TopicIds: req.TopicIds}); err != nil {
 					return nil, err
 				}
 			}

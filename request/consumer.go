@@ -41,7 +41,7 @@ func (h *Handler) Fetch(ctx context.Context, req *pb.FetchRequest) (*pb.FetchRes
 			continue
 		}
 		if fp.FetchOffset < 0 {
-			bad = append(bad, &pb.FetchPartitionResponse{Topic: fp.Topic, Partition: fp.Partition, ErrorCode: pb.ErrorCode_OFFSET_OUT_OF_RANGE,
+			bad = append(bad, &pb.FetchPartitionResponse{Topic: fp.Topic, TopicId: fp.TopicId, Partition: fp.Partition, ErrorCode: pb.ErrorCode_OFFSET_OUT_OF_RANGE,
 				ErrorMessage: fmt.Sprintf("negative fetch offset %d", fp.FetchOffset), HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1})
 			continue
 		}
@@ -65,7 +65,7 @@ func (h *Handler) Fetch(ctx context.Context, req *pb.FetchRequest) (*pb.FetchRes
 // fetchRefused is a fetch partition's answer of err.
 func fetchRefused(fp *pb.FetchPartition, err error) *pb.FetchPartitionResponse {
 	code, msg := errs.Split(err)
-	return &pb.FetchPartitionResponse{Topic: fp.Topic, Partition: fp.Partition, ErrorCode: code, ErrorMessage: msg,
+	return &pb.FetchPartitionResponse{Topic: fp.Topic, TopicId: fp.TopicId, Partition: fp.Partition, ErrorCode: code, ErrorMessage: msg,
 		HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1}
 }
 

@@ -60,6 +60,10 @@ func TopicMetadata(img *metadata.Image, t *metadata.Topic, messageMaxBytes int) 
 func (h *Handler) Metadata(ctx context.Context, req *pb.MetadataRequest) (*pb.MetadataResponse, error) {
 	img := h.Repl.Image()
 	resp := &pb.MetadataResponse{ClusterId: img.ClusterID, ControllerId: h.Remote.LeaderHint(), Brokers: brokerInfos(img, h.Listener), MetadataOffset: img.Offset}
+	if len(req.TopicIds) > 0 {
+		h.metadataByID(ctx, img, req.TopicIds, resp)
+		return resp, nil
+	}
 	names := req.Topics
 	all := len(names) == 0
 	if all {
@@ -98,6 +102,31 @@ func (h *Handler) Metadata(ctx context.Context, req *pb.MetadataRequest) (*pb.Me
 		resp.Topics = append(resp.Topics, TopicMetadata(img, t, h.MessageMaxBytes))
 	}
 	return resp, nil
+}
+
+// metadataByID answers topics asked for by id (Kafka's Metadata v12): each
+// id once, an id no topic has UNKNOWN_TOPIC_ID, a topic the principal may
+// not describe TOPIC_AUTHORIZATION_FAILED with its id and without its
+// name (ids are not secret, names are), the others in full.
+func (h *Handler) metadataByID(ctx context.Context, img *metadata.Image, ids []string, resp *pb.MetadataResponse) {
+	az := h.authz(ctx, "Metadata")
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		t := img.TopicByID(id)
+		switch {
+		case t == nil:
+			resp.Topics = append(resp.Topics, &pb.TopicMetadata{TopicId: id, ErrorCode: pb.ErrorCode_UNKNOWN_TOPIC_ID, ErrorMessage: "no topic has id " + id})
+		case !az.topic(authz.OpDescribe, t.Name):
+			resp.Topics = append(resp.Topics, &pb.TopicMetadata{TopicId: id, ErrorCode: pb.ErrorCode_TOPIC_AUTHORIZATION_FAILED,
+				ErrorMessage: fmt.Sprintf("not authorized to %s the topic with id %s", authz.OpDescribe, id)})
+		default:
+			resp.Topics = append(resp.Topics, TopicMetadata(img, t, h.MessageMaxBytes))
+		}
+	}
 }
 
 // DescribeFeatures lists finalized feature levels.

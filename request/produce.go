@@ -151,6 +151,11 @@ func (h *Handler) appendOne(ctx context.Context, req *pb.ProduceRequest, pr *pb.
 	if t == nil {
 		return nil, errs.New(pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic %q does not exist", pr.Topic)
 	}
+	if pr.TopicId != "" && pr.TopicId != t.ID {
+		// Named by an id that is no longer this name's (checked again
+		// where the partition is written).
+		return nil, errs.New(pb.ErrorCode_UNKNOWN_TOPIC_ID, "no topic %q has id %s", pr.Topic, pr.TopicId)
+	}
 	if pr.Partition < 0 || int(pr.Partition) >= len(t.Partitions) {
 		return nil, errs.New(pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic %s has %d partitions, there is no partition %d", pr.Topic, len(t.Partitions), pr.Partition)
 	}
@@ -192,7 +197,7 @@ func (h *Handler) appendOne(ctx context.Context, req *pb.ProduceRequest, pr *pb.
 			return nil, err
 		}
 	}
-	a := h.Repl.AppendLeaderVerified(pr.Topic, pr.Partition, pr.Records, req.Acks, guard)
+	a := h.Repl.AppendLeaderVerified(pr.Topic, pr.TopicId, pr.Partition, pr.Records, req.Acks, guard)
 	if a.Err == nil && !a.Result.Duplicate {
 		h.produced(pr.Topic, pr.Records)
 	}

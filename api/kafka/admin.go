@@ -119,6 +119,7 @@ func handleDeleteTopics(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Resp
 		name string
 		id   [16]byte
 		ok   bool // name known
+		byID bool // the name was found by the id: deleted only while it has it
 	}
 	var asks []ask
 	if req.Version < 6 {
@@ -143,13 +144,19 @@ func handleDeleteTopics(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Resp
 				}
 			}
 			n, ok := byID[t.TopicID]
-			asks = append(asks, ask{name: n, id: t.TopicID, ok: ok && t.TopicID != [16]byte{}})
+			asks = append(asks, ask{name: n, id: t.TopicID, ok: ok && t.TopicID != [16]byte{}, byID: true})
 		}
 	}
 	preq := &pb.DeleteTopicsRequest{TimeoutMs: req.TimeoutMillis}
 	for _, a := range asks {
 		if a.ok {
 			preq.Names = append(preq.Names, a.name)
+			if a.byID {
+				if preq.TopicIds == nil {
+					preq.TopicIds = map[string]string{}
+				}
+				preq.TopicIds[a.name] = topicIDString(a.id)
+			}
 		}
 	}
 	var results []*pb.DeletableTopicResult

@@ -2,6 +2,7 @@ package kafka_test
 
 import (
 	"context"
+	"encoding/base64"
 	"slices"
 	"testing"
 	"time"
@@ -67,15 +68,26 @@ func TestKafkaDoorRefusesWithoutGrants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Every request of the table, naming the resources above.
+	// Every request of the table, naming the resources above (Produce
+	// and Fetch by name, and by topic a's id as Kafka 4 clients do).
+	var idA [16]byte
+	if b, err := base64.RawURLEncoding.DecodeString(h.Repl.Image().Topic("a").ID); err != nil || copy(idA[:], b) != 16 {
+		t.Fatalf("topic a's id: %v", err)
+	}
 	cases := kafkareq.Refusals(kafkareq.Names{
-		Topic: "a", NewTopic: "c", Group: "g", TxnID: "tx",
+		Topic: "a", TopicID: idA, NewTopic: "c", Group: "g", TxnID: "tx",
 		ProducerID: ip.ProducerId, ProducerEpoch: int16(ip.ProducerEpoch),
 		Records: batch, Replica: n.ID(),
 		Principal: "User:mallory", ScramUser: "mallory", NewScramUser: "eve",
 	})
 	for _, b := range kafkareq.Check(ctx, br, cases) {
 		t.Error(b)
+	}
+	// Asked by id, the refusal does not tell the topic's name.
+	if pr, err := br.Request(ctx, kafkareq.Only(cases, "Produce by topic id")[0].Build()); err != nil {
+		t.Error(err)
+	} else if p := pr.(*kmsg.ProduceResponse).Topics[0].Partitions[0]; p.ErrorMessage != nil {
+		t.Errorf("Produce by topic id refused with the message %q, which names the topic", *p.ErrorMessage)
 	}
 	// IncrementalAlterConfigs really names topic a: with AlterConfigs on
 	// it granted, the same request (validate only) is served.

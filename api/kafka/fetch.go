@@ -2,138 +2,118 @@ package kafka
 
 import (
 	"context"
-	"math"
-	"math/rand/v2"
-	"sync"
+	"encoding/base64"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strand-io/strand/metadata"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
 func init() {
 	// Fetch 4 is the first with isolation levels and v2 batches; 7 adds
-	// sessions (KIP-227); 13 names topics by id.
-	register(kmsg.Fetch, 4, 12, handleFetch)
+	// sessions (KIP-227); 13 names topics by id (KIP-516); 15 moves a
+	// follower's id into ReplicaState (KIP-903); 16 answers where a
+	// partition's leader went (KIP-951); 17 adds a follower's directory
+	// id (KIP-853). Kafka 4.0 serves up to 17.
+	register(kmsg.Fetch, 4, 17, handleFetch)
 	register(kmsg.ListOffsets, 1, 7, handleListOffsets)
 	register(kmsg.OffsetForLeaderEpoch, 0, 4, handleOffsetForLeaderEpoch)
 }
 
-// Fetch session epochs (KIP-227).
-const (
-	sessionInitial = 0  // open a session (with session id 0)
-	sessionFinal   = -1 // no session, or close the one named
-)
-
-type partKey struct {
-	topic     string
-	partition int32
-}
-
-// consumerSession is a consumer's fetch session: the partitions it
-// fetches with their positions, and what it was last told of each, so
-// an incremental answer carries only what changed.
-type consumerSession struct {
-	id       int32
-	mu       sync.Mutex // one request of a session at a time
-	epoch    int32      // the epoch the next request must carry
-	parts    map[partKey]*sessionPart
-	order    []partKey
-	lastUsed time.Time
-}
-
-type sessionPart struct {
-	req               *pb.FetchPartition
-	told              bool
-	hw, lso, logStart int64
-}
-
-// sessionCache holds the listener's consumer fetch sessions, at most
-// slots of them (max.incremental.fetch.session.cache.slots): a new
-// session evicts the least recently used one unused for a minute, and is
-// declined (session id 0: the client fetches in full) when none is.
-type sessionCache struct {
-	slots int
-	mu    sync.Mutex
-	byID  map[int32]*consumerSession
-}
-
-const sessionEvictAfter = time.Minute
-
-func newSessionCache(slots int) *sessionCache {
-	return &sessionCache{slots: slots, byID: map[int32]*consumerSession{}}
-}
-
-// open makes a session, or returns nil when the cache is full.
-func (c *sessionCache) open(now time.Time) *consumerSession {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.slots <= 0 {
+// image is the node's metadata image (nil on a node with no partitions).
+func (c *Conn) image() *metadata.Image {
+	if c.H.Repl == nil {
 		return nil
 	}
-	if len(c.byID) >= c.slots {
-		var oldest *consumerSession
-		for _, s := range c.byID {
-			if oldest == nil || s.lastUsed.Before(oldest.lastUsed) {
-				oldest = s
+	return c.H.Repl.Image()
+}
+
+// topicName is the name of the topic with that id in img ("" when no
+// topic has it).
+func topicName(img *metadata.Image, id [16]byte) string {
+	if img == nil || id == ([16]byte{}) {
+		return ""
+	}
+	if t := img.TopicByID(topicIDString(id)); t != nil {
+		return t.Name
+	}
+	return ""
+}
+
+// topicIDString is a wire topic id as Strand writes ids (the zero id
+// too: no topic has it).
+func topicIDString(id [16]byte) string {
+	return base64.RawURLEncoding.EncodeToString(id[:])
+}
+
+// fetchAsk is one partition a Fetch request names: its key (by name, or
+// by id from v13), and what the request layer is asked for it (from v13
+// the name the id has now, "" when no topic has it, and the id, checked
+// where the partition is read).
+type fetchAsk struct {
+	key partKey
+	fp  *pb.FetchPartition
+}
+
+func fetchAsks(req *kmsg.FetchRequest, img *metadata.Image) []fetchAsk {
+	var out []fetchAsk
+	for _, t := range req.Topics {
+		name, id, key := t.Topic, "", partKey{topic: t.Topic}
+		if req.Version >= 13 {
+			name, id, key = topicName(img, t.TopicID), topicIDString(t.TopicID), partKey{id: t.TopicID}
+		}
+		for _, p := range t.Partitions {
+			key.partition = p.Partition
+			fp := &pb.FetchPartition{Topic: name, TopicId: id, Partition: p.Partition, FetchOffset: p.FetchOffset,
+				PartitionMaxBytes: p.PartitionMaxBytes, LogStartOffset: p.LogStartOffset, CurrentLeaderEpoch: -1}
+			if req.Version >= 9 {
+				fp.CurrentLeaderEpoch = p.CurrentLeaderEpoch
 			}
-		}
-		if oldest == nil || now.Sub(oldest.lastUsed) < sessionEvictAfter {
-			return nil
-		}
-		delete(c.byID, oldest.id)
-	}
-	s := &consumerSession{epoch: 1, parts: map[partKey]*sessionPart{}, lastUsed: now}
-	for {
-		s.id = rand.Int32N(math.MaxInt32-1) + 1
-		if c.byID[s.id] == nil {
-			break
+			out = append(out, fetchAsk{key, fp})
 		}
 	}
-	c.byID[s.id] = s
-	return s
+	return out
 }
 
-func (c *sessionCache) get(id int32) *consumerSession {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.byID[id]
-}
-
-func (c *sessionCache) drop(id int32) {
-	c.mu.Lock()
-	delete(c.byID, id)
-	c.mu.Unlock()
-}
-
-func (c *sessionCache) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.byID)
-}
-
-func fetchPartition(t string, p kmsg.FetchRequestTopicPartition, version int16) *pb.FetchPartition {
-	fp := &pb.FetchPartition{Topic: t, Partition: p.Partition, FetchOffset: p.FetchOffset, PartitionMaxBytes: p.PartitionMaxBytes, LogStartOffset: p.LogStartOffset, CurrentLeaderEpoch: -1}
-	if version >= 9 {
-		fp.CurrentLeaderEpoch = p.CurrentLeaderEpoch
+// unknownTopicID splits off the partitions named by an id no topic has:
+// answered UNKNOWN_TOPIC_ID without a read or an authorization question
+// (an id tells nothing of a topic's name), as Kafka answers them.
+func unknownTopicID(fps []*pb.FetchPartition) (known []*pb.FetchPartition, unknown []*pb.FetchPartitionResponse) {
+	for _, fp := range fps {
+		if fp.TopicId != "" && fp.Topic == "" {
+			unknown = append(unknown, &pb.FetchPartitionResponse{TopicId: fp.TopicId, Partition: fp.Partition, ErrorCode: pb.ErrorCode_UNKNOWN_TOPIC_ID,
+				ErrorMessage: "no topic has id " + fp.TopicId, HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1, CurrentLeaderId: -1, CurrentLeaderEpoch: -1})
+			continue
+		}
+		known = append(known, fp)
 	}
-	return fp
+	return known, unknown
 }
 
 // handleFetch serves consumers (a replica id >= 0 is refused: followers
 // fetch over gRPC on the inter-broker listener). With a session
 // (KIP-227) the request names only the partitions that changed, and the
 // answer carries only partitions with records, an error, or a watermark
-// that moved; partitions that joined are answered in any case.
+// that moved; partitions that joined are answered in any case. From v13
+// topics are named by id, in the request, the answer and the session
+// (KafkaApis.handleFetchRequest and FetchSession's contexts): an id no
+// topic has is answered UNKNOWN_TOPIC_ID, and the id is checked against
+// the partition's where it is read (INCONSISTENT_TOPIC_ID), so a consumer
+// of a topic deleted and created again under its name is told, not fed
+// the new topic's records. A session keeps the way its first request
+// named topics: a later request the other way is refused
+// FETCH_SESSION_TOPIC_ID_ERROR.
 func handleFetch(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response, error) {
 	req := r.(*kmsg.FetchRequest)
 	resp := kmsg.NewPtrFetchResponse()
+	useIDs := req.Version >= 13
 	if req.ReplicaID >= 0 || req.ReplicaState.ID >= 0 {
 		resp.ErrorCode = code(pb.ErrorCode_CLUSTER_AUTHORIZATION_FAILED)
 		for _, t := range req.Topics {
 			rt := kmsg.NewFetchResponseTopic()
-			rt.Topic = t.Topic
+			rt.Topic, rt.TopicID = t.Topic, t.TopicID
 			for _, p := range t.Partitions {
 				rp := kmsg.NewFetchResponseTopicPartition()
 				rp.Partition, rp.ErrorCode = p.Partition, code(pb.ErrorCode_CLUSTER_AUTHORIZATION_FAILED)
@@ -147,7 +127,6 @@ func handleFetch(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response, e
 		IsolationLevel: pb.IsolationLevel(req.IsolationLevel)}
 	now := time.Now()
 	var sess *consumerSession
-	joined := map[partKey]bool{}
 	sessions := c.srv.sessions
 	switch {
 	case req.Version < 7 || (req.SessionID == 0 && req.SessionEpoch == sessionFinal):
@@ -155,7 +134,7 @@ func handleFetch(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response, e
 	case req.SessionEpoch == sessionFinal:
 		sessions.drop(req.SessionID) // closes it; this fetch is a full one
 	case req.SessionID == 0 && req.SessionEpoch == sessionInitial:
-		sess = sessions.open(now)
+		sess = sessions.open(now, useIDs)
 	case req.SessionID == 0 || req.SessionEpoch < 0:
 		resp.ErrorCode = code(pb.ErrorCode_INVALID_FETCH_SESSION_EPOCH)
 		return resp, nil
@@ -163,7 +142,7 @@ func handleFetch(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response, e
 		if req.SessionEpoch == sessionInitial {
 			// A new session in place of the one named.
 			sessions.drop(req.SessionID)
-			sess = sessions.open(now)
+			sess = sessions.open(now, useIDs)
 			break
 		}
 		sess = sessions.get(req.SessionID)
@@ -172,17 +151,20 @@ func handleFetch(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response, e
 			return resp, nil
 		}
 	}
+	img := c.image()
+	asks := fetchAsks(req, img)
 	if sess == nil {
-		for _, t := range req.Topics {
-			for _, p := range t.Partitions {
-				preq.Partitions = append(preq.Partitions, fetchPartition(t.Topic, p, req.Version))
-			}
+		for _, a := range asks {
+			preq.Partitions = append(preq.Partitions, a.fp)
 		}
+		var unknown []*pb.FetchPartitionResponse
+		preq.Partitions, unknown = unknownTopicID(preq.Partitions)
 		presp, err := c.H.Fetch(ctx, preq)
 		if err != nil {
 			return nil, err
 		}
-		return fetchResponse(req, presp, nil, nil), nil
+		presp.Partitions = append(presp.Partitions, unknown...)
+		return fetchResponse(req, presp, nil, nil, img), nil
 	}
 
 	sess.mu.Lock()
@@ -192,30 +174,38 @@ func handleFetch(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response, e
 			resp.ErrorCode = code(pb.ErrorCode_INVALID_FETCH_SESSION_EPOCH)
 			return resp, nil
 		}
+		if sess.usesIDs != useIDs {
+			// Kafka's FetchSessionCache: a session's partitions are keyed
+			// by name or by id, never both.
+			resp.ErrorCode = code(pb.ErrorCode_FETCH_SESSION_TOPIC_ID_ERROR)
+			return resp, nil
+		}
 	}
 	sess.lastUsed = now
 	sess.epoch = nextEpoch(max(req.SessionEpoch, 0))
 	forgot := false
 	for _, f := range req.ForgottenTopics {
+		k := partKey{topic: f.Topic}
+		if useIDs {
+			k = partKey{id: f.TopicID}
+		}
 		for _, p := range f.Partitions {
-			k := partKey{f.Topic, p}
+			k.partition = p
 			if _, ok := sess.parts[k]; ok {
 				delete(sess.parts, k)
 				forgot = true
 			}
 		}
 	}
-	for _, t := range req.Topics {
-		for _, p := range t.Partitions {
-			k := partKey{t.Topic, p.Partition}
-			sp := sess.parts[k]
-			if sp == nil {
-				sp = &sessionPart{}
-				sess.parts[k] = sp
-				joined[k] = true
-			}
-			sp.req = fetchPartition(t.Topic, p, req.Version)
+	joined := map[partKey]bool{}
+	for _, a := range asks {
+		sp := sess.parts[a.key]
+		if sp == nil {
+			sp = &sessionPart{name: a.fp.Topic}
+			sess.parts[a.key] = sp
+			joined[a.key] = true
 		}
+		sp.req = a.fp
 	}
 	// The session's order changes only when a partition joins or is
 	// forgotten: an incremental fetch that only moves offsets (most of
@@ -223,7 +213,11 @@ func handleFetch(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response, e
 	if forgot || len(joined) > 0 {
 		order := make([]partKey, 0, len(sess.parts))
 		seen := make(map[partKey]bool, len(sess.parts))
-		for _, k := range append(append([]partKey(nil), sess.order...), sortedJoined(req)...) {
+		keys := append([]partKey(nil), sess.order...)
+		for _, a := range asks {
+			keys = append(keys, a.key)
+		}
+		for _, k := range keys {
 			if sess.parts[k] != nil && !seen[k] {
 				seen[k] = true
 				order = append(order, k)
@@ -233,46 +227,48 @@ func handleFetch(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response, e
 	}
 	preq.Partitions = make([]*pb.FetchPartition, 0, len(sess.order))
 	for _, k := range sess.order {
-		fp := sess.parts[k].req
-		preq.Partitions = append(preq.Partitions, &pb.FetchPartition{Topic: fp.Topic, Partition: fp.Partition, FetchOffset: fp.FetchOffset,
+		sp := sess.parts[k]
+		if sess.usesIDs && sp.name == "" {
+			sp.name = topicName(img, k.id)
+		}
+		fp := sp.req
+		preq.Partitions = append(preq.Partitions, &pb.FetchPartition{Topic: sp.name, TopicId: fp.TopicId, Partition: fp.Partition, FetchOffset: fp.FetchOffset,
 			CurrentLeaderEpoch: fp.CurrentLeaderEpoch, PartitionMaxBytes: fp.PartitionMaxBytes, LogStartOffset: fp.LogStartOffset})
 	}
+	var unknown []*pb.FetchPartitionResponse
+	preq.Partitions, unknown = unknownTopicID(preq.Partitions)
 	presp, err := c.H.Fetch(ctx, preq)
 	if err != nil {
 		return nil, err
 	}
-	resp = fetchResponse(req, presp, sess, joined)
+	presp.Partitions = append(presp.Partitions, unknown...)
+	resp = fetchResponse(req, presp, sess, joined, img)
 	resp.SessionID = sess.id
 	return resp, nil
 }
 
-// sortedJoined lists the request's partitions in the order it names them.
-func sortedJoined(req *kmsg.FetchRequest) []partKey {
-	var out []partKey
-	for _, t := range req.Topics {
-		for _, p := range t.Partitions {
-			out = append(out, partKey{t.Topic, p.Partition})
-		}
-	}
-	return out
-}
-
-func nextEpoch(e int32) int32 {
-	if e == math.MaxInt32 {
-		return 1
-	}
-	return e + 1
-}
-
 // fetchResponse translates the request layer's answer, grouped by topic
 // in the order the partitions were fetched. With a session, a partition
-// already known to the client with nothing new is left out.
-func fetchResponse(req *kmsg.FetchRequest, presp *pb.FetchResponse, sess *consumerSession, joined map[partKey]bool) *kmsg.FetchResponse {
+// already known to the client with nothing new is left out. From v13 a
+// topic is answered by the id it was asked by, and never by a name; from
+// v16 a partition whose leader is elsewhere says which broker leads it
+// and where that broker's Kafka listener is (KIP-951).
+func fetchResponse(req *kmsg.FetchRequest, presp *pb.FetchResponse, sess *consumerSession, joined map[partKey]bool, img *metadata.Image) *kmsg.FetchResponse {
 	resp := kmsg.NewPtrFetchResponse()
 	resp.ErrorCode = code(presp.ErrorCode)
-	idx := map[string]int{}
+	useIDs := req.Version >= 13
+	type topicKey struct {
+		name string
+		id   [16]byte
+	}
+	idx := map[topicKey]int{}
+	var leaders []int32
 	for _, pp := range presp.Partitions {
-		k := partKey{pp.Topic, pp.Partition}
+		tk := topicKey{name: pp.Topic}
+		if useIDs {
+			tk = topicKey{id: topicID(pp.TopicId)}
+		}
+		k := partKey{topic: tk.name, id: tk.id, partition: pp.Partition}
 		if sess != nil {
 			sp := sess.parts[k]
 			if sp != nil {
@@ -284,13 +280,13 @@ func fetchResponse(req *kmsg.FetchRequest, presp *pb.FetchResponse, sess *consum
 				}
 			}
 		}
-		i, ok := idx[pp.Topic]
+		i, ok := idx[tk]
 		if !ok {
 			rt := kmsg.NewFetchResponseTopic()
-			rt.Topic = pp.Topic
+			rt.Topic, rt.TopicID = tk.name, tk.id
 			resp.Topics = append(resp.Topics, rt)
 			i = len(resp.Topics) - 1
-			idx[pp.Topic] = i
+			idx[tk] = i
 		}
 		rp := kmsg.NewFetchResponseTopicPartition()
 		rp.Partition, rp.ErrorCode = pp.Partition, code(pp.ErrorCode)
@@ -307,10 +303,16 @@ func fetchResponse(req *kmsg.FetchRequest, presp *pb.FetchResponse, sess *consum
 				rp.AbortedTransactions = append(rp.AbortedTransactions, kmsg.FetchResponseTopicPartitionAbortedTransaction{ProducerID: a.ProducerId, FirstOffset: a.FirstOffset})
 			}
 		}
-		if (pp.ErrorCode == pb.ErrorCode_NOT_LEADER_OR_FOLLOWER || pp.ErrorCode == pb.ErrorCode_FENCED_LEADER_EPOCH) && pp.CurrentLeaderId >= 0 {
-			rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = pp.CurrentLeaderId, pp.CurrentLeaderEpoch
+		if req.Version >= 16 && (pp.ErrorCode == pb.ErrorCode_NOT_LEADER_OR_FOLLOWER || pp.ErrorCode == pb.ErrorCode_FENCED_LEADER_EPOCH) {
+			if id, epoch := currentLeader(img, pp.Topic, pp.Partition, pp.CurrentLeaderId, pp.CurrentLeaderEpoch); id >= 0 {
+				rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = id, epoch
+				leaders = append(leaders, id)
+			}
 		}
 		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, rp)
+	}
+	for _, b := range leaderEndpoints(img, leaders) {
+		resp.Brokers = append(resp.Brokers, kmsg.FetchResponseBroker{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: b.Rack})
 	}
 	return resp
 }

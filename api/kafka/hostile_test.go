@@ -136,19 +136,19 @@ func TestHostileFrames(t *testing.T) {
 	}
 
 	// A version outside the range whose answer has a top-level error code
-	// at that version is answered UNSUPPORTED_VERSION (Fetch 13 names
-	// topics by id, which this listener does not serve).
-	corr, body, err = roundTrip(t, dial(), frame(int16(kmsg.Fetch), 13, 6, nil, true))
+	// at that version is answered UNSUPPORTED_VERSION (Fetch 18 is Kafka
+	// 4.1's, which this listener does not serve).
+	corr, body, err = roundTrip(t, dial(), frame(int16(kmsg.Fetch), 18, 6, nil, true))
 	if err != nil || corr != 6 {
-		t.Fatalf("Fetch v13: corr %d, %v", corr, err)
+		t.Fatalf("Fetch v18: corr %d, %v", corr, err)
 	}
 	fr := kmsg.NewPtrFetchResponse()
-	fr.SetVersion(13)
+	fr.SetVersion(18)
 	if err := fr.ReadFrom(body[1:]); err != nil { // body[0]: the flexible header's empty tags
 		t.Fatal(err)
 	}
 	if fr.ErrorCode != 35 {
-		t.Fatalf("Fetch v13 answered error %d, want UNSUPPORTED_VERSION (35)", fr.ErrorCode)
+		t.Fatalf("Fetch v18 answered error %d, want UNSUPPORTED_VERSION (35)", fr.ErrorCode)
 	}
 
 	// The bystander connection and a real client are unaffected.

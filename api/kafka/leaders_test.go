@@ -221,7 +221,7 @@ func TestKafkaOffsetsAndDeleteRecords(t *testing.T) {
 		req := kmsg.NewPtrFetchRequest()
 		req.MaxWaitMillis, req.MaxBytes = 100, 1<<20
 		rt := kmsg.NewFetchRequestTopic()
-		rt.Topic = "dr"
+		rt.Topic, rt.TopicID = "dr", topicIDOf(ctx, t, cl, "dr")
 		rp := kmsg.NewFetchRequestTopicPartition()
 		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = 0, at, 1<<20, -1
 		rt.Partitions = append(rt.Partitions, rp)

@@ -77,7 +77,7 @@ func TestKafkaLastStableOffsetNotBelowLogStart(t *testing.T) {
 	req := kmsg.NewPtrFetchRequest()
 	req.MaxWaitMillis, req.MaxBytes, req.IsolationLevel = 100, 1<<20, 1
 	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic = "lso"
+	rt.Topic, rt.TopicID = "lso", topicIDOf(ctx, t, cl, "lso")
 	rp := kmsg.NewFetchRequestTopicPartition()
 	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = 0, 4, 1<<20, -1
 	rt.Partitions = append(rt.Partitions, rp)

@@ -38,33 +38,47 @@ func topicID(id string) [16]byte {
 
 // handleMetadata: brokers with their Kafka listeners, and the topics
 // asked for (every topic, internal ones included as Kafka lists them,
-// when the list is null, or empty at version 0).
+// when the list is null, or empty at version 0). From v12 topics may be
+// asked for by id, as Kafka 4 answers them: when any id is given the
+// names are not looked at, an id no topic has is answered
+// UNKNOWN_TOPIC_ID, and a topic the principal may not describe is
+// answered by its id without its name. At v10 and v11, where the schema
+// already has the fields, a topic without a name or with an id makes the
+// request INVALID_REQUEST.
 func handleMetadata(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response, error) {
 	req := r.(*kmsg.MetadataRequest)
 	preq := &pb.MetadataRequest{IncludeInternal: true}
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
-	var byID []kmsg.MetadataRequestTopic
+	var noName []kmsg.MetadataRequestTopic // neither a name nor an id
 	if !all {
 		for _, t := range req.Topics {
-			if t.Topic == nil {
-				byID = append(byID, t)
+			if t.Topic == nil || t.TopicID != ([16]byte{}) {
+				if req.Version < 12 {
+					return metadataInvalid(req), nil
+				}
+				if t.TopicID != ([16]byte{}) {
+					preq.TopicIds = append(preq.TopicIds, topicIDString(t.TopicID))
+				} else {
+					noName = append(noName, t)
+				}
 				continue
 			}
 			preq.Topics = append(preq.Topics, *t.Topic)
 		}
-		if len(preq.Topics) == 0 && len(byID) == 0 {
-			preq.Topics = nil
+		if len(preq.TopicIds) > 0 {
+			preq.Topics = nil // Kafka: by ids, the names are not looked at
 		}
 	}
 	resp := kmsg.NewPtrMetadataResponse()
 	var presp *pb.MetadataResponse
-	if all || len(preq.Topics) > 0 {
+	if all || len(preq.Topics) > 0 || len(preq.TopicIds) > 0 {
 		var err error
 		if presp, err = c.H.Metadata(ctx, preq); err != nil {
 			return nil, err
 		}
 	} else {
-		// Only ids, or an empty list: the brokers, and no topics.
+		// An empty list (or entries naming nothing): the brokers, and no
+		// topics.
 		var err error
 		if presp, err = c.H.Metadata(ctx, &pb.MetadataRequest{Topics: []string{""}}); err != nil {
 			return nil, err
@@ -89,8 +103,10 @@ func handleMetadata(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response
 	}
 	for _, t := range presp.Topics {
 		mt := kmsg.NewMetadataResponseTopic()
-		name := t.Name
-		mt.Topic = &name
+		if t.Name != "" { // asked by an id: no name for an unknown or undescribable topic
+			name := t.Name
+			mt.Topic = &name
+		}
 		mt.ErrorCode = code(t.ErrorCode)
 		mt.TopicID = topicID(t.TopicId)
 		mt.IsInternal = t.IsInternal
@@ -104,13 +120,32 @@ func handleMetadata(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response
 		}
 		resp.Topics = append(resp.Topics, mt)
 	}
-	for _, t := range byID {
-		mt := kmsg.NewMetadataResponseTopic()
-		mt.TopicID = t.TopicID
-		mt.ErrorCode = code(pb.ErrorCode_UNKNOWN_TOPIC_ID)
-		resp.Topics = append(resp.Topics, mt)
+	if len(preq.TopicIds) == 0 {
+		for range noName {
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.ErrorCode = code(pb.ErrorCode_UNKNOWN_TOPIC_ID)
+			resp.Topics = append(resp.Topics, mt)
+		}
 	}
 	return resp, nil
+}
+
+// metadataInvalid is Kafka's answer to a Metadata v10 or v11 request
+// naming a topic by id or by no name: every topic asked INVALID_REQUEST,
+// no brokers (MetadataRequest.getErrorResponse).
+func metadataInvalid(req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
+	resp := kmsg.NewPtrMetadataResponse()
+	resp.ControllerID = -1
+	for _, t := range req.Topics {
+		mt := kmsg.NewMetadataResponseTopic()
+		name := ""
+		if t.Topic != nil {
+			name = *t.Topic
+		}
+		mt.Topic, mt.TopicID, mt.ErrorCode = &name, t.TopicID, code(pb.ErrorCode_INVALID_REQUEST)
+		resp.Topics = append(resp.Topics, mt)
+	}
+	return resp
 }
 
 func nonNil(s []int32) []int32 {

@@ -33,13 +33,26 @@ type Case struct {
 	Build func() kmsg.Request
 }
 
+// AtMost caps the version a kgo client sends req at (it sends the
+// highest both sides serve otherwise): Produce and Fetch name a topic by
+// its name only below v13, by its id from v13.
+func AtMost(req kmsg.Request, v int16) kmsg.Request { return pinned{req, v} }
+
+type pinned struct {
+	kmsg.Request
+	max int16
+}
+
+func (p pinned) MaxVersion() int16 { return p.max }
+
 // Names are the resources the requests name.
 type Names struct {
-	Topic         string // an existing topic
-	NewTopic      string // a topic that does not exist (and must not come to)
-	Group         string // a group
-	TxnID         string // a transactional id
-	ProducerID    int64  // the transactional id's producer
+	Topic         string   // an existing topic
+	TopicID       [16]byte // Topic's id: when set, Produce and Fetch name it by id too
+	NewTopic      string   // a topic that does not exist (and must not come to)
+	Group         string   // a group
+	TxnID         string   // a transactional id
+	ProducerID    int64    // the transactional id's producer
 	ProducerEpoch int16
 	Records       []byte // the batch Produce writes
 	Replica       int32  // the broker AlterPartitionAssignments names
@@ -52,16 +65,35 @@ func str(s string) *string { return &s }
 
 // Refusals is every case, naming n's resources; the names are unique.
 func Refusals(n Names) []Case {
-	produce := func(topic string) func() kmsg.Request {
+	produce := func(topic string, id [16]byte) func() kmsg.Request {
 		return func() kmsg.Request {
 			r := kmsg.NewPtrProduceRequest()
 			r.Acks, r.TimeoutMillis = -1, 5000
 			tp := kmsg.NewProduceRequestTopic()
-			tp.Topic = topic
+			tp.Topic, tp.TopicID = topic, id
 			p := kmsg.NewProduceRequestTopicPartition()
 			p.Records = n.Records
 			tp.Partitions = append(tp.Partitions, p)
 			r.Topics = append(r.Topics, tp)
+			if id == ([16]byte{}) {
+				return AtMost(r, 12)
+			}
+			return r
+		}
+	}
+	fetch := func(topic string, id [16]byte) func() kmsg.Request {
+		return func() kmsg.Request {
+			r := kmsg.NewPtrFetchRequest()
+			r.ReplicaID, r.MaxBytes, r.SessionEpoch = -1, 1<<20, -1
+			tp := kmsg.NewFetchRequestTopic()
+			tp.Topic, tp.TopicID = topic, id
+			p := kmsg.NewFetchRequestTopicPartition()
+			p.PartitionMaxBytes, p.CurrentLeaderEpoch = 1<<20, -1
+			tp.Partitions = append(tp.Partitions, p)
+			r.Topics = append(r.Topics, tp)
+			if id == ([16]byte{}) {
+				return AtMost(r, 12)
+			}
 			return r
 		}
 	}
@@ -75,19 +107,16 @@ func Refusals(n Names) []Case {
 			return r
 		}
 	}
-	return []Case{
-		{"Produce", TopicDenied, produce(n.Topic)},
-		{"Fetch", TopicDenied, func() kmsg.Request {
-			r := kmsg.NewPtrFetchRequest()
-			r.ReplicaID, r.MaxBytes, r.SessionEpoch = -1, 1<<20, -1
-			tp := kmsg.NewFetchRequestTopic()
-			tp.Topic = n.Topic
-			p := kmsg.NewFetchRequestTopicPartition()
-			p.PartitionMaxBytes, p.CurrentLeaderEpoch = 1<<20, -1
-			tp.Partitions = append(tp.Partitions, p)
-			r.Topics = append(r.Topics, tp)
-			return r
-		}},
+	var byID []Case
+	if n.TopicID != ([16]byte{}) {
+		byID = []Case{
+			{"Produce by topic id", TopicDenied, produce("", n.TopicID)},
+			{"Fetch by topic id", TopicDenied, fetch("", n.TopicID)},
+		}
+	}
+	return append(byID, []Case{
+		{"Produce", TopicDenied, produce(n.Topic, [16]byte{})},
+		{"Fetch", TopicDenied, fetch(n.Topic, [16]byte{})},
 		{"ListOffsets", TopicDenied, func() kmsg.Request {
 			r := kmsg.NewPtrListOffsetsRequest()
 			r.ReplicaID = -1
@@ -235,7 +264,7 @@ func Refusals(n Names) []Case {
 			return r
 		}},
 		{"Metadata of a new topic, auto-create asked", TopicDenied, metadata(n.NewTopic, true)},
-		{"Produce to a new topic", TopicDenied, produce(n.NewTopic)},
+		{"Produce to a new topic", TopicDenied, produce(n.NewTopic, [16]byte{})},
 		{"CreateTopics", TopicDenied, func() kmsg.Request {
 			r := kmsg.NewPtrCreateTopicsRequest()
 			r.TimeoutMillis = 5000
@@ -395,7 +424,7 @@ func Refusals(n Names) []Case {
 			r.BrokerID = 99
 			return r
 		}},
-	}
+	}...)
 }
 
 // Only is the cases of cs named in names, in cs's order; it panics when

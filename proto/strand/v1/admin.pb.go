@@ -280,9 +280,14 @@ func (x *CreatableTopicResult) GetReplicationFactor() int32 {
 }
 
 type DeleteTopicsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Names         []string               `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
-	TimeoutMs     int32                  `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Names     []string               `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
+	TimeoutMs int32                  `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// The id a name must still have to be deleted, by name (DeleteTopics
+	// v6 by id: the front door found the name by the id); a name whose topic
+	// now has another id (deleted and created again) is answered
+	// UNKNOWN_TOPIC_ID and left alone.
+	TopicIds      map[string]string `protobuf:"bytes,3,rep,name=topic_ids,json=topicIds,proto3" json:"topic_ids,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -329,6 +334,13 @@ func (x *DeleteTopicsRequest) GetTimeoutMs() int32 {
 		return x.TimeoutMs
 	}
 	return 0
+}
+
+func (x *DeleteTopicsRequest) GetTopicIds() map[string]string {
+	if x != nil {
+		return x.TopicIds
+	}
+	return nil
 }
 
 type DeleteTopicsResponse struct {
@@ -1376,11 +1388,15 @@ const file_strand_v1_admin_proto_rawDesc = "" +
 	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\x12\x19\n" +
 	"\btopic_id\x18\x04 \x01(\tR\atopicId\x12%\n" +
 	"\x0enum_partitions\x18\x05 \x01(\x05R\rnumPartitions\x12-\n" +
-	"\x12replication_factor\x18\x06 \x01(\x05R\x11replicationFactor\"J\n" +
+	"\x12replication_factor\x18\x06 \x01(\x05R\x11replicationFactor\"\xd2\x01\n" +
 	"\x13DeleteTopicsRequest\x12\x14\n" +
 	"\x05names\x18\x01 \x03(\tR\x05names\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\"O\n" +
+	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\x12I\n" +
+	"\ttopic_ids\x18\x03 \x03(\v2,.strand.v1.DeleteTopicsRequest.TopicIdsEntryR\btopicIds\x1a;\n" +
+	"\rTopicIdsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"O\n" +
 	"\x14DeleteTopicsResponse\x127\n" +
 	"\x06topics\x18\x01 \x03(\v2\x1f.strand.v1.DeletableTopicResultR\x06topics\"\x84\x01\n" +
 	"\x14DeletableTopicResult\x12\x12\n" +
@@ -1496,7 +1512,7 @@ func file_strand_v1_admin_proto_rawDescGZIP() []byte {
 	return file_strand_v1_admin_proto_rawDescData
 }
 
-var file_strand_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_strand_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_strand_v1_admin_proto_goTypes = []any{
 	(*CreateTopicsRequest)(nil),                  // 0: strand.v1.CreateTopicsRequest
 	(*CreatableTopic)(nil),                       // 1: strand.v1.CreatableTopic
@@ -1521,114 +1537,116 @@ var file_strand_v1_admin_proto_goTypes = []any{
 	(*CreatePartitionsResponse)(nil),             // 20: strand.v1.CreatePartitionsResponse
 	(*CreatePartitionsResult)(nil),               // 21: strand.v1.CreatePartitionsResult
 	nil,                                          // 22: strand.v1.CreatableTopic.ConfigsEntry
-	nil,                                          // 23: strand.v1.IncrementalAlterConfigsRequest.SetEntry
-	(ErrorCode)(0),                               // 24: strand.v1.ErrorCode
-	(*BrokerInfo)(nil),                           // 25: strand.v1.BrokerInfo
-	(*ConfigSynonym)(nil),                        // 26: strand.v1.ConfigSynonym
-	(*AlterPartitionReassignmentsRequest)(nil),   // 27: strand.v1.AlterPartitionReassignmentsRequest
-	(*ListPartitionReassignmentsRequest)(nil),    // 28: strand.v1.ListPartitionReassignmentsRequest
-	(*AddVoterRequest)(nil),                      // 29: strand.v1.AddVoterRequest
-	(*RemoveVoterRequest)(nil),                   // 30: strand.v1.RemoveVoterRequest
-	(*QuorumStatusRequest)(nil),                  // 31: strand.v1.QuorumStatusRequest
-	(*UnregisterBrokerRequest)(nil),              // 32: strand.v1.UnregisterBrokerRequest
-	(*ElectLeadersRequest)(nil),                  // 33: strand.v1.ElectLeadersRequest
-	(*DeleteRecordsRequest)(nil),                 // 34: strand.v1.DeleteRecordsRequest
-	(*CreateAclsRequest)(nil),                    // 35: strand.v1.CreateAclsRequest
-	(*DeleteAclsRequest)(nil),                    // 36: strand.v1.DeleteAclsRequest
-	(*DescribeAclsRequest)(nil),                  // 37: strand.v1.DescribeAclsRequest
-	(*AlterUserScramCredentialsRequest)(nil),     // 38: strand.v1.AlterUserScramCredentialsRequest
-	(*DescribeUserScramCredentialsRequest)(nil),  // 39: strand.v1.DescribeUserScramCredentialsRequest
-	(*SaslAuthenticateRequest)(nil),              // 40: strand.v1.SaslAuthenticateRequest
-	(*AlterClientQuotasRequest)(nil),             // 41: strand.v1.AlterClientQuotasRequest
-	(*DescribeClientQuotasRequest)(nil),          // 42: strand.v1.DescribeClientQuotasRequest
-	(*AlterPartitionReassignmentsResponse)(nil),  // 43: strand.v1.AlterPartitionReassignmentsResponse
-	(*ListPartitionReassignmentsResponse)(nil),   // 44: strand.v1.ListPartitionReassignmentsResponse
-	(*AddVoterResponse)(nil),                     // 45: strand.v1.AddVoterResponse
-	(*RemoveVoterResponse)(nil),                  // 46: strand.v1.RemoveVoterResponse
-	(*QuorumStatusResponse)(nil),                 // 47: strand.v1.QuorumStatusResponse
-	(*UnregisterBrokerResponse)(nil),             // 48: strand.v1.UnregisterBrokerResponse
-	(*ElectLeadersResponse)(nil),                 // 49: strand.v1.ElectLeadersResponse
-	(*DeleteRecordsResponse)(nil),                // 50: strand.v1.DeleteRecordsResponse
-	(*CreateAclsResponse)(nil),                   // 51: strand.v1.CreateAclsResponse
-	(*DeleteAclsResponse)(nil),                   // 52: strand.v1.DeleteAclsResponse
-	(*DescribeAclsResponse)(nil),                 // 53: strand.v1.DescribeAclsResponse
-	(*AlterUserScramCredentialsResponse)(nil),    // 54: strand.v1.AlterUserScramCredentialsResponse
-	(*DescribeUserScramCredentialsResponse)(nil), // 55: strand.v1.DescribeUserScramCredentialsResponse
-	(*SaslAuthenticateResponse)(nil),             // 56: strand.v1.SaslAuthenticateResponse
-	(*AlterClientQuotasResponse)(nil),            // 57: strand.v1.AlterClientQuotasResponse
-	(*DescribeClientQuotasResponse)(nil),         // 58: strand.v1.DescribeClientQuotasResponse
+	nil,                                          // 23: strand.v1.DeleteTopicsRequest.TopicIdsEntry
+	nil,                                          // 24: strand.v1.IncrementalAlterConfigsRequest.SetEntry
+	(ErrorCode)(0),                               // 25: strand.v1.ErrorCode
+	(*BrokerInfo)(nil),                           // 26: strand.v1.BrokerInfo
+	(*ConfigSynonym)(nil),                        // 27: strand.v1.ConfigSynonym
+	(*AlterPartitionReassignmentsRequest)(nil),   // 28: strand.v1.AlterPartitionReassignmentsRequest
+	(*ListPartitionReassignmentsRequest)(nil),    // 29: strand.v1.ListPartitionReassignmentsRequest
+	(*AddVoterRequest)(nil),                      // 30: strand.v1.AddVoterRequest
+	(*RemoveVoterRequest)(nil),                   // 31: strand.v1.RemoveVoterRequest
+	(*QuorumStatusRequest)(nil),                  // 32: strand.v1.QuorumStatusRequest
+	(*UnregisterBrokerRequest)(nil),              // 33: strand.v1.UnregisterBrokerRequest
+	(*ElectLeadersRequest)(nil),                  // 34: strand.v1.ElectLeadersRequest
+	(*DeleteRecordsRequest)(nil),                 // 35: strand.v1.DeleteRecordsRequest
+	(*CreateAclsRequest)(nil),                    // 36: strand.v1.CreateAclsRequest
+	(*DeleteAclsRequest)(nil),                    // 37: strand.v1.DeleteAclsRequest
+	(*DescribeAclsRequest)(nil),                  // 38: strand.v1.DescribeAclsRequest
+	(*AlterUserScramCredentialsRequest)(nil),     // 39: strand.v1.AlterUserScramCredentialsRequest
+	(*DescribeUserScramCredentialsRequest)(nil),  // 40: strand.v1.DescribeUserScramCredentialsRequest
+	(*SaslAuthenticateRequest)(nil),              // 41: strand.v1.SaslAuthenticateRequest
+	(*AlterClientQuotasRequest)(nil),             // 42: strand.v1.AlterClientQuotasRequest
+	(*DescribeClientQuotasRequest)(nil),          // 43: strand.v1.DescribeClientQuotasRequest
+	(*AlterPartitionReassignmentsResponse)(nil),  // 44: strand.v1.AlterPartitionReassignmentsResponse
+	(*ListPartitionReassignmentsResponse)(nil),   // 45: strand.v1.ListPartitionReassignmentsResponse
+	(*AddVoterResponse)(nil),                     // 46: strand.v1.AddVoterResponse
+	(*RemoveVoterResponse)(nil),                  // 47: strand.v1.RemoveVoterResponse
+	(*QuorumStatusResponse)(nil),                 // 48: strand.v1.QuorumStatusResponse
+	(*UnregisterBrokerResponse)(nil),             // 49: strand.v1.UnregisterBrokerResponse
+	(*ElectLeadersResponse)(nil),                 // 50: strand.v1.ElectLeadersResponse
+	(*DeleteRecordsResponse)(nil),                // 51: strand.v1.DeleteRecordsResponse
+	(*CreateAclsResponse)(nil),                   // 52: strand.v1.CreateAclsResponse
+	(*DeleteAclsResponse)(nil),                   // 53: strand.v1.DeleteAclsResponse
+	(*DescribeAclsResponse)(nil),                 // 54: strand.v1.DescribeAclsResponse
+	(*AlterUserScramCredentialsResponse)(nil),    // 55: strand.v1.AlterUserScramCredentialsResponse
+	(*DescribeUserScramCredentialsResponse)(nil), // 56: strand.v1.DescribeUserScramCredentialsResponse
+	(*SaslAuthenticateResponse)(nil),             // 57: strand.v1.SaslAuthenticateResponse
+	(*AlterClientQuotasResponse)(nil),            // 58: strand.v1.AlterClientQuotasResponse
+	(*DescribeClientQuotasResponse)(nil),         // 59: strand.v1.DescribeClientQuotasResponse
 }
 var file_strand_v1_admin_proto_depIdxs = []int32{
 	1,  // 0: strand.v1.CreateTopicsRequest.topics:type_name -> strand.v1.CreatableTopic
 	22, // 1: strand.v1.CreatableTopic.configs:type_name -> strand.v1.CreatableTopic.ConfigsEntry
 	3,  // 2: strand.v1.CreateTopicsResponse.topics:type_name -> strand.v1.CreatableTopicResult
-	24, // 3: strand.v1.CreatableTopicResult.error_code:type_name -> strand.v1.ErrorCode
-	6,  // 4: strand.v1.DeleteTopicsResponse.topics:type_name -> strand.v1.DeletableTopicResult
-	24, // 5: strand.v1.DeletableTopicResult.error_code:type_name -> strand.v1.ErrorCode
-	24, // 6: strand.v1.DescribeClusterResponse.error_code:type_name -> strand.v1.ErrorCode
-	25, // 7: strand.v1.DescribeClusterResponse.brokers:type_name -> strand.v1.BrokerInfo
-	9,  // 8: strand.v1.DescribeClusterResponse.controllers:type_name -> strand.v1.ControllerInfo
-	11, // 9: strand.v1.DescribeConfigsRequest.resources:type_name -> strand.v1.ConfigResource
-	13, // 10: strand.v1.DescribeConfigsResponse.results:type_name -> strand.v1.ConfigResourceResult
-	24, // 11: strand.v1.ConfigResourceResult.error_code:type_name -> strand.v1.ErrorCode
-	14, // 12: strand.v1.ConfigResourceResult.entries:type_name -> strand.v1.ConfigEntry
-	26, // 13: strand.v1.ConfigEntry.synonyms:type_name -> strand.v1.ConfigSynonym
-	11, // 14: strand.v1.IncrementalAlterConfigsRequest.resource:type_name -> strand.v1.ConfigResource
-	23, // 15: strand.v1.IncrementalAlterConfigsRequest.set:type_name -> strand.v1.IncrementalAlterConfigsRequest.SetEntry
-	24, // 16: strand.v1.IncrementalAlterConfigsResponse.error_code:type_name -> strand.v1.ErrorCode
-	18, // 17: strand.v1.CreatePartitionsRequest.topics:type_name -> strand.v1.CreatePartitionsTopic
-	19, // 18: strand.v1.CreatePartitionsTopic.assignments:type_name -> strand.v1.ReplicaAssignment
-	21, // 19: strand.v1.CreatePartitionsResponse.topics:type_name -> strand.v1.CreatePartitionsResult
-	24, // 20: strand.v1.CreatePartitionsResult.error_code:type_name -> strand.v1.ErrorCode
-	0,  // 21: strand.v1.Admin.CreateTopics:input_type -> strand.v1.CreateTopicsRequest
-	4,  // 22: strand.v1.Admin.DeleteTopics:input_type -> strand.v1.DeleteTopicsRequest
-	7,  // 23: strand.v1.Admin.DescribeCluster:input_type -> strand.v1.DescribeClusterRequest
-	10, // 24: strand.v1.Admin.DescribeConfigs:input_type -> strand.v1.DescribeConfigsRequest
-	15, // 25: strand.v1.Admin.IncrementalAlterConfigs:input_type -> strand.v1.IncrementalAlterConfigsRequest
-	17, // 26: strand.v1.Admin.CreatePartitions:input_type -> strand.v1.CreatePartitionsRequest
-	27, // 27: strand.v1.Admin.AlterPartitionReassignments:input_type -> strand.v1.AlterPartitionReassignmentsRequest
-	28, // 28: strand.v1.Admin.ListPartitionReassignments:input_type -> strand.v1.ListPartitionReassignmentsRequest
-	29, // 29: strand.v1.Admin.AddVoter:input_type -> strand.v1.AddVoterRequest
-	30, // 30: strand.v1.Admin.RemoveVoter:input_type -> strand.v1.RemoveVoterRequest
-	31, // 31: strand.v1.Admin.DescribeQuorum:input_type -> strand.v1.QuorumStatusRequest
-	32, // 32: strand.v1.Admin.UnregisterBroker:input_type -> strand.v1.UnregisterBrokerRequest
-	33, // 33: strand.v1.Admin.ElectLeaders:input_type -> strand.v1.ElectLeadersRequest
-	34, // 34: strand.v1.Admin.DeleteRecords:input_type -> strand.v1.DeleteRecordsRequest
-	35, // 35: strand.v1.Admin.CreateAcls:input_type -> strand.v1.CreateAclsRequest
-	36, // 36: strand.v1.Admin.DeleteAcls:input_type -> strand.v1.DeleteAclsRequest
-	37, // 37: strand.v1.Admin.DescribeAcls:input_type -> strand.v1.DescribeAclsRequest
-	38, // 38: strand.v1.Admin.AlterUserScramCredentials:input_type -> strand.v1.AlterUserScramCredentialsRequest
-	39, // 39: strand.v1.Admin.DescribeUserScramCredentials:input_type -> strand.v1.DescribeUserScramCredentialsRequest
-	40, // 40: strand.v1.Admin.SaslAuthenticate:input_type -> strand.v1.SaslAuthenticateRequest
-	41, // 41: strand.v1.Admin.AlterClientQuotas:input_type -> strand.v1.AlterClientQuotasRequest
-	42, // 42: strand.v1.Admin.DescribeClientQuotas:input_type -> strand.v1.DescribeClientQuotasRequest
-	2,  // 43: strand.v1.Admin.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
-	5,  // 44: strand.v1.Admin.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
-	8,  // 45: strand.v1.Admin.DescribeCluster:output_type -> strand.v1.DescribeClusterResponse
-	12, // 46: strand.v1.Admin.DescribeConfigs:output_type -> strand.v1.DescribeConfigsResponse
-	16, // 47: strand.v1.Admin.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
-	20, // 48: strand.v1.Admin.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
-	43, // 49: strand.v1.Admin.AlterPartitionReassignments:output_type -> strand.v1.AlterPartitionReassignmentsResponse
-	44, // 50: strand.v1.Admin.ListPartitionReassignments:output_type -> strand.v1.ListPartitionReassignmentsResponse
-	45, // 51: strand.v1.Admin.AddVoter:output_type -> strand.v1.AddVoterResponse
-	46, // 52: strand.v1.Admin.RemoveVoter:output_type -> strand.v1.RemoveVoterResponse
-	47, // 53: strand.v1.Admin.DescribeQuorum:output_type -> strand.v1.QuorumStatusResponse
-	48, // 54: strand.v1.Admin.UnregisterBroker:output_type -> strand.v1.UnregisterBrokerResponse
-	49, // 55: strand.v1.Admin.ElectLeaders:output_type -> strand.v1.ElectLeadersResponse
-	50, // 56: strand.v1.Admin.DeleteRecords:output_type -> strand.v1.DeleteRecordsResponse
-	51, // 57: strand.v1.Admin.CreateAcls:output_type -> strand.v1.CreateAclsResponse
-	52, // 58: strand.v1.Admin.DeleteAcls:output_type -> strand.v1.DeleteAclsResponse
-	53, // 59: strand.v1.Admin.DescribeAcls:output_type -> strand.v1.DescribeAclsResponse
-	54, // 60: strand.v1.Admin.AlterUserScramCredentials:output_type -> strand.v1.AlterUserScramCredentialsResponse
-	55, // 61: strand.v1.Admin.DescribeUserScramCredentials:output_type -> strand.v1.DescribeUserScramCredentialsResponse
-	56, // 62: strand.v1.Admin.SaslAuthenticate:output_type -> strand.v1.SaslAuthenticateResponse
-	57, // 63: strand.v1.Admin.AlterClientQuotas:output_type -> strand.v1.AlterClientQuotasResponse
-	58, // 64: strand.v1.Admin.DescribeClientQuotas:output_type -> strand.v1.DescribeClientQuotasResponse
-	43, // [43:65] is the sub-list for method output_type
-	21, // [21:43] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	25, // 3: strand.v1.CreatableTopicResult.error_code:type_name -> strand.v1.ErrorCode
+	23, // 4: strand.v1.DeleteTopicsRequest.topic_ids:type_name -> strand.v1.DeleteTopicsRequest.TopicIdsEntry
+	6,  // 5: strand.v1.DeleteTopicsResponse.topics:type_name -> strand.v1.DeletableTopicResult
+	25, // 6: strand.v1.DeletableTopicResult.error_code:type_name -> strand.v1.ErrorCode
+	25, // 7: strand.v1.DescribeClusterResponse.error_code:type_name -> strand.v1.ErrorCode
+	26, // 8: strand.v1.DescribeClusterResponse.brokers:type_name -> strand.v1.BrokerInfo
+	9,  // 9: strand.v1.DescribeClusterResponse.controllers:type_name -> strand.v1.ControllerInfo
+	11, // 10: strand.v1.DescribeConfigsRequest.resources:type_name -> strand.v1.ConfigResource
+	13, // 11: strand.v1.DescribeConfigsResponse.results:type_name -> strand.v1.ConfigResourceResult
+	25, // 12: strand.v1.ConfigResourceResult.error_code:type_name -> strand.v1.ErrorCode
+	14, // 13: strand.v1.ConfigResourceResult.entries:type_name -> strand.v1.ConfigEntry
+	27, // 14: strand.v1.ConfigEntry.synonyms:type_name -> strand.v1.ConfigSynonym
+	11, // 15: strand.v1.IncrementalAlterConfigsRequest.resource:type_name -> strand.v1.ConfigResource
+	24, // 16: strand.v1.IncrementalAlterConfigsRequest.set:type_name -> strand.v1.IncrementalAlterConfigsRequest.SetEntry
+	25, // 17: strand.v1.IncrementalAlterConfigsResponse.error_code:type_name -> strand.v1.ErrorCode
+	18, // 18: strand.v1.CreatePartitionsRequest.topics:type_name -> strand.v1.CreatePartitionsTopic
+	19, // 19: strand.v1.CreatePartitionsTopic.assignments:type_name -> strand.v1.ReplicaAssignment
+	21, // 20: strand.v1.CreatePartitionsResponse.topics:type_name -> strand.v1.CreatePartitionsResult
+	25, // 21: strand.v1.CreatePartitionsResult.error_code:type_name -> strand.v1.ErrorCode
+	0,  // 22: strand.v1.Admin.CreateTopics:input_type -> strand.v1.CreateTopicsRequest
+	4,  // 23: strand.v1.Admin.DeleteTopics:input_type -> strand.v1.DeleteTopicsRequest
+	7,  // 24: strand.v1.Admin.DescribeCluster:input_type -> strand.v1.DescribeClusterRequest
+	10, // 25: strand.v1.Admin.DescribeConfigs:input_type -> strand.v1.DescribeConfigsRequest
+	15, // 26: strand.v1.Admin.IncrementalAlterConfigs:input_type -> strand.v1.IncrementalAlterConfigsRequest
+	17, // 27: strand.v1.Admin.CreatePartitions:input_type -> strand.v1.CreatePartitionsRequest
+	28, // 28: strand.v1.Admin.AlterPartitionReassignments:input_type -> strand.v1.AlterPartitionReassignmentsRequest
+	29, // 29: strand.v1.Admin.ListPartitionReassignments:input_type -> strand.v1.ListPartitionReassignmentsRequest
+	30, // 30: strand.v1.Admin.AddVoter:input_type -> strand.v1.AddVoterRequest
+	31, // 31: strand.v1.Admin.RemoveVoter:input_type -> strand.v1.RemoveVoterRequest
+	32, // 32: strand.v1.Admin.DescribeQuorum:input_type -> strand.v1.QuorumStatusRequest
+	33, // 33: strand.v1.Admin.UnregisterBroker:input_type -> strand.v1.UnregisterBrokerRequest
+	34, // 34: strand.v1.Admin.ElectLeaders:input_type -> strand.v1.ElectLeadersRequest
+	35, // 35: strand.v1.Admin.DeleteRecords:input_type -> strand.v1.DeleteRecordsRequest
+	36, // 36: strand.v1.Admin.CreateAcls:input_type -> strand.v1.CreateAclsRequest
+	37, // 37: strand.v1.Admin.DeleteAcls:input_type -> strand.v1.DeleteAclsRequest
+	38, // 38: strand.v1.Admin.DescribeAcls:input_type -> strand.v1.DescribeAclsRequest
+	39, // 39: strand.v1.Admin.AlterUserScramCredentials:input_type -> strand.v1.AlterUserScramCredentialsRequest
+	40, // 40: strand.v1.Admin.DescribeUserScramCredentials:input_type -> strand.v1.DescribeUserScramCredentialsRequest
+	41, // 41: strand.v1.Admin.SaslAuthenticate:input_type -> strand.v1.SaslAuthenticateRequest
+	42, // 42: strand.v1.Admin.AlterClientQuotas:input_type -> strand.v1.AlterClientQuotasRequest
+	43, // 43: strand.v1.Admin.DescribeClientQuotas:input_type -> strand.v1.DescribeClientQuotasRequest
+	2,  // 44: strand.v1.Admin.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
+	5,  // 45: strand.v1.Admin.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
+	8,  // 46: strand.v1.Admin.DescribeCluster:output_type -> strand.v1.DescribeClusterResponse
+	12, // 47: strand.v1.Admin.DescribeConfigs:output_type -> strand.v1.DescribeConfigsResponse
+	16, // 48: strand.v1.Admin.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
+	20, // 49: strand.v1.Admin.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
+	44, // 50: strand.v1.Admin.AlterPartitionReassignments:output_type -> strand.v1.AlterPartitionReassignmentsResponse
+	45, // 51: strand.v1.Admin.ListPartitionReassignments:output_type -> strand.v1.ListPartitionReassignmentsResponse
+	46, // 52: strand.v1.Admin.AddVoter:output_type -> strand.v1.AddVoterResponse
+	47, // 53: strand.v1.Admin.RemoveVoter:output_type -> strand.v1.RemoveVoterResponse
+	48, // 54: strand.v1.Admin.DescribeQuorum:output_type -> strand.v1.QuorumStatusResponse
+	49, // 55: strand.v1.Admin.UnregisterBroker:output_type -> strand.v1.UnregisterBrokerResponse
+	50, // 56: strand.v1.Admin.ElectLeaders:output_type -> strand.v1.ElectLeadersResponse
+	51, // 57: strand.v1.Admin.DeleteRecords:output_type -> strand.v1.DeleteRecordsResponse
+	52, // 58: strand.v1.Admin.CreateAcls:output_type -> strand.v1.CreateAclsResponse
+	53, // 59: strand.v1.Admin.DeleteAcls:output_type -> strand.v1.DeleteAclsResponse
+	54, // 60: strand.v1.Admin.DescribeAcls:output_type -> strand.v1.DescribeAclsResponse
+	55, // 61: strand.v1.Admin.AlterUserScramCredentials:output_type -> strand.v1.AlterUserScramCredentialsResponse
+	56, // 62: strand.v1.Admin.DescribeUserScramCredentials:output_type -> strand.v1.DescribeUserScramCredentialsResponse
+	57, // 63: strand.v1.Admin.SaslAuthenticate:output_type -> strand.v1.SaslAuthenticateResponse
+	58, // 64: strand.v1.Admin.AlterClientQuotas:output_type -> strand.v1.AlterClientQuotasResponse
+	59, // 65: strand.v1.Admin.DescribeClientQuotas:output_type -> strand.v1.DescribeClientQuotasResponse
+	44, // [44:66] is the sub-list for method output_type
+	22, // [22:44] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_strand_v1_admin_proto_init() }
@@ -1651,7 +1669,7 @@ func file_strand_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strand_v1_admin_proto_rawDesc), len(file_strand_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

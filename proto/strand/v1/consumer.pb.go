@@ -167,8 +167,13 @@ type FetchPartition struct {
 	PartitionMaxBytes  int32 `protobuf:"varint,5,opt,name=partition_max_bytes,json=partitionMaxBytes,proto3" json:"partition_max_bytes,omitempty"`
 	// Followers: their log start offset.
 	LogStartOffset int64 `protobuf:"varint,6,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The id of the topic the fetcher means ("" skips the check): a
+	// partition of another topic of the same name (the one meant was
+	// deleted and created again) is answered INCONSISTENT_TOPIC_ID, not
+	// read. Kafka clients send ids from Fetch v13.
+	TopicId       string `protobuf:"bytes,7,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FetchPartition) Reset() {
@@ -241,6 +246,13 @@ func (x *FetchPartition) GetLogStartOffset() int64 {
 		return x.LogStartOffset
 	}
 	return 0
+}
+
+func (x *FetchPartition) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
 }
 
 type FetchResponse struct {
@@ -339,7 +351,9 @@ type FetchPartitionResponse struct {
 	CurrentLeaderId     int32                 `protobuf:"varint,10,opt,name=current_leader_id,json=currentLeaderId,proto3" json:"current_leader_id,omitempty"`
 	CurrentLeaderEpoch  int32                 `protobuf:"varint,11,opt,name=current_leader_epoch,json=currentLeaderEpoch,proto3" json:"current_leader_epoch,omitempty"`
 	// The leader's log end offset (followers and lag tools).
-	LogEndOffset  int64 `protobuf:"varint,12,opt,name=log_end_offset,json=logEndOffset,proto3" json:"log_end_offset,omitempty"`
+	LogEndOffset int64 `protobuf:"varint,12,opt,name=log_end_offset,json=logEndOffset,proto3" json:"log_end_offset,omitempty"`
+	// The request's topic_id for this partition, as asked.
+	TopicId       string `protobuf:"bytes,13,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -456,6 +470,13 @@ func (x *FetchPartitionResponse) GetLogEndOffset() int64 {
 		return x.LogEndOffset
 	}
 	return 0
+}
+
+func (x *FetchPartitionResponse) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
 }
 
 type AbortedTransaction struct {
@@ -1080,14 +1101,15 @@ const file_strand_v1_consumer_proto_rawDesc = "" +
 	"session_id\x18\b \x01(\x05R\tsessionId\x12#\n" +
 	"\rsession_epoch\x18\t \x01(\x05R\fsessionEpoch\x127\n" +
 	"\tforgotten\x18\n" +
-	" \x03(\v2\x19.strand.v1.TopicPartitionR\tforgotten\"\xf3\x01\n" +
+	" \x03(\v2\x19.strand.v1.TopicPartitionR\tforgotten\"\x8e\x02\n" +
 	"\x0eFetchPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
 	"\ffetch_offset\x18\x03 \x01(\x03R\vfetchOffset\x120\n" +
 	"\x14current_leader_epoch\x18\x04 \x01(\x05R\x12currentLeaderEpoch\x12.\n" +
 	"\x13partition_max_bytes\x18\x05 \x01(\x05R\x11partitionMaxBytes\x12(\n" +
-	"\x10log_start_offset\x18\x06 \x01(\x03R\x0elogStartOffset\"\xf5\x01\n" +
+	"\x10log_start_offset\x18\x06 \x01(\x03R\x0elogStartOffset\x12\x19\n" +
+	"\btopic_id\x18\a \x01(\tR\atopicId\"\xf5\x01\n" +
 	"\rFetchResponse\x12A\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2!.strand.v1.FetchPartitionResponseR\n" +
@@ -1097,7 +1119,7 @@ const file_strand_v1_consumer_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\x03 \x01(\x0e2\x14.strand.v1.ErrorCodeR\terrorCode\x12#\n" +
 	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\x12(\n" +
-	"\x10throttle_time_ms\x18\x05 \x01(\x05R\x0ethrottleTimeMs\"\x95\x04\n" +
+	"\x10throttle_time_ms\x18\x05 \x01(\x05R\x0ethrottleTimeMs\"\xb0\x04\n" +
 	"\x16FetchPartitionResponse\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x123\n" +
@@ -1112,7 +1134,8 @@ const file_strand_v1_consumer_proto_rawDesc = "" +
 	"\x11current_leader_id\x18\n" +
 	" \x01(\x05R\x0fcurrentLeaderId\x120\n" +
 	"\x14current_leader_epoch\x18\v \x01(\x05R\x12currentLeaderEpoch\x12$\n" +
-	"\x0elog_end_offset\x18\f \x01(\x03R\flogEndOffset\"X\n" +
+	"\x0elog_end_offset\x18\f \x01(\x03R\flogEndOffset\x12\x19\n" +
+	"\btopic_id\x18\r \x01(\tR\atopicId\"X\n" +
 	"\x12AbortedTransaction\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x03R\n" +
 	"producerId\x12!\n" +

@@ -36,7 +36,7 @@ type ConsumerClient interface {
 	//
 	// Partition errors: NONE, UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
 	// OFFSET_OUT_OF_RANGE, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH,
-	// STALE_BROKER_EPOCH, KAFKA_STORAGE_ERROR.
+	// STALE_BROKER_EPOCH, KAFKA_STORAGE_ERROR, INCONSISTENT_TOPIC_ID.
 	Fetch(ctx context.Context, in *FetchRequest, opts ...grpc.CallOption) (*FetchResponse, error)
 	// ListOffsets answers earliest (-2), latest (-1) or the first offset whose
 	// timestamp is at least the given one, plus the partition's HW and LSO.
@@ -96,7 +96,7 @@ type ConsumerServer interface {
 	//
 	// Partition errors: NONE, UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
 	// OFFSET_OUT_OF_RANGE, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH,
-	// STALE_BROKER_EPOCH, KAFKA_STORAGE_ERROR.
+	// STALE_BROKER_EPOCH, KAFKA_STORAGE_ERROR, INCONSISTENT_TOPIC_ID.
 	Fetch(context.Context, *FetchRequest) (*FetchResponse, error)
 	// ListOffsets answers earliest (-2), latest (-1) or the first offset whose
 	// timestamp is at least the given one, plus the partition's HW and LSO.

@@ -71,8 +71,13 @@ type MetadataRequest struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Topics          []string               `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
 	IncludeInternal bool                   `protobuf:"varint,2,opt,name=include_internal,json=includeInternal,proto3" json:"include_internal,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Topics asked for by id (Kafka's Metadata v12+); when any is given the
+	// names are not looked at, as in Kafka. An id no topic has is answered
+	// UNKNOWN_TOPIC_ID (name ""); one the principal may not describe,
+	// TOPIC_AUTHORIZATION_FAILED with the id and no name.
+	TopicIds      []string `protobuf:"bytes,3,rep,name=topic_ids,json=topicIds,proto3" json:"topic_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MetadataRequest) Reset() {
@@ -117,6 +122,13 @@ func (x *MetadataRequest) GetIncludeInternal() bool {
 		return x.IncludeInternal
 	}
 	return false
+}
+
+func (x *MetadataRequest) GetTopicIds() []string {
+	if x != nil {
+		return x.TopicIds
+	}
+	return nil
 }
 
 type MetadataResponse struct {
@@ -818,10 +830,11 @@ var File_strand_v1_metadata_proto protoreflect.FileDescriptor
 
 const file_strand_v1_metadata_proto_rawDesc = "" +
 	"\n" +
-	"\x18strand/v1/metadata.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\"T\n" +
+	"\x18strand/v1/metadata.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\"q\n" +
 	"\x0fMetadataRequest\x12\x16\n" +
 	"\x06topics\x18\x01 \x03(\tR\x06topics\x12)\n" +
-	"\x10include_internal\x18\x02 \x01(\bR\x0fincludeInternal\"\xe2\x01\n" +
+	"\x10include_internal\x18\x02 \x01(\bR\x0fincludeInternal\x12\x1b\n" +
+	"\ttopic_ids\x18\x03 \x03(\tR\btopicIds\"\xe2\x01\n" +
 	"\x10MetadataResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12#\n" +

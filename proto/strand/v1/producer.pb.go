@@ -114,10 +114,15 @@ func (x *ProduceRequest) GetTransactionVersion() int32 {
 // PartitionRecords holds one or more encoded record batches (RecordBatch v2)
 // for one partition.
 type PartitionRecords struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
-	Records       []byte                 `protobuf:"bytes,3,opt,name=records,proto3" json:"records,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Records   []byte                 `protobuf:"bytes,3,opt,name=records,proto3" json:"records,omitempty"`
+	// The id of the topic the producer means ("" skips the check): a
+	// partition of another topic of the same name (the one meant was
+	// deleted and created again) is answered UNKNOWN_TOPIC_ID, not written.
+	// Kafka clients send ids from Produce v13.
+	TopicId       string `protobuf:"bytes,4,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -171,6 +176,13 @@ func (x *PartitionRecords) GetRecords() []byte {
 		return x.Records
 	}
 	return nil
+}
+
+func (x *PartitionRecords) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
 }
 
 type ProduceResponse struct {
@@ -425,11 +437,12 @@ const file_strand_v1_producer_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x05 \x03(\v2\x1b.strand.v1.PartitionRecordsR\n" +
 	"partitions\x12/\n" +
-	"\x13transaction_version\x18\x06 \x01(\x05R\x12transactionVersion\"`\n" +
+	"\x13transaction_version\x18\x06 \x01(\x05R\x12transactionVersion\"{\n" +
 	"\x10PartitionRecords\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x18\n" +
-	"\arecords\x18\x03 \x01(\fR\arecords\"\xa7\x01\n" +
+	"\arecords\x18\x03 \x01(\fR\arecords\x12\x19\n" +
+	"\btopic_id\x18\x04 \x01(\tR\atopicId\"\xa7\x01\n" +
 	"\x0fProduceResponse\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x03R\rcorrelationId\x12C\n" +
 	"\n" +
