@@ -255,7 +255,9 @@ func Bootstrap(addrs ...string) Opt {
 	return func(c *config) { c.bootstrap = append(c.bootstrap, addrs...) }
 }
 
-// ClientID names the client in broker logs (client.id).
+// ClientID names the client (client.id, default "strand-go"): in broker
+// logs and group descriptions, and for client quotas (entities client-id
+// and user + client-id). Every call carries it.
 func ClientID(id string) Opt { return func(c *config) { c.clientID = id } }
 
 // DialOptions adds gRPC dial options (interceptors, a custom dialer).

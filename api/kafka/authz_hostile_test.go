@@ -77,6 +77,10 @@ func TestKafkaDoorRefusesWithoutGrants(t *testing.T) {
 	for _, b := range kafkareq.Check(ctx, br, cases) {
 		t.Error(b)
 	}
+	// AlterClientQuotas refused stored nothing.
+	if dq, err := h.DescribeClientQuotas(ctx, &pb.DescribeClientQuotasRequest{}); err != nil || len(dq.Entries) != 0 {
+		t.Errorf("quotas after the refused AlterClientQuotas: %v %v", dq, err)
+	}
 	// IncrementalAlterConfigs really names topic a: with AlterConfigs on
 	// it granted, the same request (validate only) is served.
 	g.mu.Lock()

@@ -188,5 +188,21 @@ func TestAuthorizationThroughBothDoors(t *testing.T) {
 		if err != nil || len(oc.Partitions) != 1 || oc.Partitions[0].ErrorCode != pb.ErrorCode_GROUP_AUTHORIZATION_FAILED {
 			t.Fatalf("OffsetCommit to g: %v %v", oc, err)
 		}
+		// Client quotas: AlterConfigs / DescribeConfigs on the cluster, as
+		// Kafka; alice may not throttle another user.
+		adm := pb.NewAdminClient(cc)
+		aq, err := adm.AlterClientQuotas(ctx, &pb.AlterClientQuotasRequest{Entries: []*pb.AlterClientQuotasEntry{{
+			Entity: &pb.QuotaEntity{Parts: []*pb.QuotaEntityPart{{EntityType: "user", Name: "bob"}}},
+			Ops:    []*pb.QuotaOp{{Key: "producer_byte_rate", Value: 1}}}}})
+		if err != nil || len(aq.Entries) != 1 || aq.Entries[0].ErrorCode != pb.ErrorCode_CLUSTER_AUTHORIZATION_FAILED {
+			t.Fatalf("AlterClientQuotas of bob: %v %v, want CLUSTER_AUTHORIZATION_FAILED", aq, err)
+		}
+		dq, err := adm.DescribeClientQuotas(ctx, &pb.DescribeClientQuotasRequest{})
+		if err != nil || dq.ErrorCode != pb.ErrorCode_CLUSTER_AUTHORIZATION_FAILED || len(dq.Entries) != 0 {
+			t.Fatalf("DescribeClientQuotas: %v %v, want CLUSTER_AUTHORIZATION_FAILED", dq, err)
+		}
+		if q, ok := n.Quotas().Quota("bob", "", "producer_byte_rate"); ok {
+			t.Fatalf("bob's produce rate set to %v by alice", q)
+		}
 	})
 }

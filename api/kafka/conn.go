@@ -366,7 +366,7 @@ func (c *Conn) handle(ctx context.Context, frame []byte) (*pending, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx = auth.NewContext(ctx, c.withSession())
+	ctx = auth.WithClientID(auth.NewContext(ctx, c.withSession()), h.clientID)
 	called := time.Now()
 	resp, err := a.fn(ctx, c, req)
 	if err != nil {
