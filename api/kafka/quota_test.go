@@ -326,7 +326,7 @@ func TestKafkaClientQuotasAdmin(t *testing.T) {
 		user, client, key string
 		want              float64
 	}{
-		{"alice", "test", "producer_byte_rate", 500},  // user + client
+		{"alice", "test", "producer_byte_rate", 500},   // user + client
 		{"alice", "other", "producer_byte_rate", 1000}, // user
 		{"alice", "other", "consumer_byte_rate", 2000}, // user
 		{"zed", "other", "request_percentage", 50},     // default user + default client
