@@ -168,6 +168,13 @@ func Refusals(n Names) []Case {
 			r.Groups = append(r.Groups, rg)
 			return r
 		}},
+		{"OffsetFetch naming no topic", GroupDenied, func() kmsg.Request {
+			r := kmsg.NewPtrOffsetFetchRequest()
+			rg := kmsg.NewOffsetFetchRequestGroup()
+			rg.Group, rg.Topics = n.Group, []kmsg.OffsetFetchRequestGroupTopic{} // empty, not null (all)
+			r.Groups = append(r.Groups, rg)
+			return r
+		}},
 		{"DescribeGroups", GroupDenied, func() kmsg.Request {
 			r := kmsg.NewPtrDescribeGroupsRequest()
 			r.Groups = []string{n.Group}
