@@ -193,6 +193,9 @@ func (c *Conn) read(ctx context.Context) error {
 			return err
 		}
 		if p != nil {
+			if c.sasl.closeAfter != "" {
+				c.delayFailedAuthentication(p) // sasl.go
+			}
 			select {
 			case c.out <- *p:
 			case <-ctx.Done():
