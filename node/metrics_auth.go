@@ -82,4 +82,3 @@ func (n *Node) metricsAuth(full, withoutQuotas http.Handler) http.Handler {
 		}
 	})
 }
-
