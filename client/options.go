@@ -444,7 +444,9 @@ func OnPartitionsLost(f func([]TopicPartition)) Opt { return func(c *config) { c
 // partition so reported fetches cleanly again. Each call is one answer of
 // one partition: a partition failing for a while is reported on every
 // fetch of it.
-func OnFetchError(f func(tp TopicPartition, err error)) Opt { return func(c *config) { c.onFetchError = f } }
+func OnFetchError(f func(tp TopicPartition, err error)) Opt {
+	return func(c *config) { c.onFetchError = f }
+}
 
 func (a Acks) wire() int32 { return int32(a) }
 
