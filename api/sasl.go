@@ -65,10 +65,53 @@ type SASLTokens struct {
 	Mechanisms []string
 	// Lifetime is how long a token is accepted (0: DefaultTokenLifetime).
 	Lifetime time.Duration
+	// FailedDelay is connection.failed.authentication.delay.ms (0: none):
+	// an exchange that fails (a wrong proof, a mechanism not enabled) is
+	// answered that much later, as the Kafka listener answers and closes a
+	// failed authentication. The wait holds only that stream, and ends at
+	// once when the stream's call ends or Close is called.
+	FailedDelay time.Duration
 
-	mu     sync.Mutex
-	tokens map[string]saslToken
-	now    func() time.Time
+	mu       sync.Mutex
+	tokens   map[string]saslToken
+	now      func() time.Time
+	stopOnce sync.Once
+	stop     chan struct{}
+}
+
+// stopped is closed by Close.
+func (t *SASLTokens) stopped() chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stop == nil {
+		t.stop = make(chan struct{})
+	}
+	return t.stop
+}
+
+// Close ends every failed exchange's delay now (the node closes it before
+// stopping its gRPC servers, so a delayed refusal does not hold up their
+// graceful stop).
+func (t *SASLTokens) Close() {
+	if t == nil {
+		return
+	}
+	ch := t.stopped()
+	t.stopOnce.Do(func() { close(ch) })
+}
+
+// delayFailure waits FailedDelay, or until ctx ends or Close.
+func (t *SASLTokens) delayFailure(ctx context.Context) {
+	if t.FailedDelay <= 0 {
+		return
+	}
+	timer := time.NewTimer(t.FailedDelay)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+	case <-t.stopped():
+	}
 }
 
 type saslToken struct {
@@ -267,10 +310,12 @@ func (s *adminService) saslAuthenticate(st pb.Admin_SaslAuthenticateServer) erro
 	}
 	m, ok := scram.ByName(first.Mechanism)
 	if !ok || !s.sasl.enabled(first.Mechanism) {
+		s.sasl.delayFailure(st.Context())
 		return wire.StatusError(codes.Unauthenticated, errs.New(pb.ErrorCode_UNSUPPORTED_SASL_MECHANISM,
 			"SASL mechanism %q is not enabled on the gRPC listeners (SCRAM-SHA-256 and SCRAM-SHA-512 are, as sasl.enabled.mechanisms allows)", first.Mechanism))
 	}
 	failed := func() error {
+		s.sasl.delayFailure(st.Context()) // connection.failed.authentication.delay.ms
 		return saslRefused("Authentication failed during authentication due to invalid credentials with SASL mechanism %s", m.Name())
 	}
 	srv := m.NewServer(func(user string) (scram.Credential, bool) { return s.h.ScramCredential(user, m) }, nil)

@@ -42,7 +42,9 @@ func SessionInterceptors(sec *tlsconf.Security, listener string) []grpc.ServerOp
 			return nil, wire.StatusError(codes.PermissionDenied, errs.New(pb.ErrorCode_CLUSTER_AUTHORIZATION_FAILED,
 				"%s: principal %s is not one of inter.broker.principals: the inter-broker listener serves the cluster's nodes only", method, s.Principal))
 		}
-		return auth.NewContext(ctx, s), nil
+		// The client id travels beside the session: the SDK sends its
+		// client.id with every call (client quotas are resolved by it).
+		return auth.WithClientID(auth.NewContext(ctx, s), wire.ClientIDOf(ctx)), nil
 	}
 	return []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {

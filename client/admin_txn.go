@@ -132,12 +132,25 @@ func (a *Admin) DescribeTransaction(ctx context.Context, id string) (*pb.Transac
 
 // DescribeProducers lists a partition's active producers, asking its leader
 // (or broker, when >= 0). The partition's answer (NOT_LEADER_OR_FOLLOWER,
-// UNKNOWN_TOPIC_OR_PARTITION, …) is returned with it; LEADER_NOT_AVAILABLE
-// when the partition has no leader.
+// UNKNOWN_TOPIC_OR_PARTITION, TOPIC_AUTHORIZATION_FAILED, …) is returned
+// with it. Looking the leader up, the topic's error in the metadata fails
+// the call as Kafka's admin client fails it (TOPIC_AUTHORIZATION_FAILED
+// for a topic the principal may not describe, UNKNOWN_TOPIC_OR_PARTITION,
+// …); LEADER_NOT_AVAILABLE when the partition has no leader.
 func (a *Admin) DescribeProducers(ctx context.Context, tp TopicPartition, broker int32) (*pb.PartitionProducers, error) {
 	if broker < 0 {
-		if _, err := a.Metadata(ctx, true, tp.Topic); err != nil {
+		md, err := a.Metadata(ctx, true, tp.Topic)
+		if err != nil {
 			return nil, err
+		}
+		for _, t := range md.Topics {
+			switch t.ErrorCode {
+			case pb.ErrorCode_NONE, pb.ErrorCode_LEADER_NOT_AVAILABLE, pb.ErrorCode_BROKER_NOT_AVAILABLE:
+			default:
+				if t.Name == tp.Topic {
+					return nil, errs.New(t.ErrorCode, "the metadata of %s: %s", tp, t.ErrorMessage)
+				}
+			}
 		}
 		broker, _ = a.cl.leader(tp)
 		if broker < 0 {

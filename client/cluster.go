@@ -91,6 +91,9 @@ func (c *cluster) conn(addr string) (*grpc.ClientConn, error) {
 		grpc.WithReadBufferSize(wire.TransportBufferSize), grpc.WithWriteBufferSize(wire.TransportBufferSize),
 	}, wire.ErrorCodeDialOptions()...)
 	opts = append(opts, grpc.WithChainUnaryInterceptor(contextErrorsUnary), grpc.WithChainStreamInterceptor(contextErrorsStream))
+	// Every call carries the client id, as a Kafka request header does:
+	// the broker resolves client-id quotas by it.
+	opts = append(opts, wire.ClientIDDialOptions(c.cfg.clientID)...)
 	// A call refused with a Kafka error code (a node that is still
 	// starting answers BROKER_NOT_AVAILABLE) fails with that *errs.Error,
 	// which the retry loops know to retry.

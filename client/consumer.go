@@ -33,6 +33,9 @@ type Consumer struct {
 	assigned map[TopicPartition]*cpart
 	buffered []*Record
 	closed   bool
+	// failing are the partitions whose last fetch answered an error the
+	// consumer retries (reported to OnFetchError).
+	failing map[TopicPartition]bool
 
 	group *groupMember
 }
@@ -275,7 +278,43 @@ func (c *Consumer) refreshSoon() {
 	_ = c.cl.refresh(ctx, nil)
 }
 
+// fetchReport is one partition's outcome for OnFetchError (err nil: a
+// partition reported failing fetched cleanly).
+type fetchReport struct {
+	tp  TopicPartition
+	err error
+}
+
 func (c *Consumer) handleFetch(resp *pb.FetchResponse) error {
+	var reports []fetchReport
+	err := c.handleFetchLocked(resp, &reports)
+	if f := c.cfg.onFetchError; f != nil {
+		for _, r := range reports {
+			f(r.tp, r.err)
+		}
+	}
+	return err
+}
+
+// noteFetch records tp's outcome for OnFetchError: a retried error, or
+// (err nil) a clean answer after one. Called with c.mu held.
+func (c *Consumer) noteFetch(reports *[]fetchReport, tp TopicPartition, err error) {
+	if c.cfg.onFetchError == nil {
+		return
+	}
+	if err != nil {
+		if c.failing == nil {
+			c.failing = map[TopicPartition]bool{}
+		}
+		c.failing[tp] = true
+		*reports = append(*reports, fetchReport{tp, err})
+	} else if c.failing[tp] {
+		delete(c.failing, tp)
+		*reports = append(*reports, fetchReport{tp, nil})
+	}
+}
+
+func (c *Consumer) handleFetchLocked(resp *pb.FetchResponse, reports *[]fetchReport) error {
 	if err := errs.FromCode(resp.ErrorCode, resp.ErrorMessage); err != nil {
 		// The whole request was refused (a fetch session's error,
 		// INVALID_REQUEST): retriable ones are tried again, as a
@@ -312,6 +351,7 @@ func (c *Consumer) handleFetch(resp *pb.FetchResponse) error {
 		default:
 			err := errs.FromCode(pr.ErrorCode, pr.ErrorMessage)
 			if errs.IsRetriable(err) {
+				c.noteFetch(reports, tp, err)
 				c.cl.markStale(tp)
 				go c.refreshSoon()
 				continue
@@ -321,6 +361,7 @@ func (c *Consumer) handleFetch(resp *pb.FetchResponse) error {
 			}
 			continue
 		}
+		c.noteFetch(reports, tp, nil)
 		cp.hw, cp.lso = pr.HighWatermark, pr.LastStableOffset
 		recs, next, err := decodeFetched(tp, pr, cp.pos, c.cfg.isolation == ReadCommitted)
 		if err != nil {

@@ -116,6 +116,7 @@ type config struct {
 	onAssigned        func([]TopicPartition)
 	onRevoked         func([]TopicPartition)
 	onLost            func([]TopicPartition)
+	onFetchError      func(TopicPartition, error)
 
 	// clock times the client's protocol waits (see WithClock).
 	clock clock.Clock
@@ -255,7 +256,9 @@ func Bootstrap(addrs ...string) Opt {
 	return func(c *config) { c.bootstrap = append(c.bootstrap, addrs...) }
 }
 
-// ClientID names the client in broker logs (client.id).
+// ClientID names the client (client.id, default "strand-go"): in broker
+// logs and group descriptions, and for client quotas (entities client-id
+// and user + client-id). Every call carries it.
 func ClientID(id string) Opt { return func(c *config) { c.clientID = id } }
 
 // DialOptions adds gRPC dial options (interceptors, a custom dialer).
@@ -432,6 +435,18 @@ func OnPartitionsRevoked(f func([]TopicPartition)) Opt { return func(c *config) 
 // another member may own them already, so do not commit them. Without it
 // OnPartitionsRevoked is called instead, like Kafka's default.
 func OnPartitionsLost(f func([]TopicPartition)) Opt { return func(c *config) { c.onLost = f } }
+
+// OnFetchError is called (from Poll) with each partition error a fetch
+// answered that the consumer retries by itself instead of returning from
+// Poll (KAFKA_STORAGE_ERROR, NOT_LEADER_OR_FOLLOWER,
+// UNKNOWN_TOPIC_OR_PARTITION, …; errs.IsRetriable), as franz-go's
+// KeepRetryableFetchErrors shows them, and with a nil error once a
+// partition so reported fetches cleanly again. Each call is one answer of
+// one partition: a partition failing for a while is reported on every
+// fetch of it.
+func OnFetchError(f func(tp TopicPartition, err error)) Opt {
+	return func(c *config) { c.onFetchError = f }
+}
 
 func (a Acks) wire() int32 { return int32(a) }
 

@@ -140,9 +140,9 @@ type Image struct {
 	// Scram holds users' SCRAM credentials by user and mechanism (issue
 	// 22: sasl; scram.go). It may be nil; Apply copies it on write.
 	Scram map[string]map[int32]ScramCredential
-	// ClientQuotas are the users' client quotas (issue 22: quotas.go); nil
+	// ClientQuotas are the client quotas by entity (quotas.go); nil
 	// when none was ever set. Apply copies it on write.
-	ClientQuotas map[QuotaUser]map[string]float64
+	ClientQuotas map[QuotaEntity]map[string]float64
 }
 
 // EmptyImage is the image before any record.

@@ -47,11 +47,13 @@ func fileLimit() uint64 {
 }
 
 // maxIdle is connections.max.idle.ms.
-func (n *Node) maxIdle() time.Duration {
-	if n.cfg.ConnectionsMaxIdle <= 0 {
+func (n *Node) maxIdle() time.Duration { return maxIdle(n.cfg) }
+
+func maxIdle(cfg Config) time.Duration {
+	if cfg.ConnectionsMaxIdle <= 0 {
 		return 10 * time.Minute
 	}
-	return n.cfg.ConnectionsMaxIdle
+	return cfg.ConnectionsMaxIdle
 }
 
 // connectionLimits settles the caps of the client listeners and of the

@@ -1,8 +1,12 @@
 package node_test
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/strand-io/strand/authz"
@@ -144,8 +148,9 @@ func TestFaultEndpointsPrivileged(t *testing.T) {
 // TestConsoleBehindAuthorizer: the console asks the brokers as this node,
 // which the authorizer allows everything; so with an authorizer on, only
 // a super user or a broker sees its pages (401 without a session, 403
-// for another principal), and /metrics stays open. Without an authorizer
-// the console is open.
+// for another principal), and /metrics asks for a session too
+// (TestMetricsBehindAuthorizer). Without an authorizer the console is
+// open.
 func TestConsoleBehindAuthorizer(t *testing.T) {
 	session := func(r *http.Request) (auth.Session, bool) {
 		switch r.Header.Get("X-Test-Principal") {
@@ -166,12 +171,98 @@ func TestConsoleBehindAuthorizer(t *testing.T) {
 			t.Errorf("GET /topics as %q: %d, want %d", who, r.StatusCode, want)
 		}
 	}
-	if r := httpDo(t, "GET", "http://"+addr+"/metrics", nil); r.StatusCode != http.StatusOK {
-		t.Errorf("GET /metrics without a session: %d, want 200", r.StatusCode)
+	if r := httpDo(t, "GET", "http://"+addr+"/metrics", nil); r.StatusCode != http.StatusUnauthorized {
+		t.Errorf("GET /metrics without a session: %d, want 401", r.StatusCode)
 	}
 	open := testutil.FreeAddr(t)
 	testutil.StartDev(t, t.TempDir(), func(cfg *node.Config) { cfg.MetricsListen = open })
 	if r := httpDo(t, "GET", "http://"+open+"/topics", nil); r.StatusCode != http.StatusOK {
 		t.Errorf("GET /topics with no authorizer: %d, want 200", r.StatusCode)
+	}
+}
+
+// clusterGrants is a TEST-ONLY authz.Checker: each principal may do the
+// cluster operations it lists, nothing else.
+type clusterGrants map[string][]authz.Operation
+
+func (g clusterGrants) Authorize(_ context.Context, s auth.Session, a authz.Action) bool {
+	return a.Type == authz.ResourceCluster && slices.Contains(g[s.Principal.Name], a.Op)
+}
+
+func (g clusterGrants) AuthorizeAny(context.Context, auth.Session, authz.Operation, authz.ResourceType, string) bool {
+	return false
+}
+
+// TestMetricsBehindAuthorizer: /metrics names topics, groups, users and
+// client ids, so with an authorizer it answers only a proved session
+// (401 otherwise) whose principal may Describe the cluster (403
+// otherwise), as Kafka shows those names to such a principal
+// (DescribeLogDirs, ListGroups); the client quota series (by user and
+// client id) only with DescribeConfigs on the cluster too, as
+// DescribeClientQuotas. Super users and brokers see everything. Without
+// an authorizer it stays open (TestHTTPListenerReadOnly).
+func TestMetricsBehindAuthorizer(t *testing.T) {
+	session := func(r *http.Request) (auth.Session, bool) {
+		switch who := r.Header.Get("X-Test-Principal"); who {
+		case "":
+			return auth.Session{}, false
+		case "broker":
+			return auth.Session{Principal: auth.User("CN=broker"), Broker: true}, true
+		default:
+			return auth.Session{Principal: auth.User(who)}, true
+		}
+	}
+	addr := testutil.FreeAddr(t)
+	n := testutil.StartDev(t, t.TempDir(), func(cfg *node.Config) {
+		cfg.MetricsListen, cfg.DebugSession = addr, session
+		cfg.Authorizer.SuperUsers = []auth.Principal{auth.User("admin")}
+		cfg.TestAuthorizer = clusterGrants{"monitor": {authz.OpDescribe}, "ops": {authz.OpDescribe, authz.OpDescribeConfigs}, "cfg": {authz.OpDescribeConfigs}}
+	})
+	// A quota series to see: alice's produce, measured.
+	n.Quotas().RecordProduce(auth.WithClientID(auth.NewContext(context.Background(), auth.Session{Principal: auth.User("alice")}), "app"), 100)
+	get := func(who string) (int, string) {
+		req, err := http.NewRequest("GET", "http://"+addr+"/metrics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Test-Principal", who)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	for _, tc := range []struct {
+		who    string
+		code   int
+		quotas bool
+	}{
+		{"", http.StatusUnauthorized, false},
+		{"bob", http.StatusForbidden, false},
+		{"cfg", http.StatusForbidden, false},
+		{"monitor", http.StatusOK, false},
+		{"ops", http.StatusOK, true},
+		{"admin", http.StatusOK, true},
+		{"broker", http.StatusOK, true},
+	} {
+		code, body := get(tc.who)
+		if code != tc.code {
+			t.Errorf("GET /metrics as %q: %d, want %d", tc.who, code, tc.code)
+			continue
+		}
+		if code != http.StatusOK {
+			if strings.Contains(body, "strand_") {
+				t.Errorf("GET /metrics as %q refused, yet with metrics", tc.who)
+			}
+			continue
+		}
+		if !strings.Contains(body, "strand_leader_partitions") {
+			t.Errorf("GET /metrics as %q: no strand_leader_partitions", tc.who)
+		}
+		if got := strings.Contains(body, `strand_quota_rate{client_id="app"`); got != tc.quotas {
+			t.Errorf("GET /metrics as %q: the quota series shown %v, want %v", tc.who, got, tc.quotas)
+		}
 	}
 }

@@ -159,6 +159,7 @@ func (n *Node) shutdown(clean bool) error {
 		n.health.Shutdown()
 	}
 	n.stopHTTP()
+	n.saslTokens.Close() // a delayed SASL refusal must not hold up the graceful stops below
 	if n.extGRPC != nil {
 		n.extGRPC.Stop()
 	}

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/broker/storage"
@@ -184,14 +182,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 
 // startHTTP serves /metrics (Prometheus), /debug/pprof (debug.go) and the web console.
 func (n *Node) startHTTP(addr string) error {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collector{n}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	reg.MustRegister(n.metrics.Collectors()...)
-	reg.MustRegister(n.connMetrics.Collectors()...)
-	reg.MustRegister(n.kafkaMetrics.Collectors()...)
-	reg.MustRegister(n.quotas)
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	// /metrics, behind metricsAuth when an authorizer is configured
+	// (metrics_auth.go).
+	mux.Handle("/metrics", n.metricsAuth(n.metricsHandlers()))
 	if n.cfg.DebugEndpoints { // debug.endpoints.enable (issue 22): off by default
 		n.registerDebug(mux)
 	}

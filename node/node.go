@@ -62,6 +62,8 @@ type Node struct {
 	kafkaMetrics *kafka.Metrics
 	// quotas enforces the client quotas (issue 22), set from the image.
 	quotas *quota.Manager
+	// saslTokens are the gRPC SASL session tokens (Close at shutdown).
+	saslTokens *api.SASLTokens
 	// peers admits the inter-broker listener's callers (api.PeerFilter).
 	peers *api.PeerFilter
 	// metaImg is the newest metadata image the broker's follower built,
@@ -145,6 +147,9 @@ func Start(cfg Config) (*Node, error) {
 	}
 	if !cfg.Broker && !cfg.Controller {
 		return nil, errors.New("a node needs at least one role: broker, controller")
+	}
+	if err := cfg.SASL.checkFailedAuthDelay(maxIdle(cfg)); err != nil {
+		return nil, err
 	}
 	applyFDBudget(&cfg, lg)
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
@@ -256,6 +261,7 @@ func Start(cfg Config) (*Node, error) {
 	ibConns := api.NewConnLimiter(ibLimits, n.connMetrics, lg)
 	deps := &api.Deps{NodeID: cfg.NodeID, Controller: n.Controller, ProduceMaxInFlight: cfg.ProduceMaxInFlight, Logger: lg, Metrics: n.metrics,
 		SASL: cfg.SASL.tokens(), Quotas: n.quotas, QuotaClock: cfg.Quotas.Clock}
+	n.saslTokens = deps.SASL
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 	if cfg.Broker {

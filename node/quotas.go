@@ -12,20 +12,15 @@ import (
 
 // setQuotas hands the image's client quotas to the quota manager.
 func (n *Node) setQuotas(img *metadata.Image) {
-	users := map[string]quota.Values{}
-	var def quota.Values
-	for u, vals := range img.ClientQuotas {
-		v := quota.Values{}
+	q := make(map[quota.Entity]quota.Values, len(img.ClientQuotas))
+	for e, vals := range img.ClientQuotas {
+		v := make(quota.Values, len(vals))
 		for k, x := range vals {
 			v[k] = x
 		}
-		if u.Default {
-			def = v
-		} else {
-			users[u.Name] = v
-		}
+		q[e] = v
 	}
-	n.quotas.Set(users, def)
+	n.quotas.Set(q)
 }
 
 // testingSessionOptions are the TEST-ONLY interceptors that put f's

@@ -11,6 +11,7 @@ import (
 
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/internal/auth"
+	metadatapkg "github.com/strand-io/strand/metadata"
 	"github.com/strand-io/strand/node"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/quota"
@@ -44,7 +45,7 @@ func TestGRPCProduceStreamThrottled(t *testing.T) {
 	if err := adm.CreateTopic(ctx, client.TopicSpec{Name: "g", Partitions: 1, ReplicationFactor: 1}); err != nil {
 		t.Fatal(err)
 	}
-	n.Quotas().Set(map[string]quota.Values{"alice": {quota.ProducerByteRate: 10000}}, nil)
+	n.Quotas().SetUsers(map[string]quota.Values{"alice": {quota.ProducerByteRate: 10000}}, nil)
 	conn, err := grpc.NewClient(n.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +107,7 @@ func TestGRPCUnaryRequestPercentage(t *testing.T) {
 	n := testutil.StartDev(t, t.TempDir(), func(cfg *node.Config) { cfg.TestingGRPCSession = headerSession })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	n.Quotas().Set(map[string]quota.Values{"alice": {quota.RequestPercentage: 1e-9}}, nil)
+	n.Quotas().SetUsers(map[string]quota.Values{"alice": {quota.RequestPercentage: 1e-9}}, nil)
 	conn, err := grpc.NewClient(n.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -124,5 +125,41 @@ func TestGRPCUnaryRequestPercentage(t *testing.T) {
 	}
 	if d := call("alice"); d < 900*time.Millisecond || d > 5*time.Second {
 		t.Errorf("alice's Metadata over request_percentage answered after %v, want the 1 s cap", d)
+	}
+}
+
+// TestGRPCClientIDQuota: the SDK sends its ClientID with every call, and
+// a client-id quota holds that client (whoever its user), not another.
+func TestGRPCClientIDQuota(t *testing.T) {
+	n := testutil.StartDev(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n.Quotas().Set(map[quota.Entity]quota.Values{{ClientID: metadatapkg.QuotaNamed("ops")}: {quota.RequestPercentage: 1e-9}})
+	admin := func(id string) *client.Admin {
+		adm, err := client.NewAdmin(client.Bootstrap(n.Addr()), client.ClientID(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { adm.Close() })
+		return adm
+	}
+	call := func(adm *client.Admin) time.Duration {
+		start := time.Now()
+		if _, err := adm.Metadata(ctx, false); err != nil {
+			t.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	other, ops := admin("other"), admin("ops")
+	call(other)
+	if d := call(other); d > 700*time.Millisecond {
+		t.Errorf("client other's Metadata took %v", d)
+	}
+	call(ops)
+	if d := call(ops); d < 900*time.Millisecond || d > 5*time.Second {
+		t.Errorf("client ops's Metadata over its request_percentage answered after %v, want the 1 s cap", d)
+	}
+	if r := n.Quotas().Rate(quota.Request, "", "ops"); r <= 0 {
+		t.Errorf("client ops's request rate %v", r)
 	}
 }

@@ -1,23 +1,33 @@
-// Package quota enforces Kafka's client quotas per principal (issue 22):
-// producer_byte_rate, consumer_byte_rate and request_percentage on the
-// entity user (a named user, else the default user), measured as Kafka's
-// ClientQuotaManager measures them: a rate over quota.window.num samples
-// of quota.window.size.seconds each, and, when the observed rate is over
-// the quota, a throttle time of (observed − quota) / quota × the span the
-// samples cover. The front doors record what a request cost, put the
-// throttle time in the answer's ThrottleTimeMs and stop reading the
-// connection for that long (KIP-219).
+// Package quota enforces Kafka's client quotas: producer_byte_rate,
+// consumer_byte_rate and request_percentage on the entities user,
+// client-id and user + client-id (each a name or its type's default),
+// measured as Kafka's ClientQuotaManager measures them: a rate over
+// quota.window.num samples of quota.window.size.seconds each, and, when
+// the observed rate is over the quota, a throttle time of
+// (observed − quota) / quota × the span the samples cover. The front doors
+// record what a request cost, put the throttle time in the answer's
+// ThrottleTimeMs and stop reading the connection for that long (KIP-219).
+//
+// Which quota applies to a request of user u with client id c, key by key,
+// is the first of Kafka's eight that sets the key: user u and client c;
+// user u and the default client; user u; the default user and client c;
+// the default user and the default client; the default user; client c;
+// the default client. The level found also decides whose samples the
+// request adds to (Kafka's quota metric tags): a user level measures the
+// user's requests from all clients together, a user + client level each
+// (user, client) pair, a client level each client id across users.
 //
 // request_percentage is the share of one request-handling thread's time:
-// here, the wall time of the handler calls of a principal (the request
-// layer call, not the network I/O), as a percentage of the window span,
-// so request_percentage=100 is one handler busy the whole time. Its
-// throttle time is capped at one window, as Kafka caps the request quota;
-// the byte-rate throttle times are not capped, as Kafka's are not.
+// here, the wall time of the handler calls (the request layer call, not
+// the network I/O), as a percentage of the window span, so
+// request_percentage=100 is one handler busy the whole time. Its throttle
+// time is capped at one window, as Kafka caps the request quota; the
+// byte-rate throttle times are not capped, as Kafka's are not.
 //
 // A request with no session in its context (the node's own calls, tests
 // calling the request layer directly) is never recorded nor throttled; nor
-// is a broker's session. A nil *Manager throttles nothing.
+// is a broker's session. A nil *Manager throttles nothing. Samples nobody
+// added to for an hour are dropped (Kafka expires its quota sensors so).
 package quota
 
 import (
@@ -30,6 +40,7 @@ import (
 
 	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/internal/auth"
+	"github.com/strand-io/strand/metadata"
 )
 
 // Kafka's quota keys.
@@ -82,6 +93,9 @@ func (t Type) key() string {
 // Values are one entity's quotas by key (a key absent: no quota of it).
 type Values map[string]float64
 
+// Entity is a quota entity: a user part, a client-id part, or both.
+type Entity = metadata.QuotaEntity
+
 // Config configures a Manager.
 type Config struct {
 	// Clock measures the samples (nil: the wall clock).
@@ -92,24 +106,35 @@ type Config struct {
 	Window time.Duration
 }
 
-// Manager holds the quotas in force and each principal's samples.
+// inactiveExpiry is how long samples nobody adds to are kept (Kafka's
+// quota sensors expire after an hour without a recording); sweepEvery how
+// often the manager looks for them.
+const (
+	inactiveExpiry = time.Hour
+	sweepEvery     = time.Minute
+)
+
+// Manager holds the quotas in force and the samples of what they measure.
 type Manager struct {
 	clk     clock.Clock
 	windows int
 	window  time.Duration
 
-	mu      sync.Mutex
-	users   map[string]Values // by user name
-	def     Values            // the default user's
-	samples map[statKey]*rate
-	throttl map[statKey]float64 // throttle time given, ms, for the metric
+	mu        sync.Mutex
+	quotas    map[Entity]Values
+	samples   map[statKey]*rate
+	throttl   map[statKey]float64 // throttle time given, ms, for the metric
+	lastSweep time.Time
 
 	descRate, descThrottle *prometheus.Desc
 }
 
+// statKey is whose samples a recording adds to: the type and Kafka's
+// quota metric tags (user, client id; either may be "").
 type statKey struct {
-	t    Type
-	user string
+	t      Type
+	user   string
+	client string
 }
 
 // New returns a manager with no quotas.
@@ -125,57 +150,110 @@ func New(cfg Config) *Manager {
 	}
 	return &Manager{
 		clk: cfg.Clock, windows: cfg.Windows, window: cfg.Window,
-		users: map[string]Values{}, samples: map[statKey]*rate{}, throttl: map[statKey]float64{},
+		quotas: map[Entity]Values{}, samples: map[statKey]*rate{}, throttl: map[statKey]float64{},
 		descRate: prometheus.NewDesc("strand_quota_rate",
-			"What a user's quota measures, over the quota windows (kafka.server:type=Produce|Fetch byte-rate in bytes/s; type=Request request-time in percent of one handler).",
-			[]string{"type", "user"}, nil),
+			"What a client quota measures, over the quota windows (kafka.server:type=Produce|Fetch byte-rate in bytes/s; type=Request request-time in percent of one handler), by Kafka's quota metric tags: user and client_id as the quota in force groups requests, \"\" when it does not group by that part.",
+			[]string{"type", "user", "client_id"}, nil),
 		descThrottle: prometheus.NewDesc("strand_quota_throttle_time_ms_total",
-			"Throttle time given to a user's requests (kafka.server:type=Produce|Fetch|Request throttle-time), summed.",
-			[]string{"type", "user"}, nil),
+			"Throttle time given (kafka.server:type=Produce|Fetch|Request throttle-time), summed, by the same tags.",
+			[]string{"type", "user", "client_id"}, nil),
 	}
 }
 
-// Set replaces every quota: users by name, and the default user's (nil:
-// none). The node calls it when the metadata image's quotas change.
-func (m *Manager) Set(users map[string]Values, def Values) {
+// Set replaces every quota. The node calls it when the metadata image's
+// quotas change.
+func (m *Manager) Set(quotas map[Entity]Values) {
 	if m == nil {
 		return
 	}
-	cp := make(map[string]Values, len(users))
-	for u, v := range users {
-		cp[u] = v
+	cp := make(map[Entity]Values, len(quotas))
+	for e, v := range quotas {
+		cp[e] = v
 	}
 	m.mu.Lock()
-	m.users, m.def = cp, def
+	m.quotas = cp
 	m.mu.Unlock()
 }
 
-// Quota is the quota of key in force for user: the user's own, else the
-// default user's (Kafka resolves each key so); ok is false if neither.
-func (m *Manager) Quota(user, key string) (float64, bool) {
+// SetUsers is Set with user entities only: users by name and the default
+// user's (nil: none).
+func (m *Manager) SetUsers(users map[string]Values, def Values) {
+	q := make(map[Entity]Values, len(users)+1)
+	for u, v := range users {
+		q[metadata.QuotaUser(u, false)] = v
+	}
+	if def != nil {
+		q[metadata.QuotaUser("", true)] = def
+	}
+	m.Set(q)
+}
+
+// Quota is the quota of key in force for a request of user with client
+// id clientID (Kafka's precedence, see the package comment); ok is false
+// if none applies.
+func (m *Manager) Quota(user, clientID, key string) (float64, bool) {
 	if m == nil {
 		return 0, false
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.quotaLocked(user, key)
+	tu, tc := m.tagsLocked(key, user, clientID)
+	return m.limitLocked(key, tu, tc)
 }
 
-func (m *Manager) quotaLocked(user, key string) (float64, bool) {
-	if v, ok := m.users[user][key]; ok {
-		return v, true
+func (m *Manager) has(key string, e Entity) bool {
+	_, ok := m.quotas[e][key]
+	return ok
+}
+
+// tagsLocked is Kafka's quota metric tags of a request of user with
+// client id c for key: the first of the eight levels that sets key
+// decides which parts group the samples.
+func (m *Manager) tagsLocked(key, user, c string) (string, string) {
+	u, cl, def := metadata.QuotaNamed(user), metadata.QuotaNamed(c), metadata.QuotaDefault
+	switch {
+	case m.has(key, Entity{User: u, ClientID: cl}), m.has(key, Entity{User: u, ClientID: def}):
+		return user, c
+	case m.has(key, Entity{User: u}):
+		return user, ""
+	case m.has(key, Entity{User: def, ClientID: cl}), m.has(key, Entity{User: def, ClientID: def}):
+		return user, c
+	case m.has(key, Entity{User: def}):
+		return user, ""
 	}
-	v, ok := m.def[key]
-	return v, ok
+	return "", c
 }
 
-// subject is the user a request is measured as (false: not measured).
-func subject(ctx context.Context) (string, bool) {
+// limitLocked is Kafka's quota limit for the tags: the levels that group
+// by both parts when both are set, the user levels when only the user
+// is, the client-id levels when only the client id is.
+func (m *Manager) limitLocked(key, user, c string) (float64, bool) {
+	u, cl, def := metadata.QuotaNamed(user), metadata.QuotaNamed(c), metadata.QuotaDefault
+	var order []Entity
+	switch {
+	case user != "" && c != "":
+		order = []Entity{{User: u, ClientID: cl}, {User: u, ClientID: def}, {User: def, ClientID: cl}, {User: def, ClientID: def}}
+	case user != "":
+		order = []Entity{{User: u}, {User: def}}
+	case c != "":
+		order = []Entity{{ClientID: cl}, {ClientID: def}}
+	}
+	for _, e := range order {
+		if v, ok := m.quotas[e][key]; ok {
+			return v, true
+		}
+	}
+	return 0, false
+}
+
+// subject is the user and client id a request is measured as (false: not
+// measured).
+func subject(ctx context.Context) (string, string, bool) {
 	s, ok := auth.FromContext(ctx)
 	if !ok || s.Broker {
-		return "", false
+		return "", "", false
 	}
-	return s.Principal.Name, true
+	return s.Principal.Name, auth.ClientIDFrom(ctx), true
 }
 
 // RecordProduce records bytes produced by ctx's principal and returns the
@@ -199,21 +277,23 @@ func (m *Manager) record(ctx context.Context, t Type, v float64) time.Duration {
 	if m == nil {
 		return 0
 	}
-	user, ok := subject(ctx)
+	user, client, ok := subject(ctx)
 	if !ok {
 		return 0
 	}
 	now := m.clk.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	k := statKey{t, user}
+	m.sweepLocked(now)
+	tu, tc := m.tagsLocked(t.key(), user, client)
+	k := statKey{t, tu, tc}
 	r := m.samples[k]
 	if r == nil {
 		r = &rate{}
 		m.samples[k] = r
 	}
 	r.record(now, v, m.windows, m.window)
-	q, ok := m.quotaLocked(user, t.key())
+	q, ok := m.limitLocked(t.key(), tu, tc)
 	if !ok || q <= 0 {
 		return 0
 	}
@@ -230,11 +310,29 @@ func (m *Manager) record(ctx context.Context, t Type, v float64) time.Duration {
 	return d
 }
 
-// Rate is user's measured rate of t now (bytes/s, or percent).
-func (m *Manager) Rate(t Type, user string) float64 {
+// sweepLocked drops, at most once per sweepEvery, the samples nobody has
+// added to for inactiveExpiry, so client ids that come and go do not
+// accumulate.
+func (m *Manager) sweepLocked(now time.Time) {
+	if now.Sub(m.lastSweep) < sweepEvery {
+		return
+	}
+	m.lastSweep = now
+	for k, r := range m.samples {
+		if now.Sub(r.last) >= inactiveExpiry {
+			delete(m.samples, k)
+			delete(m.throttl, k)
+		}
+	}
+}
+
+// Rate is the measured rate of t now (bytes/s, or percent) of the samples
+// tagged user and clientID (see the package comment: "" for a part the
+// quota in force does not group by).
+func (m *Manager) Rate(t Type, user, clientID string) float64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r := m.samples[statKey{t, user}]
+	r := m.samples[statKey{t, user, clientID}]
 	if r == nil {
 		return 0
 	}
@@ -257,15 +355,19 @@ func (m *Manager) Collect(ch chan<- prometheus.Metric) {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].t != keys[j].t {
-			return keys[i].t < keys[j].t
+		a, b := keys[i], keys[j]
+		if a.t != b.t {
+			return a.t < b.t
 		}
-		return keys[i].user < keys[j].user
+		if a.user != b.user {
+			return a.user < b.user
+		}
+		return a.client < b.client
 	})
 	for _, k := range keys {
 		v, _ := m.samples[k].measure(now, m.windows, m.window)
-		ch <- prometheus.MustNewConstMetric(m.descRate, prometheus.GaugeValue, v, k.t.String(), k.user)
-		ch <- prometheus.MustNewConstMetric(m.descThrottle, prometheus.CounterValue, m.throttl[k], k.t.String(), k.user)
+		ch <- prometheus.MustNewConstMetric(m.descRate, prometheus.GaugeValue, v, k.t.String(), k.user, k.client)
+		ch <- prometheus.MustNewConstMetric(m.descThrottle, prometheus.CounterValue, m.throttl[k], k.t.String(), k.user, k.client)
 	}
 }
 
@@ -273,6 +375,7 @@ func (m *Manager) Collect(ch chan<- prometheus.Metric) {
 // oldest dropped once more than n are kept.
 type rate struct {
 	samples []sample
+	last    time.Time // the last recording
 }
 
 type sample struct {
@@ -289,6 +392,7 @@ func (r *rate) purge(now time.Time, n int, w time.Duration) {
 }
 
 func (r *rate) record(now time.Time, v float64, n int, w time.Duration) {
+	r.last = now
 	r.purge(now, n, w)
 	if k := len(r.samples); k == 0 || now.Sub(r.samples[k-1].start) >= w {
 		r.samples = append(r.samples, sample{start: now})

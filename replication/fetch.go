@@ -268,7 +268,7 @@ func (m *Manager) onFollowerFetch(key storage.PartitionKey, id int32, fetchOffse
 		return
 	}
 	m.advanceHWLocked(le)
-	if !has(le.st.ISR, id) && le.st.Pending == nil && fetchOffset >= le.p.HighWatermark() && fetchOffset >= le.st.EpochStart {
+	if !has(le.st.ISR, id) && le.st.Pending == nil && fetchOffset >= le.p.HighWatermark() && fetchOffset >= le.st.EpochStart && m.isrEligible(id) {
 		m.signalAlter()
 	}
 }

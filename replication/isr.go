@@ -2,6 +2,8 @@ package replication
 
 import (
 	"context"
+	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/strand-io/strand/broker/storage"
@@ -38,6 +40,12 @@ func (m *Manager) signalAlter() {
 	}
 }
 
+// isrEligible is Kafka's isReplicaIsrEligible (KIP-841) as far as this
+// broker's metadata image knows: the follower's broker is registered and
+// not fenced (a controlled shutdown fences it here). Its fetches carry the
+// broker epoch of its registration, checked on every fetch (fetch.go).
+func (m *Manager) isrEligible(id int32) bool { return m.Image().IsLive(id) }
+
 func (m *Manager) proposeISRChanges(ctx context.Context) {
 	now := m.clk.Now()
 	m.mu.Lock()
@@ -52,13 +60,20 @@ func (m *Manager) proposeISRChanges(ctx context.Context) {
 		le.mu.Lock()
 		if le.st != nil {
 			hw := le.p.HighWatermark()
-			if next := le.st.ISRChange(hw, now, m.cfg.ReplicaLagTimeMax); next != nil {
+			if next := le.st.ISRChange(hw, now, m.cfg.ReplicaLagTimeMax, m.isrEligible); next != nil {
 				le.st.Pending = next
 				le.p.UpdateISR(le.st.ISR, le.st.MaximalISR(), le.st.PartitionEpoch)
 				req.Partitions = append(req.Partitions, &pb.AlterPartitionItem{Topic: le.p.Key.Topic, Partition: le.p.Key.Partition,
 					LeaderEpoch: le.st.LeaderEpoch, NewIsr: next, PartitionEpoch: le.st.PartitionEpoch})
 				byKey[le.p.Key] = le
-				m.lg.Info("proposing ISR change", "partition", le.p.Key.String(), "isr", le.st.ISR, "new", next)
+				// Logged once per proposal that differs from the last one
+				// (a refused proposal may be made again on the next fetch).
+				lvl := slog.LevelInfo
+				if slices.Equal(le.lastProposed, next) {
+					lvl = slog.LevelDebug
+				}
+				le.lastProposed = next
+				m.lg.Log(ctx, lvl, "proposing ISR change", "partition", le.p.Key.String(), "isr", le.st.ISR, "new", next)
 			}
 		}
 		le.mu.Unlock()
@@ -92,8 +107,17 @@ func (m *Manager) proposeISRChanges(ctx context.Context) {
 				}
 				le.st.ISR = r.Isr
 				le.st.PartitionEpoch = r.PartitionEpoch
+				le.lastProposed, le.lastRefusal = nil, ""
 			} else if r != nil && r.ErrorCode != pb.ErrorCode_NONE {
-				m.lg.Warn("ISR change refused", "partition", key.String(), "code", r.ErrorCode.String(), "msg", r.ErrorMessage)
+				// Once per refusal that differs from the last one: a
+				// leader whose image lags the controller's may be refused
+				// the same change on every fetch until it catches up.
+				lvl, why := slog.LevelWarn, r.ErrorCode.String()+": "+r.ErrorMessage
+				if why == le.lastRefusal {
+					lvl = slog.LevelDebug
+				}
+				le.lastRefusal = why
+				m.lg.Log(ctx, lvl, "ISR change refused", "partition", key.String(), "code", r.ErrorCode.String(), "msg", r.ErrorMessage)
 			}
 			le.p.UpdateISR(le.st.ISR, le.st.MaximalISR(), le.st.PartitionEpoch)
 			m.advanceHWLocked(le)

@@ -149,10 +149,13 @@ func (s *LeaderState) HighWatermark(leaderEnd int64) int64 {
 }
 
 // ISRChange proposes the next ISR, or nil if none is due: followers that
-// are not in the ISR but have caught up with the HW and the epoch start are
-// added; members that have not caught up for lag are removed. While an
-// AlterPartition is in flight nothing new is proposed.
-func (s *LeaderState) ISRChange(hw int64, now time.Time, lag time.Duration) []int32 {
+// are not in the ISR but have caught up with the HW and the epoch start,
+// and that eligible allows (nil: all), are added; members that have not
+// caught up for lag are removed. While an AlterPartition is in flight
+// nothing new is proposed. eligible is Kafka's isReplicaIsrEligible
+// (KIP-841): a fenced or shutting-down broker is not proposed, since the
+// controller would refuse it (INELIGIBLE_REPLICA) on every fetch.
+func (s *LeaderState) ISRChange(hw int64, now time.Time, lag time.Duration, eligible func(int32) bool) []int32 {
 	if s.Pending != nil {
 		return nil
 	}
@@ -165,7 +168,7 @@ func (s *LeaderState) ISRChange(hw int64, now time.Time, lag time.Duration) []in
 		}
 		in := has(next, r)
 		switch {
-		case !in && f.leo >= hw && f.leo >= s.EpochStart && now.Sub(f.lastCaughtUp) < lag:
+		case !in && f.leo >= hw && f.leo >= s.EpochStart && now.Sub(f.lastCaughtUp) < lag && (eligible == nil || eligible(r)):
 			next = append(next, r)
 			changed = true
 		case in && now.Sub(f.lastCaughtUp) > lag:

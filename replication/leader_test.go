@@ -168,10 +168,10 @@ func TestLeaderStateLastCaughtUp(t *testing.T) {
 			s := replication.NewLeaderState(1, []int32{1, 2}, []int32{1, 2}, 0, 0, 0, t0)
 			doFetches(t, s, c.fetches)
 			last := at(c.caughtUp)
-			if got := s.ISRChange(0, last.Add(lag), lag); got != nil {
+			if got := s.ISRChange(0, last.Add(lag), lag, nil); got != nil {
 				t.Fatalf("ISRChange at caught-up+lag = %v, want none (caught up at %v)", got, c.caughtUp)
 			}
-			if got := s.ISRChange(0, last.Add(lag+time.Millisecond), lag); !reflect.DeepEqual(got, []int32{1}) {
+			if got := s.ISRChange(0, last.Add(lag+time.Millisecond), lag, nil); !reflect.DeepEqual(got, []int32{1}) {
 				t.Fatalf("ISRChange just past caught-up+lag = %v, want [1] (caught up at %v)", got, c.caughtUp)
 			}
 		})
@@ -240,7 +240,7 @@ func TestISRChange(t *testing.T) {
 			s.Pending = c.pending
 			doFetches(t, s, c.fetches)
 			isrBefore := append([]int32(nil), s.ISR...)
-			got := s.ISRChange(c.hw, at(c.now), lag)
+			got := s.ISRChange(c.hw, at(c.now), lag, nil)
 			if !reflect.DeepEqual(got, c.want) {
 				t.Fatalf("ISRChange = %v, want %v", got, c.want)
 			}

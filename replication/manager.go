@@ -156,6 +156,11 @@ type leaderEntry struct {
 	mu sync.Mutex
 	p  *broker.Partition
 	st *LeaderState
+	// lastProposed and lastRefusal are the last ISR change proposed and
+	// the last refusal, so a change refused again and again is logged
+	// once (isr.go); both are cleared when a change is committed.
+	lastProposed []int32
+	lastRefusal  string
 }
 
 // New returns a manager; Start runs its goroutines.

@@ -27,19 +27,19 @@ func TestLeaderStateSetReplicas(t *testing.T) {
 	if !s.OnFetch(4, 40, 100, at(3*time.Second)) {
 		t.Fatal("the new replica's fetch was refused")
 	}
-	if next := s.ISRChange(100, at(3*time.Second), lag); next != nil {
+	if next := s.ISRChange(100, at(3*time.Second), lag, nil); next != nil {
 		t.Fatalf("ISR change %v before the new replica caught up", next)
 	}
 	// Behind for longer than the lag: not an ISR member, so nothing to remove.
 	s.OnFetch(2, 100, 100, at(19*time.Second))
 	s.OnFetch(3, 100, 100, at(19*time.Second))
-	if next := s.ISRChange(100, at(20*time.Second), lag); next != nil {
+	if next := s.ISRChange(100, at(20*time.Second), lag, nil); next != nil {
 		t.Fatalf("ISR change %v for a lagging replica outside the ISR, want none", next)
 	}
 	s.OnFetch(2, 100, 100, at(21*time.Second))
 	s.OnFetch(3, 100, 100, at(21*time.Second))
 	s.OnFetch(4, 100, 100, at(21*time.Second))
-	if next := s.ISRChange(100, at(21*time.Second), lag); !reflect.DeepEqual(next, []int32{1, 2, 3, 4}) {
+	if next := s.ISRChange(100, at(21*time.Second), lag, nil); !reflect.DeepEqual(next, []int32{1, 2, 3, 4}) {
 		t.Fatalf("ISR change %v once caught up, want [1 2 3 4]", next)
 	}
 	// Completion removes 1's follower 2 (1 stays leader here).

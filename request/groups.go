@@ -158,6 +158,17 @@ func (h *Handler) OffsetFetch(ctx context.Context, req *pb.OffsetFetchRequest) (
 	return out, nil
 }
 
+// AuthorizeOffsetFetch is OffsetFetch's first check alone, Describe on
+// the group, for a front door that answers a request naming no partition
+// without asking the coordinator: Kafka refuses such a request
+// GROUP_AUTHORIZATION_FAILED all the same. nil, or that error.
+func (h *Handler) AuthorizeOffsetFetch(ctx context.Context, group string) error {
+	if h.authz(ctx, "OffsetFetch").group(authz.OpDescribe, group) {
+		return nil
+	}
+	return groupDenied(authz.OpDescribe, group)
+}
+
 // tpKey names one partition (a map key).
 type tpKey struct {
 	Topic     string

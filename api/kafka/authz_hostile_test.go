@@ -89,6 +89,10 @@ func TestKafkaDoorRefusesWithoutGrants(t *testing.T) {
 	} else if p := pr.(*kmsg.ProduceResponse).Topics[0].Partitions[0]; p.ErrorMessage != nil {
 		t.Errorf("Produce by topic id refused with the message %q, which names the topic", *p.ErrorMessage)
 	}
+	// AlterClientQuotas refused stored nothing.
+	if dq, err := h.DescribeClientQuotas(ctx, &pb.DescribeClientQuotasRequest{}); err != nil || len(dq.Entries) != 0 {
+		t.Errorf("quotas after the refused AlterClientQuotas: %v %v", dq, err)
+	}
 	// IncrementalAlterConfigs really names topic a: with AlterConfigs on
 	// it granted, the same request (validate only) is served.
 	g.mu.Lock()

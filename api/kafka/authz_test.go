@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/strand-io/strand/authz"
+	"github.com/strand-io/strand/client"
+	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/auth"
 	"github.com/strand-io/strand/node"
 	pb "github.com/strand-io/strand/proto/strand/v1"
@@ -187,6 +189,32 @@ func TestAuthorizationThroughBothDoors(t *testing.T) {
 		oc, err := pb.NewGroupsClient(cc).OffsetCommit(ctx, &pb.OffsetCommitRequest{GroupId: "g", GenerationId: -1, Offsets: []*pb.PartitionOffset{{Topic: "a", Offset: 1}}})
 		if err != nil || len(oc.Partitions) != 1 || oc.Partitions[0].ErrorCode != pb.ErrorCode_GROUP_AUTHORIZATION_FAILED {
 			t.Fatalf("OffsetCommit to g: %v %v", oc, err)
+		}
+		// The SDK's DescribeProducers of b: Kafka's admin client fails it
+		// with the metadata's TOPIC_AUTHORIZATION_FAILED.
+		sdk, err := client.NewAdmin(client.Bootstrap(n.Addr()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sdk.Close()
+		if _, err := sdk.DescribeProducers(ctx, client.TopicPartition{Topic: "b"}, -1); errs.CodeOf(err) != pb.ErrorCode_TOPIC_AUTHORIZATION_FAILED {
+			t.Fatalf("SDK DescribeProducers of b: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+		}
+		// Client quotas: AlterConfigs / DescribeConfigs on the cluster, as
+		// Kafka; alice may not throttle another user.
+		adm := pb.NewAdminClient(cc)
+		aq, err := adm.AlterClientQuotas(ctx, &pb.AlterClientQuotasRequest{Entries: []*pb.AlterClientQuotasEntry{{
+			Entity: &pb.QuotaEntity{Parts: []*pb.QuotaEntityPart{{EntityType: "user", Name: "bob"}}},
+			Ops:    []*pb.QuotaOp{{Key: "producer_byte_rate", Value: 1}}}}})
+		if err != nil || len(aq.Entries) != 1 || aq.Entries[0].ErrorCode != pb.ErrorCode_CLUSTER_AUTHORIZATION_FAILED {
+			t.Fatalf("AlterClientQuotas of bob: %v %v, want CLUSTER_AUTHORIZATION_FAILED", aq, err)
+		}
+		dq, err := adm.DescribeClientQuotas(ctx, &pb.DescribeClientQuotasRequest{})
+		if err != nil || dq.ErrorCode != pb.ErrorCode_CLUSTER_AUTHORIZATION_FAILED || len(dq.Entries) != 0 {
+			t.Fatalf("DescribeClientQuotas: %v %v, want CLUSTER_AUTHORIZATION_FAILED", dq, err)
+		}
+		if q, ok := n.Quotas().Quota("bob", "", "producer_byte_rate"); ok {
+			t.Fatalf("bob's produce rate set to %v by alice", q)
 		}
 	})
 }

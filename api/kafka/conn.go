@@ -193,6 +193,9 @@ func (c *Conn) read(ctx context.Context) error {
 			return err
 		}
 		if p != nil {
+			if c.sasl.closeAfter != "" {
+				c.delayFailedAuthentication(p) // sasl.go
+			}
 			select {
 			case c.out <- *p:
 			case <-ctx.Done():
@@ -366,7 +369,7 @@ func (c *Conn) handle(ctx context.Context, frame []byte) (*pending, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx = auth.NewContext(ctx, c.withSession())
+	ctx = auth.WithClientID(auth.NewContext(ctx, c.withSession()), h.clientID)
 	called := time.Now()
 	resp, err := a.fn(ctx, c, req)
 	if err != nil {

@@ -274,7 +274,9 @@ func fetchGroupOffsets(ctx context.Context, c *Conn, group string, topics map[st
 			}
 		}
 		if len(preq.Partitions) == 0 {
-			return offsetFetchGroup{}
+			// Nothing asked; Kafka still checks Describe on the group.
+			code, _ := splitCode(c.H.AuthorizeOffsetFetch(ctx, group))
+			return offsetFetchGroup{code: code}
 		}
 	}
 	var out offsetFetchGroup

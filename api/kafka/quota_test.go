@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -101,7 +102,7 @@ func TestKafkaProduceOverQuotaThrottles(t *testing.T) {
 	c, fake := quotaCluster(t)
 	c.CreateTopic("q", 1, 1, nil)
 	n := c.Member(1).Node
-	n.Quotas().Set(map[string]quota.Values{"alice": {quota.ProducerByteRate: 1000}}, nil)
+	n.Quotas().SetUsers(map[string]quota.Values{"alice": {quota.ProducerByteRate: 1000}}, nil)
 	addr := c.KafkaAddrs()[0]
 	alice, bob := dialFrom(t, "127.0.0.1", addr), dialFrom(t, "127.0.0.2", addr)
 
@@ -152,7 +153,7 @@ func TestKafkaProduceOverQuotaThrottles(t *testing.T) {
 	if n.KafkaMetrics().Throttled() < 1 {
 		t.Error("strand_kafka_throttled_requests_total not counted")
 	}
-	if r := n.Quotas().Rate(quota.Produce, "alice"); r <= 0 {
+	if r := n.Quotas().Rate(quota.Produce, "alice", ""); r <= 0 {
 		t.Errorf("alice's produce byte rate %v", r)
 	}
 }
@@ -163,7 +164,7 @@ func TestKafkaRequestPercentageThrottles(t *testing.T) {
 	c, _ := quotaCluster(t)
 	n := c.Member(1).Node
 	// A quota so small any handler time exceeds it.
-	n.Quotas().Set(nil, quota.Values{quota.RequestPercentage: 1e-9})
+	n.Quotas().SetUsers(nil, quota.Values{quota.RequestPercentage: 1e-9})
 	alice := dialFrom(t, "127.0.0.1", c.KafkaAddrs()[0])
 	if _, err := alice.Write(encode(metadataReq(), 1)); err != nil {
 		t.Fatal(err)
@@ -196,10 +197,12 @@ func readAnswer(conn net.Conn) (int32, []byte, error) {
 }
 
 // TestKafkaClientQuotasAdmin: AlterClientQuotas and DescribeClientQuotas
-// through franz-go's kadm: user and default-user quotas round-trip with
-// Kafka's filter semantics, Kafka's refusals (an unknown key, a rate not
-// positive or not whole, a client-id entity: INVALID_REQUEST) leave the
-// other entries applied, and what is stored is what the broker enforces.
+// through franz-go's kadm: user, client-id and user + client-id quotas
+// (names and defaults) round-trip with Kafka's filter semantics; Kafka's
+// refusals (an unknown key, a rate not positive or not whole, a type named
+// twice, an empty name, ip with user; an ip entity, not served:
+// INVALID_REQUEST) leave the other entries applied; and what is stored is
+// what the broker enforces, by user and by the request header's client id.
 func TestKafkaClientQuotasAdmin(t *testing.T) {
 	c, _ := quotaCluster(t)
 	c.CreateTopic("qa", 1, 1, nil)
@@ -214,29 +217,47 @@ func TestKafkaClientQuotasAdmin(t *testing.T) {
 	adm := kadm.NewClient(cl)
 	name := func(s string) *string { return &s }
 	user := func(n *string) kadm.ClientQuotaEntity { return kadm.ClientQuotaEntity{{Type: "user", Name: n}} }
+	clientID := func(n *string) kadm.ClientQuotaEntity { return kadm.ClientQuotaEntity{{Type: "client-id", Name: n}} }
+	userClient := func(u, c *string) kadm.ClientQuotaEntity {
+		return kadm.ClientQuotaEntity{{Type: "user", Name: u}, {Type: "client-id", Name: c}}
+	}
 	set := func(k string, v float64) kadm.AlterClientQuotaOp { return kadm.AlterClientQuotaOp{Key: k, Value: v} }
 	res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{
 		{Entity: user(name("alice")), Ops: []kadm.AlterClientQuotaOp{set("producer_byte_rate", 1000), set("consumer_byte_rate", 2000)}},
 		{Entity: user(nil), Ops: []kadm.AlterClientQuotaOp{set("request_percentage", 200)}},
+		{Entity: clientID(name("test")), Ops: []kadm.AlterClientQuotaOp{set("producer_byte_rate", 3000)}},
+		{Entity: clientID(nil), Ops: []kadm.AlterClientQuotaOp{set("consumer_byte_rate", 4000)}},
+		{Entity: userClient(name("alice"), name("test")), Ops: []kadm.AlterClientQuotaOp{set("producer_byte_rate", 500)}},
+		{Entity: userClient(nil, nil), Ops: []kadm.AlterClientQuotaOp{set("request_percentage", 50)}},
+		// Refused:
 		{Entity: user(name("bob")), Ops: []kadm.AlterClientQuotaOp{set("producer_byte_rte", 1)}},
 		{Entity: user(name("carol")), Ops: []kadm.AlterClientQuotaOp{set("producer_byte_rate", -5)}},
 		{Entity: user(name("dave")), Ops: []kadm.AlterClientQuotaOp{set("consumer_byte_rate", 1.5)}},
-		{Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: name("app")}}, Ops: []kadm.AlterClientQuotaOp{set("producer_byte_rate", 1)}},
+		{Entity: kadm.ClientQuotaEntity{{Type: "ip", Name: name("10.0.0.1")}}, Ops: []kadm.AlterClientQuotaOp{set("connection_creation_rate", 10)}},
+		{Entity: kadm.ClientQuotaEntity{{Type: "ip", Name: name("10.0.0.1")}, {Type: "user", Name: name("erin")}}, Ops: []kadm.AlterClientQuotaOp{set("producer_byte_rate", 1)}},
+		{Entity: clientID(name("")), Ops: []kadm.AlterClientQuotaOp{set("producer_byte_rate", 1)}},
+		{Entity: kadm.ClientQuotaEntity{{Type: "group", Name: name("g")}}, Ops: []kadm.AlterClientQuotaOp{set("producer_byte_rate", 1)}},
+		{Entity: kadm.ClientQuotaEntity{}, Ops: []kadm.AlterClientQuotaOp{set("producer_byte_rate", 1)}},
+		{Entity: clientID(name("x")), Ops: []kadm.AlterClientQuotaOp{set("producer_byte_rate", 1), set("producer_byte_rate", 2)}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(res) != 15 {
+		t.Fatalf("%d results, want 15", len(res))
+	}
 	for i, r := range res {
-		wantOK := i < 2
+		wantOK := i < 6
 		if (r.Err == nil) != wantOK || (!wantOK && !errors.Is(r.Err, kerr.InvalidRequest)) {
 			t.Errorf("entry %d (%v): %v %q, want ok=%v or INVALID_REQUEST", i, r.Entity, r.Err, r.ErrMessage, wantOK)
 		}
 	}
-	describe := func(strict bool, comps ...kadm.DescribeClientQuotaComponent) map[string]map[string]float64 {
+	type comp = kadm.DescribeClientQuotaComponent
+	describe := func(strict bool, comps ...comp) map[string]map[string]float64 {
 		t.Helper()
 		d, err := adm.DescribeClientQuotas(ctx, strict, comps)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("describe %v: %v", comps, err)
 		}
 		out := map[string]map[string]float64{}
 		for _, q := range d {
@@ -248,48 +269,112 @@ func TestKafkaClientQuotasAdmin(t *testing.T) {
 		}
 		return out
 	}
-	all := describe(false, kadm.DescribeClientQuotaComponent{Type: "user", MatchType: 2})
-	if len(all) != 2 || all["user=alice"]["producer_byte_rate"] != 1000 || all["user=alice"]["consumer_byte_rate"] != 2000 || all["user=<default>"]["request_percentage"] != 200 {
-		t.Fatalf("users (specified): %v", all)
+	keys := func(m map[string]map[string]float64) []string {
+		var out []string
+		for k := range m {
+			out = append(out, k)
+		}
+		slices.Sort(out)
+		return out
 	}
-	if got := describe(false, kadm.DescribeClientQuotaComponent{Type: "user", MatchType: 0, MatchName: name("alice")}); len(got) != 1 || got["user=alice"] == nil {
-		t.Errorf("exact alice: %v", got)
+	for _, tc := range []struct {
+		strict bool
+		comps  []comp
+		want   []string
+	}{
+		// Not strict: every entity with a user part.
+		{false, []comp{{Type: "user", MatchType: 2}}, []string{"user=<default>", "user=<default>, client-id=<default>", "user=alice", "user=alice, client-id=test"}},
+		// Strict: only entities of the user part alone.
+		{true, []comp{{Type: "user", MatchType: 2}}, []string{"user=<default>", "user=alice"}},
+		{false, []comp{{Type: "user", MatchType: 0, MatchName: name("alice")}}, []string{"user=alice", "user=alice, client-id=test"}},
+		{true, []comp{{Type: "user", MatchType: 1}}, []string{"user=<default>"}},
+		{true, []comp{{Type: "client-id", MatchType: 2}}, []string{"client-id=<default>", "client-id=test"}},
+		{false, []comp{{Type: "client-id", MatchType: 1}}, []string{"client-id=<default>", "user=<default>, client-id=<default>"}},
+		{true, []comp{{Type: "user", MatchType: 0, MatchName: name("alice")}, {Type: "client-id", MatchType: 2}}, []string{"user=alice, client-id=test"}},
+		{true, []comp{{Type: "user", MatchType: 1}, {Type: "client-id", MatchType: 1}}, []string{"user=<default>, client-id=<default>"}},
+		{false, nil, []string{"client-id=<default>", "client-id=test", "user=<default>", "user=<default>, client-id=<default>", "user=alice", "user=alice, client-id=test"}},
+		{true, nil, nil},
+		{false, []comp{{Type: "ip", MatchType: 2}}, nil},
+	} {
+		if got := keys(describe(tc.strict, tc.comps...)); !slices.Equal(got, tc.want) {
+			t.Errorf("describe strict=%v %v: %v, want %v", tc.strict, tc.comps, got, tc.want)
+		}
 	}
-	if got := describe(false, kadm.DescribeClientQuotaComponent{Type: "user", MatchType: 1}); len(got) != 1 || got["user=<default>"] == nil {
-		t.Errorf("default user: %v", got)
+	if got := describe(true, comp{Type: "user", MatchType: 0, MatchName: name("alice")}, comp{Type: "client-id", MatchType: 0, MatchName: name("test")}); got["user=alice, client-id=test"]["producer_byte_rate"] != 500 {
+		t.Errorf("alice/test's values: %v", got)
 	}
-	if got := describe(true, kadm.DescribeClientQuotaComponent{Type: "client-id", MatchType: 2}); len(got) != 0 {
-		t.Errorf("client-id, strict: %v", got)
+	// Kafka's refusals of a filter.
+	for _, tc := range []struct {
+		comps []comp
+		want  error
+	}{
+		{[]comp{{Type: "user", MatchType: 2}, {Type: "user", MatchType: 1}}, kerr.InvalidRequest},
+		{[]comp{{Type: "ip", MatchType: 2}, {Type: "user", MatchType: 2}}, kerr.InvalidRequest},
+		{[]comp{{Type: "user", MatchType: 1, MatchName: name("alice")}}, kerr.InvalidRequest},
+		{[]comp{{Type: "user", MatchType: 0}}, kerr.InvalidRequest},
+		{[]comp{{Type: "user", MatchType: 7}}, kerr.InvalidRequest},
+		{[]comp{{Type: "", MatchType: 2}}, kerr.InvalidRequest},
+		{[]comp{{Type: "group", MatchType: 2}}, kerr.UnsupportedVersion},
+	} {
+		if _, err := adm.DescribeClientQuotas(ctx, false, tc.comps); !errors.Is(err, tc.want) {
+			t.Errorf("describe %v: %v, want %v", tc.comps, err, tc.want)
+		}
 	}
-	// Enforced as stored: alice over her producer_byte_rate is throttled.
-	if q, ok := n.Quotas().Quota("alice", "producer_byte_rate"); !ok || q != 1000 {
-		t.Fatalf("alice's quota in force: %v %v", q, ok)
+
+	// Enforced as stored, by user and client id.
+	for _, tc := range []struct {
+		user, client, key string
+		want              float64
+	}{
+		{"alice", "test", "producer_byte_rate", 500},   // user + client
+		{"alice", "other", "producer_byte_rate", 1000}, // user
+		{"alice", "other", "consumer_byte_rate", 2000}, // user
+		{"zed", "other", "request_percentage", 50},     // default user + default client
+		{"zed", "test", "producer_byte_rate", 3000},    // client-id
+		{"zed", "other", "consumer_byte_rate", 4000},   // default client-id
+	} {
+		if q, ok := n.Quotas().Quota(tc.user, tc.client, tc.key); !ok || q != tc.want {
+			t.Errorf("%s in force for %s/%s: %v %v, want %v", tc.key, tc.user, tc.client, q, ok, tc.want)
+		}
 	}
-	if q, ok := n.Quotas().Quota("zed", "request_percentage"); !ok || q != 200 {
-		t.Fatalf("the default user's quota for zed: %v %v", q, ok)
+	// alice (127.0.0.1) with client id "test" (this test's header) is held
+	// to 500 B/s; bob, of the same client id, to client test's 3000 B/s.
+	produce := func(conn net.Conn, bytes int) int32 {
+		t.Helper()
+		if _, err := conn.Write(encode(produceReq(t, "qa", bytes), 1)); err != nil {
+			t.Fatal(err)
+		}
+		_, body, ok := answerWithin(t, conn, 10*time.Second)
+		if !ok {
+			t.Fatal("produce not answered")
+		}
+		resp := kmsg.NewPtrProduceResponse()
+		resp.SetVersion(9)
+		if err := resp.ReadFrom(body[1:]); err != nil {
+			t.Fatal(err)
+		}
+		return resp.ThrottleMillis
 	}
-	alice := dialFrom(t, "127.0.0.1", c.KafkaAddrs()[0])
-	if _, err := alice.Write(encode(produceReq(t, "qa", 30000), 1)); err != nil {
-		t.Fatal(err)
+	if ms := produce(dialFrom(t, "127.0.0.1", c.KafkaAddrs()[0]), 10000); ms <= 0 {
+		t.Errorf("alice/test: 10 kB over 500 B/s answered throttle %d", ms)
 	}
-	_, body, ok := answerWithin(t, alice, 10*time.Second)
-	if !ok {
-		t.Fatal("produce not answered")
+	bob := dialFrom(t, "127.0.0.2", c.KafkaAddrs()[0])
+	if ms := produce(bob, 20000); ms != 0 {
+		t.Errorf("bob/test: 20 kB within client test's 3000 B/s throttled %d", ms)
 	}
-	resp := kmsg.NewPtrProduceResponse()
-	resp.SetVersion(9)
-	if err := resp.ReadFrom(body[1:]); err != nil || resp.ThrottleMillis <= 0 {
-		t.Fatalf("produce over the stored quota: throttle %d, %v", resp.ThrottleMillis, err)
+	if ms := produce(bob, 20000); ms <= 0 {
+		t.Errorf("bob/test: 40 kB over client test's 3000 B/s answered throttle %d", ms)
 	}
-	res, err = adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: user(name("alice")), Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Remove: true}}}})
+
+	res, err = adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: userClient(name("alice"), name("test")), Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Remove: true}}}})
 	if err != nil || res[0].Err != nil {
 		t.Fatalf("remove: %v %v", err, res)
 	}
-	if got := describe(false, kadm.DescribeClientQuotaComponent{Type: "user", MatchType: 0, MatchName: name("alice")}); len(got["user=alice"]) != 1 {
-		t.Errorf("after removing producer_byte_rate: %v", got)
+	if got := describe(true, comp{Type: "user", MatchType: 0, MatchName: name("alice")}, comp{Type: "client-id", MatchType: 2}); len(got) != 0 {
+		t.Errorf("after removing alice/test's only key: %v", got)
 	}
-	if _, ok := n.Quotas().Quota("alice", "producer_byte_rate"); ok {
-		t.Error("a removed quota still in force")
+	if q, ok := n.Quotas().Quota("alice", "test", "producer_byte_rate"); !ok || q != 1000 {
+		t.Errorf("after the removal alice/test is held to %v %v, want her user quota 1000", q, ok)
 	}
 }
 
@@ -308,7 +393,7 @@ func TestKafkaConsumerFetchOverQuota(t *testing.T) {
 	if _, _, ok := answerWithin(t, bob, 10*time.Second); !ok {
 		t.Fatal("produce not answered")
 	}
-	n.Quotas().Set(map[string]quota.Values{"alice": {quota.ConsumerByteRate: 1000}}, nil)
+	n.Quotas().SetUsers(map[string]quota.Values{"alice": {quota.ConsumerByteRate: 1000}}, nil)
 	fetch := func(conn net.Conn) *kmsg.FetchResponse {
 		t.Helper()
 		req := kmsg.NewPtrFetchRequest()

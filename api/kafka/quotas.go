@@ -11,8 +11,9 @@ import (
 )
 
 func init() {
-	// Client quotas (issue 22, KIP-546): user entities (a name, or the
-	// default user: a null name on the wire).
+	// Client quotas (KIP-546): entities user, client-id and user +
+	// client-id, each part a name or its type's default (a null name on
+	// the wire).
 	register(kmsg.DescribeClientQuotas, 0, 1, handleDescribeClientQuotas)
 	register(kmsg.AlterClientQuotas, 0, 1, handleAlterClientQuotas)
 }
@@ -60,11 +61,17 @@ func handleDescribeClientQuotas(ctx context.Context, c *Conn, r kmsg.Request) (k
 	preq := &pb.DescribeClientQuotasRequest{Strict: req.Strict}
 	for _, comp := range req.Components {
 		pc := &pb.QuotaFilterComponent{EntityType: comp.EntityType, MatchType: int32(comp.MatchType)}
-		if comp.Match != nil {
-			pc.Match = *comp.Match
-		} else if comp.MatchType == request.QuotaMatchExact {
-			resp.ErrorCode, resp.ErrorMessage = code(pb.ErrorCode_INVALID_REQUEST), errMsg("an exact match needs a name")
+		switch {
+		case comp.Match == nil && comp.MatchType == request.QuotaMatchExact:
+			resp.ErrorCode, resp.ErrorMessage = code(pb.ErrorCode_INVALID_REQUEST), errMsg("the filter asks MATCH_TYPE_EXACT for "+comp.EntityType+" but names nothing")
 			return resp, nil
+		case comp.Match != nil && comp.MatchType != request.QuotaMatchExact:
+			// Kafka refuses a match string, even "", with DEFAULT or
+			// SPECIFIED; the request layer sees "" as no name.
+			resp.ErrorCode, resp.ErrorMessage = code(pb.ErrorCode_INVALID_REQUEST), errMsg("the filter names "+*comp.Match+" for "+comp.EntityType+" with a match type that takes no name")
+			return resp, nil
+		case comp.Match != nil:
+			pc.Match = *comp.Match
 		}
 		preq.Components = append(preq.Components, pc)
 	}

@@ -29,7 +29,14 @@ import (
 // credential (SHA-512, else SHA-256). A mechanism not offered is answered
 // UNSUPPORTED_SASL_MECHANISM with the list of those that are, and the
 // connection closed; a failed authentication is answered
-// SASL_AUTHENTICATION_FAILED with Kafka's message, and closed.
+// SASL_AUTHENTICATION_FAILED with Kafka's message, and closed. Either
+// refusal, as every SASL refusal that closes the connection, is written,
+// and the connection closed, connection.failed.authentication.delay.ms
+// (Config.FailedAuthenticationDelay, default 100 ms) after it was decided,
+// as Kafka's Selector delays them: a client guessing passwords gets one
+// answer per delay per connection. The delay holds only that connection
+// (its own writer waits; its reader reads nothing more), and ends at once
+// when the server closes.
 //
 // Not served: SaslHandshake v0 (raw SASL tokens without SaslAuthenticate
 // framing, from clients older than Kafka 1.0) is answered
@@ -199,6 +206,26 @@ func handleSaslHandshake(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Res
 		c.sasl.scram = m.NewServer(func(user string) (scram.Credential, bool) { return c.H.ScramCredential(user, m) }, nil)
 	}
 	return resp, nil
+}
+
+// delayFailedAuthentication makes p, the refusal that ends a SASL
+// authentication, wait connection.failed.authentication.delay.ms in the
+// connection's writer (in request order, as a deferred answer) before it
+// is written; the connection is closed after it.
+func (c *Conn) delayFailedAuthentication(p *pending) {
+	d := c.srv.cfg.FailedAuthenticationDelay
+	if d <= 0 {
+		return
+	}
+	clk := c.srv.clock()
+	p.resp = &deferred{Response: p.resp, wait: func(ctx context.Context) {
+		t := clk.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+		}
+	}}
 }
 
 // authFailedMessage is Kafka's message for a failed authentication.

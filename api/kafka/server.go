@@ -59,6 +59,9 @@ const (
 	DefaultIdleTimeout = 10 * time.Minute
 	// DefaultSessionSlots is max.incremental.fetch.session.cache.slots.
 	DefaultSessionSlots = 1000
+	// DefaultFailedAuthenticationDelay is
+	// connection.failed.authentication.delay.ms's default (Kafka's, 100).
+	DefaultFailedAuthenticationDelay = 100 * time.Millisecond
 )
 
 // Config configures a Server.
@@ -95,9 +98,15 @@ type Config struct {
 	SecurityProtocol string
 	// SASLMechanisms is sasl.enabled.mechanisms (nil: DefaultSASLMechanisms).
 	SASLMechanisms []string
+	// FailedAuthenticationDelay is connection.failed.authentication.delay.ms
+	// (0: DefaultFailedAuthenticationDelay; <0: none): a connection whose
+	// SASL authentication failed gets its answer, and is closed, that much
+	// later (sasl.go).
+	FailedAuthenticationDelay time.Duration
 	// Quotas enforces client quotas (issue 22: quota.go; nil: none).
 	Quotas *quota.Manager
-	// Clock times a throttled connection's mute (nil: the wall clock);
+	// Clock times a throttled connection's mute and a failed
+	// authentication's delay (nil: the wall clock);
 	// the node gives the quotas' clock.
 	Clock clock.Clock
 	// TestingSession, TEST-ONLY, gives each connection an auth.Session
@@ -130,6 +139,9 @@ func NewServer(cfg Config) *Server {
 	}
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.FailedAuthenticationDelay == 0 {
+		cfg.FailedAuthenticationDelay = DefaultFailedAuthenticationDelay
 	}
 	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout

@@ -578,9 +578,16 @@ func (l *Log) rebuildProducerStateLocked(upTo, snapshotAtMost int64, reindex map
 		if offs[i] < l.logStart {
 			break
 		}
-		loaded, err := LoadSnapshot(SnapshotPath(l.dir, offs[i]))
+		path := SnapshotPath(l.dir, offs[i])
+		loaded, err := LoadSnapshot(path)
 		if err != nil {
-			os.Remove(SnapshotPath(l.dir, offs[i]))
+			// Said, not dropped silently: the state comes from an older
+			// snapshot or the log's batches instead, which takes longer.
+			attrs := []any{"partition", l.key.String(), "file", path, "reason", err.Error()}
+			if rerr := os.Remove(path); rerr != nil && !os.IsNotExist(rerr) {
+				attrs = append(attrs, "removeErr", rerr.Error())
+			}
+			l.logger().Warn("producer-state snapshot does not load; deleting it and rebuilding the producer state from an older snapshot or the log", attrs...)
 			continue
 		}
 		psm, from = loaded, offs[i]

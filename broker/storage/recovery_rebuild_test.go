@@ -98,12 +98,15 @@ func TestRecoveryRebuildsDamagedIndexes(t *testing.T) {
 	}
 }
 
-// A corrupt producer snapshot is ignored; state comes from an older one
-// or from replaying the log.
+// A corrupt producer snapshot is not used, and said so: one WARN per
+// snapshot naming its file and why it does not load; state comes from an
+// older one or from replaying the log.
 func TestRecoveryIgnoresCorruptSnapshots(t *testing.T) {
 	for _, which := range []string{"newest", "all"} {
 		t.Run(which, func(t *testing.T) {
-			f := newFixture(t, richConfig())
+			cfg := richConfig()
+			logs := recoveryLogger(&cfg)
+			f := newFixture(t, cfg)
 			buildRichLog(t, f)
 			want := captureState(t, f.l)
 			if err := f.l.Close(); err != nil {
@@ -122,8 +125,21 @@ func TestRecoveryIgnoresCorruptSnapshots(t *testing.T) {
 			for _, o := range victims {
 				flipByte(t, SnapshotPath(f.dir, o), 10)
 			}
+			logs.Reset()
 			f.open(rp)
 			compareState(t, "after reopening with corrupt snapshots", captureState(t, f.l), want)
+			warned := 0
+			for _, line := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(line, "level=WARN") && strings.Contains(line, "producer-state snapshot does not load") {
+					warned++
+					if !strings.Contains(line, "CRC mismatch") || !strings.Contains(line, ".snapshot") {
+						t.Errorf("the warning names neither the file nor why: %s", line)
+					}
+				}
+			}
+			if warned == 0 {
+				t.Errorf("no warning for %d corrupt snapshots; the log:\n%s", len(victims), logs.String())
+			}
 			for _, o := range victims {
 				if _, err := LoadSnapshot(SnapshotPath(f.dir, o)); err == nil {
 					t.Fatalf("corrupt snapshot %d still loads", o)

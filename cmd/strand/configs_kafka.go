@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,18 +22,23 @@ import (
 //	strand configs --alter --entity-type topics|brokers (--entity-name X | --entity-default) \
 //	    --add-config k1=v1,k2=[a,b] --delete-config k1,k2
 //	strand configs --describe|--alter --entity-type users … (configs_users.go: SCRAM credentials)
+//	strand configs --describe|--alter --entity-type clients [--entity-type users] … (configs_quotas.go: client quotas)
+//
+// As in kafka-configs, --entity-type may be given twice (users and
+// clients: the quotas of a user's clients), and the --entity-name and
+// --entity-default flags pair with the types in command-line order.
 func kafkaConfigsShape(cmd *cobra.Command) {
 	var (
-		describe, alter, entityDefault, all bool
-		entityType, entityName              string
-		addConfig, deleteConfig             string
+		describe, alter, all    bool
+		entityTypes, names      []string
+		addConfig, deleteConfig string
 	)
 	f := cmd.Flags()
 	f.BoolVar(&describe, "describe", false, "list configs of the given entity")
 	f.BoolVar(&alter, "alter", false, "alter configs of the given entity (--add-config, --delete-config)")
-	f.StringVar(&entityType, "entity-type", "", "topics, brokers or users (SCRAM credentials, client quotas)")
-	f.StringVar(&entityName, "entity-name", "", "the topic name, broker id or user name")
-	f.BoolVar(&entityDefault, "entity-default", false, "the cluster-wide default (brokers only)")
+	f.StringArrayVar(&entityTypes, "entity-type", nil, "topics, brokers, users (SCRAM credentials, client quotas) or clients (client quotas); users and clients may be given together")
+	f.Var(entityNameFlag{&names, false}, "entity-name", "the topic name, broker id, user name or client id")
+	f.VarPF(entityNameFlag{&names, true}, "entity-default", "", "the default entity (brokers, users, clients), in the place of a name").NoOptDefVal = "true"
 	f.BoolVar(&all, "all", false, "with --describe: every config, not only the dynamic ones")
 	f.StringVar(&addConfig, "add-config", "", "k1=v1,k2=[v1,v2,v2],k3=v3 to set")
 	f.StringVar(&deleteConfig, "delete-config", "", "k1,k2 to remove (back to the default)")
@@ -43,18 +49,37 @@ func kafkaConfigsShape(cmd *cobra.Command) {
 		if describe == alter {
 			return fmt.Errorf("give exactly one of --describe and --alter (or a subcommand: describe, alter)")
 		}
+		types := make([]string, len(entityTypes))
+		for i, t := range entityTypes {
+			types[i] = map[string]string{"user": "users", "client": "clients", "topic": "topics", "broker": "brokers"}[t]
+			if types[i] == "" {
+				types[i] = t
+			}
+		}
+		if len(names) > len(types) {
+			return fmt.Errorf("more entity names specified than entity types")
+		}
+		if slices.Contains(types, "clients") || len(types) == 2 {
+			return clientQuotasCommand(cmd, describe, types, names, addConfig, deleteConfig)
+		}
+		if len(types) != 1 {
+			return fmt.Errorf("give --entity-type (topics, brokers, users or clients) once, or users and clients together")
+		}
+		entityType := types[0]
+		var entityName string
+		entityDefault := len(names) == 1 && names[0] == ""
+		if len(names) == 1 {
+			entityName = names[0]
+		}
 		var broker bool
 		switch entityType {
-		case "users", "user": // issue 22: SCRAM credentials (configs_users.go) and client quotas (configs_quotas.go)
-			if entityDefault && entityName != "" {
-				return fmt.Errorf("give at most one of --entity-name and --entity-default")
-			}
+		case "users": // SCRAM credentials (configs_users.go) and client quotas (configs_quotas.go)
 			return usersCommand(cmd, describe, entityName, entityDefault, addConfig, deleteConfig)
-		case "topics", "topic":
-		case "brokers", "broker":
+		case "topics":
+		case "brokers":
 			broker = true
 		default:
-			return fmt.Errorf("--entity-type must be topics, brokers or users, not %q", entityType)
+			return fmt.Errorf("--entity-type must be topics, brokers, users or clients, not %q", entityType)
 		}
 		if entityDefault == (entityName != "") {
 			return fmt.Errorf("give exactly one of --entity-name and --entity-default")
@@ -143,6 +168,39 @@ func kafkaConfigsShape(cmd *cobra.Command) {
 			return nil
 		})
 	}
+}
+
+// entityNameFlag is --entity-name (def false) or --entity-default (def
+// true): both append to one list in command-line order, "" for a
+// default, so each pairs with its --entity-type as kafka-configs pairs
+// them.
+type entityNameFlag struct {
+	list *[]string
+	def  bool
+}
+
+func (e entityNameFlag) String() string { return "" }
+
+func (e entityNameFlag) Set(v string) error {
+	switch {
+	case !e.def:
+		if v == "" {
+			return fmt.Errorf("an empty entity name: for the default entity give --entity-default")
+		}
+		*e.list = append(*e.list, v)
+	case v == "true":
+		*e.list = append(*e.list, "")
+	case v != "false":
+		return fmt.Errorf("--entity-default takes no value")
+	}
+	return nil
+}
+
+func (e entityNameFlag) Type() string {
+	if e.def {
+		return "bool"
+	}
+	return "string"
 }
 
 // kafkaSource is a ConfigEntry source under Kafka's ConfigSource name.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,14 +14,22 @@ import (
 	"github.com/strand-io/strand/client"
 )
 
-// Client quotas in kafka-configs' shape (issue 22):
+// Client quotas in kafka-configs' shape:
 //
 //	strand configs --alter --entity-type users (--entity-name alice | --entity-default) \
 //	    --add-config producer_byte_rate=1048576,consumer_byte_rate=2097152 --delete-config request_percentage
 //	strand configs --describe --entity-type users [--entity-name alice | --entity-default]
+//	strand configs --alter --entity-type clients (--entity-name app | --entity-default) --add-config …
+//	strand configs --alter --entity-type users --entity-name alice --entity-type clients --entity-name app --add-config …
+//	strand configs --describe --entity-type clients [--entity-name app | --entity-default]
+//	strand configs --describe --entity-type users [--entity-name alice] --entity-type clients [--entity-name app]
+//
+// A describe lists the entities of exactly the types given (Kafka's
+// containsOnly filter): a name matches that name, --entity-default the
+// default, a type without either any name.
 
-// quotaKeys are the keys of a user entity this file handles (helper B's
-// SCRAM credentials are the other configs of the users entity).
+// quotaKeys are the client quota keys (a user's SCRAM credentials are the
+// other configs of the users entity: configs_users.go).
 var quotaKeys = map[string]bool{client.QuotaProducerByteRate: true, client.QuotaConsumerByteRate: true, client.QuotaRequestPercentage: true}
 
 // quotaKeyOrder is the order a describe prints keys in.
@@ -40,7 +49,7 @@ func parseQuotaConfig(s string) (map[string]float64, error) {
 		}
 		k = strings.TrimSpace(k)
 		if !quotaKeys[k] {
-			return nil, fmt.Errorf("unknown quota key %q for --entity-type users: want producer_byte_rate, consumer_byte_rate or request_percentage", k)
+			return nil, fmt.Errorf("unknown quota key %q: want producer_byte_rate, consumer_byte_rate or request_percentage", k)
 		}
 		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 		if err != nil {
@@ -73,10 +82,65 @@ func javaDouble(v float64) string {
 
 // userQuotasCommand runs --describe or --alter for --entity-type users.
 func userQuotasCommand(cmd *cobra.Command, describe bool, name string, def bool, addConfig, deleteConfig string) error {
-	u := client.QuotaUser{Name: name, Default: def}
+	var names []string
+	if name != "" || def {
+		names = []string{name}
+	}
+	return clientQuotasCommand(cmd, describe, []string{"users"}, names, addConfig, deleteConfig)
+}
+
+// quotaEntityWords are kafka-configs' words for a quota entity's parts.
+func quotaEntityWords(e client.QuotaEntity) string {
+	var parts []string
+	for _, p := range []struct {
+		word string
+		part *client.QuotaPart
+	}{{"user-principal", e.User}, {"client-id", e.ClientID}} {
+		switch {
+		case p.part == nil:
+		case p.part.Default:
+			parts = append(parts, "the default "+p.word)
+		default:
+			parts = append(parts, fmt.Sprintf("%s '%s'", p.word, p.part.Name))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// clientQuotasCommand runs --describe or --alter of client quotas: types
+// are "users" and/or "clients" in command-line order, names pair with
+// them ("" the default; fewer names than types: with --describe, any name).
+func clientQuotasCommand(cmd *cobra.Command, describe bool, types, names []string, addConfig, deleteConfig string) error {
+	if len(types) > 2 || (len(types) == 2 && (types[0] == types[1] || !slices.Contains(types, "users") || !slices.Contains(types, "clients"))) {
+		return fmt.Errorf("only 'users' and 'clients' entity types may be specified together")
+	}
+	var filter []client.QuotaFilter
+	var entity client.QuotaEntity
+	for i, t := range types {
+		f := client.QuotaFilter{EntityType: client.QuotaEntityUser, Match: client.QuotaMatchSpecified}
+		if t == "clients" {
+			f.EntityType = client.QuotaEntityClientID
+		} else if t != "users" {
+			return fmt.Errorf("--entity-type %s cannot be given with clients", t)
+		}
+		var part *client.QuotaPart
+		if i < len(names) {
+			part = &client.QuotaPart{Name: names[i], Default: names[i] == ""}
+			f.Match, f.Name = client.QuotaMatchExact, names[i]
+			if part.Default {
+				f.Match = client.QuotaMatchDefault
+			}
+		}
+		if t == "clients" {
+			entity.ClientID = part
+		} else {
+			entity.User = part
+		}
+		filter = append(filter, f)
+	}
 	if describe {
 		return withAdmin(cmd, 30*time.Second, func(ctx context.Context, adm *client.Admin) error {
-			qs, err := adm.DescribeUserQuotas(ctx, u)
+			qs, err := adm.DescribeClientQuotas(ctx, filter, true)
 			if err != nil {
 				return err
 			}
@@ -87,17 +151,20 @@ func userQuotasCommand(cmd *cobra.Command, describe bool, name string, def bool,
 						vals = append(vals, k+"="+javaDouble(v))
 					}
 				}
-				if q.User.Default {
-					fmt.Printf("Quota configs for the default user-principal are %s\n", strings.Join(vals, ", "))
-				} else {
-					fmt.Printf("Quota configs for user-principal '%s' are %s\n", q.User.Name, strings.Join(vals, ", "))
-				}
+				fmt.Printf("Quota configs for %s are %s\n", quotaEntityWords(q.Entity), strings.Join(vals, ", "))
 			}
 			return nil
 		})
 	}
-	if !def && name == "" {
-		return fmt.Errorf("give exactly one of --entity-name and --entity-default")
+	if len(names) != len(types) {
+		return fmt.Errorf("--entity-name or --entity-default must be specified with each --entity-type for --alter")
+	}
+	for _, list := range []string{addConfig, deleteConfig} {
+		for _, kv := range strings.Split(list, ",") {
+			if k, _, _ := strings.Cut(kv, "="); (slices.Contains(types, "clients")) && isScramKey(strings.TrimSpace(k)) {
+				return fmt.Errorf("only quota configs can be altered for 'clients': %s is a SCRAM credential of a user", strings.TrimSpace(k))
+			}
+		}
 	}
 	set, err := parseQuotaConfig(addConfig)
 	if err != nil {
@@ -107,7 +174,7 @@ func userQuotasCommand(cmd *cobra.Command, describe bool, name string, def bool,
 	for _, k := range strings.Split(deleteConfig, ",") {
 		if k = strings.TrimSpace(k); k != "" {
 			if !quotaKeys[k] {
-				return fmt.Errorf("unknown quota key %q for --entity-type users", k)
+				return fmt.Errorf("unknown quota key %q: want producer_byte_rate, consumer_byte_rate or request_percentage", k)
 			}
 			del = append(del, k)
 		}
@@ -116,13 +183,14 @@ func userQuotasCommand(cmd *cobra.Command, describe bool, name string, def bool,
 		return fmt.Errorf("nothing to alter: give --add-config and/or --delete-config")
 	}
 	return withAdmin(cmd, 60*time.Second, func(ctx context.Context, adm *client.Admin) error {
-		if err := adm.AlterUserQuotas(ctx, u, set, del); err != nil {
+		if err := adm.AlterClientQuotas(ctx, entity, set, del); err != nil {
 			return err
 		}
-		if def {
-			fmt.Println("Completed updating default config for users in the cluster.")
+		// kafka-configs names the first type given and its name.
+		if names[0] == "" {
+			fmt.Printf("Completed updating default config for %s in the cluster.\n", types[0])
 		} else {
-			fmt.Printf("Completed updating config for user %s.\n", name)
+			fmt.Printf("Completed updating config for %s %s.\n", strings.TrimSuffix(types[0], "s"), names[0])
 		}
 		return nil
 	})

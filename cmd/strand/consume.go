@@ -3,17 +3,20 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/strand-io/strand/app/workload"
 	"github.com/strand-io/strand/client"
+	"github.com/strand-io/strand/errs"
 )
 
 func consumeCmd() *cobra.Command {
@@ -50,7 +53,12 @@ partitions).
 
 With --protocol kafka the records come through the Kafka listeners
 (--kafka-bootstrap) with franz-go; a group member then commits the
-positions of the partitions it has read from, as franz-go tracks them.`,
+positions of the partitions it has read from, as franz-go tracks them.
+
+A partition error the consumer retries by itself (KAFKA_STORAGE_ERROR,
+NOT_LEADER_OR_FOLLOWER, …) is written to stderr once each time it
+changes ("strand: fetching orders-0: KAFKA_STORAGE_ERROR: … (retrying)"),
+and once more when the partition is read again.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f := cmd.Flags()
@@ -82,6 +90,11 @@ positions of the partitions it has read from, as franz-go tracks them.`,
 			if proto == workload.ProtocolKafka {
 				return consumeKafka(ctx, cmd, kafkaAddrs, topic, group, start, iso, fromBeginning, maxRecords, timeout, format)
 			}
+			// The partition errors the consumer retries by itself
+			// (KAFKA_STORAGE_ERROR, NOT_LEADER_OR_FOLLOWER, …) go to
+			// stderr, so a partition that cannot be read is not silent.
+			fetchErrs := newFetchErrorReport(os.Stderr)
+			opts = append(opts, client.OnFetchError(func(tp client.TopicPartition, err error) { fetchErrs.report(tp.String(), err) }))
 			var c *client.Consumer
 			// In a group the idle timer starts when the group has assigned
 			// this consumer its partitions (possibly none): joining takes
@@ -485,4 +498,41 @@ func parseProperties(props []string) (map[string]string, error) {
 		out[strings.TrimSpace(k)] = v
 	}
 	return out, nil
+}
+
+// fetchErrorReport writes the partition errors a consumer retries by
+// itself to w: once each time a partition's error changes (a partition
+// failing for a minute is one line, not one per fetch), and once when it
+// is read again.
+type fetchErrorReport struct {
+	mu   sync.Mutex
+	w    io.Writer
+	last map[string]string // partition → the error last written
+}
+
+func newFetchErrorReport(w io.Writer) *fetchErrorReport {
+	return &fetchErrorReport{w: w, last: map[string]string{}}
+}
+
+// report notes partition's fetch error (nil: it was fetched cleanly).
+func (f *fetchErrorReport) report(partition string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err == nil {
+		if _, ok := f.last[partition]; ok {
+			delete(f.last, partition)
+			fmt.Fprintf(f.w, "strand: %s is read again\n", partition)
+		}
+		return
+	}
+	key := err.Error()
+	var ke *errs.Error
+	if errors.As(err, &ke) {
+		key = ke.Code.String() // the message may vary from answer to answer
+	}
+	if f.last[partition] == key {
+		return
+	}
+	f.last[partition] = key
+	fmt.Fprintf(f.w, "strand: fetching %s: %v (retrying)\n", partition, err)
 }

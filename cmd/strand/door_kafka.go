@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strand-io/strand/app/workload"
@@ -170,7 +171,11 @@ func (p *kafkaLineProducer) Close(context.Context) error {
 // at exit. It exits after maxRecords, or when nothing arrived for timeout.
 func consumeKafka(ctx context.Context, cmd *cobra.Command, addrs []string, topic, group string, start startSpec, iso client.IsolationLevel,
 	fromBeginning bool, maxRecords int, timeout time.Duration, format *recordFormat) error {
-	opts := append([]kgo.Opt{kgo.SeedBrokers(addrs...), kgo.FetchMaxWait(500 * time.Millisecond)}, security.kgoOpts()...)
+	// KeepRetryableFetchErrors: franz-go retries KAFKA_STORAGE_ERROR and
+	// its kind by itself; kept, they reach stderr (once per change) as the
+	// SDK's OnFetchError does on gRPC.
+	opts := append([]kgo.Opt{kgo.SeedBrokers(addrs...), kgo.FetchMaxWait(500 * time.Millisecond), kgo.KeepRetryableFetchErrors()}, security.kgoOpts()...)
+	fetchErrs := newFetchErrorReport(os.Stderr)
 	if iso == client.ReadCommitted {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}
@@ -228,14 +233,26 @@ func consumeKafka(ctx context.Context, cmd *cobra.Command, addrs []string, topic
 		fs := cl.PollRecords(pctx, want)
 		cancel()
 		var firstErr error
+		failed := map[string]bool{}
 		fs.EachError(func(t string, p int32, err error) {
-			if firstErr == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			switch {
+			case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+			case kerr.IsRetriable(err):
+				name := client.TopicPartition{Topic: t, Partition: p}.String()
+				failed[name] = true
+				fetchErrs.report(name, err)
+			case firstErr == nil:
 				firstErr = fmt.Errorf("%s[%d]: %w", t, p, err)
 			}
 		})
 		if firstErr != nil {
 			return firstErr
 		}
+		fs.EachPartition(func(p kgo.FetchTopicPartition) {
+			if name := (client.TopicPartition{Topic: p.Topic, Partition: p.Partition}).String(); p.Err == nil && !failed[name] {
+				fetchErrs.report(name, nil)
+			}
+		})
 		n := 0
 		fs.EachRecord(func(r *kgo.Record) {
 			rec := &client.Record{Topic: r.Topic, Partition: r.Partition, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Offset: r.Offset}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/strand-io/strand/node"
 )
@@ -29,4 +30,14 @@ func saslMechanismsSetting(cfg *node.Config, v string) error {
 	}
 	cfg.SASL.EnabledMechanisms = out
 	return nil
+}
+
+// failedAuthDelaySetting is connection.failed.authentication.delay.ms:
+// how much later a failed SASL authentication is answered (and its Kafka
+// connection closed); 0 turns the delay off (node.SASLConfig's negative).
+func failedAuthDelaySetting(cfg *node.Config, d time.Duration) {
+	if d == 0 {
+		d = -1
+	}
+	cfg.SASL.FailedAuthenticationDelay = d
 }

@@ -2,7 +2,9 @@ package main
 
 import (
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/strand-io/strand/node"
 )
@@ -18,5 +20,31 @@ func TestSASLMechanismsSetting(t *testing.T) {
 		if err := serverSettings["sasl.enabled.mechanisms"](&cfg, bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// TestFailedAuthenticationDelaySetting: connection.failed.authentication.delay.ms
+// in milliseconds, 0 turning the delay off, negative refused; a node whose
+// delay is not less than connections.max.idle.ms does not start (Kafka's
+// rule).
+func TestFailedAuthenticationDelaySetting(t *testing.T) {
+	set := serverSettings["connection.failed.authentication.delay.ms"]
+	var cfg node.Config
+	if err := set(&cfg, "250"); err != nil || cfg.SASL.FailedAuthenticationDelay != 250*time.Millisecond {
+		t.Fatalf("250: %v %v", cfg.SASL.FailedAuthenticationDelay, err)
+	}
+	if err := set(&cfg, "0"); err != nil || cfg.SASL.FailedAuthenticationDelay >= 0 {
+		t.Fatalf("0 (off): %v %v", cfg.SASL.FailedAuthenticationDelay, err)
+	}
+	if err := set(&cfg, "-1"); err == nil {
+		t.Fatal("-1 accepted")
+	}
+	bad := node.DefaultConfig(1, t.TempDir())
+	bad.ConnectionsMaxIdle, bad.SASL.FailedAuthenticationDelay = time.Second, 2*time.Second
+	if n, err := node.Start(bad); err == nil || !strings.Contains(err.Error(), "connections.max.idle.ms") {
+		if n != nil {
+			n.Stop()
+		}
+		t.Fatalf("a delay above connections.max.idle.ms: %v", err)
 	}
 }

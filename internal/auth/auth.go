@@ -89,3 +89,18 @@ func FromContext(ctx context.Context) (Session, bool) {
 	s, ok := ctx.Value(sessionKey{}).(Session)
 	return s, ok
 }
+
+type clientIDKey struct{}
+
+// WithClientID returns ctx carrying the client id a request was sent
+// with: Kafka's request header client.id on the Kafka door, the SDK's
+// client-id call metadata on gRPC. Client quotas are resolved by it.
+func WithClientID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, clientIDKey{}, id)
+}
+
+// ClientIDFrom is the client id ctx carries ("" if none).
+func ClientIDFrom(ctx context.Context) string {
+	id, _ := ctx.Value(clientIDKey{}).(string)
+	return id
+}

@@ -253,6 +253,15 @@ func grpcRefusals(t testing.TB, cc grpc.ClientConnInterface, topic string) []grp
 				Deletions:  []*pb.ScramCredentialDeletion{{Name: "mallory", Mechanism: 1}},
 				Upsertions: []*pb.ScramCredentialUpsertion{{Name: evilUser, Mechanism: 1, Iterations: 4096, Salt: []byte("salt"), SaltedPassword: make([]byte, 32)}}})
 		}},
+		{"DescribeClientQuotas", clusterDenied, func(ctx context.Context) (any, error) {
+			return ad.DescribeClientQuotas(ctx, &pb.DescribeClientQuotasRequest{})
+		}},
+		{"AlterClientQuotas", clusterDenied, func(ctx context.Context) (any, error) {
+			// The application's produce rate to 1 B/s.
+			return ad.AlterClientQuotas(ctx, &pb.AlterClientQuotasRequest{Entries: []*pb.AlterClientQuotasEntry{{
+				Entity: &pb.QuotaEntity{Parts: []*pb.QuotaEntityPart{{EntityType: "user", Name: "CN=app"}}},
+				Ops:    []*pb.QuotaOp{{Key: "producer_byte_rate", Value: 1}}}}})
+		}},
 		{"ElectLeaders", clusterDenied, func(ctx context.Context) (any, error) {
 			return ad.ElectLeaders(ctx, &pb.ElectLeadersRequest{TimeoutMs: 5000, Topics: []*pb.ElectLeadersTopic{{Topic: topic, Partitions: []int32{0}}}})
 		}},
@@ -284,7 +293,7 @@ func kafkaRefusals(t testing.TB, topic string) []kafkareq.Case {
 	return kafkareq.Refusals(kafkareq.Names{
 		Topic: topic, NewTopic: evilTopic, Group: secGroup, TxnID: secTxnID,
 		ProducerID: 1, ProducerEpoch: 0, Records: evilBatch(t), Replica: 1,
-		Principal: "User:mallory", ScramUser: "mallory", NewScramUser: evilUser,
+		Principal: "User:mallory", ScramUser: "mallory", NewScramUser: evilUser, QuotaUser: "CN=app",
 	})
 }
 
@@ -661,6 +670,10 @@ func TestSecurityEverythingOn(t *testing.T) {
 			g := tlsClientConn(t, m.Cfg.Listen, ct.ClientConfig(t, malloryPair))
 			for _, b := range checkGRPC(ctx, grpcRefusals(t, g, secTopic)) {
 				t.Errorf("node %d: %s", m.ID, b)
+			}
+			// The refused AlterClientQuotas set no quota on the application.
+			if q, ok := m.Node.Quotas().Quota("CN=app", "", "producer_byte_rate"); ok {
+				t.Errorf("node %d: the application's produce rate is %v", m.ID, q)
 			}
 		}
 		// The internal topics' names (Strand keeps offsets and

@@ -7,6 +7,7 @@
 package kafkareq
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"reflect"
@@ -59,6 +60,7 @@ type Names struct {
 	Principal     string // the principal CreateAcls grants everything
 	ScramUser     string // the SCRAM user AlterUserScramCredentials deletes
 	NewScramUser  string // and the one it adds
+	QuotaUser     string // the user whose produce rate AlterClientQuotas sets (default "victim")
 }
 
 func str(s string) *string { return &s }
@@ -192,6 +194,13 @@ func Refusals(n Names) []Case {
 			r.Group = n.Group
 			rg := kmsg.NewOffsetFetchRequestGroup()
 			rg.Group = n.Group
+			r.Groups = append(r.Groups, rg)
+			return r
+		}},
+		{"OffsetFetch naming no topic", GroupDenied, func() kmsg.Request {
+			r := kmsg.NewPtrOffsetFetchRequest()
+			rg := kmsg.NewOffsetFetchRequestGroup()
+			rg.Group, rg.Topics = n.Group, []kmsg.OffsetFetchRequestGroupTopic{} // empty, not null (all)
 			r.Groups = append(r.Groups, rg)
 			return r
 		}},
@@ -374,6 +383,28 @@ func Refusals(n Names) []Case {
 			u := kmsg.NewAlterUserSCRAMCredentialsRequestUpsertion()
 			u.Name, u.Mechanism, u.Iterations, u.Salt, u.SaltedPassword = n.NewScramUser, 1, 4096, []byte("salt"), make([]byte, 32)
 			r.Deletions, r.Upsertions = append(r.Deletions, d), append(r.Upsertions, u)
+			return r
+		}},
+		{"DescribeClientQuotas", ClusterDenied, func() kmsg.Request {
+			r := kmsg.NewPtrDescribeClientQuotasRequest()
+			c := kmsg.NewDescribeClientQuotasRequestComponent()
+			c.EntityType, c.MatchType = "user", 2
+			r.Components = append(r.Components, c)
+			return r
+		}},
+		{"AlterClientQuotas", ClusterDenied, func() kmsg.Request {
+			r := kmsg.NewPtrAlterClientQuotasRequest()
+			e := kmsg.NewAlterClientQuotasRequestEntry()
+			u := kmsg.NewAlterClientQuotasRequestEntryEntity()
+			u.Type, u.Name = "user", str(cmp.Or(n.QuotaUser, "victim"))
+			op := kmsg.NewAlterClientQuotasRequestEntryOp()
+			op.Key, op.Value = "producer_byte_rate", 1
+			e.Entity, e.Ops = append(e.Entity, u), append(e.Ops, op)
+			c := kmsg.NewAlterClientQuotasRequestEntry()
+			cl := kmsg.NewAlterClientQuotasRequestEntryEntity()
+			cl.Type = "client-id" // the default client id
+			c.Entity, c.Ops = append(c.Entity, cl), append(c.Ops, op)
+			r.Entries = append(r.Entries, e, c)
 			return r
 		}},
 		{"ElectLeaders", ClusterDenied, func() kmsg.Request {

@@ -83,8 +83,8 @@ func (x *QuotaEntityPart) GetIsDefault() bool {
 	return false
 }
 
-// QuotaEntity is Kafka's ClientQuotaEntity. Only the entity type "user"
-// (one part) is stored and enforced.
+// QuotaEntity is Kafka's ClientQuotaEntity. Stored and enforced: "user",
+// "client-id", and "user" with "client-id"; "ip" is refused.
 type QuotaEntity struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Parts         []*QuotaEntityPart     `protobuf:"bytes,1,rep,name=parts,proto3" json:"parts,omitempty"`
@@ -363,8 +363,10 @@ func (x *AlterClientQuotasRequest) GetValidateOnly() bool {
 }
 
 // AlterClientQuotasEntryResult: INVALID_REQUEST for an unknown key, a
-// value not positive (or not whole, for the byte rates), an entity that is
-// not one user; entries are applied or refused one by one.
+// value not positive (or not whole, for the byte rates), an entity Kafka
+// refuses or an ip entity; CLUSTER_AUTHORIZATION_FAILED on every entry
+// without AlterConfigs on the cluster. Entries are applied or refused one
+// by one.
 type AlterClientQuotasEntryResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Entity        *QuotaEntity           `protobuf:"bytes,1,opt,name=entity,proto3" json:"entity,omitempty"`
@@ -478,7 +480,8 @@ func (x *AlterClientQuotasResponse) GetThrottleTimeMs() int32 {
 }
 
 // QuotaFilterComponent: match_type 0 EXACT (match names the entity), 1
-// DEFAULT (the type's default entity), 2 SPECIFIED (any entity of the type).
+// DEFAULT (the type's default entity), 2 SPECIFIED (any entity with a part
+// of the type); match is empty for DEFAULT and SPECIFIED.
 type QuotaFilterComponent struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	EntityType    string                 `protobuf:"bytes,1,opt,name=entity_type,json=entityType,proto3" json:"entity_type,omitempty"`
