@@ -664,6 +664,16 @@ func IsInternalTopic(name string) bool {
 	return name == InternalTransactionTopic || name == InternalOffsetsTopic
 }
 
+// ClusterMetadataTopic is Kafka's metadata log's name. Strand keeps its
+// metadata in Raft, not in a topic, but reserves the name as Kafka does.
+const ClusterMetadataTopic = "__cluster_metadata"
+
+// IsReservedTopic reports the names no client may create a topic under:
+// the internal topics (the cluster creates them) and Kafka's metadata log.
+func IsReservedTopic(name string) bool {
+	return IsInternalTopic(name) || name == ClusterMetadataTopic
+}
+
 // Source yields committed metadata batches after an offset, in order,
 // blocking until there are some: the controller's FSM on a voter, a
 // StreamSource from a remote controller on a broker-only node.

@@ -348,9 +348,11 @@ func (c *Coordinator) OnTxnMarker(partition int32, pid int64, committed bool) {
 	s.settle(pid, committed)
 }
 
-// partitionOf is the __consumer_offsets partition of a group.
+// partitionOf is the __consumer_offsets partition of a group: by the
+// topic's partition count in this broker's metadata, as the locator maps
+// it, never by the configured count alone.
 func (c *Coordinator) partitionOf(groupID string) int32 {
-	return coordinator.PartitionFor(groupID, c.cfg.Topic.Partitions)
+	return c.cfg.Topic.PartitionOf(c.repl.Image(), groupID)
 }
 
 // lockShard returns the group's shard, locked and serving, or the error

@@ -260,7 +260,9 @@ func readLog(l *storage.Log, fn func(key, value []byte)) error {
 
 // ownerLocked returns the loaded partition that coordinates id.
 func (c *Coordinator) ownerLocked(id string) (*owned, error) {
-	part := coordinator.PartitionFor(id, c.cfg.Topic.Partitions)
+	// By the topic's partition count in this broker's metadata, as the
+	// locator maps it.
+	part := c.cfg.Topic.PartitionOf(c.repl.Image(), id)
 	o := c.parts[part]
 	if o == nil {
 		return nil, errs.New(pb.ErrorCode_NOT_COORDINATOR, "broker %d is not the coordinator of %q (%s-%d)", c.cfg.NodeID, id, c.cfg.Topic.Name, part)
