@@ -368,7 +368,25 @@ func (h *Handler) DescribeConfigs(ctx context.Context, req *pb.DescribeConfigsRe
 			out.Entries = append(out.Entries, &pb.ConfigEntry{Name: k, Value: eff[k], Source: src})
 		}
 	}
+	for _, r := range resp.Results {
+		for _, e := range r.Entries {
+			describeConfigType(e, req.IncludeDocumentation)
+		}
+	}
 	return resp, nil
+}
+
+// describeConfigType fills an entry's type as Kafka's ConfigDef types it
+// and, when asked, its documentation (KIP-569).
+func describeConfigType(e *pb.ConfigEntry, withDoc bool) {
+	d, ok := config.DocOf(e.Name)
+	if !ok {
+		return
+	}
+	e.ConfigType = d.Type
+	if withDoc {
+		e.Documentation = d.Text
+	}
 }
 
 // configResourceDenied is Kafka's check of a config resource: op

@@ -248,7 +248,7 @@ func configSource(src string) kmsg.ConfigSource {
 func handleDescribeConfigs(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response, error) {
 	req := r.(*kmsg.DescribeConfigsRequest)
 	resp := kmsg.NewPtrDescribeConfigsResponse()
-	preq := &pb.DescribeConfigsRequest{}
+	preq := &pb.DescribeConfigsRequest{IncludeDocumentation: req.IncludeDocumentation && req.Version >= 3}
 	for _, res := range req.Resources {
 		preq.Resources = append(preq.Resources, &pb.ConfigResource{Type: resourceName(res.ResourceType), Name: res.ResourceName})
 	}
@@ -282,6 +282,11 @@ func handleDescribeConfigs(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.R
 				rc.ReadOnly, rc.IsSensitive = e.ReadOnly, e.IsSensitive
 				if req.IncludeSynonyms && req.Version >= 1 {
 					rc.ConfigSynonyms = configSynonyms(e, &v, rc.Source)
+				}
+				rc.ConfigType = configType(e.ConfigType)
+				if preq.IncludeDocumentation && e.Documentation != "" {
+					doc := e.Documentation
+					rc.Documentation = &doc
 				}
 				rr.Configs = append(rr.Configs, rc)
 			}
