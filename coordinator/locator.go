@@ -34,11 +34,13 @@ type InternalTopic struct {
 }
 
 // PartitionCount is the number of partitions the topic has in img, or the
-// configured number while it does not exist (Kafka's coordinators read
-// the metadata cache the same way).
+// configured number while it does not exist or there is no image (Kafka's
+// coordinators read the metadata cache the same way).
 func (it InternalTopic) PartitionCount(img *metadata.Image) int32 {
-	if t := img.Topic(it.Name); t != nil && len(t.Partitions) > 0 {
-		return int32(len(t.Partitions))
+	if img != nil {
+		if t := img.Topic(it.Name); t != nil && len(t.Partitions) > 0 {
+			return int32(len(t.Partitions))
+		}
 	}
 	if it.Partitions > 0 {
 		return it.Partitions
