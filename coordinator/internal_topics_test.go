@@ -111,6 +111,19 @@ func TestInternalTopicsBelongToTheCluster(t *testing.T) {
 	if errs.CodeOf(err) != pb.ErrorCode_INVALID_REQUEST {
 		t.Errorf("SDK: CreateTopic __transaction_state: %v, want INVALID_REQUEST", err)
 	}
+	// The flag only a broker's creation carries is not a client's to set.
+	if _, err := sdk.Metadata(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	cc, err := sdk.BrokerConn(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flagged, err := pb.NewAdminClient(cc).CreateTopics(ctx, &pb.CreateTopicsRequest{InternalTopics: true,
+		Topics: []*pb.CreatableTopic{{Name: "__consumer_offsets", NumPartitions: 1, ReplicationFactor: 1}}})
+	if err != nil || len(flagged.Topics) != 1 || flagged.Topics[0].ErrorCode != pb.ErrorCode_INVALID_REQUEST {
+		t.Errorf("gRPC CreateTopics of __consumer_offsets flagged internal: %v %v, want INVALID_REQUEST", flagged, err)
+	}
 	if img := c.Image(); img.Topic("__consumer_offsets") != nil || img.Topic("__transaction_state") != nil || img.Topic("__cluster_metadata") != nil {
 		t.Fatal("a client's CreateTopics made an internal topic")
 	}
