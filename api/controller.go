@@ -214,3 +214,15 @@ func (s *controllerService) AlterClientQuotas(ctx context.Context, req *pb.Alter
 	}
 	return &pb.AlterClientQuotasResponse{Entries: res}, nil
 }
+
+// UpdateFeatures as forwarded by a broker.
+func (s *controllerService) UpdateFeatures(ctx context.Context, req *pb.UpdateFeaturesRequest) (*pb.UpdateFeaturesResponse, error) {
+	res, err := s.d.Controller.UpdateFeatures(ctx, req)
+	if rerr := s.route(err); rerr != nil {
+		return nil, rerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}

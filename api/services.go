@@ -246,3 +246,11 @@ func (s *adminService) AlterClientQuotas(ctx context.Context, req *pb.AlterClien
 func (s *adminService) DescribeClientQuotas(ctx context.Context, req *pb.DescribeClientQuotasRequest) (*pb.DescribeClientQuotasResponse, error) {
 	return answer(s.h.DescribeClientQuotas(ctx, req))
 }
+
+func (s *adminService) DescribeLogDirs(ctx context.Context, req *pb.DescribeLogDirsRequest) (*pb.DescribeLogDirsResponse, error) {
+	return answer(s.h.DescribeLogDirs(ctx, req))
+}
+
+func (s *adminService) UpdateFeatures(ctx context.Context, req *pb.UpdateFeaturesRequest) (*pb.UpdateFeaturesResponse, error) {
+	return answer(s.h.UpdateFeatures(ctx, req))
+}

@@ -107,6 +107,13 @@ type cleaner struct {
 	candidates func() []cleanCandidate
 	throttle   *byteThrottle
 
+	// backoff is log.cleaner.backoff.ms in force (a dynamic broker
+	// config); backoffChanged is closed and replaced when it changes, so
+	// a thread sleeping the old one looks again at once.
+	backoffMu      sync.Mutex
+	backoff        time.Duration
+	backoffChanged chan struct{}
+
 	mu          sync.Mutex
 	inProgress  map[cleanerLog]bool
 	uncleanable map[cleanerLog]storage.PartitionKey
@@ -121,7 +128,8 @@ func newCleaner(cfg CleanerConfig, clk clock.Clock, lg *slog.Logger, candidates 
 	}
 	return &cleaner{
 		cfg: cfg, clk: clk, lg: lg, candidates: candidates,
-		throttle:    newByteThrottle(cfg.IOMaxBytesPerSecond, clk),
+		throttle: newByteThrottle(cfg.IOMaxBytesPerSecond, clk),
+		backoff:  cfg.Backoff, backoffChanged: make(chan struct{}),
 		inProgress:  map[cleanerLog]bool{},
 		uncleanable: map[cleanerLog]storage.PartitionKey{},
 		dirty:       map[storage.PartitionKey]float64{},
@@ -150,25 +158,50 @@ func (c *cleaner) run(ctx context.Context, thread int) {
 	for ctx.Err() == nil {
 		cand, ok := c.grab(c.clk.Now().UnixMilli())
 		if !ok {
-			c.sleep(ctx, c.cfg.Backoff)
+			c.sleep(ctx)
 			continue
 		}
 		if progressed := c.clean(ctx, thread, cand); !progressed {
 			// A pass that moved nothing (the log's dirty section cannot be
 			// cleaned yet) would be chosen again at once: wait instead.
-			c.sleep(ctx, c.cfg.Backoff)
+			c.sleep(ctx)
 		}
 	}
 }
 
-// sleep waits d on the cleaner's clock, or until ctx ends.
-func (c *cleaner) sleep(ctx context.Context, d time.Duration) {
+// sleep waits log.cleaner.backoff.ms on the cleaner's clock, or until ctx
+// ends or the backoff is changed (Kafka restarts its cleaner threads on a
+// change, so they too look again at once).
+func (c *cleaner) sleep(ctx context.Context) {
+	c.backoffMu.Lock()
+	d, changed := c.backoff, c.backoffChanged
+	c.backoffMu.Unlock()
 	t := c.clk.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 	case <-t.C():
+	case <-changed:
 	}
+}
+
+// setBackoff changes log.cleaner.backoff.ms (altered at run time).
+func (c *cleaner) setBackoff(d time.Duration) {
+	c.backoffMu.Lock()
+	defer c.backoffMu.Unlock()
+	if d == c.backoff {
+		return
+	}
+	c.backoff = d
+	close(c.backoffChanged)
+	c.backoffChanged = make(chan struct{})
+}
+
+// backoffNow is log.cleaner.backoff.ms in force.
+func (c *cleaner) backoffNow() time.Duration {
+	c.backoffMu.Lock()
+	defer c.backoffMu.Unlock()
+	return c.backoff
 }
 
 // grab surveys the compacted logs, records their dirty ratios, and takes

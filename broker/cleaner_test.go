@@ -374,3 +374,55 @@ func TestByteThrottle(t *testing.T) {
 		}
 	})
 }
+
+// log.cleaner.backoff.ms is a dynamic broker config: a change reaches the
+// running threads at once. A thread sleeping the old backoff (an hour)
+// looks again when it changes, and from then on sleeps the new one.
+func TestCleanerBackoffChangesLive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var cands []cleanCandidate
+		cc := DefaultCleanerConfig()
+		cc.Backoff = time.Hour
+		c := newCleaner(cc, clock.Real, quiet, func() []cleanCandidate {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]cleanCandidate(nil), cands...)
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		c.start(ctx, &wg)
+		defer func() { cancel(); wg.Wait() }()
+		synctest.Wait()
+		// Passes that move nothing: the thread then sleeps its backoff.
+		one := dirtyLog(0.9, -1)
+		one.stats = storage.CleanStats{}
+		mu.Lock()
+		cands = []cleanCandidate{{key: pk("one"), log: one, cfg: compactCfg(0.5, math.MaxInt64)}}
+		mu.Unlock()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if one.passes() != 0 {
+			t.Fatalf("%d passes a minute into an hour's backoff, want 0", one.passes())
+		}
+		c.setBackoff(time.Second)
+		synctest.Wait()
+		if one.passes() != 1 {
+			t.Fatalf("%d passes once the backoff changed, want 1 (the sleeping thread looks again)", one.passes())
+		}
+		if c.backoffNow() != time.Second {
+			t.Fatalf("backoff %v", c.backoffNow())
+		}
+		// The next survey comes a second later, not an hour.
+		two := dirtyLog(0.8, -1)
+		two.stats = storage.CleanStats{}
+		mu.Lock()
+		cands = []cleanCandidate{{key: pk("two"), log: two, cfg: compactCfg(0.5, math.MaxInt64)}}
+		mu.Unlock()
+		time.Sleep(time.Second + time.Millisecond)
+		synctest.Wait()
+		if two.passes() != 1 {
+			t.Fatalf("%d passes over a new dirty log after the new backoff, want 1", two.passes())
+		}
+	})
+}

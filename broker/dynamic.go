@@ -4,6 +4,7 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/strand-io/strand/broker/storage"
 	"github.com/strand-io/strand/internal/config"
@@ -35,7 +36,8 @@ func (m *Manager) logDefaults() (storage.Config, int) {
 // log.cleaner.io.max.bytes.per.second) over the static configuration; a
 // name absent goes back to the static value. The log defaults apply to
 // partitions opened from now on and to LogConfig; the caller re-applies
-// LogConfig to open logs. The cleaner's I/O rate changes at once. It
+// LogConfig to open logs. The cleaner's I/O rate and backoff change at
+// once. It
 // reports whether the log defaults changed.
 func (m *Manager) SetDynamic(vals map[string]string) bool {
 	asTopic := map[string]string{}
@@ -55,10 +57,26 @@ func (m *Manager) SetDynamic(vals map[string]string) bool {
 			rate = f
 		}
 	}
+	backoff := m.cfg.Cleaner.Backoff
+	if v, ok := vals[config.CleanerBackoffMs]; ok {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 && n <= math.MaxInt64/int64(time.Millisecond) {
+			backoff = time.Duration(n) * time.Millisecond
+		}
+	}
 	if m.cleaner != nil {
 		m.cleaner.throttle.setRate(rate)
+		m.cleaner.setBackoff(backoff)
 	}
 	return changed
+}
+
+// CleanerBackoff is log.cleaner.backoff.ms in force, or the configured one
+// when the cleaner is off.
+func (m *Manager) CleanerBackoff() time.Duration {
+	if m.cleaner == nil {
+		return m.cfg.Cleaner.Backoff
+	}
+	return m.cleaner.backoffNow()
 }
 
 // CleanerIORate is the cleaner's I/O limit in force (bytes/s;

@@ -3,6 +3,8 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -16,13 +18,40 @@ import (
 	"github.com/strand-io/strand/replication"
 )
 
-// InternalTopic configures one of the two internal topics.
+// InternalTopic configures one of the two internal topics: what the
+// cluster creates it with (offsets.topic.num.partitions,
+// offsets.topic.replication.factor, offsets.topic.segment.bytes;
+// transaction.state.log.num.partitions, .replication.factor, .min.isr,
+// .segment.bytes). Once it exists, the topic as it is in the metadata
+// image decides where a key goes (PartitionOf), whatever the configuration
+// says now.
 type InternalTopic struct {
 	Name              string
 	Partitions        int32
 	ReplicationFactor int32
 	MinISR            int
 	SegmentBytes      int64
+}
+
+// PartitionCount is the number of partitions the topic has in img, or the
+// configured number while it does not exist or there is no image (Kafka's
+// coordinators read the metadata cache the same way).
+func (it InternalTopic) PartitionCount(img *metadata.Image) int32 {
+	if img != nil {
+		if t := img.Topic(it.Name); t != nil && len(t.Partitions) > 0 {
+			return int32(len(t.Partitions))
+		}
+	}
+	if it.Partitions > 0 {
+		return it.Partitions
+	}
+	return 50
+}
+
+// PartitionOf is the partition of the topic, as it exists in img, that
+// coordinates key (a group id or transactional id).
+func (it InternalTopic) PartitionOf(img *metadata.Image, key string) int32 {
+	return PartitionFor(key, it.PartitionCount(img))
 }
 
 // DefaultTransactionTopic is __transaction_state with Kafka's defaults
@@ -80,13 +109,21 @@ type Locator struct {
 	repl   *replication.Manager
 	remote *channel.Remote
 	topics map[pb.CoordinatorType]InternalTopic
+	lg     *slog.Logger
 
-	mu sync.Mutex // one creation at a time
+	mu     sync.Mutex // one creation at a time
+	warned sync.Map   // topic name -> true: its shape was checked (checkShape)
 }
 
-// NewLocator returns a locator for the two internal topics.
-func NewLocator(repl *replication.Manager, remote *channel.Remote, txn, offsets InternalTopic) *Locator {
-	return &Locator{repl: repl, remote: remote, topics: map[pb.CoordinatorType]InternalTopic{pb.CoordinatorType_TRANSACTION: txn, pb.CoordinatorType_GROUP: offsets}}
+// NewLocator returns a locator for the two internal topics; lg (nil: the
+// default logger) is told of an internal topic shaped unlike its
+// configuration.
+func NewLocator(repl *replication.Manager, remote *channel.Remote, txn, offsets InternalTopic, lg *slog.Logger) *Locator {
+	if lg == nil {
+		lg = slog.Default()
+	}
+	return &Locator{repl: repl, remote: remote, lg: lg.With("component", "locator"),
+		topics: map[pb.CoordinatorType]InternalTopic{pb.CoordinatorType_TRANSACTION: txn, pb.CoordinatorType_GROUP: offsets}}
 }
 
 // Topic returns the internal topic for a coordinator type.
@@ -109,7 +146,8 @@ func (l *Locator) Find(ctx context.Context, typ pb.CoordinatorType, key string) 
 		return out
 	}
 	img := l.repl.Image()
-	out.Partition = PartitionFor(key, it.Partitions)
+	l.checkShape(img, it)
+	out.Partition = it.PartitionOf(img, key)
 	p := img.Partition(it.Name, out.Partition)
 	if p == nil || p.Leader < 0 {
 		out.ErrorCode, out.ErrorMessage = pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, fmt.Sprintf("%s-%d has no leader", it.Name, out.Partition)
@@ -144,7 +182,7 @@ func (l *Locator) ensure(ctx context.Context, it InternalTopic) error {
 	if l.repl.Image().Topic(it.Name) != nil {
 		return nil
 	}
-	req := &pb.CreateTopicsRequest{TimeoutMs: 10000, Topics: []*pb.CreatableTopic{{
+	req := &pb.CreateTopicsRequest{TimeoutMs: 10000, InternalTopics: true, Topics: []*pb.CreatableTopic{{
 		Name: it.Name, NumPartitions: it.Partitions, ReplicationFactor: it.ReplicationFactor,
 		Configs: InternalTopicConfigs(it),
 	}}}
@@ -172,4 +210,51 @@ func (l *Locator) ensure(ctx context.Context, it InternalTopic) error {
 		}
 	}
 	return nil
+}
+
+// checkShape says once per process, at WARN, when an internal topic
+// differs from what this node would create: another partition count or
+// replication factor, or a config other than InternalTopicConfigs'. A
+// cluster whose internal topic a client created before the names were
+// reserved runs on with it (every key maps onto the partitions it has),
+// but the operator should know: the partition count of an internal topic
+// cannot change (its keys would move away from their state), its
+// replication factor can be raised by reassignment, and its configs set
+// with AlterConfigs.
+func (l *Locator) checkShape(img *metadata.Image, it InternalTopic) {
+	t := img.Topic(it.Name)
+	if t == nil || len(t.Partitions) == 0 {
+		return
+	}
+	if _, done := l.warned.LoadOrStore(it.Name, true); done {
+		return
+	}
+	var diffs []any
+	if n := int32(len(t.Partitions)); n != it.Partitions {
+		diffs = append(diffs, "partitions", n, "configuredPartitions", it.Partitions)
+	}
+	if p := t.Partitions[0]; p != nil && int32(len(p.Replicas)) != it.ReplicationFactor {
+		diffs = append(diffs, "replicationFactor", len(p.Replicas), "configuredReplicationFactor", it.ReplicationFactor)
+	}
+	want := InternalTopicConfigs(it)
+	keys := make([]string, 0, len(want)+len(t.Configs))
+	for k := range want {
+		keys = append(keys, k)
+	}
+	for k := range t.Configs {
+		if _, ok := want[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if got, ok := t.Configs[k]; !ok || got != want[k] {
+			diffs = append(diffs, "config."+k, t.Configs[k], "configured."+k, want[k])
+		}
+	}
+	if len(diffs) == 0 {
+		return
+	}
+	l.lg.Warn("internal topic differs from this node's configuration (it may have been created by a client before internal topic names were reserved); coordinators use it as it is: its partition count cannot change, raise its replication factor by reassignment and fix its configs with AlterConfigs",
+		append([]any{"topic", it.Name}, diffs...)...)
 }

@@ -712,9 +712,41 @@ func contains(s []int32, v int32) bool {
 	return false
 }
 
+// FeatureRange is the levels of a feature this version of Strand
+// supports (Kafka's SupportedVersionRange): a finalized level must lie in
+// it, 0 being the feature disabled.
+type FeatureRange struct{ Min, Max int32 }
+
+// SupportedFeatures are the features every node of this version supports,
+// by name: what ApiVersions and DescribeFeatures report as supported and
+// what UpdateFeatures may finalize.
+var SupportedFeatures = map[string]FeatureRange{
+	FeatureTransactionVersion: {Min: 0, Max: TransactionVersionMax},
+}
+
+// SupportedFeatureNames lists SupportedFeatures' names, sorted.
+func SupportedFeatureNames() []string {
+	out := make([]string, 0, len(SupportedFeatures))
+	for n := range SupportedFeatures {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // IsInternalTopic reports the two internal topics.
 func IsInternalTopic(name string) bool {
 	return name == InternalTransactionTopic || name == InternalOffsetsTopic
+}
+
+// ClusterMetadataTopic is Kafka's metadata log's name. Strand keeps its
+// metadata in Raft, not in a topic, but reserves the name as Kafka does.
+const ClusterMetadataTopic = "__cluster_metadata"
+
+// IsReservedTopic reports the names no client may create a topic under:
+// the internal topics (the cluster creates them) and Kafka's metadata log.
+func IsReservedTopic(name string) bool {
+	return IsInternalTopic(name) || name == ClusterMetadataTopic
 }
 
 // Source yields committed metadata batches after an offset, in order,

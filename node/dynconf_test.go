@@ -8,7 +8,9 @@ import (
 
 	"github.com/strand-io/strand/broker/storage"
 	"github.com/strand-io/strand/client"
+	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/node"
+	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/testkit/testutil"
 	"github.com/strand-io/strand/testkit/wait"
 )
@@ -91,4 +93,46 @@ func TestDynamicBrokerConfigsApplyLive(t *testing.T) {
 	if v := metric(t, body, `strand_replication_throttled_rate_bytes{side="follower"}`); v != -1 {
 		t.Fatalf("follower rate %v after the delete, want -1 (none)", v)
 	}
+}
+
+// TestCleanerBackoffIsDynamic: log.cleaner.backoff.ms is a dynamic broker
+// config, as in Kafka: altered per broker it reaches the running cleaner
+// (described with its dynamic source, not read-only), a bad value is
+// INVALID_CONFIG, and deleting it brings back the static value.
+func TestCleanerBackoffIsDynamic(t *testing.T) {
+	n := testutil.StartDev(t, t.TempDir(), func(cfg *node.Config) { cfg.BrokerConfig.Cleaner.Backoff = time.Hour })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm, err := client.NewAdmin(client.Bootstrap(n.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	if err := adm.AlterBrokerConfigs(ctx, n.ID(), map[string]string{"log.cleaner.backoff.ms": "250"}, nil); err != nil {
+		t.Fatalf("alter log.cleaner.backoff.ms: %v", err)
+	}
+	wait.Eventually(t, 5*time.Second, "the cleaner's backoff at 250 ms", func() bool { return n.Parts.CleanerBackoff() == 250*time.Millisecond })
+	entries, err := adm.DescribeBrokerConfigs(ctx, n.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen bool
+	for _, e := range entries {
+		if e.Name == "log.cleaner.backoff.ms" {
+			seen = true
+			if e.Value != "250" || e.Source != "dynamic_broker" || e.ReadOnly {
+				t.Fatalf("described as %+v, want 250 from dynamic_broker, not read-only", e)
+			}
+		}
+	}
+	if !seen {
+		t.Fatal("log.cleaner.backoff.ms not described")
+	}
+	if err := adm.AlterBrokerConfigs(ctx, n.ID(), map[string]string{"log.cleaner.backoff.ms": "-1"}, nil); errs.CodeOf(err) != pb.ErrorCode_INVALID_CONFIG {
+		t.Fatalf("log.cleaner.backoff.ms=-1: %v, want INVALID_CONFIG", err)
+	}
+	if err := adm.AlterBrokerConfigs(ctx, n.ID(), nil, []string{"log.cleaner.backoff.ms"}); err != nil {
+		t.Fatal(err)
+	}
+	wait.Eventually(t, 5*time.Second, "the static backoff back", func() bool { return n.Parts.CleanerBackoff() == time.Hour })
 }

@@ -106,7 +106,7 @@ func (n *Node) startBroker(ctx context.Context, cfg Config, meta nodeMeta, deps 
 		txnTopic.ReplicationFactor, txnTopic.MinISR = 1, 1
 		offTopic.ReplicationFactor, offTopic.MinISR = 1, 1
 	}
-	n.Locator = coordinator.NewLocator(n.Repl, n.Remote, txnTopic, offTopic)
+	n.Locator = coordinator.NewLocator(n.Repl, n.Remote, txnTopic, offTopic, n.lg)
 	n.TxnClient = txn.NewClient(n.Locator, n.pool)
 	gc := cfg.GroupConfig
 	gc.NodeID, gc.Topic, gc.Logger = cfg.NodeID, offTopic, n.lg

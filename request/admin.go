@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/authz"
+	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/config"
 	pb "github.com/strand-io/strand/proto/strand/v1"
@@ -16,7 +17,11 @@ import (
 
 // CreateTopics forwards to the active controller, then waits (within the
 // request timeout) until this broker's image has the new topics with
-// leaders, so a Metadata call that follows sees them.
+// leaders, so a Metadata call that follows sees them. As Kafka's
+// ControllerApis, a name given twice is answered INVALID_REQUEST
+// "Duplicate topic name." at every occurrence, and a reserved name
+// (an internal topic's) INVALID_REQUEST, both before any authorization;
+// neither is forwarded. Answers keep the request's order.
 func (h *Handler) CreateTopics(ctx context.Context, req *pb.CreateTopicsRequest) (*pb.CreateTopicsResponse, error) {
 	for _, t := range req.Topics {
 		// The replication factor is INT16 on Kafka's wire.
@@ -29,46 +34,57 @@ func (h *Handler) CreateTopics(ctx context.Context, req *pb.CreateTopicsRequest)
 			return out, nil
 		}
 	}
+	names := make([]string, len(req.Topics))
+	for i, t := range req.Topics {
+		names[i] = t.Name
+	}
+	dup := controller.Duplicates(names)
+	refused := make([]error, len(req.Topics))
+	for i, t := range req.Topics {
+		if dup[t.Name] {
+			refused[i] = controller.DuplicateTopicError()
+		} else {
+			refused[i] = controller.ReservedTopicError(t.Name)
+		}
+	}
 	// Kafka: Create on the cluster creates any topic; without it each
 	// topic needs Create on itself, and a topic refused is answered
 	// TOPIC_AUTHORIZATION_FAILED while the others are created.
 	az := h.authz(ctx, "CreateTopics")
 	if !az.open() && !az.quietly().cluster(authz.OpCreate) {
-		denied := make([]error, len(req.Topics))
-		var ok []*pb.CreatableTopic
 		for i, t := range req.Topics {
-			if az.topic(authz.OpCreate, t.Name) {
-				ok = append(ok, t)
-			} else {
-				denied[i] = topicDenied(authz.OpCreate, t.Name)
+			if refused[i] == nil && !az.topic(authz.OpCreate, t.Name) {
+				refused[i] = topicDenied(authz.OpCreate, t.Name)
 			}
-		}
-		if len(ok) < len(req.Topics) {
-			inner := &pb.CreateTopicsResponse{}
-			if len(ok) > 0 {
-				sub := &pb.CreateTopicsRequest{Topics: ok, TimeoutMs: req.TimeoutMs, ValidateOnly: req.ValidateOnly}
-				var err error
-				if inner, err = h.createTopics(ctx, sub); err != nil {
-					return nil, err
-				}
-			}
-			out := &pb.CreateTopicsResponse{}
-			j := 0
-			for i, t := range req.Topics {
-				if denied[i] != nil {
-					code, msg := errs.Split(denied[i])
-					out.Topics = append(out.Topics, &pb.CreatableTopicResult{Name: t.Name, ErrorCode: code, ErrorMessage: msg, NumPartitions: -1, ReplicationFactor: -1})
-					continue
-				}
-				if j < len(inner.Topics) {
-					out.Topics = append(out.Topics, inner.Topics[j])
-					j++
-				}
-			}
-			return out, nil
 		}
 	}
-	return h.createTopics(ctx, req)
+	sub := &pb.CreateTopicsRequest{TimeoutMs: req.TimeoutMs, ValidateOnly: req.ValidateOnly}
+	for i, t := range req.Topics {
+		if refused[i] == nil {
+			sub.Topics = append(sub.Topics, t)
+		}
+	}
+	inner := &pb.CreateTopicsResponse{}
+	if len(sub.Topics) > 0 {
+		var err error
+		if inner, err = h.createTopics(ctx, sub); err != nil {
+			return nil, err
+		}
+	}
+	out := &pb.CreateTopicsResponse{}
+	j := 0
+	for i, t := range req.Topics {
+		if refused[i] != nil {
+			code, msg := errs.Split(refused[i])
+			out.Topics = append(out.Topics, &pb.CreatableTopicResult{Name: t.Name, ErrorCode: code, ErrorMessage: msg, NumPartitions: -1, ReplicationFactor: -1})
+			continue
+		}
+		if j < len(inner.Topics) {
+			out.Topics = append(out.Topics, inner.Topics[j])
+			j++
+		}
+	}
+	return out, nil
 }
 
 // createTopics forwards an authorized CreateTopics to the controller.
@@ -135,46 +151,54 @@ func timedOutIfUnknown(code pb.ErrorCode, msg string) (pb.ErrorCode, string) {
 	return code, msg
 }
 
-// DeleteTopics forwards to the active controller.
+// DeleteTopics forwards to the active controller. A name given twice is
+// answered INVALID_REQUEST "Duplicate topic name." at every occurrence,
+// before any authorization (Kafka's ControllerApis), and not forwarded.
 func (h *Handler) DeleteTopics(ctx context.Context, req *pb.DeleteTopicsRequest) (*pb.DeleteTopicsResponse, error) {
+	dup := controller.Duplicates(req.Names)
+	refused := make([]error, len(req.Names))
+	for i, n := range req.Names {
+		if dup[n] {
+			refused[i] = controller.DuplicateTopicError()
+		}
+	}
 	// Kafka: Delete on each topic; a topic refused is answered
 	// TOPIC_AUTHORIZATION_FAILED, the others deleted.
 	az := h.authz(ctx, "DeleteTopics")
 	if !az.open() {
-		var ok []string
-		denied := make([]bool, len(req.Names))
 		for i, n := range req.Names {
-			if az.topic(authz.OpDelete, n) {
-				ok = append(ok, n)
-			} else {
-				denied[i] = true
+			if refused[i] == nil && !az.topic(authz.OpDelete, n) {
+				refused[i] = topicDenied(authz.OpDelete, n)
 			}
-		}
-		if len(ok) < len(req.Names) {
-			inner := &pb.DeleteTopicsResponse{}
-			if len(ok) > 0 {
-				var err error
-				if inner, err = h.deleteTopics(ctx, &pb.DeleteTopicsRequest{Names: ok, TimeoutMs: req.TimeoutMs, TopicIds: req.TopicIds}); err != nil {
-					return nil, err
-				}
-			}
-			out := &pb.DeleteTopicsResponse{}
-			j := 0
-			for i, n := range req.Names {
-				if denied[i] {
-					code, msg := errs.Split(topicDenied(authz.OpDelete, n))
-					out.Topics = append(out.Topics, &pb.DeletableTopicResult{Name: n, ErrorCode: code, ErrorMessage: msg})
-					continue
-				}
-				if j < len(inner.Topics) {
-					out.Topics = append(out.Topics, inner.Topics[j])
-					j++
-				}
-			}
-			return out, nil
 		}
 	}
-	return h.deleteTopics(ctx, req)
+	var ok []string
+	for i, n := range req.Names {
+		if refused[i] == nil {
+			ok = append(ok, n)
+		}
+	}
+	inner := &pb.DeleteTopicsResponse{}
+	if len(ok) > 0 {
+		var err error
+		if inner, err = h.deleteTopics(ctx, &pb.DeleteTopicsRequest{Names: ok, TimeoutMs: req.TimeoutMs, TopicIds: req.TopicIds}); err != nil {
+			return nil, err
+		}
+	}
+	out := &pb.DeleteTopicsResponse{}
+	j := 0
+	for i, n := range req.Names {
+		if refused[i] != nil {
+			code, msg := errs.Split(refused[i])
+			out.Topics = append(out.Topics, &pb.DeletableTopicResult{Name: n, ErrorCode: code, ErrorMessage: msg})
+			continue
+		}
+		if j < len(inner.Topics) {
+			out.Topics = append(out.Topics, inner.Topics[j])
+			j++
+		}
+	}
+	return out, nil
 }
 
 // deleteTopics forwards an authorized DeleteTopics to the controller.
@@ -344,7 +368,25 @@ func (h *Handler) DescribeConfigs(ctx context.Context, req *pb.DescribeConfigsRe
 			out.Entries = append(out.Entries, &pb.ConfigEntry{Name: k, Value: eff[k], Source: src})
 		}
 	}
+	for _, r := range resp.Results {
+		for _, e := range r.Entries {
+			describeConfigType(e, req.IncludeDocumentation)
+		}
+	}
 	return resp, nil
+}
+
+// describeConfigType fills an entry's type as Kafka's ConfigDef types it
+// and, when asked, its documentation (KIP-569).
+func describeConfigType(e *pb.ConfigEntry, withDoc bool) {
+	d, ok := config.DocOf(e.Name)
+	if !ok {
+		return
+	}
+	e.ConfigType = d.Type
+	if withDoc {
+		e.Documentation = d.Text
+	}
 }
 
 // configResourceDenied is Kafka's check of a config resource: op

@@ -204,6 +204,11 @@ func (h *Handler) deleteRecords(it *pb.DeleteRecordsPartition) (int64, error) {
 	if err := checkString("topic name", it.Topic); err != nil {
 		return -1, err
 	}
+	if h.Repl.Image().Partition(it.Topic, it.Partition) != nil {
+		if err := internalDeleteRecordsError(it.Topic); err != nil {
+			return -1, err
+		}
+	}
 	p, err := h.Repl.Partition(it.Topic, it.Partition)
 	if err != nil {
 		return -1, err

@@ -129,13 +129,17 @@ func (h *Handler) metadataByID(ctx context.Context, img *metadata.Image, ids []s
 	}
 }
 
-// DescribeFeatures lists finalized feature levels.
+// DescribeFeatures lists the supported features with their finalized
+// levels; the epoch is the metadata offset of this broker's image.
 func (h *Handler) DescribeFeatures(ctx context.Context, _ *pb.DescribeFeaturesRequest) (*pb.DescribeFeaturesResponse, error) {
 	img := h.Repl.Image()
-	return &pb.DescribeFeaturesResponse{Features: []*pb.Feature{{
-		Name: metadata.FeatureTransactionVersion, SupportedMinVersion: 0, SupportedMaxVersion: metadata.TransactionVersionMax,
-		FinalizedVersionLevel: img.Feature(metadata.FeatureTransactionVersion), Epoch: img.Offset,
-	}}}, nil
+	resp := &pb.DescribeFeaturesResponse{}
+	for _, name := range metadata.SupportedFeatureNames() {
+		r := metadata.SupportedFeatures[name]
+		resp.Features = append(resp.Features, &pb.Feature{Name: name, SupportedMinVersion: r.Min, SupportedMaxVersion: r.Max,
+			FinalizedVersionLevel: img.Feature(name), Epoch: img.Offset})
+	}
+	return resp, nil
 }
 
 // FindCoordinator maps each key to the broker leading its partition of

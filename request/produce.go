@@ -159,6 +159,9 @@ func (h *Handler) appendOne(ctx context.Context, req *pb.ProduceRequest, pr *pb.
 	if pr.Partition < 0 || int(pr.Partition) >= len(t.Partitions) {
 		return nil, errs.New(pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "topic %s has %d partitions, there is no partition %d", pr.Topic, len(t.Partitions), pr.Partition)
 	}
+	if err := internalAppendError(pr.Topic); err != nil {
+		return nil, err
+	}
 	max := int(config.Int(t.Configs, config.MaxMessageBytes, int64(h.MessageMaxBytes)))
 	policy := h.clientPolicy(t.Configs)
 	var txnHeader *record.Header

@@ -207,7 +207,7 @@ func (h *Handler) AddOffsetsToTxn(ctx context.Context, req *pb.AddOffsetsToTxnRe
 		err = h.noCoordinator()
 	default:
 		offsets := h.offsetsTopic()
-		tp := txn.TopicPartition{Topic: offsets.Name, Partition: coordinator.PartitionFor(req.GroupId, offsets.Partitions)}
+		tp := txn.TopicPartition{Topic: offsets.Name, Partition: offsets.PartitionOf(h.Repl.Image(), req.GroupId)}
 		err = h.TxnCoord.AddPartitions(ctx, req.TransactionalId, req.ProducerId, int16(req.ProducerEpoch), false, []txn.TopicPartition{tp}, 1)
 	}
 	code, msg := errs.Split(err)

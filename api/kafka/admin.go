@@ -51,18 +51,11 @@ func handleCreateTopics(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Resp
 	req := r.(*kmsg.CreateTopicsRequest)
 	resp := kmsg.NewPtrCreateTopicsResponse()
 	preq := &pb.CreateTopicsRequest{TimeoutMs: req.TimeoutMillis, ValidateOnly: req.ValidateOnly}
-	// Answers by request position; those refused here are filled in.
-	refused := make([]*kmsg.CreateTopicsResponseTopic, len(req.Topics))
-	for i, t := range req.Topics {
-		if len(t.ReplicaAssignment) > 0 {
-			rt := kmsg.NewCreateTopicsResponseTopic()
-			rt.Topic, rt.ErrorCode = t.Topic, code(pb.ErrorCode_INVALID_REQUEST)
-			rt.ErrorMessage = errMsg("a manual replica assignment is not supported: give a partition count and replication factor")
-			rt.NumPartitions, rt.ReplicationFactor = -1, -1
-			refused[i] = &rt
-			continue
-		}
+	for _, t := range req.Topics {
 		ct := &pb.CreatableTopic{Name: t.Topic, NumPartitions: t.NumPartitions, ReplicationFactor: int32(t.ReplicationFactor)}
+		for _, a := range t.ReplicaAssignment {
+			ct.Assignments = append(ct.Assignments, &pb.CreatableReplicaAssignment{PartitionIndex: a.Partition, BrokerIds: a.Replicas})
+		}
 		for _, cf := range t.Configs {
 			if cf.Value == nil {
 				continue
@@ -86,16 +79,12 @@ func handleCreateTopics(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Resp
 			results = presp.Topics
 		}
 	}
-	j := 0
+	// The request layer answers every topic, in the request's order.
 	for i, t := range req.Topics {
-		if refused[i] != nil {
-			resp.Topics = append(resp.Topics, *refused[i])
-			continue
-		}
 		rt := kmsg.NewCreateTopicsResponseTopic()
 		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = t.Topic, -1, -1
-		if j < len(results) {
-			res := results[j]
+		if i < len(results) {
+			res := results[i]
 			rt.ErrorCode, rt.ErrorMessage = code(res.ErrorCode), errMsg(res.ErrorMessage)
 			if res.ErrorCode == pb.ErrorCode_NONE {
 				rt.TopicID = topicID(res.TopicId)
@@ -104,7 +93,6 @@ func handleCreateTopics(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Resp
 		} else {
 			rt.ErrorCode = code(pb.ErrorCode_UNKNOWN_SERVER_ERROR)
 		}
-		j++
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp, nil
@@ -118,8 +106,9 @@ func handleDeleteTopics(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Resp
 	type ask struct {
 		name string
 		id   [16]byte
-		ok   bool // name known
-		byID bool // the name was found by the id: deleted only while it has it
+		ok   bool   // name known
+		byID bool   // the name was found by the id: deleted only while it has it
+		bad  string // refused here: INVALID_REQUEST with this message
 	}
 	var asks []ask
 	if req.Version < 6 {
@@ -128,9 +117,23 @@ func handleDeleteTopics(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Resp
 		}
 	} else {
 		var byID map[[16]byte]string
+		ids := map[[16]byte]int{}
 		for _, t := range req.Topics {
-			if t.Topic != nil {
-				asks = append(asks, ask{name: *t.Topic, id: t.TopicID, ok: true})
+			if t.Topic == nil && t.TopicID != [16]byte{} {
+				ids[t.TopicID]++
+			}
+		}
+		for _, t := range req.Topics {
+			switch {
+			case t.Topic != nil && t.TopicID != [16]byte{}:
+				// As Kafka's controller answers them.
+				asks = append(asks, ask{name: *t.Topic, id: t.TopicID, bad: "You may not specify both topic name and topic id."})
+				continue
+			case t.Topic != nil:
+				asks = append(asks, ask{name: *t.Topic, ok: true})
+				continue
+			case ids[t.TopicID] > 1:
+				asks = append(asks, ask{id: t.TopicID, bad: "Duplicate topic id."})
 				continue
 			}
 			if byID == nil {
@@ -175,6 +178,15 @@ func handleDeleteTopics(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Resp
 	for _, a := range asks {
 		rt := kmsg.NewDeleteTopicsResponseTopic()
 		rt.TopicID = a.id
+		if a.bad != "" {
+			if a.name != "" {
+				name := a.name
+				rt.Topic = &name
+			}
+			rt.ErrorCode, rt.ErrorMessage = code(pb.ErrorCode_INVALID_REQUEST), errMsg(a.bad)
+			resp.Topics = append(resp.Topics, rt)
+			continue
+		}
 		if !a.ok {
 			rt.ErrorCode = code(pb.ErrorCode_UNKNOWN_TOPIC_ID)
 			rt.ErrorMessage = errMsg(fmt.Sprintf("no topic has id %s", base64.RawURLEncoding.EncodeToString(a.id[:])))
@@ -243,7 +255,7 @@ func configSource(src string) kmsg.ConfigSource {
 func handleDescribeConfigs(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response, error) {
 	req := r.(*kmsg.DescribeConfigsRequest)
 	resp := kmsg.NewPtrDescribeConfigsResponse()
-	preq := &pb.DescribeConfigsRequest{}
+	preq := &pb.DescribeConfigsRequest{IncludeDocumentation: req.IncludeDocumentation && req.Version >= 3}
 	for _, res := range req.Resources {
 		preq.Resources = append(preq.Resources, &pb.ConfigResource{Type: resourceName(res.ResourceType), Name: res.ResourceName})
 	}
@@ -277,6 +289,11 @@ func handleDescribeConfigs(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.R
 				rc.ReadOnly, rc.IsSensitive = e.ReadOnly, e.IsSensitive
 				if req.IncludeSynonyms && req.Version >= 1 {
 					rc.ConfigSynonyms = configSynonyms(e, &v, rc.Source)
+				}
+				rc.ConfigType = configType(e.ConfigType)
+				if preq.IncludeDocumentation && e.Documentation != "" {
+					doc := e.Documentation
+					rc.Documentation = &doc
 				}
 				rr.Configs = append(rr.Configs, rc)
 			}

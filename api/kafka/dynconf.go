@@ -3,6 +3,7 @@ package kafka
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strand-io/strand/internal/config"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -23,4 +24,29 @@ func configSynonyms(e *pb.ConfigEntry, v *string, src kmsg.ConfigSource) []kmsg.
 		out = append(out, syn)
 	}
 	return out
+}
+
+// configType is a described config's type on Kafka's wire (v3+).
+func configType(t string) kmsg.ConfigType {
+	switch t {
+	case config.TypeBoolean:
+		return kmsg.ConfigTypeBoolean
+	case config.TypeString:
+		return kmsg.ConfigTypeString
+	case config.TypeInt:
+		return kmsg.ConfigTypeInt
+	case config.TypeShort:
+		return kmsg.ConfigTypeShort
+	case config.TypeLong:
+		return kmsg.ConfigTypeLong
+	case config.TypeDouble:
+		return kmsg.ConfigTypeDouble
+	case config.TypeList:
+		return kmsg.ConfigTypeList
+	case config.TypeClass:
+		return kmsg.ConfigTypeClass
+	case config.TypePassword:
+		return kmsg.ConfigTypePassword
+	}
+	return kmsg.ConfigTypeUnknown
 }

@@ -183,3 +183,37 @@ func TestQuotaAndDebugSettings(t *testing.T) {
 		t.Fatal("a negative cap accepted")
 	}
 }
+
+// The internal topics' settings have Kafka's names and defaults, reach the
+// node's configuration of the topics the cluster creates, and refuse what
+// Kafka's ConfigDef refuses.
+func TestInternalTopicSettings(t *testing.T) {
+	cfg := node.DefaultConfig(1, t.TempDir())
+	if o, x := cfg.OffsetsTopic, cfg.TxnTopic; o.Partitions != 50 || o.ReplicationFactor != 3 || o.SegmentBytes != 104857600 ||
+		x.Partitions != 50 || x.ReplicationFactor != 3 || x.MinISR != 2 || x.SegmentBytes != 104857600 {
+		t.Fatalf("defaults %+v and %+v, want Kafka's (50 partitions, replication factor 3, min ISR 2, 100 MiB segments)", o, x)
+	}
+	body := "offsets.topic.num.partitions: 7\noffsets.topic.replication.factor: 2\noffsets.topic.segment.bytes: 1048576\n" +
+		"transaction.state.log.num.partitions: 5\ntransaction.state.log.replication.factor: 4\n" +
+		"transaction.state.log.min.isr: 3\ntransaction.state.log.segment.bytes: 2097152\n"
+	if err := applyConfigFile(&cfg, configFile(t, body), slog.Default()); err != nil {
+		t.Fatal(err)
+	}
+	if o, x := cfg.OffsetsTopic, cfg.TxnTopic; o.Partitions != 7 || o.ReplicationFactor != 2 || o.SegmentBytes != 1048576 ||
+		x.Partitions != 5 || x.ReplicationFactor != 4 || x.MinISR != 3 || x.SegmentBytes != 2097152 {
+		t.Fatalf("settings not applied: %+v, %+v", o, x)
+	}
+	for _, line := range []string{
+		"offsets.topic.num.partitions: 0",
+		"offsets.topic.replication.factor: 0",
+		"offsets.topic.replication.factor: 32768",
+		"transaction.state.log.num.partitions: -1",
+		"transaction.state.log.min.isr: 0",
+		"transaction.state.log.segment.bytes: 2147483648",
+	} {
+		cfg := node.DefaultConfig(1, t.TempDir())
+		if err := applyConfigFile(&cfg, configFile(t, line+"\n"), slog.Default()); err == nil {
+			t.Errorf("%q accepted, want refused", line)
+		}
+	}
+}

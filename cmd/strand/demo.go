@@ -127,7 +127,12 @@ func demoCmd() *cobra.Command {
 			if err := fetchAndPrint(ctx, adm, boot, tp, false); err != nil {
 				return err
 			}
-			txnPart := coordinator.PartitionFor(txnID, 50)
+			// The id's partition of __transaction_state as it exists.
+			md, merr := adm.Metadata(ctx, true, "__transaction_state")
+			if merr != nil || len(md.Topics) != 1 || len(md.Topics[0].Partitions) == 0 {
+				return fmt.Errorf("reading __transaction_state's partitions: %v", merr)
+			}
+			txnPart := coordinator.PartitionFor(txnID, int32(len(md.Topics[0].Partitions)))
 			fmt.Printf("== __transaction_state-%d records of %q (dump-log --transaction-log-decoder):\n", txnPart, txnID)
 			return fetchAndPrint(ctx, adm, boot, client.TopicPartition{Topic: "__transaction_state", Partition: txnPart}, true)
 		},

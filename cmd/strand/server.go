@@ -315,12 +315,21 @@ var serverSettings = map[string]func(cfg *node.Config, v string) error{
 	"fetch.max.bytes": bounded(0, math.MaxInt32, intSetting(func(c *node.Config, n int64) {
 		c.ReplicationConfig.ConsumerFetchMaxBytes = int(min(max(n, 1024), 1<<30))
 	})),
-	"max.incremental.fetch.session.cache.slots":                   bounded(0, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.ReplicationConfig.FetchSessionSlots = int(n) })),
-	"connections.max.idle.ms":                                     bounded(1, math.MaxInt64, msSetting(func(c *node.Config, d time.Duration) { c.ConnectionsMaxIdle = d })),
-	"max.connections":                                             bounded(0, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.MaxConnections = int(n) })),
-	"max.connections.per.ip":                                      bounded(0, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.MaxConnectionsPerIP = int(n) })),
-	"max.connections.per.ip.overrides":                            perIPOverrides,
-	"transaction.max.timeout.ms":                                  bounded(1, math.MaxInt32, msSetting(func(c *node.Config, d time.Duration) { c.TxnConfig.MaxTimeout = d })),
+	"max.incremental.fetch.session.cache.slots": bounded(0, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.ReplicationConfig.FetchSessionSlots = int(n) })),
+	"connections.max.idle.ms":                   bounded(1, math.MaxInt64, msSetting(func(c *node.Config, d time.Duration) { c.ConnectionsMaxIdle = d })),
+	"max.connections":                           bounded(0, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.MaxConnections = int(n) })),
+	"max.connections.per.ip":                    bounded(0, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.MaxConnectionsPerIP = int(n) })),
+	"max.connections.per.ip.overrides":          perIPOverrides,
+	"transaction.max.timeout.ms":                bounded(1, math.MaxInt32, msSetting(func(c *node.Config, d time.Duration) { c.TxnConfig.MaxTimeout = d })),
+	// The internal topics, as the cluster creates them (in dev mode the
+	// replication factors and min ISR are 1 whatever these say).
+	"offsets.topic.num.partitions":                                bounded(1, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.OffsetsTopic.Partitions = int32(n) })),
+	"offsets.topic.replication.factor":                            bounded(1, math.MaxInt16, intSetting(func(c *node.Config, n int64) { c.OffsetsTopic.ReplicationFactor = int32(n) })),
+	"offsets.topic.segment.bytes":                                 bounded(14, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.OffsetsTopic.SegmentBytes = n })),
+	"transaction.state.log.num.partitions":                        bounded(1, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.TxnTopic.Partitions = int32(n) })),
+	"transaction.state.log.replication.factor":                    bounded(1, math.MaxInt16, intSetting(func(c *node.Config, n int64) { c.TxnTopic.ReplicationFactor = int32(n) })),
+	"transaction.state.log.min.isr":                               bounded(1, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.TxnTopic.MinISR = int(n) })),
+	"transaction.state.log.segment.bytes":                         bounded(14, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.TxnTopic.SegmentBytes = n })),
 	"transactional.id.expiration.ms":                              bounded(1, math.MaxInt32, msSetting(func(c *node.Config, d time.Duration) { c.TxnConfig.IDExpiration = d })),
 	"transaction.abort.timed.out.transaction.cleanup.interval.ms": bounded(1, math.MaxInt32, msSetting(func(c *node.Config, d time.Duration) { c.TxnConfig.AbortTimedOutInterval = d })),
 	// Authorization (issue 22).

@@ -26,6 +26,7 @@ import (
 	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/coordinator"
 	"github.com/strand-io/strand/errs"
+	"github.com/strand-io/strand/metadata"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
 	"github.com/strand-io/strand/replication"
@@ -348,9 +349,15 @@ func (c *Coordinator) OnTxnMarker(partition int32, pid int64, committed bool) {
 	s.settle(pid, committed)
 }
 
-// partitionOf is the __consumer_offsets partition of a group.
+// partitionOf is the __consumer_offsets partition of a group: by the
+// topic's partition count in this broker's metadata, as the locator maps
+// it, never by the configured count alone.
 func (c *Coordinator) partitionOf(groupID string) int32 {
-	return coordinator.PartitionFor(groupID, c.cfg.Topic.Partitions)
+	var img *metadata.Image
+	if c.repl != nil {
+		img = c.repl.Image()
+	}
+	return c.cfg.Topic.PartitionOf(img, groupID)
 }
 
 // lockShard returns the group's shard, locked and serving, or the error

@@ -13,6 +13,7 @@ import (
 	"github.com/strand-io/strand/coordinator"
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/wire"
+	"github.com/strand-io/strand/metadata"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
 	"github.com/strand-io/strand/replication"
@@ -260,7 +261,13 @@ func readLog(l *storage.Log, fn func(key, value []byte)) error {
 
 // ownerLocked returns the loaded partition that coordinates id.
 func (c *Coordinator) ownerLocked(id string) (*owned, error) {
-	part := coordinator.PartitionFor(id, c.cfg.Topic.Partitions)
+	// By the topic's partition count in this broker's metadata, as the
+	// locator maps it.
+	var img *metadata.Image
+	if c.repl != nil {
+		img = c.repl.Image()
+	}
+	part := c.cfg.Topic.PartitionOf(img, id)
 	o := c.parts[part]
 	if o == nil {
 		return nil, errs.New(pb.ErrorCode_NOT_COORDINATOR, "broker %d is not the coordinator of %q (%s-%d)", c.cfg.NodeID, id, c.cfg.Topic.Name, part)

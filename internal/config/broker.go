@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Dynamic broker configs (issue 21): the broker configs that
@@ -24,6 +25,9 @@ const (
 	FollowerThrottledRate = "follower.replication.throttled.rate"
 	// CleanerIOMaxBytesPerSecond is log.cleaner.io.max.bytes.per.second.
 	CleanerIOMaxBytesPerSecond = "log.cleaner.io.max.bytes.per.second"
+	// CleanerBackoffMs is log.cleaner.backoff.ms: how long an idle
+	// cleaner thread sleeps before it looks for a dirty log again.
+	CleanerBackoffMs = "log.cleaner.backoff.ms"
 )
 
 // Replication throttle topic configs (issue 21): "partition:broker,…" or
@@ -67,12 +71,11 @@ var BrokerReadOnly = map[string]bool{
 	"log.cleaner.enable":             true,
 	"log.cleaner.threads":            true,
 	"log.cleaner.dedupe.buffer.size": true,
-	"log.cleaner.backoff.ms":         true,
 }
 
 // DynamicBrokerKeys lists the broker configs that can be altered, sorted.
 func DynamicBrokerKeys() []string {
-	out := []string{LeaderThrottledRate, FollowerThrottledRate, CleanerIOMaxBytesPerSecond}
+	out := []string{LeaderThrottledRate, FollowerThrottledRate, CleanerIOMaxBytesPerSecond, CleanerBackoffMs}
 	for k := range BrokerLogSynonyms {
 		out = append(out, k)
 	}
@@ -103,6 +106,18 @@ func ValidateBroker(key, value string) error {
 		}
 		if v < 0 {
 			return fmt.Errorf("invalid value %d for configuration %s: value must be at least 0", v, key)
+		}
+		return nil
+	case CleanerBackoffMs:
+		v, err := strconv.ParseInt(value, 10, 64)
+		if err != nil {
+			return fmt.Errorf("invalid value %q for configuration %s: not a number of type LONG", value, key)
+		}
+		if v < 0 {
+			return fmt.Errorf("invalid value %d for configuration %s: value must be at least 0", v, key)
+		}
+		if v > math.MaxInt64/int64(time.Millisecond) {
+			return fmt.Errorf("invalid value %d for configuration %s: at most %d milliseconds", v, key, math.MaxInt64/int64(time.Millisecond))
 		}
 		return nil
 	case CleanerIOMaxBytesPerSecond:

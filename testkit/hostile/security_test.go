@@ -268,6 +268,13 @@ func grpcRefusals(t testing.TB, cc grpc.ClientConnInterface, topic string) []grp
 		{"AlterPartitionReassignments", clusterDenied, func(ctx context.Context) (any, error) {
 			return ad.AlterPartitionReassignments(ctx, &pb.AlterPartitionReassignmentsRequest{TimeoutMs: 5000})
 		}},
+		{"DescribeLogDirs", clusterDenied, func(ctx context.Context) (any, error) {
+			return ad.DescribeLogDirs(ctx, &pb.DescribeLogDirsRequest{All: true})
+		}},
+		{"UpdateFeatures", clusterDenied, func(ctx context.Context) (any, error) {
+			return ad.UpdateFeatures(ctx, &pb.UpdateFeaturesRequest{ValidateOnly: true,
+				Updates: []*pb.FeatureUpdate{{Feature: "transaction.version", MaxVersionLevel: 2, UpgradeType: 1}}})
+		}},
 	}
 }
 

@@ -455,6 +455,17 @@ func Refusals(n Names) []Case {
 			r.BrokerID = 99
 			return r
 		}},
+		{"DescribeLogDirs", ClusterDenied, func() kmsg.Request {
+			return kmsg.NewPtrDescribeLogDirsRequest() // null topics: every partition
+		}},
+		{"UpdateFeatures", ClusterDenied, func() kmsg.Request {
+			r := kmsg.NewPtrUpdateFeaturesRequest()
+			u := kmsg.NewUpdateFeaturesRequestFeatureUpdate()
+			u.Feature, u.MaxVersionLevel, u.UpgradeType = "transaction.version", 2, 1
+			r.FeatureUpdates = append(r.FeatureUpdates, u)
+			r.ValidateOnly = true
+			return r
+		}},
 	}...)
 }
 

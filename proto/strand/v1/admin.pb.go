@@ -22,12 +22,16 @@ const (
 )
 
 type CreateTopicsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topics        []*CreatableTopic      `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
-	TimeoutMs     int32                  `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	ValidateOnly  bool                   `protobuf:"varint,3,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Topics       []*CreatableTopic      `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	TimeoutMs    int32                  `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	ValidateOnly bool                   `protobuf:"varint,3,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	// Set only by a broker creating the internal topics for its
+	// coordinators, on the Controller service: the one way to create them.
+	// The request layer clears it from clients' requests.
+	InternalTopics bool `protobuf:"varint,4,opt,name=internal_topics,json=internalTopics,proto3" json:"internal_topics,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *CreateTopicsRequest) Reset() {
@@ -81,6 +85,13 @@ func (x *CreateTopicsRequest) GetValidateOnly() bool {
 	return false
 }
 
+func (x *CreateTopicsRequest) GetInternalTopics() bool {
+	if x != nil {
+		return x.InternalTopics
+	}
+	return false
+}
+
 type CreatableTopic struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -89,8 +100,11 @@ type CreatableTopic struct {
 	// -1: the broker default (default.replication.factor).
 	ReplicationFactor int32             `protobuf:"varint,3,opt,name=replication_factor,json=replicationFactor,proto3" json:"replication_factor,omitempty"`
 	Configs           map[string]string `protobuf:"bytes,4,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The replicas of each partition, chosen by the client (then
+	// num_partitions and replication_factor are -1).
+	Assignments   []*CreatableReplicaAssignment `protobuf:"bytes,5,rep,name=assignments,proto3" json:"assignments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreatableTopic) Reset() {
@@ -151,6 +165,65 @@ func (x *CreatableTopic) GetConfigs() map[string]string {
 	return nil
 }
 
+func (x *CreatableTopic) GetAssignments() []*CreatableReplicaAssignment {
+	if x != nil {
+		return x.Assignments
+	}
+	return nil
+}
+
+type CreatableReplicaAssignment struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	PartitionIndex int32                  `protobuf:"varint,1,opt,name=partition_index,json=partitionIndex,proto3" json:"partition_index,omitempty"`
+	BrokerIds      []int32                `protobuf:"varint,2,rep,packed,name=broker_ids,json=brokerIds,proto3" json:"broker_ids,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *CreatableReplicaAssignment) Reset() {
+	*x = CreatableReplicaAssignment{}
+	mi := &file_strand_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatableReplicaAssignment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatableReplicaAssignment) ProtoMessage() {}
+
+func (x *CreatableReplicaAssignment) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatableReplicaAssignment.ProtoReflect.Descriptor instead.
+func (*CreatableReplicaAssignment) Descriptor() ([]byte, []int) {
+	return file_strand_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *CreatableReplicaAssignment) GetPartitionIndex() int32 {
+	if x != nil {
+		return x.PartitionIndex
+	}
+	return 0
+}
+
+func (x *CreatableReplicaAssignment) GetBrokerIds() []int32 {
+	if x != nil {
+		return x.BrokerIds
+	}
+	return nil
+}
+
 type CreateTopicsResponse struct {
 	state         protoimpl.MessageState  `protogen:"open.v1"`
 	Topics        []*CreatableTopicResult `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
@@ -160,7 +233,7 @@ type CreateTopicsResponse struct {
 
 func (x *CreateTopicsResponse) Reset() {
 	*x = CreateTopicsResponse{}
-	mi := &file_strand_v1_admin_proto_msgTypes[2]
+	mi := &file_strand_v1_admin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -172,7 +245,7 @@ func (x *CreateTopicsResponse) String() string {
 func (*CreateTopicsResponse) ProtoMessage() {}
 
 func (x *CreateTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_admin_proto_msgTypes[2]
+	mi := &file_strand_v1_admin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -185,7 +258,7 @@ func (x *CreateTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicsResponse.ProtoReflect.Descriptor instead.
 func (*CreateTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_strand_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_strand_v1_admin_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CreateTopicsResponse) GetTopics() []*CreatableTopicResult {
@@ -209,7 +282,7 @@ type CreatableTopicResult struct {
 
 func (x *CreatableTopicResult) Reset() {
 	*x = CreatableTopicResult{}
-	mi := &file_strand_v1_admin_proto_msgTypes[3]
+	mi := &file_strand_v1_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -221,7 +294,7 @@ func (x *CreatableTopicResult) String() string {
 func (*CreatableTopicResult) ProtoMessage() {}
 
 func (x *CreatableTopicResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_admin_proto_msgTypes[3]
+	mi := &file_strand_v1_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -234,7 +307,7 @@ func (x *CreatableTopicResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatableTopicResult.ProtoReflect.Descriptor instead.
 func (*CreatableTopicResult) Descriptor() ([]byte, []int) {
-	return file_strand_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_strand_v1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CreatableTopicResult) GetName() string {
@@ -294,7 +367,7 @@ type DeleteTopicsRequest struct {
 
 func (x *DeleteTopicsRequest) Reset() {
 	*x = DeleteTopicsRequest{}
-	mi := &file_strand_v1_admin_proto_msgTypes[4]
+	mi := &file_strand_v1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -306,7 +379,7 @@ func (x *DeleteTopicsRequest) String() string {
 func (*DeleteTopicsRequest) ProtoMessage() {}
 
 func (x *DeleteTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_admin_proto_msgTypes[4]
+	mi := &file_strand_v1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -319,7 +392,7 @@ func (x *DeleteTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_strand_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_strand_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DeleteTopicsRequest) GetNames() []string {
@@ -352,7 +425,7 @@ type DeleteTopicsResponse struct {
 
 func (x *DeleteTopicsResponse) Reset() {
 	*x = DeleteTopicsResponse{}
-	mi := &file_strand_v1_admin_proto_msgTypes[5]
+	mi := &file_strand_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -364,7 +437,7 @@ func (x *DeleteTopicsResponse) String() string {
 func (*DeleteTopicsResponse) ProtoMessage() {}
 
 func (x *DeleteTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_admin_proto_msgTypes[5]
+	mi := &file_strand_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -377,7 +450,7 @@ func (x *DeleteTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_strand_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_strand_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DeleteTopicsResponse) GetTopics() []*DeletableTopicResult {
@@ -398,7 +471,7 @@ type DeletableTopicResult struct {
 
 func (x *DeletableTopicResult) Reset() {
 	*x = DeletableTopicResult{}
-	mi := &file_strand_v1_admin_proto_msgTypes[6]
+	mi := &file_strand_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -410,7 +483,7 @@ func (x *DeletableTopicResult) String() string {
 func (*DeletableTopicResult) ProtoMessage() {}
 
 func (x *DeletableTopicResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_admin_proto_msgTypes[6]
+	mi := &file_strand_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -423,7 +496,7 @@ func (x *DeletableTopicResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletableTopicResult.ProtoReflect.Descriptor instead.
 func (*DeletableTopicResult) Descriptor() ([]byte, []int) {
-	return file_strand_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_strand_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DeletableTopicResult) GetName() string {
@@ -455,7 +528,7 @@ type DescribeClusterRequest struct {
 
 func (x *DescribeClusterRequest) Reset() {
 	*x = DescribeClusterRequest{}
-	mi := &file_strand_v1_admin_proto_msgTypes[7]
+	mi := &file_strand_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -467,7 +540,7 @@ func (x *DescribeClusterRequest) String() string {
 func (*DescribeClusterRequest) ProtoMessage() {}
 
 func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_admin_proto_msgTypes[7]
+	mi := &file_strand_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -480,7 +553,7 @@ func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterRequest.ProtoReflect.Descriptor instead.
 func (*DescribeClusterRequest) Descriptor() ([]byte, []int) {
-	return file_strand_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_strand_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 type DescribeClusterResponse struct {
@@ -498,7 +571,7 @@ type DescribeClusterResponse struct {
 
 func (x *DescribeClusterResponse) Reset() {
 	*x = DescribeClusterResponse{}
-	mi := &file_strand_v1_admin_proto_msgTypes[8]
+	mi := &file_strand_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -510,7 +583,7 @@ func (x *DescribeClusterResponse) String() string {
 func (*DescribeClusterResponse) ProtoMessage() {}
 
 func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_admin_proto_msgTypes[8]
+	mi := &file_strand_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -523,7 +596,7 @@ func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterResponse.ProtoReflect.Descriptor instead.
 func (*DescribeClusterResponse) Descriptor() ([]byte, []int) {
-	return file_strand_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_strand_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DescribeClusterResponse) GetErrorCode() ErrorCode {
@@ -590,7 +663,7 @@ type ControllerInfo struct {
 
 func (x *ControllerInfo) Reset() {
 	*x = ControllerInfo{}
-	mi := &file_strand_v1_admin_proto_msgTypes[9]
+	mi := &file_strand_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -602,7 +675,7 @@ func (x *ControllerInfo) String() string {
 func (*ControllerInfo) ProtoMessage() {}
 
 func (x *ControllerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_admin_proto_msgTypes[9]
+	mi := &file_strand_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -615,7 +688,7 @@ func (x *ControllerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControllerInfo.ProtoReflect.Descriptor instead.
 func (*ControllerInfo) Descriptor() ([]byte, []int) {
-	return file_strand_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_strand_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ControllerInfo) GetNodeId() int32 {
@@ -654,15 +727,17 @@ func (x *ControllerInfo) GetLastAppliedOffset() int64 {
 }
 
 type DescribeConfigsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Resources     []*ConfigResource      `protobuf:"bytes,1,rep,name=resources,proto3" json:"resources,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Resources []*ConfigResource      `protobuf:"bytes,1,rep,name=resources,proto3" json:"resources,omitempty"`
+	// Fill each entry's documentation (KIP-569).
+	IncludeDocumentation bool `protobuf:"varint,2,opt,name=include_documentation,json=includeDocumentation,proto3" json:"include_documentation,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *DescribeConfigsRequest) Reset() {
 	*x = DescribeConfigsRequest{}
-	mi := &file_strand_v1_admin_proto_msgTypes[10]
+	mi := &file_strand_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -674,7 +749,7 @@ func (x *DescribeConfigsRequest) String() string {
 func (*DescribeConfigsRequest) ProtoMessage() {}
 
 func (x *DescribeConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_admin_proto_msgTypes[10]
+	mi := &file_strand_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -687,7 +762,7 @@ func (x *DescribeConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeConfigsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_strand_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_strand_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DescribeConfigsRequest) GetResources() []*ConfigResource {
@@ -695,6 +770,13 @@ func (x *DescribeConfigsRequest) GetResources() []*ConfigResource {
 		return x.Resources
 	}
 	return nil
+}
+
+func (x *DescribeConfigsRequest) GetIncludeDocumentation() bool {
+	if x != nil {
+		return x.IncludeDocumentation
+	}
+	return false
 }
 
 type ConfigResource struct {
@@ -708,7 +790,7 @@ type ConfigResource struct {
 
 func (x *ConfigResource) Reset() {
 	*x = ConfigResource{}
-	mi := &file_strand_v1_admin_proto_msgTypes[11]
+	mi := &file_strand_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -720,7 +802,7 @@ func (x *ConfigResource) String() string {
 func (*ConfigResource) ProtoMessage() {}
 
 func (x *ConfigResource) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_admin_proto_msgTypes[11]
+	mi := &file_strand_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -733,7 +815,7 @@ func (x *ConfigResource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigResource.ProtoReflect.Descriptor instead.
 func (*ConfigResource) Descriptor() ([]byte, []int) {
-	return file_strand_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_strand_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ConfigResource) GetType() string {
@@ -759,7 +841,7 @@ type DescribeConfigsResponse struct {
 
 func (x *DescribeConfigsResponse) Reset() {
 	*x = DescribeConfigsResponse{}
-	mi := &file_strand_v1_admin_proto_msgTypes[12]
+	mi := &file_strand_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -771,7 +853,7 @@ func (x *DescribeConfigsResponse) String() string {
 func (*DescribeConfigsResponse) ProtoMessage() {}
 
 func (x *DescribeConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_admin_proto_msgTypes[12]
+	mi := &file_strand_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -784,7 +866,7 @@ func (x *DescribeConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeConfigsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_strand_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_strand_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DescribeConfigsResponse) GetResults() []*ConfigResourceResult {
@@ -807,7 +889,7 @@ type ConfigResourceResult struct {
 
 func (x *ConfigResourceResult) Reset() {
 	*x = ConfigResourceResult{}
-	mi := &file_strand_v1_admin_proto_msgTypes[13]
+	mi := &file_strand_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -819,7 +901,7 @@ func (x *ConfigResourceResult) String() string {
 func (*ConfigResourceResult) ProtoMessage() {}
 
 func (x *ConfigResourceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_admin_proto_msgTypes[13]
+	mi := &file_strand_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -832,7 +914,7 @@ func (x *ConfigResourceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigResourceResult.ProtoReflect.Descriptor instead.
 func (*ConfigResourceResult) Descriptor() ([]byte, []int) {
-	return file_strand_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_strand_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ConfigResourceResult) GetType() string {
@@ -881,14 +963,20 @@ type ConfigEntry struct {
 	ReadOnly    bool `protobuf:"varint,4,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
 	IsSensitive bool `protobuf:"varint,5,opt,name=is_sensitive,json=isSensitive,proto3" json:"is_sensitive,omitempty"`
 	// Every source that sets the config, the one in force first.
-	Synonyms      []*ConfigSynonym `protobuf:"bytes,6,rep,name=synonyms,proto3" json:"synonyms,omitempty"`
+	Synonyms []*ConfigSynonym `protobuf:"bytes,6,rep,name=synonyms,proto3" json:"synonyms,omitempty"`
+	// The value's type as Kafka's ConfigDef types it (KIP-569): "BOOLEAN",
+	// "STRING", "INT", "SHORT", "LONG", "DOUBLE", "LIST", "CLASS",
+	// "PASSWORD"; "" unknown.
+	ConfigType string `protobuf:"bytes,7,opt,name=config_type,json=configType,proto3" json:"config_type,omitempty"`
+	// One line on what the config does, when include_documentation asked.
+	Documentation string `protobuf:"bytes,8,opt,name=documentation,proto3" json:"documentation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConfigEntry) Reset() {
 	*x = ConfigEntry{}
-	mi := &file_strand_v1_admin_proto_msgTypes[14]
+	mi := &file_strand_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -900,7 +988,7 @@ func (x *ConfigEntry) String() string {
 func (*ConfigEntry) ProtoMessage() {}
 
 func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_admin_proto_msgTypes[14]
+	mi := &file_strand_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -913,7 +1001,7 @@ func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigEntry.ProtoReflect.Descriptor instead.
 func (*ConfigEntry) Descriptor() ([]byte, []int) {
-	return file_strand_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_strand_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ConfigEntry) GetName() string {
@@ -958,6 +1046,20 @@ func (x *ConfigEntry) GetSynonyms() []*ConfigSynonym {
 	return nil
 }
 
+func (x *ConfigEntry) GetConfigType() string {
+	if x != nil {
+		return x.ConfigType
+	}
+	return ""
+}
+
+func (x *ConfigEntry) GetDocumentation() string {
+	if x != nil {
+		return x.Documentation
+	}
+	return ""
+}
+
 type IncrementalAlterConfigsRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Resource *ConfigResource        `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
@@ -976,7 +1078,7 @@ type IncrementalAlterConfigsRequest struct {
 
 func (x *IncrementalAlterConfigsRequest) Reset() {
 	*x = IncrementalAlterConfigsRequest{}
-	mi := &file_strand_v1_admin_proto_msgTypes[15]
+	mi := &file_strand_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -988,7 +1090,7 @@ func (x *IncrementalAlterConfigsRequest) String() string {
 func (*IncrementalAlterConfigsRequest) ProtoMessage() {}
 
 func (x *IncrementalAlterConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_admin_proto_msgTypes[15]
+	mi := &file_strand_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1001,7 +1103,7 @@ func (x *IncrementalAlterConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IncrementalAlterConfigsRequest.ProtoReflect.Descriptor instead.
 func (*IncrementalAlterConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_strand_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_strand_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *IncrementalAlterConfigsRequest) GetResource() *ConfigResource {
@@ -1049,7 +1151,7 @@ type IncrementalAlterConfigsResponse struct {
 
 func (x *IncrementalAlterConfigsResponse) Reset() {
 	*x = IncrementalAlterConfigsResponse{}
-	mi := &file_strand_v1_admin_proto_msgTypes[16]
+	mi := &file_strand_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1061,7 +1163,7 @@ func (x *IncrementalAlterConfigsResponse) String() string {
 func (*IncrementalAlterConfigsResponse) ProtoMessage() {}
 
 func (x *IncrementalAlterConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_admin_proto_msgTypes[16]
+	mi := &file_strand_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1074,7 +1176,7 @@ func (x *IncrementalAlterConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IncrementalAlterConfigsResponse.ProtoReflect.Descriptor instead.
 func (*IncrementalAlterConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_strand_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_strand_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *IncrementalAlterConfigsResponse) GetErrorCode() ErrorCode {
@@ -1102,7 +1204,7 @@ type CreatePartitionsRequest struct {
 
 func (x *CreatePartitionsRequest) Reset() {
 	*x = CreatePartitionsRequest{}
-	mi := &file_strand_v1_admin_proto_msgTypes[17]
+	mi := &file_strand_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1114,7 +1216,7 @@ func (x *CreatePartitionsRequest) String() string {
 func (*CreatePartitionsRequest) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_admin_proto_msgTypes[17]
+	mi := &file_strand_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1127,7 +1229,7 @@ func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_strand_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_strand_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CreatePartitionsRequest) GetTopics() []*CreatePartitionsTopic {
@@ -1164,7 +1266,7 @@ type CreatePartitionsTopic struct {
 
 func (x *CreatePartitionsTopic) Reset() {
 	*x = CreatePartitionsTopic{}
-	mi := &file_strand_v1_admin_proto_msgTypes[18]
+	mi := &file_strand_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1176,7 +1278,7 @@ func (x *CreatePartitionsTopic) String() string {
 func (*CreatePartitionsTopic) ProtoMessage() {}
 
 func (x *CreatePartitionsTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_admin_proto_msgTypes[18]
+	mi := &file_strand_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1189,7 +1291,7 @@ func (x *CreatePartitionsTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsTopic.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsTopic) Descriptor() ([]byte, []int) {
-	return file_strand_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_strand_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CreatePartitionsTopic) GetName() string {
@@ -1222,7 +1324,7 @@ type ReplicaAssignment struct {
 
 func (x *ReplicaAssignment) Reset() {
 	*x = ReplicaAssignment{}
-	mi := &file_strand_v1_admin_proto_msgTypes[19]
+	mi := &file_strand_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1234,7 +1336,7 @@ func (x *ReplicaAssignment) String() string {
 func (*ReplicaAssignment) ProtoMessage() {}
 
 func (x *ReplicaAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_admin_proto_msgTypes[19]
+	mi := &file_strand_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1247,7 +1349,7 @@ func (x *ReplicaAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaAssignment.ProtoReflect.Descriptor instead.
 func (*ReplicaAssignment) Descriptor() ([]byte, []int) {
-	return file_strand_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_strand_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReplicaAssignment) GetBrokerIds() []int32 {
@@ -1266,7 +1368,7 @@ type CreatePartitionsResponse struct {
 
 func (x *CreatePartitionsResponse) Reset() {
 	*x = CreatePartitionsResponse{}
-	mi := &file_strand_v1_admin_proto_msgTypes[20]
+	mi := &file_strand_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1278,7 +1380,7 @@ func (x *CreatePartitionsResponse) String() string {
 func (*CreatePartitionsResponse) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_admin_proto_msgTypes[20]
+	mi := &file_strand_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1291,7 +1393,7 @@ func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsResponse.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_strand_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_strand_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CreatePartitionsResponse) GetTopics() []*CreatePartitionsResult {
@@ -1312,7 +1414,7 @@ type CreatePartitionsResult struct {
 
 func (x *CreatePartitionsResult) Reset() {
 	*x = CreatePartitionsResult{}
-	mi := &file_strand_v1_admin_proto_msgTypes[21]
+	mi := &file_strand_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1324,7 +1426,7 @@ func (x *CreatePartitionsResult) String() string {
 func (*CreatePartitionsResult) ProtoMessage() {}
 
 func (x *CreatePartitionsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_admin_proto_msgTypes[21]
+	mi := &file_strand_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1337,7 +1439,7 @@ func (x *CreatePartitionsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsResult.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsResult) Descriptor() ([]byte, []int) {
-	return file_strand_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_strand_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CreatePartitionsResult) GetName() string {
@@ -1365,20 +1467,26 @@ var File_strand_v1_admin_proto protoreflect.FileDescriptor
 
 const file_strand_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x15strand/v1/admin.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x16strand/v1/quotas.proto\x1a\x18strand/v1/metadata.proto\x1a\x17strand/v1/dynconf.proto\x1a\x18strand/v1/reassign.proto\x1a\x17strand/v1/members.proto\x1a\x17strand/v1/leaders.proto\x1a\x14strand/v1/acls.proto\x1a\x15strand/v1/scram.proto\"\x8c\x01\n" +
+	"\x15strand/v1/admin.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x16strand/v1/quotas.proto\x1a\x18strand/v1/metadata.proto\x1a\x17strand/v1/dynconf.proto\x1a\x18strand/v1/reassign.proto\x1a\x17strand/v1/members.proto\x1a\x17strand/v1/leaders.proto\x1a\x14strand/v1/acls.proto\x1a\x15strand/v1/scram.proto\x1a\x18strand/v1/features.proto\x1a\x17strand/v1/logdirs.proto\"\xb5\x01\n" +
 	"\x13CreateTopicsRequest\x121\n" +
 	"\x06topics\x18\x01 \x03(\v2\x19.strand.v1.CreatableTopicR\x06topics\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\x12#\n" +
-	"\rvalidate_only\x18\x03 \x01(\bR\fvalidateOnly\"\xf8\x01\n" +
+	"\rvalidate_only\x18\x03 \x01(\bR\fvalidateOnly\x12'\n" +
+	"\x0finternal_topics\x18\x04 \x01(\bR\x0einternalTopics\"\xc1\x02\n" +
 	"\x0eCreatableTopic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12%\n" +
 	"\x0enum_partitions\x18\x02 \x01(\x05R\rnumPartitions\x12-\n" +
 	"\x12replication_factor\x18\x03 \x01(\x05R\x11replicationFactor\x12@\n" +
-	"\aconfigs\x18\x04 \x03(\v2&.strand.v1.CreatableTopic.ConfigsEntryR\aconfigs\x1a:\n" +
+	"\aconfigs\x18\x04 \x03(\v2&.strand.v1.CreatableTopic.ConfigsEntryR\aconfigs\x12G\n" +
+	"\vassignments\x18\x05 \x03(\v2%.strand.v1.CreatableReplicaAssignmentR\vassignments\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"O\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"d\n" +
+	"\x1aCreatableReplicaAssignment\x12'\n" +
+	"\x0fpartition_index\x18\x01 \x01(\x05R\x0epartitionIndex\x12\x1d\n" +
+	"\n" +
+	"broker_ids\x18\x02 \x03(\x05R\tbrokerIds\"O\n" +
 	"\x14CreateTopicsResponse\x127\n" +
 	"\x06topics\x18\x01 \x03(\v2\x1f.strand.v1.CreatableTopicResultR\x06topics\"\xf5\x01\n" +
 	"\x14CreatableTopicResult\x12\x12\n" +
@@ -1420,9 +1528,10 @@ const file_strand_v1_admin_proto_rawDesc = "" +
 	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12\x16\n" +
 	"\x06active\x18\x03 \x01(\bR\x06active\x12\x14\n" +
 	"\x05voter\x18\x04 \x01(\bR\x05voter\x12.\n" +
-	"\x13last_applied_offset\x18\x05 \x01(\x03R\x11lastAppliedOffset\"Q\n" +
+	"\x13last_applied_offset\x18\x05 \x01(\x03R\x11lastAppliedOffset\"\x86\x01\n" +
 	"\x16DescribeConfigsRequest\x127\n" +
-	"\tresources\x18\x01 \x03(\v2\x19.strand.v1.ConfigResourceR\tresources\"8\n" +
+	"\tresources\x18\x01 \x03(\v2\x19.strand.v1.ConfigResourceR\tresources\x123\n" +
+	"\x15include_documentation\x18\x02 \x01(\bR\x14includeDocumentation\"8\n" +
 	"\x0eConfigResource\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"T\n" +
@@ -1434,14 +1543,17 @@ const file_strand_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\x03 \x01(\x0e2\x14.strand.v1.ErrorCodeR\terrorCode\x12#\n" +
 	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\x120\n" +
-	"\aentries\x18\x05 \x03(\v2\x16.strand.v1.ConfigEntryR\aentries\"\xc5\x01\n" +
+	"\aentries\x18\x05 \x03(\v2\x16.strand.v1.ConfigEntryR\aentries\"\x8c\x02\n" +
 	"\vConfigEntry\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12\x16\n" +
 	"\x06source\x18\x03 \x01(\tR\x06source\x12\x1b\n" +
 	"\tread_only\x18\x04 \x01(\bR\breadOnly\x12!\n" +
 	"\fis_sensitive\x18\x05 \x01(\bR\visSensitive\x124\n" +
-	"\bsynonyms\x18\x06 \x03(\v2\x18.strand.v1.ConfigSynonymR\bsynonyms\"\xac\x02\n" +
+	"\bsynonyms\x18\x06 \x03(\v2\x18.strand.v1.ConfigSynonymR\bsynonyms\x12\x1f\n" +
+	"\vconfig_type\x18\a \x01(\tR\n" +
+	"configType\x12$\n" +
+	"\rdocumentation\x18\b \x01(\tR\rdocumentation\"\xac\x02\n" +
 	"\x1eIncrementalAlterConfigsRequest\x125\n" +
 	"\bresource\x18\x01 \x01(\v2\x19.strand.v1.ConfigResourceR\bresource\x12D\n" +
 	"\x03set\x18\x02 \x03(\v22.strand.v1.IncrementalAlterConfigsRequest.SetEntryR\x03set\x12\x16\n" +
@@ -1473,7 +1585,7 @@ const file_strand_v1_admin_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
 	"\n" +
 	"error_code\x18\x02 \x01(\x0e2\x14.strand.v1.ErrorCodeR\terrorCode\x12#\n" +
-	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage2\x97\x10\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage2\xc8\x11\n" +
 	"\x05Admin\x12O\n" +
 	"\fCreateTopics\x12\x1e.strand.v1.CreateTopicsRequest\x1a\x1f.strand.v1.CreateTopicsResponse\x12O\n" +
 	"\fDeleteTopics\x12\x1e.strand.v1.DeleteTopicsRequest\x1a\x1f.strand.v1.DeleteTopicsResponse\x12X\n" +
@@ -1498,7 +1610,9 @@ const file_strand_v1_admin_proto_rawDesc = "" +
 	"\x1cDescribeUserScramCredentials\x12..strand.v1.DescribeUserScramCredentialsRequest\x1a/.strand.v1.DescribeUserScramCredentialsResponse\x12_\n" +
 	"\x10SaslAuthenticate\x12\".strand.v1.SaslAuthenticateRequest\x1a#.strand.v1.SaslAuthenticateResponse(\x010\x01\x12^\n" +
 	"\x11AlterClientQuotas\x12#.strand.v1.AlterClientQuotasRequest\x1a$.strand.v1.AlterClientQuotasResponse\x12g\n" +
-	"\x14DescribeClientQuotas\x12&.strand.v1.DescribeClientQuotasRequest\x1a'.strand.v1.DescribeClientQuotasResponseB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
+	"\x14DescribeClientQuotas\x12&.strand.v1.DescribeClientQuotasRequest\x1a'.strand.v1.DescribeClientQuotasResponse\x12X\n" +
+	"\x0fDescribeLogDirs\x12!.strand.v1.DescribeLogDirsRequest\x1a\".strand.v1.DescribeLogDirsResponse\x12U\n" +
+	"\x0eUpdateFeatures\x12 .strand.v1.UpdateFeaturesRequest\x1a!.strand.v1.UpdateFeaturesResponseB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
 
 var (
 	file_strand_v1_admin_proto_rawDescOnce sync.Once
@@ -1512,141 +1626,151 @@ func file_strand_v1_admin_proto_rawDescGZIP() []byte {
 	return file_strand_v1_admin_proto_rawDescData
 }
 
-var file_strand_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_strand_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_strand_v1_admin_proto_goTypes = []any{
 	(*CreateTopicsRequest)(nil),                  // 0: strand.v1.CreateTopicsRequest
 	(*CreatableTopic)(nil),                       // 1: strand.v1.CreatableTopic
-	(*CreateTopicsResponse)(nil),                 // 2: strand.v1.CreateTopicsResponse
-	(*CreatableTopicResult)(nil),                 // 3: strand.v1.CreatableTopicResult
-	(*DeleteTopicsRequest)(nil),                  // 4: strand.v1.DeleteTopicsRequest
-	(*DeleteTopicsResponse)(nil),                 // 5: strand.v1.DeleteTopicsResponse
-	(*DeletableTopicResult)(nil),                 // 6: strand.v1.DeletableTopicResult
-	(*DescribeClusterRequest)(nil),               // 7: strand.v1.DescribeClusterRequest
-	(*DescribeClusterResponse)(nil),              // 8: strand.v1.DescribeClusterResponse
-	(*ControllerInfo)(nil),                       // 9: strand.v1.ControllerInfo
-	(*DescribeConfigsRequest)(nil),               // 10: strand.v1.DescribeConfigsRequest
-	(*ConfigResource)(nil),                       // 11: strand.v1.ConfigResource
-	(*DescribeConfigsResponse)(nil),              // 12: strand.v1.DescribeConfigsResponse
-	(*ConfigResourceResult)(nil),                 // 13: strand.v1.ConfigResourceResult
-	(*ConfigEntry)(nil),                          // 14: strand.v1.ConfigEntry
-	(*IncrementalAlterConfigsRequest)(nil),       // 15: strand.v1.IncrementalAlterConfigsRequest
-	(*IncrementalAlterConfigsResponse)(nil),      // 16: strand.v1.IncrementalAlterConfigsResponse
-	(*CreatePartitionsRequest)(nil),              // 17: strand.v1.CreatePartitionsRequest
-	(*CreatePartitionsTopic)(nil),                // 18: strand.v1.CreatePartitionsTopic
-	(*ReplicaAssignment)(nil),                    // 19: strand.v1.ReplicaAssignment
-	(*CreatePartitionsResponse)(nil),             // 20: strand.v1.CreatePartitionsResponse
-	(*CreatePartitionsResult)(nil),               // 21: strand.v1.CreatePartitionsResult
-	nil,                                          // 22: strand.v1.CreatableTopic.ConfigsEntry
-	nil,                                          // 23: strand.v1.DeleteTopicsRequest.TopicIdsEntry
-	nil,                                          // 24: strand.v1.IncrementalAlterConfigsRequest.SetEntry
-	(ErrorCode)(0),                               // 25: strand.v1.ErrorCode
-	(*BrokerInfo)(nil),                           // 26: strand.v1.BrokerInfo
-	(*ConfigSynonym)(nil),                        // 27: strand.v1.ConfigSynonym
-	(*AlterPartitionReassignmentsRequest)(nil),   // 28: strand.v1.AlterPartitionReassignmentsRequest
-	(*ListPartitionReassignmentsRequest)(nil),    // 29: strand.v1.ListPartitionReassignmentsRequest
-	(*AddVoterRequest)(nil),                      // 30: strand.v1.AddVoterRequest
-	(*RemoveVoterRequest)(nil),                   // 31: strand.v1.RemoveVoterRequest
-	(*QuorumStatusRequest)(nil),                  // 32: strand.v1.QuorumStatusRequest
-	(*UnregisterBrokerRequest)(nil),              // 33: strand.v1.UnregisterBrokerRequest
-	(*ElectLeadersRequest)(nil),                  // 34: strand.v1.ElectLeadersRequest
-	(*DeleteRecordsRequest)(nil),                 // 35: strand.v1.DeleteRecordsRequest
-	(*CreateAclsRequest)(nil),                    // 36: strand.v1.CreateAclsRequest
-	(*DeleteAclsRequest)(nil),                    // 37: strand.v1.DeleteAclsRequest
-	(*DescribeAclsRequest)(nil),                  // 38: strand.v1.DescribeAclsRequest
-	(*AlterUserScramCredentialsRequest)(nil),     // 39: strand.v1.AlterUserScramCredentialsRequest
-	(*DescribeUserScramCredentialsRequest)(nil),  // 40: strand.v1.DescribeUserScramCredentialsRequest
-	(*SaslAuthenticateRequest)(nil),              // 41: strand.v1.SaslAuthenticateRequest
-	(*AlterClientQuotasRequest)(nil),             // 42: strand.v1.AlterClientQuotasRequest
-	(*DescribeClientQuotasRequest)(nil),          // 43: strand.v1.DescribeClientQuotasRequest
-	(*AlterPartitionReassignmentsResponse)(nil),  // 44: strand.v1.AlterPartitionReassignmentsResponse
-	(*ListPartitionReassignmentsResponse)(nil),   // 45: strand.v1.ListPartitionReassignmentsResponse
-	(*AddVoterResponse)(nil),                     // 46: strand.v1.AddVoterResponse
-	(*RemoveVoterResponse)(nil),                  // 47: strand.v1.RemoveVoterResponse
-	(*QuorumStatusResponse)(nil),                 // 48: strand.v1.QuorumStatusResponse
-	(*UnregisterBrokerResponse)(nil),             // 49: strand.v1.UnregisterBrokerResponse
-	(*ElectLeadersResponse)(nil),                 // 50: strand.v1.ElectLeadersResponse
-	(*DeleteRecordsResponse)(nil),                // 51: strand.v1.DeleteRecordsResponse
-	(*CreateAclsResponse)(nil),                   // 52: strand.v1.CreateAclsResponse
-	(*DeleteAclsResponse)(nil),                   // 53: strand.v1.DeleteAclsResponse
-	(*DescribeAclsResponse)(nil),                 // 54: strand.v1.DescribeAclsResponse
-	(*AlterUserScramCredentialsResponse)(nil),    // 55: strand.v1.AlterUserScramCredentialsResponse
-	(*DescribeUserScramCredentialsResponse)(nil), // 56: strand.v1.DescribeUserScramCredentialsResponse
-	(*SaslAuthenticateResponse)(nil),             // 57: strand.v1.SaslAuthenticateResponse
-	(*AlterClientQuotasResponse)(nil),            // 58: strand.v1.AlterClientQuotasResponse
-	(*DescribeClientQuotasResponse)(nil),         // 59: strand.v1.DescribeClientQuotasResponse
+	(*CreatableReplicaAssignment)(nil),           // 2: strand.v1.CreatableReplicaAssignment
+	(*CreateTopicsResponse)(nil),                 // 3: strand.v1.CreateTopicsResponse
+	(*CreatableTopicResult)(nil),                 // 4: strand.v1.CreatableTopicResult
+	(*DeleteTopicsRequest)(nil),                  // 5: strand.v1.DeleteTopicsRequest
+	(*DeleteTopicsResponse)(nil),                 // 6: strand.v1.DeleteTopicsResponse
+	(*DeletableTopicResult)(nil),                 // 7: strand.v1.DeletableTopicResult
+	(*DescribeClusterRequest)(nil),               // 8: strand.v1.DescribeClusterRequest
+	(*DescribeClusterResponse)(nil),              // 9: strand.v1.DescribeClusterResponse
+	(*ControllerInfo)(nil),                       // 10: strand.v1.ControllerInfo
+	(*DescribeConfigsRequest)(nil),               // 11: strand.v1.DescribeConfigsRequest
+	(*ConfigResource)(nil),                       // 12: strand.v1.ConfigResource
+	(*DescribeConfigsResponse)(nil),              // 13: strand.v1.DescribeConfigsResponse
+	(*ConfigResourceResult)(nil),                 // 14: strand.v1.ConfigResourceResult
+	(*ConfigEntry)(nil),                          // 15: strand.v1.ConfigEntry
+	(*IncrementalAlterConfigsRequest)(nil),       // 16: strand.v1.IncrementalAlterConfigsRequest
+	(*IncrementalAlterConfigsResponse)(nil),      // 17: strand.v1.IncrementalAlterConfigsResponse
+	(*CreatePartitionsRequest)(nil),              // 18: strand.v1.CreatePartitionsRequest
+	(*CreatePartitionsTopic)(nil),                // 19: strand.v1.CreatePartitionsTopic
+	(*ReplicaAssignment)(nil),                    // 20: strand.v1.ReplicaAssignment
+	(*CreatePartitionsResponse)(nil),             // 21: strand.v1.CreatePartitionsResponse
+	(*CreatePartitionsResult)(nil),               // 22: strand.v1.CreatePartitionsResult
+	nil,                                          // 23: strand.v1.CreatableTopic.ConfigsEntry
+	nil,                                          // 24: strand.v1.DeleteTopicsRequest.TopicIdsEntry
+	nil,                                          // 25: strand.v1.IncrementalAlterConfigsRequest.SetEntry
+	(ErrorCode)(0),                               // 26: strand.v1.ErrorCode
+	(*BrokerInfo)(nil),                           // 27: strand.v1.BrokerInfo
+	(*ConfigSynonym)(nil),                        // 28: strand.v1.ConfigSynonym
+	(*AlterPartitionReassignmentsRequest)(nil),   // 29: strand.v1.AlterPartitionReassignmentsRequest
+	(*ListPartitionReassignmentsRequest)(nil),    // 30: strand.v1.ListPartitionReassignmentsRequest
+	(*AddVoterRequest)(nil),                      // 31: strand.v1.AddVoterRequest
+	(*RemoveVoterRequest)(nil),                   // 32: strand.v1.RemoveVoterRequest
+	(*QuorumStatusRequest)(nil),                  // 33: strand.v1.QuorumStatusRequest
+	(*UnregisterBrokerRequest)(nil),              // 34: strand.v1.UnregisterBrokerRequest
+	(*ElectLeadersRequest)(nil),                  // 35: strand.v1.ElectLeadersRequest
+	(*DeleteRecordsRequest)(nil),                 // 36: strand.v1.DeleteRecordsRequest
+	(*CreateAclsRequest)(nil),                    // 37: strand.v1.CreateAclsRequest
+	(*DeleteAclsRequest)(nil),                    // 38: strand.v1.DeleteAclsRequest
+	(*DescribeAclsRequest)(nil),                  // 39: strand.v1.DescribeAclsRequest
+	(*AlterUserScramCredentialsRequest)(nil),     // 40: strand.v1.AlterUserScramCredentialsRequest
+	(*DescribeUserScramCredentialsRequest)(nil),  // 41: strand.v1.DescribeUserScramCredentialsRequest
+	(*SaslAuthenticateRequest)(nil),              // 42: strand.v1.SaslAuthenticateRequest
+	(*AlterClientQuotasRequest)(nil),             // 43: strand.v1.AlterClientQuotasRequest
+	(*DescribeClientQuotasRequest)(nil),          // 44: strand.v1.DescribeClientQuotasRequest
+	(*DescribeLogDirsRequest)(nil),               // 45: strand.v1.DescribeLogDirsRequest
+	(*UpdateFeaturesRequest)(nil),                // 46: strand.v1.UpdateFeaturesRequest
+	(*AlterPartitionReassignmentsResponse)(nil),  // 47: strand.v1.AlterPartitionReassignmentsResponse
+	(*ListPartitionReassignmentsResponse)(nil),   // 48: strand.v1.ListPartitionReassignmentsResponse
+	(*AddVoterResponse)(nil),                     // 49: strand.v1.AddVoterResponse
+	(*RemoveVoterResponse)(nil),                  // 50: strand.v1.RemoveVoterResponse
+	(*QuorumStatusResponse)(nil),                 // 51: strand.v1.QuorumStatusResponse
+	(*UnregisterBrokerResponse)(nil),             // 52: strand.v1.UnregisterBrokerResponse
+	(*ElectLeadersResponse)(nil),                 // 53: strand.v1.ElectLeadersResponse
+	(*DeleteRecordsResponse)(nil),                // 54: strand.v1.DeleteRecordsResponse
+	(*CreateAclsResponse)(nil),                   // 55: strand.v1.CreateAclsResponse
+	(*DeleteAclsResponse)(nil),                   // 56: strand.v1.DeleteAclsResponse
+	(*DescribeAclsResponse)(nil),                 // 57: strand.v1.DescribeAclsResponse
+	(*AlterUserScramCredentialsResponse)(nil),    // 58: strand.v1.AlterUserScramCredentialsResponse
+	(*DescribeUserScramCredentialsResponse)(nil), // 59: strand.v1.DescribeUserScramCredentialsResponse
+	(*SaslAuthenticateResponse)(nil),             // 60: strand.v1.SaslAuthenticateResponse
+	(*AlterClientQuotasResponse)(nil),            // 61: strand.v1.AlterClientQuotasResponse
+	(*DescribeClientQuotasResponse)(nil),         // 62: strand.v1.DescribeClientQuotasResponse
+	(*DescribeLogDirsResponse)(nil),              // 63: strand.v1.DescribeLogDirsResponse
+	(*UpdateFeaturesResponse)(nil),               // 64: strand.v1.UpdateFeaturesResponse
 }
 var file_strand_v1_admin_proto_depIdxs = []int32{
 	1,  // 0: strand.v1.CreateTopicsRequest.topics:type_name -> strand.v1.CreatableTopic
-	22, // 1: strand.v1.CreatableTopic.configs:type_name -> strand.v1.CreatableTopic.ConfigsEntry
-	3,  // 2: strand.v1.CreateTopicsResponse.topics:type_name -> strand.v1.CreatableTopicResult
-	25, // 3: strand.v1.CreatableTopicResult.error_code:type_name -> strand.v1.ErrorCode
-	23, // 4: strand.v1.DeleteTopicsRequest.topic_ids:type_name -> strand.v1.DeleteTopicsRequest.TopicIdsEntry
-	6,  // 5: strand.v1.DeleteTopicsResponse.topics:type_name -> strand.v1.DeletableTopicResult
-	25, // 6: strand.v1.DeletableTopicResult.error_code:type_name -> strand.v1.ErrorCode
-	25, // 7: strand.v1.DescribeClusterResponse.error_code:type_name -> strand.v1.ErrorCode
-	26, // 8: strand.v1.DescribeClusterResponse.brokers:type_name -> strand.v1.BrokerInfo
-	9,  // 9: strand.v1.DescribeClusterResponse.controllers:type_name -> strand.v1.ControllerInfo
-	11, // 10: strand.v1.DescribeConfigsRequest.resources:type_name -> strand.v1.ConfigResource
-	13, // 11: strand.v1.DescribeConfigsResponse.results:type_name -> strand.v1.ConfigResourceResult
-	25, // 12: strand.v1.ConfigResourceResult.error_code:type_name -> strand.v1.ErrorCode
-	14, // 13: strand.v1.ConfigResourceResult.entries:type_name -> strand.v1.ConfigEntry
-	27, // 14: strand.v1.ConfigEntry.synonyms:type_name -> strand.v1.ConfigSynonym
-	11, // 15: strand.v1.IncrementalAlterConfigsRequest.resource:type_name -> strand.v1.ConfigResource
-	24, // 16: strand.v1.IncrementalAlterConfigsRequest.set:type_name -> strand.v1.IncrementalAlterConfigsRequest.SetEntry
-	25, // 17: strand.v1.IncrementalAlterConfigsResponse.error_code:type_name -> strand.v1.ErrorCode
-	18, // 18: strand.v1.CreatePartitionsRequest.topics:type_name -> strand.v1.CreatePartitionsTopic
-	19, // 19: strand.v1.CreatePartitionsTopic.assignments:type_name -> strand.v1.ReplicaAssignment
-	21, // 20: strand.v1.CreatePartitionsResponse.topics:type_name -> strand.v1.CreatePartitionsResult
-	25, // 21: strand.v1.CreatePartitionsResult.error_code:type_name -> strand.v1.ErrorCode
-	0,  // 22: strand.v1.Admin.CreateTopics:input_type -> strand.v1.CreateTopicsRequest
-	4,  // 23: strand.v1.Admin.DeleteTopics:input_type -> strand.v1.DeleteTopicsRequest
-	7,  // 24: strand.v1.Admin.DescribeCluster:input_type -> strand.v1.DescribeClusterRequest
-	10, // 25: strand.v1.Admin.DescribeConfigs:input_type -> strand.v1.DescribeConfigsRequest
-	15, // 26: strand.v1.Admin.IncrementalAlterConfigs:input_type -> strand.v1.IncrementalAlterConfigsRequest
-	17, // 27: strand.v1.Admin.CreatePartitions:input_type -> strand.v1.CreatePartitionsRequest
-	28, // 28: strand.v1.Admin.AlterPartitionReassignments:input_type -> strand.v1.AlterPartitionReassignmentsRequest
-	29, // 29: strand.v1.Admin.ListPartitionReassignments:input_type -> strand.v1.ListPartitionReassignmentsRequest
-	30, // 30: strand.v1.Admin.AddVoter:input_type -> strand.v1.AddVoterRequest
-	31, // 31: strand.v1.Admin.RemoveVoter:input_type -> strand.v1.RemoveVoterRequest
-	32, // 32: strand.v1.Admin.DescribeQuorum:input_type -> strand.v1.QuorumStatusRequest
-	33, // 33: strand.v1.Admin.UnregisterBroker:input_type -> strand.v1.UnregisterBrokerRequest
-	34, // 34: strand.v1.Admin.ElectLeaders:input_type -> strand.v1.ElectLeadersRequest
-	35, // 35: strand.v1.Admin.DeleteRecords:input_type -> strand.v1.DeleteRecordsRequest
-	36, // 36: strand.v1.Admin.CreateAcls:input_type -> strand.v1.CreateAclsRequest
-	37, // 37: strand.v1.Admin.DeleteAcls:input_type -> strand.v1.DeleteAclsRequest
-	38, // 38: strand.v1.Admin.DescribeAcls:input_type -> strand.v1.DescribeAclsRequest
-	39, // 39: strand.v1.Admin.AlterUserScramCredentials:input_type -> strand.v1.AlterUserScramCredentialsRequest
-	40, // 40: strand.v1.Admin.DescribeUserScramCredentials:input_type -> strand.v1.DescribeUserScramCredentialsRequest
-	41, // 41: strand.v1.Admin.SaslAuthenticate:input_type -> strand.v1.SaslAuthenticateRequest
-	42, // 42: strand.v1.Admin.AlterClientQuotas:input_type -> strand.v1.AlterClientQuotasRequest
-	43, // 43: strand.v1.Admin.DescribeClientQuotas:input_type -> strand.v1.DescribeClientQuotasRequest
-	2,  // 44: strand.v1.Admin.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
-	5,  // 45: strand.v1.Admin.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
-	8,  // 46: strand.v1.Admin.DescribeCluster:output_type -> strand.v1.DescribeClusterResponse
-	12, // 47: strand.v1.Admin.DescribeConfigs:output_type -> strand.v1.DescribeConfigsResponse
-	16, // 48: strand.v1.Admin.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
-	20, // 49: strand.v1.Admin.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
-	44, // 50: strand.v1.Admin.AlterPartitionReassignments:output_type -> strand.v1.AlterPartitionReassignmentsResponse
-	45, // 51: strand.v1.Admin.ListPartitionReassignments:output_type -> strand.v1.ListPartitionReassignmentsResponse
-	46, // 52: strand.v1.Admin.AddVoter:output_type -> strand.v1.AddVoterResponse
-	47, // 53: strand.v1.Admin.RemoveVoter:output_type -> strand.v1.RemoveVoterResponse
-	48, // 54: strand.v1.Admin.DescribeQuorum:output_type -> strand.v1.QuorumStatusResponse
-	49, // 55: strand.v1.Admin.UnregisterBroker:output_type -> strand.v1.UnregisterBrokerResponse
-	50, // 56: strand.v1.Admin.ElectLeaders:output_type -> strand.v1.ElectLeadersResponse
-	51, // 57: strand.v1.Admin.DeleteRecords:output_type -> strand.v1.DeleteRecordsResponse
-	52, // 58: strand.v1.Admin.CreateAcls:output_type -> strand.v1.CreateAclsResponse
-	53, // 59: strand.v1.Admin.DeleteAcls:output_type -> strand.v1.DeleteAclsResponse
-	54, // 60: strand.v1.Admin.DescribeAcls:output_type -> strand.v1.DescribeAclsResponse
-	55, // 61: strand.v1.Admin.AlterUserScramCredentials:output_type -> strand.v1.AlterUserScramCredentialsResponse
-	56, // 62: strand.v1.Admin.DescribeUserScramCredentials:output_type -> strand.v1.DescribeUserScramCredentialsResponse
-	57, // 63: strand.v1.Admin.SaslAuthenticate:output_type -> strand.v1.SaslAuthenticateResponse
-	58, // 64: strand.v1.Admin.AlterClientQuotas:output_type -> strand.v1.AlterClientQuotasResponse
-	59, // 65: strand.v1.Admin.DescribeClientQuotas:output_type -> strand.v1.DescribeClientQuotasResponse
-	44, // [44:66] is the sub-list for method output_type
-	22, // [22:44] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	23, // 1: strand.v1.CreatableTopic.configs:type_name -> strand.v1.CreatableTopic.ConfigsEntry
+	2,  // 2: strand.v1.CreatableTopic.assignments:type_name -> strand.v1.CreatableReplicaAssignment
+	4,  // 3: strand.v1.CreateTopicsResponse.topics:type_name -> strand.v1.CreatableTopicResult
+	26, // 4: strand.v1.CreatableTopicResult.error_code:type_name -> strand.v1.ErrorCode
+	24, // 5: strand.v1.DeleteTopicsRequest.topic_ids:type_name -> strand.v1.DeleteTopicsRequest.TopicIdsEntry
+	7,  // 6: strand.v1.DeleteTopicsResponse.topics:type_name -> strand.v1.DeletableTopicResult
+	26, // 7: strand.v1.DeletableTopicResult.error_code:type_name -> strand.v1.ErrorCode
+	26, // 8: strand.v1.DescribeClusterResponse.error_code:type_name -> strand.v1.ErrorCode
+	27, // 9: strand.v1.DescribeClusterResponse.brokers:type_name -> strand.v1.BrokerInfo
+	10, // 10: strand.v1.DescribeClusterResponse.controllers:type_name -> strand.v1.ControllerInfo
+	12, // 11: strand.v1.DescribeConfigsRequest.resources:type_name -> strand.v1.ConfigResource
+	14, // 12: strand.v1.DescribeConfigsResponse.results:type_name -> strand.v1.ConfigResourceResult
+	26, // 13: strand.v1.ConfigResourceResult.error_code:type_name -> strand.v1.ErrorCode
+	15, // 14: strand.v1.ConfigResourceResult.entries:type_name -> strand.v1.ConfigEntry
+	28, // 15: strand.v1.ConfigEntry.synonyms:type_name -> strand.v1.ConfigSynonym
+	12, // 16: strand.v1.IncrementalAlterConfigsRequest.resource:type_name -> strand.v1.ConfigResource
+	25, // 17: strand.v1.IncrementalAlterConfigsRequest.set:type_name -> strand.v1.IncrementalAlterConfigsRequest.SetEntry
+	26, // 18: strand.v1.IncrementalAlterConfigsResponse.error_code:type_name -> strand.v1.ErrorCode
+	19, // 19: strand.v1.CreatePartitionsRequest.topics:type_name -> strand.v1.CreatePartitionsTopic
+	20, // 20: strand.v1.CreatePartitionsTopic.assignments:type_name -> strand.v1.ReplicaAssignment
+	22, // 21: strand.v1.CreatePartitionsResponse.topics:type_name -> strand.v1.CreatePartitionsResult
+	26, // 22: strand.v1.CreatePartitionsResult.error_code:type_name -> strand.v1.ErrorCode
+	0,  // 23: strand.v1.Admin.CreateTopics:input_type -> strand.v1.CreateTopicsRequest
+	5,  // 24: strand.v1.Admin.DeleteTopics:input_type -> strand.v1.DeleteTopicsRequest
+	8,  // 25: strand.v1.Admin.DescribeCluster:input_type -> strand.v1.DescribeClusterRequest
+	11, // 26: strand.v1.Admin.DescribeConfigs:input_type -> strand.v1.DescribeConfigsRequest
+	16, // 27: strand.v1.Admin.IncrementalAlterConfigs:input_type -> strand.v1.IncrementalAlterConfigsRequest
+	18, // 28: strand.v1.Admin.CreatePartitions:input_type -> strand.v1.CreatePartitionsRequest
+	29, // 29: strand.v1.Admin.AlterPartitionReassignments:input_type -> strand.v1.AlterPartitionReassignmentsRequest
+	30, // 30: strand.v1.Admin.ListPartitionReassignments:input_type -> strand.v1.ListPartitionReassignmentsRequest
+	31, // 31: strand.v1.Admin.AddVoter:input_type -> strand.v1.AddVoterRequest
+	32, // 32: strand.v1.Admin.RemoveVoter:input_type -> strand.v1.RemoveVoterRequest
+	33, // 33: strand.v1.Admin.DescribeQuorum:input_type -> strand.v1.QuorumStatusRequest
+	34, // 34: strand.v1.Admin.UnregisterBroker:input_type -> strand.v1.UnregisterBrokerRequest
+	35, // 35: strand.v1.Admin.ElectLeaders:input_type -> strand.v1.ElectLeadersRequest
+	36, // 36: strand.v1.Admin.DeleteRecords:input_type -> strand.v1.DeleteRecordsRequest
+	37, // 37: strand.v1.Admin.CreateAcls:input_type -> strand.v1.CreateAclsRequest
+	38, // 38: strand.v1.Admin.DeleteAcls:input_type -> strand.v1.DeleteAclsRequest
+	39, // 39: strand.v1.Admin.DescribeAcls:input_type -> strand.v1.DescribeAclsRequest
+	40, // 40: strand.v1.Admin.AlterUserScramCredentials:input_type -> strand.v1.AlterUserScramCredentialsRequest
+	41, // 41: strand.v1.Admin.DescribeUserScramCredentials:input_type -> strand.v1.DescribeUserScramCredentialsRequest
+	42, // 42: strand.v1.Admin.SaslAuthenticate:input_type -> strand.v1.SaslAuthenticateRequest
+	43, // 43: strand.v1.Admin.AlterClientQuotas:input_type -> strand.v1.AlterClientQuotasRequest
+	44, // 44: strand.v1.Admin.DescribeClientQuotas:input_type -> strand.v1.DescribeClientQuotasRequest
+	45, // 45: strand.v1.Admin.DescribeLogDirs:input_type -> strand.v1.DescribeLogDirsRequest
+	46, // 46: strand.v1.Admin.UpdateFeatures:input_type -> strand.v1.UpdateFeaturesRequest
+	3,  // 47: strand.v1.Admin.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
+	6,  // 48: strand.v1.Admin.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
+	9,  // 49: strand.v1.Admin.DescribeCluster:output_type -> strand.v1.DescribeClusterResponse
+	13, // 50: strand.v1.Admin.DescribeConfigs:output_type -> strand.v1.DescribeConfigsResponse
+	17, // 51: strand.v1.Admin.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
+	21, // 52: strand.v1.Admin.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
+	47, // 53: strand.v1.Admin.AlterPartitionReassignments:output_type -> strand.v1.AlterPartitionReassignmentsResponse
+	48, // 54: strand.v1.Admin.ListPartitionReassignments:output_type -> strand.v1.ListPartitionReassignmentsResponse
+	49, // 55: strand.v1.Admin.AddVoter:output_type -> strand.v1.AddVoterResponse
+	50, // 56: strand.v1.Admin.RemoveVoter:output_type -> strand.v1.RemoveVoterResponse
+	51, // 57: strand.v1.Admin.DescribeQuorum:output_type -> strand.v1.QuorumStatusResponse
+	52, // 58: strand.v1.Admin.UnregisterBroker:output_type -> strand.v1.UnregisterBrokerResponse
+	53, // 59: strand.v1.Admin.ElectLeaders:output_type -> strand.v1.ElectLeadersResponse
+	54, // 60: strand.v1.Admin.DeleteRecords:output_type -> strand.v1.DeleteRecordsResponse
+	55, // 61: strand.v1.Admin.CreateAcls:output_type -> strand.v1.CreateAclsResponse
+	56, // 62: strand.v1.Admin.DeleteAcls:output_type -> strand.v1.DeleteAclsResponse
+	57, // 63: strand.v1.Admin.DescribeAcls:output_type -> strand.v1.DescribeAclsResponse
+	58, // 64: strand.v1.Admin.AlterUserScramCredentials:output_type -> strand.v1.AlterUserScramCredentialsResponse
+	59, // 65: strand.v1.Admin.DescribeUserScramCredentials:output_type -> strand.v1.DescribeUserScramCredentialsResponse
+	60, // 66: strand.v1.Admin.SaslAuthenticate:output_type -> strand.v1.SaslAuthenticateResponse
+	61, // 67: strand.v1.Admin.AlterClientQuotas:output_type -> strand.v1.AlterClientQuotasResponse
+	62, // 68: strand.v1.Admin.DescribeClientQuotas:output_type -> strand.v1.DescribeClientQuotasResponse
+	63, // 69: strand.v1.Admin.DescribeLogDirs:output_type -> strand.v1.DescribeLogDirsResponse
+	64, // 70: strand.v1.Admin.UpdateFeatures:output_type -> strand.v1.UpdateFeaturesResponse
+	47, // [47:71] is the sub-list for method output_type
+	23, // [23:47] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_strand_v1_admin_proto_init() }
@@ -1663,13 +1787,15 @@ func file_strand_v1_admin_proto_init() {
 	file_strand_v1_leaders_proto_init()
 	file_strand_v1_acls_proto_init()
 	file_strand_v1_scram_proto_init()
+	file_strand_v1_features_proto_init()
+	file_strand_v1_logdirs_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strand_v1_admin_proto_rawDesc), len(file_strand_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -41,6 +41,8 @@ const (
 	Admin_SaslAuthenticate_FullMethodName             = "/strand.v1.Admin/SaslAuthenticate"
 	Admin_AlterClientQuotas_FullMethodName            = "/strand.v1.Admin/AlterClientQuotas"
 	Admin_DescribeClientQuotas_FullMethodName         = "/strand.v1.Admin/DescribeClientQuotas"
+	Admin_DescribeLogDirs_FullMethodName              = "/strand.v1.Admin/DescribeLogDirs"
+	Admin_UpdateFeatures_FullMethodName               = "/strand.v1.Admin/UpdateFeatures"
 )
 
 // AdminClient is the client API for Admin service.
@@ -51,11 +53,12 @@ const (
 // controller.
 type AdminClient interface {
 	// Errors per topic: NONE, TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION,
-	// INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_CONFIG,
-	// NOT_CONTROLLER, REQUEST_TIMED_OUT.
+	// INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT,
+	// INVALID_CONFIG, INVALID_REQUEST (a name given twice, an internal
+	// topic's name), NOT_CONTROLLER, REQUEST_TIMED_OUT.
 	CreateTopics(ctx context.Context, in *CreateTopicsRequest, opts ...grpc.CallOption) (*CreateTopicsResponse, error)
 	// Errors per topic: NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST
-	// (internal topics), NOT_CONTROLLER.
+	// (internal topics, a name given twice), NOT_CONTROLLER.
 	DeleteTopics(ctx context.Context, in *DeleteTopicsRequest, opts ...grpc.CallOption) (*DeleteTopicsResponse, error)
 	DescribeCluster(ctx context.Context, in *DescribeClusterRequest, opts ...grpc.CallOption) (*DescribeClusterResponse, error)
 	DescribeConfigs(ctx context.Context, in *DescribeConfigsRequest, opts ...grpc.CallOption) (*DescribeConfigsResponse, error)
@@ -117,6 +120,13 @@ type AdminClient interface {
 	// filter (answered from this broker's image).
 	AlterClientQuotas(ctx context.Context, in *AlterClientQuotasRequest, opts ...grpc.CallOption) (*AlterClientQuotasResponse, error)
 	DescribeClientQuotas(ctx context.Context, in *DescribeClientQuotasRequest, opts ...grpc.CallOption) (*DescribeClientQuotasResponse, error)
+	// --- issue 22: quotas --- end
+	// DescribeLogDirs describes the log directories of the broker asked
+	// (Describe on the cluster).
+	DescribeLogDirs(ctx context.Context, in *DescribeLogDirsRequest, opts ...grpc.CallOption) (*DescribeLogDirsResponse, error)
+	// UpdateFeatures changes finalized feature levels (forwarded to the
+	// active controller; Alter on the cluster).
+	UpdateFeatures(ctx context.Context, in *UpdateFeaturesRequest, opts ...grpc.CallOption) (*UpdateFeaturesResponse, error)
 }
 
 type adminClient struct {
@@ -350,6 +360,26 @@ func (c *adminClient) DescribeClientQuotas(ctx context.Context, in *DescribeClie
 	return out, nil
 }
 
+func (c *adminClient) DescribeLogDirs(ctx context.Context, in *DescribeLogDirsRequest, opts ...grpc.CallOption) (*DescribeLogDirsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeLogDirsResponse)
+	err := c.cc.Invoke(ctx, Admin_DescribeLogDirs_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) UpdateFeatures(ctx context.Context, in *UpdateFeaturesRequest, opts ...grpc.CallOption) (*UpdateFeaturesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateFeaturesResponse)
+	err := c.cc.Invoke(ctx, Admin_UpdateFeatures_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -358,11 +388,12 @@ func (c *adminClient) DescribeClientQuotas(ctx context.Context, in *DescribeClie
 // controller.
 type AdminServer interface {
 	// Errors per topic: NONE, TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION,
-	// INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_CONFIG,
-	// NOT_CONTROLLER, REQUEST_TIMED_OUT.
+	// INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT,
+	// INVALID_CONFIG, INVALID_REQUEST (a name given twice, an internal
+	// topic's name), NOT_CONTROLLER, REQUEST_TIMED_OUT.
 	CreateTopics(context.Context, *CreateTopicsRequest) (*CreateTopicsResponse, error)
 	// Errors per topic: NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST
-	// (internal topics), NOT_CONTROLLER.
+	// (internal topics, a name given twice), NOT_CONTROLLER.
 	DeleteTopics(context.Context, *DeleteTopicsRequest) (*DeleteTopicsResponse, error)
 	DescribeCluster(context.Context, *DescribeClusterRequest) (*DescribeClusterResponse, error)
 	DescribeConfigs(context.Context, *DescribeConfigsRequest) (*DescribeConfigsResponse, error)
@@ -424,6 +455,13 @@ type AdminServer interface {
 	// filter (answered from this broker's image).
 	AlterClientQuotas(context.Context, *AlterClientQuotasRequest) (*AlterClientQuotasResponse, error)
 	DescribeClientQuotas(context.Context, *DescribeClientQuotasRequest) (*DescribeClientQuotasResponse, error)
+	// --- issue 22: quotas --- end
+	// DescribeLogDirs describes the log directories of the broker asked
+	// (Describe on the cluster).
+	DescribeLogDirs(context.Context, *DescribeLogDirsRequest) (*DescribeLogDirsResponse, error)
+	// UpdateFeatures changes finalized feature levels (forwarded to the
+	// active controller; Alter on the cluster).
+	UpdateFeatures(context.Context, *UpdateFeaturesRequest) (*UpdateFeaturesResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -499,6 +537,12 @@ func (UnimplementedAdminServer) AlterClientQuotas(context.Context, *AlterClientQ
 }
 func (UnimplementedAdminServer) DescribeClientQuotas(context.Context, *DescribeClientQuotasRequest) (*DescribeClientQuotasResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DescribeClientQuotas not implemented")
+}
+func (UnimplementedAdminServer) DescribeLogDirs(context.Context, *DescribeLogDirsRequest) (*DescribeLogDirsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeLogDirs not implemented")
+}
+func (UnimplementedAdminServer) UpdateFeatures(context.Context, *UpdateFeaturesRequest) (*UpdateFeaturesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateFeatures not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -906,6 +950,42 @@ func _Admin_DescribeClientQuotas_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_DescribeLogDirs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeLogDirsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DescribeLogDirs(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DescribeLogDirs_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DescribeLogDirs(ctx, req.(*DescribeLogDirsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_UpdateFeatures_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateFeaturesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).UpdateFeatures(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_UpdateFeatures_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).UpdateFeatures(ctx, req.(*UpdateFeaturesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -996,6 +1076,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DescribeClientQuotas",
 			Handler:    _Admin_DescribeClientQuotas_Handler,
+		},
+		{
+			MethodName: "DescribeLogDirs",
+			Handler:    _Admin_DescribeLogDirs_Handler,
+		},
+		{
+			MethodName: "UpdateFeatures",
+			Handler:    _Admin_UpdateFeatures_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -2301,7 +2301,7 @@ var File_strand_v1_controller_proto protoreflect.FileDescriptor
 
 const file_strand_v1_controller_proto_rawDesc = "" +
 	"\n" +
-	"\x1astrand/v1/controller.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x16strand/v1/quotas.proto\x1a\x15strand/v1/admin.proto\x1a\x18strand/v1/reassign.proto\x1a\x17strand/v1/members.proto\x1a\x17strand/v1/leaders.proto\x1a\x14strand/v1/acls.proto\x1a\x15strand/v1/scram.proto\"\xa6\x02\n" +
+	"\x1astrand/v1/controller.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x16strand/v1/quotas.proto\x1a\x15strand/v1/admin.proto\x1a\x18strand/v1/reassign.proto\x1a\x17strand/v1/members.proto\x1a\x17strand/v1/leaders.proto\x1a\x14strand/v1/acls.proto\x1a\x15strand/v1/scram.proto\x1a\x18strand/v1/features.proto\"\xa6\x02\n" +
 	"\x15RegisterBrokerRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12%\n" +
 	"\x0eincarnation_id\x18\x02 \x01(\tR\rincarnationId\x12\x18\n" +
@@ -2492,7 +2492,7 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"\rresource_name\x18\x02 \x01(\tR\fresourceName\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x04 \x01(\tR\x05value\x12\x16\n" +
-	"\x06delete\x18\x05 \x01(\bR\x06delete2\x89\x0f\n" +
+	"\x06delete\x18\x05 \x01(\bR\x06delete2\xe0\x0f\n" +
 	"\n" +
 	"Controller\x12U\n" +
 	"\x0eRegisterBroker\x12 .strand.v1.RegisterBrokerRequest\x1a!.strand.v1.RegisterBrokerResponse\x12X\n" +
@@ -2517,7 +2517,8 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"\n" +
 	"DeleteAcls\x12\x1c.strand.v1.DeleteAclsRequest\x1a\x1d.strand.v1.DeleteAclsResponse\x12v\n" +
 	"\x19AlterUserScramCredentials\x12+.strand.v1.AlterUserScramCredentialsRequest\x1a,.strand.v1.AlterUserScramCredentialsResponse\x12^\n" +
-	"\x11AlterClientQuotas\x12#.strand.v1.AlterClientQuotasRequest\x1a$.strand.v1.AlterClientQuotasResponseB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
+	"\x11AlterClientQuotas\x12#.strand.v1.AlterClientQuotasRequest\x1a$.strand.v1.AlterClientQuotasResponse\x12U\n" +
+	"\x0eUpdateFeatures\x12 .strand.v1.UpdateFeaturesRequest\x1a!.strand.v1.UpdateFeaturesResponseB6Z4github.com/strand-io/strand/proto/strand/v1;strandv1b\x06proto3"
 
 var (
 	file_strand_v1_controller_proto_rawDescOnce sync.Once
@@ -2584,21 +2585,23 @@ var file_strand_v1_controller_proto_goTypes = []any{
 	(*DeleteAclsRequest)(nil),                   // 48: strand.v1.DeleteAclsRequest
 	(*AlterUserScramCredentialsRequest)(nil),    // 49: strand.v1.AlterUserScramCredentialsRequest
 	(*AlterClientQuotasRequest)(nil),            // 50: strand.v1.AlterClientQuotasRequest
-	(*CreateTopicsResponse)(nil),                // 51: strand.v1.CreateTopicsResponse
-	(*DeleteTopicsResponse)(nil),                // 52: strand.v1.DeleteTopicsResponse
-	(*IncrementalAlterConfigsResponse)(nil),     // 53: strand.v1.IncrementalAlterConfigsResponse
-	(*CreatePartitionsResponse)(nil),            // 54: strand.v1.CreatePartitionsResponse
-	(*AlterPartitionReassignmentsResponse)(nil), // 55: strand.v1.AlterPartitionReassignmentsResponse
-	(*ListPartitionReassignmentsResponse)(nil),  // 56: strand.v1.ListPartitionReassignmentsResponse
-	(*AddVoterResponse)(nil),                    // 57: strand.v1.AddVoterResponse
-	(*RemoveVoterResponse)(nil),                 // 58: strand.v1.RemoveVoterResponse
-	(*QuorumStatusResponse)(nil),                // 59: strand.v1.QuorumStatusResponse
-	(*UnregisterBrokerResponse)(nil),            // 60: strand.v1.UnregisterBrokerResponse
-	(*ElectLeadersResponse)(nil),                // 61: strand.v1.ElectLeadersResponse
-	(*CreateAclsResponse)(nil),                  // 62: strand.v1.CreateAclsResponse
-	(*DeleteAclsResponse)(nil),                  // 63: strand.v1.DeleteAclsResponse
-	(*AlterUserScramCredentialsResponse)(nil),   // 64: strand.v1.AlterUserScramCredentialsResponse
-	(*AlterClientQuotasResponse)(nil),           // 65: strand.v1.AlterClientQuotasResponse
+	(*UpdateFeaturesRequest)(nil),               // 51: strand.v1.UpdateFeaturesRequest
+	(*CreateTopicsResponse)(nil),                // 52: strand.v1.CreateTopicsResponse
+	(*DeleteTopicsResponse)(nil),                // 53: strand.v1.DeleteTopicsResponse
+	(*IncrementalAlterConfigsResponse)(nil),     // 54: strand.v1.IncrementalAlterConfigsResponse
+	(*CreatePartitionsResponse)(nil),            // 55: strand.v1.CreatePartitionsResponse
+	(*AlterPartitionReassignmentsResponse)(nil), // 56: strand.v1.AlterPartitionReassignmentsResponse
+	(*ListPartitionReassignmentsResponse)(nil),  // 57: strand.v1.ListPartitionReassignmentsResponse
+	(*AddVoterResponse)(nil),                    // 58: strand.v1.AddVoterResponse
+	(*RemoveVoterResponse)(nil),                 // 59: strand.v1.RemoveVoterResponse
+	(*QuorumStatusResponse)(nil),                // 60: strand.v1.QuorumStatusResponse
+	(*UnregisterBrokerResponse)(nil),            // 61: strand.v1.UnregisterBrokerResponse
+	(*ElectLeadersResponse)(nil),                // 62: strand.v1.ElectLeadersResponse
+	(*CreateAclsResponse)(nil),                  // 63: strand.v1.CreateAclsResponse
+	(*DeleteAclsResponse)(nil),                  // 64: strand.v1.DeleteAclsResponse
+	(*AlterUserScramCredentialsResponse)(nil),   // 65: strand.v1.AlterUserScramCredentialsResponse
+	(*AlterClientQuotasResponse)(nil),           // 66: strand.v1.AlterClientQuotasResponse
+	(*UpdateFeaturesResponse)(nil),              // 67: strand.v1.UpdateFeaturesResponse
 }
 var file_strand_v1_controller_proto_depIdxs = []int32{
 	29, // 0: strand.v1.RegisterBrokerResponse.error_code:type_name -> strand.v1.ErrorCode
@@ -2651,29 +2654,31 @@ var file_strand_v1_controller_proto_depIdxs = []int32{
 	48, // 47: strand.v1.Controller.DeleteAcls:input_type -> strand.v1.DeleteAclsRequest
 	49, // 48: strand.v1.Controller.AlterUserScramCredentials:input_type -> strand.v1.AlterUserScramCredentialsRequest
 	50, // 49: strand.v1.Controller.AlterClientQuotas:input_type -> strand.v1.AlterClientQuotasRequest
-	1,  // 50: strand.v1.Controller.RegisterBroker:output_type -> strand.v1.RegisterBrokerResponse
-	3,  // 51: strand.v1.Controller.BrokerHeartbeat:output_type -> strand.v1.BrokerHeartbeatResponse
-	6,  // 52: strand.v1.Controller.AlterPartition:output_type -> strand.v1.AlterPartitionResponse
-	9,  // 53: strand.v1.Controller.AllocateProducerIds:output_type -> strand.v1.AllocateProducerIdsResponse
-	13, // 54: strand.v1.Controller.FetchMetadata:output_type -> strand.v1.MetadataBatch
-	51, // 55: strand.v1.Controller.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
-	52, // 56: strand.v1.Controller.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
-	53, // 57: strand.v1.Controller.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
-	54, // 58: strand.v1.Controller.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
-	12, // 59: strand.v1.Controller.DescribeQuorum:output_type -> strand.v1.DescribeQuorumResponse
-	55, // 60: strand.v1.Controller.AlterPartitionReassignments:output_type -> strand.v1.AlterPartitionReassignmentsResponse
-	56, // 61: strand.v1.Controller.ListPartitionReassignments:output_type -> strand.v1.ListPartitionReassignmentsResponse
-	57, // 62: strand.v1.Controller.AddVoter:output_type -> strand.v1.AddVoterResponse
-	58, // 63: strand.v1.Controller.RemoveVoter:output_type -> strand.v1.RemoveVoterResponse
-	59, // 64: strand.v1.Controller.QuorumStatus:output_type -> strand.v1.QuorumStatusResponse
-	60, // 65: strand.v1.Controller.UnregisterBroker:output_type -> strand.v1.UnregisterBrokerResponse
-	61, // 66: strand.v1.Controller.ElectLeaders:output_type -> strand.v1.ElectLeadersResponse
-	62, // 67: strand.v1.Controller.CreateAcls:output_type -> strand.v1.CreateAclsResponse
-	63, // 68: strand.v1.Controller.DeleteAcls:output_type -> strand.v1.DeleteAclsResponse
-	64, // 69: strand.v1.Controller.AlterUserScramCredentials:output_type -> strand.v1.AlterUserScramCredentialsResponse
-	65, // 70: strand.v1.Controller.AlterClientQuotas:output_type -> strand.v1.AlterClientQuotasResponse
-	50, // [50:71] is the sub-list for method output_type
-	29, // [29:50] is the sub-list for method input_type
+	51, // 50: strand.v1.Controller.UpdateFeatures:input_type -> strand.v1.UpdateFeaturesRequest
+	1,  // 51: strand.v1.Controller.RegisterBroker:output_type -> strand.v1.RegisterBrokerResponse
+	3,  // 52: strand.v1.Controller.BrokerHeartbeat:output_type -> strand.v1.BrokerHeartbeatResponse
+	6,  // 53: strand.v1.Controller.AlterPartition:output_type -> strand.v1.AlterPartitionResponse
+	9,  // 54: strand.v1.Controller.AllocateProducerIds:output_type -> strand.v1.AllocateProducerIdsResponse
+	13, // 55: strand.v1.Controller.FetchMetadata:output_type -> strand.v1.MetadataBatch
+	52, // 56: strand.v1.Controller.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
+	53, // 57: strand.v1.Controller.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
+	54, // 58: strand.v1.Controller.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
+	55, // 59: strand.v1.Controller.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
+	12, // 60: strand.v1.Controller.DescribeQuorum:output_type -> strand.v1.DescribeQuorumResponse
+	56, // 61: strand.v1.Controller.AlterPartitionReassignments:output_type -> strand.v1.AlterPartitionReassignmentsResponse
+	57, // 62: strand.v1.Controller.ListPartitionReassignments:output_type -> strand.v1.ListPartitionReassignmentsResponse
+	58, // 63: strand.v1.Controller.AddVoter:output_type -> strand.v1.AddVoterResponse
+	59, // 64: strand.v1.Controller.RemoveVoter:output_type -> strand.v1.RemoveVoterResponse
+	60, // 65: strand.v1.Controller.QuorumStatus:output_type -> strand.v1.QuorumStatusResponse
+	61, // 66: strand.v1.Controller.UnregisterBroker:output_type -> strand.v1.UnregisterBrokerResponse
+	62, // 67: strand.v1.Controller.ElectLeaders:output_type -> strand.v1.ElectLeadersResponse
+	63, // 68: strand.v1.Controller.CreateAcls:output_type -> strand.v1.CreateAclsResponse
+	64, // 69: strand.v1.Controller.DeleteAcls:output_type -> strand.v1.DeleteAclsResponse
+	65, // 70: strand.v1.Controller.AlterUserScramCredentials:output_type -> strand.v1.AlterUserScramCredentialsResponse
+	66, // 71: strand.v1.Controller.AlterClientQuotas:output_type -> strand.v1.AlterClientQuotasResponse
+	67, // 72: strand.v1.Controller.UpdateFeatures:output_type -> strand.v1.UpdateFeaturesResponse
+	51, // [51:73] is the sub-list for method output_type
+	29, // [29:51] is the sub-list for method input_type
 	29, // [29:29] is the sub-list for extension type_name
 	29, // [29:29] is the sub-list for extension extendee
 	0,  // [0:29] is the sub-list for field type_name
@@ -2692,6 +2697,7 @@ func file_strand_v1_controller_proto_init() {
 	file_strand_v1_leaders_proto_init()
 	file_strand_v1_acls_proto_init()
 	file_strand_v1_scram_proto_init()
+	file_strand_v1_features_proto_init()
 	file_strand_v1_controller_proto_msgTypes[14].OneofWrappers = []any{
 		(*MetadataRecord_RegisterBroker)(nil),
 		(*MetadataRecord_FenceBroker)(nil),

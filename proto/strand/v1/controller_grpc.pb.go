@@ -40,6 +40,7 @@ const (
 	Controller_DeleteAcls_FullMethodName                  = "/strand.v1.Controller/DeleteAcls"
 	Controller_AlterUserScramCredentials_FullMethodName   = "/strand.v1.Controller/AlterUserScramCredentials"
 	Controller_AlterClientQuotas_FullMethodName           = "/strand.v1.Controller/AlterClientQuotas"
+	Controller_UpdateFeatures_FullMethodName              = "/strand.v1.Controller/UpdateFeatures"
 )
 
 // ControllerClient is the client API for Controller service.
@@ -109,6 +110,10 @@ type ControllerClient interface {
 	// --- issue 22: quotas --- begin
 	// AlterClientQuotas as forwarded by brokers.
 	AlterClientQuotas(ctx context.Context, in *AlterClientQuotasRequest, opts ...grpc.CallOption) (*AlterClientQuotasResponse, error)
+	// --- issue 22: quotas --- end
+	// UpdateFeatures as forwarded by brokers (Kafka's FeatureControlManager
+	// rules).
+	UpdateFeatures(ctx context.Context, in *UpdateFeaturesRequest, opts ...grpc.CallOption) (*UpdateFeaturesResponse, error)
 }
 
 type controllerClient struct {
@@ -338,6 +343,16 @@ func (c *controllerClient) AlterClientQuotas(ctx context.Context, in *AlterClien
 	return out, nil
 }
 
+func (c *controllerClient) UpdateFeatures(ctx context.Context, in *UpdateFeaturesRequest, opts ...grpc.CallOption) (*UpdateFeaturesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateFeaturesResponse)
+	err := c.cc.Invoke(ctx, Controller_UpdateFeatures_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServer is the server API for Controller service.
 // All implementations must embed UnimplementedControllerServer
 // for forward compatibility.
@@ -405,6 +420,10 @@ type ControllerServer interface {
 	// --- issue 22: quotas --- begin
 	// AlterClientQuotas as forwarded by brokers.
 	AlterClientQuotas(context.Context, *AlterClientQuotasRequest) (*AlterClientQuotasResponse, error)
+	// --- issue 22: quotas --- end
+	// UpdateFeatures as forwarded by brokers (Kafka's FeatureControlManager
+	// rules).
+	UpdateFeatures(context.Context, *UpdateFeaturesRequest) (*UpdateFeaturesResponse, error)
 	mustEmbedUnimplementedControllerServer()
 }
 
@@ -477,6 +496,9 @@ func (UnimplementedControllerServer) AlterUserScramCredentials(context.Context, 
 }
 func (UnimplementedControllerServer) AlterClientQuotas(context.Context, *AlterClientQuotasRequest) (*AlterClientQuotasResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AlterClientQuotas not implemented")
+}
+func (UnimplementedControllerServer) UpdateFeatures(context.Context, *UpdateFeaturesRequest) (*UpdateFeaturesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateFeatures not implemented")
 }
 func (UnimplementedControllerServer) mustEmbedUnimplementedControllerServer() {}
 func (UnimplementedControllerServer) testEmbeddedByValue()                    {}
@@ -870,6 +892,24 @@ func _Controller_AlterClientQuotas_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Controller_UpdateFeatures_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateFeaturesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServer).UpdateFeatures(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Controller_UpdateFeatures_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServer).UpdateFeatures(ctx, req.(*UpdateFeaturesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Controller_ServiceDesc is the grpc.ServiceDesc for Controller service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -956,6 +996,10 @@ var Controller_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AlterClientQuotas",
 			Handler:    _Controller_AlterClientQuotas_Handler,
+		},
+		{
+			MethodName: "UpdateFeatures",
+			Handler:    _Controller_UpdateFeatures_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
