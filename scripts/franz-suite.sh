@@ -19,7 +19,10 @@
 # 68, asked before the run); with STRAND_FRANZ_REQUIRE_848=1 the broker must
 # advertise it and every KIP-848 test must pass. A test the list does not
 # name is reported, not failed (a new version's tests: FRANZ_WRITE_LIST=1
-# rewrites the list from a passing run; read it before committing it).
+# rewrites the list from a passing run; read it before committing it). A
+# few tests with a known flaw of their own (the list's rerun lines: the
+# failure's text, and why) run again when they fail in just that way; see
+# "Reruns" below.
 #
 # Environment:
 #   FRANZ_RECORDS=100000  KGO_TEST_RECORDS: what TestGroupETL and TestTxnEtl
@@ -35,12 +38,15 @@
 #                         TestGroupETL and TestTxnEtl whole: with four of
 #                         their six subtests left out they wait forever
 #   KGO_LOG_LEVEL=info    the suite's client logs (debug, info, none)
+#   SERVER_CONFIG=FILE    broker settings (Kafka's names) for the three nodes,
+#                         as scripts/run.sh takes them
 #   PLANTED_BUGS=a,b      the nodes run with those fixed bugs put back
 #                         (internal/planted: rehearse that the suite fails)
 #   STRAND_FRANZ_REQUIRE_848=1
 #                         KIP-848 must be served and its tests must pass
 #   OUT=data/franz-suite  where the results go: output.txt (the suite's
-#                         output), events.json (go test -json's events),
+#                         output; rerun.txt, the reruns'), events.json (go
+#                         test -json's events),
 #                         results.tsv (test, outcome, seconds) and, when the
 #                         run fails, the nodes' logs (node1.log … node3.log,
 #                         scram.log)
