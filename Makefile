@@ -11,6 +11,10 @@ FUZZTIME      ?= 2m
 # arms that deadline. A long FUZZTIME run can still meet it: a failure that wrote no input under
 # testdata/fuzz is that race, not a finding.
 FUZZ_SHORT    ?= 3000x
+# STRAND_FRANZ_REQUIRE_848=1: make franz-suite (and so make test) fails unless the nodes serve KIP-848
+# (ConsumerGroupHeartbeat v1) and franz-go's KIP-848 tests run and pass; at 0 they may skip while it is
+# not served, and must pass once it is.
+STRAND_FRANZ_REQUIRE_848 ?= 0
 # package:target, one per fuzz target (make fuzz runs each for FUZZTIME).
 FUZZ_TARGETS  := ./record:FuzzDecode ./record:FuzzValidateBatch \
 	./record:FuzzReadControlBatch ./record:FuzzParseControlRecord \
@@ -20,14 +24,15 @@ FUZZ_TARGETS  := ./record:FuzzDecode ./record:FuzzValidateBatch \
 	./broker/storage:FuzzEpochCheckpoint ./broker/storage:FuzzTxnIndex ./api:FuzzRequests \
 	./api/kafka:FuzzDecode
 
-.PHONY: all build test test-short fuzz lint proto run demo stop clean image drill drill-ci drill-kafka soak bench-compare bench-scale readme-check grow certs
+.PHONY: all build test test-short fuzz lint proto run demo stop clean image drill drill-ci drill-kafka soak bench-compare bench-scale readme-check grow certs franz-suite
 
 all: build
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/strand
 
-## test: the whole suite as CI runs it (lint, race-enabled tests, a short
+## test: the whole suite as CI runs it (lint, race-enabled tests, franz-go's own
+## integration suite against a three-node cluster (make franz-suite), a short
 ## fuzz run (FUZZ_SHORT per target), the short fault drill through the gRPC front door and
 ## a shorter one through the Kafka listeners (three drills): compose cluster if Docker works, else a
 ## process cluster; then the README's commands, about a minute: not their
@@ -36,6 +41,7 @@ build:
 ## a message when the cluster of make run holds the README's ports)
 test: lint
 	$(GO) test -race -count=1 -timeout 20m ./...
+	$(MAKE) franz-suite
 	$(MAKE) fuzz FUZZTIME=$(FUZZ_SHORT)
 	$(MAKE) drill-ci
 	$(MAKE) drill-kafka DURATION=60s DRILLS=kill-leader,kill-coordinator,kill-controller
@@ -128,6 +134,12 @@ bench-compare:
 ## run; OUT=file for the markdown table, default .bench/scale.md)
 bench-scale:
 	GO=$(GO) ./scripts/bench-scale.sh
+
+## franz-suite: franz-go's own pkg/kgo integration suite (the version go.mod pins) against a fresh
+## three-node cluster of race-enabled nodes on free ports, 100 000 records through its exactly-once
+## chains (about three minutes; scripts/franz-suite.sh lists its knobs)
+franz-suite:
+	GO=$(GO) STRAND_FRANZ_REQUIRE_848=$(STRAND_FRANZ_REQUIRE_848) ./scripts/franz-suite.sh
 
 ## readme-check: run README.md's commands as written in a scratch copy
 ## (scripts/readme-check.sh says which; the Docker blocks when Docker works)

@@ -1,6 +1,7 @@
 # bench-lib.sh: helpers the benchmark scripts share (bench-compare.sh,
-# bench-scale.sh, bench-cleaner.sh). Sourced, never run; it defines
-# functions and WARNINGS and starts nothing.
+# bench-scale.sh, bench-cleaner.sh; franz-suite.sh uses say, warn,
+# node_ports and run_child's CHILD and stop_child). Sourced, never run; it
+# defines functions and WARNINGS and starts nothing.
 #
 # The table helpers (stat, med, rate_cell) read "$RES", a file of lines
 # "key<TAB>value[<TAB>round]" that the sourcing script appends to.
