@@ -92,11 +92,11 @@ type cmember struct {
 	// memberUnrevoked at revokeEpoch, and for a classic member the
 	// deadlines to rejoin after being told of a rebalance and to sync
 	// after its join.
-	lastSeen      time.Time
-	revokeBy      time.Time
-	revokeEpoch   int32
-	joinBy        time.Time
-	syncBy        time.Time
+	lastSeen    time.Time
+	revokeBy    time.Time
+	revokeEpoch int32
+	joinBy      time.Time
+	syncBy      time.Time
 }
 
 func (m *cmember) clone() *cmember {
@@ -189,8 +189,8 @@ type consumerGroup struct {
 	// Not persisted: the metadata image offset the subscription was last
 	// computed against, and when the regular expressions were last
 	// refreshed.
-	metaOffset    int64
-	regexRefresh  time.Time
+	metaOffset   int64
+	regexRefresh time.Time
 }
 
 func newConsumerGroup() *consumerGroup {

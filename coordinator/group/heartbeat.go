@@ -167,16 +167,16 @@ func unknownMember(memberID, groupID string) error {
 // heartbeatPlan is one heartbeat's change, built against the group as it
 // is before it (which may be a group this change creates or converts).
 type heartbeatPlan struct {
-	c      *Coordinator
-	s      *shard
-	gid    string
-	g      *group
-	cg     *consumerGroup
-	now    time.Time
-	im     *metadata.Image
-	recs   []record.Record
-	allow  TopicFilter
-	fresh  bool // cg is not in memory yet (created or converted by this change)
+	c     *Coordinator
+	s     *shard
+	gid   string
+	g     *group
+	cg    *consumerGroup
+	now   time.Time
+	im    *metadata.Image
+	recs  []record.Record
+	allow TopicFilter
+	fresh bool // cg is not in memory yet (created or converted by this change)
 	// The regular expressions as this change leaves them, and whether it
 	// resolved them again.
 	regexV         map[string]*resolvedRegex
