@@ -25,6 +25,10 @@ import (
 type groupChange struct {
 	recs []record.Record
 	done func(err error)
+	// noReplay: done applies the change itself (it needs first, the log
+	// offset of the first record, as DeleteGroups does).
+	noReplay bool
+	first    int64
 }
 
 // planFunc plans a change under the shard lock (s.mu held, the group's
@@ -69,14 +73,15 @@ func (c *Coordinator) change(ctx context.Context, groupID string, plan planFunc)
 
 		// The group's write, not the caller's: a caller that stops
 		// waiting must not leave records in the log that memory lacks.
-		_, werr := c.w.write(c.ctx, s, ch.recs, nil)
+		first, werr := c.w.write(c.ctx, s, ch.recs, nil)
+		ch.first = first
 
 		s.mu.Lock()
 		delete(s.lanes, groupID)
 		close(lane)
 		if s.status != active {
 			werr = errs.New(pb.ErrorCode_NOT_COORDINATOR, "broker %d stopped leading %s-%d", c.cfg.NodeID, c.cfg.Topic.Name, s.partition)
-		} else if werr == nil || wasAppended(werr) {
+		} else if !ch.noReplay && (werr == nil || wasAppended(werr)) {
 			c.replayConsumer(s, ch.recs, c.clk.Now())
 		}
 		if ch.done != nil {
@@ -107,6 +112,30 @@ func (c *Coordinator) lockShardQuiet(ctx context.Context, groupID string) (*shar
 			return nil, ctx.Err()
 		case <-c.ctx.Done():
 			return nil, errs.New(pb.ErrorCode_NOT_COORDINATOR, "the group coordinator is shutting down")
+		}
+	}
+}
+
+// waitLane waits until no change of the group is being written, except a
+// deletion (a JoinGroup meanwhile is refused, not held), or ctx ends.
+func (c *Coordinator) waitLane(ctx context.Context, groupID string) {
+	for {
+		s, err := c.lockShard(groupID)
+		if err != nil {
+			return
+		}
+		busy := s.lanes[groupID]
+		g := s.groups[groupID]
+		s.mu.Unlock()
+		if busy == nil || (g != nil && g.deleting) {
+			return
+		}
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return
+		case <-c.ctx.Done():
+			return
 		}
 	}
 }

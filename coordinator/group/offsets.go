@@ -97,7 +97,12 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *pb.OffsetCommitRequ
 		return fail(err)
 	}
 	now := c.clk.Now()
-	m, err := checkCommit(s.groups[req.GroupId], req.GroupId, req.MemberId, req.GroupInstanceId, req.GenerationId)
+	var m *member
+	if g := s.groups[req.GroupId]; g != nil && g.cg != nil {
+		err = checkConsumerCommit(g, req.MemberId, req.GenerationId, false, req.BeforeMemberEpochs)
+	} else {
+		m, err = checkCommit(g, req.GroupId, req.MemberId, req.GroupInstanceId, req.GenerationId)
+	}
 	if err != nil {
 		s.mu.Unlock()
 		return fail(err)
@@ -142,6 +147,10 @@ func (c *Coordinator) OffsetFetch(ctx context.Context, req *pb.OffsetFetchReques
 	}
 	defer s.mu.Unlock()
 	g := s.groups[req.GroupId]
+	if err := checkConsumerFetch(g, req.MemberId, req.MemberEpoch); err != nil {
+		code, msg := errs.Split(err)
+		return &pb.OffsetFetchResponse{ErrorCode: code, ErrorMessage: msg}, nil
+	}
 	var want []tp
 	for _, p := range req.Partitions {
 		want = append(want, tp{p.Topic, p.Partition})
@@ -214,11 +223,15 @@ func pendingWhy(g *group, p tp, now time.Time) string {
 //     group.instance.id, if given, still its own: else FENCED_INSTANCE_ID)
 //     of the current generation (else ILLEGAL_GENERATION).
 //
-// A group that does not exist answers ILLEGAL_GENERATION, or
-// UNKNOWN_MEMBER_ID when a member id is given.
+// A group that does not exist answers ILLEGAL_GENERATION, whatever the
+// member fields (Kafka's validateTransactionalOffsetCommit). A consumer
+// group checks the member's epoch (checkConsumerCommit).
 func checkTxnCommit(g *group, req *pb.TxnOffsetCommitRequest) error {
 	if planted.On(planted.TxnOffsetCommitMemberRulesUnlikeKafka) {
 		return checkTxnCommitBeforeKafkaRules(g, req)
+	}
+	if g != nil && g.cg != nil {
+		return checkConsumerCommit(g, req.MemberId, req.GenerationId, true, false)
 	}
 	switch {
 	case g != nil && g.state == Dead:
@@ -229,8 +242,8 @@ func checkTxnCommit(g *group, req *pb.TxnOffsetCommitRequest) error {
 		return nil
 	case req.GenerationId < 0 && req.MemberId == "" && req.GroupInstanceId == "":
 		return nil
-	case g == nil && req.MemberId == "":
-		return errs.New(pb.ErrorCode_ILLEGAL_GENERATION, "group %q has no members; generation %d is not current", req.GroupId, req.GenerationId)
+	case g == nil:
+		return errs.New(pb.ErrorCode_ILLEGAL_GENERATION, "group %q does not exist; generation %d is not current", req.GroupId, req.GenerationId)
 	}
 	if _, err := checkMember(g, req.GroupId, req.MemberId, req.GroupInstanceId, req.GenerationId); err != nil {
 		return err
