@@ -20,14 +20,14 @@ import (
 // tombstone removes the offset, a group tombstone removes a group left
 // with no committed offsets.
 
-// groupTypeClassic is the only group type Strand runs (KIP-848's
-// "consumer" groups are not served).
+// groupTypeClassic is the type ListGroups reports for a group of the
+// classic protocol (groupTypeConsumer: of the consumer protocol).
 const groupTypeClassic = "classic"
 
 // ListGroups lists the groups of every __consumer_offsets partition this
 // coordinator leads and has loaded, sorted by id, filtered by state and
-// type (Kafka's names, compared without case; an empty filter takes
-// all). A partition still loading makes the answer
+// type ("classic" or "consumer"; Kafka's names, compared without case; an
+// empty filter takes all). A partition still loading makes the answer
 // COORDINATOR_LOAD_IN_PROGRESS, with the groups of the others.
 func (c *Coordinator) ListGroups(ctx context.Context, req *pb.ListGroupsRequest) (*pb.ListGroupsResponse, error) {
 	c.mu.Lock()
@@ -56,10 +56,14 @@ func (c *Coordinator) ListGroups(ctx context.Context, req *pb.ListGroupsRequest)
 			stillLoading = append(stillLoading, fmt.Sprint(s.partition))
 		case active:
 			for _, g := range s.groups {
-				if g.state == Dead || !match(req.StatesFilter, g.state.String()) || !match(req.TypesFilter, groupTypeClassic) {
+				typ, state, protocolType := groupTypeClassic, g.state.String(), g.protocolType
+				if g.cg != nil {
+					typ, state, protocolType = groupTypeConsumer, g.cg.state(), "consumer"
+				}
+				if g.state == Dead || !match(req.StatesFilter, state) || !match(req.TypesFilter, typ) {
 					continue
 				}
-				resp.Groups = append(resp.Groups, &pb.ListedGroup{GroupId: g.id, ProtocolType: g.protocolType, State: g.state.String(), GroupType: groupTypeClassic})
+				resp.Groups = append(resp.Groups, &pb.ListedGroup{GroupId: g.id, ProtocolType: protocolType, State: state, GroupType: typ})
 			}
 		}
 		s.mu.Unlock()

@@ -98,6 +98,13 @@ func (c *Coordinator) planClassicJoin(s *shard, g *group, now time.Time, req *pb
 	if err != nil {
 		return nil, errs.New(pb.ErrorCode_INCONSISTENT_GROUP_PROTOCOL, "the subscription of protocol %q does not decode as the consumer embedded protocol: %v", req.Protocols[0].Name, err)
 	}
+	strs := append([]string{memberID, req.GroupInstanceId, req.ClientId, req.ClientHost, sub.rack}, sub.topics...)
+	for _, p := range req.Protocols {
+		strs = append(strs, p.Name)
+	}
+	if err := checkUTF8(strs...); err != nil {
+		return nil, err
+	}
 	p := &heartbeatPlan{c: c, s: s, gid: g.id, g: g, cg: cg, now: now, im: c.image(), regexV: map[string]*resolvedRegex{}}
 	for re, r := range cg.regexes {
 		p.regexV[re] = r

@@ -19,12 +19,15 @@ import (
 // partition replays the log with, so what it rebuilds is what the last
 // coordinator had.
 
+// badValue is the panic of a value that does not encode: its strings are
+// not all UTF-8. Requests are checked before (checkUTF8); change recovers
+// it as INVALID_REQUEST should one slip through.
+type badValue struct{ err error }
+
 func marshalValue(m proto.Message) []byte {
 	b, err := proto.Marshal(m)
 	if err != nil {
-		// The values are plain messages of strings and numbers: Marshal
-		// fails only on invalid UTF-8, which the request layer refuses.
-		panic(fmt.Sprintf("group coordinator: encode %T: %v", m, err))
+		panic(badValue{fmt.Errorf("encode %T: %w", m, err)})
 	}
 	if b == nil {
 		b = []byte{} // an empty value is not a tombstone

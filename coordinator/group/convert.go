@@ -63,6 +63,13 @@ func (c *Coordinator) fromClassic(g *group, im *metadata.Image) (*consumerGroup,
 			c.lg.Warn("cannot upgrade a classic group: an assignment does not decode", "group", g.id, "member", id, "err", err)
 			return nil, nil, malformed()
 		}
+		strs := append([]string{id, m.instanceID, m.clientID, m.clientHost, sub.rack}, sub.topics...)
+		for _, p := range m.protocols {
+			strs = append(strs, p.Name)
+		}
+		if checkUTF8(strs...) != nil {
+			return nil, nil, notConsumer("a member's ids are not UTF-8")
+		}
 		if len(asg.userData) > 0 {
 			return nil, nil, errs.New(pb.ErrorCode_GROUP_ID_NOT_FOUND, "Cannot upgrade the classic group %s to consumer group because a custom assignor is in use.", g.id)
 		}

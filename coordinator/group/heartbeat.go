@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/metadata"
@@ -66,6 +67,24 @@ func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, req *pb.Consum
 	return resp, nil
 }
 
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// checkUTF8 refuses strings that are not UTF-8: the consumer group's
+// records (protobuf strings) cannot hold them.
+func checkUTF8(strs ...string) error {
+	for _, s := range strs {
+		if !utf8.ValidString(s) {
+			return invalidRequest("%q is not valid UTF-8", s)
+		}
+	}
+	return nil
+}
+
 func invalidRequest(format string, args ...any) error {
 	return errs.New(pb.ErrorCode_INVALID_REQUEST, format, args...)
 }
@@ -75,6 +94,13 @@ func blank(s *string) bool { return s != nil && strings.TrimSpace(*s) == "" }
 // validateHeartbeat checks a heartbeat's fields as Kafka does, before the
 // group is looked at.
 func (c *Coordinator) validateHeartbeat(req *pb.ConsumerGroupHeartbeatRequest) error {
+	strs := []string{req.MemberId, req.ClientId, req.ClientHost, deref(req.InstanceId), deref(req.RackId), deref(req.SubscribedTopicRegex), deref(req.ServerAssignor)}
+	if req.SubscribedTopicNames != nil {
+		strs = append(strs, req.SubscribedTopicNames.Names...)
+	}
+	if err := checkUTF8(strs...); err != nil {
+		return err
+	}
 	if (req.Version >= 1 || req.MemberEpoch > 0 || req.MemberEpoch == leaveEpoch) && strings.TrimSpace(req.MemberId) == "" {
 		return invalidRequest("MemberId can't be empty.")
 	}

@@ -55,7 +55,7 @@ func (c *Coordinator) change(ctx context.Context, groupID string, plan planFunc)
 			}
 		}
 		now := c.clk.Now()
-		ch, err := plan(s, now)
+		ch, err := safePlan(plan, s, now)
 		if err != nil {
 			s.mu.Unlock()
 			return err
@@ -138,4 +138,19 @@ func (c *Coordinator) waitLane(ctx context.Context, groupID string) {
 			return
 		}
 	}
+}
+
+// safePlan runs a plan, turning a value that does not encode (a string
+// that is not UTF-8) into INVALID_REQUEST instead of a crash.
+func safePlan(plan planFunc, s *shard, now time.Time) (ch *groupChange, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			bv, ok := r.(badValue)
+			if !ok {
+				panic(r)
+			}
+			ch, err = nil, errs.New(pb.ErrorCode_INVALID_REQUEST, "the request's strings must be UTF-8: %v", bv.err)
+		}
+	}()
+	return plan(s, now)
 }

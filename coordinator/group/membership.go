@@ -667,9 +667,12 @@ func (c *Coordinator) LeaveGroup(ctx context.Context, req *pb.LeaveGroupRequest)
 }
 
 // DescribeGroups reports each group's state, protocol, generation and
-// members. A group this coordinator does not know is reported Dead.
+// members. A group this coordinator does not know is reported Dead; a
+// consumer group is described in the classic shape (describeClassicShape),
+// its group type "consumer".
 func (c *Coordinator) DescribeGroups(ctx context.Context, req *pb.DescribeGroupsRequest) (*pb.DescribeGroupsResponse, error) {
 	resp := &pb.DescribeGroupsResponse{}
+	im := c.image()
 	for _, id := range req.GroupIds {
 		d := &pb.GroupDescription{GroupId: id, CoordinatorId: c.cfg.NodeID}
 		resp.Groups = append(resp.Groups, d)
@@ -679,9 +682,13 @@ func (c *Coordinator) DescribeGroups(ctx context.Context, req *pb.DescribeGroups
 			continue
 		}
 		g := s.groups[id]
-		if g == nil {
-			d.State = Dead.String()
-		} else {
+		switch {
+		case g == nil:
+			d.State, d.GroupType = Dead.String(), groupTypeClassic
+		case g.cg != nil:
+			c.describeClassicShape(d, g, im)
+		default:
+			d.GroupType = groupTypeClassic
 			d.State, d.ProtocolType, d.Protocol, d.GenerationId = g.state.String(), g.protocolType, g.protocol, g.generation
 			for _, mid := range g.order {
 				m := g.members[mid]
