@@ -34,18 +34,7 @@ func (c *Coordinator) load(ctx context.Context, s *shard) {
 				return
 			}
 			if off >= l.LogEndOffset() {
-				now := c.clk.Now()
-				for _, g := range s.groups {
-					for _, m := range g.members {
-						m.lastHeartbeat = now
-					}
-					if g.cg != nil {
-						for _, m := range g.cg.members {
-							m.lastSeen = time.Time{}
-							c.touchMember(m, now)
-						}
-					}
-				}
+				c.startSessions(s, c.clk.Now())
 				s.status = active
 				n := len(s.groups)
 				s.mu.Unlock()
@@ -223,4 +212,21 @@ func (c *Coordinator) applyGroupMetadata(s *shard, id string, value []byte, now 
 	}
 	g.restore(&v, now)
 	return nil
+}
+
+// startSessions starts every loaded member's session at now (s.mu held):
+// a new coordinator gives each member a full session to find it, and a
+// consumer group member that was revoking its full rebalance timeout.
+func (c *Coordinator) startSessions(s *shard, now time.Time) {
+	for _, g := range s.groups {
+		for _, m := range g.members {
+			m.lastHeartbeat = now
+		}
+		if g.cg != nil {
+			for _, m := range g.cg.members {
+				m.revokeBy = time.Time{}
+				c.touchMember(m, now)
+			}
+		}
+	}
 }
