@@ -37,7 +37,9 @@ func TestConsumerGroupHeartbeatRefusals(t *testing.T) {
 		{"blank instance id", join(func(r *pb.ConsumerGroupHeartbeatRequest) { r.InstanceId = strp(" ") }), pb.ErrorCode_INVALID_REQUEST, "InstanceId can't be empty."},
 		{"blank rack", join(func(r *pb.ConsumerGroupHeartbeatRequest) { r.RackId = strp("") }), pb.ErrorCode_INVALID_REQUEST, "RackId can't be empty."},
 		{"join without a rebalance timeout", join(func(r *pb.ConsumerGroupHeartbeatRequest) { r.RebalanceTimeoutMs = -1 }), pb.ErrorCode_INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request."},
-		{"join owning partitions", join(func(r *pb.ConsumerGroupHeartbeatRequest) { r.TopicPartitions = &pb.OwnedPartitions{Topics: []*pb.TopicPartitions{{TopicId: "x", Partitions: []int32{0}}}} }),
+		{"join owning partitions", join(func(r *pb.ConsumerGroupHeartbeatRequest) {
+			r.TopicPartitions = &pb.OwnedPartitions{Topics: []*pb.TopicPartitions{{TopicId: "x", Partitions: []int32{0}}}}
+		}),
 			pb.ErrorCode_INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining."},
 		{"join with null owned partitions", join(func(r *pb.ConsumerGroupHeartbeatRequest) { r.TopicPartitions = nil }), pb.ErrorCode_INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining."},
 		{"join subscribed to nothing", join(func(r *pb.ConsumerGroupHeartbeatRequest) { r.SubscribedTopicNames = nil }), pb.ErrorCode_INVALID_REQUEST,
@@ -46,7 +48,9 @@ func TestConsumerGroupHeartbeatRefusals(t *testing.T) {
 		{"epoch below -2", &pb.ConsumerGroupHeartbeatRequest{GroupId: "g", MemberId: "m", MemberEpoch: -3}, pb.ErrorCode_INVALID_REQUEST, "MemberEpoch is invalid."},
 		{"unknown assignor", join(func(r *pb.ConsumerGroupHeartbeatRequest) { r.ServerAssignor = strp("sticky") }), pb.ErrorCode_UNSUPPORTED_ASSIGNOR,
 			"ServerAssignor sticky is not supported. Supported assignors: uniform, range."},
-		{"bad regex", join(func(r *pb.ConsumerGroupHeartbeatRequest) { r.SubscribedTopicNames, r.SubscribedTopicRegex = nil, strp("orders-(") }),
+		{"bad regex", join(func(r *pb.ConsumerGroupHeartbeatRequest) {
+			r.SubscribedTopicNames, r.SubscribedTopicRegex = nil, strp("orders-(")
+		}),
 			pb.ErrorCode_INVALID_REGULAR_EXPRESSION, "SubscribedTopicRegex `orders-(` is not a valid regular expression"},
 		{"not UTF-8", join(func(r *pb.ConsumerGroupHeartbeatRequest) { r.SubscribedTopicNames = subNames("\xff") }), pb.ErrorCode_INVALID_REQUEST, "not valid UTF-8"},
 		{"heartbeat to no group", &pb.ConsumerGroupHeartbeatRequest{GroupId: "none", MemberId: "m", MemberEpoch: 3, RebalanceTimeoutMs: -1},
