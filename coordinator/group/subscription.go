@@ -15,8 +15,8 @@ import (
 )
 
 // DefaultConsumerProtocol is whether group.coordinator.rebalance.protocols
-// includes "consumer" by default.
-const DefaultConsumerProtocol = false
+// includes "consumer" by default: it does, as in Kafka 4.
+const DefaultConsumerProtocol = true
 
 // group.consumer.migration.policy values (Kafka's).
 const (
