@@ -2,6 +2,7 @@ package group
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -86,6 +87,10 @@ type cmember struct {
 	state            memberState
 	assigned         assignment
 	revoking         assignment // pending revocation
+	// assignEpochs: the member epoch at which each partition of assigned
+	// and revoking was given to it (KIP-1251: an offset commit at an
+	// older member epoch is accepted for a partition it still has since).
+	assignEpochs map[string]map[int32]int32
 
 	// Not persisted: the member's session (lastSeen plus its session
 	// timeout), the deadline to revoke by when it entered
@@ -104,12 +109,53 @@ func (m *cmember) clone() *cmember {
 	c.names = slices.Clone(m.names)
 	c.assigned = m.assigned.clone()
 	c.revoking = m.revoking.clone()
+	if m.assignEpochs != nil {
+		c.assignEpochs = make(map[string]map[int32]int32, len(m.assignEpochs))
+		for t, byP := range m.assignEpochs {
+			c.assignEpochs[t] = maps.Clone(byP)
+		}
+	}
 	if m.classic != nil {
 		ci := *m.classic
 		ci.protocols = slices.Clone(m.classic.protocols)
 		c.classic = &ci
 	}
 	return &c
+}
+
+// assignedAt is the member epoch a partition of assigned or revoking was
+// given to the member at (its epoch, not below 0, when not recorded: a
+// record written before assignment epochs were).
+func (m *cmember) assignedAt(topicID string, p int32) int32 {
+	if e, ok := m.assignEpochs[topicID][p]; ok {
+		return e
+	}
+	return max(m.epoch, 0)
+}
+
+// owns reports whether a partition is in the member's assigned or revoking set.
+func (m *cmember) owns(topicID string, p int32) bool {
+	return m.assigned.has(topicID, p) || m.revoking.has(topicID, p)
+}
+
+// setAssignEpochs keeps the epochs of what the member still has, and
+// gives epoch to what it has newly.
+func (m *cmember) setAssignEpochs(old *cmember, epoch int32) {
+	m.assignEpochs = map[string]map[int32]int32{}
+	for _, a := range []assignment{m.assigned, m.revoking} {
+		for t, ps := range a {
+			for _, p := range ps {
+				e := epoch
+				if old != nil && old.owns(t, p) {
+					e = old.assignedAt(t, p)
+				}
+				if m.assignEpochs[t] == nil {
+					m.assignEpochs[t] = map[int32]int32{}
+				}
+				m.assignEpochs[t][p] = e
+			}
+		}
+	}
 }
 
 // reconciledTo reports whether the member is at epoch and owns its target.
@@ -138,8 +184,19 @@ func (m *cmember) sameMetadata(o *cmember) bool {
 // sameAssignmentState compares what the member's current-assignment
 // record holds.
 func (m *cmember) sameAssignmentState(o *cmember) bool {
-	return m.epoch == o.epoch && m.prevEpoch == o.prevEpoch && m.state == o.state &&
-		m.assigned.equal(o.assigned) && m.revoking.equal(o.revoking)
+	if m.epoch != o.epoch || m.prevEpoch != o.prevEpoch || m.state != o.state || !m.assigned.equal(o.assigned) || !m.revoking.equal(o.revoking) {
+		return false
+	}
+	for _, a := range []assignment{m.assigned, m.revoking} {
+		for t, ps := range a {
+			for _, p := range ps {
+				if m.assignedAt(t, p) != o.assignedAt(t, p) {
+					return false
+				}
+			}
+		}
+	}
+	return true
 }
 
 // sessionTimeout is how long the member may go without a heartbeat.

@@ -73,7 +73,36 @@ func recTarget(group, member string, a assignment) record.Record {
 func recCurrent(group string, m *cmember) record.Record {
 	return record.Record{Key: cgMemberKey(keyCGCurrentMember, group, m.id), Value: marshalValue(&pb.ConsumerGroupCurrentMemberAssignmentValue{
 		MemberEpoch: m.epoch, PreviousMemberEpoch: m.prevEpoch, State: int32(m.state),
-		AssignedPartitions: m.assigned.pb(), PartitionsPendingRevocation: m.revoking.pb()})}
+		AssignedPartitions: m.withEpochs(m.assigned), PartitionsPendingRevocation: m.withEpochs(m.revoking)})}
+}
+
+// withEpochs lists a, each partition with the epoch it was assigned at.
+func (m *cmember) withEpochs(a assignment) []*pb.TopicPartitions {
+	out := a.pb()
+	for _, tp := range out {
+		tp.AssignmentEpochs = make([]int32, len(tp.Partitions))
+		for i, p := range tp.Partitions {
+			tp.AssignmentEpochs[i] = m.assignedAt(tp.TopicId, p)
+		}
+	}
+	return out
+}
+
+// epochsFromPB reads the assignment epochs of a current-assignment
+// record's partitions; those it lacks (an older record) get def.
+func epochsFromPB(into map[string]map[int32]int32, tps []*pb.TopicPartitions, def int32) {
+	for _, tp := range tps {
+		for i, p := range tp.Partitions {
+			e := def
+			if i < len(tp.AssignmentEpochs) {
+				e = tp.AssignmentEpochs[i]
+			}
+			if into[tp.TopicId] == nil {
+				into[tp.TopicId] = map[int32]int32{}
+			}
+			into[tp.TopicId][p] = e
+		}
+	}
 }
 
 func recRegex(group, regex string, r *resolvedRegex) record.Record {
@@ -248,7 +277,7 @@ func (c *Coordinator) applyConsumerRecord(s *shard, k recordKey, value []byte, n
 			}
 			m := old.clone()
 			m.setEpoch(leaveEpoch)
-			m.assigned, m.revoking, m.state = assignment{}, assignment{}, memberStable
+			m.assigned, m.revoking, m.state, m.assignEpochs = assignment{}, assignment{}, memberStable, nil
 			return cg.putMember(m)
 		}
 		var v pb.ConsumerGroupCurrentMemberAssignmentValue
@@ -261,6 +290,9 @@ func (c *Coordinator) applyConsumerRecord(s *shard, k recordKey, value []byte, n
 		}
 		m.epoch, m.prevEpoch, m.state = v.MemberEpoch, v.PreviousMemberEpoch, memberState(v.State)
 		m.assigned, m.revoking = assignmentFromPB(v.AssignedPartitions), assignmentFromPB(v.PartitionsPendingRevocation)
+		m.assignEpochs = map[string]map[int32]int32{}
+		epochsFromPB(m.assignEpochs, v.AssignedPartitions, max(v.MemberEpoch, 0))
+		epochsFromPB(m.assignEpochs, v.PartitionsPendingRevocation, max(v.MemberEpoch, 0))
 		return cg.putMember(m)
 	case keyCGRegex:
 		if value == nil {

@@ -80,6 +80,7 @@ func (c *Coordinator) fromClassic(g *group, im *metadata.Image) (*consumerGroup,
 			rebalanceTimeoutMs: int32(m.rebalanceTimeout / time.Millisecond), names: names,
 			classic: &classicInfo{sessionTimeoutMs: int32(m.sessionTimeout / time.Millisecond), protocols: m.protocols},
 			epoch:   g.generation, prevEpoch: g.generation, state: memberStable, assigned: assigned, revoking: assignment{}}
+		cm.setAssignEpochs(nil, g.generation)
 		cg.target[id] = assigned
 		if err := cg.putMember(cm); err != nil {
 			c.lg.Warn("cannot upgrade a classic group: two members hold one partition", "group", g.id, "err", err)

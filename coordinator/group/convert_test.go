@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -280,4 +281,46 @@ func TestConsumerGroupOffsetEpochs(t *testing.T) {
 
 	wantCode(t, "leave", h.hb(&pb.ConsumerGroupHeartbeatRequest{GroupId: "g", MemberId: "m", MemberEpoch: -1}).ErrorCode, pb.ErrorCode_NONE)
 	wantCode(t, "admin commit to the empty group", commit("", -1, false), pb.ErrorCode_NONE)
+}
+
+// TestConsumerGroupCommitAssignmentEpochs: a member may commit at an
+// older epoch than its own the partitions it had since then (KIP-1251);
+// a partition it got later, one it does not have, or an epoch ahead of its
+// own is STALE_MEMBER_EPOCH; the epochs survive a reload.
+func TestConsumerGroupCommitAssignmentEpochs(t *testing.T) {
+	h := newCGHarness(t)
+	h.img.setTopics(map[string]int{"t": 6, "u": 1})
+	own := map[string][]int32{}
+	r := h.joinCG("g", "m", "t")
+	own["m"] = h.assignedOf(r)["t"]
+	h.joinCG("g", "m2", "t")
+	own = settleAll(h, "g", "m", "m2")
+	mid := epochOf(h, "g", "m")
+	kept := own["m"]
+	wantCode(t, "m2 leaves", h.hb(&pb.ConsumerGroupHeartbeatRequest{GroupId: "g", MemberId: "m2", MemberEpoch: -1}).ErrorCode, pb.ErrorCode_NONE)
+	own = settleAll(h, "g", "m")
+	now := epochOf(h, "g", "m")
+	if now <= mid || len(own["m"]) != 6 {
+		t.Fatalf("m at epoch %d (was %d) with %v", now, mid, own["m"])
+	}
+	var gained int32 = -1
+	for _, p := range own["m"] {
+		if !slices.Contains(kept, p) {
+			gained = p
+		}
+	}
+	h = h.failover()
+	commit := func(epoch int32, topic string, p int32) pb.ErrorCode {
+		resp, err := h.c.OffsetCommit(context.Background(), &pb.OffsetCommitRequest{GroupId: "g", MemberId: "m", GenerationId: epoch,
+			Offsets: []*pb.PartitionOffset{{Topic: topic, Partition: p, Offset: 1, LeaderEpoch: -1}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Partitions[0].ErrorCode
+	}
+	wantCode(t, "older epoch, a partition held since", commit(mid, "t", kept[0]), pb.ErrorCode_NONE)
+	wantCode(t, "older epoch, a partition gained later", commit(mid, "t", gained), pb.ErrorCode_STALE_MEMBER_EPOCH)
+	wantCode(t, "older epoch, a partition it does not have", commit(mid, "u", 0), pb.ErrorCode_STALE_MEMBER_EPOCH)
+	wantCode(t, "its own epoch", commit(now, "t", gained), pb.ErrorCode_NONE)
+	wantCode(t, "an epoch ahead of its own", commit(now+1, "t", gained), pb.ErrorCode_STALE_MEMBER_EPOCH)
 }

@@ -18,7 +18,7 @@ func TestDecodeJSON(t *testing.T) {
 		{recGroupEpoch("g", 7).Key, recGroupEpoch("g", 7).Value, []string{`key: {"type":"3","data":{"groupId":"g"}}`, `"epoch":7`}},
 		{recMember("g", m).Key, recMember("g", m).Value, []string{`"memberId":"m1"`, `"type":"5"`, `"subscribedTopicNames":["orders"]`, `"rebalanceTimeoutMs":30000`}},
 		{recTarget("g", "m1", assignment{"tid": {0, 2}}).Key, recTarget("g", "m1", assignment{"tid": {0, 2}}).Value, []string{`"type":"7"`, `"partitions":[0,2]`}},
-		{recCurrent("g", m).Key, recCurrent("g", m).Value, []string{`"type":"8"`, `"memberEpoch":4`, `"previousMemberEpoch":3`, `"state":1`, `"partitionsPendingRevocation":[{"topicId":"tid","partitions":[1]}]`}},
+		{recCurrent("g", m).Key, recCurrent("g", m).Value, []string{`"type":"8"`, `"memberEpoch":4`, `"previousMemberEpoch":3`, `"state":1`, `"partitionsPendingRevocation":[{"topicId":"tid","partitions":[1],"assignmentEpochs":[4]}]`}},
 		{recTargetEpoch("g", 7).Key, recTargetEpoch("g", 7).Value, []string{`"type":"6"`, `"assignmentEpoch":7`}},
 		{recSubscription("g", map[string]topicMeta{"orders": {id: "tid", name: "orders", partitions: 3}}).Key,
 			recSubscription("g", map[string]topicMeta{"orders": {id: "tid", name: "orders", partitions: 3}}).Value, []string{`"type":"4"`, `"numPartitions":3`}},

@@ -98,8 +98,9 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *pb.OffsetCommitRequ
 	}
 	now := c.clk.Now()
 	var m *member
+	var check partitionCheck
 	if g := s.groups[req.GroupId]; g != nil && g.cg != nil {
-		err = checkConsumerCommit(g, req.MemberId, req.GenerationId, false, req.BeforeMemberEpochs)
+		check, err = checkConsumerCommit(g, req.MemberId, req.GenerationId, false, req.BeforeMemberEpochs, c.topicIDOf())
 	} else {
 		m, err = checkCommit(g, req.GroupId, req.MemberId, req.GroupInstanceId, req.GenerationId)
 	}
@@ -110,12 +111,24 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *pb.OffsetCommitRequ
 	if m != nil {
 		m.lastHeartbeat = now
 	}
+	// The partitions to commit, and the answers of those refused.
+	offs, answers := req.Offsets, partitionErrors(req.Offsets, nil)
+	if check != nil {
+		offs = nil
+		for i, o := range req.Offsets {
+			if err := check(o.Topic, o.Partition); err != nil {
+				answers[i].ErrorCode, answers[i].ErrorMessage = errs.Split(err)
+				continue
+			}
+			offs = append(offs, o)
+		}
+	}
 	g := s.group(req.GroupId, now, true)
 	s.mu.Unlock()
-	if len(req.Offsets) == 0 {
-		return &pb.OffsetCommitResponse{}, nil
+	if len(offs) == 0 {
+		return &pb.OffsetCommitResponse{Partitions: answers}, nil
 	}
-	recs, entries, err := offsetRecords(req.GroupId, req.Offsets, now.UnixMilli(), nil)
+	recs, entries, err := offsetRecords(req.GroupId, offs, now.UnixMilli(), nil)
 	if err != nil {
 		return fail(err)
 	}
@@ -124,13 +137,24 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *pb.OffsetCommitRequ
 		return fail(err)
 	}
 	s.mu.Lock()
-	for i, o := range req.Offsets {
+	for i, o := range offs {
 		e := entries[i]
 		e.logOffset = first + int64(i)
 		g.applyCommitted(tp{o.Topic, o.Partition}, e)
 	}
 	s.mu.Unlock()
-	return &pb.OffsetCommitResponse{Partitions: partitionErrors(req.Offsets, nil)}, nil
+	return &pb.OffsetCommitResponse{Partitions: answers}, nil
+}
+
+// topicIDOf looks a topic's id up in the current image ("" for none).
+func (c *Coordinator) topicIDOf() func(string) string {
+	im := c.image()
+	return func(name string) string {
+		if t := im.Topics[name]; t != nil {
+			return t.ID
+		}
+		return ""
+	}
 }
 
 // OffsetFetch answers committed offsets (-1 where none). With
@@ -231,7 +255,8 @@ func checkTxnCommit(g *group, req *pb.TxnOffsetCommitRequest) error {
 		return checkTxnCommitBeforeKafkaRules(g, req)
 	}
 	if g != nil && g.cg != nil {
-		return checkConsumerCommit(g, req.MemberId, req.GenerationId, true, false)
+		_, err := checkConsumerCommit(g, req.MemberId, req.GenerationId, true, false, nil)
+		return err
 	}
 	switch {
 	case g != nil && g.state == Dead:

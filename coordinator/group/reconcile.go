@@ -84,6 +84,7 @@ func nextAssignment(m *cmember, epoch, targetEpoch int32, target assignment, own
 	if len(revoke) > 0 && ownsAny(owned, revoke) {
 		n.state, n.assigned, n.revoking = memberUnrevoked, keep, revoke
 		n.setEpoch(epoch)
+		n.setAssignEpochs(m, epoch)
 		return n
 	}
 	for t, ps := range add {
@@ -95,6 +96,7 @@ func nextAssignment(m *cmember, epoch, targetEpoch int32, target assignment, own
 		n.state = memberUnreleased
 	}
 	n.setEpoch(targetEpoch)
+	n.setAssignEpochs(m, targetEpoch)
 	return n
 }
 

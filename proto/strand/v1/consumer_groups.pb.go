@@ -25,11 +25,14 @@ const (
 // (Strand's topic id, a UUID in Kafka's URL-safe base64 without padding,
 // as MetadataResponse carries it).
 type TopicPartitions struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TopicId       string                 `protobuf:"bytes,1,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
-	Partitions    []int32                `protobuf:"varint,2,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	TopicId    string                 `protobuf:"bytes,1,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	Partitions []int32                `protobuf:"varint,2,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	// In a member's current-assignment record only: the member epoch each
+	// partition was assigned at, in the order of partitions (KIP-1251).
+	AssignmentEpochs []int32 `protobuf:"varint,3,rep,packed,name=assignment_epochs,json=assignmentEpochs,proto3" json:"assignment_epochs,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *TopicPartitions) Reset() {
@@ -72,6 +75,13 @@ func (x *TopicPartitions) GetTopicId() string {
 func (x *TopicPartitions) GetPartitions() []int32 {
 	if x != nil {
 		return x.Partitions
+	}
+	return nil
+}
+
+func (x *TopicPartitions) GetAssignmentEpochs() []int32 {
+	if x != nil {
+		return x.AssignmentEpochs
 	}
 	return nil
 }
@@ -1402,12 +1412,13 @@ var File_strand_v1_consumer_groups_proto protoreflect.FileDescriptor
 
 const file_strand_v1_consumer_groups_proto_rawDesc = "" +
 	"\n" +
-	"\x1fstrand/v1/consumer_groups.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\"L\n" +
+	"\x1fstrand/v1/consumer_groups.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\"y\n" +
 	"\x0fTopicPartitions\x12\x19\n" +
 	"\btopic_id\x18\x01 \x01(\tR\atopicId\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\x05R\n" +
-	"partitions\"\"\n" +
+	"partitions\x12+\n" +
+	"\x11assignment_epochs\x18\x03 \x03(\x05R\x10assignmentEpochs\"\"\n" +
 	"\n" +
 	"TopicNames\x12\x14\n" +
 	"\x05names\x18\x01 \x03(\tR\x05names\"E\n" +
