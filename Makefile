@@ -14,7 +14,7 @@ FUZZ_SHORT    ?= 3000x
 # STRAND_FRANZ_REQUIRE_848=1: make franz-suite (and so make test) fails unless the nodes serve KIP-848
 # (ConsumerGroupHeartbeat v1) and franz-go's KIP-848 tests run and pass; at 0 they may skip while it is
 # not served, and must pass once it is.
-STRAND_FRANZ_REQUIRE_848 ?= 0
+STRAND_FRANZ_REQUIRE_848 ?= 1
 # package:target, one per fuzz target (make fuzz runs each for FUZZTIME).
 FUZZ_TARGETS  := ./record:FuzzDecode ./record:FuzzValidateBatch \
 	./record:FuzzReadControlBatch ./record:FuzzParseControlRecord \

@@ -38,9 +38,9 @@ func register(key kmsg.Key, min, max int16, fn handlerFunc) {
 	apis[int16(key)] = api{name: key.Name(), min: min, max: max, fn: fn}
 }
 
-// Served lists the APIs served and their versions, by key (what
-// ApiVersions answers).
-func Served() []kmsg.ApiVersionsResponseApiKey {
+// servedAll lists every API registered and its versions, by key
+// (consumer_groups.go: what ApiVersions lists depends on the node).
+func servedAll() []kmsg.ApiVersionsResponseApiKey {
 	var out []kmsg.ApiVersionsResponseApiKey
 	for k, a := range apis {
 		out = append(out, kmsg.ApiVersionsResponseApiKey{ApiKey: k, MinVersion: a.min, MaxVersion: a.max})
@@ -59,7 +59,7 @@ func init() {
 func handleApiVersions(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response, error) {
 	req := r.(*kmsg.ApiVersionsRequest)
 	resp := kmsg.NewPtrApiVersionsResponse()
-	resp.ApiKeys = Served()
+	resp.ApiKeys = servedTo(c)
 	if req.Version < 3 {
 		return resp, nil
 	}

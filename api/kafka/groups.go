@@ -203,7 +203,8 @@ func handleLeaveGroup(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Respon
 func handleOffsetCommit(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response, error) {
 	req := r.(*kmsg.OffsetCommitRequest)
 	resp := kmsg.NewPtrOffsetCommitResponse()
-	preq := &pb.OffsetCommitRequest{GroupId: req.Group, GenerationId: req.Generation, MemberId: req.MemberID, GroupInstanceId: str(req.InstanceID)}
+	preq := &pb.OffsetCommitRequest{GroupId: req.Group, GenerationId: req.Generation, MemberId: req.MemberID, GroupInstanceId: str(req.InstanceID),
+		BeforeMemberEpochs: req.Version < 9}
 	if req.Version < 1 {
 		preq.GenerationId = -1 // v0 commits outside any generation
 	}
@@ -265,8 +266,8 @@ type offsetFetchGroup struct {
 
 // fetchGroupOffsets reads one group's offsets: topics nil for every
 // partition the group has committed.
-func fetchGroupOffsets(ctx context.Context, c *Conn, group string, topics map[string][]int32, order []string, all, stable bool) offsetFetchGroup {
-	preq := &pb.OffsetFetchRequest{GroupId: group, RequireStable: stable}
+func fetchGroupOffsets(ctx context.Context, c *Conn, group string, topics map[string][]int32, order []string, all, stable bool, memberID string, memberEpoch int32) offsetFetchGroup {
+	preq := &pb.OffsetFetchRequest{GroupId: group, RequireStable: stable, MemberId: memberID, MemberEpoch: memberEpoch}
 	if !all {
 		for _, t := range order {
 			for _, p := range topics[t] {
@@ -322,7 +323,11 @@ func handleOffsetFetch(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Respo
 				}
 				topics[t.Topic] = append(topics[t.Topic], t.Partitions...)
 			}
-			got := fetchGroupOffsets(ctx, c, g.Group, topics, order, g.Topics == nil, req.RequireStable)
+			memberID, memberEpoch := "", int32(-1)
+			if req.Version >= 9 {
+				memberID, memberEpoch = str(g.MemberID), g.MemberEpoch
+			}
+			got := fetchGroupOffsets(ctx, c, g.Group, topics, order, g.Topics == nil, req.RequireStable, memberID, memberEpoch)
 			rg := kmsg.NewOffsetFetchResponseGroup()
 			rg.Group, rg.ErrorCode, rg.Topics = g.Group, got.code, got.topics
 			resp.Groups = append(resp.Groups, rg)
@@ -336,7 +341,7 @@ func handleOffsetFetch(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Respo
 		}
 		topics[t.Topic] = append(topics[t.Topic], t.Partitions...)
 	}
-	got := fetchGroupOffsets(ctx, c, req.Group, topics, order, req.Topics == nil && req.Version >= 2, req.Version >= 7 && req.RequireStable)
+	got := fetchGroupOffsets(ctx, c, req.Group, topics, order, req.Topics == nil && req.Version >= 2, req.Version >= 7 && req.RequireStable, "", -1)
 	resp.ErrorCode = got.code
 	for _, t := range got.topics {
 		rt := kmsg.NewOffsetFetchResponseTopic()
@@ -367,7 +372,9 @@ func handleOffsetFetch(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Respo
 }
 
 // handleDescribeGroups: from v6 a group that does not exist is
-// GROUP_ID_NOT_FOUND (KIP-1043); before, it is reported Dead.
+// GROUP_ID_NOT_FOUND (KIP-1043); before, it is reported Dead. A group of
+// the consumer protocol is not described here, as in Kafka (Dead, and
+// GROUP_ID_NOT_FOUND from v6): ConsumerGroupDescribe describes it.
 func handleDescribeGroups(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response, error) {
 	req := r.(*kmsg.DescribeGroupsRequest)
 	resp := kmsg.NewPtrDescribeGroupsResponse()
@@ -394,6 +401,16 @@ func handleDescribeGroups(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Re
 			continue
 		}
 		d := groups[i]
+		if d.GroupType == "consumer" {
+			// As Kafka: DescribeGroups describes classic groups only.
+			g.State = "Dead"
+			if req.Version >= 6 {
+				g.ErrorCode = code(pb.ErrorCode_GROUP_ID_NOT_FOUND)
+				g.ErrorMessage = errMsg("Group " + id + " is not a classic group.")
+			}
+			resp.Groups = append(resp.Groups, g)
+			continue
+		}
 		g.ErrorCode, g.State, g.ProtocolType, g.Protocol = code(d.ErrorCode), d.State, d.ProtocolType, d.Protocol
 		if d.ErrorCode == pb.ErrorCode_NONE && d.State == "Dead" && req.Version >= 6 {
 			g.ErrorCode = code(pb.ErrorCode_GROUP_ID_NOT_FOUND)

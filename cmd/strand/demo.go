@@ -200,7 +200,7 @@ func fetchAndPrint(ctx context.Context, adm *client.Admin, boot []string, tp cli
 		return fmt.Errorf("fetch %s: %s", tp, fp.ErrorMessage)
 	}
 	if !txnDecoder {
-		printBatches(os.Stdout, r.Partitions[0].Records, true, true, false)
+		printBatches(os.Stdout, r.Partitions[0].Records, true, true, nil)
 		return nil
 	}
 	// Transaction log: just the decoded records.

@@ -12,12 +12,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/strand-io/strand/broker/storage"
+	"github.com/strand-io/strand/coordinator/group"
 	"github.com/strand-io/strand/coordinator/txn"
 	"github.com/strand-io/strand/record"
 )
 
 func dumpLogCmd() *cobra.Command {
-	var printData, deep, txnDecoder bool
+	var printData, deep, txnDecoder, offsetsDecoder bool
 	var files []string
 	cmd := &cobra.Command{
 		Use:   "dump-log FILE…",
@@ -25,16 +26,27 @@ func dumpLogCmd() *cobra.Command {
 		Long: `Print .log segments one line per batch in kafka-dump-log's format; with
 --deep-iteration (implied by --print-data-log) one line per record too.
 Also reads .index, .timeindex, .txnindex and producer .snapshot files.
---transaction-log-decoder decodes __transaction_state records.`,
+--transaction-log-decoder decodes __transaction_state records,
+--offsets-decoder __consumer_offsets records (offsets, classic groups and
+consumer groups).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			all := append(files, args...)
 			if len(all) == 0 {
 				return fmt.Errorf("name at least one file")
 			}
 			out := os.Stdout
+			var decode recordDecoder
+			switch {
+			case txnDecoder && offsetsDecoder:
+				return fmt.Errorf("--transaction-log-decoder and --offsets-decoder: choose one")
+			case txnDecoder:
+				decode = decodeTxnLogRecord
+			case offsetsDecoder:
+				decode = decodeOffsetsRecord
+			}
 			for _, f := range all {
 				for _, p := range strings.Split(f, ",") {
-					if err := dumpFile(out, p, printData || deep || txnDecoder, printData, txnDecoder); err != nil {
+					if err := dumpFile(out, p, printData || deep || decode != nil, printData, decode); err != nil {
 						return err
 					}
 				}
@@ -46,10 +58,15 @@ Also reads .index, .timeindex, .txnindex and producer .snapshot files.
 	cmd.Flags().BoolVar(&printData, "print-data-log", false, "print keys and values (implies --deep-iteration)")
 	cmd.Flags().BoolVar(&deep, "deep-iteration", false, "print every record, not just batches")
 	cmd.Flags().BoolVar(&txnDecoder, "transaction-log-decoder", false, "decode __transaction_state records")
+	cmd.Flags().BoolVar(&offsetsDecoder, "offsets-decoder", false, "decode __consumer_offsets records")
 	return cmd
 }
 
-func dumpFile(w io.Writer, path string, deep, data, txnDecoder bool) error {
+// recordDecoder renders an internal topic's record (nil: none; the
+// record prints as its key and value bytes with --print-data-log).
+type recordDecoder func(key, value []byte) string
+
+func dumpFile(w io.Writer, path string, deep, data bool, decode recordDecoder) error {
 	fmt.Fprintf(w, "Dumping %s\n", path)
 	if note, ok := missingIndexNote(path); ok {
 		fmt.Fprintln(os.Stderr, note)
@@ -57,7 +74,7 @@ func dumpFile(w io.Writer, path string, deep, data, txnDecoder bool) error {
 	}
 	switch {
 	case strings.HasSuffix(path, storage.LogSuffix):
-		return dumpSegment(w, path, deep, data, txnDecoder)
+		return dumpSegment(w, path, deep, data, decode)
 	case strings.HasSuffix(path, storage.IndexSuffix):
 		es, err := storage.ReadOffsetIndex(path)
 		for _, e := range es {
@@ -140,7 +157,7 @@ func reportTrailing(err error) error {
 	return nil
 }
 
-func dumpSegment(w io.Writer, path string, deep, data, txnDecoder bool) error {
+func dumpSegment(w io.Writer, path string, deep, data bool, decode recordDecoder) error {
 	buf, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -149,7 +166,7 @@ func dumpSegment(w io.Writer, path string, deep, data, txnDecoder bool) error {
 	var start int64
 	fmt.Sscanf(base, "%d", &start)
 	fmt.Fprintf(w, "Log starting offset: %d\n", start)
-	rest := printBatches(w, buf, deep, data, txnDecoder)
+	rest := printBatches(w, buf, deep, data, decode)
 	if rest > 0 {
 		fmt.Fprintf(os.Stderr, "Found %d invalid bytes at the end of %s\n", rest, filepath.Base(path))
 	}
@@ -168,7 +185,7 @@ func deleteHorizon(h *record.Header) string {
 
 // printBatches prints kafka-dump-log lines for the batches in buf and
 // returns how many trailing bytes are not a whole batch.
-func printBatches(w io.Writer, buf []byte, deep, data, txnDecoder bool) int {
+func printBatches(w io.Writer, buf []byte, deep, data bool, decode recordDecoder) int {
 	it := record.NewIter(buf)
 	pos := 0
 	for it.Next() {
@@ -207,8 +224,8 @@ func printBatches(w io.Writer, buf []byte, deep, data, txnDecoder bool) int {
 				if typ, ce, err := record.ParseControlRecord(r); err == nil {
 					fmt.Fprintf(w, " endTxnMarker: %s coordinatorEpoch: %d", typ, ce)
 				}
-			} else if txnDecoder {
-				fmt.Fprint(w, " "+decodeTxnLogRecord(r.Key, r.Value))
+			} else if decode != nil {
+				fmt.Fprint(w, " "+decode(r.Key, r.Value))
 			} else if data {
 				fmt.Fprintf(w, " key: %s payload: %s", orNull(r.Key), orNull(r.Value))
 			}
@@ -230,6 +247,9 @@ func size(b []byte) int {
 
 // decodeTxnLogRecord renders a __transaction_state record (4.x JSON shape).
 var decodeTxnLogRecord = txn.DecodeJSON
+
+// decodeOffsetsRecord renders a __consumer_offsets record (4.x JSON shape).
+var decodeOffsetsRecord = group.DecodeJSON
 
 func orNull(b []byte) string {
 	if b == nil {

@@ -26,7 +26,7 @@ func TestDumpLogDeleteHorizon(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	printBatches(&out, append(orig, cleaned...), true, false, false)
+	printBatches(&out, append(orig, cleaned...), true, false, nil)
 	lines := strings.Split(out.String(), "\n")
 	if !strings.Contains(lines[0], "deleteHorizonMs: OptionalLong.empty ") {
 		t.Errorf("batch without a horizon: %s", lines[0])

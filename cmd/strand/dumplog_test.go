@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
 	"github.com/strand-io/strand/testkit/testutil"
 )
@@ -64,10 +67,36 @@ func TestDumpLogShowsDeleteHorizon(t *testing.T) {
 		return b
 	}
 	var out bytes.Buffer
-	printBatches(&out, append(build(-1), build(1_700_086_400_000)...), false, false, false)
+	printBatches(&out, append(build(-1), build(1_700_086_400_000)...), false, false, nil)
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) != 2 || !strings.Contains(lines[0], "deleteHorizonMs: OptionalLong.empty ") ||
 		!strings.Contains(lines[1], "deleteHorizonMs: OptionalLong[1700086400000] ") || !strings.Contains(lines[1], "isvalid: true") {
 		t.Fatalf("dump-log printed:\n%s", out.String())
+	}
+}
+
+// --offsets-decoder prints __consumer_offsets records decoded (an offset
+// commit here, key and value), and goes with no other decoder.
+func TestDumpLogOffsetsDecoder(t *testing.T) {
+	key := be.BigEndian.AppendUint16(nil, 0)
+	for _, s := range []string{"billing", "orders"} {
+		key = be.BigEndian.AppendUint16(key, uint16(len(s)))
+		key = append(key, s...)
+	}
+	key = be.BigEndian.AppendUint32(key, 3)
+	val, err := proto.Marshal(&pb.OffsetCommitValue{Offset: 42, LeaderEpoch: 1, CommitTimestampMs: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := record.Build(record.BatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []record.Record{{Key: key, Value: val}, {Key: key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	printBatches(&out, b, true, false, decodeOffsetsRecord)
+	mustContain(t, out.String(), `key: {"type":"0","data":{"group":"billing","partition":3,"topic":"orders"}} payload: {"version":"0","data":{"offset":"42"`,
+		`payload: <DELETE>`)
+	if _, errOut, err := runErr(t, "", "dump-log", "--offsets-decoder", "--transaction-log-decoder", "x.log"); err == nil || !strings.Contains(errOut, "choose one") {
+		t.Errorf("both decoders: err %v, stderr %q", err, errOut)
 	}
 }

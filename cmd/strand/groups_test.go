@@ -461,6 +461,47 @@ func TestConsumerGroupsFranzGoMembers(t *testing.T) {
 	}
 }
 
+// TestConsumerGroupsConsumerProtocol: a group of the consumer protocol
+// (KIP-848) is listed and described by the CLI as any other group: its
+// member, partition, committed offset and lag.
+func TestConsumerGroupsConsumerProtocol(t *testing.T) {
+	n := testutil.StartDev(t, t.TempDir(), func(cfg *node.Config) {
+		cfg.KafkaListen = "127.0.0.1:0"
+		cfg.GroupConfig.ConsumerProtocol = true
+	})
+	b := "--bootstrap=" + n.Addr()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run(t, "", "topics", "create", "kz", "--partitions", "1", b)
+	run(t, "a\nb\nc\n", "produce", "kz", b)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.ConsumerGroup("kzg"), kgo.ConsumeTopics("kz"), kgo.ClientID("franz848"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(), kgo.ServerSideBalancer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	got := 0
+	for got < 3 {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatal(err)
+		}
+		got += fs.NumRecords()
+	}
+	if err := cl.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, run(t, "", "consumer-groups", "--list", b), "kzg")
+	out, stderr, err := runErr(t, "", "consumer-groups", "--describe", "--group", "kzg", b)
+	if err != nil {
+		t.Fatalf("%v: %s", err, stderr)
+	}
+	row := cgRow(t, cgTable(t, out, offsetHeaders...), "kzg", "kz", "0")
+	if !regexp.MustCompile(`^kzg kz 0 3 3 0 \S+ \S+ franz848$`).MatchString(strings.Join(row, " ")) {
+		t.Fatalf("consumer-protocol group row %q", row)
+	}
+}
+
 // offsetsOf builds kadm offsets for one topic.
 func offsetsOf(topic string, at map[int32]int64) kadm.Offsets {
 	os := kadm.Offsets{}

@@ -18,6 +18,7 @@ import (
 	"github.com/strand-io/strand/authz"
 	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/controller"
+	"github.com/strand-io/strand/coordinator/group"
 	"github.com/strand-io/strand/node"
 )
 
@@ -356,6 +357,20 @@ var serverSettings = map[string]func(cfg *node.Config, v string) error{
 	"quota.window.num":                   bounded(1, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.Quotas.Windows = int(n) })),
 	"quota.window.size.seconds":          bounded(1, math.MaxInt32, secondsSetting(func(c *node.Config, d time.Duration) { c.Quotas.Window = d })),
 	"transaction.max.open.per.principal": bounded(0, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.TxnConfig.MaxOpenPerPrincipal = int(n) })),
+	// Consumer groups of the consumer rebalance protocol (KIP-848).
+	"group.coordinator.rebalance.protocols": rebalanceProtocolsSetting,
+	"group.consumer.heartbeat.interval.ms":  bounded(1, math.MaxInt32, msSetting(func(c *node.Config, d time.Duration) { c.GroupConfig.ConsumerHeartbeatInterval = d })),
+	"group.consumer.session.timeout.ms":     bounded(1, math.MaxInt32, msSetting(func(c *node.Config, d time.Duration) { c.GroupConfig.ConsumerSessionTimeout = d })),
+	"group.consumer.max.size":               bounded(1, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.GroupConfig.ConsumerMaxSize = int(n) })),
+	"group.consumer.assignors":              consumerAssignorsSetting,
+	"group.consumer.migration.policy": func(c *node.Config, v string) error {
+		v = strings.ToLower(strings.TrimSpace(v))
+		if !group.ValidMigrationPolicy(v) {
+			return fmt.Errorf("%q: want bidirectional, upgrade, downgrade or disabled", v)
+		}
+		c.GroupConfig.MigrationPolicy = v
+		return nil
+	},
 	// Testing only (drills): new transactional ids start at this epoch, so
 	// producers cross the end of their epochs after a few transactions.
 	"strand.testing.transaction.first.producer.epoch": intSetting(func(c *node.Config, n int64) { c.TxnConfig.FirstEpoch = int16(min(max(n, 0), 32766)) }),
@@ -369,6 +384,56 @@ var deprecatedSettings = map[string]struct {
 }{
 	"leader.imbalance.check.interval.ms": {"leader.imbalance.check.interval.seconds",
 		msSetting(func(c *node.Config, d time.Duration) { c.ControllerConfig.LeaderImbalanceInterval = d })},
+}
+
+// rebalanceProtocolsSetting parses group.coordinator.rebalance.protocols:
+// "classic" (which Kafka requires) and, to serve consumer groups of the
+// consumer rebalance protocol, "consumer".
+func rebalanceProtocolsSetting(c *node.Config, v string) error {
+	classic, consumer := false, false
+	for _, p := range strings.Split(v, ",") {
+		switch strings.ToLower(strings.TrimSpace(p)) {
+		case "classic":
+			classic = true
+		case "consumer":
+			consumer = true
+		case "":
+		default:
+			return fmt.Errorf("%q: unknown protocol %q (Strand serves classic and consumer)", v, strings.TrimSpace(p))
+		}
+	}
+	if !classic {
+		return fmt.Errorf("%q: the classic protocol is required", v)
+	}
+	c.GroupConfig.ConsumerProtocol = consumer
+	return nil
+}
+
+// consumerAssignorsSetting parses group.consumer.assignors: the server
+// assignors consumer groups may use, the first the default ("uniform",
+// "range", or Kafka's class names of them).
+func consumerAssignorsSetting(c *node.Config, v string) error {
+	var names []string
+	for _, a := range strings.Split(v, ",") {
+		a = strings.TrimSpace(a)
+		switch a {
+		case "":
+			continue
+		case "org.apache.kafka.coordinator.group.assignor.UniformAssignor":
+			a = "uniform"
+		case "org.apache.kafka.coordinator.group.assignor.RangeAssignor":
+			a = "range"
+		}
+		if !group.KnownAssignor(a) {
+			return fmt.Errorf("%q: unknown assignor %q (Strand has uniform and range)", v, a)
+		}
+		names = append(names, a)
+	}
+	if len(names) == 0 {
+		return fmt.Errorf("%q: no assignor", v)
+	}
+	c.GroupConfig.ConsumerAssignors = names
+	return nil
 }
 
 // perIPOverrides parses max.connections.per.ip.overrides: host:count

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/strand-io/strand/errs"
 	pb "github.com/strand-io/strand/proto/strand/v1"
@@ -19,14 +20,14 @@ import (
 // tombstone removes the offset, a group tombstone removes a group left
 // with no committed offsets.
 
-// groupTypeClassic is the only group type Strand runs (KIP-848's
-// "consumer" groups are not served).
+// groupTypeClassic is the type ListGroups reports for a group of the
+// classic protocol (groupTypeConsumer: of the consumer protocol).
 const groupTypeClassic = "classic"
 
 // ListGroups lists the groups of every __consumer_offsets partition this
 // coordinator leads and has loaded, sorted by id, filtered by state and
-// type (Kafka's names, compared without case; an empty filter takes
-// all). A partition still loading makes the answer
+// type ("classic" or "consumer"; Kafka's names, compared without case; an
+// empty filter takes all). A partition still loading makes the answer
 // COORDINATOR_LOAD_IN_PROGRESS, with the groups of the others.
 func (c *Coordinator) ListGroups(ctx context.Context, req *pb.ListGroupsRequest) (*pb.ListGroupsResponse, error) {
 	c.mu.Lock()
@@ -55,10 +56,14 @@ func (c *Coordinator) ListGroups(ctx context.Context, req *pb.ListGroupsRequest)
 			stillLoading = append(stillLoading, fmt.Sprint(s.partition))
 		case active:
 			for _, g := range s.groups {
-				if g.state == Dead || !match(req.StatesFilter, g.state.String()) || !match(req.TypesFilter, groupTypeClassic) {
+				typ, state, protocolType := groupTypeClassic, g.state.String(), g.protocolType
+				if g.cg != nil {
+					typ, state, protocolType = groupTypeConsumer, g.cg.state(), "consumer"
+				}
+				if g.state == Dead || !match(req.StatesFilter, state) || !match(req.TypesFilter, typ) {
 					continue
 				}
-				resp.Groups = append(resp.Groups, &pb.ListedGroup{GroupId: g.id, ProtocolType: g.protocolType, State: g.state.String(), GroupType: groupTypeClassic})
+				resp.Groups = append(resp.Groups, &pb.ListedGroup{GroupId: g.id, ProtocolType: protocolType, State: state, GroupType: typ})
 			}
 		}
 		s.mu.Unlock()
@@ -94,57 +99,59 @@ func (c *Coordinator) DeleteGroups(ctx context.Context, req *pb.DeleteGroupsRequ
 }
 
 func (c *Coordinator) deleteGroup(ctx context.Context, id string) error {
-	s, err := c.lockShard(id)
-	if err != nil {
-		return err
-	}
-	g := s.groups[id]
-	switch {
-	case g == nil || g.state == Dead:
-		s.mu.Unlock()
-		return errs.New(pb.ErrorCode_GROUP_ID_NOT_FOUND, "group %q does not exist", id)
-	case len(g.members) > 0 || g.state != Empty:
-		n, st := len(g.members), g.state
-		s.mu.Unlock()
-		return errs.New(pb.ErrorCode_NON_EMPTY_GROUP, "group %q has %d members (state %s); only a group with none can be deleted", id, n, st)
-	case g.deleting:
-		s.mu.Unlock()
-		return errs.New(pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, "group %q is already being deleted; retry", id)
-	}
-	g.deleting = true
-	parts := make([]tp, 0, len(g.offsets))
-	for p := range g.offsets {
-		parts = append(parts, p)
-	}
-	s.mu.Unlock()
-	sortTPs(parts)
-	recs := make([]record.Record, 0, len(parts)+1)
-	for _, p := range parts {
-		recs = append(recs, record.Record{Key: offsetKey(id, p.topic, p.partition)})
-	}
-	recs = append(recs, record.Record{Key: groupKey(id)})
-	first, err := c.w.write(ctx, s, recs, nil)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	g.deleting = false
-	if err != nil {
-		return err
-	}
-	if s.status != active {
-		return nil // the tombstones are written; whoever loads the partition applies them
-	}
-	// As a reload applies the tombstones: each removes its partition's
-	// offset unless a commit written after it replaced it.
-	for i, p := range parts {
-		if e, ok := g.offsets[p]; ok && e.logOffset < first+int64(i) {
-			delete(g.offsets, p)
+	return c.change(ctx, id, func(s *shard, now time.Time) (*groupChange, error) {
+		g := s.groups[id]
+		switch {
+		case g == nil || g.state == Dead:
+			return nil, errs.New(pb.ErrorCode_GROUP_ID_NOT_FOUND, "group %q does not exist", id)
+		case g.cg != nil && len(g.cg.members) > 0:
+			return nil, errs.New(pb.ErrorCode_NON_EMPTY_GROUP, "consumer group %q has %d members (state %s); only a group with none can be deleted", id, len(g.cg.members), g.cg.state())
+		case g.cg == nil && (len(g.members) > 0 || g.state != Empty):
+			return nil, errs.New(pb.ErrorCode_NON_EMPTY_GROUP, "group %q has %d members (state %s); only a group with none can be deleted", id, len(g.members), g.state)
+		case g.deleting:
+			return nil, errs.New(pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, "group %q is already being deleted; retry", id)
 		}
-	}
-	if s.groups[id] == g && len(g.offsets) == 0 && len(g.members) == 0 && len(g.pendingWrites) == 0 && g.state == Empty {
-		delete(s.groups, id)
-		c.setState(g, Dead, c.clk.Now())
-	}
-	return nil
+		g.deleting = true
+		parts := make([]tp, 0, len(g.offsets))
+		for p := range g.offsets {
+			parts = append(parts, p)
+		}
+		sortTPs(parts)
+		recs := make([]record.Record, 0, len(parts)+1)
+		for _, p := range parts {
+			recs = append(recs, record.Record{Key: offsetKey(id, p.topic, p.partition)})
+		}
+		groupRecs := []record.Record{{Key: groupKey(id)}}
+		if g.cg != nil {
+			groupRecs = g.cg.groupTombstones(id, nil)
+		}
+		recs = append(recs, groupRecs...)
+		ch := &groupChange{recs: recs, noReplay: true}
+		ch.done = func(err error) {
+			g.deleting = false
+			if err != nil || s.status != active {
+				return // on success while no longer active: whoever loads the partition applies the tombstones
+			}
+			// As a reload applies the tombstones: each removes its
+			// partition's offset unless a commit written after it replaced it.
+			for i, p := range parts {
+				if e, ok := g.offsets[p]; ok && e.logOffset < ch.first+int64(i) {
+					delete(g.offsets, p)
+				}
+			}
+			if g.cg != nil {
+				c.replayConsumer(s, groupRecs, c.clk.Now())
+				if s.groups[id] == g && g.cg == nil && (len(g.offsets) > 0 || len(g.pendingWrites) > 0) {
+					return // offsets committed meanwhile keep the group, empty
+				}
+			}
+			if s.groups[id] == g && len(g.offsets) == 0 && len(g.members) == 0 && len(g.pendingWrites) == 0 && g.state == Empty && g.cg == nil {
+				delete(s.groups, id)
+				c.setState(g, Dead, c.clk.Now())
+			}
+		}
+		return ch, nil
+	})
 }
 
 // OffsetDelete removes committed offsets of a group. A group with members
@@ -172,7 +179,11 @@ func (c *Coordinator) OffsetDelete(ctx context.Context, req *pb.OffsetDeleteRequ
 		return fail(errs.New(pb.ErrorCode_GROUP_ID_NOT_FOUND, "group %q does not exist", req.GroupId))
 	}
 	var subscribed map[string]bool
-	if len(g.members) > 0 {
+	if g.cg != nil {
+		// A consumer group keeps the offsets of the topics it subscribes
+		// to (by name, or through a regular expression).
+		subscribed = g.cg.subscribedTopics("", nil, g.cg.regexes)
+	} else if len(g.members) > 0 {
 		if g.protocolType != "consumer" {
 			pt := g.protocolType
 			s.mu.Unlock()

@@ -50,13 +50,39 @@ type Config struct {
 	// checked (0: 100 ms).
 	SweepInterval time.Duration
 	Logger        *slog.Logger
+
+	// Consumer groups (KIP-848). ConsumerProtocol is whether
+	// group.coordinator.rebalance.protocols includes "consumer": without
+	// it ConsumerGroupHeartbeat answers UNSUPPORTED_VERSION (and the Kafka
+	// listener does not list it), and no group converts.
+	ConsumerProtocol bool
+	// ConsumerHeartbeatInterval, ConsumerSessionTimeout:
+	// group.consumer.heartbeat.interval.ms (5 s), group.consumer.session.timeout.ms (45 s).
+	ConsumerHeartbeatInterval, ConsumerSessionTimeout time.Duration
+	// ConsumerMaxSize is group.consumer.max.size (0: no limit).
+	ConsumerMaxSize int
+	// ConsumerAssignors is group.consumer.assignors: the server assignors
+	// members may ask for, the first the default (nil: uniform, range).
+	ConsumerAssignors []string
+	// MigrationPolicy is group.consumer.migration.policy: which way a
+	// group with members converts between the protocols (bidirectional,
+	// upgrade, downgrade, disabled; empty: bidirectional).
+	MigrationPolicy string
+	// RegexRefreshInterval is how often, at most, a group's regular
+	// expressions are resolved again when topics came or went (0: 10 s).
+	RegexRefreshInterval time.Duration
+	// Image is the metadata image subscriptions are resolved against
+	// (nil: the replication manager's).
+	Image func() *metadata.Image
 }
 
 // DefaultConfig is Kafka's defaults.
 func DefaultConfig(nodeID int32) Config {
 	return Config{NodeID: nodeID, Topic: coordinator.DefaultOffsetsTopic(), GroupMinSessionTimeout: 6 * time.Second,
 		GroupMaxSessionTimeout: 30 * time.Minute, InitialRebalanceDelay: 3 * time.Second, OffsetsRetention: 7 * 24 * time.Hour,
-		CommitTimeout: 5 * time.Second, SweepInterval: 100 * time.Millisecond}
+		CommitTimeout: 5 * time.Second, SweepInterval: 100 * time.Millisecond,
+		ConsumerProtocol: DefaultConsumerProtocol, ConsumerHeartbeatInterval: 5 * time.Second, ConsumerSessionTimeout: 45 * time.Second,
+		ConsumerAssignors: DefaultAssignors, MigrationPolicy: MigrationBidirectional, RegexRefreshInterval: 10 * time.Second}
 }
 
 // TxnAdder adds a partition of __consumer_offsets to a transaction (an
@@ -99,6 +125,11 @@ type shard struct {
 	// watches: TxnOffsetCommit writes in flight per producer id, told when
 	// the producer's marker arrives before they finish.
 	watches map[int64]*txnWatch
+	// lanes: the groups with a change being written (lane.go), each
+	// closed when the change is in memory.
+	lanes map[string]chan struct{}
+	// fencing: consumer group members the sweep is removing ("group\x00member").
+	fencing map[string]bool
 }
 
 type txnWatch struct {
@@ -109,7 +140,8 @@ type txnWatch struct {
 
 func newShard(partition int32, p *broker.Partition, epoch int32) *shard {
 	return &shard{partition: partition, p: p, leaderEpoch: epoch, groups: map[string]*group{},
-		pidGroups: map[int64]map[string]bool{}, watches: map[int64]*txnWatch{}}
+		pidGroups: map[int64]map[string]bool{}, watches: map[int64]*txnWatch{}, lanes: map[string]chan struct{}{},
+		fencing: map[string]bool{}}
 }
 
 func (s *shard) group(id string, now time.Time, create bool) *group {
@@ -191,6 +223,10 @@ type Coordinator struct {
 	started bool
 	stopped bool
 	shards  map[int32]*shard
+
+	// names tracks when the image's topic names last changed (regular
+	// expression subscriptions).
+	names topicNames
 }
 
 // New returns a coordinator; Start registers it for leadership changes.
@@ -209,6 +245,24 @@ func New(cfg Config, repl *replication.Manager, loc *coordinator.Locator, txn Tx
 	}
 	if cfg.SweepInterval <= 0 {
 		cfg.SweepInterval = 100 * time.Millisecond
+	}
+	if cfg.ConsumerHeartbeatInterval <= 0 {
+		cfg.ConsumerHeartbeatInterval = 5 * time.Second
+	}
+	if cfg.ConsumerSessionTimeout <= 0 {
+		cfg.ConsumerSessionTimeout = 45 * time.Second
+	}
+	if len(cfg.ConsumerAssignors) == 0 {
+		cfg.ConsumerAssignors = DefaultAssignors
+	}
+	if cfg.MigrationPolicy == "" {
+		cfg.MigrationPolicy = MigrationBidirectional
+	}
+	if cfg.RegexRefreshInterval <= 0 {
+		cfg.RegexRefreshInterval = 10 * time.Second
+	}
+	if cfg.Image == nil && repl != nil {
+		cfg.Image = repl.Image
 	}
 	lg := cfg.Logger
 	if lg == nil {
@@ -429,6 +483,10 @@ func (c *Coordinator) sweep() {
 		s.mu.Lock()
 		if s.status == active {
 			for _, g := range s.groups {
+				if g.cg != nil {
+					c.expireConsumer(s, g, now)
+					continue
+				}
 				c.expire(s, g, now)
 			}
 		}
@@ -465,9 +523,22 @@ func (w logWriter) write(ctx context.Context, s *shard, recs []record.Record, tx
 	wctx, cancel := context.WithTimeout(ctx, c.cfg.CommitTimeout)
 	defer cancel()
 	if err := a.Wait(wctx); err != nil {
-		return -1, c.writeError(s, err)
+		return -1, appendedError{c.writeError(s, err)}
 	}
 	return a.Result.FirstOffset, nil
+}
+
+// appendedError is a write that reached the leader's log but not, in
+// time, its ISR: the records are there, and either the ISR takes them or
+// the leader loses the partition (and its groups with it).
+type appendedError struct{ error }
+
+func (e appendedError) Unwrap() error { return e.error }
+
+// wasAppended reports whether a failed write's records are in the log.
+func wasAppended(err error) bool {
+	_, ok := err.(appendedError)
+	return ok
 }
 
 // nextSequence is the base sequence for the coordinator's next batch of a

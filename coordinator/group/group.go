@@ -123,6 +123,10 @@ type group struct {
 	// pendingWrites counts TxnOffsetCommit writes in flight per partition
 	// (require_stable treats them as pending).
 	pendingWrites map[tp]int
+
+	// cg is set for a group of the consumer protocol (KIP-848); its
+	// classic membership above is then empty.
+	cg *consumerGroup
 }
 
 func newGroup(id string, now time.Time) *group {

@@ -15,9 +15,21 @@ import (
 //	type 1, pending txn offset commit:  int16 1 · string group · string topic · int32 partition · int64 producerId · int16 producerEpoch
 //	type 2, group metadata:             int16 2 · string group
 //
+// and a consumer group's (the consumer protocol, KIP-848), one record per
+// part as in Kafka, so a heartbeat rewrites only what it changed:
+//
+//	type 3, group epoch:                int16 3 · string group
+//	type 4, subscribed topics:          int16 4 · string group
+//	type 5, member subscription:        int16 5 · string group · string member
+//	type 6, target assignment epoch:    int16 6 · string group
+//	type 7, member's target assignment: int16 7 · string group · string member
+//	type 8, member's current assignment: int16 8 · string group · string member
+//	type 16, resolved regular expression: int16 16 · string group · string regex
+//
 // Values are protobuf messages: OffsetCommitValue for types 0 and 1,
-// GroupMetadataValue for type 2. A null value is a tombstone (the offset or
-// the group is gone). A transactional offset commit is a type 0 record in
+// GroupMetadataValue for type 2, and the ConsumerGroup*Value messages of
+// consumer_groups.proto for the others. A null value is a tombstone (the
+// offset, the group or the part is gone). A transactional offset commit is a type 0 record in
 // a transactional batch of its producer, as in Kafka, with a
 // "transactional.id" record header naming its transaction (shown when a
 // commit is stuck); it becomes the committed offset when the partition's
@@ -28,6 +40,14 @@ const (
 	keyOffsetCommit     int16 = 0
 	keyPendingTxnCommit int16 = 1
 	keyGroupMetadata    int16 = 2
+
+	keyCGEpoch         int16 = 3
+	keyCGSubscription  int16 = 4
+	keyCGMember        int16 = 5
+	keyCGTargetEpoch   int16 = 6
+	keyCGTargetMember  int16 = 7
+	keyCGCurrentMember int16 = 8
+	keyCGRegex         int16 = 16
 )
 
 // recordKey is a decoded key.
@@ -38,6 +58,7 @@ type recordKey struct {
 	partition int32
 	pid       int64
 	epoch     int16
+	member    string // types 5, 7 and 8: the member id; 16: the regex
 }
 
 func appendString(b []byte, s string) []byte {
@@ -67,6 +88,20 @@ func pendingKey(group, topic string, partition int32, pid int64, epoch int16) []
 func groupKey(group string) []byte {
 	b := binary.BigEndian.AppendUint16(make([]byte, 0, 4+len(group)), uint16(keyGroupMetadata))
 	return appendString(b, group)
+}
+
+// cgKey encodes a consumer group key of a type with no member part (3, 4, 6).
+func cgKey(typ int16, group string) []byte {
+	b := binary.BigEndian.AppendUint16(make([]byte, 0, 4+len(group)), uint16(typ))
+	return appendString(b, group)
+}
+
+// cgMemberKey encodes a consumer group key with a second string (5, 7, 8:
+// the member id; 16: the regular expression).
+func cgMemberKey(typ int16, group, member string) []byte {
+	b := binary.BigEndian.AppendUint16(make([]byte, 0, 6+len(group)+len(member)), uint16(typ))
+	b = appendString(b, group)
+	return appendString(b, member)
 }
 
 // validKeyString reports whether s fits a key's int16 length.
@@ -123,7 +158,7 @@ func (r *keyReader) str() string {
 	return s
 }
 
-// decodeKey reads any of the three key types. Trailing bytes are an error
+// decodeKey reads any of the key types above. Trailing bytes are an error
 // (a newer key version would need a new type).
 func decodeKey(b []byte) (recordKey, error) {
 	r := &keyReader{b: b}
@@ -134,8 +169,10 @@ func decodeKey(b []byte) (recordKey, error) {
 		if k.typ == keyPendingTxnCommit {
 			k.pid, k.epoch = int64(r.u64()), int16(r.u16())
 		}
-	case keyGroupMetadata:
+	case keyGroupMetadata, keyCGEpoch, keyCGSubscription, keyCGTargetEpoch:
 		k.group = r.str()
+	case keyCGMember, keyCGTargetMember, keyCGCurrentMember, keyCGRegex:
+		k.group, k.member = r.str(), r.str()
 	default:
 		if r.err == nil {
 			return k, fmt.Errorf("unknown record type %d", k.typ)

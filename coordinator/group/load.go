@@ -34,12 +34,7 @@ func (c *Coordinator) load(ctx context.Context, s *shard) {
 				return
 			}
 			if off >= l.LogEndOffset() {
-				now := c.clk.Now()
-				for _, g := range s.groups {
-					for _, m := range g.members {
-						m.lastHeartbeat = now
-					}
-				}
+				c.startSessions(s, c.clk.Now())
 				s.status = active
 				n := len(s.groups)
 				s.mu.Unlock()
@@ -181,25 +176,57 @@ func (c *Coordinator) applyRecord(s *shard, r record.Record, now time.Time, txnP
 		}
 		s.addPending(g, p, pid, e)
 	case keyGroupMetadata:
-		g := s.group(k.group, now, r.Value != nil)
-		if g == nil {
-			return nil
-		}
-		if r.Value == nil {
-			g.restore(&pb.GroupMetadataValue{}, now)
-			g.generation = 0
-			if len(g.offsets) == 0 {
-				// DeleteGroups: the group is gone (its pending
-				// transactional offsets with it, as live).
-				delete(s.groups, k.group)
-			}
-			return nil
-		}
-		var v pb.GroupMetadataValue
-		if err := proto.Unmarshal(r.Value, &v); err != nil {
-			return err
-		}
-		g.restore(&v, now)
+		return c.applyGroupMetadata(s, k.group, r.Value, now)
+	default:
+		return c.applyConsumerRecord(s, k, r.Value, now)
 	}
 	return nil
+}
+
+// applyGroupMetadata replays a classic group's membership record (type
+// 2): a value installs it, a tombstone empties the group, which is gone
+// when nothing else is left of it (DeleteGroups, or the group became a
+// consumer group: its records follow).
+func (c *Coordinator) applyGroupMetadata(s *shard, id string, value []byte, now time.Time) error {
+	g := s.group(id, now, value != nil)
+	if g == nil {
+		return nil
+	}
+	if value == nil {
+		g.restore(&pb.GroupMetadataValue{}, now)
+		g.generation = 0
+		if g.cg == nil && len(g.offsets) == 0 {
+			// DeleteGroups: the group is gone (its pending
+			// transactional offsets with it, as live).
+			delete(s.groups, id)
+		}
+		return nil
+	}
+	var v pb.GroupMetadataValue
+	if err := proto.Unmarshal(value, &v); err != nil {
+		return err
+	}
+	if g.cg != nil {
+		c.lg.Warn("classic group metadata for a consumer group; the consumer group is dropped", "group", id, "members", len(g.cg.members))
+		g.cg = nil
+	}
+	g.restore(&v, now)
+	return nil
+}
+
+// startSessions starts every loaded member's session at now (s.mu held):
+// a new coordinator gives each member a full session to find it, and a
+// consumer group member that was revoking its full rebalance timeout.
+func (c *Coordinator) startSessions(s *shard, now time.Time) {
+	for _, g := range s.groups {
+		for _, m := range g.members {
+			m.lastHeartbeat = now
+		}
+		if g.cg != nil {
+			for _, m := range g.cg.members {
+				m.revokeBy = time.Time{}
+				c.touchMember(m, now)
+			}
+		}
+	}
 }

@@ -1,6 +1,8 @@
 package group
 
 import (
+	"io"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -17,6 +19,12 @@ func FuzzGroupKey(f *testing.F) {
 	f.Add(pendingKey("g", "t", 3, 9, 1))
 	f.Add(groupKey("g"))
 	f.Add([]byte{0, 2, 0xff, 0xff})
+	for _, typ := range []int16{keyCGEpoch, keyCGSubscription, keyCGTargetEpoch} {
+		f.Add(cgKey(typ, "g"))
+	}
+	for _, typ := range []int16{keyCGMember, keyCGTargetMember, keyCGCurrentMember, keyCGRegex} {
+		f.Add(cgMemberKey(typ, "g", "m"))
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		k, err := decodeKey(b)
 		if err != nil {
@@ -30,6 +38,10 @@ func FuzzGroupKey(f *testing.F) {
 			again = pendingKey(k.group, k.topic, k.partition, k.pid, k.epoch)
 		case keyGroupMetadata:
 			again = groupKey(k.group)
+		case keyCGEpoch, keyCGSubscription, keyCGTargetEpoch:
+			again = cgKey(k.typ, k.group)
+		case keyCGMember, keyCGTargetMember, keyCGCurrentMember, keyCGRegex:
+			again = cgMemberKey(k.typ, k.group, k.member)
 		default:
 			t.Fatalf("decoded unknown key type %d", k.typ)
 		}
@@ -52,13 +64,26 @@ func FuzzGroupLoadRecord(f *testing.F) {
 	f.Add(offsetKey("g", "t", 0), oc, false)
 	f.Add(pendingKey("g", "t", 0, 4, 1), oc, false)
 	f.Add(groupKey("g"), []byte(nil), true)
+	// A consumer group's records (KIP-848).
+	cg := newConsumerGroup()
+	m := &cmember{id: "m", names: []string{"t"}, regex: "t.*", assignor: "uniform", rebalanceTimeoutMs: 1000, epoch: 3, prevEpoch: 2,
+		state: memberUnrevoked, assigned: assignment{"id": {0, 1}}, revoking: assignment{"id": {2}},
+		classic: &classicInfo{sessionTimeoutMs: 10000, protocols: []*pb.GroupProtocol{{Name: "range", Metadata: []byte{0, 1}}}}}
+	cg.members["m"], cg.epoch, cg.assignmentEpoch = m, 3, 3
+	cg.target["m"] = assignment{"id": {0, 1}}
+	cg.subscription["t"] = topicMeta{id: "id", name: "t", partitions: 3}
+	cg.regexes["t.*"] = &resolvedRegex{topics: []string{"t"}, version: 9}
+	for _, r := range append(cg.groupRecords("g"), recRegex("g", "t.*", cg.regexes["t.*"])) {
+		f.Add(r.Key, r.Value, false)
+		f.Add(r.Key, []byte(nil), true)
+	}
 	f.Fuzz(func(t *testing.T, key, value []byte, tombstone bool) {
 		if tombstone {
 			value = nil
 		} else if value == nil {
 			value = []byte{}
 		}
-		c := &Coordinator{}
+		c := &Coordinator{lg: slog.New(slog.NewTextHandler(io.Discard, nil))}
 		s := newShard(0, nil, 0)
 		now := time.Unix(1_700_000_000, 0)
 		_ = c.applyRecord(s, record.Record{Key: key, Value: value}, now, -1)
@@ -66,6 +91,18 @@ func FuzzGroupLoadRecord(f *testing.F) {
 		_ = c.applyRecord(s, record.Record{Key: key, Value: value, Offset: 1}, now, -1)
 		// And in a transactional batch: pending for its producer.
 		_ = c.applyRecord(s, record.Record{Key: key, Value: value, Offset: 2}, now, 7)
+		// A consumer group's indexes stay those of its members.
+		for _, g := range s.groups {
+			if g.cg == nil {
+				continue
+			}
+			for id, mm := range g.cg.members {
+				if mm.id != id {
+					t.Fatalf("member %q filed under %q", mm.id, id)
+				}
+			}
+			_ = g.cg.state()
+		}
 		var v pb.GroupMetadataValue
 		if value != nil && proto.Unmarshal(value, &v) == nil {
 			b, err := proto.Marshal(&v)

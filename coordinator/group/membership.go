@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -33,7 +34,21 @@ import (
 // INVALID_SESSION_TIMEOUT, REBALANCE_IN_PROGRESS (a newer JoinGroup of the
 // same member replaced this one).
 func (c *Coordinator) JoinGroup(ctx context.Context, req *pb.JoinGroupRequest) (*pb.JoinGroupResponse, error) {
+	c.waitLane(ctx, req.GroupId)
 	resp, ch := c.join(req)
+	for tries := 0; resp == toConsumerGroupJoin; tries++ {
+		r, err := c.joinConsumerGroup(ctx, req)
+		switch {
+		case err == errNotConsumerGroup && tries < 3:
+			resp, ch = c.join(req)
+			continue
+		case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+			return nil, err
+		case err != nil:
+			return joinError(err, req.MemberId), nil
+		}
+		return r, nil
+	}
 	if ch == nil {
 		return resp, nil
 	}
@@ -46,6 +61,14 @@ func (c *Coordinator) JoinGroup(ctx context.Context, req *pb.JoinGroupRequest) (
 		return &pb.JoinGroupResponse{ErrorCode: pb.ErrorCode_NOT_COORDINATOR, ErrorMessage: "the group coordinator is shutting down", GenerationId: -1}, nil
 	}
 }
+
+// toConsumerGroupJoin and toConsumerGroupSync are what join and sync
+// answer for a group of the consumer protocol: the caller hands the
+// request to the consumer group (classic_members.go).
+var (
+	toConsumerGroupJoin = &pb.JoinGroupResponse{}
+	toConsumerGroupSync = &pb.SyncGroupResponse{}
+)
 
 func joinError(err error, memberID string) *pb.JoinGroupResponse {
 	code, msg := errs.Split(err)
@@ -75,6 +98,9 @@ func (c *Coordinator) join(req *pb.JoinGroupRequest) (*pb.JoinGroupResponse, <-c
 		return joinError(err, req.MemberId), nil
 	}
 	defer s.mu.Unlock()
+	if g := s.groups[req.GroupId]; g != nil && g.cg != nil {
+		return toConsumerGroupJoin, nil
+	}
 	now := c.clk.Now()
 	g := s.group(req.GroupId, now, req.MemberId == "")
 	if g == nil {
@@ -364,13 +390,15 @@ func (c *Coordinator) persistAsync(s *shard, g *group, v *pb.GroupMetadataValue)
 	}
 	rec := record.Record{Key: groupKey(g.id), Value: val}
 	c.goBackground(func() {
-		s.mu.Lock()
-		current := s.status == active && g.generation == v.Generation && g.state == Empty
-		s.mu.Unlock()
-		if !current {
-			return
-		}
-		if _, err := c.w.write(c.ctx, s, []record.Record{rec}, nil); err != nil && c.ctx.Err() == nil {
+		// Through the group's lane: a conversion of the empty group to a
+		// consumer group does not interleave with this write.
+		err := c.change(c.ctx, g.id, func(s2 *shard, now time.Time) (*groupChange, error) {
+			if s2 != s || s.groups[g.id] != g || g.cg != nil || g.generation != v.Generation || g.state != Empty {
+				return nil, nil
+			}
+			return &groupChange{recs: []record.Record{rec}, noReplay: true}, nil
+		})
+		if err != nil && c.ctx.Err() == nil {
 			c.lg.Warn("write group metadata", "group", g.id, "err", err)
 		}
 	})
@@ -385,7 +413,21 @@ func (c *Coordinator) persistAsync(s *shard, g *group, v *pb.GroupMetadataValue)
 // FENCED_INSTANCE_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS,
 // COORDINATOR_NOT_AVAILABLE (the write failed; rejoin).
 func (c *Coordinator) SyncGroup(ctx context.Context, req *pb.SyncGroupRequest) (*pb.SyncGroupResponse, error) {
+	c.waitLane(ctx, req.GroupId)
 	resp, ch, write := c.sync(req)
+	for tries := 0; resp == toConsumerGroupSync; tries++ {
+		r, err := c.syncConsumerGroup(ctx, req)
+		switch {
+		case err == errNotConsumerGroup && tries < 3:
+			resp, ch, write = c.sync(req)
+			continue
+		case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+			return nil, err
+		case err != nil:
+			return syncError(err), nil
+		}
+		return r, nil
+	}
 	if write != nil {
 		// The group's write, not the caller's: a leader that gives up
 		// waiting does not fail the generation.
@@ -459,6 +501,9 @@ func (c *Coordinator) sync(req *pb.SyncGroupRequest) (*pb.SyncGroupResponse, <-c
 	defer s.mu.Unlock()
 	now := c.clk.Now()
 	g := s.groups[req.GroupId]
+	if g != nil && g.cg != nil {
+		return toConsumerGroupSync, nil, nil
+	}
 	m, err := checkMember(g, req.GroupId, req.MemberId, req.GroupInstanceId, req.GenerationId)
 	if err != nil {
 		return syncError(err), nil, nil
@@ -534,9 +579,22 @@ func (c *Coordinator) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (
 		code, msg := errs.Split(err)
 		return &pb.HeartbeatResponse{ErrorCode: code, ErrorMessage: msg}, nil
 	}
-	s, err := c.lockShard(req.GroupId)
+	s, err := c.lockShardQuiet(ctx, req.GroupId)
 	if err != nil {
 		return out(err)
+	}
+	if g := s.groups[req.GroupId]; g != nil && g.cg != nil {
+		s.mu.Unlock()
+		r, err := c.heartbeatConsumerGroup(ctx, req)
+		switch {
+		case err == errNotConsumerGroup:
+			return c.Heartbeat(ctx, req)
+		case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+			return nil, err
+		case err != nil:
+			return out(err)
+		}
+		return r, nil
 	}
 	defer s.mu.Unlock()
 	g := s.groups[req.GroupId]
@@ -566,9 +624,22 @@ func (c *Coordinator) LeaveGroup(ctx context.Context, req *pb.LeaveGroupRequest)
 		code, msg := errs.Split(err)
 		return &pb.LeaveGroupResponse{ErrorCode: code, ErrorMessage: msg}, nil
 	}
-	s, err := c.lockShard(req.GroupId)
+	s, err := c.lockShardQuiet(ctx, req.GroupId)
 	if err != nil {
 		return out(err)
+	}
+	if g := s.groups[req.GroupId]; g != nil && g.cg != nil {
+		s.mu.Unlock()
+		r, err := c.leaveConsumerGroup(ctx, req)
+		switch {
+		case err == errNotConsumerGroup:
+			return c.LeaveGroup(ctx, req)
+		case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+			return nil, err
+		case err != nil:
+			return out(err)
+		}
+		return r, nil
 	}
 	defer s.mu.Unlock()
 	g := s.groups[req.GroupId]
@@ -596,9 +667,12 @@ func (c *Coordinator) LeaveGroup(ctx context.Context, req *pb.LeaveGroupRequest)
 }
 
 // DescribeGroups reports each group's state, protocol, generation and
-// members. A group this coordinator does not know is reported Dead.
+// members. A group this coordinator does not know is reported Dead; a
+// consumer group is described in the classic shape (describeClassicShape),
+// its group type "consumer".
 func (c *Coordinator) DescribeGroups(ctx context.Context, req *pb.DescribeGroupsRequest) (*pb.DescribeGroupsResponse, error) {
 	resp := &pb.DescribeGroupsResponse{}
+	im := c.image()
 	for _, id := range req.GroupIds {
 		d := &pb.GroupDescription{GroupId: id, CoordinatorId: c.cfg.NodeID}
 		resp.Groups = append(resp.Groups, d)
@@ -608,9 +682,13 @@ func (c *Coordinator) DescribeGroups(ctx context.Context, req *pb.DescribeGroups
 			continue
 		}
 		g := s.groups[id]
-		if g == nil {
-			d.State = Dead.String()
-		} else {
+		switch {
+		case g == nil:
+			d.State, d.GroupType = Dead.String(), groupTypeClassic
+		case g.cg != nil:
+			c.describeClassicShape(d, g, im)
+		default:
+			d.GroupType = groupTypeClassic
 			d.State, d.ProtocolType, d.Protocol, d.GenerationId = g.state.String(), g.protocolType, g.protocol, g.generation
 			for _, mid := range g.order {
 				m := g.members[mid]

@@ -97,7 +97,13 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *pb.OffsetCommitRequ
 		return fail(err)
 	}
 	now := c.clk.Now()
-	m, err := checkCommit(s.groups[req.GroupId], req.GroupId, req.MemberId, req.GroupInstanceId, req.GenerationId)
+	var m *member
+	var check partitionCheck
+	if g := s.groups[req.GroupId]; g != nil && g.cg != nil {
+		check, err = checkConsumerCommit(g, req.MemberId, req.GenerationId, false, req.BeforeMemberEpochs, c.topicIDOf())
+	} else {
+		m, err = checkCommit(g, req.GroupId, req.MemberId, req.GroupInstanceId, req.GenerationId)
+	}
 	if err != nil {
 		s.mu.Unlock()
 		return fail(err)
@@ -105,12 +111,24 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *pb.OffsetCommitRequ
 	if m != nil {
 		m.lastHeartbeat = now
 	}
+	// The partitions to commit, and the answers of those refused.
+	offs, answers := req.Offsets, partitionErrors(req.Offsets, nil)
+	if check != nil {
+		offs = nil
+		for i, o := range req.Offsets {
+			if err := check(o.Topic, o.Partition); err != nil {
+				answers[i].ErrorCode, answers[i].ErrorMessage = errs.Split(err)
+				continue
+			}
+			offs = append(offs, o)
+		}
+	}
 	g := s.group(req.GroupId, now, true)
 	s.mu.Unlock()
-	if len(req.Offsets) == 0 {
-		return &pb.OffsetCommitResponse{}, nil
+	if len(offs) == 0 {
+		return &pb.OffsetCommitResponse{Partitions: answers}, nil
 	}
-	recs, entries, err := offsetRecords(req.GroupId, req.Offsets, now.UnixMilli(), nil)
+	recs, entries, err := offsetRecords(req.GroupId, offs, now.UnixMilli(), nil)
 	if err != nil {
 		return fail(err)
 	}
@@ -119,13 +137,24 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *pb.OffsetCommitRequ
 		return fail(err)
 	}
 	s.mu.Lock()
-	for i, o := range req.Offsets {
+	for i, o := range offs {
 		e := entries[i]
 		e.logOffset = first + int64(i)
 		g.applyCommitted(tp{o.Topic, o.Partition}, e)
 	}
 	s.mu.Unlock()
-	return &pb.OffsetCommitResponse{Partitions: partitionErrors(req.Offsets, nil)}, nil
+	return &pb.OffsetCommitResponse{Partitions: answers}, nil
+}
+
+// topicIDOf looks a topic's id up in the current image ("" for none).
+func (c *Coordinator) topicIDOf() func(string) string {
+	im := c.image()
+	return func(name string) string {
+		if t := im.Topics[name]; t != nil {
+			return t.ID
+		}
+		return ""
+	}
 }
 
 // OffsetFetch answers committed offsets (-1 where none). With
@@ -142,6 +171,10 @@ func (c *Coordinator) OffsetFetch(ctx context.Context, req *pb.OffsetFetchReques
 	}
 	defer s.mu.Unlock()
 	g := s.groups[req.GroupId]
+	if err := checkConsumerFetch(g, req.MemberId, req.MemberEpoch); err != nil {
+		code, msg := errs.Split(err)
+		return &pb.OffsetFetchResponse{ErrorCode: code, ErrorMessage: msg}, nil
+	}
 	var want []tp
 	for _, p := range req.Partitions {
 		want = append(want, tp{p.Topic, p.Partition})
@@ -214,11 +247,16 @@ func pendingWhy(g *group, p tp, now time.Time) string {
 //     group.instance.id, if given, still its own: else FENCED_INSTANCE_ID)
 //     of the current generation (else ILLEGAL_GENERATION).
 //
-// A group that does not exist answers ILLEGAL_GENERATION, or
-// UNKNOWN_MEMBER_ID when a member id is given.
+// A group that does not exist answers ILLEGAL_GENERATION, whatever the
+// member fields (Kafka's validateTransactionalOffsetCommit). A consumer
+// group checks the member's epoch (checkConsumerCommit).
 func checkTxnCommit(g *group, req *pb.TxnOffsetCommitRequest) error {
 	if planted.On(planted.TxnOffsetCommitMemberRulesUnlikeKafka) {
 		return checkTxnCommitBeforeKafkaRules(g, req)
+	}
+	if g != nil && g.cg != nil {
+		_, err := checkConsumerCommit(g, req.MemberId, req.GenerationId, true, false, nil)
+		return err
 	}
 	switch {
 	case g != nil && g.state == Dead:
@@ -229,8 +267,8 @@ func checkTxnCommit(g *group, req *pb.TxnOffsetCommitRequest) error {
 		return nil
 	case req.GenerationId < 0 && req.MemberId == "" && req.GroupInstanceId == "":
 		return nil
-	case g == nil && req.MemberId == "":
-		return errs.New(pb.ErrorCode_ILLEGAL_GENERATION, "group %q has no members; generation %d is not current", req.GroupId, req.GenerationId)
+	case g == nil:
+		return errs.New(pb.ErrorCode_ILLEGAL_GENERATION, "group %q does not exist; generation %d is not current", req.GroupId, req.GenerationId)
 	}
 	if _, err := checkMember(g, req.GroupId, req.MemberId, req.GroupInstanceId, req.GenerationId); err != nil {
 		return err

@@ -79,15 +79,16 @@ const (
 // kafkaTxnAnswers is what Kafka's classic group coordinator answers
 // (validateOffsetCommit with isTransactional), row per shape, column per
 // state (no group, Empty, PreparingRebalance, CompletingRebalance, Stable).
-// A group that does not exist keeps Strand's OffsetCommit answers
-// (UNKNOWN_MEMBER_ID with a member id, else ILLEGAL_GENERATION).
+// A group that does not exist answers ILLEGAL_GENERATION to any
+// generation but a negative one, whatever the member fields (Kafka's
+// validateTransactionalOffsetCommit).
 var kafkaTxnAnswers = [][]pb.ErrorCode{
 	{ok, ok, ok, ok, ok},
-	{unknown, unknown, ok, ok, ok},
-	{unknown, unknown, ok, ok, ok},
-	{unknown, unknown, illegal, illegal, illegal},
-	{unknown, unknown, unknown, unknown, unknown},
-	{unknown, unknown, fenced, fenced, fenced},
+	{illegal, unknown, ok, ok, ok},
+	{illegal, unknown, ok, ok, ok},
+	{illegal, unknown, illegal, illegal, illegal},
+	{illegal, unknown, unknown, unknown, unknown},
+	{illegal, unknown, fenced, fenced, fenced},
 	{illegal, unknown, unknown, unknown, unknown},
 	{ok, ok, unknown, unknown, unknown},
 }

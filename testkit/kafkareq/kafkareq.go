@@ -214,6 +214,17 @@ func Refusals(n Names) []Case {
 			r.Groups = []string{n.Group}
 			return r
 		}},
+		{"ConsumerGroupHeartbeat", GroupDenied, func() kmsg.Request {
+			r := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+			r.Group, r.MemberID, r.RebalanceTimeoutMillis = n.Group, "kafkareq-member", 30000
+			r.SubscribedTopicNames, r.Topics = []string{n.Topic}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+			return r
+		}},
+		{"ConsumerGroupDescribe", GroupDenied, func() kmsg.Request {
+			r := kmsg.NewPtrConsumerGroupDescribeRequest()
+			r.Groups = []string{n.Group}
+			return r
+		}},
 		{"OffsetDelete", GroupDenied, func() kmsg.Request {
 			r := kmsg.NewPtrOffsetDeleteRequest()
 			r.Group = n.Group

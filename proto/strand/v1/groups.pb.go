@@ -799,8 +799,12 @@ type OffsetCommitRequest struct {
 	Offsets      []*PartitionOffset     `protobuf:"bytes,4,rep,name=offsets,proto3" json:"offsets,omitempty"`
 	// group.instance.id of a static member (KIP-345); empty for a dynamic one.
 	GroupInstanceId string `protobuf:"bytes,5,opt,name=group_instance_id,json=groupInstanceId,proto3" json:"group_instance_id,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Set by the Kafka door for an OffsetCommit below version 9, which
+	// carries no member epoch: a member of a consumer group using the
+	// consumer protocol is refused UNSUPPORTED_VERSION.
+	BeforeMemberEpochs bool `protobuf:"varint,6,opt,name=before_member_epochs,json=beforeMemberEpochs,proto3" json:"before_member_epochs,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *OffsetCommitRequest) Reset() {
@@ -866,6 +870,13 @@ func (x *OffsetCommitRequest) GetGroupInstanceId() string {
 		return x.GroupInstanceId
 	}
 	return ""
+}
+
+func (x *OffsetCommitRequest) GetBeforeMemberEpochs() bool {
+	if x != nil {
+		return x.BeforeMemberEpochs
+	}
+	return false
 }
 
 type PartitionOffset struct {
@@ -994,6 +1005,12 @@ type OffsetFetchRequest struct {
 	// Empty: every partition the group has committed.
 	Partitions    []*TopicPartition `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
 	RequireStable bool              `protobuf:"varint,3,opt,name=require_stable,json=requireStable,proto3" json:"require_stable,omitempty"`
+	// OffsetFetch v9+ (KIP-848): the member asking and its epoch, checked
+	// against a consumer group (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID). An
+	// empty member id is not checked (an administrator, or a member outside
+	// the group protocol).
+	MemberId      string `protobuf:"bytes,4,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	MemberEpoch   int32  `protobuf:"varint,5,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1047,6 +1064,20 @@ func (x *OffsetFetchRequest) GetRequireStable() bool {
 		return x.RequireStable
 	}
 	return false
+}
+
+func (x *OffsetFetchRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *OffsetFetchRequest) GetMemberEpoch() int32 {
+	if x != nil {
+		return x.MemberEpoch
+	}
+	return 0
 }
 
 type OffsetFetchResponse struct {
@@ -1472,6 +1503,14 @@ type GroupDescription struct {
 	GenerationId  int32                  `protobuf:"varint,6,opt,name=generation_id,json=generationId,proto3" json:"generation_id,omitempty"`
 	Members       []*GroupMember         `protobuf:"bytes,7,rep,name=members,proto3" json:"members,omitempty"`
 	CoordinatorId int32                  `protobuf:"varint,8,opt,name=coordinator_id,json=coordinatorId,proto3" json:"coordinator_id,omitempty"`
+	// "classic", or "consumer" for a group of the consumer protocol
+	// (KIP-848), described here in the classic shape (protocol type
+	// "consumer", its assignor as the protocol, each member's assignment in
+	// the embedded consumer protocol's encoding). The Kafka listener answers
+	// such a group as Kafka does: not a classic group (GROUP_ID_NOT_FOUND
+	// from DescribeGroups v6, Dead before).
+	GroupType     string `protobuf:"bytes,9,opt,name=group_type,json=groupType,proto3" json:"group_type,omitempty"`
+	ErrorMessage  string `protobuf:"bytes,10,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1562,11 +1601,25 @@ func (x *GroupDescription) GetCoordinatorId() int32 {
 	return 0
 }
 
+func (x *GroupDescription) GetGroupType() string {
+	if x != nil {
+		return x.GroupType
+	}
+	return ""
+}
+
+func (x *GroupDescription) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
 type ListGroupsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only groups in these states (Kafka's names, e.g. "Stable"); empty: all.
 	StatesFilter []string `protobuf:"bytes,1,rep,name=states_filter,json=statesFilter,proto3" json:"states_filter,omitempty"`
-	// Only groups of these types ("classic"); empty: all.
+	// Only groups of these types ("classic", "consumer"); empty: all.
 	TypesFilter   []string `protobuf:"bytes,2,rep,name=types_filter,json=typesFilter,proto3" json:"types_filter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1681,7 +1734,7 @@ type ListedGroup struct {
 	GroupId      string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
 	ProtocolType string                 `protobuf:"bytes,2,opt,name=protocol_type,json=protocolType,proto3" json:"protocol_type,omitempty"`
 	State        string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
-	// "classic": Strand runs the classic protocol only.
+	// "classic", or "consumer" (a group of the consumer protocol, KIP-848).
 	GroupType     string `protobuf:"bytes,4,opt,name=group_type,json=groupType,proto3" json:"group_type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2078,13 +2131,14 @@ const file_strand_v1_groups_proto_rawDesc = "" +
 	"\x12LeaveGroupResponse\x123\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x14.strand.v1.ErrorCodeR\terrorCode\x12#\n" +
-	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\"\xd4\x01\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\"\x86\x02\n" +
 	"\x13OffsetCommitRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12#\n" +
 	"\rgeneration_id\x18\x02 \x01(\x05R\fgenerationId\x12\x1b\n" +
 	"\tmember_id\x18\x03 \x01(\tR\bmemberId\x124\n" +
 	"\aoffsets\x18\x04 \x03(\v2\x1a.strand.v1.PartitionOffsetR\aoffsets\x12*\n" +
-	"\x11group_instance_id\x18\x05 \x01(\tR\x0fgroupInstanceId\"\x9c\x01\n" +
+	"\x11group_instance_id\x18\x05 \x01(\tR\x0fgroupInstanceId\x120\n" +
+	"\x14before_member_epochs\x18\x06 \x01(\bR\x12beforeMemberEpochs\"\x9c\x01\n" +
 	"\x0fPartitionOffset\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -2094,13 +2148,15 @@ const file_strand_v1_groups_proto_rawDesc = "" +
 	"\x14OffsetCommitResponse\x129\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x19.strand.v1.PartitionErrorR\n" +
-	"partitions\"\x91\x01\n" +
+	"partitions\"\xd1\x01\n" +
 	"\x12OffsetFetchRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x129\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v2\x19.strand.v1.TopicPartitionR\n" +
 	"partitions\x12%\n" +
-	"\x0erequire_stable\x18\x03 \x01(\bR\rrequireStable\"\xb0\x01\n" +
+	"\x0erequire_stable\x18\x03 \x01(\bR\rrequireStable\x12\x1b\n" +
+	"\tmember_id\x18\x04 \x01(\tR\bmemberId\x12!\n" +
+	"\fmember_epoch\x18\x05 \x01(\x05R\vmemberEpoch\"\xb0\x01\n" +
 	"\x13OffsetFetchResponse\x123\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x14.strand.v1.ErrorCodeR\terrorCode\x12#\n" +
@@ -2138,7 +2194,7 @@ const file_strand_v1_groups_proto_rawDesc = "" +
 	"\x15DescribeGroupsRequest\x12\x1b\n" +
 	"\tgroup_ids\x18\x01 \x03(\tR\bgroupIds\"M\n" +
 	"\x16DescribeGroupsResponse\x123\n" +
-	"\x06groups\x18\x01 \x03(\v2\x1b.strand.v1.GroupDescriptionR\x06groups\"\xb7\x02\n" +
+	"\x06groups\x18\x01 \x03(\v2\x1b.strand.v1.GroupDescriptionR\x06groups\"\xfb\x02\n" +
 	"\x10GroupDescription\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x123\n" +
 	"\n" +
@@ -2148,7 +2204,11 @@ const file_strand_v1_groups_proto_rawDesc = "" +
 	"\bprotocol\x18\x05 \x01(\tR\bprotocol\x12#\n" +
 	"\rgeneration_id\x18\x06 \x01(\x05R\fgenerationId\x120\n" +
 	"\amembers\x18\a \x03(\v2\x16.strand.v1.GroupMemberR\amembers\x12%\n" +
-	"\x0ecoordinator_id\x18\b \x01(\x05R\rcoordinatorId\"[\n" +
+	"\x0ecoordinator_id\x18\b \x01(\x05R\rcoordinatorId\x12\x1d\n" +
+	"\n" +
+	"group_type\x18\t \x01(\tR\tgroupType\x12#\n" +
+	"\rerror_message\x18\n" +
+	" \x01(\tR\ferrorMessage\"[\n" +
 	"\x11ListGroupsRequest\x12#\n" +
 	"\rstates_filter\x18\x01 \x03(\tR\fstatesFilter\x12!\n" +
 	"\ftypes_filter\x18\x02 \x03(\tR\vtypesFilter\"\x9e\x01\n" +
