@@ -108,7 +108,12 @@ func TestConsoleInBrowser(t *testing.T) {
 		if err := chromedp.Do(bctx, chromedp.Navigate(url), chromedp.WaitReady(chromedp.CSS("body"))); err != nil {
 			t.Fatalf("%s: %v", url, err)
 		}
-		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
+		// Read without waiting for sel to appear: a page gathered before
+		// the state the caller waits for (a transaction still in
+		// PrepareCommit) has no such element, and a waiting query would
+		// sit on that stale page until the test's time ran out instead of
+		// letting eventually load it again.
+		s, err := chromedp.Run(bctx, chromedp.Evaluate[string](`(function(){const e=document.querySelector(`+strconv.Quote(sel)+`);return e?e.innerText:"";})()`))
 		if err != nil {
 			t.Fatalf("%s %s: %v", url, sel, err)
 		}
