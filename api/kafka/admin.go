@@ -454,14 +454,21 @@ func handleDescribeCluster(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.R
 	// every broker forwards them, so one they can reach is what matters
 	// (KRaft brokers answer a live broker too).
 	for _, b := range presp.Brokers {
-		if b.NodeId == presp.ControllerId || resp.ControllerID < 0 {
+		if !b.Fenced && (b.NodeId == presp.ControllerId || resp.ControllerID < 0) {
 			resp.ControllerID = b.NodeId
 		}
 	}
+	// As Metadata, the live brokers only; from v2 a client may ask for the
+	// fenced ones too, marked (KIP-1073).
+	withFenced := req.Version >= 2 && req.IncludeFencedBrokers
 	for _, b := range presp.Brokers {
+		if b.Fenced && !withFenced {
+			continue
+		}
 		host, port := hostPort(b.Address)
 		rb := kmsg.NewDescribeClusterResponseBroker()
 		rb.NodeID, rb.Host, rb.Port, rb.Rack = b.NodeId, host, port, nullable(b.Rack)
+		rb.IsFenced = b.Fenced
 		resp.Brokers = append(resp.Brokers, rb)
 	}
 	return resp, nil

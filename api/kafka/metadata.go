@@ -86,6 +86,13 @@ func handleMetadata(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response
 		presp.Topics = nil
 	}
 	for _, b := range presp.Brokers {
+		if b.Fenced {
+			// Kafka's Metadata lists the live brokers only: a client
+			// handed a fenced one (dead, or shutting down) may pick it
+			// for its next metadata or coordinator request and wait out
+			// a connection timeout there.
+			continue
+		}
 		host, port := hostPort(b.Address)
 		mb := kmsg.NewMetadataResponseBroker()
 		mb.NodeID, mb.Host, mb.Port = b.NodeId, host, port
