@@ -330,19 +330,27 @@ func (p *Partition) WaitForHW(ctx context.Context, offset int64, epoch int32) er
 
 // AppendAsLeader appends client batches if this replica leads. It checks
 // min.insync.replicas first for acks=all. It does not check transaction
-// verification (AppendVerified does).
+// verification (AppendVerified, AppendCoordinator do).
 func (p *Partition) AppendAsLeader(batches []byte, requiredAcks int32) (storage.AppendResult, int32, error) {
-	return p.appendAsLeader(batches, requiredAcks, false, nil)
+	return p.appendAsLeader(batches, requiredAcks, 0, nil)
 }
 
 // AppendVerified is AppendAsLeader for a client's produce: a
 // transactional batch must present guard, the verification
 // StartTxnVerification made (storage.Log.AppendVerifiedDeferred).
 func (p *Partition) AppendVerified(batches []byte, requiredAcks int32, guard *storage.VerificationGuard) (storage.AppendResult, int32, error) {
-	return p.appendAsLeader(batches, requiredAcks, true, guard)
+	return p.appendAsLeader(batches, requiredAcks, storage.OriginClient, guard)
 }
 
-func (p *Partition) appendAsLeader(batches []byte, requiredAcks int32, verified bool, guard *storage.VerificationGuard) (storage.AppendResult, int32, error) {
+// AppendCoordinator is AppendVerified for the group coordinator's own
+// writes (storage.Log.AppendCoordinatorDeferred): a transactional offset
+// write must present guard; its sequences are not held to the
+// verification's lowest one.
+func (p *Partition) AppendCoordinator(batches []byte, requiredAcks int32, guard *storage.VerificationGuard) (storage.AppendResult, int32, error) {
+	return p.appendAsLeader(batches, requiredAcks, storage.OriginCoordinator, guard)
+}
+
+func (p *Partition) appendAsLeader(batches []byte, requiredAcks int32, origin storage.AppendOrigin, guard *storage.VerificationGuard) (storage.AppendResult, int32, error) {
 	p.leaderMu.RLock()
 	defer p.leaderMu.RUnlock()
 	l := p.lead
@@ -355,9 +363,12 @@ func (p *Partition) appendAsLeader(batches []byte, requiredAcks int32, verified 
 	}
 	var res storage.AppendResult
 	var err error
-	if verified {
+	switch origin {
+	case storage.OriginClient:
 		res, err = p.Log.AppendVerifiedDeferred(batches, l.LeaderEpoch, guard)
-	} else {
+	case storage.OriginCoordinator:
+		res, err = p.Log.AppendCoordinatorDeferred(batches, l.LeaderEpoch, guard)
+	default:
 		res, err = p.Log.AppendAsLeaderDeferred(batches, l.LeaderEpoch)
 	}
 	if err == nil && !res.Duplicate {

@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strand-io/strand/coordinator"
+	"github.com/strand-io/strand/coordinator/group"
 	"github.com/strand-io/strand/internal/planted"
 	"github.com/strand-io/strand/record"
 	"github.com/strand-io/strand/request"
@@ -178,4 +180,146 @@ func produceTxnOnce(ctx context.Context, cl *kgo.Client, r *rawTxn, v int16, val
 		return 0, fmt.Errorf("Produce sent at v%d, not v%d", pr.Version, v)
 	}
 	return pr.Topics[0].Partitions[0].ErrorCode, nil
+}
+
+// TestTxnOffsetCommitOvertakenByItsAbort is TestVerifiedBatchOvertakenByItsAbort
+// for the group coordinator's transactional offset write: a TxnOffsetCommit's
+// __consumer_offsets partition is verified with the transaction coordinator
+// (answered yes); before the offsets are appended, the transaction is
+// aborted (EndTxn, on another connection) and the abort completes, its
+// marker sent to the partition. The write must then be refused, nothing
+// written and nothing left open on the partition: INVALID_TXN_STATE to
+// TxnOffsetCommit v3 and v4 (transaction version 1, as Kafka answers the
+// append's refusal at every version), INVALID_PRODUCER_EPOCH to v5
+// (version 2: the abort's marker carries the bumped epoch). With the guard
+// put back (the planted bug) the late write is accepted and opens a
+// transaction no marker will end on the partition, which holds back the
+// load of every group there.
+func TestTxnOffsetCommitOvertakenByItsAbort(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	const topic, grp = "overtaken-offsets", "overtaken-group"
+	c.CreateTopic(topic, 1, 3, nil)
+	plain := capped(t, c, kmsg.Produce, 12)
+
+	// A transaction that commits offsets of the group first: it creates
+	// __consumer_offsets and lets every coordinator learn of it.
+	warm := &rawTxn{t: t, ctx: ctx, c: c, id: "overtaken-warm", topic: topic}
+	init := warm.initProducerID(4, -1, -1)
+	wantCode(t, "InitProducerId", init.ErrorCode, nil)
+	warm.pid, warm.epoch = init.ProducerID, init.ProducerEpoch
+	wantCode(t, "AddOffsetsToTxn v3", warm.addOffsets(3, grp), nil)
+	wantCode(t, "TxnOffsetCommit v3", warm.commitOffset(3, grp), nil)
+	wantCode(t, "EndTxn commit", warm.endTxn(4, true).ErrorCode, nil)
+	settled(t, ctx, plain, warm.id)
+	offsets := c.Image().Topics["__consumer_offsets"]
+	if offsets == nil {
+		t.Fatal("no __consumer_offsets after a transactional offset commit")
+	}
+	part := coordinator.PartitionFor(grp, int32(len(offsets.Partitions)))
+	leader := c.Partition("__consumer_offsets", part).Leader
+
+	run := func(t *testing.T, id string, v int16) (code int16, open bool) {
+		r := &rawTxn{t: t, ctx: ctx, c: c, id: id, topic: topic}
+		init := r.initProducerID(4, -1, -1)
+		wantCode(t, "InitProducerId", init.ErrorCode, nil)
+		r.pid, r.epoch = init.ProducerID, init.ProducerEpoch
+		endV := int16(4)
+		if v >= 5 {
+			endV = 5
+		} else {
+			wantCode(t, "AddOffsetsToTxn v3", r.addOffsets(3, grp), nil)
+		}
+		commitCl := capped(t, c, kmsg.TxnOffsetCommit, v)
+		if err := commitCl.Ping(ctx); err != nil {
+			t.Fatal(err)
+		}
+		endCl := capped(t, c, kmsg.EndTxn, endV)
+		// The write stops between its verification and its append until
+		// the abort is done.
+		verified, resume := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		restore := group.SetTxnVerifiedHookForTesting(func(tp string, p int32) {
+			if tp == "__consumer_offsets" && p == part {
+				once.Do(func() {
+					close(verified)
+					<-resume
+				})
+			}
+		})
+		defer restore()
+		type answer struct {
+			code int16
+			err  error
+		}
+		done := make(chan answer, 1)
+		go func() {
+			code, err := txnOffsetCommitOnce(ctx, commitCl, r, grp, v)
+			done <- answer{code, err}
+		}()
+		select {
+		case <-verified:
+		case a := <-done:
+			t.Fatalf("the TxnOffsetCommit was answered (%v, %v) before it was verified", kerr.ErrorForCode(a.code), a.err)
+		}
+		end := r.endTxnWith(endCl, false)
+		wantCode(t, "EndTxn abort", end.ErrorCode, nil)
+		settled(t, ctx, plain, id)
+		close(resume)
+		a := <-done
+		if a.err != nil {
+			t.Fatal(a.err)
+		}
+		for _, o := range c.Log(leader, "__consumer_offsets", part).OngoingTxns() {
+			if o.ProducerID == r.pid {
+				open = true
+			}
+		}
+		return a.code, open
+	}
+
+	for _, tc := range []struct {
+		v    int16
+		want error
+	}{{3, kerr.InvalidTxnState}, {4, kerr.InvalidTxnState}, {5, kerr.InvalidProducerEpoch}} {
+		t.Run(fmt.Sprintf("v%d", tc.v), func(t *testing.T) {
+			code, open := run(t, fmt.Sprintf("overtaken-offsets-v%d", tc.v), tc.v)
+			wantCode(t, fmt.Sprintf("the late TxnOffsetCommit v%d", tc.v), code, tc.want)
+			if open {
+				t.Fatalf("the refused write left its producer's transaction open on __consumer_offsets-%d", part)
+			}
+		})
+	}
+
+	t.Run("planted", func(t *testing.T) {
+		defer planted.Set(planted.TxnVerificationUnguarded)()
+		code, open := run(t, "overtaken-offsets-planted", 3)
+		wantCode(t, "the late TxnOffsetCommit with the guard put back", code, nil)
+		if !open {
+			t.Fatalf("with the guard put back no transaction was left open on __consumer_offsets-%d", part)
+		}
+	})
+}
+
+// txnOffsetCommitOnce sends r's TxnOffsetCommit of offset 1 of its
+// topic's partition 0 for group (standalone) at version v and returns the
+// partition's error code; it may run off the test's goroutine.
+func txnOffsetCommitOnce(ctx context.Context, cl *kgo.Client, r *rawTxn, group string, v int16) (int16, error) {
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = r.id, group, r.pid, r.epoch
+	rt := kmsg.NewTxnOffsetCommitRequestTopic()
+	rt.Topic = r.topic
+	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	rp.Partition, rp.Offset = 0, 1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return 0, err
+	}
+	if resp.Version != v {
+		return 0, fmt.Errorf("TxnOffsetCommit sent at v%d, not v%d", resp.Version, v)
+	}
+	return resp.Topics[0].Partitions[0].ErrorCode, nil
 }

@@ -92,13 +92,33 @@ func (l *Log) checkLeaderBatches(buf []byte) ([]record.Header, error) {
 	return hs, nil
 }
 
-// leaderCheck is how a leader append checks a producer's batch: verified
-// (a client's produce, whose transactional batches the leader verified
-// with the coordinator: CheckVerifiedData with guard) or not (CheckData:
-// the group coordinator's own transactional offset writes, tools, tests).
+// AppendOrigin is where a leader append whose transactional batches were
+// verified with their coordinator comes from (Kafka's AppendOrigin),
+// which decides what of the verification its check covers. The zero
+// value is an append that checks none (tools, tests, the transaction
+// coordinator's own non-transactional writes).
+type AppendOrigin int8
+
+const (
+	// OriginClient is a client's produce: a transactional batch that
+	// does not continue an open transaction needs its guard, and while a
+	// verification is pending a batch above its lowest sequence is
+	// refused (CheckVerifiedData).
+	OriginClient AppendOrigin = iota + 1
+	// OriginCoordinator is the group coordinator's own transactional
+	// offset write: it needs its guard as a client's batch does, but its
+	// sequences are numbered by the coordinator under its own lock, and
+	// it starts its verification at no sequence, so the lowest sequence
+	// does not apply (Kafka checks sequences only for clients).
+	OriginCoordinator
+)
+
+// leaderCheck is how a leader append checks a producer's batch: by its
+// origin (CheckVerifiedData, CheckCoordinatorData, with guard), or, with
+// none, only as CheckData does (tools, tests).
 type leaderCheck struct {
-	verified bool
-	guard    *VerificationGuard
+	origin AppendOrigin
+	guard  *VerificationGuard
 }
 
 func (l *Log) appendLeaderLocked(buf []byte, hs []record.Header, leaderEpoch int32, check leaderCheck) (AppendResult, error) {
@@ -109,13 +129,7 @@ func (l *Log) appendLeaderLocked(buf []byte, hs []record.Header, leaderEpoch int
 		if err := l.guard.checkFence(&hs[0], l.clk.Now().UnixMilli()); err != nil {
 			return AppendResult{}, err
 		}
-		var dup *BatchMetadata
-		var err error
-		if check.verified {
-			dup, err = l.psm.CheckVerifiedData(&hs[0], check.guard)
-		} else {
-			dup, err = l.psm.CheckData(&hs[0])
-		}
+		dup, err := l.psm.checkData(&hs[0], check)
 		if err != nil {
 			return AppendResult{}, err
 		}
@@ -539,8 +553,9 @@ func (l *Log) writeMarkerLocked(pid int64, epoch int16, coordinatorEpoch int32, 
 // The high watermark still counts only fsynced offsets (DurableEnd); an
 // acks=1 answer waits for WaitDurable. Other flush policies flush as
 // AppendAsLeader does. It does not check transaction verification (the
-// group coordinator's writes, tools): a client's produce appends with
-// AppendVerifiedDeferred.
+// transaction coordinator's writes, tools): a client's produce appends
+// with AppendVerifiedDeferred, the group coordinator with
+// AppendCoordinatorDeferred.
 func (l *Log) AppendAsLeaderDeferred(buf []byte, leaderEpoch int32) (AppendResult, error) {
 	return l.appendAsLeader(buf, leaderEpoch, leaderCheck{})
 }
@@ -552,7 +567,18 @@ func (l *Log) AppendAsLeaderDeferred(buf []byte, leaderEpoch int32) (AppendResul
 // producer came in between), or it is refused INVALID_TXN_STATE (see
 // verification.go). guard is nil for a batch that needed none.
 func (l *Log) AppendVerifiedDeferred(buf []byte, leaderEpoch int32, guard *VerificationGuard) (AppendResult, error) {
-	return l.appendAsLeader(buf, leaderEpoch, leaderCheck{verified: true, guard: guard})
+	return l.appendAsLeader(buf, leaderEpoch, leaderCheck{origin: OriginClient, guard: guard})
+}
+
+// AppendCoordinatorDeferred is AppendVerifiedDeferred for the group
+// coordinator's own writes (OriginCoordinator): a transactional offset
+// write must present the guard its StartTxnVerification made before the
+// transaction coordinator was asked, still current, or it is refused
+// INVALID_TXN_STATE and nothing is written; the lowest sequence of a
+// pending verification is not checked. Its other writes carry no
+// producer and are appended as AppendAsLeaderDeferred appends them.
+func (l *Log) AppendCoordinatorDeferred(buf []byte, leaderEpoch int32, guard *VerificationGuard) (AppendResult, error) {
+	return l.appendAsLeader(buf, leaderEpoch, leaderCheck{origin: OriginCoordinator, guard: guard})
 }
 
 func (l *Log) appendAsLeader(buf []byte, leaderEpoch int32, check leaderCheck) (AppendResult, error) {

@@ -150,10 +150,11 @@ type ongoingRef struct {
 // It is pure and synchronous: no goroutines, no I/O (except the snapshot
 // file functions), time and the high watermark passed in. It is not safe
 // for concurrent use: the owning Log serialises writers, and the read-only
-// methods (CheckData, CheckVerifiedData, CheckMarker, FirstUnstableOffset,
-// FirstUndecidedOffset, Producers, Get, Len, OngoingTxns, UnreplicatedTxns,
-// Verification, hasReplicatedTxns, MapEndOffset, WriteSnapshot) never
-// modify it, so they may run together under a read lock.
+// methods (CheckData, CheckVerifiedData, CheckCoordinatorData,
+// CheckMarker, FirstUnstableOffset, FirstUndecidedOffset, Producers, Get,
+// Len, OngoingTxns, UnreplicatedTxns, Verification, hasReplicatedTxns,
+// MapEndOffset, WriteSnapshot) never modify it, so they may run together
+// under a read lock.
 type ProducerStateManager struct {
 	producers map[int64]*producerState
 	// ongoing holds the open transactions sorted by (firstOffset, pid).
@@ -200,7 +201,7 @@ func NewProducerStateManager() *ProducerStateManager {
 // Batches without a producer id are never checked. CheckData does not
 // check transaction verification: CheckVerifiedData does.
 func (m *ProducerStateManager) CheckData(h *record.Header) (*BatchMetadata, error) {
-	return m.checkData(h, false, nil)
+	return m.checkData(h, leaderCheck{})
 }
 
 // CheckVerifiedData is CheckData for a leader that verifies transactions
@@ -210,10 +211,17 @@ func (m *ProducerStateManager) CheckData(h *record.Header) (*BatchMetadata, erro
 // above a pending verification's lowest sequence is refused
 // (checkVerified).
 func (m *ProducerStateManager) CheckVerifiedData(h *record.Header, guard *VerificationGuard) (*BatchMetadata, error) {
-	return m.checkData(h, true, guard)
+	return m.checkData(h, leaderCheck{origin: OriginClient, guard: guard})
 }
 
-func (m *ProducerStateManager) checkData(h *record.Header, verify bool, guard *VerificationGuard) (*BatchMetadata, error) {
+// CheckCoordinatorData is CheckVerifiedData for the group coordinator's
+// own transactional offset writes (OriginCoordinator): the guard is
+// checked, a pending verification's lowest sequence is not.
+func (m *ProducerStateManager) CheckCoordinatorData(h *record.Header, guard *VerificationGuard) (*BatchMetadata, error) {
+	return m.checkData(h, leaderCheck{origin: OriginCoordinator, guard: guard})
+}
+
+func (m *ProducerStateManager) checkData(h *record.Header, check leaderCheck) (*BatchMetadata, error) {
 	if h.ProducerID < 0 {
 		return nil, nil
 	}
@@ -226,8 +234,8 @@ func (m *ProducerStateManager) checkData(h *record.Header, verify bool, guard *V
 			}
 		}
 	}
-	if verify {
-		if err := m.checkVerified(h, guard); err != nil {
+	if check.origin != 0 {
+		if err := m.checkVerified(h, check); err != nil {
 			return nil, err
 		}
 	}

@@ -28,6 +28,13 @@ import (
 // guard, or it is refused INVALID_TXN_STATE; the first transactional
 // batch appended clears it too, after which the open transaction itself
 // vouches for the next batches until its marker.
+//
+// The group coordinator's transactional offset writes (TxnOffsetCommit to
+// a __consumer_offsets partition) run the same race and are guarded the
+// same way (AppendCoordinatorDeferred), except that, as in Kafka, their
+// verification starts at no sequence and their append does not check a
+// pending verification's lowest sequence: the coordinator numbers its
+// own batches.
 
 // maxVerifications bounds the verifications one partition keeps: each
 // lives until an append or a marker uses it, or producer.id.expiration.ms,
@@ -169,9 +176,11 @@ func (m *ProducerStateManager) adoptVerifications(old *ProducerStateManager) {
 //     INVALID_PRODUCER_EPOCH, without the guard (none was made, or a
 //     marker or a newer epoch's verification cleared it since)
 //     INVALID_TXN_STATE;
-//   - while a verification is pending, a batch above its lowest sequence
-//     is OUT_OF_ORDER_SEQUENCE_NUMBER.
-func (m *ProducerStateManager) checkVerified(h *record.Header, guard *VerificationGuard) error {
+//   - while a verification is pending, a client's batch above its lowest
+//     sequence is OUT_OF_ORDER_SEQUENCE_NUMBER (not the group
+//     coordinator's: OriginCoordinator).
+func (m *ProducerStateManager) checkVerified(h *record.Header, check leaderCheck) error {
+	guard := check.guard
 	s, known := m.producers[h.ProducerID]
 	if h.IsTransactional() && !(known && s.txnFirst >= 0 && s.epoch == h.ProducerEpoch) {
 		if known && h.ProducerEpoch < s.epoch {
@@ -185,7 +194,7 @@ func (m *ProducerStateManager) checkVerified(h *record.Header, guard *Verificati
 				h.ProducerID, h.ProducerEpoch)
 		}
 	}
-	if v := m.verifications[h.ProducerID]; v != nil && h.BaseSequence > v.lowestSeq {
+	if v := m.verifications[h.ProducerID]; v != nil && check.origin == OriginClient && h.BaseSequence > v.lowestSeq {
 		return errs.New(pb.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER,
 			"producerId=%d: baseSequence=%d is above %d, the lowest sequence still being verified with the coordinator",
 			h.ProducerID, h.BaseSequence, v.lowestSeq)

@@ -20,6 +20,17 @@ func (f *fixture) verifiedAppend(s batchSpec, guard *VerificationGuard) (AppendR
 	return res, err
 }
 
+// coordinatorAppend appends s as the group coordinator's transactional
+// offset write does (OriginCoordinator), presenting guard.
+func (f *fixture) coordinatorAppend(s batchSpec, guard *VerificationGuard) (AppendResult, error) {
+	f.t.Helper()
+	res, err := f.l.AppendCoordinatorDeferred(buildBatch(f.t, s), 0, guard)
+	if err == nil && res.FlushDeferred {
+		_, err = f.l.WaitDurable(context.Background(), res.LastOffset, nil)
+	}
+	return res, err
+}
+
 // startVerification starts a verification, failing the test on an error.
 func (f *fixture) startVerification(pid int64, seq int32, epoch int16, epochBump bool) *VerificationGuard {
 	f.t.Helper()
@@ -91,7 +102,7 @@ func TestVerificationGuardRules(t *testing.T) {
 		f := newFixture(t, testConfig())
 		_, err := f.verifiedAppend(txnb(pid, 0, 0, 1, f.nowMs()), nil)
 		wantCode(t, err, pb.ErrorCode_INVALID_TXN_STATE)
-		// Without verification (the group coordinator's writes) it is taken.
+		// Without verification (tools, tests) it is taken.
 		f.appendLeader(txnb(pid, 0, 0, 1, f.nowMs()))
 	})
 	t.Run("the open transaction vouches for the next batches", func(t *testing.T) {
@@ -216,6 +227,52 @@ func TestVerificationGuardRules(t *testing.T) {
 			t.Fatalf("the verified batch after a truncation: %v", err)
 		}
 	})
+}
+
+// TestCoordinatorWriteVerification: the group coordinator's
+// transactional offset write starts its verification at no sequence (it
+// numbers its batches itself) and appends with its guard: a marker in
+// between refuses it INVALID_TXN_STATE and writes nothing, as a client's
+// batch; but its sequence is not held to the verification's lowest one,
+// which a client's batch above it would be.
+func TestCoordinatorWriteVerification(t *testing.T) {
+	const pid = 13
+	f := newFixture(t, testConfig())
+	f.appendLeader(plain(2, f.nowMs()))
+	g := f.startVerification(pid, record.NoSequence, 0, false)
+	if _, err := f.l.AppendMarkerVersion(pid, 0, 0, record.ControlAbort, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	end := f.l.LogEndOffset()
+	_, err := f.coordinatorAppend(txnb(pid, 0, 0, 1, f.nowMs()), g)
+	wantCode(t, err, pb.ErrorCode_INVALID_TXN_STATE)
+	if _, open := f.l.ProducerTxn(pid); open || f.l.LogEndOffset() != end || f.lso() != end {
+		t.Fatalf("the refused write: transaction open %v, log end %d (was %d), LSO %d", open, f.l.LogEndOffset(), end, f.lso())
+	}
+
+	// The next transaction: verified afresh, appended at sequence 0.
+	g = f.startVerification(pid, record.NoSequence, 0, false)
+	_, err = f.verifiedAppend(txnb(pid, 0, 0, 1, f.nowMs()), g)
+	wantCode(t, err, pb.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER) // as a client's, above the lowest sequence
+	if _, err := f.coordinatorAppend(txnb(pid, 0, 0, 1, f.nowMs()), g); err != nil {
+		t.Fatalf("the verified coordinator write: %v", err)
+	}
+	// Its next write continues the open transaction, with no guard.
+	if _, err := f.coordinatorAppend(txnb(pid, 0, 1, 1, f.nowMs()), nil); err != nil {
+		t.Fatalf("the second write of the open transaction: %v", err)
+	}
+	if _, open := f.l.ProducerTxn(pid); !open {
+		t.Fatal("no transaction open after the coordinator's writes")
+	}
+	// Its COMMIT ends it: a write with no guard opens nothing.
+	if _, err := f.l.AppendMarkerVersion(pid, 0, 0, record.ControlCommit, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.coordinatorAppend(txnb(pid, 0, 2, 1, f.nowMs()), nil)
+	wantCode(t, err, pb.ErrorCode_INVALID_TXN_STATE)
+	if f.lso() != f.l.LogEndOffset() {
+		t.Fatalf("LSO %d below the log end %d after the refused write", f.lso(), f.l.LogEndOffset())
+	}
 }
 
 // TestVersion2MarkersAndVerification: under transaction version 2 every

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/broker"
+	"github.com/strand-io/strand/broker/storage"
 	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/coordinator"
 	"github.com/strand-io/strand/errs"
@@ -196,12 +197,20 @@ type txnProducer struct {
 	pid   int64
 	epoch int16
 	id    string // transactional.id
+	// guard is the verification the write appends with
+	// (startTxnVerification; txn_verify.go).
+	guard *storage.VerificationGuard
 }
 
 // writer appends records to a shard's partition with acks=all and returns
-// the offset of the first one once the ISR has them.
+// the offset of the first one once the ISR has them. Before a
+// transactional write, startTxnVerification makes its verification guard
+// (reporting whether the transaction coordinator must be asked), and
+// dropTxnVerification forgets it when the coordinator refused for good.
 type writer interface {
 	write(ctx context.Context, s *shard, recs []record.Record, txn *txnProducer) (int64, error)
+	startTxnVerification(s *shard, txn *txnProducer, epochBump bool) (bool, error)
+	dropTxnVerification(s *shard, txn *txnProducer)
 }
 
 // Coordinator answers the group requests (request.Handler calls it) for the __consumer_offsets
@@ -495,7 +504,8 @@ func (c *Coordinator) sweep() {
 }
 
 // logWriter is the production writer: an acks=all append to the leader's
-// log, waiting for the ISR up to CommitTimeout.
+// log, waiting for the ISR up to CommitTimeout. A transactional write
+// appends with its verification guard (txn_verify.go).
 type logWriter struct{ c *Coordinator }
 
 func (w logWriter) write(ctx context.Context, s *shard, recs []record.Record, txn *txnProducer) (int64, error) {
@@ -515,7 +525,7 @@ func (w logWriter) write(ctx context.Context, s *shard, recs []record.Record, tx
 		s.writeMu.Unlock()
 		return -1, errs.New(pb.ErrorCode_INVALID_COMMIT_OFFSET_SIZE, "cannot build the batch for %s-%d: %v", c.cfg.Topic.Name, s.partition, err)
 	}
-	a := c.repl.AppendLeader(c.cfg.Topic.Name, s.partition, batch, -1)
+	a := c.repl.AppendLeaderCoordinator(c.cfg.Topic.Name, s.partition, batch, -1, guardOf(txn))
 	s.writeMu.Unlock()
 	if a.Err != nil {
 		return -1, c.writeError(s, a.Err)

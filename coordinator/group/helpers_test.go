@@ -76,6 +76,15 @@ func (f *fakeWriter) write(ctx context.Context, s *shard, recs []record.Record, 
 	return first, nil
 }
 
+// startTxnVerification: the fake log keeps no verifications, so the
+// transaction coordinator is always asked (the real log's guard is tested
+// against a real partition: txn_verify_test.go).
+func (f *fakeWriter) startTxnVerification(s *shard, txn *txnProducer, epochBump bool) (bool, error) {
+	return true, nil
+}
+
+func (f *fakeWriter) dropTxnVerification(s *shard, txn *txnProducer) {}
+
 // marker appends a control batch as the transaction coordinator would.
 func (f *fakeWriter) marker(pid int64, epoch int16, typ record.ControlType) {
 	f.mu.Lock()

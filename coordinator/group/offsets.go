@@ -313,8 +313,10 @@ func checkTxnCommitBeforeKafkaRules(g *group, req *pb.TxnOffsetCommitRequest) er
 
 // TxnOffsetCommit stages offsets in a transaction (KIP-447): the group's
 // partition is first added to the transaction (so its coordinator will
-// send this partition a marker; its errors are the answer), then the
-// offsets are written in a transactional batch of the producer. They stay
+// send this partition a marker; its errors are the answer), under a
+// verification guard the write then presents (txn_verify.go: a marker in
+// between refuses the write INVALID_TXN_STATE), then the offsets are
+// written in a transactional batch of the producer. They stay
 // pending — invisible to OffsetFetch, UNSTABLE_OFFSET_COMMIT with
 // require_stable — until OnTxnMarker: COMMIT makes them the committed
 // offsets, ABORT drops them.
@@ -322,7 +324,8 @@ func checkTxnCommitBeforeKafkaRules(g *group, req *pb.TxnOffsetCommitRequest) er
 // Errors: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
 // COORDINATOR_NOT_AVAILABLE, INVALID_PRODUCER_EPOCH, PRODUCER_FENCED,
 // ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
-// CONCURRENT_TRANSACTIONS, TRANSACTION_ABORTABLE, INVALID_REQUEST.
+// CONCURRENT_TRANSACTIONS, TRANSACTION_ABORTABLE, INVALID_TXN_STATE,
+// INVALID_REQUEST.
 func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *pb.TxnOffsetCommitRequest) (*pb.TxnOffsetCommitResponse, error) {
 	fail := func(err error) (*pb.TxnOffsetCommitResponse, error) {
 		code, msg := errs.Split(err)
@@ -343,18 +346,11 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *pb.TxnOffsetComm
 	if c.txn == nil {
 		return fail(errs.New(pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, "this broker has no transaction client to add %s-%d to transaction %q", c.cfg.Topic.Name, s.partition, req.TransactionalId))
 	}
-	epoch := int16(req.ProducerEpoch)
-	add := c.txn.AddPartition
-	if req.TransactionVersion == 1 {
-		// A Kafka client's TxnOffsetCommit below v5: AddOffsetsToTxn added
-		// the partition; check it did (Kafka's verification).
-		add = c.txn.Verify
-	}
-	if err := add(ctx, req.TransactionalId, req.ProducerId, epoch, c.cfg.Topic.Name, s.partition); err != nil {
+	txn := &txnProducer{pid: req.ProducerId, epoch: int16(req.ProducerEpoch), id: req.TransactionalId}
+	if err := c.verifyTxnWrite(ctx, s, txn, req.TransactionVersion); err != nil {
 		return fail(err)
 	}
 	now := c.clk.Now()
-	txn := &txnProducer{pid: req.ProducerId, epoch: epoch, id: req.TransactionalId}
 	recs, entries, err := offsetRecords(req.GroupId, req.Offsets, now.UnixMilli(), txn)
 	if err != nil {
 		return fail(err)
