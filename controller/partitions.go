@@ -21,15 +21,20 @@ func (c *Controller) CreatePartitions(ctx context.Context, req *pb.CreatePartiti
 	}
 	defer c.mu.Unlock()
 	var out []*pb.CreatePartitionsResult
-	seen := map[string]bool{}
+	names := make([]string, len(req.Topics))
+	for i, t := range req.Topics {
+		names[i] = t.Name
+	}
+	// A topic named twice is refused at every occurrence and not grown,
+	// as Kafka's controller refuses it.
+	dup := Duplicates(names)
 	for _, t := range req.Topics {
 		res := &pb.CreatePartitionsResult{Name: t.Name}
 		out = append(out, res)
-		if seen[t.Name] {
-			res.ErrorCode, res.ErrorMessage = pb.ErrorCode_INVALID_REQUEST, fmt.Sprintf("topic '%s' appears more than once in the request", t.Name)
+		if dup[t.Name] {
+			res.ErrorCode, res.ErrorMessage = errs.Split(DuplicateTopicError())
 			continue
 		}
-		seen[t.Name] = true
 		recs, err := c.partitionRecords(t)
 		if err != nil {
 			res.ErrorCode, res.ErrorMessage = errs.Split(err)

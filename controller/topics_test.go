@@ -172,6 +172,23 @@ func TestTopicNamedTwice(t *testing.T) {
 	if c.Q.FSM.Image().Topic("single") == nil || c.Q.FSM.Image().Topic("other") != nil {
 		t.Fatal("a duplicated name was deleted, or the other was not")
 	}
+	createOne(t, c, false, &pb.CreatableTopic{Name: "grown", NumPartitions: 1, ReplicationFactor: 1})
+	grow, err := c.CreatePartitions(ctx, &pb.CreatePartitionsRequest{Topics: []*pb.CreatePartitionsTopic{
+		{Name: "single", Count: 2}, {Name: "grown", Count: 3}, {Name: "single", Count: 4}}})
+	if err != nil || len(grow) != 3 {
+		t.Fatalf("CreatePartitions: %v %v", grow, err)
+	}
+	for _, i := range []int{0, 2} {
+		if grow[i].ErrorCode != pb.ErrorCode_INVALID_REQUEST || grow[i].ErrorMessage != "Duplicate topic name." {
+			t.Errorf("create partitions answer %d: %+v", i, grow[i])
+		}
+	}
+	if grow[1].ErrorCode != pb.ErrorCode_NONE {
+		t.Errorf("grown: %+v", grow[1])
+	}
+	if n := len(c.Q.FSM.Image().Topic("single").Partitions); n != 1 {
+		t.Fatalf("single has %d partitions after a CreatePartitions naming it twice, want 1 (untouched)", n)
+	}
 }
 
 // The internal topics' names are reserved: only a broker's creation of
