@@ -85,7 +85,9 @@ type VerificationEntry struct {
 // that sequence is refused OUT_OF_ORDER_SEQUENCE_NUMBER, so a later batch
 // of a producer whose first one is being retried cannot land first and
 // leave the first one refused forever (the partition accepts any sequence
-// from a producer it has no state for). epochBump says the producer is on
+// from a producer it has no state for). An epoch older than the pending
+// verification's gets a guard no verification holds (good for no append,
+// and dropping it drops nothing). epochBump says the producer is on
 // transaction version 2 (see clearVerification). nowMs stamps a new
 // verification for RemoveExpired.
 func (m *ProducerStateManager) StartVerification(pid int64, seq int32, epoch int16, epochBump bool, nowMs int64) *VerificationGuard {
@@ -96,6 +98,15 @@ func (m *ProducerStateManager) StartVerification(pid int64, seq int32, epoch int
 		m.verifications = map[int64]*verification{}
 	}
 	v := m.verifications[pid]
+	if v != nil && epoch < v.epoch {
+		// A request from an epoch older than the pending verification's
+		// (a fenced producer's, late): it must neither append with the
+		// newer epoch's guard nor, when its coordinator refuses it, drop
+		// that guard (DropVerification goes by identity). It gets a
+		// guard of its own that no verification holds, so the newer one
+		// is left as it is and an append with it is refused.
+		return &VerificationGuard{pid: pid, epoch: epoch}
+	}
 	switch {
 	case v == nil || epoch > v.epoch:
 		if v == nil && len(m.verifications) >= maxVerifications {

@@ -351,3 +351,30 @@ func TestVerificationBounds(t *testing.T) {
 		t.Fatal("a refused verification was kept")
 	}
 }
+
+// TestOlderEpochLeavesNewerVerification: a fenced producer's late request
+// (an epoch older than the pending verification's) is verified after the
+// live producer's. It must not receive the live producer's guard, and
+// when its coordinator refuses it (fenced) and its verification is
+// dropped, the live producer's stays: its batch is appended, not refused
+// INVALID_TXN_STATE. The zombie's own guard is good for no append.
+func TestOlderEpochLeavesNewerVerification(t *testing.T) {
+	const pid = 17
+	for _, bump := range []bool{false, true} {
+		f := newFixture(t, testConfig())
+		live := f.startVerification(pid, 0, 4, bump)
+		zombie := f.startVerification(pid, 0, 3, bump)
+		if zombie == nil || zombie == live {
+			t.Fatalf("epochBump %v: the older epoch's request got the live producer's guard", bump)
+		}
+		f.l.DropTxnVerification(pid, zombie) // its coordinator fenced it
+		if e, ok := f.l.TxnVerification(pid); !ok || e.Guard != live || e.Epoch != 4 {
+			t.Fatalf("epochBump %v: the live verification after the zombie's drop: %+v %v", bump, e, ok)
+		}
+		_, err := f.verifiedAppend(txnb(pid, 3, 0, 1, f.nowMs()), zombie)
+		wantCode(t, err, pb.ErrorCode_INVALID_TXN_STATE)
+		if _, err := f.verifiedAppend(txnb(pid, 4, 0, 1, f.nowMs()), live); err != nil {
+			t.Fatalf("epochBump %v: the live producer's batch: %v", bump, err)
+		}
+	}
+}
