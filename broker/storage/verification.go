@@ -156,13 +156,21 @@ func (m *ProducerStateManager) Verification(pid int64) (VerificationEntry, bool)
 // finds nothing to write. One marker keeps it, as in Kafka: under
 // transaction version 2 the marker that ends the previous transaction
 // carries the epoch the next one runs at, and the next transaction's
-// first batch may have been verified before that marker arrived.
-func (m *ProducerStateManager) clearVerification(pid int64, control bool, epoch int16) {
+// first batch may have been verified before that marker arrived. That
+// holds only for a marker that bumped the epoch, so markerTxnVersion, the
+// version the marker was written under, must be 2 as well: a marker at
+// the producer's own epoch (version 1, or an operator's abort of a
+// hanging transaction) ends the transaction at that epoch, which a
+// verification at that epoch may belong to, and clears it whatever
+// version the verification was made under. markerTxnVersion 0 (a stored
+// marker applied as such: replication, recovery) leaves the
+// verification's version to decide, as Kafka does.
+func (m *ProducerStateManager) clearVerification(pid int64, control bool, epoch int16, markerTxnVersion int32) {
 	v, ok := m.verifications[pid]
 	if !ok {
 		return
 	}
-	if control && v.epochBump && epoch == v.epoch {
+	if control && v.epochBump && epoch == v.epoch && (markerTxnVersion == 0 || markerTxnVersion >= 2) {
 		return
 	}
 	delete(m.verifications, pid)

@@ -378,3 +378,58 @@ func TestOlderEpochLeavesNewerVerification(t *testing.T) {
 		}
 	}
 }
+
+// TestMarkerVersionDecidesWhatItKeeps: only a marker that bumped the
+// epoch (written under transaction version 2) can leave a verification at
+// its epoch in place, since only then is that verification for a later
+// transaction than the one the marker ends. A marker at the producer's
+// own epoch (version 1) ends the transaction running at that epoch, and a
+// verification made at it (here by a request declaring version 2, a
+// client mixing versions) must go: the late batch is refused
+// INVALID_TXN_STATE, not appended as a transaction no marker will end.
+func TestMarkerVersionDecidesWhatItKeeps(t *testing.T) {
+	const pid = 19
+	late := func(t *testing.T, f *fixture, g *VerificationGuard, epoch int16) {
+		t.Helper()
+		end := f.l.LogEndOffset()
+		_, err := f.verifiedAppend(txnb(pid, epoch, 0, 1, f.nowMs()), g)
+		wantCode(t, err, pb.ErrorCode_INVALID_TXN_STATE)
+		if _, open := f.l.ProducerTxn(pid); open || f.lso() != f.l.LogEndOffset() || f.l.LogEndOffset() != end {
+			t.Fatalf("the late batch: transaction open %v, LSO %d, log end %d (was %d)", open, f.lso(), f.l.LogEndOffset(), end)
+		}
+	}
+	t.Run("a version 1 marker with nothing to end", func(t *testing.T) {
+		f := newFixture(t, testConfig())
+		g := f.startVerification(pid, 0, 2, true)
+		if m, err := f.l.AppendMarkerVersion(pid, 2, 0, record.ControlAbort, 0, 1); err != nil || !m.NothingToEnd {
+			t.Fatalf("the abort marker: %+v %v", m, err)
+		}
+		late(t, f, g, 2)
+	})
+	t.Run("a version 1 marker written", func(t *testing.T) {
+		f := newFixture(t, testConfig())
+		g := f.startVerification(pid, 0, 1, false)
+		if _, err := f.verifiedAppend(txnb(pid, 1, 0, 1, f.nowMs()), g); err != nil {
+			t.Fatal(err)
+		}
+		g = f.startVerification(pid, 1, 2, true)
+		if m, err := f.l.AppendMarkerVersion(pid, 2, 0, record.ControlAbort, 0, 1); err != nil || m.Completed == nil {
+			t.Fatalf("the abort marker: %+v %v", m, err)
+		}
+		late(t, f, g, 2)
+	})
+	t.Run("a version 2 marker keeps the next transaction's", func(t *testing.T) {
+		f := newFixture(t, testConfig())
+		g := f.startVerification(pid, 0, 1, true)
+		if _, err := f.verifiedAppend(txnb(pid, 1, 0, 1, f.nowMs()), g); err != nil {
+			t.Fatal(err)
+		}
+		g = f.startVerification(pid, 0, 2, true)
+		if m, err := f.l.AppendMarkerVersion(pid, 2, 0, record.ControlCommit, 0, 2); err != nil || m.Completed == nil {
+			t.Fatalf("the commit marker: %+v %v", m, err)
+		}
+		if _, err := f.verifiedAppend(txnb(pid, 2, 0, 1, f.nowMs()), g); err != nil {
+			t.Fatalf("the next transaction's first batch: %v", err)
+		}
+	})
+}
