@@ -388,6 +388,21 @@ func (m *Manager) Delete(key storage.PartitionKey) error {
 	return p.Log.Delete()
 }
 
+// MarkStray stops serving a partition whose log is no replica of the
+// cluster's and sets its directory aside under a "-stray" name
+// (storage.Log.MarkStray), which it returns.
+func (m *Manager) MarkStray(key storage.PartitionKey) (string, error) {
+	m.mu.Lock()
+	p := m.parts[key]
+	delete(m.parts, key)
+	m.mu.Unlock()
+	if p == nil {
+		return "", nil
+	}
+	p.SetLeadership(Leadership{Role: RoleNone, Leader: -1}, nil)
+	return p.Log.MarkStray()
+}
+
 // All returns every local partition, sorted.
 func (m *Manager) All() []*Partition {
 	m.mu.RLock()
