@@ -170,6 +170,10 @@ type ProducerStateManager struct {
 	// verifications holds each producer's pending transaction
 	// verification (verification.go); no part of snapshots.
 	verifications map[int64]*verification
+	// verifyOrder lists verifications in the order they were made, for
+	// evicting the oldest at the bound (verification.go); an entry whose
+	// verification has since gone or been replaced is skipped then.
+	verifyOrder verifyQueue
 }
 
 // NewProducerStateManager returns an empty map whose state is built up to

@@ -40,7 +40,8 @@ import (
 // lives until an append or a marker uses it, or producer.id.expiration.ms,
 // and producer ids a coordinator never knew would otherwise pile up. At
 // the bound the oldest goes (its batch, if still on its way, is refused
-// INVALID_TXN_STATE and its producer aborts).
+// INVALID_TXN_STATE and its producer aborts), found in O(1) amortized
+// by the order verifications were made (verifyQueue).
 const maxVerifications = 10000
 
 // VerificationGuard is one verification of a producer's transaction on a
@@ -114,6 +115,7 @@ func (m *ProducerStateManager) StartVerification(pid int64, seq int32, epoch int
 		}
 		v = &verification{guard: &VerificationGuard{pid: pid, epoch: epoch}, epoch: epoch, lowestSeq: seq, createdMs: nowMs}
 		m.verifications[pid] = v
+		m.verifyOrder.push(pid, v, m.verifications)
 	case epoch == v.epoch && seq < v.lowestSeq:
 		v.lowestSeq = seq
 	}
@@ -121,14 +123,65 @@ func (m *ProducerStateManager) StartVerification(pid int64, seq int32, epoch int
 	return v.guard
 }
 
+// evictOldestVerification forgets the verification made first among
+// those still pending, in O(1) amortized: the queue's entries of
+// verifications already gone or replaced are passed over (each once).
 func (m *ProducerStateManager) evictOldestVerification() {
-	oldest, at := int64(-1), int64(0)
-	for pid, v := range m.verifications {
-		if oldest < 0 || v.createdMs < at {
-			oldest, at = pid, v.createdMs
+	for {
+		pid, v, ok := m.verifyOrder.pop()
+		if !ok {
+			return
+		}
+		if m.verifications[pid] == v {
+			delete(m.verifications, pid)
+			return
 		}
 	}
-	delete(m.verifications, oldest)
+}
+
+// verifyQueue is the verifications of a partition in the order they were
+// made. Entries are not removed when their verification goes (cleared,
+// dropped, replaced, expired): pop passes over them, and push compacts
+// the queue once dead entries outnumber the live verifications, so it
+// holds at most about twice as many entries as there are verifications.
+type verifyQueue struct {
+	refs []verifyRef
+	head int
+}
+
+type verifyRef struct {
+	pid int64
+	v   *verification
+}
+
+// push appends a verification just made (pending: the partition's
+// verifications, with it), first compacting the queue if dead entries
+// outnumber the pending verifications.
+func (q *verifyQueue) push(pid int64, v *verification, pending map[int64]*verification) {
+	if len(q.refs)-q.head >= 2*len(pending)+16 {
+		out := q.refs[:0]
+		for _, r := range q.refs[q.head:] {
+			if pending[r.pid] == r.v {
+				out = append(out, r)
+			}
+		}
+		clear(q.refs[len(out):])
+		q.refs, q.head = out, 0
+	}
+	q.refs = append(q.refs, verifyRef{pid: pid, v: v})
+}
+
+func (q *verifyQueue) pop() (int64, *verification, bool) {
+	if q.head == len(q.refs) {
+		return 0, nil, false
+	}
+	r := q.refs[q.head]
+	q.refs[q.head] = verifyRef{}
+	q.head++
+	if q.head == len(q.refs) {
+		q.refs, q.head = q.refs[:0], 0
+	}
+	return r.pid, r.v, true
 }
 
 // DropVerification forgets pid's verification if guard is still its
@@ -181,7 +234,7 @@ func (m *ProducerStateManager) clearVerification(pid int64, control bool, epoch 
 // batch being verified must still find its guard).
 func (m *ProducerStateManager) adoptVerifications(old *ProducerStateManager) {
 	if old != nil && len(old.verifications) > 0 {
-		m.verifications = old.verifications
+		m.verifications, m.verifyOrder = old.verifications, old.verifyOrder
 	}
 }
 

@@ -433,3 +433,55 @@ func TestMarkerVersionDecidesWhatItKeeps(t *testing.T) {
 		}
 	})
 }
+
+// TestVerificationEvictionOrder: at the bound the verification made first
+// goes, in the order they were made (not by their timestamps, here all
+// the same): one made again at a newer epoch counts as made then, and
+// one already dropped or used is passed over. The order's bookkeeping
+// stays within a constant factor of the verifications pending however
+// many come and go.
+func TestVerificationEvictionOrder(t *testing.T) {
+	const now = 1000
+	m := NewProducerStateManager()
+	guards := map[int64]*VerificationGuard{}
+	for pid := int64(0); pid < maxVerifications; pid++ {
+		guards[pid] = m.StartVerification(pid, 0, 0, false, now)
+	}
+	m.StartVerification(0, 0, 1, false, now) // made again: now the newest
+	m.DropVerification(1, guards[1])         // refused by its coordinator
+	m.clearVerification(2, false, 0, 0)      // its first batch appended
+	next := int64(maxVerifications)
+	m.StartVerification(next, 0, 0, false, now) // fills the place 1 left
+	next++
+	m.StartVerification(next, 0, 0, false, now) // and 2's
+	next++
+	for want := int64(3); want < 40; want++ {
+		if _, ok := m.Verification(want); !ok {
+			t.Fatalf("verification %d gone before its turn", want)
+		}
+		m.StartVerification(next, 0, 0, false, now)
+		next++
+		if _, ok := m.Verification(want); ok {
+			t.Fatalf("making verification %d evicted another than %d, the oldest", next-1, want)
+		}
+		if n := len(m.verifications); n != maxVerifications {
+			t.Fatalf("%d verifications kept, want %d", n, maxVerifications)
+		}
+	}
+	if e, ok := m.Verification(0); !ok || e.Epoch != 1 {
+		t.Fatal("the verification made again at a newer epoch was evicted as the oldest")
+	}
+
+	m = NewProducerStateManager()
+	for i := 0; i < 100000; i++ {
+		pid := int64(i % 7)
+		g := m.StartVerification(pid, 0, int16(i%3), false, now)
+		if i%2 == 0 {
+			m.DropVerification(pid, g)
+		}
+		// At most 7 pending at once.
+		if n := len(m.verifyOrder.refs) - m.verifyOrder.head; n > 2*7+17 {
+			t.Fatalf("after %d verifications: %d entries kept in order for at most 7 pending", i+1, n)
+		}
+	}
+}
