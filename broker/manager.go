@@ -115,6 +115,16 @@ func Open(cfg Config, clk clock.Clock) (*Manager, error) {
 	}
 	// Until the next clean close, a crash must rescan what was written since.
 	m := &Manager{cfg: cfg, clk: clk, lg: lg, parts: map[storage.PartitionKey]*Partition{}}
+	// Logs whose deletion a crash interrupted (renamed aside, not yet
+	// removed) go now; stray logs ("-stray") stay for the operator and,
+	// like them, are never loaded as partitions.
+	removed, err := storage.RemoveDeletedDirs(cfg.DataDir)
+	for _, name := range removed {
+		lg.Info("removed the directory of a deleted log", "dir", name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("remove deleted logs: %w", err)
+	}
 	entries, err := os.ReadDir(cfg.DataDir)
 	if err != nil {
 		return nil, err
@@ -133,13 +143,21 @@ func Open(cfg Config, clk clock.Clock) (*Manager, error) {
 			m.closeAll()
 			return nil, fmt.Errorf("open log %s: %w", key, err)
 		}
+		// The topic the log belongs to. No file: a log written before
+		// topic ids were recorded, adopted by the topic metadata names.
+		// A file that does not read fails the load: taken for a log of
+		// no known topic, the log of a topic deleted meanwhile would be
+		// adopted by a new topic of the same name, its records served as
+		// the new topic's (Kafka fails the load too).
+		id, err := storage.ReadPartitionMetadata(l.Dir())
+		if err != nil {
+			_ = l.Close()
+			m.closeAll()
+			return nil, fmt.Errorf("open log %s: its topic id cannot be read (%w); move the directory aside or repair %s to start", key, err, storage.PartitionMetadataFile)
+		}
 		p := NewPartition(key, l, hws[key])
 		p.SetMinISR(cfg.MinInsyncReplicas)
-		if id, err := storage.ReadPartitionMetadata(l.Dir()); err != nil {
-			// Read as a log of no known topic: metadata names its topic
-			// and the file is written again.
-			lg.Warn("partition.metadata unreadable; the log's topic id is taken from metadata", "partition", key.String(), "err", err)
-		} else if id != "" {
+		if id != "" {
 			p.setTopicID(id)
 		}
 		m.parts[key] = p
@@ -368,6 +386,21 @@ func (m *Manager) Delete(key storage.PartitionKey) error {
 	}
 	p.SetLeadership(Leadership{Role: RoleNone, Leader: -1}, nil)
 	return p.Log.Delete()
+}
+
+// MarkStray stops serving a partition whose log is no replica of the
+// cluster's and sets its directory aside under a "-stray" name
+// (storage.Log.MarkStray), which it returns.
+func (m *Manager) MarkStray(key storage.PartitionKey) (string, error) {
+	m.mu.Lock()
+	p := m.parts[key]
+	delete(m.parts, key)
+	m.mu.Unlock()
+	if p == nil {
+		return "", nil
+	}
+	p.SetLeadership(Leadership{Role: RoleNone, Leader: -1}, nil)
+	return p.Log.MarkStray()
 }
 
 // All returns every local partition, sorted.

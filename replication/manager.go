@@ -288,21 +288,32 @@ func (m *Manager) Apply(img *metadata.Image, d *metadata.Delta) {
 		}
 	}
 	if d.Snapshot {
-		// Drop local logs of topics that no longer exist.
+		// Local logs the new image does not place here: a replica the
+		// previous image placed here was moved away or its topic deleted
+		// (deleted, as a delta would); any other (found on disk at start,
+		// of a topic the cluster does not know or does not place here) is
+		// a stray log, set aside for the operator as Kafka does.
+		prev := m.img.Load()
 		for _, p := range m.parts.All() {
 			if ip := img.Partition(p.Key.Topic, p.Key.Partition); ip == nil || !ip.IsReplica(self) {
-				m.removePartition(p.Key)
+				if placedHere(prev, p, self) {
+					m.removePartition(p.Key)
+				} else {
+					m.lg.Warn("local log of a partition the cluster does not place here; setting it aside as stray", "partition", p.Key.String(), "logTopicId", p.TopicID())
+					m.strayPartition(p.Key)
+				}
 			}
 		}
 	}
 	// A local log of an older topic of the same name (deleted and created
 	// again while this broker was away, so no delta deleted it) is not
-	// the new topic's replica: it goes before the new one is created.
+	// the new topic's replica: it is set aside as stray before the new
+	// one is created.
 	for _, ch := range d.Partitions {
 		key := storage.PartitionKey{Topic: ch.New.Topic, Partition: ch.New.Partition}
 		if p, t := m.parts.Get(key), img.Topic(key.Topic); p != nil && t != nil && broker.Stray(p, t.ID) {
-			m.lg.Warn("local log belongs to an older topic of the same name; deleting it", "partition", key.String(), "logTopicId", p.TopicID(), "topicId", t.ID)
-			m.removePartition(key)
+			m.lg.Warn("local log belongs to an older topic of the same name; setting it aside as stray", "partition", key.String(), "logTopicId", p.TopicID(), "topicId", t.ID)
+			m.strayPartition(key)
 		}
 	}
 	m.applyThrottles(img, d)
@@ -555,6 +566,31 @@ func (m *Manager) removePartition(key storage.PartitionKey) {
 			m.lg.Info("deleted partition", "partition", key.String())
 		}
 	}
+}
+
+// strayPartition stops serving a local log that is no replica of the
+// cluster's (Kafka's stray logs) and renames its directory to a "-stray"
+// name, kept for the operator; no restart loads it.
+func (m *Manager) strayPartition(key storage.PartitionKey) {
+	m.dropLeader(key)
+	m.unfollow(key)
+	if m.parts.Get(key) != nil {
+		if dir, err := m.parts.MarkStray(key); err != nil {
+			m.lg.Error("set aside stray log", "partition", key.String(), "err", err)
+		} else {
+			m.lg.Warn("stray log set aside; remove it once inspected", "partition", key.String(), "dir", dir)
+		}
+	}
+}
+
+// placedHere reports whether img placed p's partition on node self, as
+// the topic p's log belongs to (a log of no recorded id: that topic).
+func placedHere(img *metadata.Image, p *broker.Partition, self int32) bool {
+	if img == nil {
+		return false
+	}
+	t, ip := img.Topic(p.Key.Topic), img.Partition(p.Key.Topic, p.Key.Partition)
+	return t != nil && ip != nil && ip.IsReplica(self) && (p.TopicID() == "" || p.TopicID() == t.ID)
 }
 
 func (m *Manager) follow(p *broker.Partition, leader int32, epoch int32) {

@@ -2,6 +2,9 @@ package replication
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/strand-io/strand/broker"
@@ -121,13 +124,31 @@ func TestTopicIDCheckedWhereThePartitionIsRead(t *testing.T) {
 	}
 }
 
-// TestApplyDeletesLogOfTopicRecreatedWhileAway: a broker that was down
+// strayDirs lists the stray logs set aside in dir.
+func strayDirs(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() && storage.IsAsideDirName(e.Name(), storage.StrayDirSuffix) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// TestApplySetsAsideLogOfTopicRecreatedWhileAway: a broker that was down
 // while its topic was deleted and created again under the same name
 // finds its old log on disk; the new topic's metadata (a new id) must not
 // adopt it as the new topic's replica. The log's partition.metadata says
-// which topic it was; the old log is deleted and the new one starts
-// empty, as Kafka deletes stray logs.
-func TestApplyDeletesLogOfTopicRecreatedWhileAway(t *testing.T) {
+// which topic it was; the old log is set aside as stray (renamed
+// <topic>-<partition>.<id>-stray, its records kept for the operator, as
+// Kafka 3.7+ does) and the new one starts empty. A restart loads the new
+// topic's log and not the stray one, which stays.
+func TestApplySetsAsideLogOfTopicRecreatedWhileAway(t *testing.T) {
 	m, parts, dir := soloManager(t, "")
 	img := mt.Build(t, mt.Recs(mt.ClusterRec("c1"), mt.RegisterRec(1, 1, false)),
 		mt.Recs(topicWithID("t", "old"), mt.PartRec("t", 0, []int32{1}, []int32{1}, 1, 0, 0)))
@@ -163,6 +184,63 @@ func TestApplyDeletesLogOfTopicRecreatedWhileAway(t *testing.T) {
 	}
 	if got, err := storage.ReadPartitionMetadata(p.Log.Dir()); err != nil || got != "new" {
 		t.Fatalf("partition.metadata now says %q (%v), want new", got, err)
+	}
+	stray := strayDirs(t, dir)
+	if len(stray) != 1 || !strings.HasPrefix(stray[0], "t-0.") {
+		t.Fatalf("stray logs %q, want one t-0.<id>-stray", stray)
+	}
+	if id, err := storage.ReadPartitionMetadata(filepath.Join(dir, stray[0])); err != nil || id != "old" {
+		t.Fatalf("the stray log's partition.metadata: %q (%v), want old", id, err)
+	}
+	if appendValue(t, m2, "t", "new", "new-0").Err != nil {
+		t.Fatal("append to the new topic")
+	}
+	m2.cancel()
+	if err := parts2.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	_, parts3, _ := soloManager(t, dir)
+	all := parts3.All()
+	if len(all) != 1 || all[0].Key != key || all[0].TopicID() != "new" || all[0].Log.LogEndOffset() != 1 {
+		t.Fatalf("after a restart: %d partitions loaded, want the new topic's t-0 alone", len(all))
+	}
+	if got := strayDirs(t, dir); len(got) != 1 || got[0] != stray[0] {
+		t.Fatalf("the stray log after a restart: %q, want %q kept", got, stray)
+	}
+}
+
+// TestSnapshotSetsAsideStrayButDeletesMovedReplica: a snapshot that no
+// longer places a partition here deletes its log when the previous image
+// placed it here (the replica was moved away, as a delta would), but sets
+// aside as stray a log found on disk at start that the cluster does not
+// place here (its topic unknown), as Kafka's startup does.
+func TestSnapshotSetsAsideStrayButDeletesMovedReplica(t *testing.T) {
+	m, parts, dir := soloManager(t, "")
+	if _, err := parts.GetOrCreateTopic(storage.PartitionKey{Topic: "gone", Partition: 0}, "gid", nil); err != nil {
+		t.Fatal(err)
+	}
+	img := mt.Build(t, mt.Recs(mt.ClusterRec("c1"), mt.RegisterRec(1, 1, false), mt.RegisterRec(2, 1, false)),
+		mt.Recs(topicWithID("t", "tid"), mt.PartRec("t", 0, []int32{1}, []int32{1}, 1, 0, 0)))
+	m.Apply(img, metadata.SnapshotDelta(metadata.EmptyImage(), img))
+	if parts.Get(storage.PartitionKey{Topic: "gone", Partition: 0}) != nil {
+		t.Fatal("the log of a topic the cluster does not know is still served")
+	}
+	if got := strayDirs(t, dir); len(got) != 1 || !strings.HasPrefix(got[0], "gone-0.") {
+		t.Fatalf("stray logs %q, want gone-0.<id>-stray", got)
+	}
+
+	moved := mt.Build(t, mt.Recs(mt.ClusterRec("c1"), mt.RegisterRec(1, 1, false), mt.RegisterRec(2, 1, false)),
+		mt.Recs(topicWithID("t", "tid"), mt.PartRec("t", 0, []int32{2}, []int32{2}, 2, 0, 0)))
+	m.Apply(moved, metadata.SnapshotDelta(img, moved))
+	if parts.Get(storage.PartitionKey{Topic: "t", Partition: 0}) != nil {
+		t.Fatal("the moved replica is still served")
+	}
+	if got := strayDirs(t, dir); len(got) != 1 {
+		t.Fatalf("stray logs %q: the moved replica was set aside, not deleted", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "t-0")); !os.IsNotExist(err) {
+		t.Fatalf("the moved replica's directory: %v, want it deleted", err)
 	}
 }
 

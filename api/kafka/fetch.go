@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"encoding/base64"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -167,14 +168,19 @@ func handleFetch(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response, e
 		return fetchResponse(req, presp, nil, nil, img), nil
 	}
 
+	// The session is locked while it is read and updated, not through the
+	// fetch's wait (up to MaxWaitMs): another request naming it (a retry
+	// at the epoch this one took) is answered at once, as in Kafka, where
+	// the session is updated before the fetch waits and after it.
 	sess.mu.Lock()
-	defer sess.mu.Unlock()
 	if req.SessionID != 0 && req.SessionEpoch != sessionInitial {
 		if req.SessionEpoch != sess.epoch {
+			sess.mu.Unlock()
 			resp.ErrorCode = code(pb.ErrorCode_INVALID_FETCH_SESSION_EPOCH)
 			return resp, nil
 		}
 		if sess.usesIDs != useIDs {
+			sess.mu.Unlock()
 			// Kafka's FetchSessionCache: a session's partitions are keyed
 			// by name or by id, never both.
 			resp.ErrorCode = code(pb.ErrorCode_FETCH_SESSION_TOPIC_ID_ERROR)
@@ -235,16 +241,34 @@ func handleFetch(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response, e
 		preq.Partitions = append(preq.Partitions, &pb.FetchPartition{Topic: sp.name, TopicId: fp.TopicId, Partition: fp.Partition, FetchOffset: fp.FetchOffset,
 			CurrentLeaderEpoch: fp.CurrentLeaderEpoch, PartitionMaxBytes: fp.PartitionMaxBytes, LogStartOffset: fp.LogStartOffset})
 	}
+	sess.mu.Unlock()
 	var unknown []*pb.FetchPartitionResponse
 	preq.Partitions, unknown = unknownTopicID(preq.Partitions)
+	if f := fetchWaitHook.Load(); f != nil {
+		(*f)(sess.id)
+	}
 	presp, err := c.H.Fetch(ctx, preq)
 	if err != nil {
 		return nil, err
 	}
 	presp.Partitions = append(presp.Partitions, unknown...)
+	sess.mu.Lock()
 	resp = fetchResponse(req, presp, sess, joined, img)
+	sess.mu.Unlock()
 	resp.SessionID = sess.id
 	return resp, nil
+}
+
+// fetchWaitHook, when set, runs when a fetch of a session is about to
+// read (and wait for) its partitions. Tests hold the fetch there.
+var fetchWaitHook atomic.Pointer[func(sessionID int32)]
+
+// SetFetchWaitHookForTesting makes f run when a fetch of a session is
+// about to read its partitions, on the fetch's goroutine, until restore
+// is called.
+func SetFetchWaitHookForTesting(f func(sessionID int32)) (restore func()) {
+	fetchWaitHook.Store(&f)
+	return func() { fetchWaitHook.Store(nil) }
 }
 
 // fetchResponse translates the request layer's answer, grouped by topic

@@ -2,12 +2,14 @@ package kafka_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strand-io/strand/api/kafka"
 	"github.com/strand-io/strand/testkit/kafkareq"
 	"github.com/strand-io/strand/testkit/testcluster"
 )
@@ -106,5 +108,98 @@ func TestFetchSessions(t *testing.T) {
 	}
 	if r := fetch(id, 5, nil); r.ErrorCode != 70 {
 		t.Fatalf("fetch on a closed session answered %d, want FETCH_SESSION_ID_NOT_FOUND (70)", r.ErrorCode)
+	}
+}
+
+// TestFetchSessionNotHeldThroughWait: a fetch of a session waiting for
+// records (up to its MaxWaitMs) does not hold the session: another
+// request naming it meanwhile, here a retry at the epoch the waiting one
+// took (from another connection), is answered at once,
+// INVALID_FETCH_SESSION_EPOCH, as Kafka answers it, while the first is
+// still waiting; the waiting fetch then completes with the session.
+func TestFetchSessionNotHeldThroughWait(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{Nodes: 1})
+	c.CreateTopic("w", 1, 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	client := func() *kgo.Client {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.KafkaAddrs()[0]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		return cl
+	}
+	a, b := client(), client()
+	fetch := func(ctx context.Context, cl *kgo.Client, id, epoch int32, waitMs int32) (*kmsg.FetchResponse, error) {
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, waitMs, 1, 1<<20
+		req.SessionID, req.SessionEpoch = id, epoch
+		if epoch == 0 {
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic = "w"
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.Partition, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = 0, 1<<20, -1
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+		}
+		resp, err := cl.Broker(1).Request(ctx, kafkareq.AtMost(req, 12))
+		if err != nil {
+			return nil, err
+		}
+		return resp.(*kmsg.FetchResponse), nil
+	}
+	first, err := fetch(ctx, a, 0, 0, 0)
+	if err != nil || first.ErrorCode != 0 || first.SessionID == 0 {
+		t.Fatalf("opening fetch: %v, %+v", err, first)
+	}
+	id := first.SessionID
+
+	waiting, release := make(chan struct{}), make(chan struct{})
+	var once, released sync.Once
+	releaseFirst := func() { released.Do(func() { close(release) }) }
+	defer releaseFirst()
+	restore := kafka.SetFetchWaitHookForTesting(func(sid int32) {
+		if sid == id {
+			once.Do(func() {
+				close(waiting)
+				<-release
+			})
+		}
+	})
+	defer restore()
+	type answer struct {
+		resp *kmsg.FetchResponse
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		r, err := fetch(ctx, a, id, 1, 500)
+		done <- answer{r, err}
+	}()
+	<-waiting
+	// Only a guard against a hang (the session held): the answer does not
+	// wait for anything.
+	bctx, bcancel := context.WithTimeout(ctx, 20*time.Second)
+	r, err := fetch(bctx, b, id, 1, 500)
+	bcancel()
+	if err != nil {
+		t.Fatalf("a request naming the session while a fetch of it waited: %v (the session was held through the wait)", err)
+	}
+	if r.ErrorCode != 71 {
+		t.Fatalf("the retry at the taken epoch answered %d, want INVALID_FETCH_SESSION_EPOCH (71)", r.ErrorCode)
+	}
+	select {
+	case <-done:
+		t.Fatal("the waiting fetch finished before it was released")
+	default:
+	}
+	releaseFirst()
+	ans := <-done
+	if ans.err != nil || ans.resp.ErrorCode != 0 || ans.resp.SessionID != id {
+		t.Fatalf("the waiting fetch: %v, error %d session %d", ans.err, ans.resp.ErrorCode, ans.resp.SessionID)
+	}
+	if r, err := fetch(ctx, a, id, 2, 0); err != nil || r.ErrorCode != 0 {
+		t.Fatalf("the session's next fetch: %v %+v", err, r)
 	}
 }

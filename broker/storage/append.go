@@ -504,20 +504,22 @@ func (l *Log) appendMarkerLocked(pid int64, epoch int16, coordinatorEpoch int32,
 	case MarkerRepeat:
 		// Nothing is written, but the marker still ends the verification
 		// of a batch on its way, as the written marker would have.
-		l.psm.clearVerification(pid, true, epoch)
+		l.psm.clearVerification(pid, true, epoch, max(txnVersion, 1))
 		return MarkerResult{AlreadyDone: true, Offset: -1, LogEndOffset: l.leoLocked()}, nil
 	case MarkerNothingToEnd:
-		l.psm.clearVerification(pid, true, epoch)
+		l.psm.clearVerification(pid, true, epoch, max(txnVersion, 1))
 		if txnVersion >= 2 {
 			l.guard.fence(pid, epoch, l.clk.Now().UnixMilli())
 		}
 		return MarkerResult{AlreadyDone: true, NothingToEnd: true, Offset: -1, LogEndOffset: l.leoLocked()}, nil
 	}
-	return l.writeMarkerLocked(pid, epoch, coordinatorEpoch, typ, leaderEpoch)
+	return l.writeMarkerLocked(pid, epoch, coordinatorEpoch, typ, leaderEpoch, max(txnVersion, 1))
 }
 
-// writeMarkerLocked appends a checked marker as leader and applies it.
-func (l *Log) writeMarkerLocked(pid int64, epoch int16, coordinatorEpoch int32, typ record.ControlType, leaderEpoch int32) (MarkerResult, error) {
+// writeMarkerLocked appends a checked marker as leader, written under
+// transaction version txnVersion (1: at the producer's epoch; 2: at the
+// bumped epoch), and applies it.
+func (l *Log) writeMarkerLocked(pid int64, epoch int16, coordinatorEpoch int32, typ record.ControlType, leaderEpoch int32, txnVersion int32) (MarkerResult, error) {
 	now := l.clk.Now().UnixMilli()
 	batch := record.BuildControlBatch(pid, epoch, typ, coordinatorEpoch, now)
 	off := l.leoLocked()
@@ -533,7 +535,7 @@ func (l *Log) writeMarkerLocked(pid int64, epoch int16, coordinatorEpoch int32, 
 	if _, err := l.writeLocked(batch, []record.Header{h}, nil); err != nil {
 		return MarkerResult{}, err
 	}
-	completed := l.psm.ApplyMarker(pid, epoch, coordinatorEpoch, typ, off, now)
+	completed := l.psm.applyMarker(pid, epoch, coordinatorEpoch, typ, off, now, txnVersion)
 	if completed != nil {
 		l.guard.txnEnded(pid)
 		if completed.Aborted {

@@ -12,11 +12,16 @@
 package storage
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/errs"
@@ -329,8 +334,50 @@ func (l *Log) close() error {
 	return firstErr
 }
 
-// Delete closes the log and removes its directory.
-func (l *Log) Delete() error {
+// Suffixes of a partition directory set aside, as Kafka names them: one
+// being deleted (removed at the next start if a crash interrupted the
+// removal) and a stray log kept for the operator.
+const (
+	DeleteDirSuffix = "-delete"
+	StrayDirSuffix  = "-stray"
+)
+
+// AsideDirName is the name a partition's directory takes when set aside
+// (Kafka's): "<topic>-<partition>.<unique id><suffix>", the topic cut
+// short if the whole would pass 255 bytes. It does not read as a
+// partition's directory (ParseDirName), so no restart loads it as one.
+func AsideDirName(topic string, partition int32, suffix string) string {
+	var id [16]byte
+	_, _ = rand.Read(id[:])
+	tail := fmt.Sprintf("-%d.%s%s", partition, hex.EncodeToString(id[:]), suffix)
+	if n := 255 - len(tail); len(topic) > n {
+		topic = topic[:n]
+	}
+	return topic + tail
+}
+
+// IsAsideDirName reports whether name is a directory AsideDirName made
+// with suffix.
+func IsAsideDirName(name, suffix string) bool {
+	rest, ok := strings.CutSuffix(name, suffix)
+	if !ok {
+		return false
+	}
+	i := strings.LastIndexByte(rest, '.')
+	if i < 0 || i == len(rest)-1 {
+		return false
+	}
+	j := strings.LastIndexByte(rest[:i], '-')
+	if j <= 0 {
+		return false
+	}
+	_, err := strconv.ParseUint(rest[j+1:i], 10, 31)
+	return err == nil
+}
+
+// closeForRemoval closes the log for good, without the snapshot and
+// seal a clean close writes: its files are about to go.
+func (l *Log) closeForRemoval() {
 	l.flushMu.Lock()
 	l.mu.Lock()
 	l.closed = true
@@ -339,7 +386,78 @@ func (l *Log) Delete() error {
 	l.mu.Unlock()
 	l.flushMu.Unlock()
 	l.bg.Wait()
-	return os.RemoveAll(l.dir)
+}
+
+// setAside renames the log's directory to AsideDirName(suffix) beside it
+// and fsyncs the parent, so the rename outlives a crash. It returns the
+// new path.
+func (l *Log) setAside(suffix string) (string, error) {
+	aside := filepath.Join(filepath.Dir(l.dir), AsideDirName(l.key.Topic, l.key.Partition, suffix))
+	if err := os.Rename(l.dir, aside); err != nil {
+		return "", err
+	}
+	if err := syncDir(filepath.Dir(l.dir)); err != nil {
+		return aside, err
+	}
+	return aside, nil
+}
+
+// deleteHook, when set (tests), runs between the rename of a deleted
+// log's directory and its removal; an error stops the removal there, as
+// a crash would.
+var deleteHook atomic.Pointer[func(aside string) error]
+
+// Delete closes the log and removes its directory, atomically across a
+// crash: the directory is first renamed to a "-delete" name (Kafka's) and
+// the rename made durable, then removed. A crash during the removal
+// leaves a directory no restart loads as the partition (a partial log
+// would be recovered as the partition's), and the next start removes it
+// (RemoveDeletedDirs).
+func (l *Log) Delete() error {
+	l.closeForRemoval()
+	aside, err := l.setAside(DeleteDirSuffix)
+	if err != nil {
+		if aside == "" {
+			return fmt.Errorf("delete %s: %w", l.dir, err)
+		}
+		return fmt.Errorf("delete %s: renamed to %s but: %w", l.dir, aside, err)
+	}
+	if h := deleteHook.Load(); h != nil {
+		if err := (*h)(aside); err != nil {
+			return err
+		}
+	}
+	return os.RemoveAll(aside)
+}
+
+// MarkStray closes the log and renames its directory to a "-stray" name
+// (Kafka's stray logs since 3.7): a log of a topic the cluster no longer
+// has, or no longer places here, is kept on disk for the operator to
+// inspect and remove, but no restart loads it as a partition. It returns
+// the new path.
+func (l *Log) MarkStray() (string, error) {
+	l.closeForRemoval()
+	return l.setAside(StrayDirSuffix)
+}
+
+// RemoveDeletedDirs removes, in dataDir, the directories of deleted logs
+// whose removal a crash interrupted (Delete). It returns their names.
+func RemoveDeletedDirs(dataDir string) ([]string, error) {
+	entries, err := os.ReadDir(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, e := range entries {
+		if !e.IsDir() || !IsAsideDirName(e.Name(), DeleteDirSuffix) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dataDir, e.Name())); err != nil {
+			return removed, err
+		}
+		removed = append(removed, e.Name())
+	}
+	return removed, nil
 }
 
 // segmentFor returns the index of the segment holding offset.
@@ -403,4 +521,12 @@ func (l *Log) OldestOpenTxn() (OngoingTxn, int64, bool) {
 		return t, t.LastTimestamp, true
 	}
 	return t, h.FirstTimestamp, true
+}
+
+// SetDeleteHookForTesting makes f run in Delete between the rename of the
+// log's directory and its removal, an error from f stopping Delete there
+// as a crash would, until restore is called.
+func SetDeleteHookForTesting(f func(aside string) error) (restore func()) {
+	deleteHook.Store(&f)
+	return func() { deleteHook.Store(nil) }
 }

@@ -170,6 +170,10 @@ type ProducerStateManager struct {
 	// verifications holds each producer's pending transaction
 	// verification (verification.go); no part of snapshots.
 	verifications map[int64]*verification
+	// verifyOrder lists verifications in the order they were made, for
+	// evicting the oldest at the bound (verification.go); an entry whose
+	// verification has since gone or been replaced is skipped then.
+	verifyOrder verifyQueue
 }
 
 // NewProducerStateManager returns an empty map whose state is built up to
@@ -302,7 +306,7 @@ func (m *ProducerStateManager) ApplyData(h *record.Header) {
 	})
 	s.lastTimestamp = h.MaxTimestamp
 	if h.IsTransactional() {
-		m.clearVerification(h.ProducerID, false, h.ProducerEpoch)
+		m.clearVerification(h.ProducerID, false, h.ProducerEpoch, 0)
 		if s.txnFirst < 0 {
 			s.txnFirst = h.BaseOffset
 			m.addOngoing(h.ProducerID, h.BaseOffset)
@@ -438,8 +442,15 @@ func (m *ProducerStateManager) txnOpen(pid int64) bool {
 // a high watermark above markerOffset; otherwise ApplyMarker returns nil.
 // MapEndOffset moves to at least markerOffset+1.
 func (m *ProducerStateManager) ApplyMarker(pid int64, markerEpoch int16, coordinatorEpoch int32, typ record.ControlType, markerOffset int64, timestamp int64) *CompletedTxn {
+	return m.applyMarker(pid, markerEpoch, coordinatorEpoch, typ, markerOffset, timestamp, 0)
+}
+
+// applyMarker is ApplyMarker for a marker written here under transaction
+// version txnVersion (0: not known), which decides whether it ends a
+// pending verification at its epoch (clearVerification).
+func (m *ProducerStateManager) applyMarker(pid int64, markerEpoch int16, coordinatorEpoch int32, typ record.ControlType, markerOffset int64, timestamp int64, txnVersion int32) *CompletedTxn {
 	m.advanceMapEnd(markerOffset + 1)
-	m.clearVerification(pid, true, markerEpoch)
+	m.clearVerification(pid, true, markerEpoch, txnVersion)
 	s, ok := m.producers[pid]
 	if !ok {
 		s = newProducerState(markerEpoch)

@@ -158,5 +158,6 @@ func (l *Log) abortHangingLocked(pid int64, epoch int16, startOffset int64, minO
 			"the transaction of producerId=%d starting at offset %d in %s has been open for %v as far as this broker has seen; only a transaction open longer than transaction.max.timeout.ms (%v) can be aborted here, since until then its coordinator may still end it (a live transaction aborted here would be torn)",
 			pid, startOffset, l.key, open.Round(time.Second), minOpen)
 	}
-	return l.writeMarkerLocked(pid, s.epoch, max(s.coordEpoch, 0), record.ControlAbort, leaderEpoch)
+	// At the producer's own epoch, as a version 1 marker.
+	return l.writeMarkerLocked(pid, s.epoch, max(s.coordEpoch, 0), record.ControlAbort, leaderEpoch, 1)
 }

@@ -40,7 +40,8 @@ import (
 // lives until an append or a marker uses it, or producer.id.expiration.ms,
 // and producer ids a coordinator never knew would otherwise pile up. At
 // the bound the oldest goes (its batch, if still on its way, is refused
-// INVALID_TXN_STATE and its producer aborts).
+// INVALID_TXN_STATE and its producer aborts), found in O(1) amortized
+// by the order verifications were made (verifyQueue).
 const maxVerifications = 10000
 
 // VerificationGuard is one verification of a producer's transaction on a
@@ -85,7 +86,9 @@ type VerificationEntry struct {
 // that sequence is refused OUT_OF_ORDER_SEQUENCE_NUMBER, so a later batch
 // of a producer whose first one is being retried cannot land first and
 // leave the first one refused forever (the partition accepts any sequence
-// from a producer it has no state for). epochBump says the producer is on
+// from a producer it has no state for). An epoch older than the pending
+// verification's gets a guard no verification holds (good for no append,
+// and dropping it drops nothing). epochBump says the producer is on
 // transaction version 2 (see clearVerification). nowMs stamps a new
 // verification for RemoveExpired.
 func (m *ProducerStateManager) StartVerification(pid int64, seq int32, epoch int16, epochBump bool, nowMs int64) *VerificationGuard {
@@ -96,6 +99,15 @@ func (m *ProducerStateManager) StartVerification(pid int64, seq int32, epoch int
 		m.verifications = map[int64]*verification{}
 	}
 	v := m.verifications[pid]
+	if v != nil && epoch < v.epoch {
+		// A request from an epoch older than the pending verification's
+		// (a fenced producer's, late): it must neither append with the
+		// newer epoch's guard nor, when its coordinator refuses it, drop
+		// that guard (DropVerification goes by identity). It gets a
+		// guard of its own that no verification holds, so the newer one
+		// is left as it is and an append with it is refused.
+		return &VerificationGuard{pid: pid, epoch: epoch}
+	}
 	switch {
 	case v == nil || epoch > v.epoch:
 		if v == nil && len(m.verifications) >= maxVerifications {
@@ -103,6 +115,7 @@ func (m *ProducerStateManager) StartVerification(pid int64, seq int32, epoch int
 		}
 		v = &verification{guard: &VerificationGuard{pid: pid, epoch: epoch}, epoch: epoch, lowestSeq: seq, createdMs: nowMs}
 		m.verifications[pid] = v
+		m.verifyOrder.push(pid, v, m.verifications)
 	case epoch == v.epoch && seq < v.lowestSeq:
 		v.lowestSeq = seq
 	}
@@ -110,14 +123,65 @@ func (m *ProducerStateManager) StartVerification(pid int64, seq int32, epoch int
 	return v.guard
 }
 
+// evictOldestVerification forgets the verification made first among
+// those still pending, in O(1) amortized: the queue's entries of
+// verifications already gone or replaced are passed over (each once).
 func (m *ProducerStateManager) evictOldestVerification() {
-	oldest, at := int64(-1), int64(0)
-	for pid, v := range m.verifications {
-		if oldest < 0 || v.createdMs < at {
-			oldest, at = pid, v.createdMs
+	for {
+		pid, v, ok := m.verifyOrder.pop()
+		if !ok {
+			return
+		}
+		if m.verifications[pid] == v {
+			delete(m.verifications, pid)
+			return
 		}
 	}
-	delete(m.verifications, oldest)
+}
+
+// verifyQueue is the verifications of a partition in the order they were
+// made. Entries are not removed when their verification goes (cleared,
+// dropped, replaced, expired): pop passes over them, and push compacts
+// the queue once dead entries outnumber the live verifications, so it
+// holds at most about twice as many entries as there are verifications.
+type verifyQueue struct {
+	refs []verifyRef
+	head int
+}
+
+type verifyRef struct {
+	pid int64
+	v   *verification
+}
+
+// push appends a verification just made (pending: the partition's
+// verifications, with it), first compacting the queue if dead entries
+// outnumber the pending verifications.
+func (q *verifyQueue) push(pid int64, v *verification, pending map[int64]*verification) {
+	if len(q.refs)-q.head >= 2*len(pending)+16 {
+		out := q.refs[:0]
+		for _, r := range q.refs[q.head:] {
+			if pending[r.pid] == r.v {
+				out = append(out, r)
+			}
+		}
+		clear(q.refs[len(out):])
+		q.refs, q.head = out, 0
+	}
+	q.refs = append(q.refs, verifyRef{pid: pid, v: v})
+}
+
+func (q *verifyQueue) pop() (int64, *verification, bool) {
+	if q.head == len(q.refs) {
+		return 0, nil, false
+	}
+	r := q.refs[q.head]
+	q.refs[q.head] = verifyRef{}
+	q.head++
+	if q.head == len(q.refs) {
+		q.refs, q.head = q.refs[:0], 0
+	}
+	return r.pid, r.v, true
 }
 
 // DropVerification forgets pid's verification if guard is still its
@@ -145,13 +209,21 @@ func (m *ProducerStateManager) Verification(pid int64) (VerificationEntry, bool)
 // finds nothing to write. One marker keeps it, as in Kafka: under
 // transaction version 2 the marker that ends the previous transaction
 // carries the epoch the next one runs at, and the next transaction's
-// first batch may have been verified before that marker arrived.
-func (m *ProducerStateManager) clearVerification(pid int64, control bool, epoch int16) {
+// first batch may have been verified before that marker arrived. That
+// holds only for a marker that bumped the epoch, so markerTxnVersion, the
+// version the marker was written under, must be 2 as well: a marker at
+// the producer's own epoch (version 1, or an operator's abort of a
+// hanging transaction) ends the transaction at that epoch, which a
+// verification at that epoch may belong to, and clears it whatever
+// version the verification was made under. markerTxnVersion 0 (a stored
+// marker applied as such: replication, recovery) leaves the
+// verification's version to decide, as Kafka does.
+func (m *ProducerStateManager) clearVerification(pid int64, control bool, epoch int16, markerTxnVersion int32) {
 	v, ok := m.verifications[pid]
 	if !ok {
 		return
 	}
-	if control && v.epochBump && epoch == v.epoch {
+	if control && v.epochBump && epoch == v.epoch && (markerTxnVersion == 0 || markerTxnVersion >= 2) {
 		return
 	}
 	delete(m.verifications, pid)
@@ -162,7 +234,7 @@ func (m *ProducerStateManager) clearVerification(pid int64, control bool, epoch 
 // batch being verified must still find its guard).
 func (m *ProducerStateManager) adoptVerifications(old *ProducerStateManager) {
 	if old != nil && len(old.verifications) > 0 {
-		m.verifications = old.verifications
+		m.verifications, m.verifyOrder = old.verifications, old.verifyOrder
 	}
 }
 

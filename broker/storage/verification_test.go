@@ -351,3 +351,137 @@ func TestVerificationBounds(t *testing.T) {
 		t.Fatal("a refused verification was kept")
 	}
 }
+
+// TestOlderEpochLeavesNewerVerification: a fenced producer's late request
+// (an epoch older than the pending verification's) is verified after the
+// live producer's. It must not receive the live producer's guard, and
+// when its coordinator refuses it (fenced) and its verification is
+// dropped, the live producer's stays: its batch is appended, not refused
+// INVALID_TXN_STATE. The zombie's own guard is good for no append.
+func TestOlderEpochLeavesNewerVerification(t *testing.T) {
+	const pid = 17
+	for _, bump := range []bool{false, true} {
+		f := newFixture(t, testConfig())
+		live := f.startVerification(pid, 0, 4, bump)
+		zombie := f.startVerification(pid, 0, 3, bump)
+		if zombie == nil || zombie == live {
+			t.Fatalf("epochBump %v: the older epoch's request got the live producer's guard", bump)
+		}
+		f.l.DropTxnVerification(pid, zombie) // its coordinator fenced it
+		if e, ok := f.l.TxnVerification(pid); !ok || e.Guard != live || e.Epoch != 4 {
+			t.Fatalf("epochBump %v: the live verification after the zombie's drop: %+v %v", bump, e, ok)
+		}
+		_, err := f.verifiedAppend(txnb(pid, 3, 0, 1, f.nowMs()), zombie)
+		wantCode(t, err, pb.ErrorCode_INVALID_TXN_STATE)
+		if _, err := f.verifiedAppend(txnb(pid, 4, 0, 1, f.nowMs()), live); err != nil {
+			t.Fatalf("epochBump %v: the live producer's batch: %v", bump, err)
+		}
+	}
+}
+
+// TestMarkerVersionDecidesWhatItKeeps: only a marker that bumped the
+// epoch (written under transaction version 2) can leave a verification at
+// its epoch in place, since only then is that verification for a later
+// transaction than the one the marker ends. A marker at the producer's
+// own epoch (version 1) ends the transaction running at that epoch, and a
+// verification made at it (here by a request declaring version 2, a
+// client mixing versions) must go: the late batch is refused
+// INVALID_TXN_STATE, not appended as a transaction no marker will end.
+func TestMarkerVersionDecidesWhatItKeeps(t *testing.T) {
+	const pid = 19
+	late := func(t *testing.T, f *fixture, g *VerificationGuard, epoch int16) {
+		t.Helper()
+		end := f.l.LogEndOffset()
+		_, err := f.verifiedAppend(txnb(pid, epoch, 0, 1, f.nowMs()), g)
+		wantCode(t, err, pb.ErrorCode_INVALID_TXN_STATE)
+		if _, open := f.l.ProducerTxn(pid); open || f.lso() != f.l.LogEndOffset() || f.l.LogEndOffset() != end {
+			t.Fatalf("the late batch: transaction open %v, LSO %d, log end %d (was %d)", open, f.lso(), f.l.LogEndOffset(), end)
+		}
+	}
+	t.Run("a version 1 marker with nothing to end", func(t *testing.T) {
+		f := newFixture(t, testConfig())
+		g := f.startVerification(pid, 0, 2, true)
+		if m, err := f.l.AppendMarkerVersion(pid, 2, 0, record.ControlAbort, 0, 1); err != nil || !m.NothingToEnd {
+			t.Fatalf("the abort marker: %+v %v", m, err)
+		}
+		late(t, f, g, 2)
+	})
+	t.Run("a version 1 marker written", func(t *testing.T) {
+		f := newFixture(t, testConfig())
+		g := f.startVerification(pid, 0, 1, false)
+		if _, err := f.verifiedAppend(txnb(pid, 1, 0, 1, f.nowMs()), g); err != nil {
+			t.Fatal(err)
+		}
+		g = f.startVerification(pid, 1, 2, true)
+		if m, err := f.l.AppendMarkerVersion(pid, 2, 0, record.ControlAbort, 0, 1); err != nil || m.Completed == nil {
+			t.Fatalf("the abort marker: %+v %v", m, err)
+		}
+		late(t, f, g, 2)
+	})
+	t.Run("a version 2 marker keeps the next transaction's", func(t *testing.T) {
+		f := newFixture(t, testConfig())
+		g := f.startVerification(pid, 0, 1, true)
+		if _, err := f.verifiedAppend(txnb(pid, 1, 0, 1, f.nowMs()), g); err != nil {
+			t.Fatal(err)
+		}
+		g = f.startVerification(pid, 0, 2, true)
+		if m, err := f.l.AppendMarkerVersion(pid, 2, 0, record.ControlCommit, 0, 2); err != nil || m.Completed == nil {
+			t.Fatalf("the commit marker: %+v %v", m, err)
+		}
+		if _, err := f.verifiedAppend(txnb(pid, 2, 0, 1, f.nowMs()), g); err != nil {
+			t.Fatalf("the next transaction's first batch: %v", err)
+		}
+	})
+}
+
+// TestVerificationEvictionOrder: at the bound the verification made first
+// goes, in the order they were made (not by their timestamps, here all
+// the same): one made again at a newer epoch counts as made then, and
+// one already dropped or used is passed over. The order's bookkeeping
+// stays within a constant factor of the verifications pending however
+// many come and go.
+func TestVerificationEvictionOrder(t *testing.T) {
+	const now = 1000
+	m := NewProducerStateManager()
+	guards := map[int64]*VerificationGuard{}
+	for pid := int64(0); pid < maxVerifications; pid++ {
+		guards[pid] = m.StartVerification(pid, 0, 0, false, now)
+	}
+	m.StartVerification(0, 0, 1, false, now) // made again: now the newest
+	m.DropVerification(1, guards[1])         // refused by its coordinator
+	m.clearVerification(2, false, 0, 0)      // its first batch appended
+	next := int64(maxVerifications)
+	m.StartVerification(next, 0, 0, false, now) // fills the place 1 left
+	next++
+	m.StartVerification(next, 0, 0, false, now) // and 2's
+	next++
+	for want := int64(3); want < 40; want++ {
+		if _, ok := m.Verification(want); !ok {
+			t.Fatalf("verification %d gone before its turn", want)
+		}
+		m.StartVerification(next, 0, 0, false, now)
+		next++
+		if _, ok := m.Verification(want); ok {
+			t.Fatalf("making verification %d evicted another than %d, the oldest", next-1, want)
+		}
+		if n := len(m.verifications); n != maxVerifications {
+			t.Fatalf("%d verifications kept, want %d", n, maxVerifications)
+		}
+	}
+	if e, ok := m.Verification(0); !ok || e.Epoch != 1 {
+		t.Fatal("the verification made again at a newer epoch was evicted as the oldest")
+	}
+
+	m = NewProducerStateManager()
+	for i := 0; i < 100000; i++ {
+		pid := int64(i % 7)
+		g := m.StartVerification(pid, 0, int16(i%3), false, now)
+		if i%2 == 0 {
+			m.DropVerification(pid, g)
+		}
+		// At most 7 pending at once.
+		if n := len(m.verifyOrder.refs) - m.verifyOrder.head; n > 2*7+17 {
+			t.Fatalf("after %d verifications: %d entries kept in order for at most 7 pending", i+1, n)
+		}
+	}
+}

@@ -47,6 +47,12 @@ type Config struct {
 	// CommitTimeout is offsets.commit.timeout.ms: how long a write waits
 	// for the ISR (0: 5 s).
 	CommitTimeout time.Duration
+	// TxnVerifyTimeout is how long the transaction coordinator is given
+	// to add a TxnOffsetCommit's partition to the transaction, or say it
+	// is there, retries included (0: 5 s, as a partition leader gives it
+	// for a transactional produce). Past it the commit is answered
+	// COORDINATOR_NOT_AVAILABLE, which the client retries.
+	TxnVerifyTimeout time.Duration
 	// SweepInterval is how often session and rebalance deadlines are
 	// checked (0: 100 ms).
 	SweepInterval time.Duration
@@ -251,6 +257,9 @@ func New(cfg Config, repl *replication.Manager, loc *coordinator.Locator, txn Tx
 	}
 	if cfg.CommitTimeout <= 0 {
 		cfg.CommitTimeout = 5 * time.Second
+	}
+	if cfg.TxnVerifyTimeout <= 0 {
+		cfg.TxnVerifyTimeout = 5 * time.Second
 	}
 	if cfg.SweepInterval <= 0 {
 		cfg.SweepInterval = 100 * time.Millisecond

@@ -2,6 +2,7 @@ package group_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -31,12 +32,29 @@ type addCall struct {
 type recordingAdder struct {
 	mu    sync.Mutex
 	calls []addCall
+	// silent, when set, makes the transaction coordinator answer
+	// nothing: a call waits for its context to end (or silent to be
+	// closed) and returns the context's error.
+	silent chan struct{}
+	// deadlines records, per call, whether its context had a deadline.
+	deadlines []bool
 }
 
 func (a *recordingAdder) AddPartition(ctx context.Context, txnID string, pid int64, epoch int16, topic string, partition int32) error {
+	_, hasDeadline := ctx.Deadline()
 	a.mu.Lock()
 	a.calls = append(a.calls, addCall{txnID, pid, epoch, topic, partition})
+	a.deadlines = append(a.deadlines, hasDeadline)
+	silent := a.silent
 	a.mu.Unlock()
+	if silent != nil {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-silent:
+			return errors.New("released")
+		}
+	}
 	return nil
 }
 

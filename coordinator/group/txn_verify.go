@@ -44,7 +44,17 @@ func (c *Coordinator) verifyTxnWrite(ctx context.Context, s *shard, txn *txnProd
 	if txnVersion == 1 {
 		add = c.txn.Verify
 	}
-	if err := add(ctx, txn.id, txn.pid, txn.epoch, c.cfg.Topic.Name, s.partition); err != nil {
+	// Bounded: the transaction client retries a coordinator that moves
+	// or loads until its context ends, and a request's context may have
+	// no deadline.
+	actx, cancel := context.WithTimeout(ctx, c.cfg.TxnVerifyTimeout)
+	err = add(actx, txn.id, txn.pid, txn.epoch, c.cfg.Topic.Name, s.partition)
+	cancel()
+	if err != nil {
+		if errs.CodeOf(err) == pb.ErrorCode_UNKNOWN_SERVER_ERROR && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			// Kafka's group coordinator answers a timeout so.
+			err = errs.New(pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, "the transaction coordinator of %q did not answer within %v: %v", txn.id, c.cfg.TxnVerifyTimeout, err)
+		}
 		if refusedForGood(err) {
 			// Nothing will append with this guard; a producer id nobody
 			// knows must not hold a verification until it expires.

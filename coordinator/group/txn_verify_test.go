@@ -172,3 +172,51 @@ func TestTxnOffsetCommitOvertakenByItsAbort(t *testing.T) {
 		}
 	})
 }
+
+// TestTxnOffsetCommitVerifyDeadline: the group coordinator's call to the
+// transaction coordinator for a TxnOffsetCommit has a deadline
+// (TxnVerifyTimeout) even when the request's context has none: a
+// transaction coordinator that does not answer gets the commit answered
+// COORDINATOR_NOT_AVAILABLE (retriable), with nothing written, instead
+// of holding it for good.
+func TestTxnOffsetCommitVerifyDeadline(t *testing.T) {
+	r := newRig(t)
+	r.cfg.TxnVerifyTimeout = 100 * time.Millisecond
+	c := r.start()
+	silent := make(chan struct{})
+	r.txn.mu.Lock()
+	r.txn.silent = silent
+	r.txn.mu.Unlock()
+	defer close(silent)
+	p := r.partitionOf("tg")
+	end := p.Log.LogEndOffset()
+	type answer struct {
+		resp *pb.TxnOffsetCommitResponse
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		resp, err := c.TxnOffsetCommit(context.Background(), &pb.TxnOffsetCommitRequest{TransactionalId: "tx-silent", GroupId: "tg",
+			ProducerId: 6000, ProducerEpoch: 0, GenerationId: -1, TransactionVersion: 2,
+			Offsets: []*pb.PartitionOffset{{Topic: "orders", Partition: 0, Offset: 7, LeaderEpoch: -1}}})
+		done <- answer{resp, err}
+	}()
+	var a answer
+	select {
+	case a = <-done:
+	case <-time.After(30 * time.Second): // only a guard against the hang
+		t.Fatal("no answer while the transaction coordinator was silent: the call to it has no deadline")
+	}
+	if a.err != nil || a.resp.ErrorCode != pb.ErrorCode_COORDINATOR_NOT_AVAILABLE {
+		t.Fatalf("the commit: %v %v, want COORDINATOR_NOT_AVAILABLE", a.resp, a.err)
+	}
+	r.txn.mu.Lock()
+	deadlines := append([]bool(nil), r.txn.deadlines...)
+	r.txn.mu.Unlock()
+	if len(deadlines) != 1 || !deadlines[0] {
+		t.Fatalf("calls to the transaction coordinator with a deadline: %v, want one, with", deadlines)
+	}
+	if got := p.Log.LogEndOffset(); got != end || openTxnOf(p, 6000) {
+		t.Fatalf("the unanswered commit wrote: log end %d (was %d), transaction open %v", got, end, openTxnOf(p, 6000))
+	}
+}
