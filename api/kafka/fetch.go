@@ -187,7 +187,7 @@ func handleFetch(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Response, e
 			return resp, nil
 		}
 	}
-	sess.lastUsed = now
+	sess.touch(now)
 	sess.epoch = nextEpoch(max(req.SessionEpoch, 0))
 	forgot := false
 	for _, f := range req.ForgottenTopics {

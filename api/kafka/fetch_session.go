@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "github.com/strand-io/strand/proto/strand/v1"
@@ -28,14 +29,20 @@ type partKey struct {
 // fetches with their positions, and what it was last told of each, so
 // an incremental answer carries only what changed.
 type consumerSession struct {
-	id       int32
-	mu       sync.Mutex // one request of a session at a time
-	epoch    int32      // the epoch the next request must carry
-	usesIDs  bool       // opened at Fetch v13+: partitions are keyed by topic id
-	parts    map[partKey]*sessionPart
-	order    []partKey
-	lastUsed time.Time
+	id      int32
+	mu      sync.Mutex // one request of a session at a time
+	epoch   int32      // the epoch the next request must carry
+	usesIDs bool       // opened at Fetch v13+: partitions are keyed by topic id
+	parts   map[partKey]*sessionPart
+	order   []partKey
+	// lastUsed is when a request last used the session (unix ns): its
+	// request writes it under mu, the cache reads it under the cache's
+	// lock to pick a session to evict, so it is atomic.
+	lastUsed atomic.Int64
 }
+
+// touch records that a request used the session at now.
+func (s *consumerSession) touch(now time.Time) { s.lastUsed.Store(now.UnixNano()) }
 
 // sessionPart is one partition of a session. A partition named by topic
 // id keeps the name the id had when it joined (Kafka's CachedPartition):
@@ -75,17 +82,19 @@ func (c *sessionCache) open(now time.Time, usesIDs bool) *consumerSession {
 	}
 	if len(c.byID) >= c.slots {
 		var oldest *consumerSession
+		var oldestUsed int64
 		for _, s := range c.byID {
-			if oldest == nil || s.lastUsed.Before(oldest.lastUsed) {
-				oldest = s
+			if used := s.lastUsed.Load(); oldest == nil || used < oldestUsed {
+				oldest, oldestUsed = s, used
 			}
 		}
-		if oldest == nil || now.Sub(oldest.lastUsed) < sessionEvictAfter {
+		if oldest == nil || now.Sub(time.Unix(0, oldestUsed)) < sessionEvictAfter {
 			return nil
 		}
 		delete(c.byID, oldest.id)
 	}
-	s := &consumerSession{epoch: 1, usesIDs: usesIDs, parts: map[partKey]*sessionPart{}, lastUsed: now}
+	s := &consumerSession{epoch: 1, usesIDs: usesIDs, parts: map[partKey]*sessionPart{}}
+	s.touch(now)
 	for {
 		s.id = rand.Int32N(math.MaxInt32-1) + 1
 		if c.byID[s.id] == nil {
