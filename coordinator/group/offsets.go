@@ -123,20 +123,25 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *pb.OffsetCommitRequ
 			offs = append(offs, o)
 		}
 	}
-	g := s.group(req.GroupId, now, true)
-	s.mu.Unlock()
 	if len(offs) == 0 {
+		s.mu.Unlock()
 		return &pb.OffsetCommitResponse{Partitions: answers}, nil
 	}
 	recs, entries, err := offsetRecords(req.GroupId, offs, now.UnixMilli(), nil)
 	if err != nil {
+		s.mu.Unlock()
 		return fail(err)
 	}
+	g := s.group(req.GroupId, now, true)
+	g.commitWrites++ // the group object outlives a conversion meanwhile
+	s.mu.Unlock()
 	first, err := c.w.write(ctx, s, recs, nil)
+	s.mu.Lock()
+	g.commitWrites--
 	if err != nil {
+		s.mu.Unlock()
 		return fail(err)
 	}
-	s.mu.Lock()
 	for i, o := range offs {
 		e := entries[i]
 		e.logOffset = first + int64(i)
