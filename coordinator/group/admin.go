@@ -221,7 +221,7 @@ func (c *Coordinator) OffsetDelete(ctx context.Context, req *pb.OffsetDeleteRequ
 	if len(recs) == 0 {
 		return resp, nil
 	}
-	first, err := c.w.write(ctx, s, recs, nil)
+	first, err := c.w.write(ctx, s, recs, nil, nil)
 	if err != nil {
 		return fail(err)
 	}

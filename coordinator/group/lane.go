@@ -73,7 +73,7 @@ func (c *Coordinator) change(ctx context.Context, groupID string, plan planFunc)
 
 		// The group's write, not the caller's: a caller that stops
 		// waiting must not leave records in the log that memory lacks.
-		first, werr := c.w.write(c.ctx, s, ch.recs, nil)
+		first, werr := c.w.write(c.ctx, s, ch.recs, nil, nil)
 		ch.first = first
 
 		s.mu.Lock()

@@ -233,7 +233,7 @@ func (c *Coordinator) keepStaticMember(s *shard, g *group, m *member, prev stati
 	write := func() {
 		werr := err
 		if werr == nil {
-			_, werr = c.w.write(c.ctx, s, []record.Record{{Key: groupKey(g.id), Value: val}}, nil)
+			_, werr = c.w.write(c.ctx, s, []record.Record{{Key: groupKey(g.id), Value: val}}, nil, nil)
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -538,7 +538,7 @@ func (c *Coordinator) sync(req *pb.SyncGroupRequest) (*pb.SyncGroupResponse, <-c
 	write := func(ctx context.Context) {
 		val, err := proto.Marshal(v)
 		if err == nil {
-			_, err = c.w.write(ctx, s, []record.Record{{Key: groupKey(g.id), Value: val}}, nil)
+			_, err = c.w.write(ctx, s, []record.Record{{Key: groupKey(g.id), Value: val}}, nil, nil)
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()

@@ -237,3 +237,82 @@ func TestTxnOffsetCommitVersion1Verifies(t *testing.T) {
 		t.Fatalf("an unverified commit was written")
 	}
 }
+
+// TestOffsetCommitRecheckedAtAppend: a commit validated while its member
+// was in the group, whose member then leaves before the commit is
+// appended, is refused as the member's commit would be after it left
+// (UNKNOWN_MEMBER_ID), and nothing of it reaches the log.
+func TestOffsetCommitRecheckedAtAppend(t *testing.T) {
+	hold := func(w *fakeWriter) (chan struct{}, chan struct{}) {
+		started, held := make(chan struct{}, 8), make(chan struct{})
+		w.mu.Lock()
+		w.started, w.hold = started, held
+		w.mu.Unlock()
+		return started, held
+	}
+	commitAsync := func(c *Coordinator, member string, gen int32) <-chan *pb.OffsetCommitResponse {
+		out := make(chan *pb.OffsetCommitResponse, 1)
+		go func() {
+			r, err := c.OffsetCommit(context.Background(), &pb.OffsetCommitRequest{GroupId: "g", MemberId: member, GenerationId: gen,
+				Offsets: []*pb.PartitionOffset{{Topic: "t", Partition: 0, Offset: 5, LeaderEpoch: -1}}})
+			if err != nil {
+				r = &pb.OffsetCommitResponse{Partitions: []*pb.PartitionError{{ErrorCode: pb.ErrorCode_UNKNOWN_SERVER_ERROR, ErrorMessage: err.Error()}}}
+			}
+			out <- r
+		}()
+		return out
+	}
+	noCommitRecord := func(t *testing.T, w *fakeWriter) {
+		for _, b := range w.all() {
+			_, recs, err := record.Decode(b)
+			if err != nil {
+				continue
+			}
+			for _, r := range recs {
+				if k, _ := decodeKey(r.Key); k.typ == keyOffsetCommit && r.Value != nil {
+					t.Fatalf("the refused commit reached the log: %+v", k)
+				}
+			}
+		}
+	}
+
+	t.Run("classic", func(t *testing.T) {
+		h := newHarness(t)
+		j := h.joinNow(joinReq("g", ""))
+		wantCode(t, "sync", h.sync("g", j.MemberId, j.GenerationId, map[string]string{j.MemberId: "a"}).ErrorCode, pb.ErrorCode_NONE)
+		started, held := hold(h.w)
+		done := commitAsync(h.c, j.MemberId, j.GenerationId)
+		<-started
+		lr, err := h.c.LeaveGroup(context.Background(), &pb.LeaveGroupRequest{GroupId: "g", MemberId: j.MemberId})
+		if err != nil || lr.ErrorCode != pb.ErrorCode_NONE {
+			t.Fatalf("leave: %v %v", err, lr)
+		}
+		close(held)
+		wantCode(t, "commit of a member that left meanwhile", recv(t, done).Partitions[0].ErrorCode, pb.ErrorCode_UNKNOWN_MEMBER_ID)
+		if off, _ := h.fetch("g", "t", 0, false); off != -1 {
+			t.Fatalf("offset %d committed", off)
+		}
+		noCommitRecord(t, h.w)
+	})
+
+	t.Run("consumer", func(t *testing.T) {
+		h := newCGHarness(t)
+		r := h.joinCG("g", "m", "t")
+		wantCode(t, "join", r.ErrorCode, pb.ErrorCode_NONE)
+		started, held := hold(h.w)
+		done := commitAsync(h.c, "m", r.MemberEpoch)
+		<-started
+		left := make(chan *pb.ConsumerGroupHeartbeatResponse, 1)
+		go func() {
+			lr, _ := h.c.ConsumerGroupHeartbeat(context.Background(), &pb.ConsumerGroupHeartbeatRequest{GroupId: "g", MemberId: "m", MemberEpoch: leaveEpoch, Version: 1}, nil)
+			left <- lr
+		}()
+		<-started // the leave's write is under way
+		close(held)
+		if lr := recv(t, left); lr == nil || lr.ErrorCode != pb.ErrorCode_NONE {
+			t.Fatalf("leave: %v", lr)
+		}
+		wantCode(t, "commit of a member that left meanwhile", recv(t, done).Partitions[0].ErrorCode, pb.ErrorCode_UNKNOWN_MEMBER_ID)
+		noCommitRecord(t, h.w)
+	})
+}
