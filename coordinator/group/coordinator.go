@@ -540,7 +540,9 @@ func (w logWriter) write(ctx context.Context, s *shard, recs []record.Record, tx
 		s.writeMu.Unlock()
 		return -1, errs.New(pb.ErrorCode_INVALID_COMMIT_OFFSET_SIZE, "cannot build the batch for %s-%d: %v", c.cfg.Topic.Name, s.partition, err)
 	}
-	a := c.repl.AppendLeaderCoordinator(c.cfg.Topic.Name, s.partition, batch, -1, guardOf(txn))
+	// Fenced by the leadership the shard was loaded at: a shard dropped
+	// for a newer leadership of the partition writes nothing more.
+	a := c.repl.AppendLeaderCoordinator(c.cfg.Topic.Name, s.partition, batch, -1, guardOf(txn), s.leaderEpoch)
 	if recheck != nil {
 		s.mu.Unlock()
 	}
