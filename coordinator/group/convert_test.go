@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -390,5 +391,39 @@ func TestDeleteGroupsDropsPendingOffsets(t *testing.T) {
 				t.Fatalf("after the COMMIT: %d %v, want -1", off, code)
 			}
 		})
+	}
+}
+
+// TestClassicJoinWaitsForConversion: a classic JoinGroup that reaches the
+// group while its conversion to a consumer group is being written acts
+// only once the conversion is in memory, on the consumer group, instead of
+// joining the classic group the conversion is replacing.
+func TestClassicJoinWaitsForConversion(t *testing.T) {
+	h := newCGHarness(t)
+	stableClassic(t, h, "g")
+	started, held := make(chan struct{}, 8), make(chan struct{})
+	h.w.mu.Lock()
+	h.w.started, h.w.hold = started, held
+	h.w.mu.Unlock()
+	converted := make(chan *pb.ConsumerGroupHeartbeatResponse, 1)
+	go func() {
+		r, _ := h.c.ConsumerGroupHeartbeat(context.Background(), &pb.ConsumerGroupHeartbeatRequest{GroupId: "g", MemberId: "m", RebalanceTimeoutMs: 30_000,
+			SubscribedTopicNames: subNames("t"), TopicPartitions: none(), ClientId: "client", Version: 1}, nil)
+		converted <- r
+	}()
+	<-started // the conversion's records are being written
+	// The conversion is written once the join waits for it (without the
+	// wait, the join acts at once on the classic group).
+	var once sync.Once
+	release := func() { once.Do(func() { close(held) }) }
+	onLaneWait = func(string) { release() }
+	t.Cleanup(func() { release(); onLaneWait = nil })
+	r, _ := h.c.join(context.Background(), classicJoin("g", "", nil, "t"))
+	release()
+	if r != toConsumerGroupJoin {
+		t.Fatalf("the classic join acted on the classic group being converted (answered %v), not on the consumer group", r)
+	}
+	if r := recv(t, converted); r == nil || r.ErrorCode != pb.ErrorCode_NONE {
+		t.Fatalf("conversion: %v", r)
 	}
 }

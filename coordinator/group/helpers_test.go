@@ -222,13 +222,13 @@ func joinReq(groupID, memberID string, protocols ...string) *pb.JoinGroupRequest
 
 // join starts a JoinGroup; the answer is either now or on the channel.
 func (h *harness) join(req *pb.JoinGroupRequest) (*pb.JoinGroupResponse, <-chan *pb.JoinGroupResponse) {
-	return h.c.join(req)
+	return h.c.join(context.Background(), req)
 }
 
 // joinNow expects JoinGroup to answer without waiting for anyone.
 func (h *harness) joinNow(req *pb.JoinGroupRequest) *pb.JoinGroupResponse {
 	h.t.Helper()
-	r, ch := h.c.join(req)
+	r, ch := h.c.join(context.Background(), req)
 	if r != nil {
 		return r
 	}
