@@ -185,6 +185,10 @@ func (c *Coordinator) join(ctx context.Context, req *pb.JoinGroupRequest) (*pb.J
 	return nil, ch
 }
 
+// errMovedOn refuses a classic membership write whose group moved on
+// (another generation, state or kind) before it was appended.
+var errMovedOn = errors.New("the group moved on before the write")
+
 // sameMetadata reports whether protos offer the group's protocol name
 // with the metadata m has for it (a member restored from the log knows
 // only that one).
@@ -230,14 +234,25 @@ func (c *Coordinator) keepStaticMember(s *shard, g *group, m *member, prev stati
 	if err != nil {
 		c.lg.Error("encode group metadata", "group", g.id, "err", err)
 	}
+	movedOn := func() bool { // s.mu held
+		return s.status != active || s.groups[g.id] != g || g.cg != nil || m.joinCh != ch || g.state != Stable || g.generation != gen || m.id != newID
+	}
 	write := func() {
 		werr := err
 		if werr == nil {
-			_, werr = c.w.write(c.ctx, s, []record.Record{{Key: groupKey(g.id), Value: val}}, nil, nil)
+			// Appended only if the group has not moved on meanwhile
+			// (checked as it is appended), so an older membership never
+			// lands after a newer one.
+			_, werr = c.w.write(c.ctx, s, []record.Record{{Key: groupKey(g.id), Value: val}}, nil, func() error {
+				if movedOn() {
+					return errMovedOn
+				}
+				return nil
+			})
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if s.status != active || m.joinCh != ch || g.state != Stable || g.generation != gen || m.id != newID {
+		if movedOn() {
 			return
 		}
 		m.joined = false
@@ -534,14 +549,25 @@ func (c *Coordinator) sync(ctx context.Context, req *pb.SyncGroupRequest) (*pb.S
 		vm.Assignment = given[vm.MemberId]
 	}
 	gen := g.generation
+	movedOn := func() bool { // s.mu held
+		return s.status != active || s.groups[g.id] != g || g.cg != nil || g.state != CompletingRebalance || g.generation != gen
+	}
 	write := func(ctx context.Context) {
 		val, err := proto.Marshal(v)
 		if err == nil {
-			_, err = c.w.write(ctx, s, []record.Record{{Key: groupKey(g.id), Value: val}}, nil, nil)
+			// Appended only if the rebalance has not moved on meanwhile
+			// (checked as it is appended), so an older membership never
+			// lands after a newer one.
+			_, err = c.w.write(ctx, s, []record.Record{{Key: groupKey(g.id), Value: val}}, nil, func() error {
+				if movedOn() {
+					return errMovedOn
+				}
+				return nil
+			})
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if s.status != active || g.state != CompletingRebalance || g.generation != gen {
+		if movedOn() {
 			return // the rebalance moved on; waiting calls were answered then
 		}
 		g.syncing = false
