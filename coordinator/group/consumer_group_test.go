@@ -64,6 +64,12 @@ func TestConsumerGroupHeartbeatRefusals(t *testing.T) {
 			}
 		})
 	}
+	// Version 0 lets a joining member leave its id to the coordinator,
+	// not a leaving one: a static leave names its member too.
+	r0, err := h.c.ConsumerGroupHeartbeat(context.Background(), &pb.ConsumerGroupHeartbeatRequest{GroupId: "g", MemberEpoch: staticLeaveEpoch, InstanceId: strp("pod")}, nil)
+	if err != nil || r0.ErrorCode != pb.ErrorCode_INVALID_REQUEST || r0.ErrorMessage != "MemberId can't be empty." {
+		t.Fatalf("v0 static leave with no member id: %v %v, want INVALID_REQUEST MemberId can't be empty.", r0, err)
+	}
 	h.cgroup("g", func(cg *consumerGroup) {
 		if cg != nil {
 			t.Fatalf("refused joins created the group: %+v", cg)

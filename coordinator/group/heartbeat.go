@@ -101,7 +101,7 @@ func (c *Coordinator) validateHeartbeat(req *pb.ConsumerGroupHeartbeatRequest) e
 	if err := checkUTF8(strs...); err != nil {
 		return err
 	}
-	if (req.Version >= 1 || req.MemberEpoch > 0 || req.MemberEpoch == leaveEpoch) && strings.TrimSpace(req.MemberId) == "" {
+	if (req.Version >= 1 || req.MemberEpoch > 0 || req.MemberEpoch == leaveEpoch || req.MemberEpoch == staticLeaveEpoch) && strings.TrimSpace(req.MemberId) == "" {
 		return invalidRequest("MemberId can't be empty.")
 	}
 	if strings.TrimSpace(req.GroupId) == "" {
