@@ -102,6 +102,15 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *pb.OffsetCommitRequ
 		return &pb.OffsetCommitResponse{Partitions: partitionErrors(req.Offsets, err)}, nil
 	}
 	validate := func(g *group) (*member, partitionCheck, error) {
+		if g == nil && req.GenerationId >= 0 {
+			// No group of that id (Kafka's validateOffsetCommit): from
+			// version 9 on GROUP_ID_NOT_FOUND, which both protocols'
+			// clients know; before, ILLEGAL_GENERATION as it always was.
+			if req.BeforeMemberEpochs {
+				return nil, nil, errs.New(pb.ErrorCode_ILLEGAL_GENERATION, "group %q has no members; generation %d is not current (commit with generation -1 outside a group)", req.GroupId, req.GenerationId)
+			}
+			return nil, nil, errs.New(pb.ErrorCode_GROUP_ID_NOT_FOUND, "Group %s not found.", req.GroupId)
+		}
 		if g != nil && g.cg != nil {
 			check, err := checkConsumerCommit(g, req.MemberId, req.GenerationId, false, req.BeforeMemberEpochs, c.topicIDOf())
 			return nil, check, err

@@ -21,8 +21,17 @@ func TestOffsetCommitRules(t *testing.T) {
 	if off, _ := h.fetch("solo", "t", 1, false); off != -1 {
 		t.Fatalf("uncommitted partition answers %d, want -1", off)
 	}
-	wantCode(t, "generation on an unknown group", h.commit("nobody", "", 3, "t", 0, 1), pb.ErrorCode_ILLEGAL_GENERATION)
-	wantCode(t, "member of an unknown group", h.commit("nobody", "m", 3, "t", 0, 1), pb.ErrorCode_UNKNOWN_MEMBER_ID)
+	// A generation for a group that does not exist: GROUP_ID_NOT_FOUND
+	// from version 9 on, ILLEGAL_GENERATION before (Kafka's rule).
+	wantCode(t, "generation on an unknown group", h.commit("nobody", "", 3, "t", 0, 1), pb.ErrorCode_GROUP_ID_NOT_FOUND)
+	wantCode(t, "member of an unknown group", h.commit("nobody", "m", 3, "t", 0, 1), pb.ErrorCode_GROUP_ID_NOT_FOUND)
+	for _, member := range []string{"", "m"} {
+		r, err := h.c.OffsetCommit(context.Background(), &pb.OffsetCommitRequest{GroupId: "nobody", MemberId: member, GenerationId: 3, BeforeMemberEpochs: true,
+			Offsets: []*pb.PartitionOffset{{Topic: "t", Partition: 0, Offset: 1, LeaderEpoch: -1}}})
+		if err != nil || r.Partitions[0].ErrorCode != pb.ErrorCode_ILLEGAL_GENERATION {
+			t.Fatalf("version 8 commit of member %q to an unknown group: %v %v, want ILLEGAL_GENERATION", member, r, err)
+		}
+	}
 
 	ids, gen := h.stableGroup("g", 2)
 	wantCode(t, "member commit", h.commit("g", ids[1], gen, "t", 2, 42), pb.ErrorCode_NONE)
