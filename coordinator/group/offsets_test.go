@@ -325,3 +325,41 @@ func TestOffsetCommitRecheckedAtAppend(t *testing.T) {
 		noCommitRecord(t, h.w)
 	})
 }
+
+// TestTxnOffsetCommitRecheckedAtAppend: as OffsetCommit, a transactional
+// commit whose member leaves between its check and its append is refused
+// (UNKNOWN_MEMBER_ID) with nothing written and nothing pending.
+func TestTxnOffsetCommitRecheckedAtAppend(t *testing.T) {
+	h := newHarness(t)
+	j := h.joinNow(joinReq("g", ""))
+	wantCode(t, "sync", h.sync("g", j.MemberId, j.GenerationId, map[string]string{j.MemberId: "a"}).ErrorCode, pb.ErrorCode_NONE)
+	before := len(h.w.all())
+	started, held := make(chan struct{}, 8), make(chan struct{})
+	h.w.mu.Lock()
+	h.w.started, h.w.hold = started, held
+	h.w.mu.Unlock()
+	done := make(chan *pb.TxnOffsetCommitResponse, 1)
+	go func() {
+		r, _ := h.c.TxnOffsetCommit(context.Background(), &pb.TxnOffsetCommitRequest{TransactionalId: "tx", GroupId: "g", ProducerId: 7,
+			MemberId: j.MemberId, GenerationId: j.GenerationId, Offsets: []*pb.PartitionOffset{{Topic: "t", Partition: 0, Offset: 5, LeaderEpoch: -1}}})
+		done <- r
+	}()
+	<-started
+	lr, err := h.c.LeaveGroup(context.Background(), &pb.LeaveGroupRequest{GroupId: "g", MemberId: j.MemberId})
+	if err != nil || lr.ErrorCode != pb.ErrorCode_NONE {
+		t.Fatalf("leave: %v %v", err, lr)
+	}
+	close(held)
+	r := recv(t, done)
+	if r == nil || r.Partitions[0].ErrorCode != pb.ErrorCode_UNKNOWN_MEMBER_ID {
+		t.Fatalf("transactional commit of a member that left meanwhile: %v, want UNKNOWN_MEMBER_ID", r)
+	}
+	for _, b := range h.w.all()[before:] {
+		if hd, err := record.ParseHeader(b); err == nil && hd.IsTransactional() {
+			t.Fatal("the refused transactional commit reached the log")
+		}
+	}
+	if _, code := h.fetch("g", "t", 0, true); code != pb.ErrorCode_NONE {
+		t.Fatalf("require_stable fetch: %v, want nothing pending", code)
+	}
+}
