@@ -332,30 +332,37 @@ func (p *Partition) WaitForHW(ctx context.Context, offset int64, epoch int32) er
 // min.insync.replicas first for acks=all. It does not check transaction
 // verification (AppendVerified, AppendCoordinator do).
 func (p *Partition) AppendAsLeader(batches []byte, requiredAcks int32) (storage.AppendResult, int32, error) {
-	return p.appendAsLeader(batches, requiredAcks, 0, nil)
+	return p.appendAsLeader(batches, requiredAcks, 0, nil, -1)
 }
 
 // AppendVerified is AppendAsLeader for a client's produce: a
 // transactional batch must present guard, the verification
 // StartTxnVerification made (storage.Log.AppendVerifiedDeferred).
 func (p *Partition) AppendVerified(batches []byte, requiredAcks int32, guard *storage.VerificationGuard) (storage.AppendResult, int32, error) {
-	return p.appendAsLeader(batches, requiredAcks, storage.OriginClient, guard)
+	return p.appendAsLeader(batches, requiredAcks, storage.OriginClient, guard, -1)
 }
 
 // AppendCoordinator is AppendVerified for the group coordinator's own
 // writes (storage.Log.AppendCoordinatorDeferred): a transactional offset
 // write must present guard; its sequences are not held to the
-// verification's lowest one.
-func (p *Partition) AppendCoordinator(batches []byte, requiredAcks int32, guard *storage.VerificationGuard) (storage.AppendResult, int32, error) {
-	return p.appendAsLeader(batches, requiredAcks, storage.OriginCoordinator, guard)
+// verification's lowest one. leaderEpoch is the leadership the
+// coordinator loaded the partition's state at: under another one (the
+// partition was led again since, and a newer load owns it) the write is
+// refused FENCED_LEADER_EPOCH; -1 does not check.
+func (p *Partition) AppendCoordinator(batches []byte, requiredAcks int32, guard *storage.VerificationGuard, leaderEpoch int32) (storage.AppendResult, int32, error) {
+	return p.appendAsLeader(batches, requiredAcks, storage.OriginCoordinator, guard, leaderEpoch)
 }
 
-func (p *Partition) appendAsLeader(batches []byte, requiredAcks int32, origin storage.AppendOrigin, guard *storage.VerificationGuard) (storage.AppendResult, int32, error) {
+func (p *Partition) appendAsLeader(batches []byte, requiredAcks int32, origin storage.AppendOrigin, guard *storage.VerificationGuard, leaderEpoch int32) (storage.AppendResult, int32, error) {
 	p.leaderMu.RLock()
 	defer p.leaderMu.RUnlock()
 	l := p.lead
 	if l.Role != RoleLeader {
 		return storage.AppendResult{}, l.LeaderEpoch, p.notLeader(l)
+	}
+	if leaderEpoch >= 0 && leaderEpoch != l.LeaderEpoch {
+		return storage.AppendResult{}, l.LeaderEpoch, errs.New(pb.ErrorCode_FENCED_LEADER_EPOCH,
+			"%s: the write is for leader epoch %d, the partition is led at epoch %d", p.Key, leaderEpoch, l.LeaderEpoch)
 	}
 	if requiredAcks == -1 && len(l.ISR) < p.minISR {
 		return storage.AppendResult{}, l.LeaderEpoch, errs.New(pb.ErrorCode_NOT_ENOUGH_REPLICAS,

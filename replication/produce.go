@@ -50,7 +50,7 @@ func (m *Manager) Partition(topic string, partition int32) (*broker.Partition, e
 // transaction verification: AppendLeaderVerified does, for a client's
 // produce.
 func (m *Manager) AppendLeader(topic string, partition int32, records []byte, acks int32) *Append {
-	return m.appendLeader(topic, "", partition, records, acks, 0, nil)
+	return m.appendLeader(topic, "", partition, records, acks, 0, nil, -1)
 }
 
 // AppendLeaderTopic is AppendLeader for the topic with id topicID (""
@@ -58,7 +58,7 @@ func (m *Manager) AppendLeader(topic string, partition int32, records []byte, ac
 // meant was deleted and created again) is refused UNKNOWN_TOPIC_ID, as
 // Kafka's ReplicaManager refuses a produce by topic id, and not written.
 func (m *Manager) AppendLeaderTopic(topic, topicID string, partition int32, records []byte, acks int32) *Append {
-	return m.appendLeader(topic, topicID, partition, records, acks, 0, nil)
+	return m.appendLeader(topic, topicID, partition, records, acks, 0, nil, -1)
 }
 
 // AppendLeaderVerified is AppendLeaderTopic for a client's produce: a
@@ -67,19 +67,20 @@ func (m *Manager) AppendLeaderTopic(topic, topicID string, partition int32, reco
 // before the coordinator was asked, still current; otherwise it is
 // refused INVALID_TXN_STATE (broker/storage: verification.go).
 func (m *Manager) AppendLeaderVerified(topic, topicID string, partition int32, records []byte, acks int32, guard *storage.VerificationGuard) *Append {
-	return m.appendLeader(topic, topicID, partition, records, acks, storage.OriginClient, guard)
+	return m.appendLeader(topic, topicID, partition, records, acks, storage.OriginClient, guard, -1)
 }
 
 // AppendLeaderCoordinator is AppendLeader for the group coordinator's
 // writes to a __consumer_offsets partition: a transactional offset write
 // must present guard, the verification the partition made before the
 // transaction coordinator was asked, still current, or it is refused
-// INVALID_TXN_STATE and nothing is written (storage.OriginCoordinator).
-func (m *Manager) AppendLeaderCoordinator(topic string, partition int32, records []byte, acks int32, guard *storage.VerificationGuard) *Append {
-	return m.appendLeader(topic, "", partition, records, acks, storage.OriginCoordinator, guard)
+// INVALID_TXN_STATE and nothing is written (storage.OriginCoordinator);
+// leaderEpoch fences it as Partition.AppendCoordinator does.
+func (m *Manager) AppendLeaderCoordinator(topic string, partition int32, records []byte, acks int32, guard *storage.VerificationGuard, leaderEpoch int32) *Append {
+	return m.appendLeader(topic, "", partition, records, acks, storage.OriginCoordinator, guard, leaderEpoch)
 }
 
-func (m *Manager) appendLeader(topic, topicID string, partition int32, records []byte, acks int32, origin storage.AppendOrigin, guard *storage.VerificationGuard) *Append {
+func (m *Manager) appendLeader(topic, topicID string, partition int32, records []byte, acks int32, origin storage.AppendOrigin, guard *storage.VerificationGuard, leaderEpoch int32) *Append {
 	p, err := m.partitionFor(topic, partition)
 	if err == nil {
 		err = p.CheckTopicID(topicID, pb.ErrorCode_UNKNOWN_TOPIC_ID)
@@ -93,7 +94,7 @@ func (m *Manager) appendLeader(topic, topicID string, partition int32, records [
 	case storage.OriginClient:
 		res, epoch, err = p.AppendVerified(records, acks, guard)
 	case storage.OriginCoordinator:
-		res, epoch, err = p.AppendCoordinator(records, acks, guard)
+		res, epoch, err = p.AppendCoordinator(records, acks, guard, leaderEpoch)
 	default:
 		res, epoch, err = p.AppendAsLeader(records, acks)
 	}

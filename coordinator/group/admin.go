@@ -112,9 +112,16 @@ func (c *Coordinator) deleteGroup(ctx context.Context, id string) error {
 			return nil, errs.New(pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, "group %q is already being deleted; retry", id)
 		}
 		g.deleting = true
-		parts := make([]tp, 0, len(g.offsets))
+		// Every offset goes, committed or pending (Kafka's
+		// deleteAllOffsets): one tombstone per partition drops both.
+		parts := make([]tp, 0, len(g.offsets)+len(g.pending))
 		for p := range g.offsets {
 			parts = append(parts, p)
+		}
+		for p := range g.pending {
+			if _, ok := g.offsets[p]; !ok {
+				parts = append(parts, p)
+			}
 		}
 		sortTPs(parts)
 		recs := make([]record.Record, 0, len(parts)+1)
@@ -133,19 +140,17 @@ func (c *Coordinator) deleteGroup(ctx context.Context, id string) error {
 				return // on success while no longer active: whoever loads the partition applies the tombstones
 			}
 			// As a reload applies the tombstones: each removes its
-			// partition's offset unless a commit written after it replaced it.
+			// partition's offsets unless written after it.
 			for i, p := range parts {
-				if e, ok := g.offsets[p]; ok && e.logOffset < ch.first+int64(i) {
-					delete(g.offsets, p)
-				}
+				g.dropOffset(p, ch.first+int64(i))
 			}
 			if g.cg != nil {
 				c.replayConsumer(s, groupRecs, c.clk.Now())
-				if s.groups[id] == g && g.cg == nil && (len(g.offsets) > 0 || len(g.pendingWrites) > 0) {
+				if s.groups[id] == g && g.cg == nil && g.holdsOffsets() {
 					return // offsets committed meanwhile keep the group, empty
 				}
 			}
-			if s.groups[id] == g && len(g.offsets) == 0 && len(g.members) == 0 && len(g.pendingWrites) == 0 && g.state == Empty && g.cg == nil {
+			if s.groups[id] == g && !g.holdsOffsets() && len(g.members) == 0 && g.state == Empty && g.cg == nil {
 				delete(s.groups, id)
 				c.setState(g, Dead, c.clk.Now())
 			}
@@ -216,16 +221,14 @@ func (c *Coordinator) OffsetDelete(ctx context.Context, req *pb.OffsetDeleteRequ
 	if len(recs) == 0 {
 		return resp, nil
 	}
-	first, err := c.w.write(ctx, s, recs, nil)
+	first, err := c.w.write(ctx, s, recs, nil, nil)
 	if err != nil {
 		return fail(err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, p := range del {
-		if e, ok := g.offsets[p]; ok && e.logOffset < first+int64(i) {
-			delete(g.offsets, p)
-		}
+		g.dropOffset(p, first+int64(i))
 	}
 	return resp, nil
 }

@@ -64,6 +64,12 @@ func TestConsumerGroupHeartbeatRefusals(t *testing.T) {
 			}
 		})
 	}
+	// Version 0 lets a joining member leave its id to the coordinator,
+	// not a leaving one: a static leave names its member too.
+	r0, err := h.c.ConsumerGroupHeartbeat(context.Background(), &pb.ConsumerGroupHeartbeatRequest{GroupId: "g", MemberEpoch: staticLeaveEpoch, InstanceId: strp("pod")}, nil)
+	if err != nil || r0.ErrorCode != pb.ErrorCode_INVALID_REQUEST || r0.ErrorMessage != "MemberId can't be empty." {
+		t.Fatalf("v0 static leave with no member id: %v %v, want INVALID_REQUEST MemberId can't be empty.", r0, err)
+	}
 	h.cgroup("g", func(cg *consumerGroup) {
 		if cg != nil {
 			t.Fatalf("refused joins created the group: %+v", cg)
@@ -409,4 +415,58 @@ func (h *cgHarness) failover() *cgHarness {
 	h.c.Stop()
 	h.t.Cleanup(n.c.Stop)
 	return n
+}
+
+// TestConsumerGroupRegexChange: a member dropping its regular expression
+// (its topic names unchanged) changes its subscription: the group epoch
+// moves and the member loses what only the expression gave it, and the
+// expression's resolution, used by nobody now, is deleted. A static
+// member replacing another with a different expression deletes the
+// replaced member's one (nobody else uses it), live and after a reload.
+func TestConsumerGroupRegexChange(t *testing.T) {
+	t.Run("dropped", func(t *testing.T) {
+		h := newCGHarness(t)
+		h.img.setTopics(map[string]int{"t": 2, "u": 2})
+		r := h.hb(&pb.ConsumerGroupHeartbeatRequest{GroupId: "g", MemberId: "m", RebalanceTimeoutMs: 30_000,
+			SubscribedTopicNames: subNames("u"), SubscribedTopicRegex: strp("t"), TopicPartitions: none()})
+		wantCode(t, "join", r.ErrorCode, pb.ErrorCode_NONE)
+		if a := h.assignedOf(r); len(a["t"]) != 2 || len(a["u"]) != 2 {
+			t.Fatalf("joined with %v, want t and u", a)
+		}
+		epoch := r.MemberEpoch
+		r = h.hb(&pb.ConsumerGroupHeartbeatRequest{GroupId: "g", MemberId: "m", MemberEpoch: epoch, RebalanceTimeoutMs: -1,
+			SubscribedTopicRegex: strp(""), TopicPartitions: h.owned(h.assignedOf(r))})
+		wantCode(t, "drop the expression", r.ErrorCode, pb.ErrorCode_NONE)
+		h.cgroup("g", func(cg *consumerGroup) {
+			if cg.epoch <= epoch {
+				t.Errorf("group epoch %d after the expression was dropped, want past %d", cg.epoch, epoch)
+			}
+			if len(cg.regexes) != 0 {
+				t.Errorf("resolutions kept: %v", cg.regexes)
+			}
+		})
+		if a := h.assignedOf(r); len(a["t"]) != 0 {
+			t.Fatalf("still assigned %v after dropping the expression", a)
+		}
+	})
+	t.Run("static member replaced", func(t *testing.T) {
+		h := newCGHarness(t)
+		h.img.setTopics(map[string]int{"t": 2, "u": 2})
+		join := func(member, re string) *pb.ConsumerGroupHeartbeatResponse {
+			return h.hb(&pb.ConsumerGroupHeartbeatRequest{GroupId: "g", MemberId: member, InstanceId: strp("pod"), RebalanceTimeoutMs: 30_000,
+				SubscribedTopicRegex: strp(re), TopicPartitions: none()})
+		}
+		wantCode(t, "join", join("a1", "t").ErrorCode, pb.ErrorCode_NONE)
+		wantCode(t, "static leave", h.hb(&pb.ConsumerGroupHeartbeatRequest{GroupId: "g", MemberId: "a1", MemberEpoch: staticLeaveEpoch, InstanceId: strp("pod")}).ErrorCode, pb.ErrorCode_NONE)
+		wantCode(t, "replacement", join("a2", "u").ErrorCode, pb.ErrorCode_NONE)
+		check := func(h *cgHarness, when string) {
+			h.cgroup("g", func(cg *consumerGroup) {
+				if _, ok := cg.regexes["t"]; ok || cg.regexes["u"] == nil || len(cg.regexes) != 1 {
+					t.Errorf("%s: resolutions %v, want only u's", when, cg.regexes)
+				}
+			})
+		}
+		check(h, "live")
+		check(h.failover(), "reloaded")
+	})
 }

@@ -2,6 +2,7 @@ package group
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"time"
@@ -200,7 +201,7 @@ func (c *Coordinator) applyConsumerRecord(s *shard, k recordKey, value []byte, n
 			}
 			g.cg = nil
 			g.stateSince = now
-			if len(g.offsets) == 0 && len(g.pending) == 0 && len(g.pendingWrites) == 0 && len(g.members) == 0 {
+			if !g.holdsOffsets() && len(g.members) == 0 {
 				delete(s.groups, k.group)
 			}
 			return nil
@@ -335,7 +336,7 @@ func (c *Coordinator) replayConsumer(s *shard, recs []record.Record, now time.Ti
 				// A deleted group's offsets (DeleteGroups of a consumer
 				// group): tombstones only.
 				if g := s.groups[k.group]; g != nil && r.Value == nil {
-					delete(g.offsets, tp{k.topic, k.partition})
+					g.dropOffset(tp{k.topic, k.partition}, math.MaxInt64)
 				}
 			default:
 				err = c.applyConsumerRecord(s, k, r.Value, now)

@@ -3,10 +3,12 @@ package group
 import (
 	"context"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/record"
 )
 
 // classicJoin is a classic consumer's JoinGroup with the embedded consumer
@@ -323,4 +325,105 @@ func TestConsumerGroupCommitAssignmentEpochs(t *testing.T) {
 	wantCode(t, "older epoch, a partition it does not have", commit(mid, "u", 0), pb.ErrorCode_STALE_MEMBER_EPOCH)
 	wantCode(t, "its own epoch", commit(now, "t", gained), pb.ErrorCode_NONE)
 	wantCode(t, "an epoch ahead of its own", commit(now+1, "t", gained), pb.ErrorCode_STALE_MEMBER_EPOCH)
+}
+
+// TestConversionKeepsOffsets: a group's offsets belong to its id, not to
+// its membership. A classic group with a transaction's offsets pending
+// (and none committed) converts to a consumer group: the conversion's
+// membership tombstone must not take the group, and the pending offsets
+// with it, away, live or when a coordinator loads the partition; the
+// transaction's COMMIT then makes them the group's offsets.
+func TestConversionKeepsOffsets(t *testing.T) {
+	for _, reload := range []bool{false, true} {
+		t.Run(map[bool]string{false: "live", true: "reloaded"}[reload], func(t *testing.T) {
+			h := newCGHarness(t)
+			c1, _, gen := stableClassic(t, h, "g")
+			r, err := h.c.TxnOffsetCommit(context.Background(), &pb.TxnOffsetCommitRequest{TransactionalId: "tx", GroupId: "g", ProducerId: 7,
+				MemberId: c1, GenerationId: gen, Offsets: []*pb.PartitionOffset{{Topic: "t", Partition: 0, Offset: 50, LeaderEpoch: -1}}})
+			if err != nil || r.ErrorCode != pb.ErrorCode_NONE {
+				t.Fatalf("txn commit: %v %v", err, r)
+			}
+			wantCode(t, "upgrade", h.joinCG("g", "m", "t").ErrorCode, pb.ErrorCode_NONE)
+			if typ, _ := listedType(t, h, "g"); typ != "consumer" {
+				t.Fatalf("listed as %q", typ)
+			}
+			if reload {
+				h = h.failover()
+			}
+			if _, code := h.fetch("g", "t", 0, true); code != pb.ErrorCode_UNSTABLE_OFFSET_COMMIT {
+				t.Fatalf("after the conversion the transaction's offset is not pending: %v", code)
+			}
+			h.w.marker(7, 0, record.ControlCommit)
+			h.c.OnTxnMarker(h.c.partitionOf("g"), 7, true)
+			if off, code := h.fetch("g", "t", 0, true); off != 50 || code != pb.ErrorCode_NONE {
+				t.Fatalf("after the COMMIT: %d %v, want 50", off, code)
+			}
+			if off, _ := h.failover().fetch("g", "t", 0, true); off != 50 {
+				t.Fatalf("reloaded after the COMMIT: %d, want 50", off)
+			}
+		})
+	}
+}
+
+// TestDeleteGroupsDropsPendingOffsets: DeleteGroups of a group whose only
+// offsets are a transaction's pending ones tombstones them too (Kafka's
+// deleteAllOffsets), so the group is gone alike live and once a
+// coordinator loads the partition, and the transaction's COMMIT brings
+// nothing back.
+func TestDeleteGroupsDropsPendingOffsets(t *testing.T) {
+	for _, reload := range []bool{false, true} {
+		t.Run(map[bool]string{false: "live", true: "reloaded"}[reload], func(t *testing.T) {
+			h := newCGHarness(t)
+			wantCode(t, "txn commit", h.txnCommit("g", 7, 0, "t", 0, 50).ErrorCode, pb.ErrorCode_NONE)
+			dr, err := h.c.DeleteGroups(context.Background(), &pb.DeleteGroupsRequest{GroupIds: []string{"g"}})
+			if err != nil || dr.Groups[0].ErrorCode != pb.ErrorCode_NONE {
+				t.Fatalf("DeleteGroups: %v %v", dr, err)
+			}
+			if reload {
+				h = h.failover()
+			}
+			if typ, _ := listedType(t, h, "g"); typ != "" {
+				t.Fatalf("deleted group listed as %q", typ)
+			}
+			h.w.marker(7, 0, record.ControlCommit)
+			h.c.OnTxnMarker(h.c.partitionOf("g"), 7, true)
+			if off, code := h.fetch("g", "t", 0, true); off != -1 || code != pb.ErrorCode_NONE {
+				t.Fatalf("after the COMMIT: %d %v, want -1", off, code)
+			}
+		})
+	}
+}
+
+// TestClassicJoinWaitsForConversion: a classic JoinGroup that reaches the
+// group while its conversion to a consumer group is being written acts
+// only once the conversion is in memory, on the consumer group, instead of
+// joining the classic group the conversion is replacing.
+func TestClassicJoinWaitsForConversion(t *testing.T) {
+	h := newCGHarness(t)
+	stableClassic(t, h, "g")
+	started, held := make(chan struct{}, 8), make(chan struct{})
+	h.w.mu.Lock()
+	h.w.started, h.w.hold = started, held
+	h.w.mu.Unlock()
+	converted := make(chan *pb.ConsumerGroupHeartbeatResponse, 1)
+	go func() {
+		r, _ := h.c.ConsumerGroupHeartbeat(context.Background(), &pb.ConsumerGroupHeartbeatRequest{GroupId: "g", MemberId: "m", RebalanceTimeoutMs: 30_000,
+			SubscribedTopicNames: subNames("t"), TopicPartitions: none(), ClientId: "client", Version: 1}, nil)
+		converted <- r
+	}()
+	<-started // the conversion's records are being written
+	// The conversion is written once the join waits for it (without the
+	// wait, the join acts at once on the classic group).
+	var once sync.Once
+	release := func() { once.Do(func() { close(held) }) }
+	onLaneWait = func(string) { release() }
+	t.Cleanup(func() { release(); onLaneWait = nil })
+	r, _ := h.c.join(context.Background(), classicJoin("g", "", nil, "t"))
+	release()
+	if r != toConsumerGroupJoin {
+		t.Fatalf("the classic join acted on the classic group being converted (answered %v), not on the consumer group", r)
+	}
+	if r := recv(t, converted); r == nil || r.ErrorCode != pb.ErrorCode_NONE {
+		t.Fatalf("conversion: %v", r)
+	}
 }

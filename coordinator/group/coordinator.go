@@ -209,12 +209,16 @@ type txnProducer struct {
 }
 
 // writer appends records to a shard's partition with acks=all and returns
-// the offset of the first one once the ISR has them. Before a
+// the offset of the first one once the ISR has them. recheck, when set,
+// runs under the shard lock just before the append, after every earlier
+// write of the shard is appended; its error refuses the write (nothing is
+// appended): a request validated before its write checks again there,
+// as nothing that changes the group can come in between. Before a
 // transactional write, startTxnVerification makes its verification guard
 // (reporting whether the transaction coordinator must be asked), and
 // dropTxnVerification forgets it when the coordinator refused for good.
 type writer interface {
-	write(ctx context.Context, s *shard, recs []record.Record, txn *txnProducer) (int64, error)
+	write(ctx context.Context, s *shard, recs []record.Record, txn *txnProducer, recheck func() error) (int64, error)
 	startTxnVerification(s *shard, txn *txnProducer, epochBump bool) (bool, error)
 	dropTxnVerification(s *shard, txn *txnProducer)
 }
@@ -517,7 +521,7 @@ func (c *Coordinator) sweep() {
 // appends with its verification guard (txn_verify.go).
 type logWriter struct{ c *Coordinator }
 
-func (w logWriter) write(ctx context.Context, s *shard, recs []record.Record, txn *txnProducer) (int64, error) {
+func (w logWriter) write(ctx context.Context, s *shard, recs []record.Record, txn *txnProducer, recheck func() error) (int64, error) {
 	c := w.c
 	now := c.clk.Now().UnixMilli()
 	for i := range recs {
@@ -525,16 +529,32 @@ func (w logWriter) write(ctx context.Context, s *shard, recs []record.Record, tx
 	}
 	opts := record.BatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, PartitionLeaderEpoch: -1}
 	s.writeMu.Lock()
+	if recheck != nil {
+		s.mu.Lock()
+		if err := recheck(); err != nil {
+			s.mu.Unlock()
+			s.writeMu.Unlock()
+			return -1, err
+		}
+	}
 	if txn != nil {
 		opts.ProducerID, opts.ProducerEpoch, opts.Transactional = txn.pid, txn.epoch, true
 		opts.BaseSequence = nextSequence(s.p, txn.pid, txn.epoch)
 	}
 	batch, err := record.Build(opts, recs)
 	if err != nil {
+		if recheck != nil {
+			s.mu.Unlock()
+		}
 		s.writeMu.Unlock()
 		return -1, errs.New(pb.ErrorCode_INVALID_COMMIT_OFFSET_SIZE, "cannot build the batch for %s-%d: %v", c.cfg.Topic.Name, s.partition, err)
 	}
-	a := c.repl.AppendLeaderCoordinator(c.cfg.Topic.Name, s.partition, batch, -1, guardOf(txn))
+	// Fenced by the leadership the shard was loaded at: a shard dropped
+	// for a newer leadership of the partition writes nothing more.
+	a := c.repl.AppendLeaderCoordinator(c.cfg.Topic.Name, s.partition, batch, -1, guardOf(txn), s.leaderEpoch)
+	if recheck != nil {
+		s.mu.Unlock()
+	}
 	s.writeMu.Unlock()
 	if a.Err != nil {
 		return -1, c.writeError(s, a.Err)

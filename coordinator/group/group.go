@@ -123,6 +123,9 @@ type group struct {
 	// pendingWrites counts TxnOffsetCommit writes in flight per partition
 	// (require_stable treats them as pending).
 	pendingWrites map[tp]int
+	// commitWrites counts OffsetCommit writes in flight: the group object
+	// they apply to outlives a change that replaces its membership.
+	commitWrites int
 
 	// cg is set for a group of the consumer protocol (KIP-848); its
 	// classic membership above is then empty.
@@ -136,6 +139,32 @@ func newGroup(id string, now time.Time) *group {
 
 // hasPending reports whether a transactional commit of p is pending.
 func (g *group) hasPending(p tp) bool { return len(g.pending[p]) > 0 || g.pendingWrites[p] > 0 }
+
+// holdsOffsets reports whether the group has offsets, committed or
+// pending, or commits of them in flight. Offsets belong to the group id,
+// not to its membership (Kafka keeps them apart from the group): a
+// membership tombstone, DeleteGroups aside (which tombstones every offset
+// first), leaves them.
+func (g *group) holdsOffsets() bool {
+	return len(g.offsets) > 0 || len(g.pending) > 0 || len(g.pendingWrites) > 0 || g.commitWrites > 0
+}
+
+// dropOffset applies an offset tombstone written at logOffset at: the
+// committed offset of p and its pending transactional offsets go, unless
+// written after the tombstone (Kafka's replay of an offset tombstone).
+func (g *group) dropOffset(p tp, at int64) {
+	if e, ok := g.offsets[p]; ok && e.logOffset < at {
+		delete(g.offsets, p)
+	}
+	for pid, e := range g.pending[p] {
+		if e.logOffset < at {
+			delete(g.pending[p], pid)
+		}
+	}
+	if len(g.pending[p]) == 0 {
+		delete(g.pending, p)
+	}
+}
 
 // applyCommitted installs e as the committed offset of p unless a value
 // written later in the log is already there.

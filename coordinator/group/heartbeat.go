@@ -101,7 +101,7 @@ func (c *Coordinator) validateHeartbeat(req *pb.ConsumerGroupHeartbeatRequest) e
 	if err := checkUTF8(strs...); err != nil {
 		return err
 	}
-	if (req.Version >= 1 || req.MemberEpoch > 0 || req.MemberEpoch == leaveEpoch) && strings.TrimSpace(req.MemberId) == "" {
+	if (req.Version >= 1 || req.MemberEpoch > 0 || req.MemberEpoch == leaveEpoch || req.MemberEpoch == staticLeaveEpoch) && strings.TrimSpace(req.MemberId) == "" {
 		return invalidRequest("MemberId can't be empty.")
 	}
 	if strings.TrimSpace(req.GroupId) == "" {
@@ -276,11 +276,13 @@ func (c *Coordinator) planHeartbeat(s *shard, now time.Time, req *pb.ConsumerGro
 	bump := cg.epoch == 0
 	if !upd.sameMetadata(member) || cg.members[member.id] == nil {
 		p.recs = append(p.recs, recMember(p.gid, upd))
-		if !slices.Equal(upd.names, member.names) {
+		// A changed subscription, by names or by expression, moves the
+		// group epoch (Kafka's hasMemberSubscriptionChanged).
+		if !slices.Equal(upd.names, member.names) || upd.regex != member.regex {
 			bump = true
 		}
 	}
-	rebump, err := p.regexes(member, upd)
+	rebump, err := p.regexes(member, upd, replaced)
 	if err != nil {
 		return nil, err
 	}
@@ -428,12 +430,24 @@ func (p *heartbeatPlan) staticMember(memberID, instanceID string, epoch int32, o
 // maybeUpdateRegularExpressions, resolving here and now): a new
 // expression at once, the others when topics came or went since they were
 // resolved, at most every RegexRefreshInterval. It reports whether the
-// group epoch must move.
-func (p *heartbeatPlan) regexes(member, upd *cmember) (bool, error) {
+// group epoch must move. replaced is the member a static member replaces
+// in this heartbeat ("" for none): its expression is the member's own.
+func (p *heartbeatPlan) regexes(member, upd *cmember, replaced string) (bool, error) {
 	cg := p.cg
 	bump, refresh := false, false
+	// The expressions the group uses once this heartbeat is in.
+	used := map[string]bool{}
+	for id, m := range cg.members {
+		if id != upd.id && id != replaced && m.regex != "" {
+			used[m.regex] = true
+		}
+	}
+	if upd.regex != "" {
+		used[upd.regex] = true
+	}
 	if member.regex != upd.regex {
-		if member.regex != "" && cg.regexUsers(member.regex) == 1 && cg.members[member.id] != nil {
+		if _, resolved := p.regexV[member.regex]; member.regex != "" && resolved && !used[member.regex] {
+			// Nobody subscribes to it any more: its resolution goes.
 			p.recs = append(p.recs, tombstone(cgMemberKey(keyCGRegex, p.gid, member.regex)))
 			delete(p.regexV, member.regex)
 		}
@@ -444,16 +458,6 @@ func (p *heartbeatPlan) regexes(member, upd *cmember) (bool, error) {
 				bump = true
 			}
 		}
-	}
-	// The expressions the group uses once this heartbeat is in.
-	used := map[string]bool{}
-	for id, m := range cg.members {
-		if id != upd.id && m.regex != "" {
-			used[m.regex] = true
-		}
-	}
-	if upd.regex != "" {
-		used[upd.regex] = true
 	}
 	if len(used) == 0 {
 		return bump, nil

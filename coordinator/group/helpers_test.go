@@ -33,7 +33,7 @@ type producerSeq struct {
 	next  int32
 }
 
-func (f *fakeWriter) write(ctx context.Context, s *shard, recs []record.Record, txn *txnProducer) (int64, error) {
+func (f *fakeWriter) write(ctx context.Context, s *shard, recs []record.Record, txn *txnProducer, recheck func() error) (int64, error) {
 	f.mu.Lock()
 	hold, started := f.hold, f.started
 	f.mu.Unlock()
@@ -45,6 +45,14 @@ func (f *fakeWriter) write(ctx context.Context, s *shard, recs []record.Record, 
 		case <-hold:
 		case <-ctx.Done():
 			return -1, ctx.Err()
+		}
+	}
+	if recheck != nil {
+		// As the real writer: checked under the shard lock, then appended.
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if err := recheck(); err != nil {
+			return -1, err
 		}
 	}
 	f.mu.Lock()
@@ -214,13 +222,13 @@ func joinReq(groupID, memberID string, protocols ...string) *pb.JoinGroupRequest
 
 // join starts a JoinGroup; the answer is either now or on the channel.
 func (h *harness) join(req *pb.JoinGroupRequest) (*pb.JoinGroupResponse, <-chan *pb.JoinGroupResponse) {
-	return h.c.join(req)
+	return h.c.join(context.Background(), req)
 }
 
 // joinNow expects JoinGroup to answer without waiting for anyone.
 func (h *harness) joinNow(req *pb.JoinGroupRequest) *pb.JoinGroupResponse {
 	h.t.Helper()
-	r, ch := h.c.join(req)
+	r, ch := h.c.join(context.Background(), req)
 	if r != nil {
 		return r
 	}

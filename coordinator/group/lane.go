@@ -73,7 +73,7 @@ func (c *Coordinator) change(ctx context.Context, groupID string, plan planFunc)
 
 		// The group's write, not the caller's: a caller that stops
 		// waiting must not leave records in the log that memory lacks.
-		first, werr := c.w.write(c.ctx, s, ch.recs, nil)
+		first, werr := c.w.write(c.ctx, s, ch.recs, nil, nil)
 		ch.first = first
 
 		s.mu.Lock()
@@ -116,26 +116,34 @@ func (c *Coordinator) lockShardQuiet(ctx context.Context, groupID string) (*shar
 	}
 }
 
-// waitLane waits until no change of the group is being written, except a
-// deletion (a JoinGroup meanwhile is refused, not held), or ctx ends.
-func (c *Coordinator) waitLane(ctx context.Context, groupID string) {
+// onLaneWait, set by tests only, runs when a request starts waiting for a
+// change of its group to be written.
+var onLaneWait func(groupID string)
+
+// lockShardJoin is lockShardQuiet for JoinGroup: a deletion being written
+// is not waited for (the join is refused meanwhile, not held). The lane
+// is checked under the same lock the join then acts under, so no change
+// (a conversion to a consumer group, say) is in flight while it does.
+func (c *Coordinator) lockShardJoin(ctx context.Context, groupID string) (*shard, error) {
 	for {
 		s, err := c.lockShard(groupID)
 		if err != nil {
-			return
+			return nil, err
 		}
 		busy := s.lanes[groupID]
-		g := s.groups[groupID]
+		if g := s.groups[groupID]; busy == nil || (g != nil && g.deleting) {
+			return s, nil
+		}
 		s.mu.Unlock()
-		if busy == nil || (g != nil && g.deleting) {
-			return
+		if onLaneWait != nil {
+			onLaneWait(groupID)
 		}
 		select {
 		case <-busy:
 		case <-ctx.Done():
-			return
+			return nil, ctx.Err()
 		case <-c.ctx.Done():
-			return
+			return nil, errs.New(pb.ErrorCode_NOT_COORDINATOR, "the group coordinator is shutting down")
 		}
 	}
 }

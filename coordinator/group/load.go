@@ -152,7 +152,7 @@ func (c *Coordinator) applyRecord(s *shard, r record.Record, now time.Time, txnP
 		pending := k.typ == keyPendingTxnCommit || txnPID >= 0
 		if r.Value == nil {
 			if !pending {
-				delete(g.offsets, p)
+				g.dropOffset(p, r.Offset)
 			}
 			return nil
 		}
@@ -185,8 +185,10 @@ func (c *Coordinator) applyRecord(s *shard, r record.Record, now time.Time, txnP
 
 // applyGroupMetadata replays a classic group's membership record (type
 // 2): a value installs it, a tombstone empties the group, which is gone
-// when nothing else is left of it (DeleteGroups, or the group became a
-// consumer group: its records follow).
+// when nothing else is left of it: no offsets, committed or pending
+// (DeleteGroups tombstoned them first). A group converted to a consumer
+// group (its records follow) keeps its offsets, and its transactions'
+// pending ones, in the same group object.
 func (c *Coordinator) applyGroupMetadata(s *shard, id string, value []byte, now time.Time) error {
 	g := s.group(id, now, value != nil)
 	if g == nil {
@@ -195,9 +197,7 @@ func (c *Coordinator) applyGroupMetadata(s *shard, id string, value []byte, now 
 	if value == nil {
 		g.restore(&pb.GroupMetadataValue{}, now)
 		g.generation = 0
-		if g.cg == nil && len(g.offsets) == 0 {
-			// DeleteGroups: the group is gone (its pending
-			// transactional offsets with it, as live).
+		if g.cg == nil && !g.holdsOffsets() {
 			delete(s.groups, id)
 		}
 		return nil

@@ -34,13 +34,12 @@ import (
 // INVALID_SESSION_TIMEOUT, REBALANCE_IN_PROGRESS (a newer JoinGroup of the
 // same member replaced this one).
 func (c *Coordinator) JoinGroup(ctx context.Context, req *pb.JoinGroupRequest) (*pb.JoinGroupResponse, error) {
-	c.waitLane(ctx, req.GroupId)
-	resp, ch := c.join(req)
+	resp, ch := c.join(ctx, req)
 	for tries := 0; resp == toConsumerGroupJoin; tries++ {
 		r, err := c.joinConsumerGroup(ctx, req)
 		switch {
 		case err == errNotConsumerGroup && tries < 3:
-			resp, ch = c.join(req)
+			resp, ch = c.join(ctx, req)
 			continue
 		case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 			return nil, err
@@ -75,9 +74,10 @@ func joinError(err error, memberID string) *pb.JoinGroupResponse {
 	return &pb.JoinGroupResponse{ErrorCode: code, ErrorMessage: msg, MemberId: memberID, GenerationId: -1}
 }
 
-// join does JoinGroup's work under the shard lock: either an answer now, or
-// the channel the answer will arrive on.
-func (c *Coordinator) join(req *pb.JoinGroupRequest) (*pb.JoinGroupResponse, <-chan *pb.JoinGroupResponse) {
+// join does JoinGroup's work under the shard lock, once no change of the
+// group is being written: either an answer now, or the channel the answer
+// will arrive on.
+func (c *Coordinator) join(ctx context.Context, req *pb.JoinGroupRequest) (*pb.JoinGroupResponse, <-chan *pb.JoinGroupResponse) {
 	session := time.Duration(req.SessionTimeoutMs) * time.Millisecond
 	if session < c.cfg.GroupMinSessionTimeout || session > c.cfg.GroupMaxSessionTimeout {
 		return joinError(errs.New(pb.ErrorCode_INVALID_SESSION_TIMEOUT, "session.timeout.ms=%d is outside [group.min.session.timeout.ms=%d, group.max.session.timeout.ms=%d]",
@@ -93,7 +93,7 @@ func (c *Coordinator) join(req *pb.JoinGroupRequest) (*pb.JoinGroupResponse, <-c
 	if !validKeyString(req.GroupId) {
 		return joinError(errs.New(pb.ErrorCode_INVALID_GROUP_ID, "the group id is %d bytes, longer than 32767", len(req.GroupId)), req.MemberId), nil
 	}
-	s, err := c.lockShard(req.GroupId)
+	s, err := c.lockShardJoin(ctx, req.GroupId)
 	if err != nil {
 		return joinError(err, req.MemberId), nil
 	}
@@ -185,6 +185,10 @@ func (c *Coordinator) join(req *pb.JoinGroupRequest) (*pb.JoinGroupResponse, <-c
 	return nil, ch
 }
 
+// errMovedOn refuses a classic membership write whose group moved on
+// (another generation, state or kind) before it was appended.
+var errMovedOn = errors.New("the group moved on before the write")
+
 // sameMetadata reports whether protos offer the group's protocol name
 // with the metadata m has for it (a member restored from the log knows
 // only that one).
@@ -230,14 +234,25 @@ func (c *Coordinator) keepStaticMember(s *shard, g *group, m *member, prev stati
 	if err != nil {
 		c.lg.Error("encode group metadata", "group", g.id, "err", err)
 	}
+	movedOn := func() bool { // s.mu held
+		return s.status != active || s.groups[g.id] != g || g.cg != nil || m.joinCh != ch || g.state != Stable || g.generation != gen || m.id != newID
+	}
 	write := func() {
 		werr := err
 		if werr == nil {
-			_, werr = c.w.write(c.ctx, s, []record.Record{{Key: groupKey(g.id), Value: val}}, nil)
+			// Appended only if the group has not moved on meanwhile
+			// (checked as it is appended), so an older membership never
+			// lands after a newer one.
+			_, werr = c.w.write(c.ctx, s, []record.Record{{Key: groupKey(g.id), Value: val}}, nil, func() error {
+				if movedOn() {
+					return errMovedOn
+				}
+				return nil
+			})
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if s.status != active || m.joinCh != ch || g.state != Stable || g.generation != gen || m.id != newID {
+		if movedOn() {
 			return
 		}
 		m.joined = false
@@ -413,13 +428,12 @@ func (c *Coordinator) persistAsync(s *shard, g *group, v *pb.GroupMetadataValue)
 // FENCED_INSTANCE_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS,
 // COORDINATOR_NOT_AVAILABLE (the write failed; rejoin).
 func (c *Coordinator) SyncGroup(ctx context.Context, req *pb.SyncGroupRequest) (*pb.SyncGroupResponse, error) {
-	c.waitLane(ctx, req.GroupId)
-	resp, ch, write := c.sync(req)
+	resp, ch, write := c.sync(ctx, req)
 	for tries := 0; resp == toConsumerGroupSync; tries++ {
 		r, err := c.syncConsumerGroup(ctx, req)
 		switch {
 		case err == errNotConsumerGroup && tries < 3:
-			resp, ch, write = c.sync(req)
+			resp, ch, write = c.sync(ctx, req)
 			continue
 		case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 			return nil, err
@@ -493,8 +507,8 @@ func checkMember(g *group, groupID, memberID, instanceID string, generation int3
 	return m, nil
 }
 
-func (c *Coordinator) sync(req *pb.SyncGroupRequest) (*pb.SyncGroupResponse, <-chan *pb.SyncGroupResponse, func(context.Context)) {
-	s, err := c.lockShard(req.GroupId)
+func (c *Coordinator) sync(ctx context.Context, req *pb.SyncGroupRequest) (*pb.SyncGroupResponse, <-chan *pb.SyncGroupResponse, func(context.Context)) {
+	s, err := c.lockShardQuiet(ctx, req.GroupId)
 	if err != nil {
 		return syncError(err), nil, nil
 	}
@@ -535,14 +549,25 @@ func (c *Coordinator) sync(req *pb.SyncGroupRequest) (*pb.SyncGroupResponse, <-c
 		vm.Assignment = given[vm.MemberId]
 	}
 	gen := g.generation
+	movedOn := func() bool { // s.mu held
+		return s.status != active || s.groups[g.id] != g || g.cg != nil || g.state != CompletingRebalance || g.generation != gen
+	}
 	write := func(ctx context.Context) {
 		val, err := proto.Marshal(v)
 		if err == nil {
-			_, err = c.w.write(ctx, s, []record.Record{{Key: groupKey(g.id), Value: val}}, nil)
+			// Appended only if the rebalance has not moved on meanwhile
+			// (checked as it is appended), so an older membership never
+			// lands after a newer one.
+			_, err = c.w.write(ctx, s, []record.Record{{Key: groupKey(g.id), Value: val}}, nil, func() error {
+				if movedOn() {
+					return errMovedOn
+				}
+				return nil
+			})
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if s.status != active || g.state != CompletingRebalance || g.generation != gen {
+		if movedOn() {
 			return // the rebalance moved on; waiting calls were answered then
 		}
 		g.syncing = false

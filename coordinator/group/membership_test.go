@@ -355,3 +355,50 @@ func TestNotCoordinatorAndLoading(t *testing.T) {
 	wantCode(t, "join while loading", h.joinNow(joinReq("g", "")).ErrorCode, pb.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS)
 	wantCode(t, "commit while loading", h.commit("g", "", -1, "t", 0, 1), pb.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS)
 }
+
+// TestSyncWriteAfterGroupMovedOn: the leader's assignment of generation N
+// is about to be written when a member leaves and the group rebalances.
+// The generation-N membership must not reach the log after that (a reload
+// would bring back a Stable group with the member that left); the leader
+// is told to rejoin.
+func TestSyncWriteAfterGroupMovedOn(t *testing.T) {
+	h := newHarness(t)
+	a := h.joinNow(joinReq("g", ""))
+	_, chB := h.join(joinReq("g", ""))
+	_, chA := h.join(joinReq("g", a.MemberId))
+	ja, jb := recv(t, chA), recv(t, chB)
+	leader, other := ja, jb
+	if jb.MemberId == jb.Leader {
+		leader, other = jb, ja
+	}
+	gen := leader.GenerationId
+	started, held := make(chan struct{}, 4), make(chan struct{})
+	h.w.mu.Lock()
+	h.w.started, h.w.hold = started, held
+	h.w.mu.Unlock()
+	synced := h.syncAsync("g", leader.MemberId, gen, map[string]string{leader.MemberId: "L", other.MemberId: "O"})
+	<-started
+	lr, err := h.c.LeaveGroup(context.Background(), &pb.LeaveGroupRequest{GroupId: "g", MemberId: other.MemberId})
+	if err != nil || lr.ErrorCode != pb.ErrorCode_NONE {
+		t.Fatalf("leave: %v %v", err, lr)
+	}
+	close(held)
+	wantCode(t, "leader's sync", recv(t, synced).ErrorCode, pb.ErrorCode_REBALANCE_IN_PROGRESS)
+	for _, b := range h.w.all() {
+		_, recs, err := record.Decode(b)
+		if err != nil {
+			continue
+		}
+		for _, r := range recs {
+			var v pb.GroupMetadataValue
+			if k, _ := decodeKey(r.Key); k.typ != keyGroupMetadata || r.Value == nil || proto.Unmarshal(r.Value, &v) != nil {
+				continue
+			}
+			for _, m := range v.Members {
+				if m.MemberId == other.MemberId {
+					t.Fatalf("generation %d's membership with the member that left was written after it left: %v", v.Generation, &v)
+				}
+			}
+		}
+	}
+}

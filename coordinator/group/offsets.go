@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -85,6 +86,14 @@ func offsetRecords(groupID string, offsets []*pb.PartitionOffset, nowMs int64, t
 // (acks=all), then visible to OffsetFetch. A valid commit of a member also
 // counts as its heartbeat.
 //
+// The commit is validated when it is planned and again, under the shard
+// lock, at the moment it is appended: a member fenced, removed or moved
+// to another generation in between (or a change of the group written
+// meanwhile, not yet in memory) refuses it with the error the check then
+// gives, so the log never holds a commit its member could no longer make
+// (Kafka validates and appends in one step of the partition's event
+// loop). A change of the group in flight is waited for first.
+//
 // Errors per partition: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
 // COORDINATOR_NOT_AVAILABLE, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
 // FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS, INVALID_COMMIT_OFFSET_SIZE.
@@ -92,58 +101,117 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *pb.OffsetCommitRequ
 	fail := func(err error) (*pb.OffsetCommitResponse, error) {
 		return &pb.OffsetCommitResponse{Partitions: partitionErrors(req.Offsets, err)}, nil
 	}
-	s, err := c.lockShard(req.GroupId)
-	if err != nil {
-		return fail(err)
-	}
-	now := c.clk.Now()
-	var m *member
-	var check partitionCheck
-	if g := s.groups[req.GroupId]; g != nil && g.cg != nil {
-		check, err = checkConsumerCommit(g, req.MemberId, req.GenerationId, false, req.BeforeMemberEpochs, c.topicIDOf())
-	} else {
-		m, err = checkCommit(g, req.GroupId, req.MemberId, req.GroupInstanceId, req.GenerationId)
-	}
-	if err != nil {
-		s.mu.Unlock()
-		return fail(err)
-	}
-	if m != nil {
-		m.lastHeartbeat = now
-	}
-	// The partitions to commit, and the answers of those refused.
-	offs, answers := req.Offsets, partitionErrors(req.Offsets, nil)
-	if check != nil {
-		offs = nil
-		for i, o := range req.Offsets {
-			if err := check(o.Topic, o.Partition); err != nil {
-				answers[i].ErrorCode, answers[i].ErrorMessage = errs.Split(err)
-				continue
+	validate := func(g *group) (*member, partitionCheck, error) {
+		if g == nil && req.GenerationId >= 0 {
+			// No group of that id (Kafka's validateOffsetCommit): from
+			// version 9 on GROUP_ID_NOT_FOUND, which both protocols'
+			// clients know; before, ILLEGAL_GENERATION as it always was.
+			if req.BeforeMemberEpochs {
+				return nil, nil, errs.New(pb.ErrorCode_ILLEGAL_GENERATION, "group %q has no members; generation %d is not current (commit with generation -1 outside a group)", req.GroupId, req.GenerationId)
 			}
-			offs = append(offs, o)
+			return nil, nil, errs.New(pb.ErrorCode_GROUP_ID_NOT_FOUND, "Group %s not found.", req.GroupId)
 		}
+		if g != nil && g.cg != nil {
+			check, err := checkConsumerCommit(g, req.MemberId, req.GenerationId, false, req.BeforeMemberEpochs, c.topicIDOf())
+			return nil, check, err
+		}
+		m, err := checkCommit(g, req.GroupId, req.MemberId, req.GroupInstanceId, req.GenerationId)
+		return m, nil, err
 	}
-	g := s.group(req.GroupId, now, true)
-	s.mu.Unlock()
-	if len(offs) == 0 {
+	for {
+		s, err := c.lockShardQuiet(ctx, req.GroupId)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return fail(err)
+		}
+		now := c.clk.Now()
+		m, check, err := validate(s.groups[req.GroupId])
+		if err != nil {
+			s.mu.Unlock()
+			return fail(err)
+		}
+		if m != nil {
+			m.lastHeartbeat = now
+		}
+		// The partitions to commit, and the answers of those refused.
+		offs, answers := req.Offsets, partitionErrors(req.Offsets, nil)
+		if check != nil {
+			offs = nil
+			for i, o := range req.Offsets {
+				if err := check(o.Topic, o.Partition); err != nil {
+					answers[i].ErrorCode, answers[i].ErrorMessage = errs.Split(err)
+					continue
+				}
+				offs = append(offs, o)
+			}
+		}
+		if len(offs) == 0 {
+			s.mu.Unlock()
+			return &pb.OffsetCommitResponse{Partitions: answers}, nil
+		}
+		recs, entries, err := offsetRecords(req.GroupId, offs, now.UnixMilli(), nil)
+		if err != nil {
+			s.mu.Unlock()
+			return fail(err)
+		}
+		g := s.group(req.GroupId, now, true)
+		g.commitWrites++ // the group object outlives a conversion meanwhile
+		s.mu.Unlock()
+		recheck := func() error {
+			if err := c.stillServing(s, req.GroupId); err != nil {
+				return err
+			}
+			_, check, err := validate(s.groups[req.GroupId])
+			if err != nil {
+				return err
+			}
+			for _, o := range offs {
+				if check == nil {
+					break
+				}
+				if err := check(o.Topic, o.Partition); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		first, err := c.w.write(ctx, s, recs, nil, recheck)
+		s.mu.Lock()
+		g.commitWrites--
+		if err == errGroupBusy {
+			s.mu.Unlock()
+			continue // a change of the group was written meanwhile: validate against it
+		}
+		if err != nil {
+			s.mu.Unlock()
+			return fail(err)
+		}
+		for i, o := range offs {
+			e := entries[i]
+			e.logOffset = first + int64(i)
+			g.applyCommitted(tp{o.Topic, o.Partition}, e)
+		}
+		s.mu.Unlock()
 		return &pb.OffsetCommitResponse{Partitions: answers}, nil
 	}
-	recs, entries, err := offsetRecords(req.GroupId, offs, now.UnixMilli(), nil)
-	if err != nil {
-		return fail(err)
+}
+
+// errGroupBusy is a recheck's answer while a change of the group is being
+// written: the caller waits for it and validates again.
+var errGroupBusy = errors.New("a change of the group is being written")
+
+// stillServing is the first part of a write's recheck (s.mu held): the
+// shard still serves and no change of the group is in flight.
+func (c *Coordinator) stillServing(s *shard, groupID string) error {
+	if s.status != active {
+		return errs.New(pb.ErrorCode_NOT_COORDINATOR, "broker %d stopped leading %s-%d", c.cfg.NodeID, c.cfg.Topic.Name, s.partition)
 	}
-	first, err := c.w.write(ctx, s, recs, nil)
-	if err != nil {
-		return fail(err)
+	if s.lanes[groupID] != nil {
+		return errGroupBusy
 	}
-	s.mu.Lock()
-	for i, o := range offs {
-		e := entries[i]
-		e.logOffset = first + int64(i)
-		g.applyCommitted(tp{o.Topic, o.Partition}, e)
-	}
-	s.mu.Unlock()
-	return &pb.OffsetCommitResponse{Partitions: answers}, nil
+	return nil
 }
 
 // topicIDOf looks a topic's id up in the current image ("" for none).
@@ -380,7 +448,22 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *pb.TxnOffsetComm
 	w.writers++
 	s.mu.Unlock()
 
-	first, werr := c.w.write(ctx, s, recs, txn)
+	// Checked again as it is appended (as OffsetCommit is).
+	recheck := func() error {
+		if err := c.stillServing(s, req.GroupId); err != nil {
+			return err
+		}
+		return checkTxnCommit(s.groups[req.GroupId], req)
+	}
+	first, werr := c.w.write(ctx, s, recs, txn, recheck)
+	for werr == errGroupBusy {
+		var s2 *shard
+		if s2, werr = c.lockShardQuiet(ctx, req.GroupId); werr != nil {
+			break
+		}
+		s2.mu.Unlock()
+		first, werr = c.w.write(ctx, s, recs, txn, recheck)
+	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()

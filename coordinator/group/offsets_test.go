@@ -21,8 +21,17 @@ func TestOffsetCommitRules(t *testing.T) {
 	if off, _ := h.fetch("solo", "t", 1, false); off != -1 {
 		t.Fatalf("uncommitted partition answers %d, want -1", off)
 	}
-	wantCode(t, "generation on an unknown group", h.commit("nobody", "", 3, "t", 0, 1), pb.ErrorCode_ILLEGAL_GENERATION)
-	wantCode(t, "member of an unknown group", h.commit("nobody", "m", 3, "t", 0, 1), pb.ErrorCode_UNKNOWN_MEMBER_ID)
+	// A generation for a group that does not exist: GROUP_ID_NOT_FOUND
+	// from version 9 on, ILLEGAL_GENERATION before (Kafka's rule).
+	wantCode(t, "generation on an unknown group", h.commit("nobody", "", 3, "t", 0, 1), pb.ErrorCode_GROUP_ID_NOT_FOUND)
+	wantCode(t, "member of an unknown group", h.commit("nobody", "m", 3, "t", 0, 1), pb.ErrorCode_GROUP_ID_NOT_FOUND)
+	for _, member := range []string{"", "m"} {
+		r, err := h.c.OffsetCommit(context.Background(), &pb.OffsetCommitRequest{GroupId: "nobody", MemberId: member, GenerationId: 3, BeforeMemberEpochs: true,
+			Offsets: []*pb.PartitionOffset{{Topic: "t", Partition: 0, Offset: 1, LeaderEpoch: -1}}})
+		if err != nil || r.Partitions[0].ErrorCode != pb.ErrorCode_ILLEGAL_GENERATION {
+			t.Fatalf("version 8 commit of member %q to an unknown group: %v %v, want ILLEGAL_GENERATION", member, r, err)
+		}
+	}
 
 	ids, gen := h.stableGroup("g", 2)
 	wantCode(t, "member commit", h.commit("g", ids[1], gen, "t", 2, 42), pb.ErrorCode_NONE)
@@ -235,5 +244,122 @@ func TestTxnOffsetCommitVersion1Verifies(t *testing.T) {
 	}
 	if len(h.w.all()) != before {
 		t.Fatalf("an unverified commit was written")
+	}
+}
+
+// TestOffsetCommitRecheckedAtAppend: a commit validated while its member
+// was in the group, whose member then leaves before the commit is
+// appended, is refused as the member's commit would be after it left
+// (UNKNOWN_MEMBER_ID), and nothing of it reaches the log.
+func TestOffsetCommitRecheckedAtAppend(t *testing.T) {
+	hold := func(w *fakeWriter) (chan struct{}, chan struct{}) {
+		started, held := make(chan struct{}, 8), make(chan struct{})
+		w.mu.Lock()
+		w.started, w.hold = started, held
+		w.mu.Unlock()
+		return started, held
+	}
+	commitAsync := func(c *Coordinator, member string, gen int32) <-chan *pb.OffsetCommitResponse {
+		out := make(chan *pb.OffsetCommitResponse, 1)
+		go func() {
+			r, err := c.OffsetCommit(context.Background(), &pb.OffsetCommitRequest{GroupId: "g", MemberId: member, GenerationId: gen,
+				Offsets: []*pb.PartitionOffset{{Topic: "t", Partition: 0, Offset: 5, LeaderEpoch: -1}}})
+			if err != nil {
+				r = &pb.OffsetCommitResponse{Partitions: []*pb.PartitionError{{ErrorCode: pb.ErrorCode_UNKNOWN_SERVER_ERROR, ErrorMessage: err.Error()}}}
+			}
+			out <- r
+		}()
+		return out
+	}
+	noCommitRecord := func(t *testing.T, w *fakeWriter) {
+		for _, b := range w.all() {
+			_, recs, err := record.Decode(b)
+			if err != nil {
+				continue
+			}
+			for _, r := range recs {
+				if k, _ := decodeKey(r.Key); k.typ == keyOffsetCommit && r.Value != nil {
+					t.Fatalf("the refused commit reached the log: %+v", k)
+				}
+			}
+		}
+	}
+
+	t.Run("classic", func(t *testing.T) {
+		h := newHarness(t)
+		j := h.joinNow(joinReq("g", ""))
+		wantCode(t, "sync", h.sync("g", j.MemberId, j.GenerationId, map[string]string{j.MemberId: "a"}).ErrorCode, pb.ErrorCode_NONE)
+		started, held := hold(h.w)
+		done := commitAsync(h.c, j.MemberId, j.GenerationId)
+		<-started
+		lr, err := h.c.LeaveGroup(context.Background(), &pb.LeaveGroupRequest{GroupId: "g", MemberId: j.MemberId})
+		if err != nil || lr.ErrorCode != pb.ErrorCode_NONE {
+			t.Fatalf("leave: %v %v", err, lr)
+		}
+		close(held)
+		wantCode(t, "commit of a member that left meanwhile", recv(t, done).Partitions[0].ErrorCode, pb.ErrorCode_UNKNOWN_MEMBER_ID)
+		if off, _ := h.fetch("g", "t", 0, false); off != -1 {
+			t.Fatalf("offset %d committed", off)
+		}
+		noCommitRecord(t, h.w)
+	})
+
+	t.Run("consumer", func(t *testing.T) {
+		h := newCGHarness(t)
+		r := h.joinCG("g", "m", "t")
+		wantCode(t, "join", r.ErrorCode, pb.ErrorCode_NONE)
+		started, held := hold(h.w)
+		done := commitAsync(h.c, "m", r.MemberEpoch)
+		<-started
+		left := make(chan *pb.ConsumerGroupHeartbeatResponse, 1)
+		go func() {
+			lr, _ := h.c.ConsumerGroupHeartbeat(context.Background(), &pb.ConsumerGroupHeartbeatRequest{GroupId: "g", MemberId: "m", MemberEpoch: leaveEpoch, Version: 1}, nil)
+			left <- lr
+		}()
+		<-started // the leave's write is under way
+		close(held)
+		if lr := recv(t, left); lr == nil || lr.ErrorCode != pb.ErrorCode_NONE {
+			t.Fatalf("leave: %v", lr)
+		}
+		wantCode(t, "commit of a member that left meanwhile", recv(t, done).Partitions[0].ErrorCode, pb.ErrorCode_UNKNOWN_MEMBER_ID)
+		noCommitRecord(t, h.w)
+	})
+}
+
+// TestTxnOffsetCommitRecheckedAtAppend: as OffsetCommit, a transactional
+// commit whose member leaves between its check and its append is refused
+// (UNKNOWN_MEMBER_ID) with nothing written and nothing pending.
+func TestTxnOffsetCommitRecheckedAtAppend(t *testing.T) {
+	h := newHarness(t)
+	j := h.joinNow(joinReq("g", ""))
+	wantCode(t, "sync", h.sync("g", j.MemberId, j.GenerationId, map[string]string{j.MemberId: "a"}).ErrorCode, pb.ErrorCode_NONE)
+	before := len(h.w.all())
+	started, held := make(chan struct{}, 8), make(chan struct{})
+	h.w.mu.Lock()
+	h.w.started, h.w.hold = started, held
+	h.w.mu.Unlock()
+	done := make(chan *pb.TxnOffsetCommitResponse, 1)
+	go func() {
+		r, _ := h.c.TxnOffsetCommit(context.Background(), &pb.TxnOffsetCommitRequest{TransactionalId: "tx", GroupId: "g", ProducerId: 7,
+			MemberId: j.MemberId, GenerationId: j.GenerationId, Offsets: []*pb.PartitionOffset{{Topic: "t", Partition: 0, Offset: 5, LeaderEpoch: -1}}})
+		done <- r
+	}()
+	<-started
+	lr, err := h.c.LeaveGroup(context.Background(), &pb.LeaveGroupRequest{GroupId: "g", MemberId: j.MemberId})
+	if err != nil || lr.ErrorCode != pb.ErrorCode_NONE {
+		t.Fatalf("leave: %v %v", err, lr)
+	}
+	close(held)
+	r := recv(t, done)
+	if r == nil || r.Partitions[0].ErrorCode != pb.ErrorCode_UNKNOWN_MEMBER_ID {
+		t.Fatalf("transactional commit of a member that left meanwhile: %v, want UNKNOWN_MEMBER_ID", r)
+	}
+	for _, b := range h.w.all()[before:] {
+		if hd, err := record.ParseHeader(b); err == nil && hd.IsTransactional() {
+			t.Fatal("the refused transactional commit reached the log")
+		}
+	}
+	if _, code := h.fetch("g", "t", 0, true); code != pb.ErrorCode_NONE {
+		t.Fatalf("require_stable fetch: %v, want nothing pending", code)
 	}
 }

@@ -253,3 +253,29 @@ func TestGroupSurvivesReload(t *testing.T) {
 		t.Fatalf("describe after reload: %v", g)
 	}
 }
+
+// TestStaleShardWritesNothing: a coordinator's shard of a partition is
+// bound to the leadership it was loaded at. One loaded under an epoch the
+// partition is no longer led at (it was dropped for a newer leadership,
+// whose load owns the partition now) must not write: its commit answers
+// NOT_COORDINATOR and the log does not grow.
+func TestStaleShardWritesNothing(t *testing.T) {
+	r := newRig(t)
+	c := group.New(r.cfg, r.n.Repl, r.n.Locator, r.txn, clock.Real)
+	t.Cleanup(c.Stop)
+	epoch := r.part.Leadership().LeaderEpoch
+	c.BecameLeader(r.part, epoch+1) // a leadership the partition is not (or no longer) at
+	wait.Eventually(t, 15*time.Second, "the load", func() bool {
+		resp, _ := c.OffsetFetch(context.Background(), &pb.OffsetFetchRequest{GroupId: "tg"})
+		return resp.ErrorCode == pb.ErrorCode_NONE
+	})
+	end := r.part.Log.LogEndOffset()
+	resp, err := c.OffsetCommit(context.Background(), &pb.OffsetCommitRequest{GroupId: "tg", GenerationId: -1,
+		Offsets: []*pb.PartitionOffset{{Topic: "orders", Partition: 0, Offset: 5, LeaderEpoch: -1}}})
+	if err != nil || resp.Partitions[0].ErrorCode != pb.ErrorCode_NOT_COORDINATOR {
+		t.Fatalf("commit through a stale shard: %v %v, want NOT_COORDINATOR", resp, err)
+	}
+	if got := r.part.Log.LogEndOffset(); got != end {
+		t.Fatalf("the stale shard wrote: log end %d -> %d", end, got)
+	}
+}

@@ -126,7 +126,7 @@ func staleInstanceCalls(t *testing.T, want pb.ErrorCode) {
 		t.Fatalf("rebalance after the restart: %+v / %+v, state %v", third, dj, h.state("g"))
 	}
 	// ... and so is a waiting SyncGroup.
-	resp, waitSync, write := h.c.sync(&pb.SyncGroupRequest{GroupId: "g", MemberId: third.MemberId, GroupInstanceId: "pod", GenerationId: third.GenerationId})
+	resp, waitSync, write := h.c.sync(context.Background(), &pb.SyncGroupRequest{GroupId: "g", MemberId: third.MemberId, GroupInstanceId: "pod", GenerationId: third.GenerationId})
 	if resp != nil || write != nil {
 		t.Fatalf("a follower's sync answered at once: %v", resp)
 	}
