@@ -30,17 +30,20 @@ func partitionErrors(offsets []*pb.PartitionOffset, err error) []*pb.PartitionEr
 
 // checkCommit validates an offset commit against the group: a member of
 // the current generation (its group.instance.id, if given, still its own),
-// or (generation < 0, no member id) a group with no members, the way
-// Kafka's standalone consumers commit.
+// or (generation < 0) a group with no members, whatever member fields the
+// request carries, the way Kafka's standalone consumers and admin clients
+// commit (Kafka's ClassicGroup.validateOffsetCommit: an Empty group takes a
+// commit at generation -1 before it looks at the member).
 func checkCommit(g *group, groupID, memberID, instanceID string, generation int32) (*member, error) {
 	if g == nil || len(g.members) == 0 && g.state != Dead {
-		if generation < 0 && memberID == "" {
+		if generation < 0 {
 			return nil, nil
 		}
-		if memberID != "" {
-			return nil, errs.New(pb.ErrorCode_UNKNOWN_MEMBER_ID, "group %q has no members, so member %q is unknown", groupID, memberID)
+		who := memberID
+		if who == "" {
+			who = instanceID
 		}
-		return nil, errs.New(pb.ErrorCode_ILLEGAL_GENERATION, "group %q has no members; generation %d is not current (commit with generation -1 outside a group)", groupID, generation)
+		return nil, errs.New(pb.ErrorCode_UNKNOWN_MEMBER_ID, "group %q has no members, so member %q of generation %d is unknown (commit with generation -1 outside a group)", groupID, who, generation)
 	}
 	m, err := checkMember(g, groupID, memberID, instanceID, generation)
 	if err != nil {

@@ -21,6 +21,15 @@ func TestOffsetCommitRules(t *testing.T) {
 	if off, _ := h.fetch("solo", "t", 1, false); off != -1 {
 		t.Fatalf("uncommitted partition answers %d, want -1", off)
 	}
+	// A group with no members takes a commit at generation -1 whatever
+	// member id it carries (Kafka looks at the generation before the
+	// member), and refuses a generation UNKNOWN_MEMBER_ID: nobody holds it.
+	wantCode(t, "generation -1 with a member id, empty group", h.commit("solo", "left-long-ago", -1, "t", 1, 7), pb.ErrorCode_NONE)
+	wantCode(t, "generation -1 with a member id, no group", h.commit("fresh", "m", -1, "t", 0, 3), pb.ErrorCode_NONE)
+	wantCode(t, "a generation in an empty group", h.commit("solo", "", 2, "t", 1, 8), pb.ErrorCode_UNKNOWN_MEMBER_ID)
+	if off, _ := h.fetch("solo", "t", 1, false); off != 7 {
+		t.Fatalf("empty group's partition 1 at %d, want 7", off)
+	}
 	// A generation for a group that does not exist: GROUP_ID_NOT_FOUND
 	// from version 9 on, ILLEGAL_GENERATION before (Kafka's rule).
 	wantCode(t, "generation on an unknown group", h.commit("nobody", "", 3, "t", 0, 1), pb.ErrorCode_GROUP_ID_NOT_FOUND)
