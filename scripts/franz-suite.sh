@@ -267,23 +267,53 @@ said() {
 
 # Reruns: a test the list names in a line
 #   rerun NAME when "TEXT"  # why
+#   rerun NAME when "TEXT" with "CAUSE"  # why
 # that failed saying TEXT (a known flaw of the test itself, not of the
-# broker) makes its top-level test run again alone, at most three times,
+# broker; with CAUSE, only where a client of the very group whose consumer
+# reported TEXT logged CAUSE, e.g. that it was fenced and abandoned its
+# partitions) makes its top-level test run again alone, at most three times,
 # while the nodes still run (a whole top-level test: TestGroupETL's and
 # TestTxnEtl's subtests cannot run alone, as one left out keeps its slot of
 # their semaphore). When every failure is such a test, or a test holding
 # one that logged nothing of its own, and each rerun passes, the run counts
 # as passed and the flakes are reported. Any other failure is final.
-declare -A rerun_when=()
+declare -A rerun_when=() matched=()
 while read -r kind t rest; do
-  if [[ $kind == rerun && $rest =~ ^when\ \"([^\"]+)\" ]]; then rerun_when[$t]=${BASH_REMATCH[1]}; fi
+  if [[ $kind == rerun && $rest =~ ^when\ \"([^\"]+)\"(\ with\ \"([^\"]+)\")? ]]; then
+    rerun_when[$t]+="${BASH_REMATCH[1]}"$'\x1f'"${BASH_REMATCH[3]}"$'\n'
+  fi
 done < <(grep '^rerun ' "$LIST" 2>/dev/null || true)
+# caused TEXT CAUSE: every group whose test consumer reported TEXT (franz-go's
+# "testConsumer sendErr group=G: TEXT") has a client line "group: G, ..."
+# saying CAUSE, and there is at least one such group.
+caused() {
+  local groups g
+  mapfile -t groups < <(grep -F "$1" "$OUT/output.txt" | sed -n 's/.*testConsumer sendErr group=\([^:]*\): .*/\1/p' | sort -u)
+  ((${#groups[@]} > 0)) || return 1
+  for g in "${groups[@]}"; do
+    grep -F "group: $g," "$OUT/output.txt" | grep -qF "$2" || return 1
+  done
+}
+# flaked_as TEST: TEST failed in a way one of its rerun lines names; sets
+# matched[TEST] to that line's TEXT.
+flaked_as() {
+  local entry text cause
+  while IFS= read -r entry; do
+    [[ -n $entry ]] || continue
+    text=${entry%%$'\x1f'*} cause=${entry#*$'\x1f'}
+    said "$1" | grep -qF "$text" || continue
+    if [[ -n $cause ]] && ! caused "$text" "$cause"; then continue; fi
+    matched[$1]="$text"${cause:+ after \"$cause\"}
+    return 0
+  done <<<"${rerun_when[$1]:-}"
+  return 1
+}
 mapfile -t failed < <(awk -F'\t' '$2 == "fail" { print $1 }' "$OUT/results.tsv")
 FLAKES=()
 if ((rc != 0 && ${#failed[@]} > 0)) && ! grep -q '^panic: ' "$OUT/output.txt"; then
   flaked=()
   for t in "${failed[@]}"; do
-    if [[ -n ${rerun_when[$t]:-} ]] && said "$t" | grep -qF "${rerun_when[$t]}"; then flaked+=("$t"); fi
+    if flaked_as "$t"; then flaked+=("$t"); fi
   done
   covered=$((${#flaked[@]} > 0))
   for t in "${failed[@]}"; do
@@ -301,12 +331,12 @@ if ((rc != 0 && ${#failed[@]} > 0)) && ! grep -q '^panic: ' "$OUT/output.txt"; t
     for top in "${!tops[@]}"; do
       ok=0
       for k in 1 2 3; do
-        log "rerunning $top (try $k of 3): $(for f in "${flaked[@]}"; do [[ ${f%%/*} == "$top" ]] && printf '%s said "%s"; ' "$f" "${rerun_when[$f]}"; done)"
+        log "rerunning $top (try $k of 3): $(for f in "${flaked[@]}"; do [[ ${f%%/*} == "$top" ]] && printf '%s said "%s"; ' "$f" "${matched[$f]}"; done)"
         if (suite -test.run="^$top\$") >>"$OUT/rerun.txt" 2>&1; then ok=$k; break; fi
       done
       if ((ok == 0)); then covered=0; break; fi
       for f in "${flaked[@]}"; do
-        [[ ${f%%/*} == "$top" ]] && FLAKES+=("$f failed saying \"${rerun_when[$f]}\"; $top then passed on rerun $ok (the list says why)")
+        [[ ${f%%/*} == "$top" ]] && FLAKES+=("$f failed saying \"${matched[$f]}\"; $top then passed on rerun $ok (the list says why)")
       done
     done
     if ((covered)); then
@@ -387,7 +417,8 @@ elif [[ ${FRANZ_WRITE_LIST:-0} == 1 ]]; then
       echo "#               ConsumerGroupHeartbeat v1, skips before"
       echo "#   skip NAME   skips against Strand (why, after #)"
       echo "#   rerun NAME when \"TEXT\"   when NAME fails saying TEXT (a flaw of the test, why after #),"
-      echo "#               its top-level test runs again alone, at most three times, and passing then counts"
+      echo "#               its top-level test runs again alone, at most three times, and passing then counts;"
+      echo "#               with ' with \"CAUSE\"' after it, only where a client of the group that reported TEXT logged CAUSE"
       echo "version $VERSION"
       while IFS=$'\t' read -r t a _; do
         if is848 "$t"; then
