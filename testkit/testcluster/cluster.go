@@ -1,8 +1,8 @@
 // Package testcluster runs a real multi-node Strand cluster inside one test
-// process: real gRPC on loopback ports, real Raft, real memberlist, real
-// disks in temp dirs, and every node-to-node and client connection routed
-// through a fault.Network, so a test can stop, kill, restart and isolate
-// nodes.
+// process: real gRPC on loopback ports (or on an in-memory network,
+// Options.MemNet), real Raft, real memberlist, real disks in temp dirs,
+// and every node-to-node and client connection routed through a
+// fault.Network, so a test can stop, kill, restart and isolate nodes.
 package testcluster
 
 import (
