@@ -69,8 +69,13 @@ type QuorumConfig struct {
 	NodeID int32
 	// Dir holds raft.db (log and stable store) and snapshots.
 	Dir string
-	// Bind is the Raft listen address; Advertise what peers dial (default Bind).
+	// Bind is the Raft listen address; Advertise what peers dial (default
+	// Bind, or Listener's address).
 	Bind, Advertise string
+	// Listener, when set, is the Raft listener instead of listening on
+	// Bind (tests, an in-memory network). Advertise then need not be a
+	// TCP address: Raft only hands it to peers, who dial it with Dial.
+	Listener net.Listener
 	// Voters bootstraps a fresh cluster. A node with existing Raft state
 	// never bootstraps again.
 	Voters []Voter
@@ -118,20 +123,10 @@ func StartQuorum(cfg QuorumConfig) (*Quorum, error) {
 		store.Close()
 		return nil, err
 	}
-	adv := cfg.Advertise
-	if adv == "" {
-		adv = cfg.Bind
-	}
-	ln, err := net.Listen("tcp", cfg.Bind)
+	ln, advAddr, err := raftListen(cfg)
 	if err != nil {
 		store.Close()
-		return nil, fmt.Errorf("raft listen %s: %w", cfg.Bind, err)
-	}
-	advAddr, err := net.ResolveTCPAddr("tcp", adv)
-	if err != nil {
-		ln.Close()
-		store.Close()
-		return nil, fmt.Errorf("raft advertise %s: %w", adv, err)
+		return nil, err
 	}
 	dial := cfg.Dial
 	if dial == nil {
@@ -230,6 +225,38 @@ func StartQuorum(cfg QuorumConfig) (*Quorum, error) {
 	stream.lastIndex.Store(&lastIndex)
 	return &Quorum{cfg: cfg, Raft: r, FSM: fsm, store: store, trans: trans}, nil
 }
+
+// raftListen returns the Raft listener and the address peers dial: a
+// TCP listener on cfg.Bind and cfg.Advertise resolved as TCP, or the
+// given listener and cfg.Advertise as it is (default: its address).
+func raftListen(cfg QuorumConfig) (net.Listener, net.Addr, error) {
+	if ln := cfg.Listener; ln != nil {
+		if cfg.Advertise == "" {
+			return ln, ln.Addr(), nil
+		}
+		return ln, advertised{ln.Addr().Network(), cfg.Advertise}, nil
+	}
+	adv := cfg.Advertise
+	if adv == "" {
+		adv = cfg.Bind
+	}
+	ln, err := net.Listen("tcp", cfg.Bind)
+	if err != nil {
+		return nil, nil, fmt.Errorf("raft listen %s: %w", cfg.Bind, err)
+	}
+	advAddr, err := net.ResolveTCPAddr("tcp", adv)
+	if err != nil {
+		ln.Close()
+		return nil, nil, fmt.Errorf("raft advertise %s: %w", adv, err)
+	}
+	return ln, advAddr, nil
+}
+
+// advertised is an advertised address taken as given.
+type advertised struct{ network, addr string }
+
+func (a advertised) Network() string { return a.network }
+func (a advertised) String() string  { return a.addr }
 
 // Propose commits a batch through Raft and waits until it is applied here.
 // The batch's offset is the Raft index.

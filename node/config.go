@@ -68,6 +68,10 @@ type Config struct {
 	MetricsListen string
 	// ControllerListen / ControllerAdvertise: the Raft transport.
 	ControllerListen, ControllerAdvertise string
+	// ControllerListener, if set, is the Raft listener instead of
+	// listening on ControllerListen (tests, an in-memory network); Raft
+	// dials then go through RaftDial.
+	ControllerListener net.Listener
 	// GossipListen / GossipAdvertise: memberlist; Join lists seeds.
 	GossipListen, GossipAdvertise string
 	Join                          []string

@@ -302,9 +302,8 @@ func (n *Node) listenInterBroker() error {
 	}
 	n.ibLn = ln
 	if n.cfg.InterBrokerAdvertise == "" {
-		bound := ln.Addr().(*net.TCPAddr)
 		n.cfg.InterBrokerAdvertise = ln.Addr().String()
-		if bound.IP.IsUnspecified() {
+		if bound, ok := ln.Addr().(*net.TCPAddr); ok && bound.IP.IsUnspecified() {
 			if h := api.HostOf(n.cfg.Advertise); h != "" {
 				n.cfg.InterBrokerAdvertise = net.JoinHostPort(h, strconv.Itoa(bound.Port))
 			}
@@ -328,9 +327,8 @@ func (n *Node) listenKafka() error {
 	}
 	n.kafkaLn = ln
 	if n.cfg.KafkaAdvertise == "" {
-		bound := ln.Addr().(*net.TCPAddr)
 		n.cfg.KafkaAdvertise = ln.Addr().String()
-		if bound.IP.IsUnspecified() {
+		if bound, ok := ln.Addr().(*net.TCPAddr); ok && bound.IP.IsUnspecified() {
 			if h := api.HostOf(n.cfg.Advertise); h != "" {
 				n.cfg.KafkaAdvertise = net.JoinHostPort(h, strconv.Itoa(bound.Port))
 			}

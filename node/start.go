@@ -42,7 +42,8 @@ func (n *Node) startController(cfg Config) error {
 	q, err := controller.StartQuorum(controller.QuorumConfig{
 		ServerTLS: raftServer, ClientTLS: raftClient, CheckPeer: checkPeer,
 		NodeID: cfg.NodeID, Dir: filepath.Join(cfg.DataDir, "controller"), Bind: cfg.ControllerListen, Advertise: cfg.ControllerAdvertise,
-		Voters: cfg.Voters, Dial: cfg.RaftDial, Logger: n.lg,
+		Listener: cfg.ControllerListener,
+		Voters:   cfg.Voters, Dial: cfg.RaftDial, Logger: n.lg,
 		HeartbeatTimeout: cfg.QuorumTimeouts.Heartbeat, ElectionTimeout: cfg.QuorumTimeouts.Election,
 		LeaderLeaseTimeout: cfg.QuorumTimeouts.LeaderLease, CommitTimeout: cfg.QuorumTimeouts.Commit,
 	})
@@ -63,6 +64,9 @@ func (n *Node) startGossip(cfg Config) error {
 	raftAdv := cfg.ControllerAdvertise
 	if raftAdv == "" {
 		raftAdv = cfg.ControllerListen
+		if cfg.ControllerListener != nil {
+			raftAdv = cfg.ControllerListener.Addr().String()
+		}
 	}
 	g, err := gossip.Start(gossip.Config{SecretKey: n.sec.GossipKey(),
 		Meta: gossip.Meta{NodeID: cfg.NodeID, Address: n.cfg.Advertise, InterBroker: n.cfg.InterBrokerAdvertise, RaftAddr: raftAdv, Broker: cfg.Broker, Controller: cfg.Controller},

@@ -22,6 +22,8 @@ type Network struct {
 	// refused counts the dials refused on a cut link, per link.
 	refused map[[2]string]int
 	dialer  net.Dialer
+	// under, when set, makes the connections instead of TCP (SetTransport).
+	under func(ctx context.Context, addr string) (net.Conn, error)
 }
 
 // NewNetwork returns a network with every link up.
@@ -33,6 +35,14 @@ func NewNetwork() *Network {
 func (n *Network) Register(name, addr string) {
 	n.mu.Lock()
 	n.owner[addr] = name
+	n.mu.Unlock()
+}
+
+// SetTransport makes dials through the network use dial (an in-memory
+// network, say) instead of TCP. Call it before the first dial.
+func (n *Network) SetTransport(dial func(ctx context.Context, addr string) (net.Conn, error)) {
+	n.mu.Lock()
+	n.under = dial
 	n.mu.Unlock()
 }
 
@@ -126,8 +136,15 @@ func (n *Network) Dial(ctx context.Context, from, addr string) (net.Conn, error)
 		n.mu.Unlock()
 		return nil, fmt.Errorf("dial %s from %s: link cut (fault injected)", addr, from)
 	}
+	under := n.under
 	n.mu.Unlock()
-	raw, err := n.dialer.DialContext(ctx, "tcp", addr)
+	var raw net.Conn
+	var err error
+	if under != nil {
+		raw, err = under(ctx, addr)
+	} else {
+		raw, err = n.dialer.DialContext(ctx, "tcp", addr)
+	}
 	if err != nil {
 		return nil, err
 	}

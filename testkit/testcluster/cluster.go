@@ -1,14 +1,16 @@
 // Package testcluster runs a real multi-node Strand cluster inside one test
-// process: real gRPC on loopback ports, real Raft, real memberlist, real
-// disks in temp dirs, and every node-to-node and client connection routed
-// through a fault.Network, so a test can stop, kill, restart and isolate
-// nodes.
+// process: real gRPC on loopback ports (or on an in-memory network,
+// Options.MemNet), real Raft, real memberlist, real disks in temp dirs,
+// and every node-to-node and client connection routed through a
+// fault.Network, so a test can stop, kill, restart and isolate nodes.
 package testcluster
 
 import (
 	"context"
 	"fmt"
+	"net"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +23,7 @@ import (
 	"github.com/strand-io/strand/metadata"
 	"github.com/strand-io/strand/node"
 	"github.com/strand-io/strand/testkit/fault"
+	"github.com/strand-io/strand/testkit/memnet"
 	"github.com/strand-io/strand/testkit/testutil"
 	"github.com/strand-io/strand/testkit/wait"
 )
@@ -41,6 +44,13 @@ type Options struct {
 	// ListenerProtocols sets client listeners' security protocols by
 	// listener name (issue 22: SASL_PLAINTEXT on KAFKA, CLIENT, EXTERNAL).
 	ListenerProtocols map[string]string
+	// MemNet, when set, runs every node's client, inter-broker, Kafka and
+	// Raft listener on an in-memory network (Cluster.Mem) and routes the
+	// fault network's dials over it: no socket carries node-to-node or
+	// SDK client traffic. Gossip (memberlist) still uses UDP and TCP, and
+	// a Kafka client from outside the process cannot reach the Kafka
+	// listeners.
+	MemNet bool
 }
 
 // Member is one node of the cluster.
@@ -49,6 +59,8 @@ type Member struct {
 	Dir  string
 	Cfg  node.Config
 	Node *node.Node // nil while stopped
+
+	memLns []net.Listener // the in-memory listeners of the last start (Options.MemNet)
 }
 
 // Name is the member's endpoint name on the fault network.
@@ -58,6 +70,9 @@ func (m *Member) Name() string { return fmt.Sprintf("node-%d", m.ID) }
 type Cluster struct {
 	T   testing.TB
 	Net *fault.Network
+	// Mem is the in-memory network of a cluster started with
+	// Options.MemNet (nil otherwise).
+	Mem *memnet.Network
 
 	opts Options
 	base string
@@ -73,8 +88,51 @@ type Cluster struct {
 // nodeAddrs are one node's listen addresses.
 type nodeAddrs struct{ listen, interBroker, raft, gossip, kafka string }
 
-func newNodeAddrs(t testing.TB) nodeAddrs {
+func (c *Cluster) newNodeAddrs(id int32) nodeAddrs {
+	t := c.T
+	if c.Mem != nil {
+		h := fmt.Sprintf("node-%d.memnet", id)
+		at := func(port int) string { return net.JoinHostPort(h, strconv.Itoa(port)) }
+		return nodeAddrs{at(9191), at(9192), at(9193), testutil.FreeAddr(t), at(9092)}
+	}
 	return nodeAddrs{testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t)}
+}
+
+// startNode starts a member's node; on an in-memory network it first
+// listens there on the member's addresses (again after a restart).
+func (c *Cluster) startNode(m *Member) (*node.Node, error) {
+	cfg := m.Cfg
+	if c.Mem != nil {
+		for _, ln := range m.memLns {
+			ln.Close()
+		}
+		m.memLns = nil
+		listen := func(addr string) (net.Listener, error) {
+			ln, err := c.Mem.Listen(addr)
+			if err == nil {
+				m.memLns = append(m.memLns, ln)
+			}
+			return ln, err
+		}
+		var err error
+		if cfg.Listener, err = listen(cfg.Listen); err != nil {
+			return nil, err
+		}
+		if cfg.InterBrokerListener, err = listen(cfg.InterBrokerListen); err != nil {
+			return nil, err
+		}
+		if cfg.KafkaListen != "" {
+			if cfg.KafkaListener, err = listen(cfg.KafkaListen); err != nil {
+				return nil, err
+			}
+		}
+		if cfg.Controller {
+			if cfg.ControllerListener, err = listen(cfg.ControllerListen); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return node.Start(cfg)
 }
 
 // newMember builds a member's config: its listeners registered on the
@@ -155,8 +213,8 @@ func (c *Cluster) AddNode(spec NodeSpec) *Member {
 	c.mu.Lock()
 	id := int32(len(c.members) + 1)
 	c.mu.Unlock()
-	m := c.newMember(id, newNodeAddrs(c.T), spec.Broker, spec.Controller, join, spec.Mutate)
-	n, err := node.Start(m.Cfg)
+	m := c.newMember(id, c.newNodeAddrs(id), spec.Broker, spec.Controller, join, spec.Mutate)
+	n, err := c.startNode(m)
 	if err != nil {
 		c.T.Fatalf("add node %d: %v", id, err)
 	}
@@ -200,6 +258,10 @@ func New(t testing.TB, opts Options) *Cluster {
 		opts.ReplicaLag = 3 * time.Second
 	}
 	c := &Cluster{T: t, Net: fault.NewNetwork(), opts: opts, base: t.TempDir()}
+	if opts.MemNet {
+		c.Mem = memnet.New()
+		c.Net.SetTransport(c.Mem.Dial)
+	}
 	if opts.TLS != nil {
 		c.TLS = newClusterTLS(t, c.base, *opts.TLS)
 	}
@@ -209,7 +271,7 @@ func New(t testing.TB, opts Options) *Cluster {
 		roles = func(int32) (bool, bool) { return true, true }
 	}
 	for i := range all {
-		all[i] = newNodeAddrs(t)
+		all[i] = c.newNodeAddrs(int32(i + 1))
 		if _, ctl := roles(int32(i + 1)); ctl {
 			c.voters = append(c.voters, controller.Voter{ID: int32(i + 1), Addr: all[i].raft})
 		}
@@ -232,7 +294,7 @@ func New(t testing.TB, opts Options) *Cluster {
 		wg.Add(1)
 		go func(i int, m *Member) {
 			defer wg.Done()
-			n, err := node.Start(m.Cfg)
+			n, err := c.startNode(m)
 			errs[i] = err
 			m.Node = n
 		}(i, m)
@@ -362,7 +424,7 @@ func (c *Cluster) Start(id int32) {
 	if m.Node != nil {
 		return
 	}
-	n, err := node.Start(m.Cfg)
+	n, err := c.startNode(m)
 	if err != nil {
 		c.T.Fatalf("restart node %d: %v", id, err)
 	}
