@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	"google.golang.org/grpc"
 
 	"github.com/strand-io/strand/api"
@@ -79,6 +80,11 @@ type Config struct {
 	Voters                        []controller.Voter
 	Dev                           bool
 	Rack                          string
+
+	// GossipTransport, if set, carries gossip instead of sockets (tests and
+	// simulations: testkit/memnet's GossipNet); gossip then runs even
+	// with GossipListen empty, and Join should list IP:port seeds.
+	GossipTransport memberlist.Transport
 
 	BrokerConfig      broker.Config
 	ControllerConfig  controller.Config

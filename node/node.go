@@ -207,7 +207,7 @@ func Start(cfg Config) (*Node, error) {
 			return nil, err
 		}
 	}
-	if cfg.GossipListen != "" {
+	if cfg.GossipListen != "" || cfg.GossipTransport != nil {
 		if err := n.startGossip(cfg); err != nil {
 			return nil, err
 		}

@@ -71,6 +71,7 @@ func (n *Node) startGossip(cfg Config) error {
 	g, err := gossip.Start(gossip.Config{SecretKey: n.sec.GossipKey(),
 		Meta: gossip.Meta{NodeID: cfg.NodeID, Address: n.cfg.Advertise, InterBroker: n.cfg.InterBrokerAdvertise, RaftAddr: raftAdv, Broker: cfg.Broker, Controller: cfg.Controller},
 		Bind: cfg.GossipListen, Advertise: cfg.GossipAdvertise, Join: cfg.Join, Logger: n.lg,
+		Transport: cfg.GossipTransport,
 		OnDead: func(id int32) {
 			if n.Controller != nil {
 				go n.Controller.Suspect(n.suspectCtx, id, cfg.HeartbeatInterval)

@@ -42,6 +42,13 @@ type Config struct {
 	// encrypts every gossip message with (gossip.encryption.key.location);
 	// a member without it, or with another key, is not heard.
 	SecretKey []byte
+	// Transport, when set, carries gossip instead of UDP/TCP sockets
+	// (tests and simulations: an in-memory network). Bind is then
+	// ignored, the advertised address is the transport's (Advertise, if
+	// set, must be IP:port and is only handed to it), and no name is
+	// looked up; seeds in Join should be IP:port, as memberlist resolves
+	// any other host name through DNS.
+	Transport memberlist.Transport
 }
 
 // Gossip is a running memberlist.
@@ -71,25 +78,21 @@ func Start(cfg Config) (*Gossip, error) {
 	g := &Gossip{cfg: cfg, lg: lg, meta: meta, members: map[int32]Meta{cfg.Meta.NodeID: cfg.Meta}}
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = strconv.Itoa(int(cfg.Meta.NodeID))
-	host, port, err := splitHostPort(cfg.Bind)
-	if err != nil {
-		return nil, fmt.Errorf("gossip listen %q: %w", cfg.Bind, err)
-	}
-	mc.BindAddr, mc.BindPort = host, port
-	adv := cfg.Advertise
-	if adv == "" {
-		adv = cfg.Bind
-	}
-	ah, ap, err := splitHostPort(adv)
-	if err != nil {
-		return nil, fmt.Errorf("gossip advertise %q: %w", adv, err)
-	}
-	if ip := net.ParseIP(ah); ip == nil {
-		if addrs, err := net.LookupHost(ah); err == nil && len(addrs) > 0 {
-			ah = addrs[0]
+	if cfg.Transport != nil {
+		mc.Transport = cfg.Transport
+		if cfg.Advertise != "" {
+			ah, ap, err := splitHostPort(cfg.Advertise)
+			if err != nil {
+				return nil, fmt.Errorf("gossip advertise %q: %w", cfg.Advertise, err)
+			}
+			if net.ParseIP(ah) == nil {
+				return nil, fmt.Errorf("gossip advertise %q: host must be an IP with a custom transport", cfg.Advertise)
+			}
+			mc.AdvertiseAddr, mc.AdvertisePort = ah, ap
 		}
+	} else if err := bindAndAdvertise(mc, cfg); err != nil {
+		return nil, err
 	}
-	mc.AdvertiseAddr, mc.AdvertisePort = ah, ap
 	mc.Delegate = g
 	if len(cfg.SecretKey) > 0 {
 		mc.SecretKey = cfg.SecretKey
@@ -109,6 +112,32 @@ func Start(cfg Config) (*Gossip, error) {
 	g.cancel, g.done = cancel, make(chan struct{})
 	go g.joinLoop(ctx)
 	return g, nil
+}
+
+// bindAndAdvertise sets the socket transport's bind address and the
+// address advertised to other members (a host name there is resolved once,
+// memberlist advertising IPs).
+func bindAndAdvertise(mc *memberlist.Config, cfg Config) error {
+	host, port, err := splitHostPort(cfg.Bind)
+	if err != nil {
+		return fmt.Errorf("gossip listen %q: %w", cfg.Bind, err)
+	}
+	mc.BindAddr, mc.BindPort = host, port
+	adv := cfg.Advertise
+	if adv == "" {
+		adv = cfg.Bind
+	}
+	ah, ap, err := splitHostPort(adv)
+	if err != nil {
+		return fmt.Errorf("gossip advertise %q: %w", adv, err)
+	}
+	if ip := net.ParseIP(ah); ip == nil {
+		if addrs, err := net.LookupHost(ah); err == nil && len(addrs) > 0 {
+			ah = addrs[0]
+		}
+	}
+	mc.AdvertiseAddr, mc.AdvertisePort = ah, ap
+	return nil
 }
 
 func splitHostPort(s string) (string, int, error) {
