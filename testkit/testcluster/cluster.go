@@ -46,10 +46,10 @@ type Options struct {
 	ListenerProtocols map[string]string
 	// MemNet, when set, runs every node's client, inter-broker, Kafka and
 	// Raft listener on an in-memory network (Cluster.Mem) and routes the
-	// fault network's dials over it: no socket carries node-to-node or
-	// SDK client traffic. Gossip (memberlist) still uses UDP and TCP, and
-	// a Kafka client from outside the process cannot reach the Kafka
-	// listeners.
+	// fault network's dials over it, and gossip on an in-memory memberlist
+	// transport (Cluster.Gossip): no socket carries node-to-node or SDK
+	// client traffic. A Kafka client from outside the process cannot
+	// reach the Kafka listeners.
 	MemNet bool
 }
 
@@ -73,6 +73,9 @@ type Cluster struct {
 	// Mem is the in-memory network of a cluster started with
 	// Options.MemNet (nil otherwise).
 	Mem *memnet.Network
+	// Gossip is the in-memory network memberlist runs on in a cluster
+	// started with Options.MemNet (nil otherwise).
+	Gossip *memnet.GossipNet
 
 	opts Options
 	base string
@@ -93,7 +96,9 @@ func (c *Cluster) newNodeAddrs(id int32) nodeAddrs {
 	if c.Mem != nil {
 		h := fmt.Sprintf("node-%d.memnet", id)
 		at := func(port int) string { return net.JoinHostPort(h, strconv.Itoa(port)) }
-		return nodeAddrs{at(9191), at(9192), at(9193), testutil.FreeAddr(t), at(9092)}
+		// memberlist advertises an IP: a made-up one per node.
+		gossip := net.JoinHostPort(fmt.Sprintf("127.1.0.%d", id), "7946")
+		return nodeAddrs{at(9191), at(9192), at(9193), gossip, at(9092)}
 	}
 	return nodeAddrs{testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t)}
 }
@@ -131,6 +136,13 @@ func (c *Cluster) startNode(m *Member) (*node.Node, error) {
 				return nil, err
 			}
 		}
+		// A stopped node's memberlist shut its transport down, which
+		// frees the address for the restart.
+		gt, err := c.Gossip.Transport(cfg.GossipListen)
+		if err != nil {
+			return nil, err
+		}
+		cfg.GossipTransport = gt
 	}
 	return node.Start(cfg)
 }
@@ -260,6 +272,7 @@ func New(t testing.TB, opts Options) *Cluster {
 	c := &Cluster{T: t, Net: fault.NewNetwork(), opts: opts, base: t.TempDir()}
 	if opts.MemNet {
 		c.Mem = memnet.New()
+		c.Gossip = memnet.NewGossipNet()
 		c.Net.SetTransport(c.Mem.Dial)
 	}
 	if opts.TLS != nil {
