@@ -338,7 +338,11 @@ type streamLayer struct {
 	closed  chan struct{}
 	closeMu sync.Mutex
 	isShut  bool
-	pending map[net.Conn]struct{} // accepted, first byte not yet read
+	// open holds every connection accepted or dialled and not yet closed:
+	// Close closes them all. Raft's NetworkTransport closes neither the
+	// connections it pools nor those it was handed, and its goroutines
+	// reading them would wait for ever once the peers are gone as well.
+	open map[net.Conn]struct{}
 
 	// tls, when set, is the TLS every accepted connection handshakes with
 	// before its first byte is read; checkPeer then admits the peer.
@@ -379,7 +383,7 @@ func tlsDialer(dial func(ctx context.Context, addr string) (net.Conn, error), cf
 const lastIndexQuery byte = 0xE1
 
 func newStreamLayer(ln net.Listener, adv net.Addr, dial func(ctx context.Context, addr string) (net.Conn, error)) *streamLayer {
-	return &streamLayer{ln: ln, adv: adv, dial: dial, conns: make(chan net.Conn), closed: make(chan struct{}), pending: map[net.Conn]struct{}{}}
+	return &streamLayer{ln: ln, adv: adv, dial: dial, conns: make(chan net.Conn), closed: make(chan struct{}), open: map[net.Conn]struct{}{}}
 }
 
 func (s *streamLayer) Accept() (net.Conn, error) {
@@ -414,7 +418,7 @@ func (s *streamLayer) acceptLoop() {
 			c.Close()
 			return
 		}
-		s.pending[c] = struct{}{}
+		s.open[c] = struct{}{}
 		s.closeMu.Unlock()
 		go s.sniff(c)
 	}
@@ -426,14 +430,13 @@ func (s *streamLayer) sniff(raw net.Conn) {
 	if err == nil {
 		_, err = io.ReadFull(c, b[:])
 	}
-	s.closeMu.Lock()
-	delete(s.pending, raw)
-	s.closeMu.Unlock()
 	if err != nil {
+		s.forget(raw)
 		c.Close()
 		return
 	}
 	if b[0] == lastIndexQuery {
+		defer s.forget(raw)
 		defer c.Close()
 		f := s.lastIndex.Load()
 		if f == nil {
@@ -446,10 +449,32 @@ func (s *streamLayer) sniff(raw net.Conn) {
 		return
 	}
 	select {
-	case s.conns <- &prefixConn{Conn: c, first: b[0]}:
+	case s.conns <- &prefixConn{Conn: &trackedConn{Conn: c, s: s, raw: raw}, first: b[0]}:
 	case <-s.closed:
+		s.forget(raw)
 		c.Close()
 	}
+}
+
+// forget drops a connection from the open ones (it is closed, or about to
+// be, by its user).
+func (s *streamLayer) forget(c net.Conn) {
+	s.closeMu.Lock()
+	delete(s.open, c)
+	s.closeMu.Unlock()
+}
+
+// trackedConn is a connection of the stream layer's open set that leaves
+// it when closed.
+type trackedConn struct {
+	net.Conn
+	s   *streamLayer
+	raw net.Conn
+}
+
+func (c *trackedConn) Close() error {
+	c.s.forget(c.raw)
+	return c.Conn.Close()
 }
 
 // secure runs the TLS handshake of an accepted connection and the peer
@@ -480,9 +505,10 @@ func (s *streamLayer) Close() error {
 	if !s.isShut {
 		s.isShut = true
 		close(s.closed)
-		for c := range s.pending {
+		for c := range s.open {
 			c.Close()
 		}
+		clear(s.open)
 	}
 	s.closeMu.Unlock()
 	return s.ln.Close()
@@ -508,7 +534,18 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	return s.dial(ctx, string(addr))
+	c, err := s.dial(ctx, string(addr))
+	if err != nil {
+		return nil, err
+	}
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	if s.isShut {
+		c.Close()
+		return nil, net.ErrClosed
+	}
+	s.open[c] = struct{}{}
+	return &trackedConn{Conn: c, s: s, raw: c}, nil
 }
 
 var _ io.Closer = (*Quorum)(nil)
