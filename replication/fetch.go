@@ -95,7 +95,7 @@ func (m *Manager) fetch(ctx context.Context, req *pb.FetchRequest, alloc storage
 		}
 		first = false
 		fitMessage(resp)
-		if total >= int(req.MinBytes) || req.MaxWaitMs <= 0 || time.Now().After(deadline) || hasError(resp) {
+		if total >= int(req.MinBytes) || req.MaxWaitMs <= 0 || !time.Now().Before(deadline) || hasError(resp) {
 			return resp
 		}
 		if wake == nil {
