@@ -9,7 +9,7 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-// Client quotas (issue 22): the controller's ClientQuotaRecords, by
+// Client quotas: the controller's ClientQuotaRecords, by
 // entity. An entity is Kafka's ClientQuotaEntity restricted to what is
 // stored here: a user, a client id, or a user and a client id, each part
 // a name or its type's default. The entity type ip (connection rate

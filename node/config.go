@@ -60,7 +60,7 @@ type Config struct {
 	KafkaListen, KafkaAdvertise string
 	// KafkaListener, if set, is used instead of listening on KafkaListen (tests).
 	KafkaListener net.Listener
-	// SASL: mechanisms and which client listeners require SASL (issue 22: sasl.go).
+	// SASL: mechanisms and which client listeners require SASL (sasl.go).
 	SASL SASLConfig
 	// SocketRequestMaxBytes is socket.request.max.bytes for the Kafka
 	// listener (0: 100 MiB).
@@ -149,7 +149,7 @@ type Config struct {
 	// authenticate connections themselves; a server never sets it.
 	TestSession *auth.Session
 
-	// --- issue 22: quotas and debug endpoints (owner D) ---
+	// --- quotas and debug endpoints (owner D) ---
 
 	// Quotas configures the client quotas' measurement (quota.window.num,
 	// quota.window.size.seconds; Clock nil: the node's clock). The quotas
@@ -170,12 +170,12 @@ type Config struct {
 	// listener a session from its context (until the gRPC door
 	// authenticates callers itself).
 	TestingGRPCSession func(context.Context) (auth.Session, bool)
-	// Authorizer (issue 22): authorizer.class.name ("" no authorizer,
+	// Authorizer: authorizer.class.name ("" no authorizer,
 	// every request allowed; authz.StandardClassName the standard
 	// authorizer over the controller's ACLs), super.users and
 	// allow.everyone.if.no.acl.found.
 	Authorizer AuthorizerConfig
-	// Security is issue 22's settings: listener protocols, TLS material,
+	// Security is the security settings: listener protocols, TLS material,
 	// principal mapping, broker principals (zero: every listener PLAINTEXT).
 	Security SecurityConfig
 }

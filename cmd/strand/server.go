@@ -155,7 +155,7 @@ topics use replication factor 1.`,
 				return err
 			}
 			if cmd.Flags().Changed("debug-endpoints") {
-				cfg.DebugEndpoints = debugEndpoints // issue 22: over debug.endpoints.enable in --config
+				cfg.DebugEndpoints = debugEndpoints // over debug.endpoints.enable in --config
 			}
 			if dev {
 				// One voter: no need to wait out a cluster-sized election timeout.
@@ -274,7 +274,7 @@ var serverSettings = map[string]func(cfg *node.Config, v string) error{
 	"log.index.interval.bytes":        bounded(0, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.IndexIntervalBytes = int(n) })),
 	"log.retention.check.interval.ms": bounded(1, math.MaxInt64, msSetting(func(c *node.Config, d time.Duration) { c.BrokerConfig.RetentionCheckInterval = d })),
 	"producer.id.expiration.ms":       bounded(1, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.Log.ProducerIDExpirationMs = n })),
-	// Compaction (issue 20): the topic configs' broker defaults, then the cleaner's own.
+	// Compaction: the topic configs' broker defaults, then the cleaner's own.
 	"log.cleanup.policy": func(c *node.Config, v string) error {
 		p, ok := broker.ParseCleanupPolicy(v)
 		if !ok {
@@ -294,7 +294,7 @@ var serverSettings = map[string]func(cfg *node.Config, v string) error{
 	"log.cleaner.backoff.ms":                    bounded(0, math.MaxInt64, msSetting(func(c *node.Config, d time.Duration) { c.BrokerConfig.Cleaner.Backoff = d })),
 	"min.insync.replicas":                       bounded(1, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.BrokerConfig.MinInsyncReplicas = int(n) })),
 	"offset.metadata.max.bytes":                 bounded(0, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.OffsetMetadataMaxBytes = int(n) })),
-	"sasl.enabled.mechanisms":                   saslMechanismsSetting,                                        // issue 22: server_sasl.go
+	"sasl.enabled.mechanisms":                   saslMechanismsSetting,                                        // server_sasl.go
 	"connection.failed.authentication.delay.ms": bounded(0, math.MaxInt32, msSetting(failedAuthDelaySetting)), // server_sasl.go
 	"socket.request.max.bytes":                  bounded(1, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.SocketRequestMaxBytes = int32(n) })),
 	"message.max.bytes":                         bounded(0, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.MessageMaxBytes = int(n) })),
@@ -333,7 +333,7 @@ var serverSettings = map[string]func(cfg *node.Config, v string) error{
 	"transaction.state.log.segment.bytes":                         bounded(14, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.TxnTopic.SegmentBytes = n })),
 	"transactional.id.expiration.ms":                              bounded(1, math.MaxInt32, msSetting(func(c *node.Config, d time.Duration) { c.TxnConfig.IDExpiration = d })),
 	"transaction.abort.timed.out.transaction.cleanup.interval.ms": bounded(1, math.MaxInt32, msSetting(func(c *node.Config, d time.Duration) { c.TxnConfig.AbortTimedOutInterval = d })),
-	// Authorization (issue 22).
+	// Authorization.
 	"authorizer.class.name": func(c *node.Config, v string) error {
 		v = strings.TrimSpace(v)
 		if err := node.ValidAuthorizerClass(v); err != nil {

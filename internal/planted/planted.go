@@ -25,7 +25,7 @@ type Bug uint
 // STRAND_PLANTED_BUGS takes.
 const (
 	// MarkerRetryUnreplicated: a re-sent marker that the partition already
-	// applied is answered at once, before the ISR has it (issue 15, item 1).
+	// applied is answered at once, before the ISR has it (item 1).
 	MarkerRetryUnreplicated Bug = iota
 	// LSOPassesUnreplicatedMarker: a completed transaction stops holding
 	// back the last stable offset as soon as its marker is appended, not
@@ -81,30 +81,30 @@ const (
 	ClientIgnoresInstanceFencing
 	// AuthzSkipTxnOffsetCommitGroup: TxnOffsetCommit does not ask for Read
 	// on the group, so a transactional producer commits offsets of any
-	// group (issue 22, item 3).
+	// group (item 3).
 	AuthzSkipTxnOffsetCommitGroup
 	// AuthzSkipProduceTopicWrite: Produce does not ask for Write on the
-	// topic (issue 22, item 3).
+	// topic (item 3).
 	AuthzSkipProduceTopicWrite
 	// AuthzDenyIgnored: the standard authorizer skips DENY ACLs, so an
-	// ALLOW for the same principal and resource wins (issue 22).
+	// ALLOW for the same principal and resource wins.
 	AuthzDenyIgnored
 	// TLSRevocationIgnored: a client certificate on the ssl.crl.location
-	// CRL is taken like any other (issue 22).
+	// CRL is taken like any other.
 	TLSRevocationIgnored
 	// BrokerPrincipalUnchecked: on an SSL INTER_BROKER listener and the SSL
 	// Raft transport any certificate the truststore verifies is served, not
-	// only those of inter.broker.principals (issue 22).
+	// only those of inter.broker.principals.
 	BrokerPrincipalUnchecked
-	// --- issue 22: sasl --- begin
+	// --- sasl --- begin
 	// SaslGateOpen: a Kafka connection on a SASL listener is served
 	// without authenticating first.
 	SaslGateOpen
 	// SaslTokenUnchecked: a gRPC call on a SASL listener is served without
 	// a valid session token.
 	SaslTokenUnchecked
-	// --- issue 22: sasl --- end
-	// --- issue 22: quotas (owner D) ---
+	// --- sasl --- end
+	// --- quotas (owner D) ---
 	// DebugEndpointsUnauthenticated: with debug.endpoints.enable, /debug/pprof
 	// answers every request, privileged or not.
 	DebugEndpointsUnauthenticated
@@ -114,7 +114,7 @@ const (
 	// (transaction version 2) is never capped.
 	OpenTxnCapCountsCaller
 	// AuthzSkipScramAlter: AlterUserScramCredentials is served without
-	// Alter on the cluster (issue 22: hostile).
+	// Alter on the cluster (hostile).
 	AuthzSkipScramAlter
 	// --- transactions: verification and epochs --- begin
 	// TxnVerificationUnguarded: a leader appends a transactional batch

@@ -957,9 +957,9 @@ type ConfigEntry struct {
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Value string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
 	// "default", "topic", "broker" (static: the node's flags or config
-	// file), "dynamic_broker", "dynamic_default_broker" (issue 21).
+	// file), "dynamic_broker", "dynamic_default_broker".
 	Source string `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
-	// --- issue 21: dynconf ---
+	// --- dynconf ---
 	ReadOnly    bool `protobuf:"varint,4,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
 	IsSensitive bool `protobuf:"varint,5,opt,name=is_sensitive,json=isSensitive,proto3" json:"is_sensitive,omitempty"`
 	// Every source that sets the config, the one in force first.

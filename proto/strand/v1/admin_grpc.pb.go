@@ -69,7 +69,7 @@ type AdminClient interface {
 	// INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST
 	// (internal topics), NOT_CONTROLLER, REQUEST_TIMED_OUT.
 	CreatePartitions(ctx context.Context, in *CreatePartitionsRequest, opts ...grpc.CallOption) (*CreatePartitionsResponse, error)
-	// --- issue 21: reassign ---
+	// --- reassign ---
 	// AlterPartitionReassignments starts or cancels (no replicas) partition
 	// reassignments (KIP-455). Errors per partition: NONE,
 	// UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT,
@@ -78,7 +78,7 @@ type AdminClient interface {
 	// ListPartitionReassignments lists the reassignments in progress (all,
 	// or of the named partitions).
 	ListPartitionReassignments(ctx context.Context, in *ListPartitionReassignmentsRequest, opts ...grpc.CallOption) (*ListPartitionReassignmentsResponse, error)
-	// --- issue 21: members ---
+	// --- members ---
 	// AddVoter / RemoveVoter change the controller quorum's voters (KIP-853);
 	// DescribeQuorum reports it as Kafka's DescribeQuorum does.
 	AddVoter(ctx context.Context, in *AddVoterRequest, opts ...grpc.CallOption) (*AddVoterResponse, error)
@@ -86,14 +86,14 @@ type AdminClient interface {
 	DescribeQuorum(ctx context.Context, in *QuorumStatusRequest, opts ...grpc.CallOption) (*QuorumStatusResponse, error)
 	// UnregisterBroker removes a broker's registration (KIP-631).
 	UnregisterBroker(ctx context.Context, in *UnregisterBrokerRequest, opts ...grpc.CallOption) (*UnregisterBrokerResponse, error)
-	// --- issue 21: leaders ---
+	// --- leaders ---
 	// ElectLeaders runs preferred or unclean elections (forwarded to the
 	// active controller). Errors: see ElectLeadersResult.
 	ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error)
 	// DeleteRecords moves partitions' log start offsets up (sent to each
 	// partition's leader). Errors: see DeleteRecordsResult.
 	DeleteRecords(ctx context.Context, in *DeleteRecordsRequest, opts ...grpc.CallOption) (*DeleteRecordsResponse, error)
-	// --- issue 22: acls --- begin
+	// --- acls --- begin
 	// CreateAcls adds ACLs (forwarded to the active controller); a binding
 	// that exists already is a success. DeleteAcls removes the ACLs each
 	// filter matches and lists them; DescribeAcls lists those the filter
@@ -101,8 +101,8 @@ type AdminClient interface {
 	CreateAcls(ctx context.Context, in *CreateAclsRequest, opts ...grpc.CallOption) (*CreateAclsResponse, error)
 	DeleteAcls(ctx context.Context, in *DeleteAclsRequest, opts ...grpc.CallOption) (*DeleteAclsResponse, error)
 	DescribeAcls(ctx context.Context, in *DescribeAclsRequest, opts ...grpc.CallOption) (*DescribeAclsResponse, error)
-	// --- issue 22: acls --- end
-	// --- issue 22: sasl --- begin
+	// --- acls --- end
+	// --- sasl --- begin
 	// AlterUserScramCredentials adds, replaces or deletes users' SCRAM
 	// credentials (forwarded to the active controller; KIP-554).
 	AlterUserScramCredentials(ctx context.Context, in *AlterUserScramCredentialsRequest, opts ...grpc.CallOption) (*AlterUserScramCredentialsResponse, error)
@@ -113,14 +113,14 @@ type AdminClient interface {
 	// for this node (see SaslAuthenticateResponse). On a SASL_* listener it
 	// is the one call allowed without a token.
 	SaslAuthenticate(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SaslAuthenticateRequest, SaslAuthenticateResponse], error)
-	// --- issue 22: sasl --- end
-	// --- issue 22: quotas --- begin
+	// --- sasl --- end
+	// --- quotas --- begin
 	// AlterClientQuotas sets or removes client quotas of users (forwarded to
 	// the active controller); DescribeClientQuotas lists them with Kafka's
 	// filter (answered from this broker's image).
 	AlterClientQuotas(ctx context.Context, in *AlterClientQuotasRequest, opts ...grpc.CallOption) (*AlterClientQuotasResponse, error)
 	DescribeClientQuotas(ctx context.Context, in *DescribeClientQuotasRequest, opts ...grpc.CallOption) (*DescribeClientQuotasResponse, error)
-	// --- issue 22: quotas --- end
+	// --- quotas --- end
 	// DescribeLogDirs describes the log directories of the broker asked
 	// (Describe on the cluster).
 	DescribeLogDirs(ctx context.Context, in *DescribeLogDirsRequest, opts ...grpc.CallOption) (*DescribeLogDirsResponse, error)
@@ -404,7 +404,7 @@ type AdminServer interface {
 	// INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST
 	// (internal topics), NOT_CONTROLLER, REQUEST_TIMED_OUT.
 	CreatePartitions(context.Context, *CreatePartitionsRequest) (*CreatePartitionsResponse, error)
-	// --- issue 21: reassign ---
+	// --- reassign ---
 	// AlterPartitionReassignments starts or cancels (no replicas) partition
 	// reassignments (KIP-455). Errors per partition: NONE,
 	// UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT,
@@ -413,7 +413,7 @@ type AdminServer interface {
 	// ListPartitionReassignments lists the reassignments in progress (all,
 	// or of the named partitions).
 	ListPartitionReassignments(context.Context, *ListPartitionReassignmentsRequest) (*ListPartitionReassignmentsResponse, error)
-	// --- issue 21: members ---
+	// --- members ---
 	// AddVoter / RemoveVoter change the controller quorum's voters (KIP-853);
 	// DescribeQuorum reports it as Kafka's DescribeQuorum does.
 	AddVoter(context.Context, *AddVoterRequest) (*AddVoterResponse, error)
@@ -421,14 +421,14 @@ type AdminServer interface {
 	DescribeQuorum(context.Context, *QuorumStatusRequest) (*QuorumStatusResponse, error)
 	// UnregisterBroker removes a broker's registration (KIP-631).
 	UnregisterBroker(context.Context, *UnregisterBrokerRequest) (*UnregisterBrokerResponse, error)
-	// --- issue 21: leaders ---
+	// --- leaders ---
 	// ElectLeaders runs preferred or unclean elections (forwarded to the
 	// active controller). Errors: see ElectLeadersResult.
 	ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error)
 	// DeleteRecords moves partitions' log start offsets up (sent to each
 	// partition's leader). Errors: see DeleteRecordsResult.
 	DeleteRecords(context.Context, *DeleteRecordsRequest) (*DeleteRecordsResponse, error)
-	// --- issue 22: acls --- begin
+	// --- acls --- begin
 	// CreateAcls adds ACLs (forwarded to the active controller); a binding
 	// that exists already is a success. DeleteAcls removes the ACLs each
 	// filter matches and lists them; DescribeAcls lists those the filter
@@ -436,8 +436,8 @@ type AdminServer interface {
 	CreateAcls(context.Context, *CreateAclsRequest) (*CreateAclsResponse, error)
 	DeleteAcls(context.Context, *DeleteAclsRequest) (*DeleteAclsResponse, error)
 	DescribeAcls(context.Context, *DescribeAclsRequest) (*DescribeAclsResponse, error)
-	// --- issue 22: acls --- end
-	// --- issue 22: sasl --- begin
+	// --- acls --- end
+	// --- sasl --- begin
 	// AlterUserScramCredentials adds, replaces or deletes users' SCRAM
 	// credentials (forwarded to the active controller; KIP-554).
 	AlterUserScramCredentials(context.Context, *AlterUserScramCredentialsRequest) (*AlterUserScramCredentialsResponse, error)
@@ -448,14 +448,14 @@ type AdminServer interface {
 	// for this node (see SaslAuthenticateResponse). On a SASL_* listener it
 	// is the one call allowed without a token.
 	SaslAuthenticate(grpc.BidiStreamingServer[SaslAuthenticateRequest, SaslAuthenticateResponse]) error
-	// --- issue 22: sasl --- end
-	// --- issue 22: quotas --- begin
+	// --- sasl --- end
+	// --- quotas --- begin
 	// AlterClientQuotas sets or removes client quotas of users (forwarded to
 	// the active controller); DescribeClientQuotas lists them with Kafka's
 	// filter (answered from this broker's image).
 	AlterClientQuotas(context.Context, *AlterClientQuotasRequest) (*AlterClientQuotasResponse, error)
 	DescribeClientQuotas(context.Context, *DescribeClientQuotasRequest) (*DescribeClientQuotasResponse, error)
-	// --- issue 22: quotas --- end
+	// --- quotas --- end
 	// DescribeLogDirs describes the log directories of the broker asked
 	// (Describe on the cluster).
 	DescribeLogDirs(context.Context, *DescribeLogDirsRequest) (*DescribeLogDirsResponse, error)

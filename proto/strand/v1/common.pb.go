@@ -60,20 +60,20 @@ const (
 	ErrorCode_INVALID_COMMIT_OFFSET_SIZE       ErrorCode = 28
 	// TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED and
 	// TRANSACTIONAL_ID_AUTHORIZATION_FAILED: the principal may not do what
-	// it asked to the topic, group or transactional id (issue 22).
+	// it asked to the topic, group or transactional id.
 	ErrorCode_TOPIC_AUTHORIZATION_FAILED ErrorCode = 29
 	ErrorCode_GROUP_AUTHORIZATION_FAILED ErrorCode = 30
 	// CLUSTER_AUTHORIZATION_FAILED: a request only other nodes may send
 	// (a follower's Fetch, replica_id >= 0) arrived on a client listener.
 	ErrorCode_CLUSTER_AUTHORIZATION_FAILED ErrorCode = 31
 	ErrorCode_INVALID_TIMESTAMP            ErrorCode = 32
-	// --- issue 22: sasl --- begin
+	// --- sasl --- begin
 	ErrorCode_UNSUPPORTED_SASL_MECHANISM ErrorCode = 33
 	ErrorCode_ILLEGAL_SASL_STATE         ErrorCode = 34
 	ErrorCode_SASL_AUTHENTICATION_FAILED ErrorCode = 58
 	ErrorCode_DUPLICATE_RESOURCE         ErrorCode = 92
 	ErrorCode_UNACCEPTABLE_CREDENTIAL    ErrorCode = 93
-	// --- issue 22: sasl --- end
+	// --- sasl --- end
 	ErrorCode_UNSUPPORTED_VERSION                   ErrorCode = 35
 	ErrorCode_TOPIC_ALREADY_EXISTS                  ErrorCode = 36
 	ErrorCode_INVALID_PARTITIONS                    ErrorCode = 37
@@ -122,7 +122,7 @@ const (
 	ErrorCode_GROUP_SUBSCRIBED_TO_TOPIC ErrorCode = 86
 	ErrorCode_INVALID_RECORD            ErrorCode = 87
 	ErrorCode_UNSTABLE_OFFSET_COMMIT    ErrorCode = 88
-	ErrorCode_THROTTLING_QUOTA_EXCEEDED ErrorCode = 89 // issue 22 (quotas): retriable, as Kafka's
+	ErrorCode_THROTTLING_QUOTA_EXCEEDED ErrorCode = 89 // retriable, as Kafka's
 	ErrorCode_PRODUCER_FENCED           ErrorCode = 90
 	ErrorCode_RESOURCE_NOT_FOUND        ErrorCode = 91
 	ErrorCode_INVALID_UPDATE_VERSION    ErrorCode = 95

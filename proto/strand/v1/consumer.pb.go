@@ -263,7 +263,7 @@ type FetchResponse struct {
 	// A request-level error: the session ones above, or INVALID_REQUEST.
 	ErrorCode    ErrorCode `protobuf:"varint,3,opt,name=error_code,json=errorCode,proto3,enum=strand.v1.ErrorCode" json:"error_code,omitempty"`
 	ErrorMessage string    `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
-	// issue 22 (quotas): how long the consumer's principal is throttled for
+	// how long the consumer's principal is throttled for
 	// exceeding its consumer_byte_rate or request_percentage; the answer
 	// was held back that long.
 	ThrottleTimeMs int32 `protobuf:"varint,5,opt,name=throttle_time_ms,json=throttleTimeMs,proto3" json:"throttle_time_ms,omitempty"`

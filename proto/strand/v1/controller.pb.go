@@ -1343,7 +1343,7 @@ type MetadataRecord_UnregisterBroker struct {
 }
 
 type MetadataRecord_AccessControlEntry struct {
-	// --- issue 22: acls --- begin
+	// --- acls --- begin
 	AccessControlEntry *AccessControlEntryRecord `protobuf:"bytes,13,opt,name=access_control_entry,json=accessControlEntry,proto3,oneof"`
 }
 
@@ -1352,8 +1352,8 @@ type MetadataRecord_RemoveAccessControlEntry struct {
 }
 
 type MetadataRecord_UserScramCredential struct {
-	// --- issue 22: acls --- end
-	// --- issue 22: sasl --- begin
+	// --- acls --- end
+	// --- sasl --- begin
 	UserScramCredential *UserScramCredentialRecord `protobuf:"bytes,40,opt,name=user_scram_credential,json=userScramCredential,proto3,oneof"`
 }
 
@@ -1362,8 +1362,8 @@ type MetadataRecord_RemoveUserScramCredential struct {
 }
 
 type MetadataRecord_ClientQuota struct {
-	// --- issue 22: sasl --- end
-	// issue 22 (quotas): a client quota key set or removed.
+	// --- sasl --- end
+	// a client quota key set or removed.
 	ClientQuota *ClientQuotaRecord `protobuf:"bytes,42,opt,name=client_quota,json=clientQuota,proto3,oneof"`
 }
 

@@ -84,33 +84,33 @@ type ControllerClient interface {
 	CreatePartitions(ctx context.Context, in *CreatePartitionsRequest, opts ...grpc.CallOption) (*CreatePartitionsResponse, error)
 	// DescribeQuorum reports the Raft voters and which one is active.
 	DescribeQuorum(ctx context.Context, in *DescribeQuorumRequest, opts ...grpc.CallOption) (*DescribeQuorumResponse, error)
-	// --- issue 21: reassign ---
+	// --- reassign ---
 	AlterPartitionReassignments(ctx context.Context, in *AlterPartitionReassignmentsRequest, opts ...grpc.CallOption) (*AlterPartitionReassignmentsResponse, error)
 	// ListPartitionReassignments answers from the active controller's image
 	// (authoritative: a broker's image may not show a change yet).
 	ListPartitionReassignments(ctx context.Context, in *ListPartitionReassignmentsRequest, opts ...grpc.CallOption) (*ListPartitionReassignmentsResponse, error)
-	// --- issue 21: members ---
+	// --- members ---
 	AddVoter(ctx context.Context, in *AddVoterRequest, opts ...grpc.CallOption) (*AddVoterResponse, error)
 	RemoveVoter(ctx context.Context, in *RemoveVoterRequest, opts ...grpc.CallOption) (*RemoveVoterResponse, error)
 	QuorumStatus(ctx context.Context, in *QuorumStatusRequest, opts ...grpc.CallOption) (*QuorumStatusResponse, error)
 	UnregisterBroker(ctx context.Context, in *UnregisterBrokerRequest, opts ...grpc.CallOption) (*UnregisterBrokerResponse, error)
-	// --- issue 21: leaders ---
+	// --- leaders ---
 	// ElectLeaders as forwarded by brokers.
 	ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error)
-	// --- issue 22: acls --- begin
+	// --- acls --- begin
 	// CreateAcls and DeleteAcls as forwarded by brokers.
 	CreateAcls(ctx context.Context, in *CreateAclsRequest, opts ...grpc.CallOption) (*CreateAclsResponse, error)
 	DeleteAcls(ctx context.Context, in *DeleteAclsRequest, opts ...grpc.CallOption) (*DeleteAclsResponse, error)
-	// --- issue 22: acls --- end
-	// --- issue 22: sasl --- begin
+	// --- acls --- end
+	// --- sasl --- begin
 	// AlterUserScramCredentials as forwarded by brokers (Kafka's
 	// ScramControlManager rules).
 	AlterUserScramCredentials(ctx context.Context, in *AlterUserScramCredentialsRequest, opts ...grpc.CallOption) (*AlterUserScramCredentialsResponse, error)
-	// --- issue 22: sasl --- end
-	// --- issue 22: quotas --- begin
+	// --- sasl --- end
+	// --- quotas --- begin
 	// AlterClientQuotas as forwarded by brokers.
 	AlterClientQuotas(ctx context.Context, in *AlterClientQuotasRequest, opts ...grpc.CallOption) (*AlterClientQuotasResponse, error)
-	// --- issue 22: quotas --- end
+	// --- quotas --- end
 	// UpdateFeatures as forwarded by brokers (Kafka's FeatureControlManager
 	// rules).
 	UpdateFeatures(ctx context.Context, in *UpdateFeaturesRequest, opts ...grpc.CallOption) (*UpdateFeaturesResponse, error)
@@ -394,33 +394,33 @@ type ControllerServer interface {
 	CreatePartitions(context.Context, *CreatePartitionsRequest) (*CreatePartitionsResponse, error)
 	// DescribeQuorum reports the Raft voters and which one is active.
 	DescribeQuorum(context.Context, *DescribeQuorumRequest) (*DescribeQuorumResponse, error)
-	// --- issue 21: reassign ---
+	// --- reassign ---
 	AlterPartitionReassignments(context.Context, *AlterPartitionReassignmentsRequest) (*AlterPartitionReassignmentsResponse, error)
 	// ListPartitionReassignments answers from the active controller's image
 	// (authoritative: a broker's image may not show a change yet).
 	ListPartitionReassignments(context.Context, *ListPartitionReassignmentsRequest) (*ListPartitionReassignmentsResponse, error)
-	// --- issue 21: members ---
+	// --- members ---
 	AddVoter(context.Context, *AddVoterRequest) (*AddVoterResponse, error)
 	RemoveVoter(context.Context, *RemoveVoterRequest) (*RemoveVoterResponse, error)
 	QuorumStatus(context.Context, *QuorumStatusRequest) (*QuorumStatusResponse, error)
 	UnregisterBroker(context.Context, *UnregisterBrokerRequest) (*UnregisterBrokerResponse, error)
-	// --- issue 21: leaders ---
+	// --- leaders ---
 	// ElectLeaders as forwarded by brokers.
 	ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error)
-	// --- issue 22: acls --- begin
+	// --- acls --- begin
 	// CreateAcls and DeleteAcls as forwarded by brokers.
 	CreateAcls(context.Context, *CreateAclsRequest) (*CreateAclsResponse, error)
 	DeleteAcls(context.Context, *DeleteAclsRequest) (*DeleteAclsResponse, error)
-	// --- issue 22: acls --- end
-	// --- issue 22: sasl --- begin
+	// --- acls --- end
+	// --- sasl --- begin
 	// AlterUserScramCredentials as forwarded by brokers (Kafka's
 	// ScramControlManager rules).
 	AlterUserScramCredentials(context.Context, *AlterUserScramCredentialsRequest) (*AlterUserScramCredentialsResponse, error)
-	// --- issue 22: sasl --- end
-	// --- issue 22: quotas --- begin
+	// --- sasl --- end
+	// --- quotas --- begin
 	// AlterClientQuotas as forwarded by brokers.
 	AlterClientQuotas(context.Context, *AlterClientQuotasRequest) (*AlterClientQuotasResponse, error)
-	// --- issue 22: quotas --- end
+	// --- quotas --- end
 	// UpdateFeatures as forwarded by brokers (Kafka's FeatureControlManager
 	// rules).
 	UpdateFeatures(context.Context, *UpdateFeaturesRequest) (*UpdateFeaturesResponse, error)

@@ -189,7 +189,7 @@ type ProduceResponse struct {
 	state         protoimpl.MessageState      `protogen:"open.v1"`
 	CorrelationId int64                       `protobuf:"varint,1,opt,name=correlation_id,json=correlationId,proto3" json:"correlation_id,omitempty"`
 	Partitions    []*ProducePartitionResponse `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	// issue 22 (quotas): how long the producer's principal is throttled for
+	// how long the producer's principal is throttled for
 	// exceeding its producer_byte_rate or request_percentage; the broker
 	// reads nothing more from the stream for that long, and the SDK sends
 	// nothing more to this broker for that long.
