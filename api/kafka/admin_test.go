@@ -304,11 +304,14 @@ func TestKafkaDescribeCluster(t *testing.T) {
 	}
 	defer cl.Close()
 
-	req := kmsg.NewPtrDescribeClusterRequest()
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Only live brokers are listed, and the answering broker's metadata
+	// may not show all three unfenced the moment the cluster is ready.
+	var resp *kmsg.DescribeClusterResponse
+	c.Eventually(20*time.Second, "DescribeCluster listing three live brokers", func() bool {
+		r, err := kmsg.NewPtrDescribeClusterRequest().RequestWith(ctx, cl)
+		resp = r
+		return err == nil && len(r.Brokers) == 3
+	})
 	if resp.ErrorCode != 0 || resp.ClusterID == "" || len(resp.Brokers) != 3 {
 		t.Fatalf("DescribeCluster: error %d, cluster id %q, %d brokers; want 0, an id, 3", resp.ErrorCode, resp.ClusterID, len(resp.Brokers))
 	}
@@ -327,7 +330,7 @@ func TestKafkaDescribeCluster(t *testing.T) {
 		t.Fatalf("controller id %d is none of the brokers", resp.ControllerID)
 	}
 
-	req = kmsg.NewPtrDescribeClusterRequest()
+	req := kmsg.NewPtrDescribeClusterRequest()
 	req.EndpointType = 2
 	resp, err = req.RequestWith(ctx, cl)
 	if err != nil {
