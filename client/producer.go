@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/strand-io/strand/clock"
@@ -28,6 +29,11 @@ type Producer struct {
 	cfg  config
 	cl   *cluster
 	part Partitioner
+
+	// refreshing is set while a metadata refresh runs (or waits out its
+	// backoff); lastRefresh is when the last one ended, in Unix nanos.
+	refreshing  atomic.Bool
+	lastRefresh atomic.Int64
 
 	mu       sync.Mutex
 	parts    map[TopicPartition]*ppart

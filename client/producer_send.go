@@ -283,10 +283,32 @@ func (p *Producer) sinkLocked(id int32) *sink {
 	return s
 }
 
+//
+// One refresh runs at a time, and a refresh starts no sooner than
+// retry.backoff after the last one ended (Kafka's producer waits
+// retry.backoff.ms between metadata refreshes while a partition has no
+// leader): a partition whose leader is being elected must not make every
+// drain ask the cluster for metadata again at once, a loop that floods
+// the brokers with Metadata requests for as long as the election takes.
 func (p *Producer) refreshMeta() {
+	if !p.refreshing.CompareAndSwap(false, true) {
+		return
+	}
+	defer p.refreshing.Store(false)
+	if wait := time.Until(time.Unix(0, p.lastRefresh.Load()).Add(p.cfg.retryBackoff)); wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-p.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
 	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.requestTimeout)
 	defer cancel()
-	if err := p.cl.refresh(ctx, nil); err == nil {
+	err := p.cl.refresh(ctx, nil)
+	p.lastRefresh.Store(time.Now().UnixNano())
+	if err == nil {
 		p.kick()
 	}
 }

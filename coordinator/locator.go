@@ -111,8 +111,13 @@ type Locator struct {
 	topics map[pb.CoordinatorType]InternalTopic
 	lg     *slog.Logger
 
-	mu     sync.Mutex // one creation at a time
-	warned sync.Map   // topic name -> true: its shape was checked (checkShape)
+	// creating holds a token while one creation runs: one at a time, and
+	// the others wait on a channel with their request's context rather
+	// than on a mutex held across a call to the controller, so a waiter
+	// whose client gave up leaves (and a simulation on virtual time sees
+	// every waiter durably blocked).
+	creating chan struct{}
+	warned   sync.Map // topic name -> true: its shape was checked (checkShape)
 }
 
 // NewLocator returns a locator for the two internal topics; lg (nil: the
@@ -122,7 +127,7 @@ func NewLocator(repl *replication.Manager, remote *channel.Remote, txn, offsets 
 	if lg == nil {
 		lg = slog.Default()
 	}
-	return &Locator{repl: repl, remote: remote, lg: lg.With("component", "locator"),
+	return &Locator{repl: repl, remote: remote, lg: lg.With("component", "locator"), creating: make(chan struct{}, 1),
 		topics: map[pb.CoordinatorType]InternalTopic{pb.CoordinatorType_TRANSACTION: txn, pb.CoordinatorType_GROUP: offsets}}
 }
 
@@ -177,8 +182,12 @@ func (l *Locator) ensure(ctx context.Context, it InternalTopic) error {
 	if l.repl.Image().Topic(it.Name) != nil {
 		return nil
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	select {
+	case l.creating <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-l.creating }()
 	if l.repl.Image().Topic(it.Name) != nil {
 		return nil
 	}

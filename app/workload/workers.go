@@ -49,6 +49,10 @@ func (r *run) producer(ctx context.Context, i int) {
 			return
 		default:
 		}
+		if r.cfg.TxnPause > 0 && n > 0 {
+			// Uniform in [0, 2×TxnPause): a steady rate with jitter.
+			sleep(ctx, time.Duration(rng.Int64N(int64(2*r.cfg.TxnPause))))
+		}
 		if p == nil {
 			var err error
 			p, err = r.newTxnProducer(ctx, name, "", nil)

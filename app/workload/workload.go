@@ -93,6 +93,11 @@ type Config struct {
 	// ends by the coordinator's timeout).
 	HangGrace time.Duration
 	Seed      uint64
+	// TxnPause is each producer's mean pause between two transactions
+	// (0: none, as fast as the cluster goes). A simulation on virtual
+	// time needs it: there, work takes no time, so an unpaced producer
+	// runs as many transactions as the CPU allows.
+	TxnPause time.Duration
 }
 
 func (c *Config) defaults() {

@@ -327,9 +327,8 @@ func New(t testing.TB, opts Options) *Cluster {
 func (c *Cluster) Close() {
 	c.Net.HealAll()
 	for _, m := range c.Members() {
-		if m.Node != nil {
-			m.Node.Kill()
-			m.Node = nil
+		if n := c.Take(m.ID); n != nil {
+			n.Kill()
 		}
 	}
 }
@@ -346,13 +345,35 @@ func (c *Cluster) Member(id int32) *Member { return c.Members()[id-1] }
 
 // Running returns the running nodes.
 func (c *Cluster) Running() []*Member {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	var out []*Member
-	for _, m := range c.Members() {
+	for _, m := range c.members {
 		if m.Node != nil {
 			out = append(out, m)
 		}
 	}
 	return out
+}
+
+// Take detaches a member's running node from the cluster (nil if it is
+// down), under the lock Running and TryStart take, so a goroutine that
+// stops it does so without racing another that lists the running nodes.
+func (c *Cluster) Take(id int32) *node.Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.members[id-1]
+	n := m.Node
+	m.Node = nil
+	return n
+}
+
+// NodeOf is member id's running node (nil if it is down), read under the
+// cluster's lock.
+func (c *Cluster) NodeOf(id int32) *node.Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.members[id-1].Node
 }
 
 // InterBrokerAddrs lists every node's inter-broker listener, by node id.
@@ -412,21 +433,17 @@ func (c *Cluster) WaitReady(timeout time.Duration) {
 // Kill stops a node as kill -9 would: no controlled shutdown, no clean
 // close of its logs (the bytes stay, like the page cache keeps them).
 func (c *Cluster) Kill(id int32) {
-	m := c.Member(id)
-	if m.Node != nil {
-		m.Node.Kill()
-		m.Node = nil
+	if n := c.Take(id); n != nil {
+		n.Kill()
 	}
 }
 
 // Stop stops a node cleanly (controlled shutdown).
 func (c *Cluster) Stop(id int32) {
-	m := c.Member(id)
-	if m.Node != nil {
-		if err := m.Node.Stop(); err != nil {
+	if n := c.Take(id); n != nil {
+		if err := n.Stop(); err != nil {
 			c.T.Logf("stop node %d: %v", id, err)
 		}
-		m.Node = nil
 	}
 }
 
@@ -537,4 +554,25 @@ func (c *Cluster) CreateTopic(name string, partitions, rf int32, configs map[str
 		}
 		return true
 	})
+}
+
+// TryStart is Start for callers that must not fail the test from their
+// goroutine (a fault scheduler): it returns the error instead. A node
+// that is running is left alone.
+func (c *Cluster) TryStart(id int32) error {
+	m := c.Member(id)
+	c.mu.Lock()
+	running := m.Node != nil
+	c.mu.Unlock()
+	if running {
+		return nil
+	}
+	n, err := c.startNode(m)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	m.Node = n
+	c.mu.Unlock()
+	return nil
 }

@@ -1,0 +1,175 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/strand-io/strand/broker"
+	"github.com/strand-io/strand/node"
+	"github.com/strand-io/strand/testkit/testcluster"
+)
+
+// sampleEvery is how often the monitor looks at every node (virtual).
+const sampleEvery = 50 * time.Millisecond
+
+// maxViolations bounds what one run reports.
+const maxViolations = 20
+
+// The invariants the monitor checks on every sample, on every running
+// node's replicas (internal topics included):
+//
+//   - one leader per epoch: no two nodes are leader of a partition at the
+//     same leader epoch;
+//   - a leader's high watermark never moves back while it leads at an
+//     epoch;
+//   - no acknowledged record lost: a leader's log end is never below the
+//     highest high watermark any earlier leader of the partition
+//     published (everything below a HW is on every ISR member, and only
+//     an ISR member may be elected, so a new leader has it all);
+//   - HW ≤ log end, and log start ≤ LSO ≤ HW, on every replica;
+//   - a leader's last stable offset never moves back at an epoch (a
+//     read_committed reader never sees the end of what it may read
+//     retreat).
+type monitor struct {
+	c  *testcluster.Cluster
+	tr *trace
+
+	mu    sync.Mutex
+	found []string
+
+	// leaderOf: the node that led a partition at an epoch.
+	leaderOf map[epochKey]int32
+	// lastHW and lastLSO: a leader's last HW and LSO at an epoch, per
+	// node incarnation.
+	lastHW, lastLSO map[leadKey]int64
+	// maxHW: the highest HW a leader of the partition published, and the
+	// epoch it led at.
+	maxHW map[partKey]hwMark
+	// role: what each node last was for each partition (for the trace).
+	role map[nodePart]string
+}
+
+type partKey struct {
+	topic string
+	p     int32
+}
+type epochKey struct {
+	partKey
+	epoch int32
+}
+type leadKey struct {
+	n *node.Node
+	epochKey
+}
+type nodePart struct {
+	id int32
+	partKey
+}
+type hwMark struct {
+	hw    int64
+	epoch int32
+	by    int32
+}
+
+func newMonitor(c *testcluster.Cluster, tr *trace) *monitor {
+	return &monitor{c: c, tr: tr, leaderOf: map[epochKey]int32{}, lastHW: map[leadKey]int64{}, lastLSO: map[leadKey]int64{},
+		maxHW: map[partKey]hwMark{}, role: map[nodePart]string{}}
+}
+
+func (m *monitor) run(ctx context.Context) {
+	t := time.NewTicker(sampleEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		m.tr.tick()
+		m.sample()
+	}
+}
+
+func (m *monitor) violate(format string, args ...any) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.found) < maxViolations {
+		v := fmt.Sprintf(format, args...)
+		m.found = append(m.found, v)
+		m.tr.add(0, "VIOLATION %s", v)
+	}
+}
+
+func (m *monitor) violations() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.found...)
+}
+
+func (m *monitor) sample() {
+	for _, mem := range m.c.Members() {
+		n := m.c.NodeOf(mem.ID)
+		if n == nil || n.Parts == nil {
+			continue
+		}
+		parts := n.Parts.All()
+		sort.Slice(parts, func(i, j int) bool {
+			if parts[i].Key.Topic != parts[j].Key.Topic {
+				return parts[i].Key.Topic < parts[j].Key.Topic
+			}
+			return parts[i].Key.Partition < parts[j].Key.Partition
+		})
+		for _, p := range parts {
+			m.check(mem.ID, n, p)
+		}
+	}
+}
+
+func (m *monitor) check(id int32, n *node.Node, p *broker.Partition) {
+	pk := partKey{p.Key.Topic, p.Key.Partition}
+	l := p.Leadership()
+	hw := p.HighWatermark()
+	leo := p.Log.LogEndOffset()
+	ls := p.Log.LogStartOffset()
+	lso := p.LastStableOffset()
+	if hw > leo {
+		m.violate("node %d %s: high watermark %d past the log end %d", id, p.Key, hw, leo)
+	}
+	if lso > hw || lso < ls {
+		m.violate("node %d %s: last stable offset %d outside [log start %d, HW %d]", id, p.Key, lso, ls, hw)
+	}
+	np := nodePart{id, pk}
+	if r := fmt.Sprintf("%s at epoch %d (leader %d)", l.Role, l.LeaderEpoch, l.Leader); m.role[np] != r {
+		m.role[np] = r
+		m.tr.add(id, "%s: %s, HW %d, log [%d, %d)", p.Key, r, hw, ls, leo)
+	}
+	if l.Role != broker.RoleLeader || l.Leader != id {
+		return
+	}
+	ek := epochKey{pk, l.LeaderEpoch}
+	if prev, ok := m.leaderOf[ek]; ok && prev != id {
+		m.violate("%s: nodes %d and %d both led at epoch %d", p.Key, prev, id, l.LeaderEpoch)
+	} else if !ok {
+		m.leaderOf[ek] = id
+	}
+	lk := leadKey{n, ek}
+	if prev, ok := m.lastHW[lk]; ok && hw < prev {
+		m.violate("node %d %s: leader's HW moved back from %d to %d at epoch %d", id, p.Key, prev, hw, l.LeaderEpoch)
+	}
+	m.lastHW[lk] = hw
+	if prev, ok := m.lastLSO[lk]; ok && lso < prev {
+		m.violate("node %d %s: leader's last stable offset moved back from %d to %d at epoch %d", id, p.Key, prev, lso, l.LeaderEpoch)
+	}
+	m.lastLSO[lk] = lso
+	mark := m.maxHW[pk]
+	if l.LeaderEpoch > mark.epoch && leo < mark.hw {
+		m.violate("%s: node %d leads at epoch %d with its log ending at %d, below the HW %d node %d published at epoch %d: acknowledged records lost",
+			p.Key, id, l.LeaderEpoch, leo, mark.hw, mark.by, mark.epoch)
+	}
+	if hw > mark.hw {
+		m.maxHW[pk] = hwMark{hw: hw, epoch: l.LeaderEpoch, by: id}
+	}
+}

@@ -1,0 +1,146 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Kind is one kind of fault the simulator injects.
+type Kind string
+
+// The faults. Each has a start (At) and, except Elect and Reassign, an
+// end Dur later, when it is undone.
+const (
+	// Kill stops a node as kill -9 does (no controlled shutdown; with a
+	// simulated disk, what it had not fsynced is lost) and starts it again
+	// Dur later.
+	Kill Kind = "kill"
+	// Stop stops a node gracefully (controlled shutdown) and starts it
+	// again Dur later.
+	Stop Kind = "stop"
+	// Isolate cuts a node off from every node and client, gossip included,
+	// and closes its connections, for Dur.
+	Isolate Kind = "isolate"
+	// Cut breaks the link between Node and Peer (both directions), for Dur.
+	Cut Kind = "cut"
+	// CutController cuts Node off from whichever node is the active
+	// controller when the fault starts (Raft, heartbeats and replication
+	// between the two), for Dur: a node that can reach its peers but not
+	// the controller.
+	CutController Kind = "cut-controller"
+	// Slow delays every write on every link of Node by Lat, for Dur: a
+	// node whose goroutines are starved or whose network is congested
+	// (messages across its connections arrive late, and reorder against
+	// other links').
+	Slow Kind = "slow"
+	// Delay delays every write on the link Node–Peer by Lat, for Dur.
+	Delay Kind = "delay"
+	// Elect asks the controller for a preferred leader election of every
+	// partition (leaders move back to their first replica mid-run).
+	Elect Kind = "elect"
+	// Reassign moves one partition of the workload's topics to a rotated
+	// replica order (the controller changes its leader and epoch mid-run).
+	Reassign Kind = "reassign"
+)
+
+// kinds are drawn with these weights.
+var kinds = []struct {
+	k Kind
+	w int
+}{
+	{Kill, 6}, {Stop, 2}, {Isolate, 3}, {Cut, 3}, {CutController, 2}, {Slow, 2}, {Delay, 2}, {Elect, 1}, {Reassign, 1},
+}
+
+// Fault is one scheduled fault.
+type Fault struct {
+	At   time.Duration // virtual time from the start of the workload
+	Kind Kind
+	Node int32
+	Peer int32         // Cut, Delay
+	Dur  time.Duration // how long it lasts
+	Lat  time.Duration // Slow, Delay
+	Pick int           // Reassign: which partition (an index the run maps onto its partitions)
+}
+
+func (f Fault) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%6.2fs %s", f.At.Seconds(), f.Kind)
+	switch f.Kind {
+	case Cut, Delay:
+		fmt.Fprintf(&b, " %d-%d", f.Node, f.Peer)
+	case Elect:
+	case Reassign:
+		fmt.Fprintf(&b, " partition#%d", f.Pick)
+	default:
+		fmt.Fprintf(&b, " node %d", f.Node)
+	}
+	if f.Lat > 0 {
+		fmt.Fprintf(&b, " +%s", f.Lat)
+	}
+	if f.Dur > 0 {
+		fmt.Fprintf(&b, " for %s", f.Dur)
+	}
+	return b.String()
+}
+
+// Schedule is the fault schedule a seed gives a scenario: every fault
+// starts after a warm-up and ends before the workload's time is up. The
+// same seed and scenario always give the same schedule.
+func Schedule(seed uint64, sc Scenario) []Fault {
+	sc.defaults()
+	rng := rand.New(rand.NewPCG(seed, 0x5c4ed01e))
+	total := 0
+	for _, k := range kinds {
+		total += k.w
+	}
+	warm := 3 * time.Second
+	window := sc.Duration - warm - time.Second
+	if window <= 0 {
+		return nil
+	}
+	n := sc.Faults
+	if n < 0 {
+		n = 0
+	}
+	var out []Fault
+	for range n {
+		x := rng.IntN(total)
+		var k Kind
+		for _, c := range kinds {
+			if x < c.w {
+				k = c.k
+				break
+			}
+			x -= c.w
+		}
+		f := Fault{Kind: k, At: warm + time.Duration(rng.Int64N(int64(window)))}
+		f.At = f.At.Truncate(10 * time.Millisecond)
+		f.Node = int32(1 + rng.IntN(sc.Nodes))
+		f.Peer = int32(1 + rng.IntN(sc.Nodes-1))
+		if f.Peer >= f.Node {
+			f.Peer++
+		}
+		// Durations from 0.2 s to 6 s: some shorter than a session
+		// timeout (2 s), some past it (the controller fences the node).
+		f.Dur = time.Duration(200+rng.IntN(5800)) * time.Millisecond
+		switch k {
+		case Slow, Delay:
+			f.Lat = time.Duration(5+rng.IntN(400)) * time.Millisecond
+		case Elect:
+			f.Dur = 0
+		case Reassign:
+			f.Dur = 0
+			f.Pick = rng.IntN(1 << 16)
+		}
+		if end := warm + window; f.At+f.Dur > end {
+			f.Dur = end - f.At
+		}
+		f.Dur = f.Dur.Truncate(10 * time.Millisecond)
+		out = append(out, f)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At < out[j].At })
+	return out
+}

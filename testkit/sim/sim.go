@@ -1,0 +1,436 @@
+// Package sim runs a whole Strand cluster in one process under a seeded
+// simulator: every node's real code (Raft, gossip, brokers, replication,
+// the coordinators) and the SDK's clients run inside a testing/synctest
+// bubble, on an in-memory network (testkit/memnet) routed through the
+// fault switchboard (testkit/fault). One seed fixes the fault schedule
+// (Schedule: kills, graceful stops, isolations, cut links, a node cut
+// off from the controller alone, slow nodes and links, leader elections
+// and reassignments mid-run) and the workload's choices (app/workload:
+// transactional producers with deliberate aborts and zombie fences, a
+// consume-transform-produce stage committing group offsets in its
+// transactions, read_committed and read_uncommitted readers).
+//
+// Time is the bubble's: the time package is virtual for every goroutine
+// the run starts, hashicorp/raft's and memberlist's included, which no
+// clock interface of ours could reach. A timer fires only when every
+// goroutine of the bubble is blocked, so a run of a minute of virtual
+// time costs what its work costs, not its waiting.
+//
+// The oracle is app/verify's checker at the end (no committed record
+// lost or seen twice, no aborted record visible to read_committed, the
+// stage's exactly-once, no hanging transaction) plus invariants checked
+// on every node as the run goes (monitor.go). A failing seed prints its
+// schedule, the command that replays it and the last events of each node.
+package sim
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/strand-io/strand/app/drill"
+	"github.com/strand-io/strand/app/verify"
+	"github.com/strand-io/strand/app/workload"
+	"github.com/strand-io/strand/client"
+	"github.com/strand-io/strand/node"
+	"github.com/strand-io/strand/testkit/testcluster"
+)
+
+// Scenario is the shape of a run; a seed fills in the rest.
+type Scenario struct {
+	// Nodes in the cluster, each controller and broker (default 3).
+	Nodes int
+	// Duration of the workload's production window, virtual (default
+	// 20 s). Faults fall inside it; the read-back and checks follow.
+	Duration time.Duration
+	// Faults scheduled in the window (default 4; 0 with NoFaults).
+	Faults   int
+	NoFaults bool
+	// Producers and Partitions of the workload (defaults 2 and 3).
+	Producers  int
+	Partitions int32
+}
+
+func (sc *Scenario) defaults() {
+	if sc.Nodes <= 0 {
+		sc.Nodes = 3
+	}
+	if sc.Duration <= 0 {
+		sc.Duration = 20 * time.Second
+	}
+	if sc.Faults <= 0 {
+		sc.Faults = 4
+	}
+	if sc.NoFaults {
+		sc.Faults = 0
+	}
+	if sc.Producers <= 0 {
+		sc.Producers = 2
+	}
+	if sc.Partitions <= 0 {
+		sc.Partitions = 3
+	}
+}
+
+// Outcome is what one seed's run found.
+type Outcome struct {
+	Seed     uint64
+	Schedule []Fault
+	// Violations of the invariants checked as the run went, and the
+	// checker's findings at the end; empty when the seed passed.
+	Violations []string
+	Report     verify.Report
+	// Err: the run could not complete (the cluster never became usable,
+	// the read-back could not finish): a failure too.
+	Err     error
+	Virtual time.Duration // virtual time the run took
+	Wall    time.Duration // real time it took
+	Trace   string
+}
+
+// Failed reports whether the seed found something.
+func (o *Outcome) Failed() bool { return o.Err != nil || len(o.Violations) > 0 || !o.Report.OK() }
+
+// Summary is one line for a seed.
+func (o *Outcome) Summary() string {
+	state := "ok"
+	if o.Failed() {
+		state = "FAILED"
+	}
+	t := o.Report.Totals
+	return fmt.Sprintf("seed %d: %s in %.1fs virtual, %.2fs wall; %d faults; %d committed, %d aborted, %d unknown txns, %d stage txns",
+		o.Seed, state, o.Virtual.Seconds(), o.Wall.Seconds(), len(o.Schedule), t.CommittedTxns, t.AbortedTxns, t.UnknownTxns, t.StageTxns)
+}
+
+// Replay is the command that runs this seed again.
+func Replay(seed uint64) string {
+	return fmt.Sprintf("go test ./testkit/sim -run 'TestSim$' -seed %d -v", seed)
+}
+
+// Report is everything a failing seed prints.
+func (o *Outcome) ReportText() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\nreplay: %s\n", o.Summary(), Replay(o.Seed))
+	if o.Err != nil {
+		fmt.Fprintf(&b, "run error: %v\n", o.Err)
+	}
+	for _, v := range o.Violations {
+		fmt.Fprintf(&b, "violation: %s\n", v)
+	}
+	if !o.Report.OK() {
+		b.WriteString(o.Report.Table())
+		b.WriteByte('\n')
+	}
+	b.WriteString("schedule:\n")
+	for _, f := range o.Schedule {
+		fmt.Fprintf(&b, "  %s\n", f)
+	}
+	b.WriteString(o.Trace)
+	return b.String()
+}
+
+// Run runs one seed of a scenario in its own synctest bubble and returns
+// what it found; it does not fail t (the caller decides: a planted-bug
+// hunt wants failures). t must not be running in a bubble already.
+func Run(t *testing.T, seed uint64, sc Scenario) *Outcome {
+	sc.defaults()
+	out := &Outcome{Seed: seed, Schedule: Schedule(seed, sc)}
+	wallStart := time.Now()
+	// The watchdog runs outside the bubble, on real time: virtual time
+	// stands still while any goroutine of the bubble can run, so one that
+	// spins (a retry loop with no pause) stops the run's clock for ever.
+	// It reports the seed and every goroutine's stack instead of leaving
+	// the test to time out.
+	var virtualNow atomic.Int64
+	stop := make(chan struct{})
+	defer close(stop)
+	go watchdog(seed, &virtualNow, stop)
+	synctest.Test(t, func(t *testing.T) {
+		run(t, seed, sc, out, &virtualNow)
+	})
+	out.Wall = time.Since(wallStart)
+	return out
+}
+
+// stallLimit is how long real time may pass without the bubble's clock
+// moving before the watchdog gives up on a run.
+const stallLimit = 60 * time.Second
+
+func watchdog(seed uint64, virtualNow *atomic.Int64, stop <-chan struct{}) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	last, since := virtualNow.Load(), time.Now()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		if v := virtualNow.Load(); v != last {
+			last, since = v, time.Now()
+			continue
+		}
+		if time.Since(since) > stallLimit {
+			buf := make([]byte, 64<<20)
+			buf = buf[:runtime.Stack(buf, true)]
+			panic(fmt.Sprintf("seed %d: virtual time stood still for %s of real time at %s: a goroutine of the bubble never blocks (a loop without a pause?)\nreplay: %s\n%s",
+				seed, stallLimit, time.Duration(last), Replay(seed), buf))
+		}
+	}
+}
+
+func run(t *testing.T, seed uint64, sc Scenario, out *Outcome, virtualNow *atomic.Int64) {
+	tr := newTrace()
+	start := time.Now()
+	tr.clock = func(d time.Duration) { virtualNow.Store(int64(d)) }
+	c := testcluster.New(t, testcluster.Options{Nodes: sc.Nodes, MemNet: true, Mutate: func(_ int32, cfg *node.Config) {
+		cfg.TxnTopic.Partitions = 5
+		cfg.OffsetsTopic.Partitions = 5
+		cfg.GroupConfig.InitialRebalanceDelay = 0
+	}})
+	tr.add(0, "cluster of %d nodes ready", sc.Nodes)
+	s := &simulator{c: c, tr: tr, nodes: sc.Nodes}
+	mon := newMonitor(c, tr)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); mon.run(ctx) }()
+
+	runID := fmt.Sprintf("sim%d", seed)
+	topics := []string{"verify-" + runID + "-src", "verify-" + runID + "-dst"}
+	wg.Add(1)
+	go func() { defer wg.Done(); s.play(ctx, out.Schedule, topics, sc.Partitions) }()
+
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Minute)
+	res, err := workload.Run(wctx, workload.Config{
+		Bootstrap:          c.Bootstrap(),
+		ClientOpts:         c.ClientOpts(client.RetryBackoff(20*time.Millisecond, 200*time.Millisecond)),
+		Duration:           sc.Duration,
+		Producers:          sc.Producers,
+		StageWorkers:       1,
+		Partitions:         sc.Partitions,
+		AbortRate:          0.2,
+		RunID:              runID,
+		Seed:               seed,
+		Target:             s, // for settling: every node alive again
+		DrillEnv:           drill.Env{SettleTimeout: 90 * time.Second},
+		TransactionTimeout: 10 * time.Second,
+		TxnPause:           150 * time.Millisecond,
+		HangGrace:          30 * time.Second,
+		Out:                tr,
+		ProgressEvery:      5 * time.Second,
+	})
+	wcancel()
+	if err != nil {
+		out.Err = err
+	} else {
+		out.Report = res.Report
+	}
+	cancel()
+	wg.Wait()
+	out.Violations = mon.violations()
+	out.Virtual = time.Since(start)
+	out.Trace = tr.String()
+	c.Close()
+	// memberlist's Shutdown does not wait for a probe it has in flight:
+	// give those their virtual seconds, after which nothing may be left
+	// running in the bubble.
+	time.Sleep(10 * time.Second)
+}
+
+// simulator applies a schedule to the cluster. It is also the drill
+// target the workload settles with (Nodes).
+type simulator struct {
+	c     *testcluster.Cluster
+	tr    *trace
+	nodes int
+
+	mu       sync.Mutex
+	isolated map[int32]bool
+}
+
+// step is one change the schedule makes: a fault's start or its end.
+type step struct {
+	at   time.Duration
+	f    Fault
+	undo bool
+}
+
+func (s *simulator) play(ctx context.Context, sched []Fault, topics []string, partitions int32) {
+	var steps []step
+	for _, f := range sched {
+		steps = append(steps, step{at: f.At, f: f})
+		if f.Dur > 0 {
+			steps = append(steps, step{at: f.At + f.Dur, f: f, undo: true})
+		}
+	}
+	slices.SortStableFunc(steps, func(a, b step) int { return int(a.at - b.at) })
+	begin := time.Now()
+	// A fault's start may find its undo's conditions changed (another
+	// fault's end started the node, say); each step does what still makes
+	// sense and says so in the trace.
+	peerOf := map[Fault]int32{}
+	for _, st := range steps {
+		select {
+		case <-ctx.Done():
+			s.healAll()
+			return
+		case <-time.After(time.Until(begin.Add(st.at))):
+		}
+		s.apply(ctx, st, topics, partitions, peerOf)
+	}
+	<-ctx.Done()
+}
+
+func (s *simulator) name(id int32) string { return s.c.Member(id).Name() }
+
+func (s *simulator) apply(ctx context.Context, st step, topics []string, partitions int32, peerOf map[Fault]int32) {
+	f := st.f
+	verb := "start"
+	if st.undo {
+		verb = "end"
+	}
+	s.tr.add(0, "%s fault: %s", verb, f)
+	if f.Node > 0 {
+		s.tr.add(f.Node, "%s fault: %s", verb, f)
+	}
+	switch f.Kind {
+	case Kill, Stop:
+		if st.undo {
+			if err := s.c.TryStart(f.Node); err != nil {
+				s.tr.add(f.Node, "restart failed: %v", err)
+			}
+			return
+		}
+		n := s.c.Take(f.Node)
+		if n == nil {
+			s.tr.add(f.Node, "already down")
+			return
+		}
+		if f.Kind == Kill {
+			n.Kill()
+		} else if err := n.Stop(); err != nil {
+			s.tr.add(f.Node, "controlled shutdown: %v", err)
+		}
+	case Isolate:
+		if st.undo {
+			s.c.Heal(f.Node)
+			s.c.Gossip.Heal()
+			return
+		}
+		s.c.Isolate(f.Node)
+		s.c.Gossip.Isolate(s.c.Member(f.Node).Cfg.GossipListen)
+	case Cut:
+		if st.undo {
+			s.c.Net.Heal(s.name(f.Node))
+			return
+		}
+		s.c.Net.Cut(s.name(f.Node), s.name(f.Peer))
+	case CutController:
+		if st.undo {
+			if p, ok := peerOf[f]; ok {
+				s.c.Net.Heal(s.name(p))
+			}
+			return
+		}
+		ctl := s.c.ActiveController()
+		if ctl <= 0 || ctl == f.Node {
+			s.tr.add(f.Node, "no other active controller to cut off from (active: %d)", ctl)
+			return
+		}
+		peerOf[f] = ctl
+		s.tr.add(f.Node, "cut off from the active controller, node %d", ctl)
+		s.c.Net.Cut(s.name(f.Node), s.name(ctl))
+	case Slow:
+		for id := int32(1); id <= int32(s.nodes); id++ {
+			if id == f.Node {
+				continue
+			}
+			lat := f.Lat
+			if st.undo {
+				lat = 0
+			}
+			s.c.Net.SetDelay(s.name(f.Node), s.name(id), lat)
+		}
+	case Delay:
+		lat := f.Lat
+		if st.undo {
+			lat = 0
+		}
+		s.c.Net.SetDelay(s.name(f.Node), s.name(f.Peer), lat)
+	case Elect, Reassign:
+		adm, err := client.NewAdmin(s.c.ClientOpts(client.RequestTimeout(3 * time.Second))...)
+		if err != nil {
+			s.tr.add(0, "admin: %v", err)
+			return
+		}
+		defer adm.Close()
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if f.Kind == Elect {
+			var tps []client.TopicPartition
+			for _, tp := range topics {
+				for p := range partitions {
+					tps = append(tps, client.TopicPartition{Topic: tp, Partition: p})
+				}
+			}
+			res, err := adm.ElectLeaders(cctx, client.ElectPreferred, tps)
+			s.tr.add(0, "preferred election: %d answers, err %v", len(res), err)
+			return
+		}
+		tp := client.TopicPartition{Topic: topics[f.Pick%len(topics)], Partition: int32(f.Pick/len(topics)) % partitions}
+		part := s.c.Partition(tp.Topic, tp.Partition)
+		if part == nil || len(part.Replicas) == 0 {
+			s.tr.add(0, "reassign %v: not in the metadata yet", tp)
+			return
+		}
+		target := append(append([]int32(nil), part.Replicas[1:]...), part.Replicas[0])
+		res, err := adm.AlterPartitionReassignments(cctx, map[client.TopicPartition][]int32{tp: target})
+		s.tr.add(0, "reassign %v from %v to %v: %v %v", tp, part.Replicas, target, res[tp], err)
+	}
+}
+
+// healAll ends every fault: links healed, delays gone, every node started.
+func (s *simulator) healAll() {
+	s.c.Net.HealAll()
+	s.c.Gossip.Heal()
+	for id := int32(1); id <= int32(s.nodes); id++ {
+		if err := s.c.TryStart(id); err != nil {
+			s.tr.add(id, "restart failed: %v", err)
+		}
+	}
+}
+
+// The drill target: the workload asks it which nodes must be alive before
+// it reads back. The schedule ends every fault inside the window; Settle
+// starts any node still down and heals every link, in case.
+func (s *simulator) Name() string { return "simulation" }
+func (s *simulator) Nodes() []int32 {
+	var out []int32
+	for id := int32(1); id <= int32(s.nodes); id++ {
+		out = append(out, id)
+	}
+	return out
+}
+func (s *simulator) Kill(ctx context.Context, id int32) error  { return drill.ErrUnsupported }
+func (s *simulator) Start(ctx context.Context, id int32) error { return s.c.TryStart(id) }
+func (s *simulator) Stop(ctx context.Context, id int32) error  { return drill.ErrUnsupported }
+func (s *simulator) Pause(ctx context.Context, id int32) error { return drill.ErrUnsupported }
+func (s *simulator) Resume(ctx context.Context, id int32) error {
+	return drill.ErrUnsupported
+}
+func (s *simulator) Isolate(ctx context.Context, id int32) error { return drill.ErrUnsupported }
+func (s *simulator) Heal(ctx context.Context, id int32) error    { return drill.ErrUnsupported }
+func (s *simulator) HoldFollowerFetch(ctx context.Context, id int32, topic string, partition int32, d time.Duration) error {
+	return drill.ErrUnsupported
+}
+func (s *simulator) ReleaseFollowerFetch(ctx context.Context, id int32, topic string, partition int32) error {
+	return drill.ErrUnsupported
+}

@@ -1,0 +1,83 @@
+package sim
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// traceKeep is how many events the trace keeps per node (and for the
+// cluster as a whole).
+const traceKeep = 60
+
+// traceLive (SIM_TRACE=1) also prints every event as it happens.
+var traceLive = os.Getenv("SIM_TRACE") != ""
+
+// trace keeps the last events of each node, on virtual time, for the
+// report of a failing seed.
+type trace struct {
+	mu    sync.Mutex
+	start time.Time
+	rings map[int32][]string // 0: the cluster, the schedule and the workload
+	// clock, when set, hears the virtual time elapsed at every tick (the
+	// watchdog outside the bubble reads it).
+	clock func(time.Duration)
+}
+
+func (t *trace) tick() {
+	if t.clock != nil {
+		t.clock(time.Since(t.start))
+	}
+}
+
+func newTrace() *trace { return &trace{start: time.Now(), rings: map[int32][]string{}} }
+
+func (t *trace) add(node int32, format string, args ...any) {
+	line := fmt.Sprintf("%8.3fs ", time.Since(t.start).Seconds()) + fmt.Sprintf(format, args...)
+	if traceLive {
+		fmt.Fprintf(os.Stderr, "sim n%d %s\n", node, line)
+	}
+	t.mu.Lock()
+	r := append(t.rings[node], line)
+	if len(r) > traceKeep {
+		r = r[len(r)-traceKeep:]
+	}
+	t.rings[node] = r
+	t.mu.Unlock()
+}
+
+// Write takes the workload's progress lines into the cluster's ring.
+func (t *trace) Write(p []byte) (int, error) {
+	for _, l := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		if l != "" {
+			t.add(0, "%s", l)
+		}
+	}
+	return len(p), nil
+}
+
+func (t *trace) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var ids []int32
+	for id := range t.rings {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	var b strings.Builder
+	for _, id := range ids {
+		if id == 0 {
+			fmt.Fprintf(&b, "--- cluster and workload, last %d events\n", traceKeep)
+		} else {
+			fmt.Fprintf(&b, "--- node %d, last %d events\n", id, traceKeep)
+		}
+		for _, l := range t.rings[id] {
+			b.WriteString(l)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
