@@ -3,7 +3,6 @@ package storage
 import (
 	"encoding/binary"
 	"fmt"
-	"os"
 	"path/filepath"
 )
 
@@ -37,7 +36,7 @@ func ReadOffsetIndex(path string) ([]IndexEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(path)
+	b, err := OSFS{}.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +56,7 @@ func ReadTimeIndex(path string) ([]TimeIndexEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(path)
+	b, err := OSFS{}.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
