@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -94,7 +93,11 @@ func Open(cfg Config, clk clock.Clock) (*Manager, error) {
 	if lg == nil {
 		lg = slog.Default()
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+	if cfg.Log.FS == nil {
+		cfg.Log.FS = storage.OSFS{}
+	}
+	fsys := cfg.Log.FS
+	if err := fsys.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
 	if cfg.Log.Logger == nil {
@@ -103,12 +106,12 @@ func Open(cfg Config, clk clock.Clock) (*Manager, error) {
 	if cfg.Log.Stats == nil {
 		cfg.Log.Stats = new(storage.Stats) // shared by every log of this broker
 	}
-	rps, err := storage.ReadOffsetCheckpoint(filepath.Join(cfg.DataDir, RecoveryPointFile))
+	rps, err := storage.ReadOffsetCheckpoint(fsys, filepath.Join(cfg.DataDir, RecoveryPointFile))
 	if err != nil {
 		lg.Warn("recovery point checkpoint unreadable; recovering every log from its start", "err", err)
 		rps = map[storage.PartitionKey]int64{}
 	}
-	hws, err := storage.ReadOffsetCheckpoint(filepath.Join(cfg.DataDir, HighWatermarkFile))
+	hws, err := storage.ReadOffsetCheckpoint(fsys, filepath.Join(cfg.DataDir, HighWatermarkFile))
 	if err != nil {
 		lg.Warn("high watermark checkpoint unreadable; starting from log start offsets", "err", err)
 		hws = map[storage.PartitionKey]int64{}
@@ -118,14 +121,14 @@ func Open(cfg Config, clk clock.Clock) (*Manager, error) {
 	// Logs whose deletion a crash interrupted (renamed aside, not yet
 	// removed) go now; stray logs ("-stray") stay for the operator and,
 	// like them, are never loaded as partitions.
-	removed, err := storage.RemoveDeletedDirs(cfg.DataDir)
+	removed, err := storage.RemoveDeletedDirs(fsys, cfg.DataDir)
 	for _, name := range removed {
 		lg.Info("removed the directory of a deleted log", "dir", name)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("remove deleted logs: %w", err)
 	}
-	entries, err := os.ReadDir(cfg.DataDir)
+	entries, err := fsys.ReadDir(cfg.DataDir)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +152,7 @@ func Open(cfg Config, clk clock.Clock) (*Manager, error) {
 		// no known topic, the log of a topic deleted meanwhile would be
 		// adopted by a new topic of the same name, its records served as
 		// the new topic's (Kafka fails the load too).
-		id, err := storage.ReadPartitionMetadata(l.Dir())
+		id, err := storage.ReadPartitionMetadata(fsys, l.Dir())
 		if err != nil {
 			_ = l.Close()
 			m.closeAll()
@@ -318,7 +321,7 @@ func (m *Manager) GetOrCreateTopic(key storage.PartitionKey, topicID string, top
 		if err == nil && topicID != "" {
 			// Recorded before the partition is in the table, so no reader
 			// finds it without its id.
-			if werr := storage.WritePartitionMetadata(l.Dir(), topicID); werr != nil {
+			if werr := storage.WritePartitionMetadata(m.cfg.Log.FS, l.Dir(), topicID); werr != nil {
 				_ = l.Close()
 				l, err = nil, fmt.Errorf("record the topic id of %s: %w", key, werr)
 			}
@@ -368,7 +371,7 @@ func (m *Manager) assignTopicID(p *Partition, topicID string) error {
 	case have != "":
 		return fmt.Errorf("the log of %s belongs to topic id %s, not %s", p.Key, have, topicID)
 	}
-	if err := storage.WritePartitionMetadata(p.Log.Dir(), topicID); err != nil {
+	if err := storage.WritePartitionMetadata(m.cfg.Log.FS, p.Log.Dir(), topicID); err != nil {
 		return fmt.Errorf("record the topic id of %s: %w", p.Key, err)
 	}
 	p.setTopicID(topicID)
@@ -427,10 +430,10 @@ func (m *Manager) writeCheckpoints() error {
 		rps[p.Key] = p.Log.RecoveryPoint()
 		hws[p.Key] = p.HighWatermark()
 	}
-	if err := storage.WriteOffsetCheckpoint(filepath.Join(m.cfg.DataDir, RecoveryPointFile), rps); err != nil {
+	if err := storage.WriteOffsetCheckpoint(m.cfg.Log.FS, filepath.Join(m.cfg.DataDir, RecoveryPointFile), rps); err != nil {
 		return err
 	}
-	return storage.WriteOffsetCheckpoint(filepath.Join(m.cfg.DataDir, HighWatermarkFile), hws)
+	return storage.WriteOffsetCheckpoint(m.cfg.Log.FS, filepath.Join(m.cfg.DataDir, HighWatermarkFile), hws)
 }
 
 func (m *Manager) loop(ctx context.Context) {

@@ -25,7 +25,7 @@ func openManager(t *testing.T, dir string) *broker.Manager {
 
 func checkpointedHW(t *testing.T, dir string) (int64, bool) {
 	t.Helper()
-	hws, err := storage.ReadOffsetCheckpoint(filepath.Join(dir, broker.HighWatermarkFile))
+	hws, err := storage.ReadOffsetCheckpoint(nil, filepath.Join(dir, broker.HighWatermarkFile))
 	if err != nil {
 		t.Fatal(err)
 	}

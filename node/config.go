@@ -14,6 +14,7 @@ import (
 	"github.com/strand-io/strand/api/kafka"
 	"github.com/strand-io/strand/authz"
 	"github.com/strand-io/strand/broker"
+	"github.com/strand-io/strand/broker/storage"
 	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/coordinator"
@@ -118,7 +119,16 @@ type Config struct {
 	// connections (default: Dial), so a drill can hold markers alone.
 	MarkerDial wire.DialFunc
 	Clock      clock.Clock
-	Logger     *slog.Logger
+	// FS holds the broker's files under DataDir: every partition's log,
+	// indexes, snapshots and checkpoints, and the broker's
+	// recovery-point and high-watermark checkpoints (nil: the real file
+	// system; BrokerConfig.Log.FS, if set, is used when this is nil). A
+	// simulation gives each node an in-memory disk that a crash can
+	// empty of what was not fsynced (testkit/simdisk). The controller's
+	// Raft log and snapshots and the node's meta file stay on the real
+	// file system under DataDir.
+	FS     storage.FS
+	Logger *slog.Logger
 	// TestingFaults serves the test-only fault endpoints under
 	// /debug/faults/ on the metrics listener (faults.go). Only drills set
 	// it (strand server reads STRAND_TESTING_FAULTS=1); never in production.

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -140,7 +139,7 @@ func TestStorageFailureIsReported(t *testing.T) {
 	default:
 	}
 	part := n.Parts.Get(storage.PartitionKey{Topic: "f", Partition: 0})
-	part.Log.SetSyncHookForTesting(func(*os.File) error { return errors.New("input/output error") })
+	part.Log.SetSyncHookForTesting(func(storage.File) error { return errors.New("input/output error") })
 	if err := p.ProduceSync(ctx, &client.Record{Topic: "f", Value: []byte("after")}).FirstErr(); err == nil {
 		t.Fatal("a produce was acknowledged although its fsync failed")
 	}

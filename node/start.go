@@ -92,6 +92,9 @@ func (n *Node) startGossip(cfg Config) error {
 func (n *Node) startBroker(ctx context.Context, cfg Config, meta nodeMeta, deps *api.Deps) error {
 	bc := cfg.BrokerConfig
 	bc.DataDir, bc.Logger = cfg.DataDir, n.lg
+	if cfg.FS != nil {
+		bc.Log.FS = cfg.FS
+	}
 	parts, err := broker.Open(bc, cfg.Clock)
 	if err != nil {
 		return err

@@ -182,14 +182,14 @@ func TestApplySetsAsideLogOfTopicRecreatedWhileAway(t *testing.T) {
 	if code, vals := fetchValues(t, m2, &pb.FetchPartition{Topic: "t", Partition: 0, CurrentLeaderEpoch: -1}); code != pb.ErrorCode_NONE || len(vals) != 0 {
 		t.Fatalf("reading the new topic: %v with %q, want nothing of the old topic", code, vals)
 	}
-	if got, err := storage.ReadPartitionMetadata(p.Log.Dir()); err != nil || got != "new" {
+	if got, err := storage.ReadPartitionMetadata(nil, p.Log.Dir()); err != nil || got != "new" {
 		t.Fatalf("partition.metadata now says %q (%v), want new", got, err)
 	}
 	stray := strayDirs(t, dir)
 	if len(stray) != 1 || !strings.HasPrefix(stray[0], "t-0.") {
 		t.Fatalf("stray logs %q, want one t-0.<id>-stray", stray)
 	}
-	if id, err := storage.ReadPartitionMetadata(filepath.Join(dir, stray[0])); err != nil || id != "old" {
+	if id, err := storage.ReadPartitionMetadata(nil, filepath.Join(dir, stray[0])); err != nil || id != "old" {
 		t.Fatalf("the stray log's partition.metadata: %q (%v), want old", id, err)
 	}
 	if appendValue(t, m2, "t", "new", "new-0").Err != nil {
@@ -263,7 +263,7 @@ func TestApplyRecordsTopicIDOfOldLog(t *testing.T) {
 	if got := parts.Get(key); got != p || got.TopicID() != "tid" {
 		t.Fatalf("the old log was replaced, or has topic id %q", got.TopicID())
 	}
-	if id, err := storage.ReadPartitionMetadata(p.Log.Dir()); err != nil || id != "tid" {
+	if id, err := storage.ReadPartitionMetadata(nil, p.Log.Dir()); err != nil || id != "tid" {
 		t.Fatalf("partition.metadata says %q (%v), want tid", id, err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"os"
 	"time"
 
 	"github.com/strand-io/strand/errs"
@@ -238,10 +237,10 @@ func (l *Log) rollLocked(nowMs int64) error {
 	if err := s.seal(); err != nil {
 		return l.failLocked(errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "seal segment %d: %v", s.base, err))
 	}
-	if err := l.psm.WriteSnapshot(l.dir, base); err != nil {
+	if err := l.psm.writeSnapshot(l.fs, l.dir, base); err != nil {
 		return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "producer snapshot at %d: %v", base, err)
 	}
-	ns, err := createSegment(l.dir, base, nowMs, l.cfg.Files)
+	ns, err := createSegment(l.fs, l.dir, base, nowMs, l.cfg.Files)
 	if err != nil {
 		return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "new segment %d: %v", base, err)
 	}
@@ -395,7 +394,7 @@ func (l *Log) appendFollowerLocked(buf []byte, hs []record.Header) (AppendResult
 	// replica's own log below the gap is not cleaned (its key map must
 	// still cover it, or a key's older value outlives its tombstone).
 	if gapTo > l.gapsFrom {
-		if err := writeReplicaGaps(l.dir, gapTo); err != nil {
+		if err := writeReplicaGaps(l.fs, l.dir, gapTo); err != nil {
 			return AppendResult{}, errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "write %s: %v", ReplicaGapsFile, err)
 		}
 		l.gapsFrom = gapTo
@@ -775,7 +774,7 @@ func (l *Log) flushToLocked(target int64) (func(), error) {
 	// next Open and cannot be checked against the log, so it must be on disk
 	// as well.
 	for _, p := range txnFiles {
-		if err := syncFile(p); err != nil {
+		if err := syncFile(l.fs, p); err != nil {
 			return nil, l.flushFailed(errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "fsync %s: %v", p, err))
 		}
 	}
@@ -813,7 +812,7 @@ func (l *Log) Failed() error {
 }
 
 // fsync syncs a segment file (tests replace it through syncHook).
-func (l *Log) fsync(f *os.File) error {
+func (l *Log) fsync(f File) error {
 	if l.syncHook != nil {
 		return l.syncHook(f)
 	}
@@ -842,7 +841,7 @@ func (l *Log) failLocked(err error) error {
 
 // SetSyncHookForTesting replaces the fsync of the log's segment files in
 // flushes (tests of storage failures outside this package).
-func (l *Log) SetSyncHookForTesting(f func(*os.File) error) {
+func (l *Log) SetSyncHookForTesting(f func(File) error) {
 	l.flushMu.Lock()
 	l.syncHook = f
 	l.flushMu.Unlock()

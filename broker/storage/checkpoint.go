@@ -13,9 +13,10 @@ import (
 
 // writeFileAtomic writes data to path through a temp file, fsync and rename,
 // then fsyncs the directory, so a crash leaves either the old or the new file.
-func writeFileAtomic(path string, data []byte) error {
+func writeFileAtomic(fsys FS, path string, data []byte) error {
+	fsys = orOS(fsys)
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
@@ -30,15 +31,15 @@ func writeFileAtomic(path string, data []byte) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := fsys.Rename(tmp, path); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(path))
+	return fsys.SyncDir(filepath.Dir(path))
 }
 
 // syncFile fsyncs an existing file by name; a missing file is nothing to sync.
-func syncFile(path string) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+func syncFile(fsys FS, path string) error {
+	f, err := orOS(fsys).OpenFile(path, os.O_RDWR, 0)
 	if os.IsNotExist(err) {
 		return nil
 	}
@@ -50,15 +51,6 @@ func syncFile(path string) error {
 		serr = cerr
 	}
 	return serr
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // PartitionKey names a partition in node-wide checkpoint files.
@@ -73,7 +65,7 @@ func (k PartitionKey) String() string { return fmt.Sprintf("%s-%d", k.Topic, k.P
 // recovery-point-offset-checkpoint, replication-offset-checkpoint and
 // log-start-offset-checkpoint): a version line "0", a count line, then
 // "topic partition offset" lines.
-func WriteOffsetCheckpoint(path string, offsets map[PartitionKey]int64) error {
+func WriteOffsetCheckpoint(fsys FS, path string, offsets map[PartitionKey]int64) error {
 	keys := make([]PartitionKey, 0, len(offsets))
 	for k := range offsets {
 		keys = append(keys, k)
@@ -97,14 +89,14 @@ func WriteOffsetCheckpoint(path string, offsets map[PartitionKey]int64) error {
 	for _, k := range keys {
 		fmt.Fprintf(&b, "%s %d %d\n", k.Topic, k.Partition, offsets[k])
 	}
-	return writeFileAtomic(path, b.Bytes())
+	return writeFileAtomic(fsys, path, b.Bytes())
 }
 
 // ReadOffsetCheckpoint reads a file written by WriteOffsetCheckpoint. A
 // missing file is an empty map; a malformed one is an error.
-func ReadOffsetCheckpoint(path string) (map[PartitionKey]int64, error) {
+func ReadOffsetCheckpoint(fsys FS, path string) (map[PartitionKey]int64, error) {
 	out := map[PartitionKey]int64{}
-	data, err := os.ReadFile(path)
+	data, err := orOS(fsys).ReadFile(path)
 	if os.IsNotExist(err) {
 		return out, nil
 	}
@@ -144,20 +136,24 @@ type EpochEntry struct {
 	StartOffset int64
 }
 
-func writeEpochCheckpoint(path string, entries []EpochEntry) error {
+func writeEpochCheckpoint(fsys FS, path string, entries []EpochEntry) error {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "0\n%d\n", len(entries))
 	for _, e := range entries {
 		fmt.Fprintf(&b, "%d %d\n", e.Epoch, e.StartOffset)
 	}
-	return writeFileAtomic(path, b.Bytes())
+	return writeFileAtomic(fsys, path, b.Bytes())
 }
 
 // ReadEpochCheckpoint reads a leader-epoch-checkpoint file (Kafka's format:
 // "0", count, then "epoch startOffset" lines). Entries must increase in both
 // epoch and offset.
 func ReadEpochCheckpoint(path string) ([]EpochEntry, error) {
-	f, err := os.Open(path)
+	return readEpochCheckpoint(OSFS{}, path)
+}
+
+func readEpochCheckpoint(fsys FS, path string) ([]EpochEntry, error) {
+	f, err := orOS(fsys).OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}

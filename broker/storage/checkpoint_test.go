@@ -15,10 +15,10 @@ func TestOffsetCheckpointRoundTrip(t *testing.T) {
 		{"__consumer_offsets", 3}: 0,
 		{"a.b-c_d", 2}:            5,
 	}
-	if err := WriteOffsetCheckpoint(path, want); err != nil {
+	if err := WriteOffsetCheckpoint(nil, path, want); err != nil {
 		t.Fatal(err)
 	}
-	got, err := ReadOffsetCheckpoint(path)
+	got, err := ReadOffsetCheckpoint(nil, path)
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("read back %v %v", got, err)
 	}
@@ -28,20 +28,20 @@ func TestOffsetCheckpointRoundTrip(t *testing.T) {
 		t.Fatalf("file %q, want %q (Kafka's format, sorted)", b, wantText)
 	}
 	// Overwrite with fewer entries; nothing of the old file is left.
-	if err := WriteOffsetCheckpoint(path, map[PartitionKey]int64{{"x", 1}: 2}); err != nil {
+	if err := WriteOffsetCheckpoint(nil, path, map[PartitionKey]int64{{"x", 1}: 2}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := ReadOffsetCheckpoint(path); err != nil || !reflect.DeepEqual(got, map[PartitionKey]int64{{"x", 1}: 2}) {
+	if got, err := ReadOffsetCheckpoint(nil, path); err != nil || !reflect.DeepEqual(got, map[PartitionKey]int64{{"x", 1}: 2}) {
 		t.Fatalf("after overwrite %v %v", got, err)
 	}
-	if err := WriteOffsetCheckpoint(path, nil); err != nil {
+	if err := WriteOffsetCheckpoint(nil, path, nil); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := ReadOffsetCheckpoint(path); err != nil || len(got) != 0 {
+	if got, err := ReadOffsetCheckpoint(nil, path); err != nil || len(got) != 0 {
 		t.Fatalf("empty checkpoint %v %v", got, err)
 	}
 	// A missing file is an empty map.
-	if got, err := ReadOffsetCheckpoint(filepath.Join(t.TempDir(), "none")); err != nil || len(got) != 0 {
+	if got, err := ReadOffsetCheckpoint(nil, filepath.Join(t.TempDir(), "none")); err != nil || len(got) != 0 {
 		t.Fatalf("missing file: %v %v", got, err)
 	}
 	// No temporary file is left behind.
@@ -72,7 +72,7 @@ func TestOffsetCheckpointRejectsMalformed(t *testing.T) {
 		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := ReadOffsetCheckpoint(p); err == nil {
+		if got, err := ReadOffsetCheckpoint(nil, p); err == nil {
 			t.Errorf("%s: accepted as %v", name, got)
 		}
 	}
@@ -81,7 +81,7 @@ func TestOffsetCheckpointRejectsMalformed(t *testing.T) {
 func TestOffsetCheckpointRefusesUnwritableTopics(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cp")
 	for _, topic := range []string{"", "a b", "a\nb", "tab\there"} {
-		if err := WriteOffsetCheckpoint(path, map[PartitionKey]int64{{topic, 0}: 1}); err == nil {
+		if err := WriteOffsetCheckpoint(nil, path, map[PartitionKey]int64{{topic, 0}: 1}); err == nil {
 			t.Errorf("topic %q written", topic)
 		}
 	}

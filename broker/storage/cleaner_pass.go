@@ -51,12 +51,12 @@ const CleanerCheckpointFile = "cleaner-offset-checkpoint"
 
 // readCleanCheckpoint returns the stored clean checkpoint, 0 when there is
 // none (or it does not parse: cleaning restarts from the log start).
-func readCleanCheckpoint(dir string) int64 {
-	return readOffsetFile(filepath.Join(dir, CleanerCheckpointFile))
+func readCleanCheckpoint(fsys FS, dir string) int64 {
+	return readOffsetFile(fsys, filepath.Join(dir, CleanerCheckpointFile))
 }
 
-func writeCleanCheckpoint(dir string, off int64) error {
-	return writeOffsetFile(filepath.Join(dir, CleanerCheckpointFile), off)
+func writeCleanCheckpoint(fsys FS, dir string, off int64) error {
+	return writeOffsetFile(fsys, filepath.Join(dir, CleanerCheckpointFile), off)
 }
 
 // ReplicaGapsFile holds the offset up to which this replica's log may skip
@@ -66,16 +66,18 @@ func writeCleanCheckpoint(dir string, off int64) error {
 const ReplicaGapsFile = "replica-gaps-checkpoint"
 
 // readReplicaGaps returns the stored replicated-gaps mark, 0 when none.
-func readReplicaGaps(dir string) int64 { return readOffsetFile(filepath.Join(dir, ReplicaGapsFile)) }
+func readReplicaGaps(fsys FS, dir string) int64 {
+	return readOffsetFile(fsys, filepath.Join(dir, ReplicaGapsFile))
+}
 
-func writeReplicaGaps(dir string, off int64) error {
-	return writeOffsetFile(filepath.Join(dir, ReplicaGapsFile), off)
+func writeReplicaGaps(fsys FS, dir string, off int64) error {
+	return writeOffsetFile(fsys, filepath.Join(dir, ReplicaGapsFile), off)
 }
 
 // readOffsetFile reads a one-offset file, 0 when it is missing or does
 // not parse.
-func readOffsetFile(path string) int64 {
-	b, err := os.ReadFile(path)
+func readOffsetFile(fsys FS, path string) int64 {
+	b, err := orOS(fsys).ReadFile(path)
 	if err != nil {
 		return 0
 	}
@@ -87,8 +89,8 @@ func readOffsetFile(path string) int64 {
 }
 
 // writeOffsetFile replaces a one-offset file atomically.
-func writeOffsetFile(path string, off int64) error {
-	return writeFileAtomic(path, []byte(strconv.FormatInt(off, 10)+"\n"))
+func writeOffsetFile(fsys FS, path string, off int64) error {
+	return writeFileAtomic(fsys, path, []byte(strconv.FormatInt(off, 10)+"\n"))
 }
 
 // gapsAllowedLocked is where recovery stops accepting skipped offsets.
@@ -101,7 +103,7 @@ func (l *Log) setCleanedLocked(off int64) {
 		return
 	}
 	l.cleanedTo = off
-	if err := writeCleanCheckpoint(l.dir, off); err != nil {
+	if err := writeCleanCheckpoint(l.fs, l.dir, off); err != nil {
 		l.logger().Warn("could not write the clean checkpoint; the next pass cleans more than it must",
 			"partition", l.key.String(), "offset", off, "reason", err.Error())
 	}
@@ -251,8 +253,8 @@ var (
 // eachBatch reads the batches of a segment file up to size, without the
 // log's lock or its file cache (the file is opened by name: if the
 // segment went meanwhile, the open fails and the pass is aborted).
-func eachBatch(path string, size int64, fn func(h *record.Header, batch []byte) error) error {
-	f, err := os.Open(path)
+func eachBatch(fsys FS, path string, size int64, fn func(h *record.Header, batch []byte) error) error {
+	f, err := orOS(fsys).OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
 		return err
 	}
@@ -311,7 +313,7 @@ func (l *Log) buildOffsetMap(ctx context.Context, p *cleanPlan, o CleanOptions, 
 			continue
 		}
 		upd := map[string]int64{}
-		err := eachBatch(s.path, p.sizes[i], func(h *record.Header, batch []byte) error {
+		err := eachBatch(s.fs, s.path, p.sizes[i], func(h *record.Header, batch []byte) error {
 			if h.IsControl() || h.LastOffset() < p.firstDirty {
 				return nil
 			}
@@ -387,7 +389,7 @@ type cleaner struct {
 // output is one cleaned segment being written, under temporary names.
 type output struct {
 	seg  *segment // its indexes and counters; paths are the temporary ones
-	f    *os.File
+	f    File
 	w    *bufio.Writer
 	txns []AbortedTxn
 	last int64 // last offset written, -1 none
@@ -417,18 +419,18 @@ func removeOutputs(outs []*output) {
 			o.f.Close()
 		}
 		for _, p := range o.paths() {
-			os.Remove(p)
+			o.seg.fs.Remove(p)
 		}
 	}
 }
 
 func (c *cleaner) newOutput(base int64) (*output, error) {
-	s := newSegmentStruct(c.l.dir, base, nil)
+	s := newSegmentStruct(c.l.fs, c.l.dir, base, nil)
 	s.path += cleanedSuffix
 	s.idx.path += cleanedSuffix
 	s.tix.path += cleanedSuffix
 	s.txn.path += cleanedSuffix
-	f, err := os.OpenFile(s.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := s.fs.OpenFile(s.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -483,7 +485,7 @@ func (o *output) finish(next int64) error {
 	for _, a := range o.txns {
 		buf = appendTxnEntry(buf, a)
 	}
-	tf, err := os.OpenFile(s.txn.path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	tf, err := s.fs.OpenFile(s.txn.path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
@@ -533,7 +535,7 @@ func (c *cleaner) rewrite(ctx context.Context) ([]*output, error) {
 		outs = append(outs, out)
 		for i := g[0]; i < g[1]; i++ {
 			s := c.p.segs[i]
-			if err := eachBatch(s.path, c.p.sizes[i], func(h *record.Header, batch []byte) error {
+			if err := eachBatch(s.fs, s.path, c.p.sizes[i], func(h *record.Header, batch []byte) error {
 				return c.cleanBatch(ctx, out, h, batch)
 			}); err != nil {
 				return outs, err

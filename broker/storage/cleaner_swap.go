@@ -79,12 +79,13 @@ var segmentSuffixes = []string{LogSuffix, IndexSuffix, TimeIndexSuffix, TxnIndex
 // after any partial run. A file of the replaced range that has no
 // .cleaned twin is an old segment's unless its base is an output's (the
 // twin was renamed onto it already).
-func completeSwap(dir string, m swapManifest, hook swapHook) error {
+func completeSwap(fsys FS, dir string, m swapManifest, hook swapHook) error {
+	fsys = orOS(fsys)
 	out := map[int64]bool{}
 	for _, b := range m.bases {
 		out[b] = true
 	}
-	entries, err := os.ReadDir(dir)
+	entries, err := fsys.ReadDir(dir)
 	if err != nil {
 		return err
 	}
@@ -105,7 +106,7 @@ func completeSwap(dir string, m swapManifest, hook swapHook) error {
 			if out[b] && !present[name+cleanedSuffix] {
 				continue // already the cleaned one
 			}
-			if err := os.Remove(filepath.Join(dir, name)); err != nil && !os.IsNotExist(err) {
+			if err := fsys.Remove(filepath.Join(dir, name)); err != nil && !os.IsNotExist(err) {
 				return err
 			}
 		}
@@ -117,54 +118,55 @@ func completeSwap(dir string, m swapManifest, hook swapHook) error {
 		for _, suf := range segmentSuffixes {
 			p := filepath.Join(dir, FileName(b)+suf)
 			if present[FileName(b)+suf+cleanedSuffix] {
-				if err := os.Rename(p+cleanedSuffix, p); err != nil && !os.IsNotExist(err) {
+				if err := fsys.Rename(p+cleanedSuffix, p); err != nil && !os.IsNotExist(err) {
 					return err
 				}
 			}
 		}
 	}
-	if err := syncDir(dir); err != nil {
+	if err := fsys.SyncDir(dir); err != nil {
 		return err
 	}
 	if err := hook.step("checkpoint"); err != nil {
 		return err
 	}
-	if err := writeCleanCheckpoint(dir, m.checkpoint); err != nil {
+	if err := writeCleanCheckpoint(fsys, dir, m.checkpoint); err != nil {
 		return err
 	}
 	if err := hook.step("remove-manifest"); err != nil {
 		return err
 	}
-	if err := os.Remove(filepath.Join(dir, CleanerSwapFile)); err != nil && !os.IsNotExist(err) {
+	if err := fsys.Remove(filepath.Join(dir, CleanerSwapFile)); err != nil && !os.IsNotExist(err) {
 		return err
 	}
-	return syncDir(dir)
+	return fsys.SyncDir(dir)
 }
 
 // finishSwapOnOpen completes a committed swap a crash interrupted, or
 // deletes the files of a pass that never committed. It runs before the
 // segments are listed.
-func finishSwapOnOpen(dir string) error {
-	b, err := os.ReadFile(filepath.Join(dir, CleanerSwapFile))
+func finishSwapOnOpen(fsys FS, dir string) error {
+	fsys = orOS(fsys)
+	b, err := fsys.ReadFile(filepath.Join(dir, CleanerSwapFile))
 	switch {
 	case err == nil:
 		m, perr := parseSwapManifest(b)
 		if perr != nil {
 			return perr
 		}
-		if err := completeSwap(dir, m, nil); err != nil {
+		if err := completeSwap(fsys, dir, m, nil); err != nil {
 			return fmt.Errorf("complete the cleaner's swap: %w", err)
 		}
 	case !os.IsNotExist(err):
 		return err
 	}
-	entries, err := os.ReadDir(dir)
+	entries, err := fsys.ReadDir(dir)
 	if err != nil {
 		return err
 	}
 	for _, e := range entries {
 		if strings.HasSuffix(e.Name(), cleanedSuffix) {
-			os.Remove(filepath.Join(dir, e.Name()))
+			fsys.Remove(filepath.Join(dir, e.Name()))
 		}
 	}
 	return nil
@@ -185,8 +187,8 @@ func (l *Log) swapCleaned(p *cleanPlan, outs []*output, checkpoint, horizon int6
 		return err
 	}
 	m := swapManifest{from: p.segs[0].base, end: p.end, checkpoint: checkpoint, bases: sortedBases(outs)}
-	if err := writeFileAtomic(filepath.Join(l.dir, CleanerSwapFile), m.encode()); err != nil {
-		os.Remove(filepath.Join(l.dir, CleanerSwapFile))
+	if err := writeFileAtomic(l.fs, filepath.Join(l.dir, CleanerSwapFile), m.encode()); err != nil {
+		l.fs.Remove(filepath.Join(l.dir, CleanerSwapFile))
 		return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "commit the cleaned segments of %s: %v", l.key, err)
 	}
 	// Committed. Readers hold the lock while they read, so no file of the
@@ -195,7 +197,7 @@ func (l *Log) swapCleaned(p *cleanPlan, outs []*output, checkpoint, horizon int6
 	for _, s := range old {
 		s.closeFile()
 	}
-	if err := completeSwap(l.dir, m, l.swapHook); err != nil {
+	if err := completeSwap(l.fs, l.dir, m, l.swapHook); err != nil {
 		if errors.Is(err, errCrashForTest) {
 			return err
 		}
@@ -207,7 +209,7 @@ func (l *Log) swapCleaned(p *cleanPlan, outs []*output, checkpoint, horizon int6
 	segs := make([]*segment, 0, len(l.segs)-len(old)+len(outs))
 	for _, o := range outs {
 		s := o.seg
-		final := newSegmentStruct(l.dir, s.base, l.cfg.Files)
+		final := newSegmentStruct(l.fs, l.dir, s.base, l.cfg.Files)
 		s.path, s.idx.path, s.tix.path, s.txn.path = final.path, final.idx.path, final.tix.path, final.txn.path
 		s.cache = l.cfg.Files
 		s.dirty = false

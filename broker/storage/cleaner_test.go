@@ -477,14 +477,14 @@ func TestCleanCheckpointFollowsTheLog(t *testing.T) {
 	if c := f.l.CleanableState(5, f.nowMs(), 0); c.FirstDirty != 4 {
 		t.Fatalf("after truncating to 4: first dirty %d", c.FirstDirty)
 	}
-	if got := readCleanCheckpoint(f.dir); got != 4 {
+	if got := readCleanCheckpoint(nil, f.dir); got != 4 {
 		t.Fatalf("checkpoint file after truncating to 4: %d", got)
 	}
 	if err := f.l.TruncateFullyAndStartAt(100); err != nil {
 		t.Fatal(err)
 	}
-	if c := f.l.CleanableState(100, f.nowMs(), 0); c.FirstDirty != 100 || readCleanCheckpoint(f.dir) != 100 {
-		t.Fatalf("after restarting at 100: %+v, file %d", c, readCleanCheckpoint(f.dir))
+	if c := f.l.CleanableState(100, f.nowMs(), 0); c.FirstDirty != 100 || readCleanCheckpoint(nil, f.dir) != 100 {
+		t.Fatalf("after restarting at 100: %+v, file %d", c, readCleanCheckpoint(nil, f.dir))
 	}
 }
 

@@ -56,6 +56,11 @@ type Config struct {
 	Files *FileCache
 	// Logger gets recovery's warnings (nil: slog.Default()).
 	Logger *slog.Logger
+	// FS is the file system the log's files are on (nil: OSFS, the real
+	// one). A broker's logs share one; a simulation gives each node its
+	// own simulated disk (testkit/simdisk). A log keeps the FS it was
+	// opened with: SetConfig does not move it.
+	FS FS
 }
 
 // CleanupPolicy is a log's cleanup.policy. The zero value is delete.

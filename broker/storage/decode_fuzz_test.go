@@ -59,15 +59,15 @@ func FuzzOffsetCheckpoint(f *testing.F) {
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		got, err := ReadOffsetCheckpoint(path)
+		got, err := ReadOffsetCheckpoint(nil, path)
 		if err != nil {
 			return
 		}
 		out := filepath.Join(dir, "again")
-		if err := WriteOffsetCheckpoint(out, got); err != nil {
+		if err := WriteOffsetCheckpoint(nil, out, got); err != nil {
 			return // a topic name the format cannot hold is refused on write
 		}
-		again, err := ReadOffsetCheckpoint(out)
+		again, err := ReadOffsetCheckpoint(nil, out)
 		if err != nil || !maps.Equal(got, again) {
 			t.Fatalf("round trip: %v, %v vs %v", err, again, got)
 		}
@@ -90,7 +90,7 @@ func FuzzEpochCheckpoint(f *testing.F) {
 			return
 		}
 		out := filepath.Join(dir, "again")
-		if err := writeEpochCheckpoint(out, got); err != nil {
+		if err := writeEpochCheckpoint(nil, out, got); err != nil {
 			t.Fatal(err)
 		}
 		again, err := ReadEpochCheckpoint(out)

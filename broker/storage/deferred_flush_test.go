@@ -3,7 +3,6 @@ package storage
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -27,7 +26,7 @@ func newGatedSync() *gatedSync {
 	return &gatedSync{entered: make(chan struct{}, 16), release: make(chan struct{})}
 }
 
-func (g *gatedSync) sync(f *os.File) error {
+func (g *gatedSync) sync(f File) error {
 	g.calls.Add(1)
 	g.entered <- struct{}{}
 	<-g.release
@@ -122,7 +121,7 @@ func TestDeferredFlushFailureIsSticky(t *testing.T) {
 	var fail atomic.Bool
 	fail.Store(true)
 	var calls atomic.Int32
-	f.l.syncHook = func(fl *os.File) error {
+	f.l.syncHook = func(fl File) error {
 		calls.Add(1)
 		if fail.Load() {
 			return errors.New("input/output error")

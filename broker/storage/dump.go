@@ -3,7 +3,6 @@ package storage
 import (
 	"encoding/binary"
 	"fmt"
-	"os"
 	"path/filepath"
 )
 
@@ -32,12 +31,14 @@ func baseOf(path string) (int64, error) {
 
 // ReadOffsetIndex decodes an .index file (for dump tools). Trailing bytes
 // that are not a whole entry are reported as an error after the entries.
-func ReadOffsetIndex(path string) ([]IndexEntry, error) {
+func ReadOffsetIndex(path string) ([]IndexEntry, error) { return readOffsetIndex(OSFS{}, path) }
+
+func readOffsetIndex(fsys FS, path string) ([]IndexEntry, error) {
 	base, err := baseOf(path)
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(path)
+	b, err := orOS(fsys).ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -52,12 +53,14 @@ func ReadOffsetIndex(path string) ([]IndexEntry, error) {
 }
 
 // ReadTimeIndex decodes a .timeindex file (for dump tools).
-func ReadTimeIndex(path string) ([]TimeIndexEntry, error) {
+func ReadTimeIndex(path string) ([]TimeIndexEntry, error) { return readTimeIndex(OSFS{}, path) }
+
+func readTimeIndex(fsys FS, path string) ([]TimeIndexEntry, error) {
 	base, err := baseOf(path)
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(path)
+	b, err := orOS(fsys).ReadFile(path)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ package storage
 //
 // Callers hold the log's lock.
 type LeaderEpochCache struct {
+	fs      FS // nil: OSFS
 	path    string
 	entries []EpochEntry
 }
@@ -85,7 +86,7 @@ func (c *LeaderEpochCache) flush() error {
 	if c.path == "" {
 		return nil
 	}
-	return writeEpochCheckpoint(c.path, c.entries)
+	return writeEpochCheckpoint(c.fs, c.path, c.entries)
 }
 
 // AssignEpoch records that a new leader epoch starts at the current log end

@@ -41,13 +41,13 @@ func (c *FileCache) Open() int {
 
 // use returns the segment's open file, opening it if needed; the caller
 // calls s.done() when it no longer needs it.
-func (s *segment) use() (*os.File, error) {
+func (s *segment) use() (File, error) {
 	c := s.cache
 	if c == nil {
 		s.fmu.Lock()
 		defer s.fmu.Unlock()
 		if s.f == nil {
-			f, err := os.OpenFile(s.path, os.O_RDWR, 0o644)
+			f, err := s.fs.OpenFile(s.path, os.O_RDWR, 0o644)
 			if err != nil {
 				return nil, err
 			}
@@ -62,7 +62,7 @@ func (s *segment) use() (*os.File, error) {
 		s.elem = nil
 	}
 	if s.f == nil {
-		f, err := os.OpenFile(s.path, os.O_RDWR, 0o644)
+		f, err := s.fs.OpenFile(s.path, os.O_RDWR, 0o644)
 		if err != nil {
 			return nil, err
 		}

@@ -273,7 +273,7 @@ func checkIndexes(t testing.TB, l *Log) {
 				t.Fatalf("segment %d: time index offset %d beyond the segment end %d", s.base, off, s.next)
 			}
 		}
-		onDisk, err := ReadOffsetIndex(s.idx.path)
+		onDisk, err := readOffsetIndex(l.fs, s.idx.path)
 		if err != nil {
 			t.Fatalf("segment %d: %v", s.base, err)
 		}
@@ -285,7 +285,7 @@ func checkIndexes(t testing.TB, l *Log) {
 				t.Fatalf("segment %d: .index entry %d is %+v on disk", s.base, i, e)
 			}
 		}
-		tOnDisk, err := ReadTimeIndex(s.tix.path)
+		tOnDisk, err := readTimeIndex(l.fs, s.tix.path)
 		if err != nil {
 			t.Fatalf("segment %d: %v", s.base, err)
 		}

@@ -13,6 +13,7 @@ import (
 // layout). It lives in memory; the file is brought up to date on flush, roll
 // and close, and is rebuilt from the log whenever recovery rescans a segment.
 type offsetIndex struct {
+	fs      FS // nil: OSFS
 	path    string
 	base    int64
 	rel     []uint32
@@ -54,7 +55,7 @@ func (ix *offsetIndex) reset() {
 
 // flush brings the file up to date.
 func (ix *offsetIndex) flush(sync bool) error {
-	return writeIndexFile(ix.path, &ix.written, len(ix.rel), offsetIndexEntry, func(i int, b []byte) {
+	return writeIndexFile(ix.fs, ix.path, &ix.written, len(ix.rel), offsetIndexEntry, func(i int, b []byte) {
 		binary.BigEndian.PutUint32(b, ix.rel[i])
 		binary.BigEndian.PutUint32(b[4:], ix.pos[i])
 	}, sync)
@@ -64,7 +65,7 @@ func (ix *offsetIndex) flush(sync bool) error {
 // positions strictly increasing, positions inside the segment. A file that
 // fails is reported so the caller rebuilds the index from the log.
 func (ix *offsetIndex) load(segSize int64) error {
-	b, err := os.ReadFile(ix.path)
+	b, err := orOS(ix.fs).ReadFile(ix.path)
 	if err != nil {
 		return err
 	}
@@ -92,6 +93,7 @@ func (ix *offsetIndex) load(segSize int64) error {
 // entries, 12 bytes each (int64 + uint32), added beside offset-index entries
 // whenever the segment's max timestamp grew.
 type timeIndex struct {
+	fs      FS // nil: OSFS
 	path    string
 	base    int64
 	ts      []int64
@@ -141,14 +143,14 @@ func (ti *timeIndex) reset() {
 }
 
 func (ti *timeIndex) flush(sync bool) error {
-	return writeIndexFile(ti.path, &ti.written, len(ti.ts), timeIndexEntry, func(i int, b []byte) {
+	return writeIndexFile(ti.fs, ti.path, &ti.written, len(ti.ts), timeIndexEntry, func(i int, b []byte) {
 		binary.BigEndian.PutUint64(b, uint64(ti.ts[i]))
 		binary.BigEndian.PutUint32(b[8:], ti.rel[i])
 	}, sync)
 }
 
 func (ti *timeIndex) load(nextRel int64) error {
-	b, err := os.ReadFile(ti.path)
+	b, err := orOS(ti.fs).ReadFile(ti.path)
 	if err != nil {
 		return err
 	}
@@ -174,7 +176,7 @@ func (ti *timeIndex) load(nextRel int64) error {
 
 // writeIndexFile appends entries [*written, n) to path, or rewrites it whole
 // when *written is -1.
-func writeIndexFile(path string, written *int, n, size int, put func(i int, b []byte), sync bool) error {
+func writeIndexFile(fsys FS, path string, written *int, n, size int, put func(i int, b []byte), sync bool) error {
 	if *written == n && !sync {
 		return nil
 	}
@@ -184,7 +186,7 @@ func writeIndexFile(path string, written *int, n, size int, put func(i int, b []
 		flag |= os.O_TRUNC
 		from = 0
 	}
-	f, err := os.OpenFile(path, flag, 0o644)
+	f, err := orOS(fsys).OpenFile(path, flag, 0o644)
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -34,6 +33,7 @@ const EpochCheckpointFile = "leader-epoch-checkpoint"
 
 // Log is one partition's log.
 type Log struct {
+	fs  FS // cfg.FS, or OSFS
 	dir string
 	key PartitionKey
 	clk clock.Clock
@@ -61,7 +61,7 @@ type Log struct {
 	flushErr       error         // a failed fsync (sticky: see FlushTo)
 	flushed        chan struct{} // closed and replaced after every flush attempt
 	bg             sync.WaitGroup
-	syncHook       func(*os.File) error // tests: replaces a segment's fsync in FlushTo
+	syncHook       func(File) error // tests: replaces a segment's fsync in FlushTo
 
 	flushMu sync.Mutex
 
@@ -264,11 +264,12 @@ func Open(dir string, key PartitionKey, cfg Config, recoveryPoint int64, clk clo
 	if clk == nil {
 		clk = clock.Real
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	fsys := orOS(cfg.FS)
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	l := &Log{dir: dir, key: key, clk: clk, cfg: cfg, psm: NewProducerStateManager(), flushed: make(chan struct{}), guard: txnGuard{since: clk.Now().UnixMilli()}, deleteHorizonMs: -1}
-	l.epochs.path = filepath.Join(dir, EpochCheckpointFile)
+	l := &Log{fs: fsys, dir: dir, key: key, clk: clk, cfg: cfg, psm: NewProducerStateManager(), flushed: make(chan struct{}), guard: txnGuard{since: clk.Now().UnixMilli()}, deleteHorizonMs: -1}
+	l.epochs.fs, l.epochs.path = fsys, filepath.Join(dir, EpochCheckpointFile)
 	if err := l.recover(recoveryPoint); err != nil {
 		l.closeFiles()
 		return nil, fmt.Errorf("recover %s: %w", dir, err)
@@ -323,7 +324,7 @@ func (l *Log) close() error {
 	if err := l.active().seal(); err != nil && firstErr == nil {
 		firstErr = err
 	}
-	if err := l.psm.WriteSnapshot(l.dir, l.leoLocked()); err != nil && firstErr == nil {
+	if err := l.psm.writeSnapshot(l.fs, l.dir, l.leoLocked()); err != nil && firstErr == nil {
 		firstErr = err
 	}
 	if firstErr == nil && l.flushErr == nil {
@@ -393,10 +394,10 @@ func (l *Log) closeForRemoval() {
 // new path.
 func (l *Log) setAside(suffix string) (string, error) {
 	aside := filepath.Join(filepath.Dir(l.dir), AsideDirName(l.key.Topic, l.key.Partition, suffix))
-	if err := os.Rename(l.dir, aside); err != nil {
+	if err := l.fs.Rename(l.dir, aside); err != nil {
 		return "", err
 	}
-	if err := syncDir(filepath.Dir(l.dir)); err != nil {
+	if err := l.fs.SyncDir(filepath.Dir(l.dir)); err != nil {
 		return aside, err
 	}
 	return aside, nil
@@ -427,7 +428,7 @@ func (l *Log) Delete() error {
 			return err
 		}
 	}
-	return os.RemoveAll(aside)
+	return l.fs.RemoveAll(aside)
 }
 
 // MarkStray closes the log and renames its directory to a "-stray" name
@@ -442,8 +443,9 @@ func (l *Log) MarkStray() (string, error) {
 
 // RemoveDeletedDirs removes, in dataDir, the directories of deleted logs
 // whose removal a crash interrupted (Delete). It returns their names.
-func RemoveDeletedDirs(dataDir string) ([]string, error) {
-	entries, err := os.ReadDir(dataDir)
+func RemoveDeletedDirs(fsys FS, dataDir string) ([]string, error) {
+	fsys = orOS(fsys)
+	entries, err := fsys.ReadDir(dataDir)
 	if err != nil {
 		return nil, err
 	}
@@ -452,7 +454,7 @@ func RemoveDeletedDirs(dataDir string) ([]string, error) {
 		if !e.IsDir() || !IsAsideDirName(e.Name(), DeleteDirSuffix) {
 			continue
 		}
-		if err := os.RemoveAll(filepath.Join(dataDir, e.Name())); err != nil {
+		if err := fsys.RemoveAll(filepath.Join(dataDir, e.Name())); err != nil {
 			return removed, err
 		}
 		removed = append(removed, e.Name())

@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"os"
 	"path/filepath"
 
 	"github.com/strand-io/strand/errs"
@@ -54,7 +53,7 @@ func (l *Log) AdvanceLogStart(offset int64) (int64, error) {
 	// Durable before anyone can see the new start or a segment goes: a
 	// crash after this point restarts at offset, before it at the old start.
 	// (Appends may run meanwhile: they only move the log end up.)
-	if err := writeOffsetFile(filepath.Join(l.dir, LogStartCheckpointFile), offset); err != nil {
+	if err := writeOffsetFile(l.fs, filepath.Join(l.dir, LogStartCheckpointFile), offset); err != nil {
 		return old, errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "checkpoint the log start offset of %s: %v", l.key, err)
 	}
 
@@ -92,11 +91,11 @@ func (l *Log) AdvanceLogStart(offset int64) (int64, error) {
 				return start, errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "delete a segment of %s below its log start: %v", l.key, err)
 			}
 		}
-		_ = writeDamagedList(l.dir, damaged)
-		offs, _ := ListSnapshots(l.dir)
+		_ = writeDamagedList(l.fs, l.dir, damaged)
+		offs, _ := listSnapshots(l.fs, l.dir)
 		for _, o := range offs {
 			if o < firstBase {
-				os.Remove(SnapshotPath(l.dir, o))
+				l.fs.Remove(SnapshotPath(l.dir, o))
 			}
 		}
 	}
@@ -107,7 +106,7 @@ func (l *Log) AdvanceLogStart(offset int64) (int64, error) {
 // start is the larger of the first segment's base and the checkpoint,
 // never past the log end.
 func (l *Log) loadLogStartLocked() {
-	ck := readOffsetFile(filepath.Join(l.dir, LogStartCheckpointFile))
+	ck := readOffsetFile(l.fs, filepath.Join(l.dir, LogStartCheckpointFile))
 	if ck <= l.logStart {
 		return
 	}

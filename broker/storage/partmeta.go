@@ -22,18 +22,18 @@ const PartitionMetadataFile = "partition.metadata"
 
 // WritePartitionMetadata records, crash-safely, that the log in dir
 // belongs to the topic with id topicID.
-func WritePartitionMetadata(dir, topicID string) error {
+func WritePartitionMetadata(fsys FS, dir, topicID string) error {
 	if topicID == "" || strings.ContainsAny(topicID, " \n\r") {
 		return fmt.Errorf("topic id %q cannot be recorded", topicID)
 	}
-	return writeFileAtomic(filepath.Join(dir, PartitionMetadataFile), []byte("version: 0\ntopic_id: "+topicID+"\n"))
+	return writeFileAtomic(fsys, filepath.Join(dir, PartitionMetadataFile), []byte("version: 0\ntopic_id: "+topicID+"\n"))
 }
 
 // ReadPartitionMetadata returns the topic id recorded in dir ("" when the
 // log has none: it was created before topic ids were recorded), or an
 // error when the file is there but does not read as Kafka's format.
-func ReadPartitionMetadata(dir string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, PartitionMetadataFile))
+func ReadPartitionMetadata(fsys FS, dir string) (string, error) {
+	b, err := orOS(fsys).ReadFile(filepath.Join(dir, PartitionMetadataFile))
 	if os.IsNotExist(err) {
 		return "", nil
 	}

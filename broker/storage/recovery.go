@@ -32,12 +32,12 @@ func (l *Log) recover(recoveryPoint int64) error {
 	// A cleaner's swap a crash interrupted is finished first (or its
 	// uncommitted files deleted), so the segments listed below are either
 	// all the old ones or all the new ones.
-	if err := finishSwapOnOpen(l.dir); err != nil {
+	if err := finishSwapOnOpen(l.fs, l.dir); err != nil {
 		return err
 	}
-	l.cleanedTo = readCleanCheckpoint(l.dir)
-	l.gapsFrom = readReplicaGaps(l.dir)
-	entries, err := os.ReadDir(l.dir)
+	l.cleanedTo = readCleanCheckpoint(l.fs, l.dir)
+	l.gapsFrom = readReplicaGaps(l.fs, l.dir)
+	entries, err := l.fs.ReadDir(l.dir)
 	if err != nil {
 		return err
 	}
@@ -47,7 +47,7 @@ func (l *Log) recover(recoveryPoint int64) error {
 		name := e.Name()
 		present[name] = true
 		if strings.HasSuffix(name, ".tmp") || strings.HasSuffix(name, ".deleted") {
-			os.Remove(filepath.Join(l.dir, name))
+			l.fs.Remove(filepath.Join(l.dir, name))
 			continue
 		}
 		if b, ok := parseBase(name, LogSuffix); ok {
@@ -59,13 +59,13 @@ func (l *Log) recover(recoveryPoint int64) error {
 	for name := range present {
 		for _, suf := range []string{IndexSuffix, TimeIndexSuffix, TxnIndexSuffix} {
 			if b, ok := parseBase(name, suf); ok && !present[FileName(b)+LogSuffix] {
-				os.Remove(filepath.Join(l.dir, name))
+				l.fs.Remove(filepath.Join(l.dir, name))
 			}
 		}
 	}
 	now := l.clk.Now().UnixMilli()
 	if len(bases) == 0 {
-		s, err := createSegment(l.dir, 0, now, l.cfg.Files)
+		s, err := createSegment(l.fs, l.dir, 0, now, l.cfg.Files)
 		if err != nil {
 			return err
 		}
@@ -75,7 +75,7 @@ func (l *Log) recover(recoveryPoint int64) error {
 		return l.writeDamaged()
 	}
 	for _, b := range bases {
-		s, err := openSegment(l.dir, b, l.cfg.Files)
+		s, err := openSegment(l.fs, l.dir, b, l.cfg.Files)
 		if err != nil {
 			return err
 		}
@@ -83,7 +83,7 @@ func (l *Log) recover(recoveryPoint int64) error {
 		l.segs = append(l.segs, s)
 	}
 	l.logStart = l.segs[0].base
-	damaged := readDamaged(l.dir)
+	damaged := readDamaged(l.fs, l.dir)
 
 	rescanned := map[*segment]bool{}
 	// Trusted segments: load indexes. A segment known to be damaged, or
@@ -177,9 +177,9 @@ func (l *Log) recover(recoveryPoint int64) error {
 // every Open until retention or truncation removes them.
 const DamagedSegmentsFile = "damaged-segments"
 
-func readDamaged(dir string) map[int64]bool {
+func readDamaged(fsys FS, dir string) map[int64]bool {
 	out := map[int64]bool{}
-	b, err := os.ReadFile(filepath.Join(dir, DamagedSegmentsFile))
+	b, err := orOS(fsys).ReadFile(filepath.Join(dir, DamagedSegmentsFile))
 	if err != nil {
 		return out
 	}
@@ -194,7 +194,7 @@ func readDamaged(dir string) map[int64]bool {
 // writeDamaged brings DamagedSegmentsFile up to date with the segments'
 // damage (removing it when there is none).
 func (l *Log) writeDamaged() error {
-	return writeDamagedList(l.dir, l.damagedListLocked())
+	return writeDamagedList(l.fs, l.dir, l.damagedListLocked())
 }
 
 // damagedListLocked is DamagedSegmentsFile's content for l.segs.
@@ -210,18 +210,19 @@ func (l *Log) damagedListLocked() string {
 
 // writeDamagedList writes DamagedSegmentsFile (content from
 // damagedListLocked) without the log's lock; callers hold flushMu.
-func writeDamagedList(dir, content string) error {
+func writeDamagedList(fsys FS, dir, content string) error {
+	fsys = orOS(fsys)
 	path := filepath.Join(dir, DamagedSegmentsFile)
 	if content == "" {
-		if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		if err := fsys.Remove(path); err != nil && !os.IsNotExist(err) {
 			return err
 		}
 		return nil
 	}
-	if old, err := os.ReadFile(path); err == nil && string(old) == content {
+	if old, err := fsys.ReadFile(path); err == nil && string(old) == content {
 		return nil
 	}
-	return writeFileAtomic(path, []byte(content))
+	return writeFileAtomic(fsys, path, []byte(content))
 }
 
 // DamagedRanges lists the offset ranges recovery fenced off ([from, to)
@@ -479,7 +480,7 @@ func (l *Log) checkTail(s *segment) (int64, error) {
 // the batches' partitionLeaderEpoch fields (with a WARN), so a lying file
 // cannot hold back new epochs forever or mislead a follower's truncation.
 func (l *Log) loadEpochs(rescanned map[*segment]bool) {
-	entries, err := ReadEpochCheckpoint(l.epochs.path)
+	entries, err := readEpochCheckpoint(l.fs, l.epochs.path)
 	if err == nil {
 		err = l.checkEpochs(entries)
 	}
@@ -562,10 +563,10 @@ func (l *Log) checkEpochs(entries []EpochEntry) error {
 // deleted. Aborted transactions met in segments of reindex get their
 // .txnindex entries back.
 func (l *Log) rebuildProducerStateLocked(upTo, snapshotAtMost int64, reindex map[*segment]bool) error {
-	if err := DeleteSnapshotsAbove(l.dir, upTo); err != nil {
+	if err := deleteSnapshotsAbove(l.fs, l.dir, upTo); err != nil {
 		return err
 	}
-	offs, err := ListSnapshots(l.dir)
+	offs, err := listSnapshots(l.fs, l.dir)
 	if err != nil {
 		return err
 	}
@@ -579,12 +580,12 @@ func (l *Log) rebuildProducerStateLocked(upTo, snapshotAtMost int64, reindex map
 			break
 		}
 		path := SnapshotPath(l.dir, offs[i])
-		loaded, err := LoadSnapshot(path)
+		loaded, err := loadSnapshot(l.fs, path)
 		if err != nil {
 			// Said, not dropped silently: the state comes from an older
 			// snapshot or the log's batches instead, which takes longer.
 			attrs := []any{"partition", l.key.String(), "file", path, "reason", err.Error()}
-			if rerr := os.Remove(path); rerr != nil && !os.IsNotExist(rerr) {
+			if rerr := l.fs.Remove(path); rerr != nil && !os.IsNotExist(rerr) {
 				attrs = append(attrs, "removeErr", rerr.Error())
 			}
 			l.logger().Warn("producer-state snapshot does not load; deleting it and rebuilding the producer state from an older snapshot or the log", attrs...)
@@ -716,7 +717,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	}
 	if l.gapsFrom > offset {
 		l.gapsFrom = offset
-		if err := writeReplicaGaps(l.dir, offset); err != nil {
+		if err := writeReplicaGaps(l.fs, l.dir, offset); err != nil {
 			l.logger().Warn("could not lower the replicated-gaps mark after a truncation", "partition", l.key.String(), "offset", offset, "reason", err.Error())
 		}
 	}
@@ -745,7 +746,7 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 // at the next Open and hide records appended from the new one.
 // Callers hold flushMu and mu.
 func (l *Log) truncateFullyLocked(base, start int64) error {
-	if err := writeOffsetFile(filepath.Join(l.dir, LogStartCheckpointFile), start); err != nil {
+	if err := writeOffsetFile(l.fs, filepath.Join(l.dir, LogStartCheckpointFile), start); err != nil {
 		return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "checkpoint the log start offset of %s: %v", l.key, err)
 	}
 	l.truncations++
@@ -754,7 +755,7 @@ func (l *Log) truncateFullyLocked(base, start int64) error {
 			return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "truncate %s: %v", l.key, err)
 		}
 	}
-	s, err := createSegment(l.dir, base, l.clk.Now().UnixMilli(), l.cfg.Files)
+	s, err := createSegment(l.fs, l.dir, base, l.clk.Now().UnixMilli(), l.cfg.Files)
 	if err != nil {
 		return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "truncate %s: %v", l.key, err)
 	}
@@ -763,7 +764,7 @@ func (l *Log) truncateFullyLocked(base, start int64) error {
 	_ = l.writeDamaged()
 	l.epochs.entries = nil
 	_ = l.epochs.flush()
-	if err := DeleteSnapshotsAbove(l.dir, -1); err != nil {
+	if err := deleteSnapshotsAbove(l.fs, l.dir, -1); err != nil {
 		return err
 	}
 	psm := NewProducerStateManager()
@@ -773,7 +774,7 @@ func (l *Log) truncateFullyLocked(base, start int64) error {
 	l.setCleanedLocked(base)
 	if l.gapsFrom != base {
 		l.gapsFrom = base
-		_ = writeReplicaGaps(l.dir, base)
+		_ = writeReplicaGaps(l.fs, l.dir, base)
 	}
 	return nil
 }
@@ -833,11 +834,11 @@ func (l *Log) DeleteRetention(hw int64) (int, error) {
 		// A marker below the log start is below the HW: nothing there
 		// holds back the first unstable offset any more.
 		l.psm.OnHighWatermarkUpdated(l.logStart)
-		offs, _ := ListSnapshots(l.dir)
+		offs, _ := listSnapshots(l.fs, l.dir)
 		// Keep the snapshot at the new start so a restart can replay from it.
 		for _, o := range offs {
 			if o < l.logStart {
-				os.Remove(SnapshotPath(l.dir, o))
+				l.fs.Remove(SnapshotPath(l.dir, o))
 			}
 		}
 	}

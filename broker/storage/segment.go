@@ -45,8 +45,9 @@ type segment struct {
 	base     int64
 	path     string // the .log file
 	cache    *FileCache
-	fmu      sync.Mutex    // guards f when cache is nil (else cache.mu)
-	f        *os.File      // open while in use or cached (files.go)
+	fmu      sync.Mutex // guards f when cache is nil (else cache.mu)
+	fs       FS
+	f        File          // open while in use or cached (files.go)
 	refs     int           // users of f (cache.mu)
 	elem     *list.Element // in cache.idle while open and unused
 	gone     bool          // closed for good
@@ -102,20 +103,22 @@ func segmentPaths(dir string, base int64) (logp, idx, tix, txn string) {
 	return n + LogSuffix, n + IndexSuffix, n + TimeIndexSuffix, n + TxnIndexSuffix
 }
 
-func newSegmentStruct(dir string, base int64, cache *FileCache) *segment {
+func newSegmentStruct(fsys FS, dir string, base int64, cache *FileCache) *segment {
+	fsys = orOS(fsys)
 	logp, idx, tix, txn := segmentPaths(dir, base)
 	return &segment{
-		base: base, path: logp, cache: cache, next: base, maxTs: -1,
-		idx: offsetIndex{path: idx, base: base},
-		tix: timeIndex{path: tix, base: base},
-		txn: txnIndex{path: txn},
+		fs: fsys, base: base, path: logp, cache: cache, next: base, maxTs: -1,
+		idx: offsetIndex{fs: fsys, path: idx, base: base},
+		tix: timeIndex{fs: fsys, path: tix, base: base},
+		txn: txnIndex{fs: fsys, path: txn},
 	}
 }
 
 // createSegment makes a new empty segment (truncating leftovers of the same name).
-func createSegment(dir string, base int64, nowMs int64, cache *FileCache) (*segment, error) {
+func createSegment(fsys FS, dir string, base int64, nowMs int64, cache *FileCache) (*segment, error) {
+	fsys = orOS(fsys)
 	logp, idx, tix, txn := segmentPaths(dir, base)
-	f, err := os.OpenFile(logp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := fsys.OpenFile(logp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -123,24 +126,24 @@ func createSegment(dir string, base int64, nowMs int64, cache *FileCache) (*segm
 		return nil, err
 	}
 	for _, p := range []string{idx, tix, txn} {
-		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+		if err := fsys.Remove(p); err != nil && !os.IsNotExist(err) {
 			return nil, err
 		}
 	}
-	s := newSegmentStruct(dir, base, cache)
+	s := newSegmentStruct(fsys, dir, base, cache)
 	s.rollBase = nowMs
 	return s, nil
 }
 
 // openSegment finds an existing segment's log file (opened when first
 // used); indexes are loaded by the caller.
-func openSegment(dir string, base int64, cache *FileCache) (*segment, error) {
+func openSegment(fsys FS, dir string, base int64, cache *FileCache) (*segment, error) {
 	logp, _, _, _ := segmentPaths(dir, base)
-	st, err := os.Stat(logp)
+	st, err := orOS(fsys).Stat(logp)
 	if err != nil {
 		return nil, err
 	}
-	s := newSegmentStruct(dir, base, cache)
+	s := newSegmentStruct(fsys, dir, base, cache)
 	s.size = st.Size()
 	s.rollBase = st.ModTime().UnixMilli()
 	return s, nil
@@ -238,7 +241,7 @@ func (s *segment) remove() error {
 	s.closeFile()
 	var errs []error
 	for _, p := range []string{s.path, s.idx.path, s.tix.path, s.txn.path} {
-		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+		if err := s.fs.Remove(p); err != nil && !os.IsNotExist(err) {
 			errs = append(errs, err)
 		}
 	}

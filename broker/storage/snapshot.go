@@ -205,25 +205,33 @@ func decodeSnapshot(name string, b []byte) (*ProducerStateManager, int64, error)
 // at most a *.snapshot.tmp file, which ListSnapshots ignores and
 // DeleteSnapshotsAbove removes. It does not change the manager.
 func (m *ProducerStateManager) WriteSnapshot(dir string, offset int64) error {
+	return m.writeSnapshot(OSFS{}, dir, offset)
+}
+
+func (m *ProducerStateManager) writeSnapshot(fsys FS, dir string, offset int64) error {
+	fsys = orOS(fsys)
 	if offset < 0 {
 		return fmt.Errorf("producer snapshot at negative offset %d", offset)
 	}
 	data := m.encodeSnapshot(offset)
 	final := SnapshotPath(dir, offset)
 	tmp := filepath.Join(dir, FileName(offset)+snapshotTmpSuffix)
-	if err := writeSnapshotFileSync(tmp, data); err != nil {
-		os.Remove(tmp)
+	if err := writeSnapshotFileSync(fsys, tmp, data); err != nil {
+		fsys.Remove(tmp)
 		return err
 	}
-	if err := os.Rename(tmp, final); err != nil {
-		os.Remove(tmp)
+	if err := fsys.Rename(tmp, final); err != nil {
+		fsys.Remove(tmp)
 		return fmt.Errorf("producer snapshot: %w", err)
 	}
-	return syncSnapshotDir(dir)
+	if err := fsys.SyncDir(dir); err != nil {
+		return fmt.Errorf("producer snapshot: fsync directory %s: %w", dir, err)
+	}
+	return nil
 }
 
-func writeSnapshotFileSync(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+func writeSnapshotFileSync(fsys FS, path string, data []byte) error {
+	f, err := fsys.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("producer snapshot: %w", err)
 	}
@@ -241,22 +249,6 @@ func writeSnapshotFileSync(path string, data []byte) error {
 	return nil
 }
 
-func syncSnapshotDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("producer snapshot: open directory: %w", err)
-	}
-	serr := d.Sync()
-	cerr := d.Close()
-	if serr != nil {
-		return fmt.Errorf("producer snapshot: fsync directory %s: %w", dir, serr)
-	}
-	if cerr != nil {
-		return fmt.Errorf("producer snapshot: close directory %s: %w", dir, cerr)
-	}
-	return nil
-}
-
 // LoadSnapshot reads a snapshot file into a new manager whose MapEndOffset
 // is the snapshot's offset. A torn, truncated, bit-flipped or otherwise
 // malformed file is refused with a CORRUPT_MESSAGE error naming the
@@ -264,7 +256,11 @@ func syncSnapshotDir(dir string) error {
 // with the offset inside; nothing is ever partially loaded. A read failure
 // is returned wrapped (errors.Is(err, fs.ErrNotExist) works).
 func LoadSnapshot(path string) (*ProducerStateManager, error) {
-	data, err := os.ReadFile(path)
+	return loadSnapshot(OSFS{}, path)
+}
+
+func loadSnapshot(fsys FS, path string) (*ProducerStateManager, error) {
+	data, err := orOS(fsys).ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read producer snapshot: %w", err)
 	}
@@ -282,7 +278,7 @@ func LoadSnapshot(path string) (*ProducerStateManager, error) {
 // producers sorted by id, with the same checks (and errors) as
 // LoadSnapshot except the file-name check.
 func ReadSnapshotEntries(path string) ([]ProducerEntry, error) {
-	data, err := os.ReadFile(path)
+	data, err := OSFS{}.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read producer snapshot: %w", err)
 	}
@@ -296,8 +292,10 @@ func ReadSnapshotEntries(path string) ([]ProducerEntry, error) {
 // ListSnapshots returns the offsets of the snapshot files in dir, in
 // increasing order. Other files (including interrupted *.snapshot.tmp
 // writes) are ignored; a missing dir has no snapshots.
-func ListSnapshots(dir string) ([]int64, error) {
-	des, err := os.ReadDir(dir)
+func ListSnapshots(dir string) ([]int64, error) { return listSnapshots(OSFS{}, dir) }
+
+func listSnapshots(fsys FS, dir string) ([]int64, error) {
+	des, err := orOS(fsys).ReadDir(dir)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, nil
@@ -321,7 +319,12 @@ func ListSnapshots(dir string) ([]int64, error) {
 // off (off = -1 removes all), and any *.snapshot.tmp left by an
 // interrupted WriteSnapshot. The snapshot at off itself is kept.
 func DeleteSnapshotsAbove(dir string, off int64) error {
-	des, err := os.ReadDir(dir)
+	return deleteSnapshotsAbove(OSFS{}, dir, off)
+}
+
+func deleteSnapshotsAbove(fsys FS, dir string, off int64) error {
+	fsys = orOS(fsys)
+	des, err := fsys.ReadDir(dir)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil
@@ -334,7 +337,7 @@ func DeleteSnapshotsAbove(dir string, off int64) error {
 		if !(ok && o > off) && !strings.HasSuffix(name, snapshotTmpSuffix) {
 			continue
 		}
-		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := fsys.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("delete producer snapshot: %w", err)
 		}
 	}
@@ -344,7 +347,8 @@ func DeleteSnapshotsAbove(dir string, off int64) error {
 // DeleteSnapshotsBelow removes every snapshot with an offset lower than
 // off; the snapshot at off itself is kept.
 func DeleteSnapshotsBelow(dir string, off int64) error {
-	offs, err := ListSnapshots(dir)
+	fsys := OSFS{}
+	offs, err := listSnapshots(fsys, dir)
 	if err != nil {
 		return err
 	}
@@ -352,7 +356,7 @@ func DeleteSnapshotsBelow(dir string, off int64) error {
 		if o >= off {
 			break
 		}
-		if err := os.Remove(SnapshotPath(dir, o)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := fsys.Remove(SnapshotPath(dir, o)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("delete producer snapshot: %w", err)
 		}
 	}

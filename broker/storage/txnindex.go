@@ -24,6 +24,7 @@ const txnIndexEntry = 34
 // entry would make an aborted transaction visible to read_committed readers
 // of an already-flushed segment.
 type txnIndex struct {
+	fs       FS // nil: OSFS
 	path     string
 	entries  []AbortedTxn
 	unsynced bool // entries appended without an fsync
@@ -41,7 +42,7 @@ func appendTxnEntry(buf []byte, a AbortedTxn) []byte {
 
 func (t *txnIndex) append(a AbortedTxn, sync bool) error {
 	b := appendTxnEntry(nil, a)
-	f, err := os.OpenFile(t.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	f, err := orOS(t.fs).OpenFile(t.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
@@ -65,7 +66,7 @@ func (t *txnIndex) sync() error {
 	if !t.unsynced {
 		return nil
 	}
-	if err := syncFile(t.path); err != nil {
+	if err := syncFile(t.fs, t.path); err != nil {
 		return err
 	}
 	t.unsynced = false
@@ -85,12 +86,12 @@ func (t *txnIndex) rewrite() error {
 	}
 	t.unsynced = false
 	if len(buf) == 0 {
-		if err := os.Remove(t.path); err != nil && !os.IsNotExist(err) {
+		if err := orOS(t.fs).Remove(t.path); err != nil && !os.IsNotExist(err) {
 			return err
 		}
 		return nil
 	}
-	return writeFileAtomic(t.path, buf)
+	return writeFileAtomic(t.fs, t.path, buf)
 }
 
 func (t *txnIndex) truncateTo(offset int64) error {
@@ -116,7 +117,7 @@ func (t *txnIndex) reset() error {
 // that the caller rescans the segment.
 func (t *txnIndex) load(base, next int64) error {
 	t.entries = nil
-	b, err := os.ReadFile(t.path)
+	b, err := orOS(t.fs).ReadFile(t.path)
 	if os.IsNotExist(err) {
 		return nil
 	}

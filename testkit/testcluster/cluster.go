@@ -24,6 +24,7 @@ import (
 	"github.com/strand-io/strand/node"
 	"github.com/strand-io/strand/testkit/fault"
 	"github.com/strand-io/strand/testkit/memnet"
+	"github.com/strand-io/strand/testkit/simdisk"
 	"github.com/strand-io/strand/testkit/testutil"
 	"github.com/strand-io/strand/testkit/wait"
 )
@@ -51,6 +52,14 @@ type Options struct {
 	// client traffic. A Kafka client from outside the process cannot
 	// reach the Kafka listeners.
 	MemNet bool
+	// SimDisk, when set, gives every node an in-memory disk
+	// (testkit/simdisk, Member.Disk) for its broker's files: partition
+	// logs, indexes, snapshots and checkpoints. Kill then crashes that
+	// disk after stopping the node, so the restart sees only what the
+	// node had fsynced. Raft's bolt store and snapshot store stay in the
+	// member's real directory: they fsync every write before it returns,
+	// so a crash would lose nothing of theirs anyway.
+	SimDisk bool
 }
 
 // Member is one node of the cluster.
@@ -61,6 +70,9 @@ type Member struct {
 	Node *node.Node // nil while stopped
 
 	memLns []net.Listener // the in-memory listeners of the last start (Options.MemNet)
+	// Disk is the node's simulated disk (Options.SimDisk; nil otherwise):
+	// it outlives restarts, as a real disk does.
+	Disk *simdisk.FS
 }
 
 // Name is the member's endpoint name on the fault network.
@@ -171,6 +183,10 @@ func (c *Cluster) newMember(id int32, a nodeAddrs, isBroker, isController bool, 
 	cfg.ReplicationConfig.FetchWaitMax = 200 * time.Millisecond
 	cfg.Logger = testutil.Logger() // node.Start adds node=<id>
 	m := &Member{ID: id, Dir: dir, Cfg: cfg}
+	if opts.SimDisk {
+		m.Disk = simdisk.New(nil)
+		cfg.FS = m.Disk
+	}
 	c.Net.Register(m.Name(), cfg.Listen)
 	c.Net.Register(m.Name(), cfg.InterBrokerListen)
 	if cfg.KafkaListen != "" {
@@ -431,10 +447,15 @@ func (c *Cluster) WaitReady(timeout time.Duration) {
 }
 
 // Kill stops a node as kill -9 would: no controlled shutdown, no clean
-// close of its logs (the bytes stay, like the page cache keeps them).
+// close of its logs (the bytes stay, like the page cache keeps them). On
+// a cluster with Options.SimDisk the node's disk then crashes, as if the
+// machine lost power: what the node had not fsynced is gone.
 func (c *Cluster) Kill(id int32) {
 	if n := c.Take(id); n != nil {
 		n.Kill()
+		if m := c.Member(id); m.Disk != nil {
+			m.Disk.Crash()
+		}
 	}
 }
 
