@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/strand-io/strand/internal/planted"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
 	"github.com/strand-io/strand/testkit/testutil"
@@ -245,5 +246,41 @@ func TestFetchLongPoll(t *testing.T) {
 	}
 	if time.Since(start) > 9*time.Second {
 		t.Fatal("long poll waited out max_wait_ms instead of waking on the append")
+	}
+}
+
+// TestProduceClientMarkerRefused: a client's Produce of a control batch (a
+// transaction marker) is refused INVALID_RECORD and nothing is written:
+// only the transaction coordinator, through WriteTxnMarkers, writes
+// markers. With planted.ClientMarkersAccepted on (the subtest "planted")
+// the marker is appended: the check catches the bug.
+func TestProduceClientMarkerRefused(t *testing.T) {
+	for _, plant := range []bool{false, true} {
+		name := "fixed"
+		if plant {
+			name = "planted"
+		}
+		t.Run(name, func(t *testing.T) {
+			if plant {
+				defer planted.Set(planted.ClientMarkersAccepted)()
+			}
+			h := newHarness(t, "ctl", 1)
+			r := h.produce("ctl", 0, -1, record.BuildControlBatch(9, 1, record.ControlCommit, 0, 1))
+			cc := pb.NewConsumerClient(h.conn)
+			lo, err := cc.ListOffsets(context.Background(), &pb.ListOffsetsRequest{Partitions: []*pb.ListOffsetsPartition{{Topic: "ctl", Partition: 0, Timestamp: -1, CurrentLeaderEpoch: -1}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			end := lo.Partitions[0].Offset
+			if plant {
+				if r.ErrorCode == pb.ErrorCode_INVALID_RECORD || end == 0 {
+					t.Fatalf("with client-markers-accepted planted the marker was refused (%v, log end %d): this check does not catch the bug", r.ErrorCode, end)
+				}
+				return
+			}
+			if r.ErrorCode != pb.ErrorCode_INVALID_RECORD || end != 0 {
+				t.Fatalf("a client's marker: %v %q, log end %d; want INVALID_RECORD and nothing written", r.ErrorCode, r.ErrorMessage, end)
+			}
+		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/strand-io/strand/broker/storage"
 	"github.com/strand-io/strand/errs"
+	"github.com/strand-io/strand/internal/planted"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
 )
@@ -158,6 +159,14 @@ func (p *Partition) SetLeadership(l Leadership, fn func() error) error {
 // producer may be mid-request). It returns that start offset, and the
 // error of recording it (l is installed either way; the caller reports it).
 func (p *Partition) BecomeLeader(l Leadership) (int64, error) {
+	if planted.On(planted.EpochBeforeRoleChange) {
+		// The epoch's start first, the role in a second hold of the lock:
+		// an append of the old epoch may land in between.
+		err := p.Log.AssignEpoch(l.LeaderEpoch)
+		start := p.Log.LogEndOffset()
+		_ = p.SetLeadership(l, nil)
+		return start, err
+	}
 	p.leaderMu.Lock()
 	defer p.leaderMu.Unlock()
 	err := p.Log.AssignEpoch(l.LeaderEpoch)
@@ -173,6 +182,10 @@ func (p *Partition) BecomeLeader(l Leadership) (int64, error) {
 // an older epoch (the role is none until BecomeLeader), so that no batch
 // of that epoch is appended past the start, as BecomeLeader ensures.
 func (p *Partition) StartLeaderEpoch(epoch int32) error {
+	if planted.On(planted.EpochBeforeRoleChange) {
+		// The epoch's start only: the old follower role goes on appending.
+		return p.Log.AssignEpoch(epoch)
+	}
 	p.leaderMu.Lock()
 	defer p.leaderMu.Unlock()
 	if p.lead.Role == RoleFollower && p.lead.LeaderEpoch < epoch {
@@ -485,6 +498,9 @@ func (p *Partition) AppendAsFollower(batches []byte, leaderEpoch int32) (storage
 // leader's answer cannot then cut or move the log of the role that
 // replaced it (Kafka's fetcher removal waits for such work instead).
 func (p *Partition) AsFollower(leaderEpoch int32, fn func() error) error {
+	if planted.On(planted.RemovedFetcherTruncates) {
+		return fn() // whatever role this replica has taken since
+	}
 	p.leaderMu.RLock()
 	defer p.leaderMu.RUnlock()
 	if l := p.lead; l.Role != RoleFollower || l.LeaderEpoch != leaderEpoch {

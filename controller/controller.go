@@ -15,6 +15,7 @@ import (
 	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/config"
+	"github.com/strand-io/strand/internal/planted"
 	"github.com/strand-io/strand/metadata"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
@@ -367,6 +368,9 @@ func (c *Controller) BrokerHeartbeat(ctx context.Context, req *pb.BrokerHeartbea
 		c.shutdown[req.NodeId] = cur.Epoch
 	}
 	shuttingDown := c.shutdown[req.NodeId] == cur.Epoch
+	if planted.On(planted.ShutdownUndoneByHeartbeat) {
+		shuttingDown = req.WantShutdown // only while this heartbeat asks
+	}
 	c.leases[req.NodeId] = c.clk.Now()
 	c.heard[req.NodeId] = !req.WantFence && !shuttingDown // a controlled shutdown ends the session
 	c.noteFetch(req.NodeId, req.CurrentMetadataOffset)

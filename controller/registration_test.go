@@ -8,6 +8,7 @@ import (
 	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/errs"
+	"github.com/strand-io/strand/internal/planted"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/testkit/wait"
 )
@@ -115,7 +116,19 @@ func TestRegistrationOfLiveBrokerRefused(t *testing.T) {
 // yet stopped) does not unfence it: it stays fenced, and so leads nothing,
 // until it registers again. Before, such a heartbeat unfenced a closing
 // broker and made it leader at a new epoch while it shut down.
+//
+// With planted.ShutdownUndoneByHeartbeat on (the subtest "planted") the
+// late heartbeat unfences the broker again, as before: the check catches
+// the bug.
 func TestControlledShutdownIsNotUndone(t *testing.T) {
+	t.Run("fixed", func(t *testing.T) { controlledShutdownIsNotUndone(t, false) })
+	t.Run("planted", func(t *testing.T) {
+		defer planted.Set(planted.ShutdownUndoneByHeartbeat)()
+		controlledShutdownIsNotUndone(t, true)
+	})
+}
+
+func controlledShutdownIsNotUndone(t *testing.T, plant bool) {
 	addr := freeAddr(t)
 	q := startLeader(t, quorumConfig(t.TempDir(), addr, []controller.Voter{{ID: 1, Addr: addr}}))
 	t.Cleanup(func() { q.Close() })
@@ -141,6 +154,12 @@ func TestControlledShutdownIsNotUndone(t *testing.T) {
 	}
 	if r := heartbeat(e1, true); !r.Fenced || !fenced() {
 		t.Fatalf("the controlled shutdown did not fence the broker: %+v", r)
+	}
+	if plant {
+		if r := heartbeat(e1, false); r.Fenced || fenced() {
+			t.Fatalf("with shutdown-undone-by-heartbeat planted a late heartbeat left the broker fenced: this check does not catch the bug (%+v)", r)
+		}
+		return
 	}
 	for range 3 {
 		if r := heartbeat(e1, false); !r.Fenced || !fenced() {

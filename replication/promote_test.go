@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/strand-io/strand/broker/storage"
 	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/errs"
+	"github.com/strand-io/strand/internal/planted"
 	"github.com/strand-io/strand/metadata"
 	mt "github.com/strand-io/strand/metadata/metadatatest"
 	pb "github.com/strand-io/strand/proto/strand/v1"
@@ -309,9 +311,17 @@ func (s *slowLeader) OffsetForLeaderEpoch(ctx context.Context, in *pb.OffsetForL
 // log, with records written at its epoch, and its HW stay as they are.
 // Before, the late truncation cut the new leader's log (and its
 // acknowledged records with it).
+//
+// With planted.RemovedFetcherTruncates on (the subtests under "planted")
+// the late work runs unguarded as before, and each case must see the new
+// leader's log or HW moved: the check catches the bug.
 func TestRemovedFetcherLeavesTheNewLeadersLog(t *testing.T) {
-	for _, tc := range []string{"truncation", "log start restart", "high watermark"} {
+	for _, tc := range []string{"truncation", "log start restart", "high watermark", "planted/truncation", "planted/log start restart", "planted/high watermark"} {
 		t.Run(tc, func(t *testing.T) {
+			tc, plant := strings.CutPrefix(tc, "planted/")
+			if plant {
+				defer planted.Set(planted.RemovedFetcherTruncates)()
+			}
 			key := storage.PartitionKey{Topic: "orders", Partition: 0}
 			clk := clock.Real
 			m := New(DefaultConfig(1), nil, nil, nil, func() int64 { return 1 }, clk)
@@ -377,7 +387,14 @@ func TestRemovedFetcherLeavesTheNewLeadersLog(t *testing.T) {
 				promote()
 				f.handle(st, &pb.FetchPartitionResponse{Topic: key.Topic, HighWatermark: 3, LogStartOffset: 0})
 			}
-			if leo, start, hw := p.Log.LogEndOffset(), p.Log.LogStartOffset(), p.HighWatermark(); leo != 12 || start != 0 || hw != 12 {
+			leo, start, hw := p.Log.LogEndOffset(), p.Log.LogStartOffset(), p.HighWatermark()
+			if plant {
+				if leo == 12 && start == 0 && hw == 12 {
+					t.Fatal("with removed-fetcher-truncates planted the new leader's log and HW were left as they were: this check does not catch the bug")
+				}
+				return
+			}
+			if leo != 12 || start != 0 || hw != 12 {
 				t.Fatalf("the new leader's log is [%d, %d) with HW %d after its removed fetcher's late work, want [0, 12) with HW 12", start, leo, hw)
 			}
 		})

@@ -18,6 +18,10 @@
 # switch on the nodes' test-only fault endpoint (STRAND_TESTING_FAULTS=1, for
 # the marker drills), the first-epoch knob (transactional ids start at epoch
 # 32740, so producers cross the end of their epochs) and PLANTED_BUGS.
+# With PLANTED_BUGS set the nodes run a build with -tags planted (the only
+# kind that reads STRAND_PLANTED_BUGS): bin/strand-planted for processes,
+# the image strand:planted for compose; bin/strand, the client, stays a
+# release build.
 #
 # The compose cluster runs with TLS on every listener and client
 # certificates required (make certs writes them to deploy/certs/); strand
@@ -53,6 +57,11 @@ if [[ $TARGET == auto ]]; then
 fi
 
 make -s build
+if [[ -n $PLANTED_BUGS ]]; then
+  # The nodes' binary: a release build refuses STRAND_PLANTED_BUGS.
+  make -s build GOTAGS=planted BIN=bin/strand-planted
+  export BIN=bin/strand-planted STRAND_IMAGE=strand:planted
+fi
 # verify GRPC_BOOTSTRAP KAFKA_BOOTSTRAP [more flags]
 verify() {
   bin/strand verify --bootstrap "$1" --protocol "$PROTOCOL" --kafka-bootstrap "$2" --duration "$DURATION" --drill "$DRILLS" \
@@ -99,8 +108,8 @@ compose)
   F=(-f deploy/docker-compose.yml -f deploy/docker-compose.drill.yml)
   down() { compose "${F[@]}" down -v --remove-orphans >/dev/null 2>&1 || true; }
   trap 'log "tearing the compose cluster down"; compose "${F[@]}" logs --no-color >"$OUT/compose.log" 2>&1 || true; down' EXIT
-  log "building the image (FROM scratch)"
-  make -s image
+  log "building the image (FROM scratch)${PLANTED_BUGS:+ with -tags planted: $STRAND_IMAGE}"
+  if [[ -n $PLANTED_BUGS ]]; then make -s image GOTAGS=planted IMAGE="$STRAND_IMAGE"; else make -s image; fi
   # TLS on every listener (deploy/server.conf): the nodes' keystores, the
   # CA and the gossip key, and the CLI's --command-config files.
   make -s certs

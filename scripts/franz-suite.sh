@@ -41,7 +41,10 @@
 #   SERVER_CONFIG=FILE    broker settings (Kafka's names) for the three nodes,
 #                         as scripts/run.sh takes them
 #   PLANTED_BUGS=a,b      the nodes run with those fixed bugs put back
-#                         (internal/planted: rehearse that the suite fails)
+#                         (internal/planted: rehearse that the suite fails);
+#                         the server is then built with -tags planted
+#                         (bin/strand-race-planted, bin/strand-planted), the
+#                         only build that reads STRAND_PLANTED_BUGS
 #   STRAND_FRANZ_REQUIRE_848=1
 #                         KIP-848 must be served and its tests must pass
 #   OUT=data/franz-suite  where the results go: output.txt (the suite's
@@ -169,14 +172,18 @@ api_max_version() {
 }
 
 # The server and the suite's test binary, built before the cluster starts.
+# With PLANTED_BUGS the build carries the switches (-tags planted) and is
+# named apart from the release build, which refuses STRAND_PLANTED_BUGS.
+TAGS="" SUFFIX=""
+[[ -n $STRAND_PLANTED_BUGS ]] && TAGS=planted SUFFIX=-planted
 if [[ $SERVER_RACE == 1 ]]; then
-  log "building bin/strand-race (the nodes run with the race detector)"
-  CGO_ENABLED=1 $GO build -race -o bin/strand-race ./cmd/strand
-  export BIN=bin/strand-race
+  log "building bin/strand-race$SUFFIX (the nodes run with the race detector)"
+  CGO_ENABLED=1 $GO build -race -tags "$TAGS" -o "bin/strand-race$SUFFIX" ./cmd/strand
+  export BIN=bin/strand-race$SUFFIX
 else
-  log "building bin/strand"
-  make -s build GO="$GO"
-  export BIN=bin/strand
+  log "building bin/strand$SUFFIX"
+  make -s build GO="$GO" GOTAGS="$TAGS" BIN="bin/strand$SUFFIX"
+  export BIN=bin/strand$SUFFIX
 fi
 log "building franz-go $VERSION's $PKG tests"
 $GO test -c -o "$WORK/kgo.test" "$PKG"

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/errs"
+	"github.com/strand-io/strand/internal/planted"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
 )
@@ -72,6 +73,9 @@ func (l *Log) checkLeaderBatches(buf []byte) ([]record.Header, error) {
 	idempotent := 0
 	for i := range hs {
 		if hs[i].IsControl() {
+			if planted.On(planted.ClientMarkersAccepted) {
+				continue // appended as it came (appendLeaderLocked checks no producer for it)
+			}
 			return nil, errs.New(pb.ErrorCode_INVALID_RECORD, "control batches may only be written by a transaction coordinator")
 		}
 		if hs[i].HasProducerID() {
@@ -124,7 +128,8 @@ func (l *Log) appendLeaderLocked(buf []byte, hs []record.Header, leaderEpoch int
 	if err := l.checkWritable(); err != nil {
 		return AppendResult{}, err
 	}
-	if len(hs) == 1 && hs[0].HasProducerID() {
+	// A control batch gets here only with planted.ClientMarkersAccepted on.
+	if len(hs) == 1 && hs[0].HasProducerID() && !hs[0].IsControl() {
 		if err := l.guard.checkFence(&hs[0], l.clk.Now().UnixMilli()); err != nil {
 			return AppendResult{}, err
 		}

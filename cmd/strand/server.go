@@ -19,6 +19,7 @@ import (
 	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/coordinator/group"
+	"github.com/strand-io/strand/internal/planted"
 	"github.com/strand-io/strand/node"
 )
 
@@ -54,6 +55,11 @@ SDK use the gRPC listener, --listen (127.0.0.1:9097).
 With --dev the node is a one-node cluster holding every role, and internal
 topics use replication factor 1.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// A drill that asks a release binary for a planted bug must
+			// fail, not rehearse nothing.
+			if err := planted.CheckEnv(); err != nil {
+				return err
+			}
 			if err := envDefaults(cmd.Flags()); err != nil {
 				return err
 			}

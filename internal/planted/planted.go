@@ -3,11 +3,22 @@
 // bug: each fix's test (and, for the exactly-once fixes, `strand verify`)
 // is shown to fail with its switch on.
 //
-// Every switch is off unless a test turns it on with Set, or a server is
-// started with STRAND_PLANTED_BUGS=name,name (a drill rehearsing a checker;
-// the server logs a warning for each switch it finds on). Production code
-// asks On(bug) at exactly the place its fix changed, and behaves as before
-// the fix when it is on. On costs one atomic load.
+// The switches belong to tests only: nothing in a release binary can
+// switch an old bug back on. Every switch is off unless
+//
+//   - a test turns it on with Set (which panics outside a test binary), or
+//   - the binary was built with the build tag "planted" (go build -tags
+//     planted; the drill scripts do so when PLANTED_BUGS is set) and the
+//     server is started with STRAND_PLANTED_BUGS=name,name, to rehearse a
+//     checker against a fixed bug put back (the server logs a warning for
+//     each switch it finds on).
+//
+// A binary built without the tag (make build, make image, go build
+// ./cmd/strand) never reads STRAND_PLANTED_BUGS; `strand server` refuses
+// to start when it is set (CheckEnv), so a drill cannot silently rehearse
+// nothing. Production code asks On(bug) at exactly the place its fix
+// changed, and behaves as before the fix when it is on. On costs one
+// atomic load.
 package planted
 
 import (
@@ -16,6 +27,7 @@ import (
 	"sort"
 	"strings"
 	"sync/atomic"
+	"testing"
 )
 
 // Bug names one fixed bug.
@@ -127,6 +139,25 @@ const (
 	// fencing producer starts at epoch 1 (Kafka: 0).
 	FenceAtLastEpochRotatesEarly
 	// --- transactions: verification and epochs --- end
+	// RemovedFetcherTruncates: a follower's fetcher removed while it waited
+	// for the old leader still does its late work (the truncation after
+	// OffsetForLeaderEpoch, a restart at the leader's log start, the
+	// leader's high watermark and log start) whatever role the replica has
+	// taken since, so a replica promoted meanwhile has its new log cut.
+	RemovedFetcherTruncates
+	// EpochBeforeRoleChange: a new leader epoch is recorded in the log
+	// first and the role changes after, in two holds of the leadership
+	// lock, so a stale fetcher's batch or a producer's at the old epoch
+	// lands past the new epoch's start.
+	EpochBeforeRoleChange
+	// ShutdownUndoneByHeartbeat: a heartbeat of the same incarnation that
+	// reaches the controller after a controlled shutdown unfences the
+	// closing broker again.
+	ShutdownUndoneByHeartbeat
+	// ClientMarkersAccepted: a client's Produce of a control batch (a
+	// transaction marker) is appended, though only the transaction
+	// coordinator (WriteTxnMarkers) may write markers.
+	ClientMarkersAccepted
 
 	numBugs
 )
@@ -158,6 +189,10 @@ var names = [numBugs]string{
 	AuthzSkipScramAlter:                   "authz-skip-scram-alter",
 	TxnVerificationUnguarded:              "txn-verification-unguarded",
 	FenceAtLastEpochRotatesEarly:          "fence-at-last-epoch-rotates-early",
+	RemovedFetcherTruncates:               "removed-fetcher-truncates",
+	EpochBeforeRoleChange:                 "epoch-before-role-change",
+	ShutdownUndoneByHeartbeat:             "shutdown-undone-by-heartbeat",
+	ClientMarkersAccepted:                 "client-markers-accepted",
 }
 
 // String is the bug's name.
@@ -168,22 +203,44 @@ func (b Bug) String() string {
 	return fmt.Sprintf("bug(%d)", uint(b))
 }
 
-// EnvVar is the environment variable a server reads its switches from.
+// EnvVar is the environment variable a server built with the tag
+// "planted" reads its switches from.
 const EnvVar = "STRAND_PLANTED_BUGS"
+
+// BuildTag is the build tag without which no binary reads EnvVar.
+const BuildTag = "planted"
 
 var on atomic.Uint64
 
-func init() {
-	if v := os.Getenv(EnvVar); v != "" {
-		bugs, err := Parse(v)
-		if err != nil {
-			// A misspelt switch must not silently rehearse nothing.
-			panic(fmt.Sprintf("%s: %v", EnvVar, err))
-		}
-		for _, b := range bugs {
-			on.Or(1 << b)
-		}
+// fromEnv switches on the bugs v names (a binary built with the tag reads
+// EnvVar at init). A misspelt switch must not silently rehearse nothing:
+// it is an error.
+func fromEnv(v string) error {
+	bugs, err := Parse(v)
+	if err != nil {
+		return fmt.Errorf("%s: %v", EnvVar, err)
 	}
+	for _, b := range bugs {
+		on.Or(1 << b)
+	}
+	return nil
+}
+
+// CheckEnv is what a server calls before it starts: nil when EnvVar is
+// unset or empty, or when this binary was built with the tag (it has read
+// the switches then); otherwise an error saying that the binary carries no
+// planted bugs, so a drill that asked for one does not silently rehearse
+// nothing.
+func CheckEnv() error { return checkEnv(Built, os.Getenv(EnvVar)) }
+
+func checkEnv(built bool, v string) error {
+	if built || strings.TrimSpace(v) == "" {
+		return nil
+	}
+	return fmt.Errorf("%s=%q is set, but this binary carries no planted bugs: "+
+		"switches that put fixed bugs back exist only in a binary built with -tags %s "+
+		"(PLANTED_BUGS=… scripts/drill.sh and scripts/franz-suite.sh build one); unset %s to run this one",
+		EnvVar, v, BuildTag, EnvVar)
 }
 
 // On reports whether bug b is put back.
@@ -191,10 +248,18 @@ func On(b Bug) bool { return on.Load()&(1<<b) != 0 }
 
 // Set puts b back until the returned function is called (tests: defer
 // it, or pass it to t.Cleanup). Tests that use Set must not run in
-// parallel with tests that depend on the fix.
+// parallel with tests that depend on the fix. Set panics outside a test
+// binary: a release binary has no way to switch a bug on.
 func Set(b Bug) (restore func()) {
+	mustBeTest(testing.Testing())
 	on.Or(1 << b)
 	return func() { on.And(^(uint64(1) << b)) }
+}
+
+func mustBeTest(testBinary bool) {
+	if !testBinary {
+		panic("planted.Set outside a test binary: switches that put fixed bugs back belong to tests only")
+	}
 }
 
 // Active lists the switches that are on (a server logs them at start).
