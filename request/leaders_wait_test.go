@@ -39,7 +39,7 @@ func TestWaitUntilStopsOnCancel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		// Virtual time: the bubble's clock moves 30ms when every goroutine waits.
-		go func() { time.Sleep(30 * time.Millisecond); cancel() }()
+		go func() { time.Sleep(30 * time.Millisecond); cancel() }() // virtual time (synctest)
 		start := time.Now()
 		if waitUntil(ctx, time.Hour, func() bool { return false }) {
 			t.Fatal("a wait that never held reported done")

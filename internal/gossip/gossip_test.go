@@ -48,7 +48,7 @@ func TestEncryptedGossip(t *testing.T) {
 		g4 := startKeyed(t, n, 4, "127.0.0.4:7946", bytes.Repeat([]byte{9}, 16), a1)
 		// Virtual time: twenty seconds of gossip rounds and probes, in
 		// which neither outsider may become a member.
-		time.Sleep(20 * time.Second)
+		time.Sleep(20 * time.Second) // virtual time (synctest)
 		if _, ok := g1.Members()[3]; ok {
 			t.Fatal("a member without the key joined")
 		}
