@@ -272,7 +272,7 @@ func TestCleanerThreadsBackoffAndStop(t *testing.T) {
 		if n := count(); n != 2 {
 			t.Fatalf("%d surveys at start, want one per thread", n)
 		}
-		time.Sleep(cc.Backoff - time.Millisecond)
+		time.Sleep(cc.Backoff - time.Millisecond) // virtual time (synctest)
 		synctest.Wait()
 		if n := count(); n != 2 {
 			t.Fatalf("%d surveys before the backoff passed, want 2", n)
@@ -284,12 +284,12 @@ func TestCleanerThreadsBackoffAndStop(t *testing.T) {
 		mu.Lock()
 		cands = []cleanCandidate{{key: pk("one"), log: one, cfg: compactCfg(0.5, math.MaxInt64)}}
 		mu.Unlock()
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // virtual time (synctest)
 		synctest.Wait()
 		if one.passes() != 1 {
 			t.Fatalf("%d passes over the dirty log after the backoff, want 1", one.passes())
 		}
-		time.Sleep(3 * cc.Backoff)
+		time.Sleep(3 * cc.Backoff) // virtual time (synctest)
 		synctest.Wait()
 		if one.passes() != 1 || one.overlap {
 			t.Fatalf("%d passes (overlapping: %v) while the first was running: two threads on one log", one.passes(), one.overlap)
@@ -297,7 +297,7 @@ func TestCleanerThreadsBackoffAndStop(t *testing.T) {
 		mu.Lock()
 		cands = append(cands, cleanCandidate{key: pk("two"), log: two, cfg: compactCfg(0.5, math.MaxInt64)})
 		mu.Unlock()
-		time.Sleep(cc.Backoff)
+		time.Sleep(cc.Backoff) // virtual time (synctest)
 		synctest.Wait()
 		if two.passes() != 1 {
 			t.Fatalf("the second log got %d passes while the first was held, want 1 (the idle thread)", two.passes())
@@ -311,18 +311,23 @@ func TestCleanerThreadsBackoffAndStop(t *testing.T) {
 }
 
 // Stopping wakes a thread in its backoff at once (no 15 s wait).
+// In a synctest bubble (clock.Real reads the bubble's virtual time) the
+// threads are seen to be asleep in their backoff, and stopping must take
+// no time at all.
 func TestCleanerStopWakesBackoff(t *testing.T) {
-	c := newCleaner(DefaultCleanerConfig(), clock.Real, quiet, func() []cleanCandidate { return nil })
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	c.start(ctx, &wg)
-	time.Sleep(20 * time.Millisecond)
-	start := time.Now()
-	cancel()
-	wg.Wait()
-	if d := time.Since(start); d > 2*time.Second {
-		t.Fatalf("stopping took %v", d)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		c := newCleaner(DefaultCleanerConfig(), clock.Real, quiet, func() []cleanCandidate { return nil })
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		c.start(ctx, &wg)
+		synctest.Wait() // both threads asleep in their backoff
+		start := time.Now()
+		cancel()
+		wg.Wait()
+		if d := time.Since(start); d != 0 {
+			t.Fatalf("stopping took %v of virtual time", d)
+		}
+	})
 }
 
 // The throttle holds the threads together to the byte rate: 2000 bytes at
@@ -400,7 +405,7 @@ func TestCleanerBackoffChangesLive(t *testing.T) {
 		mu.Lock()
 		cands = []cleanCandidate{{key: pk("one"), log: one, cfg: compactCfg(0.5, math.MaxInt64)}}
 		mu.Unlock()
-		time.Sleep(time.Minute)
+		time.Sleep(time.Minute) // virtual time (synctest)
 		synctest.Wait()
 		if one.passes() != 0 {
 			t.Fatalf("%d passes a minute into an hour's backoff, want 0", one.passes())
@@ -419,7 +424,7 @@ func TestCleanerBackoffChangesLive(t *testing.T) {
 		mu.Lock()
 		cands = []cleanCandidate{{key: pk("two"), log: two, cfg: compactCfg(0.5, math.MaxInt64)}}
 		mu.Unlock()
-		time.Sleep(time.Second + time.Millisecond)
+		time.Sleep(time.Second + time.Millisecond) // virtual time (synctest)
 		synctest.Wait()
 		if two.passes() != 1 {
 			t.Fatalf("%d passes over a new dirty log after the new backoff, want 1", two.passes())

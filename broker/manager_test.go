@@ -52,7 +52,7 @@ func TestManagerCheckpointsHighWatermark(t *testing.T) {
 			t.Fatalf("checkpointed HW %d before the interval, want 0", hw)
 		}
 
-		time.Sleep(broker.DefaultConfig(dir).CheckpointInterval)
+		time.Sleep(broker.DefaultConfig(dir).CheckpointInterval) // virtual time (synctest)
 		synctest.Wait()
 		if hw, ok := checkpointedHW(t, dir); !ok || hw != 3 {
 			t.Fatalf("checkpointed HW %d (present %v) after the interval, want 3", hw, ok)

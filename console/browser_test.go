@@ -16,6 +16,7 @@ import (
 	"github.com/strand-io/strand/node"
 	"github.com/strand-io/strand/testkit/testcluster"
 	"github.com/strand-io/strand/testkit/testutil"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 // chromium finds Debian's chromium; without it the test skips, unless
@@ -123,11 +124,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	eventually := func(url, sel, what string, ok func(string) bool) string {
 		t.Helper()
 		var last string
-		for deadline := time.Now().Add(45 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-			if last = text(url, sel); ok(last) {
-				step(what)
-				return last
-			}
+		if wait.Until(45*time.Second, what, func() bool { last = text(url, sel); return ok(last) }) == nil {
+			step(what)
+			return last
 		}
 		t.Fatalf("%s: %s: %q; the page says: %s", url, what, last, text(url, "body"))
 		return ""

@@ -13,6 +13,7 @@ import (
 
 	"github.com/strand-io/strand/metadata"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 // What keeps the console, served on the unauthenticated metrics
@@ -121,11 +122,7 @@ func TestBusyIs503(t *testing.T) {
 	}
 	defer wg.Wait()
 	defer close(block)
-	for deadline := time.Now().Add(5 * time.Second); bs[1].inCalls.Load() < 2; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the two gathers never reached broker 1")
-		}
-	}
+	wait.Eventually(t, 5*time.Second, "the two gathers to reach broker 1", func() bool { return bs[1].inCalls.Load() >= 2 })
 	rec := httptest.NewRecorder()
 	start := time.Now()
 	c.ServeHTTP(rec, httptest.NewRequest("GET", "/groups", nil))

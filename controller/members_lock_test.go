@@ -20,8 +20,13 @@ func TestAddVoterDoesNotHoldControllerLock(t *testing.T) {
 	addr := freeAddr(t)
 	hang := "127.0.0.1:1" // a dial to it hangs until its context ends
 	cfg := quorumConfig(t.TempDir(), addr, []controller.Voter{{ID: 1, Addr: addr}})
+	probing := make(chan struct{}, 1)
 	cfg.Dial = func(ctx context.Context, a string) (net.Conn, error) {
 		if a == hang {
+			select {
+			case probing <- struct{}{}:
+			default:
+			}
 			<-ctx.Done()
 			return nil, ctx.Err()
 		}
@@ -38,7 +43,11 @@ func TestAddVoterDoesNotHoldControllerLock(t *testing.T) {
 		defer cancel()
 		done <- c.AddVoter(ctx, &pb.AddVoterRequest{NodeId: 2, Address: hang})
 	}()
-	time.Sleep(300 * time.Millisecond) // AddVoter is in its probe
+	select { // AddVoter is in its probe
+	case <-probing:
+	case <-time.After(5 * time.Second):
+		t.Fatal("AddVoter never dialed the new voter")
+	}
 	active := make(chan bool, 1)
 	go func() { active <- c.IsActive() }()
 	select {

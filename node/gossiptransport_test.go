@@ -10,6 +10,7 @@ import (
 	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/internal/gossip"
 	"github.com/strand-io/strand/testkit/memnet"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 // TestStartGossipTransport: a node given Config.GossipTransport (and no
@@ -61,11 +62,5 @@ func TestStartGossipTransport(t *testing.T) {
 
 func waitGossip(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 20s: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	wait.Eventually(t, 20*time.Second, what, cond)
 }

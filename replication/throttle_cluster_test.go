@@ -10,6 +10,7 @@ import (
 	"github.com/strand-io/strand/internal/config"
 	"github.com/strand-io/strand/node"
 	"github.com/strand-io/strand/testkit/testcluster"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 // TestReplicationThrottle: a broker catching up after a restart is held
@@ -85,12 +86,11 @@ func TestReplicationThrottle(t *testing.T) {
 			// The throttled one: at the rate, the ~600 KB take about 5 s
 			// (the quota lets about a second's bytes through at first, and
 			// one fetch may overshoot by 16 KiB). Lower bound with slack: 3 s.
+			// A bounded wait for what must not happen: the rate is real
+			// bytes per real second on this cluster's sockets.
 			held := 3 * time.Second
-			for time.Since(start) < held {
-				if n := leo("thr"); n >= records {
-					t.Fatalf("the throttled partition caught up in %v (%d records of %d bytes at %d B/s; the unthrottled one took %v)", time.Since(start), records, size, rate, freeTook)
-				}
-				time.Sleep(50 * time.Millisecond)
+			if wait.Until(held-time.Since(start), "the throttled partition to catch up", func() bool { return leo("thr") >= records }) == nil {
+				t.Fatalf("the throttled partition caught up in %v (%d records of %d bytes at %d B/s; the unthrottled one took %v)", time.Since(start), records, size, rate, freeTook)
 			}
 			if n := leo("thr"); n <= 0 {
 				t.Fatalf("the throttled partition made no progress in %v (LEO %d): throttled is not stopped", held, n)

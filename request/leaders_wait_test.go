@@ -5,6 +5,7 @@ import (
 	"math"
 	"reflect"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	pb "github.com/strand-io/strand/proto/strand/v1"
@@ -33,26 +34,31 @@ func TestLeadersWaitBounded(t *testing.T) {
 // TestWaitUntilStopsOnCancel: a wait that never completes ends as soon as
 // the request's context does, and at its bound otherwise.
 func TestWaitUntilStopsOnCancel(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() { time.Sleep(30 * time.Millisecond); cancel() }()
-	start := time.Now()
-	if waitUntil(ctx, time.Hour, func() bool { return false }) {
-		t.Fatal("a wait that never held reported done")
-	}
-	if took := time.Since(start); took > 2*time.Second {
-		t.Fatalf("a cancelled wait took %v", took)
-	}
-	start = time.Now()
-	if waitUntil(context.Background(), 50*time.Millisecond, func() bool { return false }) {
-		t.Fatal("a wait that never held reported done")
-	}
-	if took := time.Since(start); took > 2*time.Second {
-		t.Fatalf("a 50ms wait took %v", took)
-	}
-	n := 0
-	if !waitUntil(context.Background(), time.Hour, func() bool { n++; return n >= 3 }) {
-		t.Fatal("a wait that held reported not done")
-	}
+	// In a synctest bubble the time package is virtual: the waits below
+	// take no wall time, and the measured times are exact.
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		// Virtual time: the bubble's clock moves 30ms when every goroutine waits.
+		go func() { time.Sleep(30 * time.Millisecond); cancel() }() // virtual time (synctest)
+		start := time.Now()
+		if waitUntil(ctx, time.Hour, func() bool { return false }) {
+			t.Fatal("a wait that never held reported done")
+		}
+		if took := time.Since(start); took > 2*time.Second {
+			t.Fatalf("a cancelled wait took %v", took)
+		}
+		start = time.Now()
+		if waitUntil(context.Background(), 50*time.Millisecond, func() bool { return false }) {
+			t.Fatal("a wait that never held reported done")
+		}
+		if took := time.Since(start); took > 2*time.Second {
+			t.Fatalf("a 50ms wait took %v", took)
+		}
+		n := 0
+		if !waitUntil(context.Background(), time.Hour, func() bool { n++; return n >= 3 }) {
+			t.Fatal("a wait that held reported not done")
+		}
+	})
 }
 
 // TestDedupeDeleteRecords: a partition named twice is asked once, at its

@@ -18,6 +18,7 @@ import (
 	"github.com/strand-io/strand/internal/auth"
 	"github.com/strand-io/strand/node"
 	"github.com/strand-io/strand/testkit/testcluster"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 // aclKey names a described ACL: "TOPIC/LITERAL/orders User:alice * WRITE ALLOW".
@@ -131,11 +132,10 @@ func TestKafkaACLs(t *testing.T) {
 	// A describe may reach a broker whose image is a moment behind the one
 	// that forwarded the last create.
 	var got []string
-	deadline := time.Now().Add(10 * time.Second)
-	for got = describeKeys(t, ctx, adm, everyACL()); strings.Join(got, "\n") != strings.Join(want, "\n") && time.Now().Before(deadline); {
-		time.Sleep(20 * time.Millisecond)
+	_ = wait.Until(10*time.Second, "the described ACLs to match", func() bool {
 		got = describeKeys(t, ctx, adm, everyACL())
-	}
+		return strings.Join(got, "\n") == strings.Join(want, "\n")
+	})
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("described\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/strand-io/strand/metadata"
 	"github.com/strand-io/strand/testkit/testcluster"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 // TestReassign: a four-node cluster (three controllers, four brokers).
@@ -124,14 +125,16 @@ func testReassignListCancel(t *testing.T, c *testcluster.Cluster, adm *kadm.Clie
 	target := []int32{p.Replicas[0], spare}
 	alter(t, ctx, adm, "reassign-list", 0, target)
 	var listed kadm.ListPartitionReassignmentsResponses
-	for ctx.Err() == nil {
-		if listed, err = adm.ListPartitionReassignments(ctx, kadm.TopicsSet{"reassign-list": {0: {}}}); err != nil {
-			t.Fatal(err)
+	var listErr error
+	_ = wait.Until(60*time.Second, "reassign-list-0 to be listed", func() bool {
+		if listed, listErr = adm.ListPartitionReassignments(ctx, kadm.TopicsSet{"reassign-list": {0: {}}}); listErr != nil {
+			return true
 		}
-		if _, ok := lookup(listed, "reassign-list", 0); ok {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
+		_, ok := lookup(listed, "reassign-list", 0)
+		return ok
+	})
+	if listErr != nil {
+		t.Fatal(listErr)
 	}
 	r, ok := lookup(listed, "reassign-list", 0)
 	if !ok {
@@ -371,11 +374,12 @@ func testReassignOffsets(t *testing.T, c *testcluster.Cluster, adm *kadm.Client)
 		os.AddOffset(topic, 0, at, -1)
 		var resp kadm.OffsetResponses
 		var err error
-		for ctx.Err() == nil { // the coordinator may still be loading or moving
-			if resp, err = adm.CommitOffsets(ctx, group, os); err == nil && resp.Error() == nil {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
+		// The coordinator may still be loading or moving.
+		if wait.Until(120*time.Second, "the commit to be taken", func() bool {
+			resp, err = adm.CommitOffsets(ctx, group, os)
+			return err == nil && resp.Error() == nil
+		}) == nil {
+			return
 		}
 		t.Fatalf("commit %d: %v %v", at, err, resp.Error())
 	}

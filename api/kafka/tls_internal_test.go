@@ -18,6 +18,7 @@ import (
 	"github.com/strand-io/strand/internal/certs"
 	"github.com/strand-io/strand/internal/tlsconf"
 	"github.com/strand-io/strand/request"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 // TestTLSSessionInHandlerContext: on a KAFKA:SSL listener the TLS
@@ -114,10 +115,7 @@ func TestTLSSessionInHandlerContext(t *testing.T) {
 	if len(seen) != 0 {
 		t.Fatal("a refused connection reached a handler")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for srv.metrics.Closed("tls_handshake") < 2 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	_ = wait.Until(5*time.Second, "both refused connections counted", func() bool { return srv.metrics.Closed("tls_handshake") >= 2 })
 	if got := srv.metrics.Closed("tls_handshake"); got != 2 {
 		t.Fatalf("strand_kafka_connections_closed_total{reason=tls_handshake} = %v, want 2", got)
 	}

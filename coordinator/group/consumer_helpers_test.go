@@ -10,6 +10,7 @@ import (
 
 	"github.com/strand-io/strand/metadata"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 // testImage is a settable metadata image for consumer group tests.
@@ -142,22 +143,15 @@ func (h *cgHarness) cgroup(id string, f func(cg *consumerGroup)) {
 // settle waits for the coordinator's background fencing to finish.
 func (h *cgHarness) settle() {
 	h.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	wait.Eventually(h.t, 5*time.Second, "background group changes to finish", func() bool {
 		busy := false
 		for _, s := range h.c.shards {
 			s.mu.Lock()
 			busy = busy || len(s.fencing) > 0 || len(s.lanes) > 0
 			s.mu.Unlock()
 		}
-		if !busy {
-			return
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatal("background group changes did not finish within 5s")
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return !busy
+	})
 }
 
 // sweepNow advances the clock, sweeps and waits for the fencing it starts.

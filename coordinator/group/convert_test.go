@@ -9,6 +9,7 @@ import (
 
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 // classicJoin is a classic consumer's JoinGroup with the embedded consumer
@@ -26,11 +27,7 @@ func stableClassic(t *testing.T, h *cgHarness, group string) (string, string, in
 	t.Helper()
 	first := recv(t, h.joinAsync(classicJoin(group, "", nil, "t")))
 	ch2 := h.joinAsync(classicJoin(group, "", nil, "t"))
-	for deadline := time.Now().Add(5 * time.Second); h.state(group) != PreparingRebalance; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the second join did not start a rebalance")
-		}
-	}
+	wait.Eventually(t, 5*time.Second, "the second join to start a rebalance", func() bool { return h.state(group) == PreparingRebalance })
 	ch1 := h.joinAsync(classicJoin(group, first.MemberId, nil, "t"))
 	j1, j2 := recv(t, ch1), recv(t, ch2)
 	if j1.ErrorCode != pb.ErrorCode_NONE || j2.ErrorCode != pb.ErrorCode_NONE {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/testkit/memnet"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 // deadRecorder collects the ids OnDead reported.
@@ -60,13 +61,7 @@ func ids(g *Gossip) []int32 {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	wait.Eventually(t, within, what, cond)
 }
 
 func threeMembers(t *testing.T) (*memnet.GossipNet, []*Gossip, []*deadRecorder) {

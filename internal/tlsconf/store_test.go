@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strand-io/strand/clock"
 	"github.com/strand-io/strand/internal/auth"
 	"github.com/strand-io/strand/internal/certs"
 	"github.com/strand-io/strand/internal/planted"
@@ -21,6 +22,9 @@ type fixture struct {
 	node        *certs.Pair
 	ks, ts, crl string
 	sec         *Security
+	// clk is the store's clock: a test moves it past ReloadInterval
+	// instead of sleeping through it.
+	clk *clock.Fake
 }
 
 func newFixture(t *testing.T, protos string, clientAuth ClientAuth, rules string) *fixture {
@@ -49,6 +53,12 @@ func newFixture(t *testing.T, protos string, clientAuth ClientAuth, rules string
 	f.sec, err = New(Config{Protocols: pm, KeystoreLocation: f.ks, TruststoreLocation: f.ts, CRLLocation: f.crl, ClientAuth: clientAuth, Mapping: m}, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	f.clk = clock.NewFake(time.Now())
+	if st := f.sec.store; st != nil {
+		st.mu.Lock()
+		st.now, st.lastCheck = f.clk.Now, f.clk.Now()
+		st.mu.Unlock()
 	}
 	return f
 }
@@ -183,7 +193,7 @@ func TestRequiredClientAuth(t *testing.T) {
 	<-out
 	crl, _ := f.ca.CRL(mallory.Cert)
 	write(t, f.crl, crl)
-	time.Sleep(ReloadInterval + 100*time.Millisecond)
+	f.clk.Advance(ReloadInterval + 100*time.Millisecond)
 	refused("revoked", pairCert(t, mallory))
 	// The CRL check is what refused it.
 	restore := planted.Set(planted.TLSRevocationIgnored)
@@ -280,13 +290,13 @@ func TestKeystoreRotation(t *testing.T) {
 	first := serial()
 	next, _ := f.ca.Issue(certs.Spec{CommonName: "broker", Hosts: []string{"127.0.0.1"}, Server: true, Client: true})
 	write(t, f.ks, next.KeystorePEM())
-	time.Sleep(ReloadInterval + 100*time.Millisecond)
+	f.clk.Advance(ReloadInterval + 100*time.Millisecond)
 	if got := serial(); got != next.Cert.SerialNumber.String() || got == first {
 		t.Fatalf("served serial %s; the new keystore's is %s (old %s)", got, next.Cert.SerialNumber, first)
 	}
 	// A broken keystore is not taken: the one in use stays.
 	write(t, f.ks, []byte("-----BEGIN CERTIFICATE-----\nbroken\n"))
-	time.Sleep(ReloadInterval + 100*time.Millisecond)
+	f.clk.Advance(ReloadInterval + 100*time.Millisecond)
 	if got := serial(); got != next.Cert.SerialNumber.String() {
 		t.Fatalf("after a broken keystore the server serves %s", got)
 	}
@@ -375,7 +385,7 @@ func TestTruststoreReload(t *testing.T) {
 	}
 	<-out
 	write(t, f.ts, append(f.ca.CertPEM(), ca2.CertPEM()...))
-	time.Sleep(ReloadInterval + 100*time.Millisecond)
+	f.clk.Advance(ReloadInterval + 100*time.Millisecond)
 	if err := dial(addr, f.roots(), pairCert(t, carol)); err != nil {
 		t.Fatalf("carol after her CA joined the truststore: %v", err)
 	}

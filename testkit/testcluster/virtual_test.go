@@ -99,6 +99,6 @@ func TestClusterOnVirtualTime(t *testing.T) {
 		// memberlist's Shutdown does not wait for a probe it has in flight
 		// (up to its probe timeout, then its indirect checks): give those
 		// their virtual seconds, after which nothing may be left running.
-		time.Sleep(10 * time.Second)
+		time.Sleep(10 * time.Second) // virtual time (synctest)
 	})
 }
