@@ -25,7 +25,6 @@ var Allowed = append([]Allow{
 	{"controller", "StartQuorum", "fs", "creates the Raft directory (Raft's bolt store and snapshots are files of their own)"},
 	{"controller", "firstStart", "fs", "reads the voter list the Raft state was first started with"},
 	{"controller", "writeFileAtomic", "fs", "writes that voter list atomically"},
-	{"broker", "Open", "fs", "creates the data directory and lists its partition directories"},
 
 	// clock: functions of a component holding a clock.Clock that read the
 	// time package. Either they measure work (a duration logged or
@@ -44,27 +43,15 @@ var Allowed = append([]Allow{
 	{"request", "Handler.waitForTopics", "clock", "CreateTopics waits for the topics to appear: a polling deadline on the time package, not yet the clock"},
 	{"request", "Handler.deleteTopics", "clock", "DeleteTopics waits for the topics to go: a polling deadline on the time package, not yet the clock"},
 	{"request", "Handler.createPartitions", "clock", "CreatePartitions waits for the partitions: a polling deadline on the time package, not yet the clock"},
-}, storageBlock...)
+}, storageFS...)
 
-// storageBlock: today's file calls of broker/storage, one entry per
-// function, all moving behind the storage.FS interface (its real
-// implementation in broker/storage/fs.go).
-var storageBlock = func() []Allow {
+// storageFS: the real file system behind storage.FS (broker/storage/fs.go),
+// the one place in broker/storage that calls the os package's file
+// functions; node.Config.FS (testkit/simdisk in the simulation) replaces it.
+var storageFS = func() []Allow {
 	var out []Allow
-	for _, fn := range []string{
-		"DeleteSnapshotsAbove", "DeleteSnapshotsBelow", "ListSnapshots", "LoadSnapshot",
-		"Log.AdvanceLogStart", "Log.Delete", "Log.DeleteRetention", "Log.rebuildProducerStateLocked",
-		"Log.recover", "Log.setAside", "Log.swapCleaned", "Open",
-		"ProducerStateManager.WriteSnapshot", "ReadEpochCheckpoint", "ReadOffsetCheckpoint", "ReadOffsetIndex",
-		"ReadPartitionMetadata", "ReadSnapshotEntries", "ReadTimeIndex", "RemoveDeletedDirs",
-		"cleaner.newOutput", "completeSwap", "createSegment", "eachBatch",
-		"finishSwapOnOpen", "offsetIndex.load", "output.finish", "readDamaged",
-		"readOffsetFile", "removeOutputs", "segment.remove", "segment.use",
-		"syncDir", "syncFile", "syncSnapshotDir", "timeIndex.load",
-		"txnIndex.append", "txnIndex.load", "txnIndex.rewrite", "writeDamagedList",
-		"writeFileAtomic", "writeIndexFile", "writeSnapshotFileSync",
-	} {
-		out = append(out, Allow{"broker/storage", fn, "fs", "moving behind storage.FS"})
+	for _, fn := range []string{"OSFS.OpenFile", "OSFS.ReadFile", "OSFS.Remove", "OSFS.RemoveAll", "OSFS.Rename", "OSFS.MkdirAll", "OSFS.ReadDir", "OSFS.SyncDir"} {
+		out = append(out, Allow{"broker/storage", fn, "fs", "the real file system behind storage.FS"})
 	}
 	return out
 }()
