@@ -26,9 +26,10 @@ package sim
 import (
 	"context"
 	"fmt"
+	mrand "math/rand"
+	"runtime"
 	"slices"
 	"strings"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -190,13 +191,13 @@ func run(t *testing.T, seed uint64, sc Scenario, out *Outcome, virtualNow *atomi
 	tr := newTrace()
 	start := time.Now()
 	tr.clock = func(d time.Duration) { virtualNow.Store(int64(d)) }
-	c := testcluster.New(t, testcluster.Options{Nodes: sc.Nodes, MemNet: true, Mutate: func(_ int32, cfg *node.Config) {
+	c := testcluster.New(t, testcluster.Options{Nodes: sc.Nodes, MemNet: true, SimDisk: true, Mutate: func(_ int32, cfg *node.Config) {
 		cfg.TxnTopic.Partitions = 5
 		cfg.OffsetsTopic.Partitions = 5
 		cfg.GroupConfig.InitialRebalanceDelay = 0
 	}})
 	tr.add(0, "cluster of %d nodes ready", sc.Nodes)
-	s := &simulator{c: c, tr: tr, nodes: sc.Nodes}
+	s := &simulator{c: c, tr: tr, nodes: sc.Nodes, seed: seed}
 	mon := newMonitor(c, tr)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -251,9 +252,7 @@ type simulator struct {
 	c     *testcluster.Cluster
 	tr    *trace
 	nodes int
-
-	mu       sync.Mutex
-	isolated map[int32]bool
+	seed  uint64
 }
 
 // step is one change the schedule makes: a fault's start or its end.
@@ -302,11 +301,15 @@ func (s *simulator) apply(ctx context.Context, st step, topics []string, partiti
 		s.tr.add(f.Node, "%s fault: %s", verb, f)
 	}
 	switch f.Kind {
-	case Kill, Stop:
+	case Kill, PowerLoss, Stop:
 		if st.undo {
 			if err := s.c.TryStart(f.Node); err != nil {
 				s.tr.add(f.Node, "restart failed: %v", err)
 			}
+			return
+		}
+		if f.Kind == PowerLoss && len(s.c.Running()) < s.nodes {
+			s.tr.add(f.Node, "power loss skipped: another node is down")
 			return
 		}
 		n := s.c.Take(f.Node)
@@ -314,10 +317,16 @@ func (s *simulator) apply(ctx context.Context, st step, topics []string, partiti
 			s.tr.add(f.Node, "already down")
 			return
 		}
-		if f.Kind == Kill {
+		switch f.Kind {
+		case Kill:
 			n.Kill()
-		} else if err := n.Stop(); err != nil {
-			s.tr.add(f.Node, "controlled shutdown: %v", err)
+		case PowerLoss:
+			n.Kill()
+			s.c.Member(f.Node).Disk.CrashTorn(mrand.New(mrand.NewSource(int64(s.seed ^ uint64(f.At)))))
+		default:
+			if err := n.Stop(); err != nil {
+				s.tr.add(f.Node, "controlled shutdown: %v", err)
+			}
 		}
 	case Isolate:
 		if st.undo {
