@@ -33,7 +33,7 @@ FUZZ_TARGETS  := ./record:FuzzDecode ./record:FuzzValidateBatch \
 	./broker/storage:FuzzEpochCheckpoint ./broker/storage:FuzzTxnIndex ./api:FuzzRequests \
 	./api/kafka:FuzzDecode
 
-.PHONY: all build test test-short fuzz lint proto run demo stop clean image drill drill-ci drill-kafka soak bench-compare bench-scale readme-check grow certs franz-suite
+.PHONY: sim all build test test-short fuzz lint proto run demo stop clean image drill drill-ci drill-kafka soak bench-compare bench-scale readme-check grow certs franz-suite
 
 all: build
 
@@ -41,8 +41,8 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(GOTAGS)' -o $(BIN) ./cmd/strand
 
 ## test: the whole suite as CI runs it (lint, race-enabled tests, franz-go's own
-## integration suite against a three-node cluster (make franz-suite), a short
-## fuzz run (FUZZ_SHORT per target), the short fault drill through the gRPC front door and
+## integration suite against a three-node cluster (make franz-suite), 100 fresh seeds
+## and one long scenario of the cluster simulation (make sim), a short fuzz run (FUZZ_SHORT per target), the short fault drill through the gRPC front door and
 ## a shorter one through the Kafka listeners (three drills): compose cluster if Docker works, else a
 ## process cluster; then the README's commands, about a minute: not their
 ## Docker blocks, since the drill has just built the same image and run the
@@ -51,10 +51,22 @@ build:
 test: lint
 	$(GO) test -race -count=1 -timeout 20m ./...
 	$(MAKE) franz-suite
+	$(MAKE) sim SIM_SEEDS=100 SIM_LONG=1
 	$(MAKE) fuzz FUZZTIME=$(FUZZ_SHORT)
 	$(MAKE) drill-ci
 	$(MAKE) drill-kafka DURATION=60s DRILLS=kill-leader,kill-coordinator,kill-controller
 	README_CHECK_DOCKER=no README_CHECK_SKIP='^go test ' README_CHECK_IF_BUSY=skip ./scripts/readme-check.sh
+
+## sim: the cluster simulation (testkit/sim) on SIM_SEEDS fresh seeds (default 1000) and
+## SIM_LONG long scenarios (default 4), plus every regression seed of testkit/sim/testdata/seeds,
+## SIM_PARALLEL at once (default: the CPUs); prints each seed's line, seeds/s, and the replay
+## command of any seed that failed. SIM_FIRST picks the first fresh seed (default: from the time).
+SIM_SEEDS    ?= 1000
+SIM_LONG     ?= 4
+SIM_PARALLEL ?= $(shell nproc 2>/dev/null || echo 2)
+SIM_FIRST    ?= 0
+sim:
+	SIM_SEEDS=$(SIM_SEEDS) SIM_LONG=$(SIM_LONG) bash -o pipefail -c '$(GO) test -count=1 -timeout 180m -parallel $(SIM_PARALLEL) -run "^TestSim$$" -v ./testkit/sim -first-seed $(SIM_FIRST) | grep -v -E "^ *(=== (RUN|PAUSE|CONT|NAME)|--- PASS: TestSim/)"'
 
 test-short:
 	$(GO) test -count=1 -short ./...

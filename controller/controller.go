@@ -16,6 +16,7 @@ import (
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/config"
 	"github.com/strand-io/strand/internal/planted"
+	"github.com/strand-io/strand/internal/syncx"
 	"github.com/strand-io/strand/metadata"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
@@ -71,7 +72,7 @@ type Controller struct {
 	clk clock.Clock
 	lg  *slog.Logger
 
-	mu     sync.Mutex
+	mu     syncx.Mutex         // held across Raft proposals: see internal/syncx
 	leases map[int32]time.Time // last heartbeat per broker (active controller only)
 	// heard holds the brokers whose current incarnation this controller
 	// has heard from (a registration or a heartbeat) since it became

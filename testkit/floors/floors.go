@@ -35,8 +35,8 @@ type Floor struct {
 // Plan is the floor plan, bottom first.
 var Plan = []Floor{
 	{Name: "ground", Packages: []string{
-		"proto/strand/v1", "errs", "record", "clock",
-		"internal/config", "internal/wire", "internal/gossip", "internal/planted", "internal/auth",
+		"proto/strand/v1", "errs", "record", "clock", "broker/storage/vfs",
+		"internal/config", "internal/wire", "internal/gossip", "internal/planted", "internal/syncx", "internal/auth",
 		"internal/certs", "internal/tlsconf", "internal/scram",
 	}},
 	{Name: "metadata", Packages: []string{"metadata", "metadata/metadatatest"}},

@@ -27,6 +27,7 @@ import (
 	"context"
 	"fmt"
 	mrand "math/rand"
+	"math/rand/v2"
 	"runtime"
 	"slices"
 	"strings"
@@ -208,6 +209,9 @@ func run(t *testing.T, seed uint64, sc Scenario, out *Outcome, virtualNow *atomi
 	topics := []string{"verify-" + runID + "-src", "verify-" + runID + "-dst"}
 	wg.Add(1)
 	go func() { defer wg.Done(); s.play(ctx, out.Schedule, topics, sc.Partitions) }()
+	rg := &rogue{s: s, topic: topics[0], parts: sc.Partitions, rng: rand.New(rand.NewPCG(seed, 0x209e))}
+	wg.Add(1)
+	go func() { defer wg.Done(); rg.run(ctx) }()
 
 	wctx, wcancel := context.WithTimeout(ctx, 10*time.Minute)
 	res, err := workload.Run(wctx, workload.Config{
@@ -237,6 +241,10 @@ func run(t *testing.T, seed uint64, sc Scenario, out *Outcome, virtualNow *atomi
 	cancel()
 	wg.Wait()
 	out.Violations = mon.violations()
+	if rg.forged > 0 {
+		out.Violations = append(out.Violations, fmt.Sprintf("a leader accepted %d of %d forged transaction markers from a client", rg.forged, rg.tried))
+	}
+	tr.add(0, "rogue client: %d forged markers sent, %d accepted", rg.tried, rg.forged)
 	out.Virtual = time.Since(start)
 	out.Trace = tr.String()
 	c.Close()

@@ -9,8 +9,11 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/strand-io/strand/internal/planted"
 )
 
 var (
@@ -65,16 +68,17 @@ func runSeed(t *testing.T, seed uint64, sc Scenario) *Outcome {
 	return o
 }
 
-// TestSim runs the regression seeds and a batch of fresh ones (or, with
-// -seed, one seed: the replay of a failure).
+// longScenario is SIM_LONG's: two virtual minutes, 24 faults.
+var longScenario = Scenario{Duration: 2 * time.Minute, Faults: 24}
+
+// TestSim runs the regression seeds and a batch of fresh ones, in
+// parallel (each seed in its own bubble; -test.parallel bounds how many
+// at once), or, with -seed, one seed alone: the replay of a failure.
 func TestSim(t *testing.T) {
 	sc := Scenario{}
 	if *seedFlag != 0 {
 		runSeed(t, *seedFlag, sc)
 		return
-	}
-	for _, s := range regressionSeeds(t) {
-		runSeed(t, s, sc)
 	}
 	n := *seedsFlag
 	if n == 0 {
@@ -90,13 +94,93 @@ func TestSim(t *testing.T) {
 	if first == 0 {
 		first = uint64(time.Now().UnixNano()) % 1_000_000_000
 	}
-	t.Logf("fresh seeds %d to %d", first, first+uint64(n)-1)
+	regress := regressionSeeds(t)
+	t.Logf("%d regression seeds, fresh seeds %d to %d", len(regress), first, first+uint64(n)-1)
 	start := time.Now()
+	var mu sync.Mutex
 	var virtual time.Duration
-	for i := range uint64(n) {
-		o := runSeed(t, first+i, sc)
-		virtual += o.Virtual
-	}
+	var failed []uint64
+	t.Run("seeds", func(t *testing.T) {
+		one := func(seed uint64) {
+			t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
+				t.Parallel()
+				o := runSeed(t, seed, sc)
+				mu.Lock()
+				virtual += o.Virtual
+				if o.Failed() {
+					failed = append(failed, seed)
+				}
+				mu.Unlock()
+			})
+		}
+		for _, s := range regress {
+			one(s)
+		}
+		for i := range uint64(n) {
+			one(first + i)
+		}
+		// Long scenarios (SIM_LONG=k): k seeds of two virtual minutes
+		// with six times the faults, so faults overlap and pile up.
+		long, _ := strconv.Atoi(os.Getenv("SIM_LONG"))
+		for i := range uint64(long) {
+			seed := first + uint64(n) + i
+			t.Run("long-"+strconv.FormatUint(seed, 10), func(t *testing.T) {
+				t.Parallel()
+				o := runSeed(t, seed, longScenario)
+				mu.Lock()
+				virtual += o.Virtual
+				if o.Failed() {
+					failed = append(failed, seed)
+				}
+				mu.Unlock()
+			})
+		}
+	})
 	el := time.Since(start)
-	t.Logf("%d fresh seeds in %.1fs: %.2f seeds/s, %.0fs virtual (%.0fx real time)", n, el.Seconds(), float64(n)/el.Seconds(), virtual.Seconds(), virtual.Seconds()/el.Seconds())
+	all := len(regress) + n
+	t.Logf("%d seeds in %.1fs: %.2f seeds/s, %.0fs virtual (%.0fx real time); failed: %v", all, el.Seconds(), float64(all)/el.Seconds(), virtual.Seconds(), virtual.Seconds()/el.Seconds(), failed)
+	for _, s := range failed {
+		t.Logf("replay: %s", Replay(s))
+	}
+}
+
+var (
+	plantedFlag = flag.String("planted", "", "TestPlantedHunt: the planted bug (internal/planted name) to put back and hunt")
+)
+
+// TestPlantedHunt puts one fixed bug back (-planted NAME) and runs fresh
+// seeds from -first-seed until one fails or -seeds have passed: how many
+// seeds, and how long, the simulation needs to find that bug. Skipped
+// without -planted.
+func TestPlantedHunt(t *testing.T) {
+	if *plantedFlag == "" {
+		t.Skip("needs -planted NAME")
+	}
+	bugs, err := planted.Parse(*plantedFlag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bugs {
+		defer planted.Set(b)()
+	}
+	n := *seedsFlag
+	if n == 0 {
+		n = 200
+	}
+	first := *firstFlag
+	if first == 0 {
+		first = 1
+	}
+	start := time.Now()
+	for i := range uint64(n) {
+		seed := first + i
+		seedRaft(seed)
+		o := Run(t, seed, Scenario{})
+		t.Log(o.Summary())
+		if o.Failed() {
+			t.Logf("FOUND %s after %d seeds, %.1fs wall: seed %d\n%s", *plantedFlag, i+1, time.Since(start).Seconds(), seed, o.ReportText())
+			return
+		}
+	}
+	t.Errorf("%s not found in %d seeds (%.1fs)", *plantedFlag, n, time.Since(start).Seconds())
 }
