@@ -28,6 +28,7 @@ import (
 	"fmt"
 	mrand "math/rand"
 	"math/rand/v2"
+	"net"
 	"runtime"
 	"slices"
 	"strings"
@@ -213,8 +214,21 @@ func run(t *testing.T, seed uint64, sc Scenario, out *Outcome, virtualNow *atomi
 	wg.Add(1)
 	go func() { defer wg.Done(); rg.run(ctx) }()
 
+	// A third of the seeds send the workload's data path through the Kafka
+	// listeners as franz-go clients (administration stays on the SDK).
+	protocol := workload.ProtocolGRPC
+	if seed%3 == 2 {
+		protocol = workload.ProtocolKafka
+	}
+	kdial := c.Net.Dialer("kafka-clients")
+	tr.add(0, "workload data path: %s", protocol)
 	wctx, wcancel := context.WithTimeout(ctx, 10*time.Minute)
 	res, err := workload.Run(wctx, workload.Config{
+		Protocol:       protocol,
+		KafkaBootstrap: c.KafkaAddrs(),
+		KafkaDial: func(ctx context.Context, _, host string) (net.Conn, error) {
+			return kdial(ctx, host)
+		},
 		Bootstrap:          c.Bootstrap(),
 		ClientOpts:         c.ClientOpts(client.RetryBackoff(20*time.Millisecond, 200*time.Millisecond)),
 		Duration:           sc.Duration,
