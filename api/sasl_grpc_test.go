@@ -1,5 +1,8 @@
 package api_test
 
+// Real cluster on real time: the SASL/SCRAM token is checked against the node's
+// wall clock and real gRPC/Kafka connections over TCP; not moved to MemNet yet.
+
 import (
 	"context"
 	"errors"

@@ -1,5 +1,8 @@
 package workload_test
 
+// Real cluster on real time: the moved replicas run under a replication throttle,
+// real bytes per real second; testkit/sim covers grow/shrink without the throttle.
+
 import (
 	"context"
 	"fmt"
