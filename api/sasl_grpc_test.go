@@ -141,6 +141,8 @@ func TestSDKSCRAM(t *testing.T) {
 	}()
 
 	// The token (3 s) has expired meanwhile: the SDK authenticates again.
+	// A real sleep: the token's lifetime runs on the node's wall clock, and
+	// nothing observable short of a refused call marks its expiry.
 	time.Sleep(3 * time.Second)
 	if _, _, err := adm.DescribeUserScramCredentials(ctx, "alice"); err != nil {
 		t.Fatalf("after the token expired: %v", err)
