@@ -1,5 +1,8 @@
 package api_test
 
+// Real node on real time: the harness reads the node's segment files from the real
+// disk with `go run ... dump-log`; the rest could run on MemNet inside synctest; not moved yet.
+
 import (
 	"context"
 	"encoding/binary"

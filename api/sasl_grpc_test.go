@@ -1,5 +1,8 @@
 package api_test
 
+// Real cluster on real time: the SASL/SCRAM token is checked against the node's
+// wall clock and real gRPC/Kafka connections over TCP; not moved to MemNet yet.
+
 import (
 	"context"
 	"errors"
@@ -138,6 +141,8 @@ func TestSDKSCRAM(t *testing.T) {
 	}()
 
 	// The token (3 s) has expired meanwhile: the SDK authenticates again.
+	// A real sleep: the token's lifetime runs on the node's wall clock, and
+	// nothing observable short of a refused call marks its expiry.
 	time.Sleep(3 * time.Second)
 	if _, _, err := adm.DescribeUserScramCredentials(ctx, "alice"); err != nil {
 		t.Fatalf("after the token expired: %v", err)

@@ -1,5 +1,8 @@
 package client_test
 
+// Real node on real time: the example is a program's main, which dials a real
+// address as a user's program would.
+
 import (
 	"context"
 	"flag"

@@ -1,5 +1,8 @@
 package client_test
 
+// Real node on real time: builds and runs a program from another module as a real
+// OS process, which dials the node over real TCP.
+
 import (
 	"bytes"
 	"go/parser"

@@ -1,5 +1,8 @@
 package client_test
 
+// Real cluster on real time: predates the simulation; could run on testcluster's
+// MemNet inside synctest; not moved yet.
+
 import (
 	"context"
 	"testing"

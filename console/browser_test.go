@@ -1,5 +1,8 @@
 package console_test
 
+// Real cluster on real time: the console runs in a real browser, which reaches it
+// over real HTTP.
+
 import (
 	"context"
 	"net/http"

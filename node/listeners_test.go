@@ -1,5 +1,8 @@
 package node_test
 
+// Real node on real time: binds every interface and checks the advertised host
+// address, which needs the machine's real network interfaces.
+
 import (
 	"context"
 	"net"

@@ -1,5 +1,8 @@
 package node_test
 
+// Real node on real time: the metrics and debug HTTP endpoints listen on real TCP;
+// MemNet does not carry them.
+
 import (
 	"context"
 	"errors"

@@ -1,5 +1,8 @@
 package replication_test
 
+// Real cluster on real time: a benchmark measures real throughput on real sockets,
+// disks and CPUs; virtual time would make its numbers meaningless.
+
 import (
 	"context"
 	"fmt"

@@ -1,5 +1,9 @@
 package replication_test
 
+// Real cluster on real time: predates the simulation; could run on testcluster's
+// MemNet inside synctest; not moved yet
+// (one test edits a segment file on the real disk; SimDisk could hold it).
+
 import (
 	"context"
 	"fmt"

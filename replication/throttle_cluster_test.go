@@ -1,5 +1,8 @@
 package replication_test
 
+// Real cluster on real time: a replication throttle is real bytes per real second;
+// virtual time would say nothing about the rate.
+
 import (
 	"context"
 	"fmt"

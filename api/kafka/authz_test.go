@@ -1,5 +1,8 @@
 package kafka_test
 
+// Real node on real time: franz-go and the raw Kafka-wire connections dial the
+// node's Kafka listener over real TCP sockets; MemNet's listeners are in-memory only.
+
 import (
 	"context"
 	"errors"

@@ -1,5 +1,8 @@
 package kafka_test
 
+// Real cluster on real time: kcat is an external process (librdkafka) that
+// dials the Kafka listeners over real TCP.
+
 import (
 	"bytes"
 	"context"

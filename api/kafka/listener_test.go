@@ -1,5 +1,8 @@
 package kafka_test
 
+// Real cluster on real time: franz-go and the raw Kafka-wire connections dial the
+// brokers' Kafka listeners over real TCP sockets; MemNet's listeners are in-memory only.
+
 import (
 	"context"
 	"fmt"

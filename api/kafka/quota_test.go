@@ -1,5 +1,9 @@
 package kafka_test
 
+// Real cluster on real time: franz-go and the raw Kafka-wire connections dial the
+// brokers' Kafka listeners over real TCP sockets; MemNet's listeners are in-memory only.
+// (Throttles are read on the node's fake clock, so time itself is not the reason.)
+
 import (
 	"context"
 	"encoding/binary"

@@ -1,5 +1,8 @@
 package kafka_test
 
+// Real cluster on real time: real SASL handshakes over TCP from franz-go, and the
+// failed-authentication delay is measured on the wall clock.
+
 import (
 	"bufio"
 	"encoding/binary"

@@ -1,5 +1,8 @@
 package kafka_test
 
+// Real cluster on real time: real SASL handshakes over TCP from franz-go and
+// librdkafka-based clients; MemNet's listeners are in-memory only.
+
 import (
 	"bytes"
 	"context"

@@ -1,5 +1,8 @@
 package workload_test
 
+// Real cluster on real time: the run goes through both front doors, and the Kafka
+// one is franz-go over real TCP; the SDK door alone could run on MemNet (testkit/sim does).
+
 import (
 	"context"
 	"net"

@@ -1,5 +1,8 @@
 package workload_test
 
+// Real cluster on real time: the moved replicas run under a replication throttle,
+// real bytes per real second; testkit/sim covers grow/shrink without the throttle.
+
 import (
 	"context"
 	"fmt"
@@ -80,7 +83,24 @@ func TestGrowAndShrinkUnderWorkload(t *testing.T) {
 		}
 		return true
 	})
-	time.Sleep(3 * time.Second) // transactions under way before the moves
+	// Transactions under way before the moves: the stage has committed
+	// records to the destination topic (its last stable offset moved).
+	dstTPs := make([]client.TopicPartition, 6)
+	for i := range dstTPs {
+		dstTPs[i] = client.TopicPartition{Topic: dst, Partition: int32(i)}
+	}
+	wait.Eventually(t, 60*time.Second, "committed transactions in "+dst, func() bool {
+		offs, err := adm.ListOffsets(ctx, dstTPs, client.OffsetLatest, client.ReadCommitted)
+		if err != nil {
+			return false
+		}
+		for _, o := range offs {
+			if o.Err == nil && o.LastStableOffset > 0 {
+				return true
+			}
+		}
+		return false
+	})
 
 	// Grow: a broker-only node joins by gossip and is usable at once.
 	m4 := c.AddNode(testcluster.NodeSpec{Broker: true})

@@ -1,5 +1,8 @@
 package workload_test
 
+// Real cluster on real time: the workload's Kafka front door is franz-go over real
+// TCP (with real TLS in one case); testkit/sim runs the SDK front door on MemNet.
+
 import (
 	"context"
 	"net"

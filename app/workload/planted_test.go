@@ -1,5 +1,9 @@
 package workload_test
 
+// Real cluster on real time: predates the simulation; could run on testcluster's
+// MemNet inside synctest; not moved yet
+// (testkit/sim runs the same drills there).
+
 import (
 	"context"
 	"testing"

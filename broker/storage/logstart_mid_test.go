@@ -3,12 +3,15 @@ package storage
 import (
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/record"
+	"github.com/strand-io/strand/testkit/wait"
 )
 
 // nRecordBatch is a replicated batch of n records at base, epoch 0.
@@ -147,7 +150,7 @@ func TestAdvanceLogStartCheckpointWithoutLock(t *testing.T) {
 		_, err := f.l.AdvanceLogStart(15)
 		done <- err
 	}()
-	time.Sleep(100 * time.Millisecond)
+	wait.Eventually(t, 5*time.Second, "AdvanceLogStart blocked opening the FIFO", func() bool { return blockedInOpen("AdvanceLogStart") })
 	free := make(chan struct{})
 	go func() {
 		defer close(free)
@@ -234,4 +237,18 @@ func TestTruncateFullyCheckpointFirst(t *testing.T) {
 	if ls, leo := f.l.LogStartOffset(), f.l.LogEndOffset(); ls != 3 || leo != 7 {
 		t.Fatalf("after a crash: log [%d, %d), want [3, 7)", ls, leo)
 	}
+}
+
+// blockedInOpen reports whether a goroutine running fn sits in an open
+// system call (the FIFO's open blocks until a reader comes).
+func blockedInOpen(fn string) bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		header, _, _ := strings.Cut(g, "\n")
+		if strings.Contains(header, "[syscall") && strings.Contains(g, "."+fn+"(") && strings.Contains(g, "os.OpenFile(") {
+			return true
+		}
+	}
+	return false
 }

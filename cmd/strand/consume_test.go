@@ -1,5 +1,8 @@
 package main
 
+// Real node on real time: runs the built strand binary as a real OS process,
+// which dials (or serves) real TCP sockets.
+
 import (
 	"bytes"
 	"os/exec"

@@ -1,5 +1,8 @@
 package main
 
+// Real node on real time: the strand CLI under test dials its --bootstrap address
+// over real TCP; it has no in-memory dialer that could reach MemNet.
+
 import (
 	"bytes"
 	be "encoding/binary"

@@ -1,5 +1,8 @@
 package main
 
+// Real node on real time: runs `strand server` as a real OS process and dials it
+// with franz-go over real TCP, as the README's program does.
+
 import (
 	"bytes"
 	"context"

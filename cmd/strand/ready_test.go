@@ -1,5 +1,8 @@
 package main
 
+// Real node on real time: starts `strand server` as a real OS process and races the
+// CLI against its start over real TCP.
+
 import (
 	"bytes"
 	"context"

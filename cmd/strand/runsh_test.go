@@ -1,5 +1,8 @@
 package main
 
+// Real processes on real time: scripts/run.sh starts and stops real OS processes,
+// checked through their pids and signals.
+
 import (
 	"fmt"
 	"os"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -248,7 +249,14 @@ func TestProbeBootstrapTLS(t *testing.T) {
 			if err != nil {
 				return
 			}
-			go func() { c.Write([]byte("HTTP/1.1 400 no\r\n\r\n")); time.Sleep(time.Second); c.Close() }()
+			go func() {
+				// Answer, then hold the connection until the client hangs up
+				// (at most a second), as a plaintext server would.
+				c.Write([]byte("HTTP/1.1 400 no\r\n\r\n"))
+				c.SetReadDeadline(time.Now().Add(time.Second))
+				io.Copy(io.Discard, c)
+				c.Close()
+			}()
 		}
 	}()
 	for _, c := range []struct {

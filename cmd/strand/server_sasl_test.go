@@ -1,5 +1,8 @@
 package main
 
+// Real node on real time: starts the server's real Kafka listener with SASL settings
+// and handshakes over TCP.
+
 import (
 	"slices"
 	"strings"

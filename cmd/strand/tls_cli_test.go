@@ -1,5 +1,8 @@
 package main
 
+// Real cluster on real time: real TLS (and SASL) handshakes over TCP; MemNet's
+// listeners serve no TLS.
+
 import (
 	"os"
 	"path/filepath"

@@ -1,5 +1,8 @@
 package group_test
 
+// Real node on real time: predates the simulation; could run on testcluster's
+// MemNet inside synctest; not moved yet.
+
 import (
 	"context"
 	"errors"

@@ -1,5 +1,8 @@
 package hostile
 
+// Real node on real time: the hostile requests are raw bytes on a real TCP connection
+// to the Kafka listener; could dial MemNet inside synctest; not moved yet.
+
 import (
 	"bytes"
 	"context"

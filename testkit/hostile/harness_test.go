@@ -11,6 +11,9 @@
 // files.
 package hostile
 
+// The targets here start real nodes on real time: the hostile tests speak raw
+// Kafka wire over real TCP; the clusters could run on MemNet inside synctest; not moved yet.
+
 import (
 	"context"
 	"fmt"

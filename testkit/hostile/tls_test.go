@@ -1,5 +1,8 @@
 package hostile
 
+// Real cluster on real time: real TLS (and SASL) handshakes over TCP; MemNet's
+// listeners serve no TLS.
+
 import (
 	"context"
 	"crypto/tls"

@@ -1,5 +1,8 @@
 package judges
 
+// Real cluster on real time: the judges are Kafka clients from outside this code
+// (librdkafka, kcat, kafka-python, sarama, franz-go) that dial real TCP sockets.
+
 import (
 	"context"
 	"errors"

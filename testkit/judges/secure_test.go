@@ -1,5 +1,9 @@
 package judges
 
+// Real cluster on real time: the judges are Kafka clients from outside this code
+// (librdkafka, kcat, kafka-python, sarama, franz-go) that dial real TCP sockets,
+// here with real TLS and SASL handshakes.
+
 import (
 	"context"
 	"crypto/tls"
