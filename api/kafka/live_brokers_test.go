@@ -1,7 +1,7 @@
 package kafka_test
 
-// Real cluster on real time: franz-go and the raw Kafka-wire connections dial the
-// brokers' Kafka listeners over real TCP sockets; MemNet's listeners are in-memory only.
+// Real cluster on real time: its franz-go and raw Kafka-wire clients dial TCP. They could dial
+// MemNet's listeners through a custom dialer inside synctest, as testkit/sim's workload does; not moved yet.
 
 import (
 	"context"

@@ -197,6 +197,13 @@ func run(t *testing.T, seed uint64, sc Scenario, out *Outcome, virtualNow *atomi
 		cfg.TxnTopic.Partitions = 5
 		cfg.OffsetsTopic.Partitions = 5
 		cfg.GroupConfig.InitialRebalanceDelay = 0
+		// Every fourth seed starts transactional ids near the end of
+		// their epochs, so producers are fenced there and rotate to a
+		// new producer id during the run.
+		if seed%4 == 1 {
+			cfg.TxnConfig.FirstEpoch = 32740
+		}
+		cfg.TxnConfig.AbortTimedOutInterval = time.Second
 	}})
 	tr.add(0, "cluster of %d nodes ready", sc.Nodes)
 	s := &simulator{c: c, tr: tr, nodes: sc.Nodes, seed: seed}
@@ -214,6 +221,16 @@ func run(t *testing.T, seed uint64, sc Scenario, out *Outcome, virtualNow *atomi
 	wg.Add(1)
 	go func() { defer wg.Done(); rg.run(ctx) }()
 
+	// Half of the seeds also run one of the workload's own drills, picked
+	// by the seed: the marker drills hold a partition's follower fetches
+	// on its leader so a marker is on the leader alone when the
+	// coordinator or the leader fails, a schedule random faults rarely
+	// make.
+	var drills []string
+	if pick := seed / 3 % 10; pick < uint64(len(simDrills)) {
+		drills = []string{simDrills[pick]}
+		tr.add(0, "drill: %s", drills[0])
+	}
 	// A third of the seeds send the workload's data path through the Kafka
 	// listeners as franz-go clients (administration stays on the SDK).
 	protocol := workload.ProtocolGRPC
@@ -238,8 +255,9 @@ func run(t *testing.T, seed uint64, sc Scenario, out *Outcome, virtualNow *atomi
 		AbortRate:          0.2,
 		RunID:              runID,
 		Seed:               seed,
-		Target:             s, // for settling: every node alive again
-		DrillEnv:           drill.Env{SettleTimeout: 90 * time.Second},
+		Target:             s,
+		Drills:             drills,
+		DrillEnv:           drill.Env{Down: 500 * time.Millisecond, Cut: 3 * time.Second, Hold: 2 * time.Second, SettleTimeout: 90 * time.Second},
 		TransactionTimeout: 10 * time.Second,
 		TxnPause:           150 * time.Millisecond,
 		HangGrace:          30 * time.Second,
@@ -267,6 +285,9 @@ func run(t *testing.T, seed uint64, sc Scenario, out *Outcome, virtualNow *atomi
 	// running in the bubble.
 	time.Sleep(10 * time.Second)
 }
+
+// simDrills are the workload's drills a seed may add to its schedule.
+var simDrills = []string{"marker-failover", "marker-leader-loss", "kill-leader", "kill-coordinator", "kill-controller"}
 
 // simulator applies a schedule to the cluster. It is also the drill
 // target the workload settles with (Nodes).
@@ -440,8 +461,9 @@ func (s *simulator) healAll() {
 }
 
 // The drill target: the workload asks it which nodes must be alive before
-// it reads back. The schedule ends every fault inside the window; Settle
-// starts any node still down and heals every link, in case.
+// it reads back, and runs its drill (Scenario.Drill) through it. The
+// schedule ends every fault inside the window; Settle starts any node
+// still down.
 func (s *simulator) Name() string { return "simulation" }
 func (s *simulator) Nodes() []int32 {
 	var out []int32
@@ -450,18 +472,52 @@ func (s *simulator) Nodes() []int32 {
 	}
 	return out
 }
-func (s *simulator) Kill(ctx context.Context, id int32) error  { return drill.ErrUnsupported }
-func (s *simulator) Start(ctx context.Context, id int32) error { return s.c.TryStart(id) }
-func (s *simulator) Stop(ctx context.Context, id int32) error  { return drill.ErrUnsupported }
+func (s *simulator) Kill(ctx context.Context, id int32) error {
+	s.tr.add(id, "drill: kill -9")
+	if n := s.c.Take(id); n != nil {
+		n.Kill()
+	}
+	return nil
+}
+func (s *simulator) Start(ctx context.Context, id int32) error {
+	s.tr.add(id, "drill: start")
+	return s.c.TryStart(id)
+}
+func (s *simulator) Stop(ctx context.Context, id int32) error {
+	s.tr.add(id, "drill: graceful stop")
+	if n := s.c.Take(id); n != nil {
+		return n.Stop()
+	}
+	return nil
+}
 func (s *simulator) Pause(ctx context.Context, id int32) error { return drill.ErrUnsupported }
 func (s *simulator) Resume(ctx context.Context, id int32) error {
 	return drill.ErrUnsupported
 }
-func (s *simulator) Isolate(ctx context.Context, id int32) error { return drill.ErrUnsupported }
-func (s *simulator) Heal(ctx context.Context, id int32) error    { return drill.ErrUnsupported }
+func (s *simulator) Isolate(ctx context.Context, id int32) error {
+	s.tr.add(id, "drill: isolate")
+	s.c.Isolate(id)
+	return nil
+}
+func (s *simulator) Heal(ctx context.Context, id int32) error {
+	s.tr.add(id, "drill: heal")
+	s.c.Heal(id)
+	return nil
+}
 func (s *simulator) HoldFollowerFetch(ctx context.Context, id int32, topic string, partition int32, d time.Duration) error {
-	return drill.ErrUnsupported
+	n := s.c.NodeOf(id)
+	if n == nil {
+		return fmt.Errorf("node %d is down", id)
+	}
+	s.tr.add(id, "drill: hold follower fetches of %s-%d for %s", topic, partition, d)
+	_, err := n.HoldFollowerFetch(topic, partition, d)
+	return err
 }
 func (s *simulator) ReleaseFollowerFetch(ctx context.Context, id int32, topic string, partition int32) error {
-	return drill.ErrUnsupported
+	n := s.c.NodeOf(id)
+	if n == nil {
+		return fmt.Errorf("node %d is down", id)
+	}
+	n.ReleaseFollowerFetch(topic, partition)
+	return nil
 }
