@@ -29,6 +29,7 @@ import (
 	mrand "math/rand"
 	"math/rand/v2"
 	"net"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -183,6 +184,12 @@ func watchdog(seed uint64, virtualNow *atomic.Int64, stop <-chan struct{}) {
 		if time.Since(since) > stallLimit {
 			buf := make([]byte, 64<<20)
 			buf = buf[:runtime.Stack(buf, true)]
+			// The stacks also go to a file: a panic's output is easily cut.
+			if f, err := os.CreateTemp("", fmt.Sprintf("sim-seed%d-stall-*.txt", seed)); err == nil {
+				f.Write(buf)
+				f.Close()
+				fmt.Fprintf(os.Stderr, "sim: seed %d stalled; every goroutine's stack is in %s\n", seed, f.Name())
+			}
 			panic(fmt.Sprintf("seed %d: virtual time stood still for %s of real time at %s: a goroutine of the bubble never blocks (a loop without a pause?)\nreplay: %s\n%s",
 				seed, stallLimit, time.Duration(last), Replay(seed), buf))
 		}
