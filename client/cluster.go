@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/strand-io/strand/internal/syncx"
 	"log/slog"
 	"math/rand/v2"
 	"sort"
@@ -56,7 +57,7 @@ type cluster struct {
 	updated time.Time
 	closed  bool
 
-	refreshMu sync.Mutex
+	refreshMu syncx.Mutex // held across the Metadata call: waiters leave with their context
 	changed   chan struct{}
 }
 
@@ -218,7 +219,9 @@ func backoff(cfg *config, attempt int) time.Duration {
 
 // refresh fetches metadata for topics (nil: keep the known ones and add none).
 func (c *cluster) refresh(ctx context.Context, topics []string) error {
-	c.refreshMu.Lock()
+	if err := c.refreshMu.LockContext(ctx); err != nil {
+		return err
+	}
 	defer c.refreshMu.Unlock()
 	c.mu.Lock()
 	want := map[string]bool{}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/strand-io/strand/errs"
@@ -28,6 +29,14 @@ const (
 type Consumer struct {
 	cfg config
 	cl  *cluster
+
+	// refreshing is set while a metadata refresh started by a failed
+	// fetch runs; lastRefresh is when the last one ended (Unix nanos).
+	refreshing  atomic.Bool
+	lastRefresh atomic.Int64
+	// retried is set when a fetch answer asked for a retry (a retriable
+	// error for the request or a partition): fetch then backs off.
+	retried atomic.Bool
 
 	mu       sync.Mutex
 	assigned map[TopicPartition]*cpart
@@ -255,6 +264,7 @@ func (c *Consumer) fetch(ctx context.Context) error {
 		}(leader, parts)
 	}
 	var firstErr error
+	failed := 0
 	for range byLeader {
 		r := <-results
 		if r.err != nil {
@@ -263,19 +273,45 @@ func (c *Consumer) fetch(ctx context.Context) error {
 			}
 			c.cl.lg.Debug("fetch failed", "err", r.err)
 			go c.refreshSoon()
+			failed++
 			continue
 		}
 		if err := c.handleFetch(r.resp); err != nil && firstErr == nil {
 			firstErr = err
 		}
 	}
+	// A round that failed and brought nothing waits retry.backoff before
+	// the next (Kafka's consumer backs off a node whose fetch failed): a
+	// leader that is down, or answers NOT_LEADER_OR_FOLLOWER until the
+	// metadata catches up, fails a fetch at once, and Poll in a loop would
+	// send them as fast as the CPU allows.
+	if retried := c.retried.Swap(false); (failed > 0 || retried) && firstErr == nil {
+		c.mu.Lock()
+		empty := len(c.buffered) == 0
+		c.mu.Unlock()
+		if empty {
+			return c.cfg.sleep(ctx, c.cfg.retryBackoff)
+		}
+	}
 	return firstErr
 }
 
+// refreshSoon refreshes the metadata after a failed fetch or a partition
+// error the consumer retries. At most one runs at a time, and none within retry.backoff of the last
+// one's end: every failed fetch asks for one, and a leader that is down
+// fails fetches as fast as they are sent.
 func (c *Consumer) refreshSoon() {
+	if !c.refreshing.CompareAndSwap(false, true) {
+		return
+	}
+	defer c.refreshing.Store(false)
+	if time.Since(time.Unix(0, c.lastRefresh.Load())) < c.cfg.retryBackoff {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.requestTimeout)
 	defer cancel()
 	_ = c.cl.refresh(ctx, nil)
+	c.lastRefresh.Store(time.Now().UnixNano())
 }
 
 // fetchReport is one partition's outcome for OnFetchError (err nil: a
@@ -320,6 +356,7 @@ func (c *Consumer) handleFetchLocked(resp *pb.FetchResponse, reports *[]fetchRep
 		// INVALID_REQUEST): retriable ones are tried again, as a
 		// partition's are.
 		if errs.IsRetriable(err) {
+			c.retried.Store(true)
 			go c.refreshSoon()
 			return nil
 		}
@@ -353,6 +390,7 @@ func (c *Consumer) handleFetchLocked(resp *pb.FetchResponse, reports *[]fetchRep
 			if errs.IsRetriable(err) {
 				c.noteFetch(reports, tp, err)
 				c.cl.markStale(tp)
+				c.retried.Store(true)
 				go c.refreshSoon()
 				continue
 			}
