@@ -26,6 +26,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	mrand "math/rand"
 	"math/rand/v2"
 	"net"
@@ -200,7 +201,8 @@ func run(t *testing.T, seed uint64, sc Scenario, out *Outcome, virtualNow *atomi
 	tr := newTrace()
 	start := time.Now()
 	tr.clock = func(d time.Duration) { virtualNow.Store(int64(d)) }
-	c := testcluster.New(t, testcluster.Options{Nodes: sc.Nodes, MemNet: true, SimDisk: true, Mutate: func(_ int32, cfg *node.Config) {
+	c := testcluster.New(t, testcluster.Options{Nodes: sc.Nodes, MemNet: true, SimDisk: true, Mutate: func(id int32, cfg *node.Config) {
+		cfg.Logger = slog.New(&nodeLog{t: tr, id: id})
 		cfg.TxnTopic.Partitions = 5
 		cfg.OffsetsTopic.Partitions = 5
 		cfg.GroupConfig.InitialRebalanceDelay = 0

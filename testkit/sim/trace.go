@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"sort"
 	"strings"
@@ -11,7 +13,7 @@ import (
 
 // traceKeep is how many events the trace keeps per node (and for the
 // cluster as a whole).
-const traceKeep = 60
+const traceKeep = 150
 
 // traceLive (SIM_TRACE=1) also prints every event as it happens.
 var traceLive = os.Getenv("SIM_TRACE") != ""
@@ -80,4 +82,50 @@ func (t *trace) String() string {
 		}
 	}
 	return b.String()
+}
+
+// nodeLog is a slog handler that puts a node's log lines at Info and above
+// into its ring of the trace: a failing seed shows what each node said
+// (leaderships, coordinator loads, fences) next to what the monitor saw.
+type nodeLog struct {
+	t     *trace
+	id    int32
+	attrs []slog.Attr
+	group string
+}
+
+func (h *nodeLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+
+func (h *nodeLog) Handle(_ context.Context, r slog.Record) error {
+	// Raft repeats its failed heartbeats and appends to an unreachable
+	// peer many times a second: the faults that cause them are in the
+	// trace already.
+	if strings.Contains(r.Message, "failed to heartbeat") || strings.Contains(r.Message, "failed to appendEntries") {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString(r.Level.String())
+	b.WriteByte(' ')
+	b.WriteString(r.Message)
+	add := func(a slog.Attr) bool {
+		if a.Key == "node" {
+			return true
+		}
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		return true
+	}
+	for _, a := range h.attrs {
+		add(a)
+	}
+	r.Attrs(add)
+	h.t.add(h.id, "%s", b.String())
+	return nil
+}
+
+func (h *nodeLog) WithAttrs(as []slog.Attr) slog.Handler {
+	return &nodeLog{t: h.t, id: h.id, attrs: append(append([]slog.Attr(nil), h.attrs...), as...), group: h.group}
+}
+
+func (h *nodeLog) WithGroup(name string) slog.Handler {
+	return &nodeLog{t: h.t, id: h.id, attrs: h.attrs, group: name}
 }
