@@ -18,7 +18,7 @@ import (
 
 var (
 	seedFlag  = flag.Uint64("seed", 0, "run only this seed (the replay of a failure)")
-	seedsFlag = flag.Int("seeds", 0, "fresh seeds to run (default SIM_SEEDS, else 4; -short: 1)")
+	seedsFlag = flag.Int("seeds", 0, "fresh seeds to run (default SIM_SEEDS, else 4; -short or -race: 1)")
 	firstFlag = flag.Uint64("first-seed", 0, "first fresh seed (default: from the time, printed)")
 )
 
@@ -84,7 +84,7 @@ func TestSim(t *testing.T) {
 	if n == 0 {
 		if v, err := strconv.Atoi(os.Getenv("SIM_SEEDS")); err == nil {
 			n = v
-		} else if testing.Short() {
+		} else if testing.Short() || raceEnabled {
 			n = 1
 		} else {
 			n = 4
