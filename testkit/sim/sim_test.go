@@ -75,7 +75,7 @@ var longScenario = Scenario{Duration: 2 * time.Minute, Faults: 24}
 // parallel (each seed in its own bubble; -test.parallel bounds how many
 // at once), or, with -seed, one seed alone: the replay of a failure.
 func TestSim(t *testing.T) {
-	sc := Scenario{}
+	sc := Scenario{Kafka: os.Getenv("SIM_KAFKA") == "1"}
 	if *seedFlag != 0 {
 		runSeed(t, *seedFlag, sc)
 		return
