@@ -60,13 +60,14 @@ test: lint
 ## sim: the cluster simulation (testkit/sim) on SIM_SEEDS fresh seeds (default 1000) and
 ## SIM_LONG long scenarios (default 4), plus every regression seed of testkit/sim/testdata/seeds,
 ## SIM_PARALLEL at once (default: the CPUs); prints each seed's line, seeds/s, and the replay
-## command of any seed that failed. SIM_FIRST picks the first fresh seed (default: from the time).
+## command of any seed that failed; then puts back each fixed bug of testkit/sim/testdata/planted and
+## requires a seed to find it (TestPlantedBugsFound). SIM_FIRST picks the first fresh seed (default: from the time).
 SIM_SEEDS    ?= 1000
 SIM_LONG     ?= 4
 SIM_PARALLEL ?= $(shell nproc 2>/dev/null || echo 2)
 SIM_FIRST    ?= 0
 sim:
-	SIM_SEEDS=$(SIM_SEEDS) SIM_LONG=$(SIM_LONG) bash -o pipefail -c '$(GO) test -count=1 -timeout 180m -parallel $(SIM_PARALLEL) -run "^TestSim$$" -v ./testkit/sim -first-seed $(SIM_FIRST) | grep -v -E "^ *(=== (RUN|PAUSE|CONT|NAME)|--- PASS: TestSim/)"'
+	SIM_SEEDS=$(SIM_SEEDS) SIM_LONG=$(SIM_LONG) bash -o pipefail -c '$(GO) test -count=1 -timeout 180m -parallel $(SIM_PARALLEL) -run "^(TestSim|TestPlantedBugsFound)$$" -v ./testkit/sim -first-seed $(SIM_FIRST) | grep -v -E "^ *(=== (RUN|PAUSE|CONT|NAME)|--- PASS: TestSim/)"'
 
 test-short:
 	$(GO) test -count=1 -short ./...
