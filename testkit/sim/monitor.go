@@ -50,6 +50,22 @@ type monitor struct {
 	maxHW map[partKey]hwMark
 	// role: what each node last was for each partition (for the trace).
 	role map[nodePart]string
+	// shutDown: nodes whose controlled shutdown completed (graceful stop)
+	// and that have not started again, with the registration epoch they
+	// shut down at; set by the simulator.
+	shutDown map[int32]int64
+}
+
+// stopped records that node id finished a controlled shutdown at broker
+// epoch ep (0: it started again).
+func (m *monitor) stopped(id int32, ep int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ep == 0 {
+		delete(m.shutDown, id)
+	} else {
+		m.shutDown[id] = ep
+	}
 }
 
 type partKey struct {
@@ -76,7 +92,7 @@ type hwMark struct {
 
 func newMonitor(c *testcluster.Cluster, tr *trace) *monitor {
 	return &monitor{c: c, tr: tr, leaderOf: map[epochKey]int32{}, lastHW: map[leadKey]int64{}, lastLSO: map[leadKey]int64{},
-		maxHW: map[partKey]hwMark{}, role: map[nodePart]string{}}
+		maxHW: map[partKey]hwMark{}, role: map[nodePart]string{}, shutDown: map[int32]int64{}}
 }
 
 func (m *monitor) run(ctx context.Context) {
@@ -110,6 +126,23 @@ func (m *monitor) violations() []string {
 }
 
 func (m *monitor) sample() {
+	// A broker whose controlled shutdown completed stays fenced until it
+	// registers again (a new broker epoch): nothing it sent before the
+	// shutdown, a heartbeat say, may unfence it and make it a leader.
+	m.mu.Lock()
+	down := make(map[int32]int64, len(m.shutDown))
+	for id, ep := range m.shutDown {
+		down[id] = ep
+	}
+	m.mu.Unlock()
+	if len(down) > 0 {
+		img := m.c.Image()
+		for id, ep := range down {
+			if b := img.Brokers[id]; b != nil && b.Epoch == ep && !b.Fenced {
+				m.violate("broker %d finished its controlled shutdown at broker epoch %d, and the metadata (offset %d) has it unfenced at that epoch", id, ep, img.Offset)
+			}
+		}
+	}
 	for _, mem := range m.c.Members() {
 		n := m.c.NodeOf(mem.ID)
 		if n == nil || n.Parts == nil {

@@ -217,8 +217,8 @@ func run(t *testing.T, seed uint64, sc Scenario, out *Outcome, virtualNow *atomi
 		cfg.TxnConfig.AbortTimedOutInterval = time.Second
 	}})
 	tr.add(0, "cluster of %d nodes ready", sc.Nodes)
-	s := &simulator{c: c, tr: tr, nodes: sc.Nodes, seed: seed}
 	mon := newMonitor(c, tr)
+	s := &simulator{c: c, tr: tr, nodes: sc.Nodes, seed: seed, mon: mon}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -314,6 +314,34 @@ type simulator struct {
 	tr    *trace
 	nodes int
 	seed  uint64
+	mon   *monitor
+}
+
+// stop stops node id gracefully and tells the monitor once its controlled
+// shutdown has completed.
+func (s *simulator) stop(id int32) error {
+	n := s.c.Take(id)
+	if n == nil {
+		return nil
+	}
+	var ep int64
+	if b := s.c.Image().Brokers[id]; b != nil {
+		ep = b.Epoch
+	}
+	err := n.Stop()
+	if err == nil && ep > 0 {
+		s.mon.stopped(id, ep)
+	}
+	return err
+}
+
+// start starts node id again (a no-op if it runs).
+func (s *simulator) start(id int32) error {
+	err := s.c.TryStart(id)
+	if err == nil {
+		s.mon.stopped(id, 0)
+	}
+	return err
 }
 
 // step is one change the schedule makes: a fault's start or its end.
@@ -364,13 +392,19 @@ func (s *simulator) apply(ctx context.Context, st step, topics []string, partiti
 	switch f.Kind {
 	case Kill, PowerLoss, Stop:
 		if st.undo {
-			if err := s.c.TryStart(f.Node); err != nil {
+			if err := s.start(f.Node); err != nil {
 				s.tr.add(f.Node, "restart failed: %v", err)
 			}
 			return
 		}
 		if f.Kind == PowerLoss && len(s.c.Running()) < s.nodes {
 			s.tr.add(f.Node, "power loss skipped: another node is down")
+			return
+		}
+		if f.Kind == Stop {
+			if err := s.stop(f.Node); err != nil {
+				s.tr.add(f.Node, "controlled shutdown: %v", err)
+			}
 			return
 		}
 		n := s.c.Take(f.Node)
@@ -384,10 +418,6 @@ func (s *simulator) apply(ctx context.Context, st step, topics []string, partiti
 		case PowerLoss:
 			n.Kill()
 			s.c.Member(f.Node).Disk.CrashTorn(mrand.New(mrand.NewSource(int64(s.seed ^ uint64(f.At)))))
-		default:
-			if err := n.Stop(); err != nil {
-				s.tr.add(f.Node, "controlled shutdown: %v", err)
-			}
 		}
 	case Isolate:
 		if st.undo {
@@ -472,7 +502,7 @@ func (s *simulator) healAll() {
 	s.c.Net.HealAll()
 	s.c.Gossip.Heal()
 	for id := int32(1); id <= int32(s.nodes); id++ {
-		if err := s.c.TryStart(id); err != nil {
+		if err := s.start(id); err != nil {
 			s.tr.add(id, "restart failed: %v", err)
 		}
 	}
@@ -499,14 +529,11 @@ func (s *simulator) Kill(ctx context.Context, id int32) error {
 }
 func (s *simulator) Start(ctx context.Context, id int32) error {
 	s.tr.add(id, "drill: start")
-	return s.c.TryStart(id)
+	return s.start(id)
 }
 func (s *simulator) Stop(ctx context.Context, id int32) error {
 	s.tr.add(id, "drill: graceful stop")
-	if n := s.c.Take(id); n != nil {
-		return n.Stop()
-	}
-	return nil
+	return s.stop(id)
 }
 func (s *simulator) Pause(ctx context.Context, id int32) error { return drill.ErrUnsupported }
 func (s *simulator) Resume(ctx context.Context, id int32) error {
