@@ -54,12 +54,26 @@ const (
 	Reassign Kind = "reassign"
 )
 
-// kinds are drawn with these weights.
-var kinds = []struct {
+// weight is how often a kind is drawn.
+type weight struct {
 	k Kind
 	w int
-}{
+}
+
+// kinds are drawn with these weights by default.
+var kinds = []weight{
 	{Kill, 4}, {PowerLoss, 3}, {Stop, 2}, {Isolate, 3}, {Cut, 3}, {CutController, 2}, {Slow, 2}, {Delay, 2}, {Elect, 1}, {Reassign, 1},
+}
+
+// Profiles are other mixes of faults, for hunting bugs of one area (a
+// Scenario's Profile):
+//
+//   - leadership: leaders move often (preferred elections, reassignments,
+//     graceful stops, kills) while nodes and links are slow, so a replica
+//     is promoted while its fetcher still waits on a slow old leader, and
+//     a leader's role changes under appends in flight.
+var Profiles = map[string][]weight{
+	"leadership": {{Kill, 2}, {Stop, 3}, {Slow, 4}, {Delay, 3}, {Elect, 4}, {Reassign, 3}, {CutController, 1}},
 }
 
 // Fault is one scheduled fault.
@@ -100,8 +114,12 @@ func (f Fault) String() string {
 func Schedule(seed uint64, sc Scenario) []Fault {
 	sc.defaults()
 	rng := rand.New(rand.NewPCG(seed, 0x5c4ed01e))
+	mix := kinds
+	if p, ok := Profiles[sc.Profile]; ok {
+		mix = p
+	}
 	total := 0
-	for _, k := range kinds {
+	for _, k := range mix {
 		total += k.w
 	}
 	warm := 3 * time.Second
@@ -117,7 +135,7 @@ func Schedule(seed uint64, sc Scenario) []Fault {
 	for range n {
 		x := rng.IntN(total)
 		var k Kind
-		for _, c := range kinds {
+		for _, c := range mix {
 			if x < c.w {
 				k = c.k
 				break

@@ -63,6 +63,8 @@ type Scenario struct {
 	Partitions int32
 	// Kafka: a third of the seeds use the Kafka door (see run).
 	Kafka bool
+	// Profile names a mix of faults of Profiles ("": the default mix).
+	Profile string
 }
 
 func (sc *Scenario) defaults() {
