@@ -283,7 +283,6 @@ func (p *Producer) sinkLocked(id int32) *sink {
 	return s
 }
 
-//
 // One refresh runs at a time, and a refresh starts no sooner than
 // retry.backoff after the last one ended (Kafka's producer waits
 // retry.backoff.ms between metadata refreshes while a partition has no
