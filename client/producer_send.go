@@ -283,6 +283,7 @@ func (p *Producer) sinkLocked(id int32) *sink {
 	return s
 }
 
+// refreshMeta refreshes the metadata for partitions without a leader.
 // One refresh runs at a time, and a refresh starts no sooner than
 // retry.backoff after the last one ended (Kafka's producer waits
 // retry.backoff.ms between metadata refreshes while a partition has no
