@@ -38,6 +38,9 @@ type Lifecycle struct {
 
 	epoch  atomic.Int64
 	fenced atomic.Bool
+	// shutDown: the controller confirmed this broker's controlled
+	// shutdown (it answered the last heartbeat fenced).
+	shutDown atomic.Bool
 	// duplicate is set once a registration was refused as a duplicate, so
 	// that the refusal is logged once, not every retry.
 	duplicate bool
@@ -149,6 +152,12 @@ func (l *Lifecycle) heartbeat(ctx context.Context, shutdown bool) (*pb.BrokerHea
 	return resp, nil
 }
 
+// ShutdownConfirmed reports whether Stop's controlled shutdown was
+// confirmed by the controller (false when it was not controlled, the
+// broker was not registered, or ctx ended first: the controller then
+// fences the broker only when its session expires).
+func (l *Lifecycle) ShutdownConfirmed() bool { return l.shutDown.Load() }
+
 // Stop performs a controlled shutdown (bounded by ctx) and ends the loop.
 func (l *Lifecycle) Stop(ctx context.Context, controlled bool) {
 	if l.cancel == nil {
@@ -162,6 +171,7 @@ func (l *Lifecycle) Stop(ctx context.Context, controlled bool) {
 	for ctx.Err() == nil {
 		resp, err := l.heartbeat(ctx, true)
 		if err == nil && resp.ErrorCode == pb.ErrorCode_NONE && resp.IsFenced {
+			l.shutDown.Store(true)
 			return
 		}
 		if err == nil && resp.ErrorCode != pb.ErrorCode_NONE {

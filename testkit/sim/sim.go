@@ -358,8 +358,13 @@ func (s *simulator) stop(id int32) error {
 	// last incarnation's session lives): only that one must stay fenced.
 	ep := n.Lifecycle.Epoch()
 	err := n.Stop()
-	if err == nil && ep > 0 {
+	// Only a shutdown the controller confirmed: one that ran out of time
+	// (the controller unreachable) leaves the broker unfenced until its
+	// session expires, as in Kafka.
+	if ep > 0 && n.Lifecycle.ShutdownConfirmed() {
 		s.mon.stopped(id, ep)
+	} else {
+		s.tr.add(id, "controlled shutdown not confirmed by the controller")
 	}
 	return err
 }
