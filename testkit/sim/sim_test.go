@@ -27,30 +27,39 @@ var (
 // above lets rand.Seed still do that in Go 1.24 and later).
 func seedRaft(seed uint64) { rand.Seed(int64(seed)) }
 
-// regressionSeeds are the seeds that once failed, kept in
-// testdata/seeds (one per line, # comments).
-func regressionSeeds(t *testing.T) []uint64 {
-	f, err := os.Open("testdata/seeds")
-	if os.IsNotExist(err) {
-		return nil
-	}
+// dataLines reads a testdata file: the fields of each line, with
+// # comments and blank lines left out.
+func dataLines(t *testing.T, path string) [][]string {
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var out []uint64
+	var out [][]string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
+		line := sc.Text()
 		if i := strings.IndexByte(line, '#'); i >= 0 {
-			line = strings.TrimSpace(line[:i])
+			line = line[:i]
 		}
-		if line == "" {
-			continue
+		if fs := strings.Fields(line); len(fs) > 0 {
+			out = append(out, fs)
 		}
-		s, err := strconv.ParseUint(strings.Fields(line)[0], 10, 64)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// regressionSeeds are the seeds that once failed, kept in
+// testdata/seeds (one per line, # comments).
+func regressionSeeds(t *testing.T) []uint64 {
+	var out []uint64
+	for _, fs := range dataLines(t, "testdata/seeds") {
+		s, err := strconv.ParseUint(fs[0], 10, 64)
 		if err != nil {
-			t.Fatalf("testdata/seeds: %q: %v", line, err)
+			t.Fatalf("testdata/seeds: %q: %v", fs, err)
 		}
 		out = append(out, s)
 	}
@@ -204,37 +213,24 @@ type plantedCase struct {
 }
 
 func plantedCases(t *testing.T) []plantedCase {
-	f, err := os.Open("testdata/planted")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	var out []plantedCase
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		if i := strings.IndexByte(line, '#'); i >= 0 {
-			line = line[:i]
-		}
-		fs := strings.Fields(line)
-		if len(fs) == 0 {
-			continue
-		}
+	for _, fs := range dataLines(t, "testdata/planted") {
 		if len(fs) < 3 || len(fs) > 5 {
-			t.Fatalf("testdata/planted: %q: want NAME FIRST-SEED MAX-SEEDS [PROFILE [FAULTS]]", line)
+			t.Fatalf("testdata/planted: %q: want NAME FIRST-SEED MAX-SEEDS [PROFILE [FAULTS]]", fs)
 		}
 		first, err1 := strconv.ParseUint(fs[1], 10, 64)
 		max, err2 := strconv.Atoi(fs[2])
 		if err1 != nil || err2 != nil {
-			t.Fatalf("testdata/planted: %q: %v %v", line, err1, err2)
+			t.Fatalf("testdata/planted: %q: %v %v", fs, err1, err2)
 		}
 		pc := plantedCase{bug: fs[0], first: first, max: max}
 		if len(fs) > 3 {
 			pc.profile = fs[3]
 		}
 		if len(fs) > 4 {
+			var err error
 			if pc.faults, err = strconv.Atoi(fs[4]); err != nil {
-				t.Fatalf("testdata/planted: %q: %v", line, err)
+				t.Fatalf("testdata/planted: %q: %v", fs, err)
 			}
 		}
 		out = append(out, pc)
