@@ -288,7 +288,7 @@ func run(t *testing.T, seed uint64, sc Scenario, out *Outcome, virtualNow *atomi
 			return kdial(ctx, host)
 		},
 		Bootstrap:          c.Bootstrap(),
-		ClientOpts:         c.ClientOpts(client.RetryBackoff(20*time.Millisecond, 200*time.Millisecond)),
+		ClientOpts:         c.ClientOpts(client.RetryBackoff(20*time.Millisecond, 200*time.Millisecond), client.Logger(slog.New(&nodeLog{t: tr, id: clientRing, clients: true}))),
 		Duration:           sc.Duration,
 		Producers:          sc.Producers,
 		StageWorkers:       1,

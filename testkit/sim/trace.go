@@ -73,6 +73,8 @@ func (t *trace) String() string {
 	for _, id := range ids {
 		if id == 0 {
 			fmt.Fprintf(&b, "--- cluster and workload, last %d events\n", traceKeep)
+		} else if id == clientRing {
+			fmt.Fprintf(&b, "--- the workload's clients (groups, offsets, positions), last %d events\n", traceKeep)
 		} else {
 			fmt.Fprintf(&b, "--- node %d, last %d events\n", id, traceKeep)
 		}
@@ -92,9 +94,23 @@ type nodeLog struct {
 	id    int32
 	attrs []slog.Attr
 	group string
+	// clients: the SDK's clients of the workload (ring clientRing), at
+	// Debug, but only their lines about groups, offsets and positions.
+	clients bool
 }
 
-func (h *nodeLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+// clientRing is the trace's ring for the workload's clients.
+const clientRing = 99
+
+// clientWords pick the SDK's debug lines a failure needs.
+var clientWords = []string{"assign", "revok", "rewind", "offset", "position", "join", "fenc", "generation", "reset"}
+
+func (h *nodeLog) Enabled(_ context.Context, l slog.Level) bool {
+	if h.clients {
+		return l >= slog.LevelDebug
+	}
+	return l >= slog.LevelInfo
+}
 
 func (h *nodeLog) Handle(_ context.Context, r slog.Record) error {
 	// Raft repeats its failed heartbeats and appends to an unreachable
@@ -102,6 +118,19 @@ func (h *nodeLog) Handle(_ context.Context, r slog.Record) error {
 	// trace already.
 	if strings.Contains(r.Message, "failed to heartbeat") || strings.Contains(r.Message, "failed to appendEntries") {
 		return nil
+	}
+	if h.clients && r.Level < slog.LevelInfo {
+		keep := false
+		low := strings.ToLower(r.Message)
+		for _, w := range clientWords {
+			if strings.Contains(low, w) {
+				keep = true
+				break
+			}
+		}
+		if !keep {
+			return nil
+		}
 	}
 	var b strings.Builder
 	b.WriteString(r.Level.String())
@@ -123,9 +152,9 @@ func (h *nodeLog) Handle(_ context.Context, r slog.Record) error {
 }
 
 func (h *nodeLog) WithAttrs(as []slog.Attr) slog.Handler {
-	return &nodeLog{t: h.t, id: h.id, attrs: append(append([]slog.Attr(nil), h.attrs...), as...), group: h.group}
+	return &nodeLog{t: h.t, id: h.id, attrs: append(append([]slog.Attr(nil), h.attrs...), as...), group: h.group, clients: h.clients}
 }
 
 func (h *nodeLog) WithGroup(name string) slog.Handler {
-	return &nodeLog{t: h.t, id: h.id, attrs: h.attrs, group: name}
+	return &nodeLog{t: h.t, id: h.id, attrs: h.attrs, group: name, clients: h.clients}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/strand-io/strand/broker/storage"
 	"github.com/strand-io/strand/client"
 	"github.com/strand-io/strand/controller"
+	"github.com/strand-io/strand/internal/syncx"
 	"github.com/strand-io/strand/metadata"
 	"github.com/strand-io/strand/node"
 	"github.com/strand-io/strand/testkit/fault"
@@ -98,6 +99,9 @@ type Cluster struct {
 
 	mu      sync.Mutex
 	members []*Member
+	// startMu serialises TryStart; its waiters block on a channel, so a
+	// cluster on virtual time (synctest) keeps its clock running.
+	startMu syncx.Mutex
 }
 
 // nodeAddrs are one node's listen addresses.
@@ -581,6 +585,10 @@ func (c *Cluster) CreateTopic(name string, partitions, rf int32, configs map[str
 // goroutine (a fault scheduler): it returns the error instead. A node
 // that is running is left alone.
 func (c *Cluster) TryStart(id int32) error {
+	// One start at a time: two starters (a fault's end and a drill, say)
+	// must not both find the node down and both start it.
+	c.startMu.Lock()
+	defer c.startMu.Unlock()
 	m := c.Member(id)
 	c.mu.Lock()
 	running := m.Node != nil
