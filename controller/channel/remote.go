@@ -118,6 +118,11 @@ func (r *Remote) target() int32 {
 // transport error.
 func (r *Remote) Call(ctx context.Context, fn func(ctx context.Context, c pb.ControllerClient) error) error {
 	backoff := 50 * time.Millisecond
+	// redirects counts the NOT_CONTROLLER hints followed at once since the
+	// last pause: two controllers each naming the other (stale views of
+	// the Raft leader, as after a partition heals) would otherwise send
+	// the call back and forth as fast as they answer.
+	redirects := 0
 	for {
 		id := r.target()
 		var err error
@@ -140,9 +145,14 @@ func (r *Remote) Call(ctx context.Context, fn func(ctx context.Context, c pb.Con
 		if leader, ok := NotControllerLeader(err); ok {
 			if leader >= 0 && leader != id {
 				r.hint.Store(leader)
-				continue
+				if redirects++; redirects <= 3 {
+					continue
+				}
+				// Still redirected: ask the hinted one again after a pause.
+			} else {
+				r.hint.Store(-1)
 			}
-			r.hint.Store(-1)
+			redirects = 0
 		} else if st, ok := status.FromError(err); ok && st.Code() != codes.Unavailable && st.Code() != codes.DeadlineExceeded && st.Code() != codes.Canceled {
 			return err // a real answer, not a routing problem
 		} else {

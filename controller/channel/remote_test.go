@@ -164,3 +164,27 @@ func TestRemoteReturnsUnrelatedFailedPrecondition(t *testing.T) {
 		t.Fatalf("node 2 called %d times: a message text was read as a redirect", other.calls.Load())
 	}
 }
+
+// TestRemotePausesBetweenRedirectRounds: two controllers that each name
+// the other as the leader (stale views of the Raft leader, as after a
+// partition heals) must not bounce a call between them with no pause:
+// after a few redirects followed at once, Call waits its backoff before
+// the next round. The cluster simulation found the loop: on virtual time
+// it never blocked, so the clock stood still. Without the pause the two
+// answer thousands of times in the window below; with it, a few dozen.
+func TestRemotePausesBetweenRedirectRounds(t *testing.T) {
+	one := &fakeController{answer: func() (*pb.AllocateProducerIdsResponse, error) { return nil, NotControllerStatus(2) }}
+	two := &fakeController{answer: func() (*pb.AllocateProducerIdsResponse, error) { return nil, NotControllerStatus(1) }}
+	pool, book := serveFakes(t, map[int32]*fakeController{1: one, 2: two})
+	r := NewRemote(pool, book, func() []int32 { return []int32{1, 2} }, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := r.AllocateProducerIds(ctx, &pb.AllocateProducerIdsRequest{}); err == nil {
+		t.Fatal("a call that only ever met redirects succeeded")
+	}
+	// Rounds of at most four calls, at least 50 ms apart: 80 allows for
+	// a slow machine's clock and is far below the thousands of a loop.
+	if n := one.calls.Load() + two.calls.Load(); n > 80 {
+		t.Fatalf("%d calls in one second between two controllers naming each other: no pause between redirect rounds", n)
+	}
+}
