@@ -374,6 +374,10 @@ func (c *Consumer) handleFetchLocked(resp *pb.FetchResponse, reports *[]fetchRep
 		switch pr.ErrorCode {
 		case pb.ErrorCode_NONE:
 		case pb.ErrorCode_OFFSET_OUT_OF_RANGE:
+			// As Kafka's consumer, say so: a reset re-reads or skips
+			// records, and an operator needs to know why.
+			c.cl.lg.Info("fetch position out of range; resetting", "partition", tp.String(), "position", cp.pos,
+				"logStart", pr.LogStartOffset, "highWatermark", pr.HighWatermark, "reset", c.cfg.offsetReset, "msg", pr.ErrorMessage)
 			switch c.cfg.offsetReset {
 			case ResetEarliest:
 				cp.pos = OffsetEarliest

@@ -230,6 +230,7 @@ func (s *TransactSession) rewind(ctx context.Context) error {
 				off = OffsetLatest
 			}
 		}
+		s.c.cl.lg.Debug("rewind after abort", "partition", tp.String(), "committed", committed[tp], "known", ok, "position", off)
 		if err := s.c.Seek(tp, off); err != nil {
 			return err
 		}

@@ -44,6 +44,7 @@ import (
 	"github.com/strand-io/strand/app/verify"
 	"github.com/strand-io/strand/app/workload"
 	"github.com/strand-io/strand/client"
+	"github.com/strand-io/strand/internal/syncx"
 	"github.com/strand-io/strand/node"
 	"github.com/strand-io/strand/testkit/testcluster"
 )
@@ -251,7 +252,7 @@ func run(t *testing.T, seed uint64, sc Scenario, out *Outcome, virtualNow *atomi
 	}})
 	tr.add(0, "cluster of %d nodes ready", sc.Nodes)
 	mon := newMonitor(c, tr)
-	s := &simulator{c: c, tr: tr, nodes: sc.Nodes, seed: seed, mon: mon, guardPowerLoss: !syncEveryWrite, skipped: map[Fault]bool{}}
+	s := &simulator{c: c, tr: tr, nodes: sc.Nodes, seed: seed, mon: mon, guardPowerLoss: !syncEveryWrite, skipped: map[Fault]bool{}, nodeMu: map[int32]*syncx.Mutex{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -344,11 +345,16 @@ type simulator struct {
 	guardPowerLoss bool
 	fragileUntil   time.Time
 	skipped        map[Fault]bool
+
+	mu     sync.Mutex
+	nodeMu map[int32]*syncx.Mutex
 }
 
 // stop stops node id gracefully and tells the monitor once its controlled
 // shutdown has completed.
 func (s *simulator) stop(id int32) error {
+	s.lockNode(id)
+	defer s.unlockNode(id)
 	n := s.c.Take(id)
 	if n == nil {
 		return nil
@@ -369,8 +375,46 @@ func (s *simulator) stop(id int32) error {
 	return err
 }
 
+// lockNode serialises what starts and stops node id: the schedule's
+// faults and the workload's drill both do, and a start while a graceful
+// stop is still under way would find the node's addresses in use.
+func (s *simulator) lockNode(id int32) {
+	s.mu.Lock()
+	m := s.nodeMu[id]
+	if m == nil {
+		m = &syncx.Mutex{}
+		s.nodeMu[id] = m
+	}
+	s.mu.Unlock()
+	m.Lock()
+}
+
+func (s *simulator) unlockNode(id int32) {
+	s.mu.Lock()
+	m := s.nodeMu[id]
+	s.mu.Unlock()
+	m.Unlock()
+}
+
+// kill stops node id as kill -9 does (power: its disk also crashes).
+func (s *simulator) kill(id int32, power bool, rng *mrand.Rand) bool {
+	s.lockNode(id)
+	defer s.unlockNode(id)
+	n := s.c.Take(id)
+	if n == nil {
+		return false
+	}
+	n.Kill()
+	if power {
+		s.c.Member(id).Disk.CrashTorn(rng)
+	}
+	return true
+}
+
 // start starts node id again (a no-op if it runs).
 func (s *simulator) start(id int32) error {
+	s.lockNode(id)
+	defer s.unlockNode(id)
 	err := s.c.TryStart(id)
 	if err == nil {
 		s.mon.stopped(id, 0)
@@ -458,17 +502,8 @@ func (s *simulator) apply(ctx context.Context, st step, topics []string, partiti
 			}
 			return
 		}
-		n := s.c.Take(f.Node)
-		if n == nil {
+		if !s.kill(f.Node, f.Kind == PowerLoss, mrand.New(mrand.NewSource(int64(s.seed^uint64(f.At))))) {
 			s.tr.add(f.Node, "already down")
-			return
-		}
-		switch f.Kind {
-		case Kill:
-			n.Kill()
-		case PowerLoss:
-			n.Kill()
-			s.c.Member(f.Node).Disk.CrashTorn(mrand.New(mrand.NewSource(int64(s.seed ^ uint64(f.At)))))
 		}
 	case Isolate:
 		if st.undo {
@@ -573,9 +608,7 @@ func (s *simulator) Nodes() []int32 {
 }
 func (s *simulator) Kill(ctx context.Context, id int32) error {
 	s.tr.add(id, "drill: kill -9")
-	if n := s.c.Take(id); n != nil {
-		n.Kill()
-	}
+	s.kill(id, false, nil)
 	return nil
 }
 func (s *simulator) Start(ctx context.Context, id int32) error {
