@@ -54,6 +54,9 @@ type monitor struct {
 	// and that have not started again, with the registration epoch they
 	// shut down at; set by the simulator.
 	shutDown map[int32]int64
+	// fencedSeen: the broker epoch at which a shut-down node was seen
+	// fenced in the metadata.
+	fencedSeen map[int32]int64
 }
 
 // stopped records that node id finished a controlled shutdown at broker
@@ -92,7 +95,7 @@ type hwMark struct {
 
 func newMonitor(c *testcluster.Cluster, tr *trace) *monitor {
 	return &monitor{c: c, tr: tr, leaderOf: map[epochKey]int32{}, lastHW: map[leadKey]int64{}, lastLSO: map[leadKey]int64{},
-		maxHW: map[partKey]hwMark{}, role: map[nodePart]string{}, shutDown: map[int32]int64{}}
+		maxHW: map[partKey]hwMark{}, role: map[nodePart]string{}, shutDown: map[int32]int64{}, fencedSeen: map[int32]int64{}}
 }
 
 func (m *monitor) run(ctx context.Context) {
@@ -136,10 +139,26 @@ func (m *monitor) sample() {
 	}
 	m.mu.Unlock()
 	if len(down) > 0 {
+		// The running nodes' metadata may not have the fence yet when
+		// the shutdown returns: the violation is an unfence after the
+		// fence was seen, at the same broker epoch.
 		img := m.c.Image()
 		for id, ep := range down {
-			if b := img.Brokers[id]; b != nil && b.Epoch == ep && !b.Fenced {
-				m.violate("broker %d finished its controlled shutdown at broker epoch %d, and the metadata (offset %d) has it unfenced at that epoch", id, ep, img.Offset)
+			b := img.Brokers[id]
+			if b == nil || b.Epoch != ep {
+				continue
+			}
+			if b.Fenced {
+				m.mu.Lock()
+				m.fencedSeen[id] = ep
+				m.mu.Unlock()
+				continue
+			}
+			m.mu.Lock()
+			seen := m.fencedSeen[id] == ep
+			m.mu.Unlock()
+			if seen {
+				m.violate("broker %d finished its controlled shutdown at broker epoch %d and was fenced, and the metadata (offset %d) has it unfenced again at that epoch", id, ep, img.Offset)
 			}
 		}
 	}
