@@ -46,6 +46,10 @@ const (
 	Slow Kind = "slow"
 	// Delay delays every write on the link Node–Peer by Lat, for Dur.
 	Delay Kind = "delay"
+	// FsyncFail makes the next fsync of Node's disk fail (EIO): its
+	// storage fails, and the node stops as strand server stops it (a
+	// controlled shutdown), to start again Dur later.
+	FsyncFail Kind = "fsync-fail"
 	// Elect asks the controller for a preferred leader election of every
 	// partition (leaders move back to their first replica mid-run).
 	Elect Kind = "elect"
@@ -63,7 +67,14 @@ type weight struct {
 // kinds are drawn with these weights by default.
 var kinds = []weight{
 	{Kill, 4}, {PowerLoss, 3}, {Stop, 2}, {Isolate, 3}, {Cut, 3}, {CutController, 2}, {Slow, 2}, {Delay, 2}, {Elect, 1}, {Reassign, 1},
+	{FsyncFail, 1},
 }
+
+// No disk stalls: testkit/simdisk can hold a disk's writes (FS.Stall), but
+// a partition log holds its sync.RWMutex across a write, and a goroutine
+// waiting on a sync.RWMutex is not durably blocked, so the bubble's clock
+// would stand still for the length of the stall. Stalls need the storage
+// locks to wait on channels first.
 
 // Profiles are other mixes of faults, for hunting bugs of one area (a
 // Scenario's Profile):

@@ -31,6 +31,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -230,6 +231,11 @@ func run(t *testing.T, seed uint64, sc Scenario, out *Outcome, virtualNow *atomi
 		if f.Kind == PowerLoss && (seed%2 == 0 || drills != nil) {
 			syncEveryWrite = true
 		}
+		// A failed fsync needs fsyncs to fail: under the default policy a
+		// run of seconds makes almost none.
+		if f.Kind == FsyncFail {
+			syncEveryWrite = true
+		}
 	}
 	if syncEveryWrite {
 		tr.add(0, "brokers fsync before acknowledging (log.flush.interval.messages=1)")
@@ -314,6 +320,7 @@ func run(t *testing.T, seed uint64, sc Scenario, out *Outcome, virtualNow *atomi
 	}
 	cancel()
 	wg.Wait()
+	s.wg.Wait()
 	out.Violations = mon.violations()
 	if rg.forged > 0 {
 		out.Violations = append(out.Violations, fmt.Sprintf("a leader accepted %d of %d forged transaction markers from a client", rg.forged, rg.tried))
@@ -348,6 +355,8 @@ type simulator struct {
 
 	mu     sync.Mutex
 	nodeMu map[int32]*syncx.Mutex
+	// wg: goroutines the faults start (FsyncFail's watcher).
+	wg sync.WaitGroup
 }
 
 // stop stops node id gracefully and tells the monitor once its controlled
@@ -505,6 +514,52 @@ func (s *simulator) apply(ctx context.Context, st step, topics []string, partiti
 		if !s.kill(f.Node, f.Kind == PowerLoss, mrand.New(mrand.NewSource(int64(s.seed^uint64(f.At))))) {
 			s.tr.add(f.Node, "already down")
 		}
+	case FsyncFail:
+		if st.undo {
+			return
+		}
+		n := s.c.NodeOf(f.Node)
+		if n == nil {
+			s.tr.add(f.Node, "down: no fsync to fail")
+			return
+		}
+		// A segment of one of the source topic's partitions (its files
+		// are named by offset): a failed fsync of a checkpoint file is
+		// only logged, and would use the failure up.
+		dir := fmt.Sprintf("%s-%d", topics[0], (f.Peer-1)%partitions)
+		s.c.Member(f.Node).Disk.FailNextSync(filepath.Join(s.c.Member(f.Node).Cfg.DataDir, dir, "0"), nil)
+		// As strand server does: a failed fsync stops the node (a
+		// controlled shutdown), whose restart recovers the log.
+		failed := n.StorageFailed()
+		if failed == nil {
+			return
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(f.Dur):
+				s.tr.add(f.Node, "no fsync failed within %s", f.Dur)
+				return
+			case <-failed:
+			}
+			s.tr.add(f.Node, "storage failed (%v): stopping the node as strand server does", n.StorageErr())
+			if s.c.NodeOf(f.Node) != n {
+				return
+			}
+			if err := s.stop(f.Node); err != nil {
+				s.tr.add(f.Node, "stop: %v", err)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			if err := s.start(f.Node); err != nil {
+				s.tr.add(f.Node, "restart failed: %v", err)
+			}
+		}()
 	case Isolate:
 		if st.undo {
 			s.c.Heal(f.Node)
