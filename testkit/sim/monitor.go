@@ -29,7 +29,7 @@ const maxViolations = 20
 //     highest high watermark any earlier leader of the partition
 //     published (everything below a HW is on every ISR member, and only
 //     an ISR member may be elected, so a new leader has it all);
-//   - HW ≤ log end, and log start ≤ LSO ≤ HW, on every replica;
+//   - HW ≤ log end, and log start ≤ LSO ≤ HW, on every leader;
 //   - a leader's last stable offset never moves back at an epoch (a
 //     read_committed reader never sees the end of what it may read
 //     retreat).
@@ -182,15 +182,22 @@ func (m *monitor) sample() {
 
 func (m *monitor) check(id int32, n *node.Node, p *broker.Partition) {
 	pk := partKey{p.Key.Topic, p.Key.Partition}
+	// Each value is read on its own while the node runs, so the order of
+	// the reads matters: a bound is read after what it bounds, as it only
+	// grows (on a leader) while the reads go on. Log start, then LSO, then
+	// HW, then log end.
 	l := p.Leadership()
-	hw := p.HighWatermark()
-	leo := p.Log.LogEndOffset()
 	ls := p.Log.LogStartOffset()
 	lso := p.LastStableOffset()
-	if hw > leo {
+	hw := p.HighWatermark()
+	leo := p.Log.LogEndOffset()
+	// A follower's log end and HW may move back (a truncation cuts the
+	// log, then the HW), so these bounds are checked on leaders, where
+	// read_committed readers are served.
+	if l.Role == broker.RoleLeader && hw > leo {
 		m.violate("node %d %s: high watermark %d past the log end %d", id, p.Key, hw, leo)
 	}
-	if lso > hw || lso < ls {
+	if l.Role == broker.RoleLeader && (lso > hw || lso < ls) {
 		m.violate("node %d %s: last stable offset %d outside [log start %d, HW %d]", id, p.Key, lso, ls, hw)
 	}
 	np := nodePart{id, pk}
