@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/strand-io/strand/errs"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/testkit/fakebroker"
@@ -75,5 +78,43 @@ func TestOnFetchErrorShowsRetriedErrors(t *testing.T) {
 	})
 	if n, last := count(); last != nil {
 		t.Fatalf("after %d reports the last is %v, want nil (read again)", n, last)
+	}
+}
+
+// TestFailedFetchRoundsBackOff: while every fetch of a round fails (the
+// leader unreachable), Poll waits retry.backoff before returning, as Kafka's
+// consumer backs off a partition whose fetch failed. Before, Poll returned
+// at once, so a reader polling in a loop sent fetches, and started a
+// metadata refresh per failed fetch, as fast as the CPU allowed (the
+// cluster simulation found it: 80 000 refresh goroutines while a leader
+// was down). Ten polls must take at least nine backoffs; without the
+// pause they take a few milliseconds.
+func TestFailedFetchRoundsBackOff(t *testing.T) {
+	b := fakebroker.Start(t, fakebroker.Topic{Name: "t"})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const backoff = 50 * time.Millisecond
+	c, err := NewConsumer(Bootstrap(b.Addr()), RetryBackoff(backoff, backoff))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	c.Assign(map[TopicPartition]int64{{Topic: "t"}: 0})
+	// The leader's fetches fail at the transport, as a node that is down
+	// fails them (its metadata still names it the leader).
+	b.Intercept("Fetch", func(context.Context, int, any) (any, error) {
+		return nil, status.Error(codes.Unavailable, "connection refused")
+	})
+	start := time.Now()
+	for range 10 {
+		if recs, err := c.Poll(ctx); err != nil || len(recs) != 0 {
+			t.Fatalf("Poll = %d records, %v; want none and no error (the error is retried)", len(recs), err)
+		}
+	}
+	if el := time.Since(start); el < 9*backoff {
+		t.Fatalf("ten polls of a failing partition took %v: no retry.backoff (%v) between failed rounds", el, backoff)
+	}
+	if n := b.Calls("Fetch"); n > 12 {
+		t.Fatalf("%d fetches for ten polls", n)
 	}
 }
