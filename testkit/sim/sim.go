@@ -93,6 +93,7 @@ func (sc *Scenario) defaults() {
 // Outcome is what one seed's run found.
 type Outcome struct {
 	Seed     uint64
+	Scenario Scenario
 	Schedule []Fault
 	// Violations of the invariants checked as the run went, and the
 	// checker's findings at the end; empty when the seed passed.
@@ -120,15 +121,22 @@ func (o *Outcome) Summary() string {
 		o.Seed, state, o.Virtual.Seconds(), o.Wall.Seconds(), len(o.Schedule), t.CommittedTxns, t.AbortedTxns, t.UnknownTxns, t.StageTxns)
 }
 
-// Replay is the command that runs this seed again.
-func Replay(seed uint64) string {
-	return fmt.Sprintf("go test ./testkit/sim -run 'TestSim$' -seed %d -v", seed)
+// ReplayScenario is the command that runs a seed of sc again.
+func ReplayScenario(seed uint64, sc Scenario) string {
+	cmd := fmt.Sprintf("go test ./testkit/sim -run 'TestSim$' -seed %d -v", seed)
+	switch {
+	case sc.Duration >= 2*time.Minute:
+		cmd += " -long"
+	case sc.Profile != "":
+		cmd += fmt.Sprintf(" -profile %s -faults %d", sc.Profile, sc.Faults)
+	}
+	return cmd
 }
 
 // Report is everything a failing seed prints.
 func (o *Outcome) ReportText() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\nreplay: %s\n", o.Summary(), Replay(o.Seed))
+	fmt.Fprintf(&b, "%s\nreplay: %s\n", o.Summary(), ReplayScenario(o.Seed, o.Scenario))
 	if o.Err != nil {
 		fmt.Fprintf(&b, "run error: %v\n", o.Err)
 	}
@@ -152,7 +160,7 @@ func (o *Outcome) ReportText() string {
 // hunt wants failures). t must not be running in a bubble already.
 func Run(t *testing.T, seed uint64, sc Scenario) *Outcome {
 	sc.defaults()
-	out := &Outcome{Seed: seed, Schedule: Schedule(seed, sc)}
+	out := &Outcome{Seed: seed, Scenario: sc, Schedule: Schedule(seed, sc)}
 	wallStart := time.Now()
 	// The watchdog runs outside the bubble, on real time: virtual time
 	// stands still while any goroutine of the bubble can run, so one that
@@ -162,7 +170,7 @@ func Run(t *testing.T, seed uint64, sc Scenario) *Outcome {
 	var virtualNow atomic.Int64
 	stop := make(chan struct{})
 	defer close(stop)
-	go watchdog(seed, &virtualNow, stop)
+	go watchdog(seed, sc, &virtualNow, stop)
 	synctest.Test(t, func(t *testing.T) {
 		run(t, seed, sc, out, &virtualNow)
 	})
@@ -174,7 +182,7 @@ func Run(t *testing.T, seed uint64, sc Scenario) *Outcome {
 // moving before the watchdog gives up on a run.
 const stallLimit = 60 * time.Second
 
-func watchdog(seed uint64, virtualNow *atomic.Int64, stop <-chan struct{}) {
+func watchdog(seed uint64, sc Scenario, virtualNow *atomic.Int64, stop <-chan struct{}) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	last, since := virtualNow.Load(), time.Now()
@@ -198,7 +206,7 @@ func watchdog(seed uint64, virtualNow *atomic.Int64, stop <-chan struct{}) {
 				fmt.Fprintf(os.Stderr, "sim: seed %d stalled; every goroutine's stack is in %s\n", seed, f.Name())
 			}
 			panic(fmt.Sprintf("seed %d: virtual time stood still for %s of real time at %s: a goroutine of the bubble never blocks (a loop without a pause?)\nreplay: %s\n%s",
-				seed, stallLimit, time.Duration(last), Replay(seed), buf))
+				seed, stallLimit, time.Duration(last), ReplayScenario(seed, sc), buf))
 		}
 	}
 }

@@ -93,6 +93,9 @@ var longScenario = Scenario{Duration: 2 * time.Minute, Faults: 24}
 // at once), or, with -seed, one seed alone: the replay of a failure.
 func TestSim(t *testing.T) {
 	sc := Scenario{Kafka: os.Getenv("SIM_KAFKA") == "1", Profile: *profileFlag, Faults: *faultsFlag}
+	if *longFlag {
+		sc = longScenario
+	}
 	if *seedFlag != 0 {
 		runSeed(t, *seedFlag, sc)
 		return
@@ -117,47 +120,41 @@ func TestSim(t *testing.T) {
 	var mu sync.Mutex
 	var virtual time.Duration
 	var failed []uint64
+	var replays []string
 	t.Run("seeds", func(t *testing.T) {
-		one := func(seed uint64) {
-			t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
+		one := func(name string, seed uint64, sc Scenario) {
+			t.Run(name, func(t *testing.T) {
 				t.Parallel()
 				o := runSeed(t, seed, sc)
 				mu.Lock()
 				virtual += o.Virtual
 				if o.Failed() {
 					failed = append(failed, seed)
+					replays = append(replays, ReplayScenario(seed, o.Scenario))
 				}
 				mu.Unlock()
 			})
 		}
 		for _, s := range regress {
-			one(s)
+			one(strconv.FormatUint(s, 10), s, sc)
 		}
 		for i := range uint64(n) {
-			one(first + i)
+			one(strconv.FormatUint(first+i, 10), first+i, sc)
 		}
 		// Long scenarios (SIM_LONG=k): k seeds of two virtual minutes
-		// with six times the faults, so faults overlap and pile up.
+		// with six times the faults, so faults overlap and pile up
+		// (replayed with -long).
 		long, _ := strconv.Atoi(os.Getenv("SIM_LONG"))
 		for i := range uint64(long) {
 			seed := first + uint64(n) + i
-			t.Run("long-"+strconv.FormatUint(seed, 10), func(t *testing.T) {
-				t.Parallel()
-				o := runSeed(t, seed, longScenario)
-				mu.Lock()
-				virtual += o.Virtual
-				if o.Failed() {
-					failed = append(failed, seed)
-				}
-				mu.Unlock()
-			})
+			one("long-"+strconv.FormatUint(seed, 10), seed, longScenario)
 		}
 	})
 	el := time.Since(start)
 	all := len(regress) + n
 	t.Logf("%d seeds in %.1fs: %.2f seeds/s, %.0fs virtual (%.0fx real time); failed: %v", all, el.Seconds(), float64(all)/el.Seconds(), virtual.Seconds(), virtual.Seconds()/el.Seconds(), failed)
-	for _, s := range failed {
-		t.Logf("replay: %s", Replay(s))
+	for _, r := range replays {
+		t.Logf("replay: %s", r)
 	}
 }
 
@@ -165,6 +162,7 @@ var (
 	plantedFlag = flag.String("planted", "", "TestPlantedHunt: the planted bug (internal/planted name) to put back and hunt")
 	profileFlag = flag.String("profile", "", "TestPlantedHunt, TestSim: the mix of faults (Profiles; default: the default mix)")
 	faultsFlag  = flag.Int("faults", 0, "TestPlantedHunt, TestSim: faults per seed (default 4)")
+	longFlag    = flag.Bool("long", false, "TestSim: the long scenario (replays a failed long-N seed with -seed N)")
 )
 
 // TestPlantedHunt puts one fixed bug back (-planted NAME) and runs fresh
