@@ -90,8 +90,10 @@ func TestMetricsKafkaOperatorsLookFor(t *testing.T) {
 	if v := metric(t, body, `strand_requests_total{request="FetchConsumer"}`); v < 1 {
 		t.Errorf("FetchConsumer requests %v", v)
 	}
-	if v := metric(t, body, `strand_requests_total{request="OffsetCommit"}`); v != 1 {
-		t.Errorf("OffsetCommit requests %v, want 1", v)
+	// At least one: the commit is retried when the offsets topic's
+	// partition is still loading on its new coordinator, so two are right too.
+	if v := metric(t, body, `strand_requests_total{request="OffsetCommit"}`); v < 1 {
+		t.Errorf("OffsetCommit requests %v, want at least 1", v)
 	}
 	if v := metric(t, body, `strand_request_duration_seconds_count{request="Produce"}`); v < 1 {
 		t.Errorf("Produce latency observations %v", v)
