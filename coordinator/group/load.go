@@ -12,7 +12,13 @@ import (
 )
 
 // load rebuilds a shard from its partition, log start to log end, then
-// serves it. Until then its groups answer COORDINATOR_LOAD_IN_PROGRESS.
+// serves it once the partition's high watermark has reached that end. Until
+// then its groups answer COORDINATOR_LOAD_IN_PROGRESS. The wait is for a
+// new leader whose log ends with records the previous leader wrote and never
+// had acknowledged (an offset commit, a member's join): a follower that
+// lacks them can still be elected after this node, which loses them, and an
+// offset served from such a record could vanish after a consumer resumed
+// from it. Usually the HW is there at once, or with the followers' next fetch.
 // Markers that land during the load are read by it (OnTxnMarker ignores a
 // loading shard); the load ends, under the shard lock, only when it has
 // read everything up to the current log end.
@@ -28,6 +34,12 @@ func (c *Coordinator) load(ctx context.Context, s *shard) {
 		}
 		end := l.LogEndOffset()
 		if off >= end {
+			if hw := s.p.HighWatermark(); hw < end {
+				c.lg.Info("waiting for the ISR to have the loaded groups before serving them", "partition", s.partition, "hw", hw, "logEnd", end)
+				if err := s.p.WaitForHW(ctx, end-1, s.leaderEpoch); err != nil {
+					return
+				}
+			}
 			s.mu.Lock()
 			if s.status != loading {
 				s.mu.Unlock()

@@ -6,6 +6,7 @@ package group_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -182,10 +183,10 @@ func TestTxnOffsetCommitSurvivesReload(t *testing.T) {
 
 	// Markers as the transaction coordinator writes them (epoch + 1):
 	// COMMIT for A, ABORT for B, then a reload applies them.
-	if _, _, err := r.part.AppendMarker(pidA, 1, 0, record.ControlCommit); err != nil {
+	if _, err := r.n.Repl.WriteMarker(ctx, r.part.Key.Topic, r.part.Key.Partition, pidA, 1, 0, record.ControlCommit, 2, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := r.part.AppendMarker(pidB, 3, 0, record.ControlAbort); err != nil {
+	if _, err := r.n.Repl.WriteMarker(ctx, r.part.Key.Topic, r.part.Key.Partition, pidB, 3, 0, record.ControlAbort, 2, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	c.Stop()
@@ -196,7 +197,7 @@ func TestTxnOffsetCommitSurvivesReload(t *testing.T) {
 	// Live: the next transaction of A (epoch 1) and OnTxnMarker.
 	txnCommit(t, c, pidA, 1, 0, 70)
 	r.expect(c, 0, 0, pb.ErrorCode_UNSTABLE_OFFSET_COMMIT, 50)
-	if _, _, err := r.part.AppendMarker(pidA, 2, 0, record.ControlCommit); err != nil {
+	if _, err := r.n.Repl.WriteMarker(ctx, r.part.Key.Topic, r.part.Key.Partition, pidA, 2, 0, record.ControlCommit, 2, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	c.OnTxnMarker(r.part.Key.Partition, pidA, true)
@@ -281,4 +282,83 @@ func TestStaleShardWritesNothing(t *testing.T) {
 	if got := r.part.Log.LogEndOffset(); got != end {
 		t.Fatalf("the stale shard wrote: log end %d -> %d", end, got)
 	}
+}
+
+// TestLoadWaitsForTheISR: a coordinator taking over an offsets partition
+// whose log ends past its high watermark (a commit the previous leader
+// wrote and never had acknowledged, which a follower elected next may not
+// have) serves nothing from it: its groups answer
+// COORDINATOR_LOAD_IN_PROGRESS until the HW reaches the log end, and then
+// the commit is served.
+func TestLoadWaitsForTheISR(t *testing.T) {
+	r := newRig(t)
+	c := r.start()
+	ctx := context.Background()
+	commit := func(off int64) {
+		t.Helper()
+		resp, err := c.OffsetCommit(ctx, &pb.OffsetCommitRequest{GroupId: "tg", GenerationId: -1,
+			Offsets: []*pb.PartitionOffset{{Topic: "orders", Partition: 0, Offset: off, LeaderEpoch: -1}}})
+		if err != nil || resp.Partitions[0].ErrorCode != pb.ErrorCode_NONE {
+			t.Fatalf("commit %d: %v %v", off, resp, err)
+		}
+	}
+	commit(7)
+	acked := r.part.HighWatermark()
+	commit(9)
+	c.Stop()
+	// The log as a new leader finds it: the commit of 9 above the HW.
+	if !r.part.SetHighWatermark(acked, true) || r.part.HighWatermark() != acked {
+		t.Fatalf("could not move the HW back to %d (log end %d)", acked, r.part.Log.LogEndOffset())
+	}
+	cfg := r.cfg
+	said := &saidHandler{}
+	cfg.Logger = slog.New(said)
+	c2 := group.New(cfg, r.n.Repl, r.n.Locator, r.txn, clock.Real)
+	t.Cleanup(c2.Stop)
+	c2.BecameLeader(r.part, r.part.Leadership().LeaderEpoch)
+	// Once it has read the whole log, it still does not serve the
+	// unacknowledged tail (without the wait, the load would be done
+	// and the fetch below answered 9).
+	wait.Eventually(t, 15*time.Second, "the load to read the log", func() bool {
+		return said.has("waiting for the ISR") || said.has("loaded groups")
+	})
+	resp, _ := c2.OffsetFetch(ctx, &pb.OffsetFetchRequest{GroupId: "tg", Partitions: []*pb.TopicPartition{{Topic: "orders", Partition: 0}}})
+	if resp.ErrorCode != pb.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS {
+		t.Fatalf("with a commit above the HW the coordinator answered %v, want COORDINATOR_LOAD_IN_PROGRESS", resp)
+	}
+	r.part.SetHighWatermark(r.part.Log.LogEndOffset(), false)
+	wait.Eventually(t, 15*time.Second, "the load to finish once the ISR has the log", func() bool {
+		resp, _ := c2.OffsetFetch(ctx, &pb.OffsetFetchRequest{GroupId: "tg"})
+		return resp.ErrorCode == pb.ErrorCode_NONE
+	})
+	if off, code := r.fetch(c2, 0, false); code != pb.ErrorCode_NONE || off != 9 {
+		t.Fatalf("after the load: %d %v, want 9", off, code)
+	}
+}
+
+// saidHandler is a slog handler that remembers the messages logged.
+type saidHandler struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (h *saidHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *saidHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	h.msgs = append(h.msgs, r.Message)
+	h.mu.Unlock()
+	return nil
+}
+func (h *saidHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *saidHandler) WithGroup(string) slog.Handler      { return h }
+
+func (h *saidHandler) has(prefix string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, m := range h.msgs {
+		if strings.HasPrefix(m, prefix) {
+			return true
+		}
+	}
+	return false
 }

@@ -161,6 +161,9 @@ func (c *Coordinator) load(o *owned) {
 		c.lg.Warn("loading transaction log partition failed; retrying", "partition", o.id, "err", err)
 		c.sleep(o.ctx, 200*time.Millisecond)
 	}
+	if !c.awaitCommitted(o) {
+		return
+	}
 	c.mu.Lock()
 	if c.parts[o.id] != o || o.ctx.Err() != nil {
 		c.mu.Unlock()
@@ -185,6 +188,27 @@ func (c *Coordinator) load(o *owned) {
 		c.sendMarkersLocked(o, m)
 		c.mu.Unlock()
 	}
+}
+
+// awaitCommitted waits, before a loaded partition is served, until its
+// high watermark reaches the log end the load read to: a new leader's log
+// may end with records the previous coordinator wrote and never had
+// acknowledged, and a follower that lacks them can still be elected after
+// this node, which loses them. Answers given from such a record would
+// outlive it: a partition leader told its partition is already in a
+// transaction appends its batch, and once the record naming that
+// partition is gone no marker ever ends the batch (a hanging
+// transaction). Kafka's coordinator serves what it loaded at once; this
+// one serves only state the ISR has. Usually the HW is there already, or
+// gets there with the followers' next fetch. It returns false when the
+// partition is no longer this coordinator's.
+func (c *Coordinator) awaitCommitted(o *owned) bool {
+	end := o.p.Log.LogEndOffset()
+	if end == 0 || o.p.HighWatermark() >= end {
+		return o.ctx.Err() == nil
+	}
+	c.lg.Info("waiting for the ISR to have the loaded transaction log before serving it", "partition", o.id, "hw", o.p.HighWatermark(), "logEnd", end)
+	return o.p.WaitForHW(o.ctx, end-1, o.epoch) == nil
 }
 
 // sleep waits d on the coordinator's clock, or until ctx ends.
