@@ -52,16 +52,37 @@ func dataLines(t *testing.T, path string) [][]string {
 	return out
 }
 
+// regressionSeed is a seed that once failed and the scenario it failed in.
+type regressionSeed struct {
+	seed uint64
+	sc   Scenario
+}
+
 // regressionSeeds are the seeds that once failed, kept in
-// testdata/seeds (one per line, # comments).
-func regressionSeeds(t *testing.T) []uint64 {
-	var out []uint64
+// testdata/seeds: one per line, with the scenario it failed in when that
+// was not the default one (profile=NAME, faults=N), # comments.
+func regressionSeeds(t *testing.T, base Scenario) []regressionSeed {
+	var out []regressionSeed
 	for _, fs := range dataLines(t, "testdata/seeds") {
 		s, err := strconv.ParseUint(fs[0], 10, 64)
 		if err != nil {
 			t.Fatalf("testdata/seeds: %q: %v", fs, err)
 		}
-		out = append(out, s)
+		r := regressionSeed{seed: s, sc: base}
+		for _, f := range fs[1:] {
+			k, v, _ := strings.Cut(f, "=")
+			switch k {
+			case "profile":
+				r.sc.Profile = v
+			case "faults":
+				if r.sc.Faults, err = strconv.Atoi(v); err != nil {
+					t.Fatalf("testdata/seeds: %q: %v", fs, err)
+				}
+			default:
+				t.Fatalf("testdata/seeds: %q: unknown field %q (profile=NAME, faults=N)", fs, f)
+			}
+		}
+		out = append(out, r)
 	}
 	return out
 }
@@ -114,7 +135,7 @@ func TestSim(t *testing.T) {
 	if first == 0 {
 		first = uint64(time.Now().UnixNano()) % 1_000_000_000
 	}
-	regress := regressionSeeds(t)
+	regress := regressionSeeds(t, sc)
 	t.Logf("%d regression seeds, fresh seeds %d to %d", len(regress), first, first+uint64(n)-1)
 	start := time.Now()
 	var mu sync.Mutex
@@ -135,8 +156,8 @@ func TestSim(t *testing.T) {
 				mu.Unlock()
 			})
 		}
-		for _, s := range regress {
-			one(strconv.FormatUint(s, 10), s, sc)
+		for _, r := range regress {
+			one(strconv.FormatUint(r.seed, 10), r.seed, r.sc)
 		}
 		for i := range uint64(n) {
 			one(strconv.FormatUint(first+i, 10), first+i, sc)
