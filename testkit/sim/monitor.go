@@ -55,8 +55,8 @@ type monitor struct {
 	// shut down at; set by the simulator.
 	shutDown map[int32]int64
 	// fencedSeen: the broker epoch at which a shut-down node was seen
-	// fenced in the metadata.
-	fencedSeen map[int32]int64
+	// fenced in the metadata, and the metadata offset that showed it.
+	fencedSeen map[int32]fenceSeen
 }
 
 // stopped records that node id finished a controlled shutdown at broker
@@ -87,6 +87,10 @@ type nodePart struct {
 	id int32
 	partKey
 }
+type fenceSeen struct {
+	epoch, offset int64
+}
+
 type hwMark struct {
 	hw    int64
 	epoch int32
@@ -95,7 +99,7 @@ type hwMark struct {
 
 func newMonitor(c *testcluster.Cluster, tr *trace) *monitor {
 	return &monitor{c: c, tr: tr, leaderOf: map[epochKey]int32{}, lastHW: map[leadKey]int64{}, lastLSO: map[leadKey]int64{},
-		maxHW: map[partKey]hwMark{}, role: map[nodePart]string{}, shutDown: map[int32]int64{}, fencedSeen: map[int32]int64{}}
+		maxHW: map[partKey]hwMark{}, role: map[nodePart]string{}, shutDown: map[int32]int64{}, fencedSeen: map[int32]fenceSeen{}}
 }
 
 func (m *monitor) run(ctx context.Context) {
@@ -140,8 +144,10 @@ func (m *monitor) sample() {
 	m.mu.Unlock()
 	if len(down) > 0 {
 		// The running nodes' metadata may not have the fence yet when
-		// the shutdown returns: the violation is an unfence after the
-		// fence was seen, at the same broker epoch.
+		// the shutdown returns, and once the node that had it stops, the
+		// freshest image left may be older: the violation is an unfence
+		// at the same broker epoch in metadata past the offset that
+		// showed the fence.
 		img := m.c.Image()
 		for id, ep := range down {
 			b := img.Brokers[id]
@@ -150,14 +156,16 @@ func (m *monitor) sample() {
 			}
 			if b.Fenced {
 				m.mu.Lock()
-				m.fencedSeen[id] = ep
+				if f := m.fencedSeen[id]; f.epoch != ep || f.offset > img.Offset {
+					m.fencedSeen[id] = fenceSeen{ep, img.Offset}
+				}
 				m.mu.Unlock()
 				continue
 			}
 			m.mu.Lock()
-			seen := m.fencedSeen[id] == ep
+			f := m.fencedSeen[id]
 			m.mu.Unlock()
-			if seen {
+			if f.epoch == ep && img.Offset > f.offset {
 				m.violate("broker %d finished its controlled shutdown at broker epoch %d and was fenced, and the metadata (offset %d) has it unfenced again at that epoch", id, ep, img.Offset)
 			}
 		}
