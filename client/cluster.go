@@ -38,6 +38,7 @@ type partitionInfo struct {
 
 type topicInfo struct {
 	name       string
+	id         string // the topic id ("" when the broker did not say)
 	partitions []partitionInfo
 	err        error
 	// maxMessageBytes is the topic's effective max.message.bytes (0 when
@@ -268,15 +269,29 @@ func (c *cluster) apply(resp *pb.MetadataResponse) {
 		c.brokers = brokers
 	}
 	for _, t := range resp.Topics {
-		ti := &topicInfo{name: t.Name, maxMessageBytes: int(t.MaxMessageBytes)}
+		ti := &topicInfo{name: t.Name, id: t.TopicId, maxMessageBytes: int(t.MaxMessageBytes)}
 		if t.ErrorCode != pb.ErrorCode_NONE {
 			ti.err = errs.FromCode(t.ErrorCode, t.ErrorMessage)
 		}
+		old := c.topics[t.Name]
+		sameTopic := old != nil && old.err == nil && ti.err == nil && old.id != "" && old.id == ti.id
 		for _, p := range t.Partitions {
 			for int(p.Partition) >= len(ti.partitions) {
 				ti.partitions = append(ti.partitions, partitionInfo{leader: -1})
 			}
-			ti.partitions[p.Partition] = partitionInfo{leader: p.LeaderId, leaderEpoch: p.LeaderEpoch, replicas: p.Replicas, isr: p.Isr}
+			np := partitionInfo{leader: p.LeaderId, leaderEpoch: p.LeaderEpoch, replicas: p.Replicas, isr: p.Isr}
+			// KIP-320: a broker whose metadata lags (cut off from the
+			// controller, say) still names the leader of an older epoch;
+			// believing it would send fetches and produces to a deposed
+			// leader, whose log may end below positions read from the
+			// new one (an OFFSET_OUT_OF_RANGE, then a reset). What is
+			// known of a newer epoch of the same topic is kept.
+			if sameTopic && int(p.Partition) < len(old.partitions) {
+				if op := old.partitions[p.Partition]; op.leaderEpoch > np.leaderEpoch {
+					np = op
+				}
+			}
+			ti.partitions[p.Partition] = np
 		}
 		c.topics[t.Name] = ti
 	}
