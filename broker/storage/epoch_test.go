@@ -49,7 +49,7 @@ func TestEpochAssign(t *testing.T) {
 		off     int64
 		changed bool
 	}{
-		{-1, 0, false}, {1, 0, true}, {1, 5, false}, {0, 6, false}, {3, 10, true}, {3, 11, false}, {5, 20, true},
+		{-1, 0, false}, {1, 0, true}, {1, 5, false}, {3, 10, true}, {3, 11, false}, {5, 20, true},
 	} {
 		changed, err := c.assign(a.epoch, a.off)
 		if err != nil || changed != a.changed {
@@ -72,6 +72,45 @@ func TestEpochAssign(t *testing.T) {
 	e[0].Epoch = 99
 	if c.Entries()[0].Epoch != 1 {
 		t.Fatal("Entries shares its slice")
+	}
+}
+
+// TestEpochAssignOlderEpoch: the batches decide, as in Kafka's cache. A
+// replica that became leader at epoch 2 with its log ending at 85 and
+// wrote nothing, then follows a leader whose log holds epoch-1 batches
+// from 85 on, records them as epoch 1: its own (2, 85) described no batch.
+// Keeping it made this replica, once leader, answer OffsetForLeaderEpoch(1)
+// with 85 and cut its followers' copies of records it held itself.
+func TestEpochAssignOlderEpoch(t *testing.T) {
+	c := epochCache(EpochEntry{0, 0}, EpochEntry{1, 40})
+	if _, err := c.assign(2, 85); err != nil { // became leader, wrote nothing
+		t.Fatal(err)
+	}
+	for _, a := range []struct {
+		epoch int32
+		off   int64
+	}{{1, 85}, {1, 86}, {1, 90}} { // the new leader's epoch-1 batches
+		if _, err := c.assign(a.epoch, a.off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []EpochEntry{{0, 0}, {1, 40}}; !equalEpochs(c.Entries(), want) {
+		t.Fatalf("entries %v, want %v: epoch 1 goes on past 85", c.Entries(), want)
+	}
+	if e, end := c.EndOffsetFor(1, 95); e != 1 || end != 95 {
+		t.Fatalf("EndOffsetFor(1) = (%d, %d), want (1, 95): the log end, not the stale 85", e, end)
+	}
+	// An older epoch than every entry after them replaces them (Kafka's
+	// non-monotonic truncation), and then newer epochs follow again.
+	c = epochCache(EpochEntry{3, 0}, EpochEntry{5, 10})
+	if _, err := c.assign(4, 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.assign(6, 12); err != nil {
+		t.Fatal(err)
+	}
+	if want := []EpochEntry{{3, 0}, {4, 10}, {6, 12}}; !equalEpochs(c.Entries(), want) {
+		t.Fatalf("entries %v, want %v", c.Entries(), want)
 	}
 }
 
