@@ -221,20 +221,36 @@ func (g *groupMember) heartbeatLoop() {
 			}
 			continue
 		}
-		g.mu.Lock()
-		if g.inSession && g.generation == gen && g.memberID == id {
-			switch code {
-			case pb.ErrorCode_REBALANCE_IN_PROGRESS:
-				g.needRejoin = true
-			case pb.ErrorCode_UNKNOWN_MEMBER_ID, pb.ErrorCode_ILLEGAL_GENERATION:
-				g.needRejoin, g.lost, g.inSession, g.generation = true, true, false, -1
-				if code == pb.ErrorCode_UNKNOWN_MEMBER_ID {
-					g.memberID = ""
-				}
-			default:
-				g.lg.Debug("heartbeat failed", "err", err)
-			}
+		if !g.generationRefused(gen, id, code) {
+			g.lg.Debug("heartbeat failed", "err", err)
 		}
-		g.mu.Unlock()
 	}
+}
+
+// generationRefused records the group's refusal of generation gen of
+// member id (a heartbeat's, or a transactional offset commit's answer):
+// REBALANCE_IN_PROGRESS makes the next Poll rejoin; UNKNOWN_MEMBER_ID and
+// ILLEGAL_GENERATION also lose the partitions (the next Poll drops them
+// without committing: another member may own them already), and an unknown
+// member rejoins as a new one. It reports whether code was one of these;
+// an answer for a generation this member has left already changes nothing.
+func (g *groupMember) generationRefused(gen int32, id string, code pb.ErrorCode) bool {
+	switch code {
+	case pb.ErrorCode_REBALANCE_IN_PROGRESS, pb.ErrorCode_UNKNOWN_MEMBER_ID, pb.ErrorCode_ILLEGAL_GENERATION:
+	default:
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.inSession || g.generation != gen || g.memberID != id {
+		return true
+	}
+	g.needRejoin = true
+	if code != pb.ErrorCode_REBALANCE_IN_PROGRESS {
+		g.lost, g.inSession, g.generation = true, false, -1
+		if code == pb.ErrorCode_UNKNOWN_MEMBER_ID {
+			g.memberID = ""
+		}
+	}
+	return true
 }

@@ -217,3 +217,91 @@ func TestCommittedRetriesUntilStable(t *testing.T) {
 		t.Fatalf("%d fetches (want 5), %d FindCoordinator (want 3), require_stable %v", fetches, finds, stableSet.Load())
 	}
 }
+
+// TestSessionRefusedGenerationRejoinsAtOnce: when a transaction's offset
+// commit learns that the group no longer knows the member (here a
+// LeaveGroup sent on its behalf; in the simulation its session expired
+// while the cluster was down), the session aborts, its consumer drops the
+// partitions as lost and rejoins as a new member before it reads again,
+// without waiting for a heartbeat (ten seconds apart here). It used to keep
+// its partitions, hand the same records to transaction after transaction
+// that could only abort, as fast as the broker answered, until the next
+// heartbeat: under the simulation's virtual time, for ever.
+func TestSessionRefusedGenerationRejoinsAtOnce(t *testing.T) {
+	n := devGroupNode(t)
+	adm, _ := NewAdmin(Bootstrap(n.Addr()))
+	defer adm.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, topic := range []string{"rin", "rout"} {
+		if err := adm.CreateTopic(ctx, TopicSpec{Name: topic, Partitions: 1, ReplicationFactor: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, _ := NewProducer(Bootstrap(n.Addr()))
+	if err := p.ProduceSync(ctx, &Record{Topic: "rin", Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	p.Close(ctx)
+	var mu sync.Mutex
+	lost := 0
+	s, err := NewTransactSession(ctx, groupOpts(n.Addr(), "rsg", "rin", TransactionalID("rs-1"),
+		HeartbeatInterval(10*time.Second), SessionTimeout(30*time.Second),
+		OnPartitionsLost(func(tps []TopicPartition) { mu.Lock(); lost += len(tps); mu.Unlock() }))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	var recs []*Record
+	wait.Eventually(t, 20*time.Second, "the record", func() bool {
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		defer pcancel()
+		recs, _ = s.Poll(pctx)
+		return len(recs) == 1
+	})
+	before := s.Consumer().GroupMetadata()
+	lr, err := groupsClient(t, n.Addr()).LeaveGroup(ctx, &pb.LeaveGroupRequest{GroupId: "rsg", MemberId: before.MemberID})
+	if err != nil || lr.ErrorCode != pb.ErrorCode_NONE {
+		t.Fatalf("leave on its behalf: %v %v", lr, err)
+	}
+	if err := s.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	s.Produce(ctx, &Record{Topic: "rout", Value: []byte("y")}, nil)
+	committed, err := s.End(ctx, TryCommit)
+	if committed || err != nil {
+		t.Fatalf("End with a generation the group forgot: committed=%v err=%v; want an abort", committed, err)
+	}
+	// The next Poll drops the partition as lost and rejoins: any record
+	// it returns is read under the new membership.
+	pctx, pcancel := context.WithTimeout(ctx, time.Second)
+	again, _ := s.Poll(pctx)
+	pcancel()
+	gm := s.Consumer().GroupMetadata()
+	mu.Lock()
+	l := lost
+	mu.Unlock()
+	if l != 1 || (len(again) > 0 && gm.MemberID == before.MemberID) {
+		t.Fatalf("after the refused commit: %d partitions lost, Poll returned %d records as member %q (forgotten: %q); want 1 lost and nothing read under the forgotten id",
+			l, len(again), gm.MemberID, before.MemberID)
+	}
+	wait.Eventually(t, 20*time.Second, "the record again under the new membership", func() bool {
+		if len(again) > 0 {
+			return true
+		}
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		defer pcancel()
+		again, _ = s.Poll(pctx)
+		return len(again) > 0
+	})
+	if gm := s.Consumer().GroupMetadata(); gm.MemberID == before.MemberID || string(again[0].Value) != "x" {
+		t.Fatalf("read %q as member %q after the forgotten %q", again[0].Value, gm.MemberID, before.MemberID)
+	}
+	if err := s.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	s.Produce(ctx, &Record{Topic: "rout", Value: []byte("y")}, nil)
+	if ok, err := s.End(ctx, TryCommit); !ok || err != nil {
+		t.Fatalf("the transaction under the new membership: committed=%v err=%v", ok, err)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/strand-io/strand/errs"
 )
 
 // TransactSession runs the consume-transform-produce loop exactly once: a
@@ -184,7 +186,17 @@ func (s *TransactSession) End(ctx context.Context, action EndAction) (committed 
 		if s.p.txn.current() != txnCommitting {
 			// A commit whose outcome was unknown is being retried: its
 			// offsets are in the transaction already.
-			err = s.p.SendOffsetsToTransaction(ctx, offsets, s.c.GroupMetadata())
+			gm := s.c.GroupMetadata()
+			err = s.p.SendOffsetsToTransaction(ctx, offsets, gm)
+			if s.c.group != nil && gm.GenerationID >= 0 {
+				// The group no longer knows this generation (the member's
+				// session expired, say): the consumer rejoins before it
+				// reads again, as a heartbeat with that answer would make
+				// it, instead of handing the same records to transaction
+				// after transaction that can only abort, as fast as the
+				// brokers answer, until its next heartbeat.
+				s.c.group.generationRefused(gm.GenerationID, gm.MemberID, errs.CodeOf(err))
+			}
 		}
 		if err == nil {
 			err = s.p.CommitTransaction(ctx)
