@@ -168,11 +168,12 @@ func Run(t *testing.T, seed uint64, sc Scenario) *Outcome {
 	// It reports the seed and every goroutine's stack instead of leaving
 	// the test to time out.
 	var virtualNow atomic.Int64
+	var tr atomic.Pointer[trace]
 	stop := make(chan struct{})
 	defer close(stop)
-	go watchdog(seed, sc, &virtualNow, stop)
+	go watchdog(seed, sc, &virtualNow, &tr, stop)
 	synctest.Test(t, func(t *testing.T) {
-		run(t, seed, sc, out, &virtualNow)
+		run(t, seed, sc, out, &virtualNow, &tr)
 	})
 	out.Wall = time.Since(wallStart)
 	return out
@@ -182,7 +183,7 @@ func Run(t *testing.T, seed uint64, sc Scenario) *Outcome {
 // moving before the watchdog gives up on a run.
 const stallLimit = 60 * time.Second
 
-func watchdog(seed uint64, sc Scenario, virtualNow *atomic.Int64, stop <-chan struct{}) {
+func watchdog(seed uint64, sc Scenario, virtualNow *atomic.Int64, tr *atomic.Pointer[trace], stop <-chan struct{}) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	last, since := virtualNow.Load(), time.Now()
@@ -199,11 +200,17 @@ func watchdog(seed uint64, sc Scenario, virtualNow *atomic.Int64, stop <-chan st
 		if time.Since(since) > stallLimit {
 			buf := make([]byte, 64<<20)
 			buf = buf[:runtime.Stack(buf, true)]
-			// The stacks also go to a file: a panic's output is easily cut.
+			// The stacks also go to a file, after the trace's last
+			// events (what the spinning loop kept doing): a panic's
+			// output is easily cut.
 			if f, err := os.CreateTemp("", fmt.Sprintf("sim-seed%d-stall-*.txt", seed)); err == nil {
+				if t := tr.Load(); t != nil {
+					f.WriteString(t.String())
+					f.WriteString("\n--- every goroutine\n")
+				}
 				f.Write(buf)
 				f.Close()
-				fmt.Fprintf(os.Stderr, "sim: seed %d stalled; every goroutine's stack is in %s\n", seed, f.Name())
+				fmt.Fprintf(os.Stderr, "sim: seed %d stalled; the trace's last events and every goroutine's stack are in %s\n", seed, f.Name())
 			}
 			panic(fmt.Sprintf("seed %d: virtual time stood still for %s of real time at %s: a goroutine of the bubble never blocks (a loop without a pause?)\nreplay: %s\n%s",
 				seed, stallLimit, time.Duration(last), ReplayScenario(seed, sc), buf))
@@ -211,8 +218,9 @@ func watchdog(seed uint64, sc Scenario, virtualNow *atomic.Int64, stop <-chan st
 	}
 }
 
-func run(t *testing.T, seed uint64, sc Scenario, out *Outcome, virtualNow *atomic.Int64) {
+func run(t *testing.T, seed uint64, sc Scenario, out *Outcome, virtualNow *atomic.Int64, trOut *atomic.Pointer[trace]) {
 	tr := newTrace()
+	trOut.Store(tr)
 	start := time.Now()
 	tr.clock = func(d time.Duration) { virtualNow.Store(int64(d)) }
 	// Half of the seeds also run one of the workload's own drills, picked
