@@ -215,7 +215,7 @@ func StartQuorum(cfg QuorumConfig) (*Quorum, error) {
 		}
 	}
 	fsm := NewFSM()
-	r, err := raft.NewRaft(rc, fsm, store, store, snaps, trans)
+	r, err := raft.NewRaft(rc, fsm, store, store, snaps, unpipelined{trans})
 	if err != nil {
 		trans.Close()
 		store.Close()
@@ -585,4 +585,21 @@ func checkVoters(rc *raft.Config, store *raftboltdb.BoltStore, snaps raft.Snapsh
 		return fmt.Errorf("this controller's Raft state is for the voters %v, not the --controller-voters given; point --data-dir at this cluster's directory or remove it", h)
 	}
 	return nil
+}
+
+// unpipelined is the Raft transport without pipelined replication: Raft
+// then sends a follower one AppendEntries at a time. hashicorp/raft
+// v1.7.3's pipeline can deadlock: once a follower answers an
+// AppendEntries with a failure (it was paused, say, and its term or log
+// moved), the pipeline's decoder stops reading answers, and the next send
+// waits for room that never comes; the leader keeps heartbeating that
+// follower but never sends it another entry, and cannot shut down. The
+// simulation found it (a node paused for a few seconds, the cluster
+// killed afterwards hung). The controller's log is small and low in rate,
+// so pipelining buys it nothing.
+type unpipelined struct{ *raft.NetworkTransport }
+
+// AppendEntriesPipeline declines, so Raft replicates without a pipeline.
+func (unpipelined) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
+	return nil, raft.ErrPipelineReplicationNotSupported
 }

@@ -1,13 +1,16 @@
 // Package fault is the switchboard that node-to-node and client
 // connections go through in tests and drills: links between named
-// endpoints can be cut (both directions) or delayed, and a node can be
-// isolated, which also closes the connections it already has.
+// endpoints can be cut (both directions) or delayed, a node can be
+// isolated, which also closes the connections it already has, and a node
+// can be held (paused): its connections stay open but carry nothing until
+// it is released, when everything written meanwhile arrives late, in order.
 package fault
 
 import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"time"
 )
@@ -18,6 +21,8 @@ type Network struct {
 	owner map[string]string // address -> endpoint name
 	cut   map[[2]string]bool
 	delay map[[2]string]time.Duration
+	// held: endpoints whose links carry nothing until the channel closes.
+	held  map[string]chan struct{}
 	conns map[*Conn]struct{}
 	// refused counts the dials refused on a cut link, per link.
 	refused map[[2]string]int
@@ -28,7 +33,7 @@ type Network struct {
 
 // NewNetwork returns a network with every link up.
 func NewNetwork() *Network {
-	return &Network{owner: map[string]string{}, cut: map[[2]string]bool{}, delay: map[[2]string]time.Duration{}, conns: map[*Conn]struct{}{}, refused: map[[2]string]int{}}
+	return &Network{owner: map[string]string{}, cut: map[[2]string]bool{}, delay: map[[2]string]time.Duration{}, held: map[string]chan struct{}{}, conns: map[*Conn]struct{}{}, refused: map[[2]string]int{}}
 }
 
 // Register says that addr belongs to endpoint name.
@@ -65,7 +70,7 @@ func (n *Network) Cut(a, b string) {
 	}
 	n.mu.Unlock()
 	for _, c := range doomed {
-		c.Conn.Close()
+		c.cut()
 	}
 }
 
@@ -101,11 +106,41 @@ func (n *Network) Heal(name string) {
 	n.mu.Unlock()
 }
 
-// HealAll restores every link and removes every delay.
+// HealAll restores every link, removes every delay and releases every
+// held endpoint.
 func (n *Network) HealAll() {
 	n.mu.Lock()
 	n.cut = map[[2]string]bool{}
 	n.delay = map[[2]string]time.Duration{}
+	for name, ch := range n.held {
+		close(ch)
+		delete(n.held, name)
+	}
+	n.mu.Unlock()
+}
+
+// Hold pauses every link of name as a stopped process or a stalled VM
+// does: connections stay open and dials succeed, but what is written to
+// or from name is buffered (up to a socket's buffers, then writers wait)
+// until Release, so requests and answers in flight arrive late, all at
+// once and in order, even those whose writer has closed the connection
+// since (where Isolate closes the connections and the peers see errors at
+// once).
+func (n *Network) Hold(name string) {
+	n.mu.Lock()
+	if n.held[name] == nil {
+		n.held[name] = make(chan struct{})
+	}
+	n.mu.Unlock()
+}
+
+// Release ends Hold: what waited is written.
+func (n *Network) Release(name string) {
+	n.mu.Lock()
+	if ch := n.held[name]; ch != nil {
+		close(ch)
+		delete(n.held, name)
+	}
 	n.mu.Unlock()
 }
 
@@ -148,7 +183,7 @@ func (n *Network) Dial(ctx context.Context, from, addr string) (net.Conn, error)
 	if err != nil {
 		return nil, err
 	}
-	c := &Conn{Conn: raw, net: n, from: from, to: to}
+	c := &Conn{Conn: raw, net: n, from: from, to: to, closed: make(chan struct{}), broken: make(chan struct{})}
 	n.mu.Lock()
 	if n.isCut(from, to) {
 		n.mu.Unlock()
@@ -173,22 +208,97 @@ func (n *Network) Dialer(from string) func(ctx context.Context, addr string) (ne
 	return func(ctx context.Context, addr string) (net.Conn, error) { return n.Dial(ctx, from, addr) }
 }
 
+// heldBufferMax is how much a connection takes while an end is held
+// before its writers wait: a socket's buffers.
+const heldBufferMax = 1 << 20
+
 // Conn is a connection through the switchboard.
 type Conn struct {
 	net.Conn
 	net      *Network
 	from, to string
 	once     sync.Once
+	closed   chan struct{} // closed by Close or a cut
+	broken   chan struct{} // closed by a cut
+	// Under net.mu: the write deadline, and what was written while an end
+	// was held (pending, delivered by flush in order once no end is held,
+	// even after Close: TCP sends what it buffered before its FIN).
+	writeDeadline time.Time
+	pending       [][]byte
+	pendingBytes  int
+	flushing      bool
+	closeAfter    bool
+	drained       chan struct{}
+	breakOnce     sync.Once
 }
 
-// Write applies the link's delay, and fails once the link is cut.
+// SetDeadline sets the connection's deadlines, the write deadline also
+// bounding a write's wait for a held end's full buffer.
+func (c *Conn) SetDeadline(t time.Time) error {
+	c.net.mu.Lock()
+	c.writeDeadline = t
+	c.net.mu.Unlock()
+	return c.Conn.SetDeadline(t)
+}
+
+// SetWriteDeadline sets the write deadline, which also bounds a write's
+// wait for a held end's full buffer.
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	c.net.mu.Lock()
+	c.writeDeadline = t
+	c.net.mu.Unlock()
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// holdLocked is the hold of either end, nil when neither is held.
+func (c *Conn) holdLocked() chan struct{} {
+	if h := c.net.held[c.from]; h != nil {
+		return h
+	}
+	return c.net.held[c.to]
+}
+
+// Write buffers while either end is held (as a stopped peer's socket
+// buffers do, waiting once they are full, until the write deadline),
+// applies the link's delay, and fails once the link is cut.
 func (c *Conn) Write(b []byte) (int, error) {
 	c.net.mu.Lock()
+	for {
+		if c.holdLocked() == nil && !c.flushing {
+			break
+		}
+		if c.pendingBytes == 0 || c.pendingBytes+len(b) <= heldBufferMax {
+			c.pending = append(c.pending, append([]byte(nil), b...))
+			c.pendingBytes += len(b)
+			if !c.flushing {
+				c.flushing, c.drained = true, make(chan struct{})
+				go c.flush()
+			}
+			c.net.mu.Unlock()
+			return len(b), nil
+		}
+		drained, deadline := c.drained, c.writeDeadline
+		c.net.mu.Unlock()
+		var expired <-chan time.Time
+		if !deadline.IsZero() {
+			t := time.NewTimer(time.Until(deadline))
+			defer t.Stop()
+			expired = t.C
+		}
+		select {
+		case <-drained:
+		case <-c.closed:
+			return 0, net.ErrClosed
+		case <-expired:
+			return 0, os.ErrDeadlineExceeded
+		}
+		c.net.mu.Lock()
+	}
 	cut := c.net.isCut(c.from, c.to)
 	d := c.net.delay[key(c.from, c.to)]
 	c.net.mu.Unlock()
 	if cut {
-		c.Conn.Close()
+		c.cut()
 		return 0, fmt.Errorf("write %s->%s: link cut (fault injected)", c.from, c.to)
 	}
 	if d > 0 {
@@ -197,12 +307,80 @@ func (c *Conn) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
-// Close closes the connection and forgets it.
+// flush delivers what was written while an end was held, in order, once
+// no end is held; it ends when nothing is pending, closing the connection
+// if Close came meanwhile, or when the link is cut.
+func (c *Conn) flush() {
+	for {
+		c.net.mu.Lock()
+		if hold := c.holdLocked(); hold != nil {
+			c.net.mu.Unlock()
+			select {
+			case <-hold:
+				continue
+			case <-c.broken:
+			}
+			c.net.mu.Lock()
+			c.flushing = false
+			close(c.drained)
+			c.net.mu.Unlock()
+			return // cut: the connection is closed and what was pending dropped
+		}
+		bufs := c.pending
+		c.pending, c.pendingBytes = nil, 0
+		cut := c.net.isCut(c.from, c.to)
+		if len(bufs) == 0 || cut {
+			c.flushing = false
+			close(c.drained)
+			closeAfter := c.closeAfter
+			c.net.mu.Unlock()
+			if closeAfter || cut {
+				c.Conn.Close()
+			}
+			return
+		}
+		c.net.mu.Unlock()
+		for _, b := range bufs {
+			if _, err := c.Conn.Write(b); err != nil {
+				c.cut()
+				break
+			}
+		}
+	}
+}
+
+// Close closes the connection and forgets it. What a held end has not
+// been sent yet still goes, when the hold ends; meanwhile a read returns
+// at once (its deadline is moved to the past).
 func (c *Conn) Close() error {
+	deferred := false
 	c.once.Do(func() {
+		close(c.closed)
 		c.net.mu.Lock()
 		delete(c.net.conns, c)
+		if c.flushing {
+			c.closeAfter, deferred = true, true
+		}
 		c.net.mu.Unlock()
 	})
+	if deferred {
+		return c.Conn.SetReadDeadline(time.Unix(1, 0))
+	}
+	c.net.mu.Lock()
+	waiting := c.flushing
+	c.net.mu.Unlock()
+	if waiting {
+		return nil // the flush closes it
+	}
 	return c.Conn.Close()
+}
+
+// cut breaks the connection: what is pending is dropped.
+func (c *Conn) cut() {
+	c.breakOnce.Do(func() { close(c.broken) })
+	c.net.mu.Lock()
+	c.pending, c.pendingBytes = nil, 0
+	c.net.mu.Unlock()
+	c.Close()
+	c.Conn.Close()
 }

@@ -32,6 +32,13 @@ const (
 	// Isolate cuts a node off from every node and client, gossip included,
 	// and closes its connections, for Dur.
 	Isolate Kind = "isolate"
+	// Pause freezes a node's every connection for Dur, as a stopped
+	// process (docker pause, SIGSTOP) or a stalled VM does: nothing is
+	// closed or refused, but nothing it sends or is sent arrives until the
+	// pause ends, when every request and answer held arrives at once, in
+	// order, late (a stale leader's answers, a heartbeat sent before a
+	// controlled shutdown). Its gossip is cut meanwhile.
+	Pause Kind = "pause"
 	// Cut breaks the link between Node and Peer (both directions), for Dur.
 	Cut Kind = "cut"
 	// CutController cuts Node off from whichever node is the active
@@ -83,8 +90,17 @@ var kinds = []weight{
 //     graceful stops, kills) while nodes and links are slow, so a replica
 //     is promoted while its fetcher still waits on a slow old leader, and
 //     a leader's role changes under appends in flight.
+//   - stale: nodes pause while leaders move and nodes stop, so requests
+//     and answers of an old role arrive after the change (a follower's
+//     fetch answered by a leader that no longer leads, a heartbeat that
+//     reaches the controller after the broker's controlled shutdown).
+//
+// A profile's mix is never changed once seeds of it are kept in
+// testdata/seeds (a seed's schedule is drawn from it): add a profile
+// instead.
 var Profiles = map[string][]weight{
 	"leadership": {{Kill, 2}, {Stop, 3}, {Slow, 4}, {Delay, 3}, {Elect, 4}, {Reassign, 3}, {CutController, 1}},
+	"stale":      {{Pause, 5}, {Elect, 4}, {Stop, 3}, {Reassign, 2}, {Kill, 1}, {Slow, 1}},
 }
 
 // Fault is one scheduled fault.

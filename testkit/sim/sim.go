@@ -584,6 +584,14 @@ func (s *simulator) apply(ctx context.Context, st step, topics []string, partiti
 		}
 		s.c.Isolate(f.Node)
 		s.c.Gossip.Isolate(s.c.Member(f.Node).Cfg.GossipListen)
+	case Pause:
+		if st.undo {
+			s.c.Net.Release(s.name(f.Node))
+			s.c.Gossip.Heal()
+			return
+		}
+		s.c.Net.Hold(s.name(f.Node))
+		s.c.Gossip.Isolate(s.c.Member(f.Node).Cfg.GossipListen)
 	case Cut:
 		if st.undo {
 			s.c.Net.Heal(s.name(f.Node))
@@ -690,9 +698,17 @@ func (s *simulator) Stop(ctx context.Context, id int32) error {
 	s.tr.add(id, "drill: graceful stop")
 	return s.stop(id)
 }
-func (s *simulator) Pause(ctx context.Context, id int32) error { return drill.ErrUnsupported }
+func (s *simulator) Pause(ctx context.Context, id int32) error {
+	s.tr.add(id, "drill: pause")
+	s.c.Net.Hold(s.name(id))
+	s.c.Gossip.Isolate(s.c.Member(id).Cfg.GossipListen)
+	return nil
+}
 func (s *simulator) Resume(ctx context.Context, id int32) error {
-	return drill.ErrUnsupported
+	s.tr.add(id, "drill: resume")
+	s.c.Net.Release(s.name(id))
+	s.c.Gossip.Heal()
+	return nil
 }
 func (s *simulator) Isolate(ctx context.Context, id int32) error {
 	s.tr.add(id, "drill: isolate")
