@@ -242,6 +242,11 @@ func run(t *testing.T, seed uint64, sc Scenario, out *Outcome, virtualNow *atomi
 	// where nothing acknowledged may be lost whatever else fails), or
 	// keeps the default and the simulator lets no other fault strike
 	// while the powered-off node is fragile (simulator.fragileUntil).
+	// The stale mix also delays some requests before their handler runs
+	// (a server's goroutines scheduled late, a GC pause), so requests in
+	// flight together are handled in any order: a heartbeat the broker
+	// gave up on after a later one, a marker's retry before the first try.
+	jitter := newJitter(seed)
 	var syncEveryWrite bool
 	for _, f := range out.Schedule {
 		if f.Kind == PowerLoss && (seed%2 == 0 || drills != nil) {
@@ -271,10 +276,16 @@ func run(t *testing.T, seed uint64, sc Scenario, out *Outcome, virtualNow *atomi
 			cfg.TxnConfig.FirstEpoch = 32740
 		}
 		cfg.TxnConfig.AbortTimedOutInterval = time.Second
+		if sc.Profile == "stale" {
+			cfg.UnaryInterceptors = append(cfg.UnaryInterceptors, jitter.unary)
+		}
 	}})
 	tr.add(0, "cluster of %d nodes ready", sc.Nodes)
 	mon := newMonitor(c, tr)
 	s := &simulator{c: c, tr: tr, nodes: sc.Nodes, seed: seed, mon: mon, guardPowerLoss: !syncEveryWrite, skipped: map[Fault]bool{}, nodeMu: map[int32]*syncx.Mutex{}}
+	if sc.Profile == "stale" {
+		s.jitter = jitter
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -368,6 +379,10 @@ type simulator struct {
 	guardPowerLoss bool
 	fragileUntil   time.Time
 	skipped        map[Fault]bool
+	// resumes end pauses on their own timers (Pause).
+	resumes []*time.Timer
+	// jitter delays requests in the stale mix (nil in the others).
+	jitter *jitter
 
 	mu     sync.Mutex
 	nodeMu map[int32]*syncx.Mutex
@@ -475,6 +490,7 @@ func (s *simulator) play(ctx context.Context, sched []Fault, topics []string, pa
 			return
 		case <-time.After(time.Until(begin.Add(st.at))):
 		}
+		s.jitter.start()
 		s.apply(ctx, st, topics, partitions, peerOf)
 	}
 	<-ctx.Done()
@@ -493,8 +509,8 @@ func (s *simulator) apply(ctx context.Context, st step, topics []string, partiti
 			return
 		}
 	}
-	if st.undo && s.skipped[f] {
-		return
+	if st.undo && (s.skipped[f] || f.Kind == Pause) {
+		return // a pause ends on its own timer
 	}
 	if f.Kind == PowerLoss && !st.undo {
 		// Restart after Dur, the old session's end (2 s), registration and
@@ -585,13 +601,19 @@ func (s *simulator) apply(ctx context.Context, st step, topics []string, partiti
 		s.c.Isolate(f.Node)
 		s.c.Gossip.Isolate(s.c.Member(f.Node).Cfg.GossipListen)
 	case Pause:
-		if st.undo {
-			s.c.Net.Release(s.name(f.Node))
-			s.c.Gossip.Heal()
-			return
-		}
+		// The pause ends on its own timer, not as a step of the schedule:
+		// the steps run one at a time, and a graceful stop of the paused
+		// node (or of a node waiting on it) lasts until its controlled
+		// shutdown gives up, so a step would end the pause only after the
+		// stop, never while it waits for the held answers.
 		s.c.Net.Hold(s.name(f.Node))
 		s.c.Gossip.Isolate(s.c.Member(f.Node).Cfg.GossipListen)
+		s.resumes = append(s.resumes, time.AfterFunc(f.Dur, func() {
+			s.tr.add(0, "end fault: %s", f)
+			s.tr.add(f.Node, "end fault: %s", f)
+			s.c.Net.Release(s.name(f.Node))
+			s.c.Gossip.Heal()
+		}))
 	case Cut:
 		if st.undo {
 			s.c.Net.Heal(s.name(f.Node))
@@ -664,6 +686,9 @@ func (s *simulator) apply(ctx context.Context, st step, topics []string, partiti
 
 // healAll ends every fault: links healed, delays gone, every node started.
 func (s *simulator) healAll() {
+	for _, t := range s.resumes {
+		t.Stop()
+	}
 	s.c.Net.HealAll()
 	s.c.Gossip.Heal()
 	for id := int32(1); id <= int32(s.nodes); id++ {

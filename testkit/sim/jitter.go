@@ -1,0 +1,75 @@
+package sim
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+)
+
+// jitter delays some requests, drawn from the seed: one in eight by 1 to
+// 100 ms (virtual) before its handler runs (requests in flight together
+// are handled in any order), one in sixteen by as much after the handler
+// answered, and one in twenty-five by 0.5 to 3 s after (an answer computed
+// and then held, as by a server goroutine descheduled or a GC pause: it
+// arrives describing a state that has moved on). The draws are taken in
+// the order requests arrive, which the bubble's scheduling decides, so a
+// replay draws the same delays but may give them to other requests.
+//
+// It is on only once the schedule's first fault starts (start): while the
+// cluster starts and the workload creates its topics, a held heartbeat
+// answer would fence a broker and fail the setup, which is no finding.
+type jitter struct {
+	on  atomic.Bool
+	mu  sync.Mutex
+	rng *rand.Rand
+}
+
+func (j *jitter) start() {
+	if j != nil {
+		j.on.Store(true)
+	}
+}
+
+func newJitter(seed uint64) *jitter {
+	return &jitter{rng: rand.New(rand.NewPCG(seed, 0x717735))}
+}
+
+// delays draws the delay before the handler and the delay after it.
+func (j *jitter) delays() (before, after time.Duration) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	switch x := j.rng.IntN(400); {
+	case x < 50:
+		before = time.Duration(1+j.rng.IntN(100)) * time.Millisecond
+	case x < 75:
+		after = time.Duration(1+j.rng.IntN(100)) * time.Millisecond
+	case x < 91:
+		after = time.Duration(500+j.rng.IntN(2500)) * time.Millisecond
+	}
+	return before, after
+}
+
+func pause(d time.Duration) {
+	if d > 0 {
+		t := time.NewTimer(d)
+		<-t.C
+	}
+}
+
+// unary is the gRPC interceptor. The handler runs after its delay even if
+// the caller gave up meanwhile, as a server that already took a request
+// does.
+func (j *jitter) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if !j.on.Load() {
+		return handler(ctx, req)
+	}
+	before, after := j.delays()
+	pause(before)
+	resp, err := handler(ctx, req)
+	pause(after)
+	return resp, err
+}
