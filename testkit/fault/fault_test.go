@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"testing"
 	"testing/synctest"
@@ -12,35 +13,44 @@ import (
 	"github.com/strand-io/strand/testkit/memnet"
 )
 
+// dialB connects endpoint a to endpoint b over an in-memory network
+// through a switchboard; accepted gets everything b read once the
+// connection ends.
+func dialB(t *testing.T) (n *Network, c net.Conn, accepted <-chan []byte) {
+	t.Helper()
+	mem := memnet.New()
+	ln, err := mem.Listen("b:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	n = NewNetwork()
+	n.SetTransport(mem.Dial)
+	n.Register("b", "b:1")
+	got := make(chan []byte, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		b, _ := io.ReadAll(c)
+		got <- b
+	}()
+	c, err = n.Dial(context.Background(), "a", "b:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, c, got
+}
+
 // A held endpoint's connections stay open but carry nothing until it is
 // released; then what was written arrives, in order, even though the
 // writer closed the connection meanwhile (TCP sends what it buffered
 // before its FIN), and no write failed.
 func TestHoldDelaysUntilRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := memnet.New()
-		ln, err := mem.Listen("b:1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		n := NewNetwork()
-		n.SetTransport(mem.Dial)
-		n.Register("b", "b:1")
-		accepted := make(chan []byte, 1)
-		go func() {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close()
-			b, _ := io.ReadAll(c)
-			accepted <- b
-		}()
-		c, err := n.Dial(context.Background(), "a", "b:1")
-		if err != nil {
-			t.Fatal(err)
-		}
+		n, c, accepted := dialB(t)
 		n.Hold("b")
 		for _, w := range []string{"late", " answer"} {
 			if _, err := c.Write([]byte(w)); err != nil {
@@ -67,29 +77,7 @@ func TestHoldDelaysUntilRelease(t *testing.T) {
 // A cut drops what a held connection had not sent.
 func TestCutDropsWhatWasHeld(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := memnet.New()
-		ln, err := mem.Listen("b:1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		n := NewNetwork()
-		n.SetTransport(mem.Dial)
-		n.Register("b", "b:1")
-		accepted := make(chan []byte, 1)
-		go func() {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close()
-			b, _ := io.ReadAll(c)
-			accepted <- b
-		}()
-		c, err := n.Dial(context.Background(), "a", "b:1")
-		if err != nil {
-			t.Fatal(err)
-		}
+		n, c, accepted := dialB(t)
 		n.Hold("b")
 		if _, err := c.Write([]byte("lost")); err != nil {
 			t.Fatal(err)
