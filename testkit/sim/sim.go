@@ -233,6 +233,11 @@ func run(t *testing.T, seed uint64, sc Scenario, out *Outcome, virtualNow *atomi
 		drills = []string{simDrills[pick]}
 		tr.add(0, "drill: %s", drills[0])
 	}
+	// The stale mix also delays some requests before their handler runs
+	// (a server's goroutines scheduled late, a GC pause), so requests in
+	// flight together are handled in any order: a heartbeat the broker
+	// gave up on after a later one, a marker's retry before the first try.
+	jitter := newJitter(seed)
 	// Under Kafka's default flush policy a power loss is safe alone but
 	// not with a second failure soon after: until the powered-off node's
 	// old session ends, the controller still counts it in the ISR and may
@@ -242,11 +247,6 @@ func run(t *testing.T, seed uint64, sc Scenario, out *Outcome, virtualNow *atomi
 	// where nothing acknowledged may be lost whatever else fails), or
 	// keeps the default and the simulator lets no other fault strike
 	// while the powered-off node is fragile (simulator.fragileUntil).
-	// The stale mix also delays some requests before their handler runs
-	// (a server's goroutines scheduled late, a GC pause), so requests in
-	// flight together are handled in any order: a heartbeat the broker
-	// gave up on after a later one, a marker's retry before the first try.
-	jitter := newJitter(seed)
 	var syncEveryWrite bool
 	for _, f := range out.Schedule {
 		if f.Kind == PowerLoss && (seed%2 == 0 || drills != nil) {
