@@ -275,19 +275,22 @@ said() {
 # Reruns: a test the list names in a line
 #   rerun NAME when "TEXT"  # why
 #   rerun NAME when "TEXT" with "CAUSE"  # why
+#   rerun NAME when "TEXT" up to N times  # why
 # that failed saying TEXT (a known flaw of the test itself, not of the
 # broker; with CAUSE, only where a client of the very group whose consumer
 # reported TEXT logged CAUSE, e.g. that it was fenced and abandoned its
-# partitions) makes its top-level test run again alone, at most three times,
-# while the nodes still run (a whole top-level test: TestGroupETL's and
+# partitions) makes its top-level test run again alone, at most three times
+# (or the N its line gives: a short test whose flaw strikes often), while
+# the nodes still run (a whole top-level test: TestGroupETL's and
 # TestTxnEtl's subtests cannot run alone, as one left out keeps its slot of
 # their semaphore). When every failure is such a test, or a test holding
 # one that logged nothing of its own, and each rerun passes, the run counts
 # as passed and the flakes are reported. Any other failure is final.
-declare -A rerun_when=() matched=()
+declare -A rerun_when=() rerun_tries=() matched=()
 while read -r kind t rest; do
-  if [[ $kind == rerun && $rest =~ ^when\ \"([^\"]+)\"(\ with\ \"([^\"]+)\")? ]]; then
+  if [[ $kind == rerun && $rest =~ ^when\ \"([^\"]+)\"(\ with\ \"([^\"]+)\")?(\ up\ to\ ([0-9]+)\ times)? ]]; then
     rerun_when[$t]+="${BASH_REMATCH[1]}"$'\x1f'"${BASH_REMATCH[3]}"$'\n'
+    if [[ -n ${BASH_REMATCH[5]} ]]; then rerun_tries[${t%%/*}]=${BASH_REMATCH[5]}; fi
   fi
 done < <(grep '^rerun ' "$LIST" 2>/dev/null || true)
 # caused TEXT CAUSE: every group whose test consumer reported TEXT (franz-go's
@@ -336,9 +339,9 @@ if ((rc != 0 && ${#failed[@]} > 0)) && ! grep -q '^panic: ' "$OUT/output.txt"; t
     declare -A tops=()
     for f in "${flaked[@]}"; do tops[${f%%/*}]=1; done
     for top in "${!tops[@]}"; do
-      ok=0
-      for k in 1 2 3; do
-        log "rerunning $top (try $k of 3): $(for f in "${flaked[@]}"; do [[ ${f%%/*} == "$top" ]] && printf '%s said "%s"; ' "$f" "${matched[$f]}"; done)"
+      ok=0 tries=${rerun_tries[$top]:-3}
+      for ((k = 1; k <= tries; k++)); do
+        log "rerunning $top (try $k of $tries): $(for f in "${flaked[@]}"; do [[ ${f%%/*} == "$top" ]] && printf '%s said "%s"; ' "$f" "${matched[$f]}"; done)"
         if (suite -test.run="^$top\$") >>"$OUT/rerun.txt" 2>&1; then ok=$k; break; fi
       done
       if ((ok == 0)); then covered=0; break; fi
@@ -425,7 +428,8 @@ elif [[ ${FRANZ_WRITE_LIST:-0} == 1 ]]; then
       echo "#   skip NAME   skips against Strand (why, after #)"
       echo "#   rerun NAME when \"TEXT\"   when NAME fails saying TEXT (a flaw of the test, why after #),"
       echo "#               its top-level test runs again alone, at most three times, and passing then counts;"
-      echo "#               with ' with \"CAUSE\"' after it, only where a client of the group that reported TEXT logged CAUSE"
+      echo "#               with ' with \"CAUSE\"' after it, only where a client of the group that reported TEXT logged CAUSE;"
+      echo "#               with ' up to N times' at its end, at most N times"
       echo "version $VERSION"
       while IFS=$'\t' read -r t a _; do
         if is848 "$t"; then
