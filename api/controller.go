@@ -102,7 +102,7 @@ func (s *controllerService) IncrementalAlterConfigs(ctx context.Context, req *pb
 	return &pb.IncrementalAlterConfigsResponse{ErrorCode: code, ErrorMessage: msg}, nil
 }
 
-// ElectLeaders (issue 21: leaders) as forwarded by a broker.
+// ElectLeaders as forwarded by a broker.
 func (s *controllerService) ElectLeaders(ctx context.Context, req *pb.ElectLeadersRequest) (*pb.ElectLeadersResponse, error) {
 	res, err := s.d.Controller.ElectLeaders(ctx, req)
 	if rerr := s.route(err); rerr != nil {
@@ -150,7 +150,7 @@ func (s *controllerService) FetchMetadata(req *pb.FetchMetadataRequest, stream p
 	}
 }
 
-// --- issue 21: reassign ---
+// --- reassign ---
 
 func (s *controllerService) AlterPartitionReassignments(ctx context.Context, req *pb.AlterPartitionReassignmentsRequest) (*pb.AlterPartitionReassignmentsResponse, error) {
 	res, err := s.d.Controller.AlterPartitionReassignments(ctx, req)
@@ -174,7 +174,7 @@ func (s *controllerService) ListPartitionReassignments(ctx context.Context, req 
 	return resp, nil
 }
 
-// CreateAcls and DeleteAcls (issue 22: acls) as forwarded by a broker.
+// CreateAcls and DeleteAcls as forwarded by a broker.
 func (s *controllerService) CreateAcls(ctx context.Context, req *pb.CreateAclsRequest) (*pb.CreateAclsResponse, error) {
 	resp, err := s.d.Controller.CreateAcls(ctx, req)
 	if rerr := s.route(err); rerr != nil {
@@ -191,7 +191,7 @@ func (s *controllerService) DeleteAcls(ctx context.Context, req *pb.DeleteAclsRe
 	return resp, err
 }
 
-// AlterUserScramCredentials (issue 22: sasl) as forwarded by a broker.
+// AlterUserScramCredentials as forwarded by a broker.
 func (s *controllerService) AlterUserScramCredentials(ctx context.Context, req *pb.AlterUserScramCredentialsRequest) (*pb.AlterUserScramCredentialsResponse, error) {
 	res, err := s.d.Controller.AlterUserScramCredentials(ctx, req)
 	if rerr := s.route(err); rerr != nil {
@@ -203,7 +203,7 @@ func (s *controllerService) AlterUserScramCredentials(ctx context.Context, req *
 	return &pb.AlterUserScramCredentialsResponse{Results: res}, nil
 }
 
-// AlterClientQuotas (issue 22: quotas) as forwarded by a broker.
+// AlterClientQuotas as forwarded by a broker.
 func (s *controllerService) AlterClientQuotas(ctx context.Context, req *pb.AlterClientQuotasRequest) (*pb.AlterClientQuotasResponse, error) {
 	res, err := s.d.Controller.AlterClientQuotas(ctx, req)
 	if rerr := s.route(err); rerr != nil {

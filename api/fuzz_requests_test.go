@@ -28,7 +28,7 @@ type fuzzMethod struct {
 
 // fuzzSkipped are the admin RPCs that create or delete resources: a
 // fuzzed CreateTopics with a million partitions is a resource case with
-// its own bounds (issue 17 item 9), not a decoding one.
+// its own bounds (max.broker.partitions), not a decoding one.
 var fuzzSkipped = map[string]bool{
 	"/strand.v1.Admin/CreateTopics": true, "/strand.v1.Admin/DeleteTopics": true,
 	"/strand.v1.Admin/CreatePartitions": true, "/strand.v1.Admin/IncrementalAlterConfigs": true,

@@ -7,7 +7,7 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-// The Controller service's membership RPCs (issue 21): quorum changes,
+// The Controller service's membership RPCs: quorum changes,
 // the quorum's status, broker unregistration. Like every controller write,
 // a node that is not the active controller answers the NOT_CONTROLLER
 // status with the leader's id.

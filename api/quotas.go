@@ -10,7 +10,7 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-// Client quotas on the gRPC front door (issue 22; package quota). The
+// Client quotas on the gRPC front door (package quota). The
 // produce stream records each request's bytes and handler time, answers
 // with throttle_time_ms, and reads nothing more from the stream for that
 // long (as the Kafka door mutes its connection, KIP-219). A consumer
@@ -67,7 +67,7 @@ func (d *Deps) pause(ctx context.Context, t time.Duration) {
 }
 
 // QuotaUnary is the client listeners' interceptor for request_percentage
-// on unary calls (issue 22): the handler's wall time is recorded for the
+// on unary calls: the handler's wall time is recorded for the
 // caller's principal and, over the quota, the answer is held back for the
 // throttle time (a unary answer has nowhere to carry it; Kafka before
 // KIP-219 delayed answers so). Fetch records its own (with its bytes).

@@ -22,7 +22,7 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-// Issue 22 (sasl): SCRAM on the gRPC client listeners.
+// SASL: SCRAM on the gRPC client listeners.
 //
 // A client runs Admin.SaslAuthenticate, one bidirectional stream: it sends
 // the mechanism with the client-first message, gets the server-first

@@ -47,10 +47,10 @@ type Deps struct {
 	Logger   *slog.Logger
 	// Metrics counts bytes, records and requests (nil: not counted).
 	Metrics *Metrics
-	// SASL issues and checks SCRAM session tokens (issue 22: sasl.go;
+	// SASL issues and checks SCRAM session tokens (sasl.go;
 	// nil: SaslAuthenticate answers ILLEGAL_SASL_STATE).
 	SASL *SASLTokens
-	// Quotas enforces client quotas (issue 22: quotas.go; nil: none);
+	// Quotas enforces client quotas (quotas.go; nil: none);
 	// QuotaClock times the throttles (nil: the wall clock).
 	Quotas     *quota.Manager
 	QuotaClock clock.Clock

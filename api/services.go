@@ -172,7 +172,7 @@ func (s *adminService) CreatePartitions(ctx context.Context, req *pb.CreateParti
 	return answer(s.h.CreatePartitions(ctx, req))
 }
 
-// --- issue 21: reassign ---
+// --- reassign ---
 
 func (s *adminService) AlterPartitionReassignments(ctx context.Context, req *pb.AlterPartitionReassignmentsRequest) (*pb.AlterPartitionReassignmentsResponse, error) {
 	return answer(s.h.AlterPartitionReassignments(ctx, req))
@@ -182,7 +182,7 @@ func (s *adminService) ListPartitionReassignments(ctx context.Context, req *pb.L
 	return answer(s.h.ListPartitionReassignments(ctx, req))
 }
 
-// --- issue 21: members ---
+// --- members ---
 
 func (s *adminService) AddVoter(ctx context.Context, req *pb.AddVoterRequest) (*pb.AddVoterResponse, error) {
 	return answer(s.h.AddVoter(ctx, req))
@@ -200,7 +200,7 @@ func (s *adminService) UnregisterBroker(ctx context.Context, req *pb.UnregisterB
 	return answer(s.h.UnregisterBroker(ctx, req))
 }
 
-// --- issue 21: leaders ---
+// --- leaders ---
 
 func (s *adminService) ElectLeaders(ctx context.Context, req *pb.ElectLeadersRequest) (*pb.ElectLeadersResponse, error) {
 	return answer(s.h.ElectLeaders(ctx, req))
@@ -210,7 +210,7 @@ func (s *adminService) DeleteRecords(ctx context.Context, req *pb.DeleteRecordsR
 	return answer(s.h.DeleteRecords(ctx, req))
 }
 
-// --- issue 22: acls ---
+// --- acls ---
 
 func (s *adminService) CreateAcls(ctx context.Context, req *pb.CreateAclsRequest) (*pb.CreateAclsResponse, error) {
 	return answer(s.h.CreateAcls(ctx, req))
@@ -224,7 +224,7 @@ func (s *adminService) DescribeAcls(ctx context.Context, req *pb.DescribeAclsReq
 	return answer(s.h.DescribeAcls(ctx, req))
 }
 
-// Issue 22 (sasl): users' SCRAM credentials and the SCRAM exchange (sasl.go).
+// SASL: users' SCRAM credentials and the SCRAM exchange (sasl.go).
 
 func (s *adminService) AlterUserScramCredentials(ctx context.Context, req *pb.AlterUserScramCredentialsRequest) (*pb.AlterUserScramCredentialsResponse, error) {
 	return answer(s.h.AlterUserScramCredentials(ctx, req))
@@ -238,7 +238,7 @@ func (s *adminService) SaslAuthenticate(st pb.Admin_SaslAuthenticateServer) erro
 	return s.saslAuthenticate(st)
 }
 
-// AlterClientQuotas and DescribeClientQuotas (issue 22: quotas).
+// AlterClientQuotas and DescribeClientQuotas.
 func (s *adminService) AlterClientQuotas(ctx context.Context, req *pb.AlterClientQuotasRequest) (*pb.AlterClientQuotasResponse, error) {
 	return answer(s.h.AlterClientQuotas(ctx, req))
 }

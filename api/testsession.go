@@ -10,7 +10,7 @@ import (
 
 // TestSessionOptions, TEST-ONLY: server options whose interceptors put s
 // into every request's context (unary and stream), as the listener's
-// authentication will once it has one (issue 22). node.Config.TestSession
+// authentication will once it has one. node.Config.TestSession
 // installs them on the client listener; a server never does.
 func TestSessionOptions(s auth.Session) []grpc.ServerOption {
 	return []grpc.ServerOption{

@@ -1,8 +1,7 @@
 // Package authz is Kafka's authorization model: operations, resource
 // types, pattern types and permissions with Kafka's wire codes, the
 // action a request asks for, and the Checker the request layer asks.
-// The standard authorizer over the controller's ACLs lives here too
-// (issue 22).
+// The standard authorizer over the controller's ACLs lives here too.
 package authz
 
 import (

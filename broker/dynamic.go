@@ -10,7 +10,7 @@ import (
 	"github.com/strand-io/strand/internal/config"
 )
 
-// dynamicState is what the dynamic broker configs (issue 21) override of
+// dynamicState is what the dynamic broker configs override of
 // the static Config: the log defaults and min.insync.replicas, merged
 // once per change.
 type dynamicState struct {

@@ -310,7 +310,7 @@ func (m *Manager) GetOrCreateTopic(key storage.PartitionKey, topicID string, top
 		}
 		// Open (recovery, file creation, fsyncs) runs outside mu: readers
 		// of the partition table do not wait for it, and several logs can
-		// be opened at once (issue 23: 10 000 partitions created).
+		// be opened at once (as when 10 000 partitions are created).
 		ch := make(chan struct{})
 		if m.opening == nil {
 			m.opening = map[storage.PartitionKey]chan struct{}{}

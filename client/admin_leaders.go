@@ -11,7 +11,7 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-// Issue 21 (leaders): ElectLeaders, DeleteRecords and CreatePartitions.
+// ElectLeaders, DeleteRecords and CreatePartitions.
 
 // ElectionType picks the leader election ElectLeaders runs.
 type ElectionType int

@@ -10,7 +10,7 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-// Issue 22 (sasl): users' SCRAM credentials (Kafka's
+// Users' SCRAM credentials for SASL (Kafka's
 // AlterUserScramCredentials / DescribeUserScramCredentials, KIP-554).
 
 // ScramUpsertion sets user's credential for a mechanism ("SCRAM-SHA-256"

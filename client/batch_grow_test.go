@@ -420,7 +420,7 @@ func TestMayGrowOnlyWhileABatchWouldWait(t *testing.T) {
 // partition for a window of batch.max.size batches, so its batch grows
 // while its window is full, as one partition's does: moving to another
 // partition at every full batch.size batch sent a small batch per
-// partition (issue 23: a 1 000-partition topic cost the brokers a batch
+// partition (a 1 000-partition topic cost the brokers a batch
 // per 16 KiB and ran at 63 % of one partition's rate).
 func TestKeylessBatchesGrowOnSeveralPartitions(t *testing.T) {
 	b := &gateBroker{maxMessageBytes: 1 << 20, parts: 4, release: make(chan struct{})}

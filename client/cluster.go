@@ -171,7 +171,7 @@ func (c *cluster) any(ctx context.Context, fn func(ctx context.Context, cc *grpc
 				return nil
 			}
 			if saslRefusal(err) {
-				return err // a wrong password stays wrong (issue 22: sasl.go)
+				return err // a wrong password stays wrong (sasl.go)
 			}
 			last = keepLast(last, err)
 			if ctx.Err() != nil {

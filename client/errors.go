@@ -150,10 +150,10 @@ var (
 	ErrGroupSubscribedToTopic = &Error{Code: pb.ErrorCode_GROUP_SUBSCRIBED_TO_TOPIC}
 	ErrInvalidRecord          = &Error{Code: pb.ErrorCode_INVALID_RECORD}
 	ErrUnstableOffsetCommit   = &Error{Code: pb.ErrorCode_UNSTABLE_OFFSET_COMMIT}
-	// ErrThrottlingQuotaExceeded (issue 22): a transaction over
+	// ErrThrottlingQuotaExceeded: a transaction over
 	// transaction.max.open.per.principal; retriable.
 	ErrThrottlingQuotaExceeded = &Error{Code: pb.ErrorCode_THROTTLING_QUOTA_EXCEEDED}
-	// Authorization (issue 22): the principal may not do the request to
+	// Authorization: the principal may not do the request to
 	// the topic, group or transactional id; not retriable.
 	ErrTopicAuthorizationFailed           = &Error{Code: pb.ErrorCode_TOPIC_AUTHORIZATION_FAILED}
 	ErrGroupAuthorizationFailed           = &Error{Code: pb.ErrorCode_GROUP_AUTHORIZATION_FAILED}
@@ -161,7 +161,7 @@ var (
 	// ErrSecurityDisabled: an ACL request to a cluster without an
 	// authorizer (authorizer.class.name unset).
 	ErrSecurityDisabled = &Error{Code: pb.ErrorCode_SECURITY_DISABLED}
-	// Authentication (issue 22): a wrong password or unknown user, a
+	// Authentication: a wrong password or unknown user, a
 	// mechanism the listener does not offer, a SASL step out of order.
 	ErrSaslAuthenticationFailed = &Error{Code: pb.ErrorCode_SASL_AUTHENTICATION_FAILED}
 	ErrUnsupportedSaslMechanism = &Error{Code: pb.ErrorCode_UNSUPPORTED_SASL_MECHANISM}

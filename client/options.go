@@ -66,7 +66,7 @@ const (
 
 type config struct {
 	bootstrap      []string
-	scram          *scramLogin // WithSCRAM (issue 22: sasl.go)
+	scram          *scramLogin // WithSCRAM (sasl.go)
 	clientID       string
 	dialOpts       []grpc.DialOption
 	logger         *slog.Logger

@@ -50,7 +50,7 @@ func TestDefaultPartitioner(t *testing.T) {
 
 // Keyless records stay on the sticky partition until switchAfter bytes went
 // to it (not one batch: a partition per 16 KiB batch multiplied the brokers'
-// per-batch work on topics of many partitions, issue 23), then move.
+// per-batch work on topics of many partitions), then move.
 func TestDefaultPartitionerMovesAfterBytes(t *testing.T) {
 	p := NewDefaultPartitioner()
 	un := &Record{Topic: "t"}

@@ -17,7 +17,7 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-// Issue 22 (sasl): SCRAM for the SDK's gRPC connections.
+// SASL: SCRAM for the SDK's gRPC connections.
 
 // scramLogin is what WithSCRAM configures.
 type scramLogin struct {

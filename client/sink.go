@@ -31,8 +31,8 @@ type sink struct {
 	// drain is closed when the producer closes: the stream is half-closed
 	// so the broker reads every request already written before it ends.
 	drain chan struct{}
-	// throttledUntil: an answer's throttle_time_ms (a client quota, issue
-	// 22) holds every request to this broker back until then, as Kafka's
+	// throttledUntil: an answer's throttle_time_ms (a client quota) holds
+	// every request to this broker back until then, as Kafka's
 	// clients back off a throttled broker (KIP-219).
 	throttledUntil time.Time
 }

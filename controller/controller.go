@@ -58,7 +58,7 @@ func DefaultConfig(nodeID int32) Config {
 		DefaultPartitions:        1,
 		DefaultReplicationFactor: 1,
 	}
-	c.LeaderImbalancePercentage = 10 // issue 21: leader.imbalance.per.broker.percentage
+	c.LeaderImbalancePercentage = 10 // leader.imbalance.per.broker.percentage, Kafka's default
 	return c
 }
 

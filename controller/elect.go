@@ -9,7 +9,7 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-// Issue 21 (leaders): ElectLeaders (KIP-460) and Kafka's leader imbalance
+// Leader elections: ElectLeaders (KIP-460) and Kafka's leader imbalance
 // rule for auto.leader.rebalance.enable.
 
 // PreferredElection decides a preferred election for one partition: the

@@ -9,7 +9,7 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-// Issue 22 (sasl): users' SCRAM credentials (KIP-554), by Kafka's
+// Users' SCRAM credentials for SASL (KIP-554), by Kafka's
 // ScramControlManager rules.
 
 const alteredTwice = "A user credential cannot be altered twice in the same request"

@@ -261,7 +261,7 @@ var table = map[pb.ErrorCode]entry{
 	pb.ErrorCode_PREFERRED_LEADER_NOT_AVAILABLE: retry,
 	pb.ErrorCode_ELIGIBLE_LEADERS_NOT_AVAILABLE: retry,
 	pb.ErrorCode_UNSTABLE_OFFSET_COMMIT:         retry,
-	// THROTTLING_QUOTA_EXCEEDED (KIP-599; issue 22: a transaction over
+	// THROTTLING_QUOTA_EXCEEDED (KIP-599; here also a transaction over
 	// transaction.max.open.per.principal): Kafka's exception is retriable.
 	pb.ErrorCode_THROTTLING_QUOTA_EXCEEDED:  retry,
 	pb.ErrorCode_PRODUCER_FENCED:            {false, ApplicationRecoverable},
@@ -301,7 +301,7 @@ var table = map[pb.ErrorCode]entry{
 	// a live session (a broker retries its registration until that session
 	// expires, as Kafka's does).
 	pb.ErrorCode_CLUSTER_AUTHORIZATION_FAILED: fatal,
-	// The principal may not (issue 22): not retriable, as Kafka's.
+	// The authorizer refused the principal: not retriable, as Kafka's.
 	pb.ErrorCode_TOPIC_AUTHORIZATION_FAILED:            fatal,
 	pb.ErrorCode_GROUP_AUTHORIZATION_FAILED:            fatal,
 	pb.ErrorCode_TRANSACTIONAL_ID_AUTHORIZATION_FAILED: fatal,
@@ -314,7 +314,7 @@ var table = map[pb.ErrorCode]entry{
 	pb.ErrorCode_DUPLICATE_VOTER: fatal,
 	pb.ErrorCode_VOTER_NOT_FOUND: fatal,
 
-	// --- issue 22: sasl --- begin
+	// --- sasl --- begin
 	// SASL (Kafka: none retriable): a wrong password, a mechanism not
 	// enabled, a SASL message out of turn; SCRAM credential changes.
 	pb.ErrorCode_SASL_AUTHENTICATION_FAILED: fatal,
@@ -322,7 +322,7 @@ var table = map[pb.ErrorCode]entry{
 	pb.ErrorCode_ILLEGAL_SASL_STATE:         fatal,
 	pb.ErrorCode_DUPLICATE_RESOURCE:         fatal,
 	pb.ErrorCode_UNACCEPTABLE_CREDENTIAL:    fatal,
-	// --- issue 22: sasl --- end
+	// --- sasl --- end
 }
 
 // Sentinels for errors.Is.
@@ -386,7 +386,7 @@ var (
 	UnsupportedAssignor          = &Error{Code: pb.ErrorCode_UNSUPPORTED_ASSIGNOR}
 	InvalidRegularExpression     = &Error{Code: pb.ErrorCode_INVALID_REGULAR_EXPRESSION}
 	GroupMaxSizeReached          = &Error{Code: pb.ErrorCode_GROUP_MAX_SIZE_REACHED}
-	// issue 22: sasl
+	// SASL
 	SaslAuthenticationFailed = &Error{Code: pb.ErrorCode_SASL_AUTHENTICATION_FAILED}
 	UnsupportedSaslMechanism = &Error{Code: pb.ErrorCode_UNSUPPORTED_SASL_MECHANISM}
 )

@@ -134,11 +134,11 @@ type Image struct {
 	// "<id>"); they take precedence over BrokerConfigs on that broker. It
 	// may be nil (no broker has one); Apply copies it on write.
 	BrokerConfigsByID map[int32]map[string]string
-	// ACLs is the cluster's ACLs (issue 22); nil is none. A batch that
+	// ACLs is the cluster's ACLs; nil is none. A batch that
 	// changes them makes a new *ACLs.
 	ACLs *ACLs
-	// Scram holds users' SCRAM credentials by user and mechanism (issue
-	// 22: sasl; scram.go). It may be nil; Apply copies it on write.
+	// Scram holds users' SCRAM credentials by user and mechanism (for
+	// SASL; scram.go). It may be nil; Apply copies it on write.
 	Scram map[string]map[int32]ScramCredential
 	// ClientQuotas are the client quotas by entity (quotas.go); nil
 	// when none was ever set. Apply copies it on write.
@@ -247,7 +247,7 @@ type Delta struct {
 	BrokerConfigs bool
 	// ACLs: the batch added or removed ACLs.
 	ACLs bool
-	// ClientQuotas: a client quota changed (issue 22).
+	// ClientQuotas: a client quota changed.
 	ClientQuotas bool
 	// Snapshot: the batch replaced the whole image.
 	Snapshot bool

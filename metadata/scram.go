@@ -7,7 +7,7 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-// Issue 22 (sasl): users' SCRAM credentials in the image.
+// Users' SCRAM credentials for SASL, in the image.
 
 // ScramCredential is a user's stored SCRAM credential for one mechanism:
 // the salt, StoredKey and ServerKey (RFC 5802) and the iteration count;

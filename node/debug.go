@@ -11,7 +11,7 @@ import (
 	"github.com/strand-io/strand/internal/planted"
 )
 
-// The HTTP listener (issue 22: nothing open that should not be). It is
+// The HTTP listener (nothing open that should not be). It is
 // read-only: every handler answers only GET and HEAD (405 with an Allow
 // header otherwise), the console and /metrics included; only the test-only
 // /debug/faults/ endpoints, served with Config.TestingFaults alone, take

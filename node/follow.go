@@ -85,7 +85,7 @@ func (n *Node) followMetadata(ctx context.Context, src metadata.Source, meta nod
 			img = next
 			n.metaImg.Store(img)
 			if d.ClientQuotas || d.Snapshot {
-				n.setQuotas(img) // issue 22: the client quotas in force
+				n.setQuotas(img) // the client quotas in force
 			}
 			if caughtUp {
 				n.Repl.Apply(img, d)

@@ -186,7 +186,7 @@ func (n *Node) startHTTP(addr string) error {
 	// /metrics, behind metricsAuth when an authorizer is configured
 	// (metrics_auth.go).
 	mux.Handle("/metrics", n.metricsAuth(n.metricsHandlers()))
-	if n.cfg.DebugEndpoints { // debug.endpoints.enable (issue 22): off by default
+	if n.cfg.DebugEndpoints { // debug.endpoints.enable: off by default
 		n.registerDebug(mux)
 	}
 	if n.cfg.TestingFaults {

@@ -60,7 +60,7 @@ type Node struct {
 	kafka   *kafka.Server // serves kafkaLn once the node is ready
 	// kafkaMetrics are the Kafka listener's (registered even without one).
 	kafkaMetrics *kafka.Metrics
-	// quotas enforces the client quotas (issue 22), set from the image.
+	// quotas enforces the client quotas, set from the image.
 	quotas *quota.Manager
 	// saslTokens are the gRPC SASL session tokens (Close at shutdown).
 	saslTokens *api.SASLTokens
@@ -343,7 +343,7 @@ func (n *Node) KafkaAddr() string { return n.cfg.KafkaAdvertise }
 // KafkaMetrics are the Kafka listener's metrics (also on /metrics).
 func (n *Node) KafkaMetrics() *kafka.Metrics { return n.kafkaMetrics }
 
-// Quotas is the node's client-quota manager (issue 22).
+// Quotas is the node's client-quota manager.
 func (n *Node) Quotas() *quota.Manager { return n.quotas }
 
 type peers struct{ pool *wire.Pool }

@@ -145,8 +145,8 @@ func createWhileStarting(t *testing.T, held bool) error {
 }
 
 // TestCreateTopicRacingNodeStart: a script that starts a node and creates a
-// topic as soon as the port answers works every time (issue 15, item 8:
-// it used to fail with INVALID_REPLICATION_FACTOR "available brokers: 0").
+// topic as soon as the port answers works every time (it used to
+// fail with INVALID_REPLICATION_FACTOR "available brokers: 0").
 // Half the starts hold the registration to make the window wide; the
 // others race the plain start.
 func TestCreateTopicRacingNodeStart(t *testing.T) {

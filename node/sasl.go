@@ -8,7 +8,7 @@ import (
 	"github.com/strand-io/strand/api/kafka"
 )
 
-// SASLConfig is SASL on the client listeners (issue 22: sasl).
+// SASLConfig is SASL on the client listeners.
 type SASLConfig struct {
 	// EnabledMechanisms is sasl.enabled.mechanisms (nil: SCRAM-SHA-256,
 	// SCRAM-SHA-512). PLAIN is offered on a SASL_SSL Kafka listener only,

@@ -13,7 +13,7 @@ import (
 	"github.com/strand-io/strand/internal/wire"
 )
 
-// SecurityConfig is the node's security settings (issue 22): the
+// SecurityConfig is the node's security settings: the
 // listeners' protocols (listener.security.protocol.map; a listener not
 // named is PLAINTEXT), the ssl.* files and rules, inter.broker.principals
 // and gossip.encryption.key.location. Its zero value is today's

@@ -64,7 +64,7 @@ func BenchmarkProduceRF3(b *testing.B) {
 }
 
 // BenchmarkProduceTLS is BenchmarkProduceRF3's one-partition, 64 KiB-batch
-// case with TLS off and on (issue 22): on, every listener speaks TLS (the
+// case with TLS off and on: on, every listener speaks TLS (the
 // producer's gRPC connection with a client certificate, replication, the
 // Raft transport) and gossip is encrypted. The two cases run in
 // STRAND_BENCH_ROUNDS rounds (default 3) in this one process, interleaved,

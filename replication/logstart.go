@@ -9,7 +9,7 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-// Issue 21 (leaders): the leader's view of its followers' log start
+// The leader's view of its followers' log start
 // offsets, for DeleteRecords' low watermark (Kafka's
 // Partition.lowWatermarkIfLeader).
 

@@ -113,7 +113,7 @@ func (r *markerRig) fetchCommitted(t *testing.T) (lso, end int64) {
 }
 
 // A re-sent marker the partition already applied is answered only once the
-// ISR has it (issue 15 item 1): while the follower still cannot fetch, a
+// ISR has it: while the follower still cannot fetch, a
 // re-send of either transaction version times out; once it can, the
 // answer comes after the follower has the marker and the HW passed it.
 func TestResentMarkerWaitsForTheISR(t *testing.T) {
@@ -157,7 +157,7 @@ func TestResentMarkerWaitsForTheISRCatchesPlantedBug(t *testing.T) {
 }
 
 // The last stable offset does not pass a transaction whose marker the HW
-// has not passed (issue 15 item 2), on the partition and in what a
+// has not passed, on the partition and in what a
 // read_committed Fetch returns; once the follower has the marker and the HW
 // passes it, the LSO moves past the transaction, on the follower as well.
 func TestLSOHeldUntilTheMarkerIsReplicated(t *testing.T) {

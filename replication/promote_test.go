@@ -128,8 +128,8 @@ func checkEpochStart(t *testing.T, m *Manager, p *broker.Partition, appended int
 // partition's leadership lock. A fetcher that read batches of the old
 // epoch before it was removed may be appending them meanwhile; before,
 // the epoch's start was recorded first and the role changed after, and
-// such batches landed past the new epoch's start (a review of issue 23's
-// changes found it: OffsetForLeaderEpoch then answered too low an end
+// such batches landed past the new epoch's start (a code review
+// found it: OffsetForLeaderEpoch then answered too low an end
 // for the old epoch, and the leader counted an ISR expansion from the
 // wrong offset).
 // Each round races a stale fetcher against becomeLeader.

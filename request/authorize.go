@@ -9,7 +9,7 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-// Authorization (issue 22): every request of both front doors asks
+// Authorization: every request of both front doors asks
 // Handler.Authorizer, as Kafka's KafkaApis asks its authorizer, for the
 // operations and resources Kafka's APIs need, and a refusal is answered
 // with Kafka's code in the field Kafka puts it in (per partition, per
@@ -146,7 +146,7 @@ func (h *Handler) authorizeCluster(ctx context.Context, request string, op authz
 // CreateAcls and DeleteAcls need Alter on the cluster, DescribeAcls
 // Describe. request is "CreateAcls", "DeleteAcls" or "DescribeAcls"; the
 // answer is nil or the CLUSTER_AUTHORIZATION_FAILED error, which the
-// handler puts in its response's error (issue 22: the ACL handlers call it).
+// handler puts in its response's error (the ACL handlers call it).
 func (h *Handler) authorizeACLAdmin(ctx context.Context, request string) error {
 	op := authz.OpAlter
 	if request == "DescribeAcls" {

@@ -14,7 +14,7 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-// TestAuthorizeInitProducerId: the exactly-once specifics of issue 22.
+// TestAuthorizeInitProducerId: the exactly-once specifics of authorization.
 // With a transactional id InitProducerId needs Write on it
 // (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); without one IdempotentWrite on
 // the cluster or Write on at least one topic (CLUSTER_AUTHORIZATION_FAILED).

@@ -8,7 +8,7 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-// What a request may carry, checked where it enters (issue 17). Kafka's
+// What a request may carry, checked where it enters. Kafka's
 // protocol bounds what protobuf does not: a string is at most 32767 bytes
 // (its length is an int16), and some integers are int16 or int8 on
 // Kafka's wire while protobuf carries them as int32. Strand stores ids

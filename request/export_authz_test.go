@@ -7,8 +7,8 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-// The authorization helpers the ACL, SCRAM and quota handlers call
-// (issue 22), for the external tests.
+// The authorization helpers the ACL, SCRAM and quota handlers call,
+// for the external tests.
 
 func AuthorizeACLAdminForTest(h *Handler, ctx context.Context, request string) error {
 	return h.authorizeACLAdmin(ctx, request)

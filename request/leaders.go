@@ -12,7 +12,7 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-// Issue 21 (leaders): ElectLeaders and DeleteRecords.
+// Leader elections and record deletion: ElectLeaders and DeleteRecords.
 
 // ElectLeaders forwards to the active controller; a failure to reach it is
 // the request-wide error (REQUEST_TIMED_OUT when it had no code).

@@ -8,7 +8,7 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-// Cluster membership (issue 21): each request is forwarded to the active
+// Cluster membership: each request is forwarded to the active
 // controller over the inter-broker Controller service, as the other
 // controller writes are. A controller that cannot be reached answers
 // REQUEST_TIMED_OUT (retriable). As Kafka's controller: AddRaftVoter,

@@ -52,7 +52,7 @@
 // place in a response (an *errs.Error). Never a transport status: the
 // front door maps what it gets to its own (api/status.go for gRPC).
 //
-// Authorization (issue 22, authorize.go): each method asks
+// Authorization (authorize.go): each method asks
 // Handler.Authorizer what Kafka's KafkaApis asks its authorizer for the
 // same request, for the principal of the auth.Session in the context,
 // and answers a refusal with Kafka's code where Kafka puts it. No
@@ -122,7 +122,7 @@ type Handler struct {
 	// AbortTransaction ends only transactions open longer than this.
 	TxnMaxTimeout time.Duration
 	// Authorizer decides what each request's principal may do
-	// (authorize.go; issue 22). nil: everything is allowed, as Kafka
+	// (authorize.go). nil: everything is allowed, as Kafka
 	// without authorizer.class.name.
 	Authorizer authz.Checker
 }

@@ -11,7 +11,7 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-// Issue 22 (sasl): users' SCRAM credentials (KIP-554).
+// Users' SCRAM credentials for SASL (KIP-554).
 
 // AlterUserScramCredentials forwards to the active controller (which
 // validates by Kafka's rules and writes the records), then waits (at most

@@ -29,7 +29,7 @@
 # Broker CPU is the utime+stime (/proc/<pid>/stat) of the three server
 # processes over the run, divided by the MiB of payload produced. "Other" CPU
 # (the machine-wide busy time minus brokers and load client) measures noise.
-# The bare replication limit (issue 23): at the start of every round, before
+# The bare replication limit: at the start of every round, before
 # the clusters start, cmd/strand-limit (a producer, a leader and two followers
 # as separate processes over loopback TCP, window 5, appending to rolling
 # segment files, acks=all) runs LIMIT_SECS at each of LIMIT_BATCHES (no fsync;

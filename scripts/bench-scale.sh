@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench-scale: Strand's partition- and client-scale probes (issue 23), on
+# bench-scale: Strand's partition- and client-scale probes, on
 # this machine, as one markdown table (stdout, and $OUT).
 #
 # It starts a fresh three-node cluster (scripts/run.sh, DATA=<tmp>,

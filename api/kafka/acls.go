@@ -8,7 +8,7 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-// Issue 22: Kafka's ACL admin APIs (kafka-acls, kadm), answered by the
+// Kafka's ACL admin APIs (kafka-acls, kadm), answered by the
 // request layer: CreateAcls and DeleteAcls go to the active controller,
 // DescribeAcls reads this broker's image.
 

@@ -41,7 +41,7 @@ type Conn struct {
 	session auth.Session
 	// out carries answers, in request order, to the writer.
 	out chan pending
-	// sasl is the connection's SASL state (issue 22: sasl.go).
+	// sasl is the connection's SASL state (sasl.go).
 	sasl saslConn
 	// throttled is the last request's quota throttle time (quota.go).
 	throttled time.Duration

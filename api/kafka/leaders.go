@@ -8,7 +8,7 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-// Issue 21 (leaders): ElectLeaders 0-2 (KIP-460) and DeleteRecords 0-2.
+// ElectLeaders 0-2 (KIP-460) and DeleteRecords 0-2.
 func init() {
 	register(kmsg.ElectLeaders, 0, 2, handleElectLeaders)
 	register(kmsg.DeleteRecords, 0, 2, handleDeleteRecords)

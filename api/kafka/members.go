@@ -10,7 +10,7 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-// Cluster membership (issue 21), forwarded by the request layer to the
+// Cluster membership, forwarded by the request layer to the
 // active controller: DescribeQuorum 0-2 (the metadata log is Kafka's
 // __cluster_metadata partition 0), AddRaftVoter 0-1, RemoveRaftVoter 0,
 // UnregisterBroker 0. Strand keeps no directory ids: replica directory ids

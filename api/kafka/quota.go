@@ -10,7 +10,7 @@ import (
 	"github.com/strand-io/strand/internal/auth"
 )
 
-// Client quotas (issue 22; package quota): what a request cost its
+// Client quotas (package quota): what a request cost its
 // principal is recorded once its handler returns (the produced bytes, a
 // consumer fetch's answered bytes, the handler's wall time for
 // request_percentage), the throttle time goes into the answer's

@@ -15,7 +15,7 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-// Issue 22 (sasl): SASL on the Kafka listener, as Kafka's
+// SASL on the Kafka listener, as Kafka's
 // SaslServerAuthenticator runs it.
 //
 // On a listener whose protocol (Config.SecurityProtocol) is SASL_PLAINTEXT

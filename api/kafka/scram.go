@@ -8,7 +8,7 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-// Issue 22 (sasl): users' SCRAM credentials (KIP-554).
+// Users' SCRAM credentials for SASL (KIP-554).
 // DescribeUserScramCredentials 0 answers from this broker's image
 // (mechanisms and iterations, never salts or keys);
 // AlterUserScramCredentials 0 is forwarded to the active controller, the

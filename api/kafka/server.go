@@ -84,7 +84,7 @@ type Config struct {
 	Metrics *Metrics
 	// TestSession, TEST-ONLY: when set, every request of every connection
 	// carries this session (auth.NewContext), as if the connection had
-	// authenticated as it (issue 22: tests drive the authorizer through
+	// authenticated as it (tests drive the authorizer through
 	// this door before it authenticates connections itself). A server
 	// never sets it.
 	TestSession *auth.Session
@@ -94,7 +94,7 @@ type Config struct {
 	Security *tlsconf.Security
 	// SecurityProtocol is this listener's protocol in
 	// listener.security.protocol.map ("" or PLAINTEXT: none); SASL_PLAINTEXT
-	// and SASL_SSL require SASL authentication first (issue 22: sasl.go).
+	// and SASL_SSL require SASL authentication first (sasl.go).
 	SecurityProtocol string
 	// SASLMechanisms is sasl.enabled.mechanisms (nil: DefaultSASLMechanisms).
 	SASLMechanisms []string
@@ -103,7 +103,7 @@ type Config struct {
 	// SASL authentication failed gets its answer, and is closed, that much
 	// later (sasl.go).
 	FailedAuthenticationDelay time.Duration
-	// Quotas enforces client quotas (issue 22: quota.go; nil: none).
+	// Quotas enforces client quotas (quota.go; nil: none).
 	Quotas *quota.Manager
 	// Clock times a throttled connection's mute and a failed
 	// authentication's delay (nil: the wall clock);
@@ -267,7 +267,7 @@ func NewMetrics() *Metrics {
 		connections: prometheus.NewGauge(prometheus.GaugeOpts{Name: "strand_kafka_connections",
 			Help: "Open connections on the Kafka listener (connection-count)."}),
 		throttled: prometheus.NewCounter(prometheus.CounterOpts{Name: "strand_kafka_throttled_requests_total",
-			Help: "Kafka-listener requests over a client quota whose connection was muted for the throttle time (issue 22)."}),
+			Help: "Kafka-listener requests over a client quota whose connection was muted for the throttle time."}),
 	}
 	// Every reason is served from the start, at 0 until a connection is
 	// closed for it (as strand_connections_rejected_total is), so the

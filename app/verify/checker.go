@@ -90,7 +90,7 @@ import (
 //   - Malformed (per problem): the history breaks its own rules (see
 //     validate).
 //   - HangingTxns, ReadCommittedBeforeReplicated, EpochAnomalies and
-//     AbortFailed judge the faults of issue 15: see faultChecks. A write
+//     AbortFailed judge the transaction faults: see faultChecks. A write
 //     the client never sent (Write.Unsent) is not attributed, so a read
 //     of it is Unwritten.
 func Check(h *History) Report {

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// The checks of the faults issue 15 added to the workload: transactions
+// The checks of the transaction faults the workload drives: transactions
 // left hanging on a partition, read_committed records handed out before
 // their marker was replicated, producer epochs across the end of their
 // range, and aborts before anything was sent.

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// faultHistory is cleanHistory with the issue 15 faults, all handled
+// faultHistory is cleanHistory with the transaction faults, all handled
 // right: producer ids and epochs, a fence at the end of the epochs that
 // moved to a new producer id, a zombie fence, an early abort with one
 // record unsent, spans of the protocol reader (one delivered with a HW one

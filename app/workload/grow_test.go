@@ -20,7 +20,7 @@ import (
 	"github.com/strand-io/strand/testkit/wait"
 )
 
-// TestGrowAndShrinkUnderWorkload is issue 21's operator story under a
+// TestGrowAndShrinkUnderWorkload is the operator's grow-and-shrink story under a
 // running exactly-once workload: a three-node cluster grows to four (a
 // broker-only node joins), a third of all partitions, the internal topics'
 // included, move onto the new node under a replication throttle, and an

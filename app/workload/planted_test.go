@@ -72,8 +72,8 @@ func markerRun(t *testing.T, drills ...string) *workload.Result {
 	return res
 }
 
-// TestWorkloadCatchesPlantedBugs is the planted-bug check of issue 15's
-// items 1-4: the workload with the marker-failover drill, producers
+// TestWorkloadCatchesPlantedBugs is the planted-bug check of the
+// transaction fault checks: the workload with the marker-failover drill, producers
 // driven across the end of their epochs (the cluster's transactional ids
 // start at epoch 32740), zombie fences and early aborts finds nothing on
 // the fixed code and shows each fault ran; with each fix undone (a planted

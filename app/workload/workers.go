@@ -24,8 +24,8 @@ const commitRetries = 10
 // values to random source partitions until the run stops starting them,
 // and records each with its outcome.
 //
-// Besides committing and aborting on purpose it drives the faults of
-// issue 15: once its epoch has reached the last one a producer may hold
+// Besides committing and aborting on purpose it drives the transaction
+// faults: once its epoch has reached the last one a producer may hold
 // (verify.MaxProducerEpoch) with a transaction open, and at a small random
 // rate at any epoch, it fences itself by starting a new incarnation of its
 // transactional id, then tries to commit with the old one (which must

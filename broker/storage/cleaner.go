@@ -8,7 +8,7 @@ import (
 	"github.com/strand-io/strand/record"
 )
 
-// The log cleaner's API (issue 20): compaction of a log whose topic has
+// The log cleaner's API: compaction of a log whose topic has
 // cleanup.policy=compact. The broker's cleaner manager (broker package)
 // picks the dirtiest log with CleanableState and cleans it with Clean.
 // The rules a pass follows and its steps are in cleaner_pass.go, the

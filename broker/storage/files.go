@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 )
 
-// FileCache bounds the segment files a broker keeps open (issue 17: with
+// FileCache bounds the segment files a broker keeps open (with
 // one open file per segment, a node with many partitions runs out of
 // descriptors and cannot even restart). Segments open their .log file
 // when a read, write, fsync or truncation needs it and return it after;

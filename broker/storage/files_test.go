@@ -18,7 +18,7 @@ func openFDs(t *testing.T) int {
 
 // A log of many segments holds no more files open than its cache allows,
 // through a rescan of every segment, reads of every batch, and appends
-// (issue 17: one descriptor per segment exhausted a node's descriptors).
+// (one descriptor per segment used to exhaust a node's descriptors).
 func TestFileCacheBoundsOpenFiles(t *testing.T) {
 	cfg := testConfig()
 	cfg.SegmentBytes = 300

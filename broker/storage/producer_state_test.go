@@ -593,7 +593,7 @@ func TestClearAndMapEndOffset(t *testing.T) {
 	}
 }
 
-// afterExpiry is issue 15 item 6 in a log: producer 7 writes sequences 0..2,
+// afterExpiry is a producer's expiry, in a log: producer 7 writes sequences 0..2,
 // is forgotten after producer.id.expiration.ms (retention could do the
 // same), and goes on at sequence 3. It returns that append's error and the
 // fixture.

@@ -8,8 +8,9 @@ import (
 	"github.com/strand-io/strand/record"
 )
 
-// firstUnstableAtMarker runs the core scenario of issue 15 item 2 on a
-// producer-state manager: producer 1's transaction (offsets 10..11) is
+// firstUnstableAtMarker runs the core scenario of an LSO held at a marker
+// the HW has not passed, on a producer-state manager: producer 1's
+// transaction (offsets 10..11) is
 // committed by a marker at 14 while producer 2's (12..13) stays open, and
 // the HW reaches the marker's offset but not past it. It returns the first
 // unstable offset then: 10 when the committed transaction still holds it,

@@ -1,6 +1,6 @@
 package main
 
-// Issue 22 (acls): strand acls, in the shape of Kafka's kafka-acls
+// strand acls, in the shape of Kafka's kafka-acls
 // (AclCommand): --add, --remove and --list of ACLs on topics, groups,
 // transactional ids and the cluster, with its --producer and --consumer
 // conveniences and its output lines.

@@ -15,7 +15,7 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-// Cluster membership commands (issue 21): `strand cluster describe
+// Cluster membership commands: `strand cluster describe
 // --status|--replication` in kafka-metadata-quorum describe's shapes,
 // `strand cluster add-voter|remove-voter` (kafka-metadata-quorum
 // add-controller / remove-controller), `strand cluster unregister-broker`

@@ -221,7 +221,7 @@ func TestComposeTLSByDefault(t *testing.T) {
 	}
 }
 
-// The drill cluster runs with ACLs on (issue 22): server.drill.conf sets
+// The drill cluster runs with ACLs on: server.drill.conf sets
 // the StandardAuthorizer with nothing allowed without an ACL and the
 // admin client certificate strand certs writes (CN=admin) as the super
 // user; server.conf carries the same three lines commented out ("#acl "),

@@ -164,7 +164,7 @@ func TestCleanerSettings(t *testing.T) {
 	}
 }
 
-// TestQuotaAndDebugSettings (issue 22): debug.endpoints.enable (default
+// TestQuotaAndDebugSettings: debug.endpoints.enable (default
 // off), the quota windows and transaction.max.open.per.principal (default
 // 0: no cap) have Kafka's names.
 func TestQuotaAndDebugSettings(t *testing.T) {

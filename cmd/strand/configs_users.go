@@ -15,7 +15,7 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-// Issue 22 (sasl): kafka-configs' users entity, its SCRAM credentials:
+// SASL: kafka-configs' users entity, its SCRAM credentials:
 //
 //	strand configs --alter --entity-type users --entity-name alice \
 //	    --add-config 'SCRAM-SHA-256=[iterations=8192,password=alice-secret]'

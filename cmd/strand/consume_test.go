@@ -35,7 +35,7 @@ func sortedLines(s string) []string {
 	return l
 }
 
-// Defect 1 (issue 16): a group member committed only the partitions it
+// A group member used to commit only the partitions it
 // printed from. A partition it was assigned but read nothing from had no
 // committed offset, so the next run started it at the log end and never
 // showed what was written there in between.
@@ -90,7 +90,7 @@ func TestConsumeGroupMaxRecordsCommitsOnlyWhatItPrinted(t *testing.T) {
 	}
 }
 
-// Defect 2 (issue 16): with --group, --timeout counted from the start, so
+// With --group, --timeout used to count from the start, so
 // a timeout shorter than the join (group.initial.rebalance.delay.ms is 3 s)
 // printed nothing. It counts from the assignment now.
 func TestConsumeGroupTimeoutStartsAtAssignment(t *testing.T) {
@@ -103,7 +103,7 @@ func TestConsumeGroupTimeoutStartsAtAssignment(t *testing.T) {
 	}
 }
 
-// Defect 2 (issue 16): --partition and --offset do not mix with --group
+// The consumer's flags: --partition and --offset do not mix with --group
 // (they were silently ignored), --offset needs --partition, and --offset
 // takes kafka-console-consumer's values: a non-negative offset, earliest
 // (-2) or latest (-1); -2 used to mean latest.

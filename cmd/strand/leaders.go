@@ -1,6 +1,6 @@
 package main
 
-// Issue 21 (leaders): leader-election, get-offsets, delete-records and
+// Commands leader-election, get-offsets, delete-records and
 // topics alter, with the output of Kafka's kafka-leader-election,
 // GetOffsetShell, kafka-delete-records and kafka-topics --alter.
 

@@ -17,7 +17,7 @@ import (
 
 // perfScaleCmd is `strand perf scale`: many producers and many consumers
 // in groups at once, on one topic, reporting the aggregate rate and how
-// evenly the clients got served (issue 23's client-scale probe).
+// evenly the clients got served (scripts/bench-scale.sh's client-scale probe).
 func perfScaleCmd() *cobra.Command {
 	var topic, acks, groupPrefix string
 	var producers, partsPer, consumers, groups, size int

@@ -70,7 +70,7 @@ func cliCreateWhileStarting(t *testing.T) error {
 }
 
 // TestTopicsCreateWhileNodeStarts: `strand topics create` sent while the
-// node starts waits for it instead of failing (issue 15, item 8).
+// node starts waits for it instead of failing.
 func TestTopicsCreateWhileNodeStarts(t *testing.T) {
 	if err := cliCreateWhileStarting(t); err != nil {
 		t.Fatal(err)

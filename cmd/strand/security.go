@@ -5,7 +5,7 @@ import (
 	"github.com/strand-io/strand/node"
 )
 
-// securitySettings are issue 22's transport-security settings, with
+// securitySettings are the transport-security settings, with
 // Kafka's names (see internal/tlsconf). They join serverSettings at init.
 var securitySettings = map[string]func(cfg *node.Config, v string) error{
 	"listener.security.protocol.map": func(c *node.Config, v string) error {

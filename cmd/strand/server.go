@@ -357,7 +357,7 @@ var serverSettings = map[string]func(cfg *node.Config, v string) error{
 		return nil
 	},
 	"allow.everyone.if.no.acl.found": boolSetting(func(c *node.Config, b bool) { c.Authorizer.AllowEveryoneIfNoACLFound = b }),
-	// Issue 22 (owner D): debug endpoints, client quotas' windows, the cap
+	// Debug endpoints, client quotas' windows, the cap
 	// on open transactions per principal.
 	"debug.endpoints.enable":             boolSetting(func(c *node.Config, b bool) { c.DebugEndpoints = b }),
 	"quota.window.num":                   bounded(1, math.MaxInt32, intSetting(func(c *node.Config, n int64) { c.Quotas.Windows = int(n) })),

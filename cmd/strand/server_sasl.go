@@ -8,7 +8,7 @@ import (
 	"github.com/strand-io/strand/node"
 )
 
-// saslMechanismsSetting is sasl.enabled.mechanisms (issue 22: sasl): a
+// saslMechanismsSetting is sasl.enabled.mechanisms: a
 // comma list of SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN (PLAIN is offered
 // on SASL_SSL listeners only).
 func saslMechanismsSetting(cfg *node.Config, v string) error {

@@ -14,7 +14,7 @@ import (
 	"github.com/strand-io/strand/record"
 )
 
-// Group coordinator load benchmark (issue 20): N groups each commit their
+// Group coordinator load benchmark: N groups each commit their
 // offsets in M transactions (and then 10×M, the history grown 10×), as the
 // coordinator writes them (a TxnOffsetCommit's records from offsetRecords
 // in its producer's transactional batch, then the transaction's COMMIT or,

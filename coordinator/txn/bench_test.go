@@ -10,7 +10,7 @@ import (
 	"github.com/strand-io/strand/broker/storage/storagetest"
 )
 
-// Coordinator load benchmark (issue 20): N transactional ids each run M
+// Coordinator load benchmark: N transactional ids each run M
 // transactions (and then 10×M, the history grown 10×), written as the
 // coordinator writes them into a storage.Log with small segments. For
 // each size it reports the log's bytes and segments and the time to load

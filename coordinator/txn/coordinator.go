@@ -39,8 +39,8 @@ type Config struct {
 	// across the end of their epochs in a few transactions.
 	FirstEpoch int16
 	Logger     *slog.Logger
-	// MaxOpenPerPrincipal is transaction.max.open.per.principal (issue 22;
-	// 0: no cap): open_cap.go.
+	// MaxOpenPerPrincipal is transaction.max.open.per.principal (0: no
+	// cap): open_cap.go.
 	MaxOpenPerPrincipal int
 }
 

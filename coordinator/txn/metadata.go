@@ -42,8 +42,8 @@ type Metadata struct {
 	// TxnVersion is the transaction version of the producer's last
 	// transaction (its markers follow that version's epoch rule).
 	TxnVersion int16
-	// Principal is who was answered the id's last InitProducerId (issue
-	// 22: open_cap.go); kept in memory only.
+	// Principal is who was answered the id's last InitProducerId (the cap
+	// of open_cap.go counts by it); kept in memory only.
 	Principal string
 
 	pending *transition

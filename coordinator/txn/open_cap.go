@@ -9,7 +9,7 @@ import (
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
-// The cap on open transactions per principal (issue 22):
+// The cap on open transactions per principal:
 // transaction.max.open.per.principal. A transactional id belongs to the
 // principal its last InitProducerId was answered to; a transaction is open
 // from the AddPartitions that moves its id to Ongoing until its markers

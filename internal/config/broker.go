@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Dynamic broker configs (issue 21): the broker configs that
+// Dynamic broker configs: the broker configs that
 // IncrementalAlterConfigs may set per broker (resource name "<id>") or
 // cluster-wide (""), with Kafka's names. Each takes effect on a running
 // broker when the metadata record reaches it.
@@ -30,7 +30,7 @@ const (
 	CleanerBackoffMs = "log.cleaner.backoff.ms"
 )
 
-// Replication throttle topic configs (issue 21): "partition:broker,…" or
+// Replication throttle topic configs: "partition:broker,…" or
 // "*", the replicas throttled on the leader side and on the follower side.
 const (
 	LeaderThrottledReplicas   = "leader.replication.throttled.replicas"

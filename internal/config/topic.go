@@ -27,7 +27,7 @@ const (
 	TimestampBeforeMaxMs   = "message.timestamp.before.max.ms"
 	TimestampAfterMaxMs    = "message.timestamp.after.max.ms"
 	ProducerIDExpirationMs = "producer.id.expiration.ms"
-	// Compaction (issue 20).
+	// Compaction.
 	MinCleanableDirtyRatio = "min.cleanable.dirty.ratio"
 	MinCompactionLagMs     = "min.compaction.lag.ms"
 	MaxCompactionLagMs     = "max.compaction.lag.ms"

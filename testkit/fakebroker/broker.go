@@ -298,8 +298,9 @@ func (b *Broker) Metadata(ctx context.Context, req *pb.MetadataRequest) (*pb.Met
 				continue
 			}
 		}
-		// As the real broker answered an unknown topic before issue 16:
-		// the message repeats the code's name.
+		// As the real broker used to answer an unknown topic (it now says
+		// only that the topic does not exist): the message repeats the
+		// code's name.
 		resp.Topics = append(resp.Topics, &pb.TopicMetadata{Name: n, ErrorCode: code, ErrorMessage: code.String() + ": topic \"" + n + "\" " + RefusalMessage})
 	}
 	return resp, nil

@@ -61,7 +61,7 @@ type ProduceAction struct {
 	// Drop: handle the request but never answer it.
 	Drop bool
 	// ThrottleMs, if positive, is the answer's throttle_time_ms (a client
-	// quota, issue 22); the fake broker itself does not mute the stream.
+	// quota); the fake broker itself does not mute the stream.
 	ThrottleMs int32
 }
 

@@ -28,7 +28,7 @@ import (
 	"github.com/strand-io/strand/testkit/wait"
 )
 
-// Bounds on what one client can make a node hold (issue 17, items 3–5):
+// Bounds on what one client can make a node hold:
 // requests in flight on a Produce stream, fetch sessions and the
 // partitions they keep, and the bytes one fetch reads.
 

@@ -27,7 +27,7 @@ import (
 	"github.com/strand-io/strand/testkit/wait"
 )
 
-// Issue 17 item 10: connections are capped per address and in total
+// Connections are capped per address and in total
 // (max.connections.per.ip, max.connections), idle ones are closed
 // (connections.max.idle.ms), and clients that ping too often are dropped.
 

@@ -3,7 +3,7 @@ package hostile
 // Real node on real time: damages the node's segment, index and checkpoint files on
 // the real disk between stops; could use SimDisk inside synctest; not moved yet.
 
-// Disk damage between restarts (issue 17, items 7 and 11): a dev node
+// Disk damage between restarts: a dev node
 // writes acknowledged records across several small segments, stops (a
 // crash or a clean stop), its files are damaged, and it starts again on
 // the same data directory. Each case asserts what the restarted node

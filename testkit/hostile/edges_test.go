@@ -22,7 +22,7 @@ import (
 	"github.com/strand-io/strand/testkit/wait"
 )
 
-// The edges of what a request may carry (issue 17 items 8 and 11): ids
+// The edges of what a request may carry: ids
 // over Kafka's string limit, int16 fields out of range, enums out of
 // range, offsets for partitions that do not exist, oversized offset
 // metadata, topic names that collide, configs out of their range.

@@ -1,7 +1,7 @@
 // Package hostile holds tests in which a client that owes the cluster
 // nothing — a raw gRPC connection to a client listener, sending whatever
 // the protocol lets it name — tries to break exactly-once, exhaust a node
-// or lose acknowledged data (issue 17). Every case ends by checking that
+// or lose acknowledged data. Every case ends by checking that
 // the node or cluster still serves everyone else.
 //
 // The package is test files only. harness_test.go is the reusable part:

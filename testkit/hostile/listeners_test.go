@@ -55,13 +55,13 @@ func controllerCalls(ctx context.Context, c pb.ControllerClient, img *metadata.I
 	_, out["IncrementalAlterConfigs"] = c.IncrementalAlterConfigs(ctx, &pb.IncrementalAlterConfigsRequest{
 		Resource: &pb.ConfigResource{Type: "topic", Name: topic}, Set: map[string]string{"min.insync.replicas": "1"}})
 	_, out["DescribeQuorum"] = c.DescribeQuorum(ctx, &pb.DescribeQuorumRequest{})
-	// Issue 21's membership RPCs: an attacker's voter, a voter removed,
+	// The membership RPCs: an attacker's voter, a voter removed,
 	// a live broker unregistered.
 	_, out["AddVoter"] = c.AddVoter(ctx, &pb.AddVoterRequest{NodeId: 9, Address: "127.0.0.1:1"})
 	_, out["RemoveVoter"] = c.RemoveVoter(ctx, &pb.RemoveVoterRequest{NodeId: 2})
 	_, out["UnregisterBroker"] = c.UnregisterBroker(ctx, &pb.UnregisterBrokerRequest{BrokerId: 2})
 	_, out["QuorumStatus"] = c.QuorumStatus(ctx, &pb.QuorumStatusRequest{})
-	// Issue 22: an ACL granting the attacker everything, every ACL deleted.
+	// The ACL RPCs: an ACL granting the attacker everything, every ACL deleted.
 	_, out["CreateAcls"] = c.CreateAcls(ctx, &pb.CreateAclsRequest{Creations: []*pb.AclBinding{{ResourceType: 4, ResourceName: "kafka-cluster",
 		PatternType: 3, Principal: "User:hostile", Host: "*", Operation: 2, Permission: 3}}})
 	_, out["DeleteAcls"] = c.DeleteAcls(ctx, &pb.DeleteAclsRequest{Filters: []*pb.AclBindingFilter{{ResourceType: 1, PatternType: 1, Operation: 1, Permission: 1}}})

@@ -18,8 +18,8 @@ import (
 // Topics whose partitions would leave a broker with more replicas than
 // max.broker.partitions (lowered at start to what the node's file
 // descriptors allow) are refused with INVALID_PARTITIONS, and the node
-// keeps serving (issue 17 item 9: 100 000 partitions were accepted and the
-// node could not open them).
+// keeps serving (100 000 partitions used to be accepted, and the node
+// could not open them).
 func TestTooManyPartitionsForTheNode(t *testing.T) {
 	const max = 60
 	tg := devTarget(t, func(c *node.Config) { c.ControllerConfig.MaxBrokerPartitions = max })

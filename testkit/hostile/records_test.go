@@ -72,8 +72,8 @@ func (tg *target) produceRaw(topic string, records []byte) *pb.ProducePartitionR
 	return resp.Partitions[0]
 }
 
-// TestBadBatchesAreRefused sends each malformed batch the probe of issue 17
-// got accepted: each is refused with Kafka's code and a message naming the
+// TestBadBatchesAreRefused sends each malformed batch a hostile-client
+// probe once got accepted: each is refused with Kafka's code and a message naming the
 // problem (and the records at fault), the log end does not move, the
 // acknowledged records stay readable, a valid batch afterwards lands at
 // the next offset, and the node still serves others.

@@ -42,7 +42,7 @@ import (
 	"github.com/strand-io/strand/testkit/wait"
 )
 
-// Everything on at once (issue 22): a 3-node cluster with TLS on every
+// Every security setting on at once: a 3-node cluster with TLS on every
 // listener and client certificates required, the Kafka listener
 // SASL_SSL with SCRAM, the standard authorizer with
 // allow.everyone.if.no.acl.found=false, a super user (certificate

@@ -33,7 +33,7 @@ import (
 	"github.com/strand-io/strand/testkit/wait"
 )
 
-// Transport security (issue 22): a 3-node cluster with TLS on every
+// Transport security: a 3-node cluster with TLS on every
 // listener (client, Kafka, inter-broker, Raft, HTTP) and client
 // certificates required. Records go through it with acks=all and RF 3
 // over gRPC and over the Kafka protocol; clients that cannot prove

@@ -24,7 +24,7 @@ import (
 	"github.com/strand-io/strand/testkit/testcluster"
 )
 
-// Issue 22: the judges over SASL_SSL. A Target is a cluster as the Kafka
+// The judges over SASL_SSL. A Target is a cluster as the Kafka
 // clients of these tests reach it: over plaintext, or over TLS with a SASL
 // user whose every right comes from ACLs.
 

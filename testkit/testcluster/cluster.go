@@ -44,7 +44,7 @@ type Options struct {
 	// cluster's certificates are then in Cluster.TLS.
 	TLS *TLSOptions
 	// ListenerProtocols sets client listeners' security protocols by
-	// listener name (issue 22: SASL_PLAINTEXT on KAFKA, CLIENT, EXTERNAL).
+	// listener name (e.g. SASL_PLAINTEXT on KAFKA, CLIENT, EXTERNAL).
 	ListenerProtocols map[string]string
 	// MemNet, when set, runs every node's client, inter-broker, Kafka and
 	// Raft listener on an in-memory network (Cluster.Mem) and routes the

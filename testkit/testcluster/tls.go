@@ -22,7 +22,7 @@ import (
 	"github.com/strand-io/strand/node"
 )
 
-// TLSOptions start the cluster with TLS on every listener (issue 22):
+// TLSOptions start the cluster with TLS on every listener:
 // CLIENT, EXTERNAL, KAFKA, INTER_BROKER, CONTROLLER and HTTP are SSL,
 // with a test CA's certificates written to a temp dir; gossip is
 // encrypted with a random key.
