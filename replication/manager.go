@@ -374,7 +374,7 @@ func (m *Manager) Apply(img *metadata.Image, d *metadata.Delta) {
 const prepareParallelism = 8
 
 // prepare does, prepareParallelism partitions at a time, the slow part of
-// what Apply then does one partition at a time and in order (issue 23:
+// what Apply then does one partition at a time and in order (for example:
 // 10 000 partitions created, or a third of them failing over at once):
 // it opens the logs of the partitions d makes this node a replica of and
 // that it does not hold yet, and for each partition d makes this node
@@ -518,6 +518,24 @@ func (m *Manager) becomeLeader(p *broker.Partition, np *metadata.Partition) {
 	m.lg.Info("became leader", "partition", p.Key.String(), "epoch", np.LeaderEpoch, "isr", np.ISR, "logEnd", p.Log.LogEndOffset(), "hw", p.HighWatermark())
 	m.advanceHWLocked(le)
 	notify = true
+}
+
+// EpochStart is where this replica, leading key, began its leader epoch:
+// its log end when it became leader, which a follower must reach to join
+// the ISR. ok is false when it does not lead key.
+func (m *Manager) EpochStart(key storage.PartitionKey) (epoch int32, start int64, ok bool) {
+	m.mu.Lock()
+	le := m.leaders[key]
+	m.mu.Unlock()
+	if le == nil {
+		return 0, 0, false
+	}
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	if le.st == nil {
+		return 0, 0, false
+	}
+	return le.st.LeaderEpoch, le.st.EpochStart, true
 }
 
 func (m *Manager) dropLeader(key storage.PartitionKey) {

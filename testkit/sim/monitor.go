@@ -32,7 +32,13 @@ const maxViolations = 20
 //   - HW ≤ log end, and log start ≤ LSO ≤ HW, on every leader;
 //   - a leader's last stable offset never moves back at an epoch (a
 //     read_committed reader never sees the end of what it may read
-//     retreat).
+//     retreat);
+//   - a leader's epoch cache says its epoch starts no later than where
+//     the leader began it (its log end when it became leader, which
+//     followers must reach to join the ISR): a batch of an older epoch
+//     appended past that start (a stale fetcher's, a producer's at the
+//     old epoch) moves the epoch's start in the cache, which then answers
+//     OffsetForLeaderEpoch with another end than the leader began at.
 type monitor struct {
 	c  *testcluster.Cluster
 	tr *trace
@@ -50,13 +56,43 @@ type monitor struct {
 	maxHW map[partKey]hwMark
 	// role: what each node last was for each partition (for the trace).
 	role map[nodePart]string
-	// shutDown: nodes whose controlled shutdown completed (graceful stop)
-	// and that have not started again, with the registration epoch they
-	// shut down at; set by the simulator.
+	// shutDown: nodes whose controlled shutdown the controller confirmed
+	// (graceful stop) and that have not started again, with the
+	// registration epoch they shut down at; set by the simulator when the
+	// stop returns, and by sample as soon as a stopping node's
+	// confirmation is seen.
 	shutDown map[int32]int64
 	// fencedSeen: the broker epoch at which a shut-down node was seen
 	// fenced in the metadata, and the metadata offset that showed it.
 	fencedSeen map[int32]fenceSeen
+	// stopping: nodes in a graceful stop, with the broker epoch they stop
+	// at and whether the controller has confirmed their controlled
+	// shutdown yet. A confirmed node counts as shut down from the moment
+	// of the confirmation, not once its stop has closed everything
+	// (which takes a while): a heartbeat the controller handles just
+	// after the confirmation is what must not unfence it.
+	stopping map[int32]stopWatch
+}
+
+type stopWatch struct {
+	epoch     int64
+	confirmed func() bool
+}
+
+// stopStarted: node id begins a graceful stop at broker epoch ep;
+// confirmed reports whether the controller confirmed its shutdown.
+func (m *monitor) stopStarted(id int32, ep int64, confirmed func() bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.stopping[id] = stopWatch{ep, confirmed}
+}
+
+// stopEnded: node id's graceful stop returned (the simulator then calls
+// stopped when its shutdown was confirmed).
+func (m *monitor) stopEnded(id int32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.stopping, id)
 }
 
 // stopped records that node id finished a controlled shutdown at broker
@@ -99,7 +135,8 @@ type hwMark struct {
 
 func newMonitor(c *testcluster.Cluster, tr *trace) *monitor {
 	return &monitor{c: c, tr: tr, leaderOf: map[epochKey]int32{}, lastHW: map[leadKey]int64{}, lastLSO: map[leadKey]int64{},
-		maxHW: map[partKey]hwMark{}, role: map[nodePart]string{}, shutDown: map[int32]int64{}, fencedSeen: map[int32]fenceSeen{}}
+		maxHW: map[partKey]hwMark{}, role: map[nodePart]string{}, shutDown: map[int32]int64{}, fencedSeen: map[int32]fenceSeen{},
+		stopping: map[int32]stopWatch{}}
 }
 
 func (m *monitor) run(ctx context.Context) {
@@ -137,6 +174,11 @@ func (m *monitor) sample() {
 	// registers again (a new broker epoch): nothing it sent before the
 	// shutdown, a heartbeat say, may unfence it and make it a leader.
 	m.mu.Lock()
+	for id, w := range m.stopping {
+		if _, ok := m.shutDown[id]; !ok && w.confirmed() {
+			m.shutDown[id] = w.epoch
+		}
+	}
 	down := make(map[int32]int64, len(m.shutDown))
 	for id, ep := range m.shutDown {
 		down[id] = ep
@@ -231,6 +273,7 @@ func (m *monitor) check(id int32, n *node.Node, p *broker.Partition) {
 		m.violate("node %d %s: leader's last stable offset moved back from %d to %d at epoch %d", id, p.Key, prev, lso, l.LeaderEpoch)
 	}
 	m.lastLSO[lk] = lso
+	m.checkEpochStart(id, n, p, l)
 	mark := m.maxHW[pk]
 	if l.LeaderEpoch > mark.epoch && leo < mark.hw {
 		m.violate("%s: node %d leads at epoch %d with its log ending at %d, below the HW %d node %d published at epoch %d: acknowledged records lost",
@@ -238,5 +281,41 @@ func (m *monitor) check(id int32, n *node.Node, p *broker.Partition) {
 	}
 	if hw > mark.hw {
 		m.maxHW[pk] = hwMark{hw: hw, epoch: l.LeaderEpoch, by: id}
+	}
+}
+
+// checkEpochStart compares where leader id began its epoch with where its
+// epoch cache says the epoch starts. A replica that led the epoch before
+// (a restart at the same leadership) keeps the earlier start in its cache,
+// so only a later start, or none, is a violation; a log start moved past
+// the epoch's start moves the cache's start with it.
+func (m *monitor) checkEpochStart(id int32, n *node.Node, p *broker.Partition, l broker.Leadership) {
+	if n.Repl == nil || p.Log.Failed() != nil {
+		return
+	}
+	epoch, start, ok := n.Repl.EpochStart(p.Key)
+	if !ok || epoch != l.LeaderEpoch {
+		return
+	}
+	ls := p.Log.LogStartOffset()
+	entries := p.Log.Epochs()
+	// Judge only if the leadership did not change meanwhile (a follower's
+	// truncation drops entries, after its role changed).
+	if l2 := p.Leadership(); l2.Role != broker.RoleLeader || l2.LeaderEpoch != epoch {
+		return
+	}
+	cached := int64(-1)
+	for _, e := range entries {
+		if e.Epoch == epoch {
+			cached = e.StartOffset
+		}
+	}
+	switch {
+	case cached < 0:
+		m.violate("node %d %s: leads at epoch %d, begun at offset %d, but its epoch cache has no entry for the epoch (%v): a batch of an older epoch was appended past the epoch's start",
+			id, p.Key, epoch, start, entries)
+	case cached > max(start, ls):
+		m.violate("node %d %s: leads at epoch %d, begun at offset %d, but its epoch cache starts the epoch at %d: a batch of an older epoch was appended past the epoch's start",
+			id, p.Key, epoch, start, cached)
 	}
 }

@@ -105,6 +105,9 @@ type Outcome struct {
 	Virtual time.Duration // virtual time the run took
 	Wall    time.Duration // real time it took
 	Trace   string
+	// TraceFile holds every event of a failed run ("" for a run that
+	// passed): the report prints the last ones of each node only.
+	TraceFile string
 }
 
 // Failed reports whether the seed found something.
@@ -150,6 +153,9 @@ func (o *Outcome) ReportText() string {
 	b.WriteString("schedule:\n")
 	for _, f := range o.Schedule {
 		fmt.Fprintf(&b, "  %s\n", f)
+	}
+	if o.TraceFile != "" {
+		fmt.Fprintf(&b, "every event of the run (a failure that does not replay is read there): %s\n", o.TraceFile)
 	}
 	b.WriteString(o.Trace)
 	return b.String()
@@ -355,6 +361,9 @@ func run(t *testing.T, seed uint64, sc Scenario, out *Outcome, virtualNow *atomi
 	tr.add(0, "rogue client: %d forged markers sent, %d accepted", rg.tried, rg.forged)
 	out.Virtual = time.Since(start)
 	out.Trace = tr.String()
+	if out.Failed() {
+		out.TraceFile = tr.dump(seed)
+	}
 	c.Close()
 	// memberlist's Shutdown does not wait for a probe it has in flight:
 	// give those their virtual seconds, after which nothing may be left
@@ -403,7 +412,11 @@ func (s *simulator) stop(id int32) error {
 	// the controller has not taken it, as after a quick restart while the
 	// last incarnation's session lives): only that one must stay fenced.
 	ep := n.Lifecycle.Epoch()
+	if ep > 0 {
+		s.mon.stopStarted(id, ep, n.Lifecycle.ShutdownConfirmed)
+	}
 	err := n.Stop()
+	s.mon.stopEnded(id)
 	// Only a shutdown the controller confirmed: one that ran out of time
 	// (the controller unreachable) leaves the broker unfenced until its
 	// session expires, as in Kafka.
@@ -455,6 +468,12 @@ func (s *simulator) kill(id int32, power bool, rng *mrand.Rand) bool {
 func (s *simulator) start(id int32) error {
 	s.lockNode(id)
 	defer s.unlockNode(id)
+	// A failed fsync is armed for the incarnation that was running (it
+	// stops the node, FsyncFail); one killed before it fired must not
+	// leave it to fail the next incarnation's recovery, and so its start.
+	if d := s.c.Member(id).Disk; d != nil && s.c.NodeOf(id) == nil {
+		d.DisarmSyncFailures()
+	}
 	err := s.c.TryStart(id)
 	if err == nil {
 		s.mon.stopped(id, 0)
@@ -512,10 +531,17 @@ func (s *simulator) apply(ctx context.Context, st step, topics []string, partiti
 	if st.undo && (s.skipped[f] || f.Kind == Pause) {
 		return // a pause ends on its own timer
 	}
-	if f.Kind == PowerLoss && !st.undo {
-		// Restart after Dur, the old session's end (2 s), registration and
-		// catching up: 3 s more is ample on virtual time.
-		s.fragileUntil = time.Now().Add(f.Dur + 3*time.Second)
+	if f.Kind == PowerLoss {
+		// Fragile until it restarted, its old session ended (2 s),
+		// and it registered and caught up: 3 s after the restart is
+		// ample on virtual time. The restart is the undo step, which runs
+		// when the steps before it have (one at a time: a slow step
+		// delays it past At+Dur), so the 3 s count from when it runs.
+		if st.undo {
+			s.fragileUntil = time.Now().Add(3 * time.Second)
+		} else {
+			s.fragileUntil = time.Now().Add(24 * time.Hour)
+		}
 	}
 	verb := "start"
 	if st.undo {
@@ -574,6 +600,7 @@ func (s *simulator) apply(ctx context.Context, st step, topics []string, partiti
 				return
 			case <-time.After(f.Dur):
 				s.tr.add(f.Node, "no fsync failed within %s", f.Dur)
+				s.c.Member(f.Node).Disk.DisarmSyncFailures()
 				return
 			case <-failed:
 			}

@@ -24,6 +24,10 @@ type trace struct {
 	mu    sync.Mutex
 	start time.Time
 	rings map[int32][]string // 0: the cluster, the schedule and the workload
+	// all is every event of the run, in order, each marked with its ring
+	// ("n2", "n0" for the cluster's): a failing run writes it to a file
+	// (dump), as a failure that does not replay can be read only there.
+	all []string
 	// clock, when set, hears the virtual time elapsed at every tick (the
 	// watchdog outside the bubble reads it).
 	clock func(time.Duration)
@@ -48,7 +52,26 @@ func (t *trace) add(node int32, format string, args ...any) {
 		r = r[len(r)-traceKeep:]
 	}
 	t.rings[node] = r
+	t.all = append(t.all, fmt.Sprintf("n%d %s", node, line))
 	t.mu.Unlock()
+}
+
+// dump writes every event of the run to a new file and returns its path
+// ("" if it could not be written).
+func (t *trace) dump(seed uint64) string {
+	f, err := os.CreateTemp("", fmt.Sprintf("sim-seed%d-trace-*.txt", seed))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, l := range t.all {
+		if _, err := fmt.Fprintln(f, l); err != nil {
+			return ""
+		}
+	}
+	return f.Name()
 }
 
 // Write takes the workload's progress lines into the cluster's ring.

@@ -171,6 +171,13 @@ func (d *FS) FailNextSync(prefix string, err error) {
 	d.mu.Unlock()
 }
 
+// DisarmSyncFailures drops every fsync failure armed and not yet fired.
+func (d *FS) DisarmSyncFailures() {
+	d.mu.Lock()
+	d.failSync = nil
+	d.mu.Unlock()
+}
+
 // Stall holds every write, truncation and fsync on the disk from now
 // until release is called, ctx ends (the stall ends; the operations it
 // held fail with ctx's error) or the disk crashes. Reads go on.

@@ -161,6 +161,21 @@ func TestFailNextSync(t *testing.T) {
 	}
 }
 
+func TestDisarmSyncFailures(t *testing.T) {
+	d := New(nil)
+	_ = d.MkdirAll("/data/t-0", 0o755)
+	d.FailNextSync("/data/t-0", nil)
+	d.DisarmSyncFailures()
+	f, _ := d.OpenFile("/data/t-0/seg", os.O_RDWR|os.O_CREATE, 0o644)
+	_, _ = f.Write([]byte("data"))
+	if err := f.Sync(); err != nil {
+		t.Fatalf("a disarmed failure hit: %v", err)
+	}
+	if b, _ := d.Durable("/data/t-0/seg"); string(b) != "data" {
+		t.Fatalf("durable %q after the sync, want %q", b, "data")
+	}
+}
+
 func TestStallInBubble(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d := New(nil)
