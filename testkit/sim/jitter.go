@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+
+	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
 // jitter delays some requests, drawn from the seed: one in eight by 1 to
@@ -15,7 +17,8 @@ import (
 // are handled in any order), one in sixteen by as much after the handler
 // answered, and one in twenty-five by 0.5 to 3 s after (an answer computed
 // and then held, as by a server goroutine descheduled or a GC pause: it
-// arrives describing a state that has moved on). The draws are taken in
+// arrives describing a state that has moved on). Broker heartbeats draw
+// their own delay before the handler (heartbeatDelay). The draws are taken in
 // the order requests arrive, which the bubble's scheduling decides, so a
 // replay draws the same delays but may give them to other requests.
 //
@@ -53,6 +56,21 @@ func (j *jitter) delays() (before, after time.Duration) {
 	return before, after
 }
 
+// heartbeatDelay draws the delay before a broker heartbeat's handler:
+// half of them wait 1 to 150 ms, as behind a busy controller. A broker
+// stopping cancels the heartbeat it has in flight and sends its
+// controlled-shutdown request at once, so a delayed one is handled
+// after the shutdown, as a stale heartbeat that must not unfence the
+// broker (its session allows 2 s).
+func (j *jitter) heartbeatDelay() time.Duration {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.rng.IntN(2) == 0 {
+		return 0
+	}
+	return time.Duration(1+j.rng.IntN(150)) * time.Millisecond
+}
+
 func pause(d time.Duration) {
 	if d > 0 {
 		t := time.NewTimer(d)
@@ -68,6 +86,9 @@ func (j *jitter) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo,
 		return handler(ctx, req)
 	}
 	before, after := j.delays()
+	if info.FullMethod == pb.Controller_BrokerHeartbeat_FullMethodName {
+		before = j.heartbeatDelay()
+	}
 	pause(before)
 	resp, err := handler(ctx, req)
 	pause(after)

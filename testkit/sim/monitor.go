@@ -208,7 +208,7 @@ func (m *monitor) sample() {
 			f := m.fencedSeen[id]
 			m.mu.Unlock()
 			if f.epoch == ep && img.Offset > f.offset {
-				m.violate("broker %d finished its controlled shutdown at broker epoch %d and was fenced, and the metadata (offset %d) has it unfenced again at that epoch", id, ep, img.Offset)
+				m.violate("broker %d's controlled shutdown at broker epoch %d was confirmed and the broker fenced, and the metadata (offset %d) has it unfenced again at that epoch", id, ep, img.Offset)
 			}
 		}
 	}
