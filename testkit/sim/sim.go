@@ -362,7 +362,7 @@ func run(t *testing.T, seed uint64, sc Scenario, out *Outcome, virtualNow *atomi
 	out.Virtual = time.Since(start)
 	out.Trace = tr.String()
 	if out.Failed() {
-		out.TraceFile = tr.dump(seed)
+		out.TraceFile = tr.dump(seed, logDump(c, topics))
 	}
 	c.Close()
 	// memberlist's Shutdown does not wait for a probe it has in flight:

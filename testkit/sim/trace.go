@@ -56,9 +56,9 @@ func (t *trace) add(node int32, format string, args ...any) {
 	t.mu.Unlock()
 }
 
-// dump writes every event of the run to a new file and returns its path
-// ("" if it could not be written).
-func (t *trace) dump(seed uint64) string {
+// dump writes every event of the run, then tail, to a new file and
+// returns its path ("" if it could not be written).
+func (t *trace) dump(seed uint64, tail string) string {
 	f, err := os.CreateTemp("", fmt.Sprintf("sim-seed%d-trace-*.txt", seed))
 	if err != nil {
 		return ""
@@ -70,6 +70,9 @@ func (t *trace) dump(seed uint64) string {
 		if _, err := fmt.Fprintln(f, l); err != nil {
 			return ""
 		}
+	}
+	if _, err := f.WriteString(tail); err != nil {
+		return ""
 	}
 	return f.Name()
 }
