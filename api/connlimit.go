@@ -98,8 +98,12 @@ type ConnLimiter struct {
 	tcp       map[*net.TCPConn]*slot
 	listeners int           // wrapped listeners still open
 	stop      chan struct{} // closes when the last listener closes
-	reaper    sync.WaitGroup
-	logged    atomic.Int64 // when a refusal was last logged (Unix ms)
+	// reaped closes when the reaper that stop stops has returned. Each
+	// run of listeners (from the first wrapped to the last closed) has
+	// its own pair: a wrap may start the next reaper while the last close
+	// of the previous run still waits for its own to end.
+	reaped chan struct{}
+	logged atomic.Int64 // when a refusal was last logged (Unix ms)
 }
 
 // slot is an admitted connection's place in the counts.
@@ -178,9 +182,8 @@ func (l *ConnLimiter) Wrap(ln net.Listener, name string) net.Listener {
 	l.metrics.rejected.WithLabelValues(name, RejectMaxPerIP).Add(0)
 	l.mu.Lock()
 	if l.listeners == 0 {
-		l.stop = make(chan struct{})
-		l.reaper.Add(1)
-		go l.reap(l.stop)
+		l.stop, l.reaped = make(chan struct{}), make(chan struct{})
+		go l.reap(l.stop, l.reaped)
 	}
 	l.listeners++
 	l.mu.Unlock()
@@ -205,13 +208,14 @@ func (ll *limitListener) Close() error {
 		l := ll.l
 		l.mu.Lock()
 		l.listeners--
-		last := l.listeners == 0
-		if last {
+		var reaped chan struct{}
+		if l.listeners == 0 {
 			close(l.stop)
+			reaped = l.reaped
 		}
 		l.mu.Unlock()
-		if last {
-			l.reaper.Wait()
+		if reaped != nil {
+			<-reaped
 		}
 	})
 	return err
@@ -265,8 +269,8 @@ func (l *ConnLimiter) free(sl *slot) {
 
 // reap frees the slots of the tracked TCP connections that are closed,
 // every reapEvery, until stop closes.
-func (l *ConnLimiter) reap(stop chan struct{}) {
-	defer l.reaper.Done()
+func (l *ConnLimiter) reap(stop, reaped chan struct{}) {
+	defer close(reaped)
 	t := time.NewTicker(reapEvery)
 	defer t.Stop()
 	var snap []*net.TCPConn
@@ -287,13 +291,20 @@ func (l *ConnLimiter) reap(stop chan struct{}) {
 			sl := l.tcp[c]
 			l.mu.Unlock()
 			// Control fails once the descriptor is closed.
-			if err := sl.rc.Control(func(uintptr) {}); err == nil {
+			if sl == nil || sl.rc.Control(func(uintptr) {}) == nil {
 				continue
 			}
+			// The reaper of the previous run of listeners may still be
+			// finishing: whichever takes the slot out frees it.
 			l.mu.Lock()
-			delete(l.tcp, c)
+			mine := l.tcp[c] == sl
+			if mine {
+				delete(l.tcp, c)
+			}
 			l.mu.Unlock()
-			l.free(sl)
+			if mine {
+				l.free(sl)
+			}
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
@@ -154,6 +155,53 @@ func TestConnLimiterHandsOutTCPConns(t *testing.T) {
 	sc.Close()
 	c.Close()
 	wait.Eventually(t, 5*time.Second, "the slot freed", func() bool { return l.metrics.Current("client") == 0 })
+	l.mu.Lock()
+	reaped := l.reaped
+	l.mu.Unlock()
 	wl.Close()
-	l.reaper.Wait()
+	<-reaped
+}
+
+// idleListener is a listener that never accepts: enough for the
+// limiter's bookkeeping.
+type idleListener struct{ done chan struct{} }
+
+func (l idleListener) Accept() (net.Conn, error) { <-l.done; return nil, net.ErrClosed }
+func (l idleListener) Close() error {
+	select {
+	case <-l.done:
+	default:
+		close(l.done)
+	}
+	return nil
+}
+func (l idleListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
+
+// A node wraps its listeners from several goroutines, and a node stopped
+// just after it started closes one while another is still being wrapped:
+// the last close, waiting for the reaper to end, must not meet a wrap
+// that starts the next reaper (a shared WaitGroup was Added to while it
+// was Waited on, which panics, as the simulation found on a quick
+// restart), nor wait for the next reaper (the close then never returned).
+func TestConnLimiterListenersComeAndGo(t *testing.T) {
+	l := NewConnLimiter(ConnLimits{MaxConnections: 5, MaxPerIP: 5}, nil, nil)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 50000 {
+			a := l.Wrap(idleListener{make(chan struct{})}, "client")
+			var b net.Listener
+			var wg sync.WaitGroup
+			wg.Add(2)
+			go func() { defer wg.Done(); a.Close() }()
+			go func() { defer wg.Done(); b = l.Wrap(idleListener{make(chan struct{})}, "kafka") }()
+			wg.Wait()
+			b.Close()
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a listener's close waited for the reaper a later wrap started")
+	}
 }
