@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/strand-io/strand/record"
@@ -25,14 +24,7 @@ func logDump(c *testcluster.Cluster, topics []string) string {
 			fmt.Fprintf(&b, "node %d: not running\n", mem.ID)
 			continue
 		}
-		parts := n.Parts.All()
-		sort.Slice(parts, func(i, j int) bool {
-			if parts[i].Key.Topic != parts[j].Key.Topic {
-				return parts[i].Key.Topic < parts[j].Key.Topic
-			}
-			return parts[i].Key.Partition < parts[j].Key.Partition
-		})
-		for _, p := range parts {
+		for _, p := range sortedParts(n) {
 			wanted := false
 			for _, t := range topics {
 				wanted = wanted || p.Key.Topic == t

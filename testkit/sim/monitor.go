@@ -217,17 +217,22 @@ func (m *monitor) sample() {
 		if n == nil || n.Parts == nil {
 			continue
 		}
-		parts := n.Parts.All()
-		sort.Slice(parts, func(i, j int) bool {
-			if parts[i].Key.Topic != parts[j].Key.Topic {
-				return parts[i].Key.Topic < parts[j].Key.Topic
-			}
-			return parts[i].Key.Partition < parts[j].Key.Partition
-		})
-		for _, p := range parts {
+		for _, p := range sortedParts(n) {
 			m.check(mem.ID, n, p)
 		}
 	}
+}
+
+// sortedParts is n's replicas by topic and partition.
+func sortedParts(n *node.Node) []*broker.Partition {
+	parts := n.Parts.All()
+	sort.Slice(parts, func(i, j int) bool {
+		if parts[i].Key.Topic != parts[j].Key.Topic {
+			return parts[i].Key.Topic < parts[j].Key.Topic
+		}
+		return parts[i].Key.Partition < parts[j].Key.Partition
+	})
+	return parts
 }
 
 func (m *monitor) check(id int32, n *node.Node, p *broker.Partition) {
