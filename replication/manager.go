@@ -524,9 +524,7 @@ func (m *Manager) becomeLeader(p *broker.Partition, np *metadata.Partition) {
 // its log end when it became leader, which a follower must reach to join
 // the ISR. ok is false when it does not lead key.
 func (m *Manager) EpochStart(key storage.PartitionKey) (epoch int32, start int64, ok bool) {
-	m.mu.Lock()
-	le := m.leaders[key]
-	m.mu.Unlock()
+	le := m.leader(key)
 	if le == nil {
 		return 0, 0, false
 	}
