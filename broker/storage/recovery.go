@@ -706,12 +706,11 @@ func (l *Log) TruncateTo(offset int64) error {
 	if err := l.rebuildProducerStateLocked(offset, offset, nil); err != nil {
 		return err
 	}
-	// The rebuilt state knows only the unreplicated transactions whose
-	// marker it replayed; those completed before its snapshot, with the
-	// marker still in the log, go on holding back the first unstable
-	// offset until the HW passes the marker. Those whose marker was cut
-	// went with it.
-	l.psm.keepUnreplicatedBelow(old, offset)
+	// Which completed transactions still hold back the first unstable
+	// offset (their marker not passed by the HW yet) is what the state
+	// before the cut knew, less those whose marker was cut: not what the
+	// rebuilt state's replay from its snapshot suggests.
+	l.psm.unreplicatedAsBefore(old, offset)
 	if l.cleanedTo > offset {
 		l.setCleanedLocked(offset)
 	}

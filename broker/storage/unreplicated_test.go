@@ -191,3 +191,32 @@ func TestReopenedLogHoldsReplayedMarkersUntilTold(t *testing.T) {
 		t.Fatal("a repeated OnHighWatermarkUpdated(3) reported a change")
 	}
 }
+
+// A truncation above a marker the HW already passed leaves that
+// transaction released: the rebuilt producer state replays the marker but
+// must not hold the last stable offset back at the transaction again (it
+// did, until the partition next reported its HW; a replica promoted in
+// between published an LSO at the start of the log).
+func TestTruncationKeepsReleasedTxnsReleased(t *testing.T) {
+	f := newFixture(t, testConfig())
+	now := f.nowMs()
+	f.appendLeader(txnb(1, 0, 0, 2, now)) // 0..1
+	f.marker(1, 1, record.ControlCommit)  // 2
+	f.appendLeader(txnb(2, 0, 0, 1, now)) // 3
+	f.marker(2, 1, record.ControlAbort)   // 4
+	f.appendLeader(plain(2, now))         // 5..6
+	f.l.OnHighWatermarkUpdated(4)         // producer 1's marker passed, producer 2's not
+	if fu, ok := f.l.FirstUnstableOffset(); !ok || fu != 3 {
+		t.Fatalf("HW 4: first unstable %d %v, want 3", fu, ok)
+	}
+	if err := f.l.TruncateTo(5); err != nil {
+		t.Fatal(err)
+	}
+	if fu, ok := f.l.FirstUnstableOffset(); !ok || fu != 3 {
+		t.Fatalf("after truncating to 5: first unstable %d %v, want 3 (producer 1's commit at 2 was released by HW 4)", fu, ok)
+	}
+	f.l.OnHighWatermarkUpdated(5)
+	if fu, ok := f.l.FirstUnstableOffset(); ok {
+		t.Fatalf("HW 5: first unstable %d, want none", fu)
+	}
+}
