@@ -25,10 +25,14 @@ import (
 // It is on only once the schedule's first fault starts (start): while the
 // cluster starts and the workload creates its topics, a held heartbeat
 // answer would fence a broker and fail the setup, which is no finding.
+//
+// In the handover mix (handover set) it holds only answers to
+// OffsetForLeaderEpoch: half of them 0.2 to 1.2 s after the handler.
 type jitter struct {
-	on  atomic.Bool
-	mu  sync.Mutex
-	rng *rand.Rand
+	handover bool
+	on       atomic.Bool
+	mu       sync.Mutex
+	rng      *rand.Rand
 }
 
 func (j *jitter) start() {
@@ -71,6 +75,17 @@ func (j *jitter) heartbeatDelay() time.Duration {
 	return time.Duration(1+j.rng.IntN(150)) * time.Millisecond
 }
 
+// handoverHold draws the hold of an OffsetForLeaderEpoch answer in the
+// handover mix.
+func (j *jitter) handoverHold() time.Duration {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.rng.IntN(2) == 0 {
+		return 0
+	}
+	return time.Duration(200+j.rng.IntN(1000)) * time.Millisecond
+}
+
 func pause(d time.Duration) {
 	if d > 0 {
 		t := time.NewTimer(d)
@@ -84,6 +99,14 @@ func pause(d time.Duration) {
 func (j *jitter) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if !j.on.Load() {
 		return handler(ctx, req)
+	}
+	if j.handover {
+		if info.FullMethod != pb.Consumer_OffsetForLeaderEpoch_FullMethodName {
+			return handler(ctx, req)
+		}
+		resp, err := handler(ctx, req)
+		pause(j.handoverHold())
+		return resp, err
 	}
 	before, after := j.delays()
 	if info.FullMethod == pb.Controller_BrokerHeartbeat_FullMethodName {

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -156,8 +157,9 @@ func (m *monitor) run(ctx context.Context) {
 func (m *monitor) violate(format string, args ...any) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if len(m.found) < maxViolations {
-		v := fmt.Sprintf(format, args...)
+	v := fmt.Sprintf(format, args...)
+	// A state that stays wrong is seen by every sample: say it once.
+	if len(m.found) < maxViolations && !slices.Contains(m.found, v) {
 		m.found = append(m.found, v)
 		m.tr.add(0, "VIOLATION %s", v)
 	}
@@ -317,7 +319,7 @@ func (m *monitor) checkEpochStart(id int32, n *node.Node, p *broker.Partition, l
 	}
 	switch {
 	case cached < 0:
-		m.violate("node %d %s: leads at epoch %d, begun at offset %d, but its epoch cache has no entry for the epoch (%v): a batch of an older epoch was appended past the epoch's start",
+		m.violate("node %d %s: leads at epoch %d, begun at offset %d, but its epoch cache has no entry for the epoch (%v): its log was cut at or below the epoch's start while it led, or a batch of an older epoch was appended past the start",
 			id, p.Key, epoch, start, entries)
 	case cached > max(start, ls):
 		m.violate("node %d %s: leads at epoch %d, begun at offset %d, but its epoch cache starts the epoch at %d: a batch of an older epoch was appended past the epoch's start",

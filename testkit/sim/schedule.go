@@ -12,7 +12,7 @@ import (
 type Kind string
 
 // The faults. Each has a start (At) and, except Elect and Reassign, an
-// end Dur later, when it is undone.
+// end Dur later, when it is undone (Handover's end is its second move).
 const (
 	// Kill stops a node as kill -9 does (no controlled shutdown; with a
 	// simulated disk, what it had not fsynced is lost) and starts it again
@@ -63,6 +63,15 @@ const (
 	// Reassign moves one partition of the workload's topics to a rotated
 	// replica order (the controller changes its leader and epoch mid-run).
 	Reassign Kind = "reassign"
+	// Handover moves one partition's leadership twice in quick
+	// succession: at its start to the replica after the leader (the
+	// replicas reordered so that one is preferred, then a preferred
+	// election), and Dur (20 to 400 ms) later on to the third replica.
+	// The third replica learns it follows the second and asks it where
+	// its log diverges (OffsetForLeaderEpoch) just before it is promoted
+	// itself: the answer, for the role it no longer has, arrives while it
+	// leads (the handover mix holds many such answers).
+	Handover Kind = "handover"
 )
 
 // weight is how often a kind is drawn.
@@ -94,6 +103,10 @@ var kinds = []weight{
 //     and answers of an old role arrive after the change (a follower's
 //     fetch answered by a leader that no longer leads, a heartbeat that
 //     reaches the controller after the broker's controlled shutdown).
+//   - handover: leadership moves twice in quick succession (Handover)
+//     while half the answers to OffsetForLeaderEpoch are held 0.2 to
+//     1.2 s, so a replica's fetcher acts on an answer meant for the
+//     follower it was before its promotion.
 //
 // A profile's mix is never changed once seeds of it are kept in
 // testdata/seeds (a seed's schedule is drawn from it): add a profile
@@ -101,6 +114,7 @@ var kinds = []weight{
 var Profiles = map[string][]weight{
 	"leadership": {{Kill, 2}, {Stop, 3}, {Slow, 4}, {Delay, 3}, {Elect, 4}, {Reassign, 3}, {CutController, 1}},
 	"stale":      {{Pause, 5}, {Elect, 4}, {Stop, 3}, {Reassign, 2}, {Kill, 1}, {Slow, 1}},
+	"handover":   {{Handover, 8}, {Delay, 2}, {Kill, 1}, {Stop, 1}},
 }
 
 // Fault is one scheduled fault.
@@ -111,7 +125,7 @@ type Fault struct {
 	Peer int32         // Cut, Delay
 	Dur  time.Duration // how long it lasts
 	Lat  time.Duration // Slow, Delay
-	Pick int           // Reassign: which partition (an index the run maps onto its partitions)
+	Pick int           // Reassign, Handover: which partition (an index the run maps onto its partitions)
 }
 
 func (f Fault) String() string {
@@ -123,6 +137,8 @@ func (f Fault) String() string {
 	case Elect:
 	case Reassign:
 		fmt.Fprintf(&b, " partition#%d", f.Pick)
+	case Handover:
+		fmt.Fprintf(&b, " partition#%d, again", f.Pick)
 	default:
 		fmt.Fprintf(&b, " node %d", f.Node)
 	}
@@ -186,6 +202,9 @@ func Schedule(seed uint64, sc Scenario) []Fault {
 			f.Dur = 0
 		case Reassign:
 			f.Dur = 0
+			f.Pick = rng.IntN(1 << 16)
+		case Handover:
+			f.Dur = time.Duration(20+rng.IntN(380)) * time.Millisecond
 			f.Pick = rng.IntN(1 << 16)
 		}
 		if end := warm + window; f.At+f.Dur > end {

@@ -244,6 +244,7 @@ func run(t *testing.T, seed uint64, sc Scenario, out *Outcome, virtualNow *atomi
 	// flight together are handled in any order: a heartbeat the broker
 	// gave up on after a later one, a marker's retry before the first try.
 	jitter := newJitter(seed)
+	jitter.handover = sc.Profile == "handover"
 	// Under Kafka's default flush policy a power loss is safe alone but
 	// not with a second failure soon after: until the powered-off node's
 	// old session ends, the controller still counts it in the ISR and may
@@ -282,14 +283,14 @@ func run(t *testing.T, seed uint64, sc Scenario, out *Outcome, virtualNow *atomi
 			cfg.TxnConfig.FirstEpoch = 32740
 		}
 		cfg.TxnConfig.AbortTimedOutInterval = time.Second
-		if sc.Profile == "stale" {
+		if sc.Profile == "stale" || sc.Profile == "handover" {
 			cfg.UnaryInterceptors = append(cfg.UnaryInterceptors, jitter.unary)
 		}
 	}})
 	tr.add(0, "cluster of %d nodes ready", sc.Nodes)
 	mon := newMonitor(c, tr)
 	s := &simulator{c: c, tr: tr, nodes: sc.Nodes, seed: seed, mon: mon, guardPowerLoss: !syncEveryWrite, skipped: map[Fault]bool{}, nodeMu: map[int32]*syncx.Mutex{}}
-	if sc.Profile == "stale" {
+	if sc.Profile == "stale" || sc.Profile == "handover" {
 		s.jitter = jitter
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -694,6 +695,8 @@ func (s *simulator) apply(ctx context.Context, st step, topics []string, partiti
 			lat = 0
 		}
 		s.c.Net.SetDelay(s.name(f.Node), s.name(f.Peer), lat)
+	case Handover:
+		s.handover(ctx, st, topics, partitions, peerOf)
 	case Elect, Reassign:
 		adm, err := client.NewAdmin(s.c.ClientOpts(client.RequestTimeout(3 * time.Second))...)
 		if err != nil {
@@ -724,6 +727,54 @@ func (s *simulator) apply(ctx context.Context, st step, topics []string, partiti
 		res, err := adm.AlterPartitionReassignments(cctx, map[client.TopicPartition][]int32{tp: target})
 		s.tr.add(0, "reassign %v from %v to %v: %v %v", tp, part.Replicas, target, res[tp], err)
 	}
+}
+
+// handover is one move of a Handover fault: its start moves the
+// partition's leadership to the replica after the leader, its end (the
+// undo step) on to the replica after that one. Each move reorders the
+// replicas so that the new leader is preferred, then asks for a preferred
+// election of the partition. The second move counts from the replica the
+// first one chose (peerOf), not from the metadata, which may not show
+// the first move yet.
+func (s *simulator) handover(ctx context.Context, st step, topics []string, partitions int32, peerOf map[Fault]int32) {
+	f := st.f
+	tp := client.TopicPartition{Topic: topics[f.Pick%len(topics)], Partition: int32(f.Pick/len(topics)) % partitions}
+	part := s.c.Partition(tp.Topic, tp.Partition)
+	if part == nil || len(part.Replicas) < 2 {
+		s.tr.add(0, "handover %v: not in the metadata yet", tp)
+		return
+	}
+	from := part.Leader
+	if st.undo {
+		prev, ok := peerOf[f]
+		if !ok {
+			return // the first move did not happen
+		}
+		from = prev
+	}
+	i := slices.Index(part.Replicas, from)
+	if i < 0 {
+		s.tr.add(0, "handover %v: leader %d is not among the replicas %v", tp, from, part.Replicas)
+		return
+	}
+	n := len(part.Replicas)
+	target := make([]int32, 0, n)
+	for k := 1; k <= n; k++ {
+		target = append(target, part.Replicas[(i+k)%n])
+	}
+	peerOf[f] = target[0]
+	adm, err := client.NewAdmin(s.c.ClientOpts(client.RequestTimeout(3 * time.Second))...)
+	if err != nil {
+		s.tr.add(0, "admin: %v", err)
+		return
+	}
+	defer adm.Close()
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	res, err := adm.AlterPartitionReassignments(cctx, map[client.TopicPartition][]int32{tp: target})
+	s.tr.add(0, "handover %v: replicas %v to %v: %v %v", tp, part.Replicas, target, res[tp], err)
+	el, err := adm.ElectLeaders(cctx, client.ElectPreferred, []client.TopicPartition{tp})
+	s.tr.add(0, "handover %v to node %d: preferred election %v, err %v", tp, target[0], el, err)
 }
 
 // healAll ends every fault: links healed, delays gone, every node started.
