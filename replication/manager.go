@@ -11,6 +11,7 @@ import (
 	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/broker/storage"
 	"github.com/strand-io/strand/clock"
+	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/config"
 	"github.com/strand-io/strand/metadata"
 	pb "github.com/strand-io/strand/proto/strand/v1"
@@ -534,6 +535,20 @@ func (m *Manager) EpochStart(key storage.PartitionKey) (epoch int32, start int64
 		return 0, 0, false
 	}
 	return le.st.LeaderEpoch, le.st.EpochStart, true
+}
+
+// HWLagging returns OFFSET_NOT_AVAILABLE while this replica leads key at
+// epoch with its HW (hw, as the caller read it) below where it began the
+// epoch, and nil otherwise. A new leader's HW may lag its log end then
+// until its followers fetch again, so the latest offset it would answer
+// may be below what the previous leader answered: a consumer would move
+// back, or a reader that took it as its end would stop short of committed
+// records. Kafka answers ListOffsets so until the HW catches up (KIP-207).
+func (m *Manager) HWLagging(key storage.PartitionKey, epoch int32, hw int64) error {
+	if e, start, ok := m.EpochStart(key); ok && e == epoch && start > hw {
+		return errs.New(pb.ErrorCode_OFFSET_NOT_AVAILABLE, "%s: the high watermark %d of leader epoch %d is behind the offset %d where this leader began the epoch; retry once its followers have caught up", key, hw, epoch, start)
+	}
+	return nil
 }
 
 func (m *Manager) dropLeader(key storage.PartitionKey) {

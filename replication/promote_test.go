@@ -400,3 +400,46 @@ func TestRemovedFetcherLeavesTheNewLeadersLog(t *testing.T) {
 		})
 	}
 }
+
+// TestNewLeaderLaggingHWAnswersOffsetNotAvailable: a replica promoted
+// while its HW lags its log end (its followers have not fetched since)
+// answers OFFSET_NOT_AVAILABLE for the latest offset until its HW reaches
+// where it began the epoch, as Kafka does (KIP-207): until then the
+// latest offset it would give is below what the previous leader gave.
+func TestNewLeaderLaggingHWAnswersOffsetNotAvailable(t *testing.T) {
+	key := storage.PartitionKey{Topic: "orders", Partition: 0}
+	clk := clock.Real
+	m := New(DefaultConfig(1), nil, nil, nil, func() int64 { return 1 }, clk)
+	t.Cleanup(m.cancel)
+	p := newTestPartition(t, key, clk)
+	follower(t, p)
+	for range 10 { // offsets 0-9 at epoch 3; the old leader's HW reached 6 here
+		b, err := oneRecord(p.Log.LogEndOffset(), 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.AppendAsFollower(b, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.SetHighWatermark(6, true)
+	if err := m.HWLagging(key, 3, p.HighWatermark()); err != nil {
+		t.Fatalf("a follower: %v, want nil (only a leader answers ListOffsets)", err)
+	}
+	np := &metadata.Partition{Topic: key.Topic, Partition: 0, Replicas: []int32{1, 2}, ISR: []int32{1, 2}, Leader: 1, LeaderEpoch: 4, PartitionEpoch: 2}
+	m.becomeLeader(p, np)
+	if hw := p.HighWatermark(); hw != 6 {
+		t.Fatalf("new leader's HW %d, want 6 (replica 2 has not fetched at epoch 4)", hw)
+	}
+	err := m.HWLagging(key, 4, p.HighWatermark())
+	if errs.CodeOf(err) != pb.ErrorCode_OFFSET_NOT_AVAILABLE {
+		t.Fatalf("HW 6 below the epoch's start 10: %v, want OFFSET_NOT_AVAILABLE", err)
+	}
+	if err := m.HWLagging(key, 3, p.HighWatermark()); err != nil {
+		t.Fatalf("asked for another epoch than the one it leads: %v, want nil", err)
+	}
+	p.SetHighWatermark(10, false) // replica 2 fetched from 10
+	if err := m.HWLagging(key, 4, p.HighWatermark()); err != nil {
+		t.Fatalf("HW at the epoch's start: %v, want nil", err)
+	}
+}

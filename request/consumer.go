@@ -114,10 +114,18 @@ func (h *Handler) listOne(req *pb.ListOffsetsRequest, it *pb.ListOffsetsPartitio
 	if req.IsolationLevel == pb.IsolationLevel_READ_COMMITTED {
 		upper = lso
 	}
+	// A new leader's HW may lag where it began its epoch: Kafka's rule
+	// (KIP-207) answers a latest offset, or a timestamp found at none of
+	// the offsets it may serve, with the retriable OFFSET_NOT_AVAILABLE
+	// until it catches up (replication.Manager.HWLagging).
+	lagging := func() error { return h.Repl.HWLagging(p.Key, l.LeaderEpoch, hw) }
 	switch ts := it.Timestamp; {
 	case ts == -2:
 		out.Offset = out.LogStartOffset
 	case ts == -1:
+		if err := lagging(); err != nil {
+			return err
+		}
 		out.Offset = upper
 	case ts == -3:
 		off, t, ok, err := p.Log.MaxTimestampOffset(upper)
@@ -126,6 +134,8 @@ func (h *Handler) listOne(req *pb.ListOffsetsRequest, it *pb.ListOffsetsPartitio
 		}
 		if ok {
 			out.Offset, out.Timestamp = off, t
+		} else if err := lagging(); err != nil {
+			return err
 		}
 	case ts < 0:
 		return errs.New(pb.ErrorCode_INVALID_REQUEST, "timestamp %d is not a valid query", ts)
@@ -136,6 +146,8 @@ func (h *Handler) listOne(req *pb.ListOffsetsRequest, it *pb.ListOffsetsPartitio
 		}
 		if ok {
 			out.Offset, out.Timestamp = off, t
+		} else if err := lagging(); err != nil {
+			return err
 		}
 	}
 	return nil
