@@ -194,5 +194,35 @@ func (c *Coordinator) List(req *pb.ListTransactionsRequest, pageBytes int) (*pb.
 	return resp, nil
 }
 
+// LoadedPartition is one transaction log partition a coordinator has
+// loaded: its coordinator epoch and each transaction's state by producer
+// id.
+type LoadedPartition struct {
+	Partition        int32
+	CoordinatorEpoch int32
+	States           map[int64]State
+}
+
+// Loaded lists the partitions this coordinator has loaded, with their
+// transactions' states: what a checker compares with the partition logs
+// (the cluster simulation's monitor checks that no transaction is
+// complete while a marker of it is not in the ISR yet).
+func (c *Coordinator) Loaded() []LoadedPartition {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []LoadedPartition
+	for _, o := range c.parts {
+		if !o.loaded {
+			continue
+		}
+		lp := LoadedPartition{Partition: o.id, CoordinatorEpoch: o.epoch, States: make(map[int64]State, len(o.txns))}
+		for _, m := range o.txns {
+			lp.States[m.ProducerID] = m.State
+		}
+		out = append(out, lp)
+	}
+	return out
+}
+
 // PendingMarkers is the marker queue size.
 func (c *Coordinator) PendingMarkers() int { return c.markers.Pending() }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
@@ -26,13 +28,15 @@ import (
 // cluster starts and the workload creates its topics, a held heartbeat
 // answer would fence a broker and fail the setup, which is no finding.
 //
-// In the handover mix (handover set) it holds only answers to
-// OffsetForLeaderEpoch: half of them 0.2 to 1.2 s after the handler.
+// In the handover mix (mix "handover") it holds only answers to
+// OffsetForLeaderEpoch: half of them 0.2 to 1.2 s after the handler. In
+// the markers mix (mix "markers") it loses only answers to
+// WriteTxnMarkers (lostMarkerAnswer).
 type jitter struct {
-	handover bool
-	on       atomic.Bool
-	mu       sync.Mutex
-	rng      *rand.Rand
+	mix string
+	on  atomic.Bool
+	mu  sync.Mutex
+	rng *rand.Rand
 }
 
 func (j *jitter) start() {
@@ -86,6 +90,22 @@ func (j *jitter) handoverHold() time.Duration {
 	return time.Duration(200+j.rng.IntN(1000)) * time.Millisecond
 }
 
+// lostAnswerAfter draws whether the answer to a WriteTxnMarkers is lost in
+// the markers mix, and when: one in three is, 1 to 30 ms after the
+// request arrived (0: answered). The leader has appended the markers by
+// then and is waiting for its followers; the coordinator, seeing an error,
+// sends them again 20 ms later, and the leader finds them applied. It
+// must not answer the repeat before the in-sync replicas have them
+// either.
+func (j *jitter) lostAnswerAfter() time.Duration {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.rng.IntN(3) != 0 {
+		return 0
+	}
+	return time.Duration(1+j.rng.IntN(30)) * time.Millisecond
+}
+
 func pause(d time.Duration) {
 	if d > 0 {
 		t := time.NewTimer(d)
@@ -100,7 +120,19 @@ func (j *jitter) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo,
 	if !j.on.Load() {
 		return handler(ctx, req)
 	}
-	if j.handover {
+	switch j.mix {
+	case "markers":
+		if info.FullMethod != pb.Transactions_WriteTxnMarkers_FullMethodName {
+			return handler(ctx, req)
+		}
+		if d := j.lostAnswerAfter(); d > 0 {
+			hctx, cancel := context.WithTimeout(ctx, d)
+			defer cancel()
+			_, _ = handler(hctx, req)
+			return nil, status.Error(codes.Unavailable, "the simulated network lost the answer to WriteTxnMarkers")
+		}
+		return handler(ctx, req)
+	case "handover":
 		if info.FullMethod != pb.Consumer_OffsetForLeaderEpoch_FullMethodName {
 			return handler(ctx, req)
 		}

@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/strand-io/strand/broker"
+	"github.com/strand-io/strand/broker/storage"
+	"github.com/strand-io/strand/coordinator/txn"
+	"github.com/strand-io/strand/metadata"
 	"github.com/strand-io/strand/node"
 	"github.com/strand-io/strand/testkit/testcluster"
 )
@@ -39,7 +42,11 @@ const maxViolations = 20
 //     followers must reach to join the ISR): a batch of an older epoch
 //     appended past that start (a stale fetcher's, a producer's at the
 //     old epoch) moves the epoch's start in the cache, which then answers
-//     OffsetForLeaderEpoch with another end than the leader began at.
+//     OffsetForLeaderEpoch with another end than the leader began at;
+//   - no transaction complete before its markers are in the ISR: while a
+//     leader still holds a marker it wrote at its epoch above its HW, the
+//     coordinator of that producer does not have the transaction
+//     CompleteCommit or CompleteAbort (checkMarkersBeforeComplete).
 type monitor struct {
 	c  *testcluster.Cluster
 	tr *trace
@@ -221,6 +228,84 @@ func (m *monitor) sample() {
 		}
 		for _, p := range sortedParts(n) {
 			m.check(mem.ID, n, p)
+		}
+	}
+	m.checkMarkersBeforeComplete()
+}
+
+// checkMarkersBeforeComplete: a coordinator writes CompleteCommit or
+// CompleteAbort only once every partition's leader answered that the
+// marker is in the ISR (the leader's HW passed it). So a marker that a
+// leader wrote at the epoch it still leads at, above its HW, belongs to a
+// transaction its coordinator has not completed. The reads are ordered so
+// that a transaction moving on between them is no violation: the markers
+// above the HW first, then the coordinators' states, then each leader's
+// HW again (it only grows while the leader leads at that epoch). Only a
+// coordinator leading its transaction log partition at the epoch of the
+// freshest metadata counts: a deposed one may still hold an older
+// transaction's completion.
+func (m *monitor) checkMarkersBeforeComplete() {
+	type held struct {
+		id    int32
+		p     *broker.Partition
+		epoch int32
+		c     storage.CompletedTxn
+	}
+	var cands []held
+	for _, mem := range m.c.Members() {
+		n := m.c.NodeOf(mem.ID)
+		if n == nil || n.Parts == nil || n.Repl == nil {
+			continue
+		}
+		for _, p := range sortedParts(n) {
+			l := p.Leadership()
+			if l.Role != broker.RoleLeader {
+				continue
+			}
+			epoch, start, ok := n.Repl.EpochStart(p.Key)
+			if !ok || epoch != l.LeaderEpoch {
+				continue
+			}
+			for _, c := range p.Log.UnreplicatedTxns() {
+				if c.LastOffset >= start {
+					cands = append(cands, held{mem.ID, p, epoch, c})
+				}
+			}
+		}
+	}
+	if len(cands) == 0 {
+		return
+	}
+	img := m.c.Image()
+	done := map[int64]txn.State{}
+	for _, mem := range m.c.Members() {
+		n := m.c.NodeOf(mem.ID)
+		if n == nil || n.TxnCoord == nil {
+			continue
+		}
+		for _, lp := range n.TxnCoord.Loaded() {
+			tp := img.Partition(metadata.InternalTransactionTopic, lp.Partition)
+			if tp == nil || tp.Leader != mem.ID || tp.LeaderEpoch != lp.CoordinatorEpoch {
+				continue
+			}
+			for pid, st := range lp.States {
+				if st == txn.CompleteCommit || st == txn.CompleteAbort {
+					done[pid] = st
+				}
+			}
+		}
+	}
+	for _, h := range cands {
+		st, ok := done[h.c.ProducerID]
+		if !ok {
+			continue
+		}
+		if l := h.p.Leadership(); l.Role != broker.RoleLeader || l.LeaderEpoch != h.epoch {
+			continue
+		}
+		if hw := h.p.HighWatermark(); hw <= h.c.LastOffset {
+			m.violate("node %d %s: producer %d's marker at offset %d is not below the HW %d (leader epoch %d), and its coordinator has the transaction %s: it completed before the in-sync replicas had the marker",
+				h.id, h.p.Key, h.c.ProducerID, h.c.LastOffset, hw, h.epoch, st)
 		}
 	}
 }

@@ -107,6 +107,10 @@ var kinds = []weight{
 //     while half the answers to OffsetForLeaderEpoch are held 0.2 to
 //     1.2 s, so a replica's fetcher acts on an answer meant for the
 //     follower it was before its promotion.
+//   - markers: links between replicas are slow while a third of the
+//     answers to WriteTxnMarkers are lost after the leader appended the
+//     markers, so the coordinator sends them again while the followers
+//     do not have them yet.
 //
 // A profile's mix is never changed once seeds of it are kept in
 // testdata/seeds (a seed's schedule is drawn from it): add a profile
@@ -115,6 +119,7 @@ var Profiles = map[string][]weight{
 	"leadership": {{Kill, 2}, {Stop, 3}, {Slow, 4}, {Delay, 3}, {Elect, 4}, {Reassign, 3}, {CutController, 1}},
 	"stale":      {{Pause, 5}, {Elect, 4}, {Stop, 3}, {Reassign, 2}, {Kill, 1}, {Slow, 1}},
 	"handover":   {{Handover, 8}, {Delay, 2}, {Kill, 1}, {Stop, 1}},
+	"markers":    {{Delay, 6}, {Slow, 2}, {Kill, 2}, {Stop, 1}, {Elect, 1}},
 }
 
 // Fault is one scheduled fault.

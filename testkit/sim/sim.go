@@ -244,7 +244,7 @@ func run(t *testing.T, seed uint64, sc Scenario, out *Outcome, virtualNow *atomi
 	// flight together are handled in any order: a heartbeat the broker
 	// gave up on after a later one, a marker's retry before the first try.
 	jitter := newJitter(seed)
-	jitter.handover = sc.Profile == "handover"
+	jitter.mix = sc.Profile
 	// Under Kafka's default flush policy a power loss is safe alone but
 	// not with a second failure soon after: until the powered-off node's
 	// old session ends, the controller still counts it in the ISR and may
@@ -283,14 +283,14 @@ func run(t *testing.T, seed uint64, sc Scenario, out *Outcome, virtualNow *atomi
 			cfg.TxnConfig.FirstEpoch = 32740
 		}
 		cfg.TxnConfig.AbortTimedOutInterval = time.Second
-		if sc.Profile == "stale" || sc.Profile == "handover" {
+		if jittered[sc.Profile] {
 			cfg.UnaryInterceptors = append(cfg.UnaryInterceptors, jitter.unary)
 		}
 	}})
 	tr.add(0, "cluster of %d nodes ready", sc.Nodes)
 	mon := newMonitor(c, tr)
 	s := &simulator{c: c, tr: tr, nodes: sc.Nodes, seed: seed, mon: mon, guardPowerLoss: !syncEveryWrite, skipped: map[Fault]bool{}, nodeMu: map[int32]*syncx.Mutex{}}
-	if sc.Profile == "stale" || sc.Profile == "handover" {
+	if jittered[sc.Profile] {
 		s.jitter = jitter
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -728,6 +728,9 @@ func (s *simulator) apply(ctx context.Context, st step, topics []string, partiti
 		s.tr.add(0, "reassign %v from %v to %v: %v %v", tp, part.Replicas, target, res[tp], err)
 	}
 }
+
+// jittered are the mixes whose requests go through the jitter.
+var jittered = map[string]bool{"stale": true, "handover": true, "markers": true}
 
 // handover is one move of a Handover fault: its start moves the
 // partition's leadership to the replica after the leader, its end (the
