@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -99,27 +100,63 @@ func follower(t *testing.T, p *broker.Partition) {
 	}
 }
 
-// checkEpochStart: once promoted at epoch 4 (and no producer has written
-// since), the epoch cache's start of epoch 4 is the log's end, so no batch
-// of epoch 3 lies past it, and the leader state's EpochStart (from which
-// an ISR expansion counts) is that start.
-func checkEpochStart(t *testing.T, m *Manager, p *broker.Partition, appended int64) {
-	t.Helper()
+// epochStartProblems: once promoted at epoch 4 (and no producer has
+// written since), the epoch cache's start of epoch 4 is the log's end, so
+// no batch of epoch 3 lies past it, and the leader state's EpochStart
+// (from which an ISR expansion counts) is that start. It returns what
+// differs.
+func epochStartProblems(m *Manager, p *broker.Partition, appended int64) []string {
+	var out []string
 	leo := p.Log.LogEndOffset()
 	_, end3 := p.Log.EndOffsetForEpoch(3)
 	if end3 != leo {
-		t.Errorf("%s: epoch 4 starts at %d in the epoch cache, but the log holds epoch 3's batches up to %d (%d appended as follower): "+
-			"OffsetForLeaderEpoch(3) answers %d and a follower truncates what the leader holds", p.Key, end3, leo, appended, end3)
+		out = append(out, fmt.Sprintf("%s: epoch 4 starts at %d in the epoch cache, but the log holds epoch 3's batches up to %d (%d appended as follower): "+
+			"OffsetForLeaderEpoch(3) answers %d and a follower truncates what the leader holds", p.Key, end3, leo, appended, end3))
 	}
 	le := m.leader(p.Key)
 	le.mu.Lock()
 	start := le.st.EpochStart
 	le.mu.Unlock()
 	if start != end3 {
-		t.Errorf("%s: the leader state's EpochStart %d, the epoch cache's start of epoch 4 %d", p.Key, start, end3)
+		out = append(out, fmt.Sprintf("%s: the leader state's EpochStart %d, the epoch cache's start of epoch 4 %d", p.Key, start, end3))
 	}
 	if l := p.Leadership(); l.Role != broker.RoleLeader || l.LeaderEpoch != 4 {
-		t.Errorf("%s: leadership %+v after the promotion, want leader at epoch 4", p.Key, l)
+		out = append(out, fmt.Sprintf("%s: leadership %+v after the promotion, want leader at epoch 4", p.Key, l))
+	}
+	return out
+}
+
+// checkPromotionRace runs race (one round of a stale appender against a
+// promotion, returning what epochStartProblems found) rounds times, and
+// no round may find a problem. Then with planted.EpochBeforeRoleChange on
+// it runs rounds until one finds a problem, up to plantedRounds: the race
+// does catch the bug (within a round or two on two CPUs; on one, within
+// a few dozen).
+func checkPromotionRace(t *testing.T, rounds, plantedRounds int, race func(round int) []string) {
+	t.Helper()
+	for _, plant := range []bool{false, true} {
+		t.Run(map[bool]string{false: "fixed", true: "planted"}[plant], func(t *testing.T) {
+			if plant {
+				defer planted.Set(planted.EpochBeforeRoleChange)()
+			}
+			n := rounds
+			if plant {
+				n = plantedRounds
+			}
+			for round := range n {
+				problems := race(round)
+				if plant && len(problems) > 0 {
+					t.Logf("found in round %d", round+1)
+					return
+				}
+				for _, pr := range problems {
+					t.Error(pr)
+				}
+			}
+			if plant {
+				t.Fatalf("with epoch-before-role-change planted, %d rounds found nothing: this test does not catch the bug", n)
+			}
+		})
 	}
 }
 
@@ -137,7 +174,7 @@ func TestPromotionFencesStaleFollowerAppends(t *testing.T) {
 	clk := clock.Real
 	m := New(DefaultConfig(1), nil, nil, nil, func() int64 { return 1 }, clk)
 	t.Cleanup(m.cancel)
-	for round := range 10 {
+	checkPromotionRace(t, 10, 500, func(round int) []string {
 		key := storage.PartitionKey{Topic: "orders", Partition: int32(round)}
 		p := newTestPartition(t, key, clk)
 		follower(t, p)
@@ -148,8 +185,8 @@ func TestPromotionFencesStaleFollowerAppends(t *testing.T) {
 		np := &metadata.Partition{Topic: key.Topic, Partition: key.Partition, Replicas: []int32{1, 2}, ISR: []int32{1, 2}, Leader: 1, LeaderEpoch: 4, PartitionEpoch: 2}
 		m.becomeLeader(p, np)
 		halt()
-		checkEpochStart(t, m, p, appended.Load())
-	}
+		return epochStartProblems(m, p, appended.Load())
+	})
 }
 
 // TestNewLeaderEpochFencesOldEpochAppends: a leader re-elected at a newer
@@ -234,6 +271,10 @@ func batchEpochs(t *testing.T, p *broker.Partition) []batchEpoch {
 // at once ahead of becomeLeader; that start ends the follower role in the
 // same step.
 func TestApplyPromotionFencesStaleFollowerAppends(t *testing.T) {
+	checkPromotionRace(t, 3, 100, func(int) []string { return applyPromotionRace(t) })
+}
+
+func applyPromotionRace(t *testing.T) []string {
 	bc := broker.DefaultConfig(t.TempDir())
 	bc.Log.Files = storage.NewFileCache(16)
 	parts, err := broker.Open(bc, clock.Real)
@@ -278,9 +319,11 @@ func TestApplyPromotionFencesStaleFollowerAppends(t *testing.T) {
 	for _, halt := range halts {
 		halt()
 	}
+	var problems []string
 	for i, p := range ps {
-		checkEpochStart(t, m, p, appended[i].Load())
+		problems = append(problems, epochStartProblems(m, p, appended[i].Load())...)
 	}
+	return problems
 }
 
 // slowLeader answers OffsetForLeaderEpoch only once answer is closed, as
