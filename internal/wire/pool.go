@@ -5,6 +5,7 @@ package wire
 
 import (
 	"context"
+	"errors"
 	"net"
 	"sync"
 	"time"
@@ -45,10 +46,14 @@ const TransportBufferSize = 256 << 10
 
 // Pool keeps one client connection per address.
 type Pool struct {
-	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn
-	opts  []grpc.DialOption
+	mu     sync.Mutex
+	conns  map[string]*grpc.ClientConn
+	opts   []grpc.DialOption
+	closed bool
 }
+
+// ErrPoolClosed is Get's error once the pool is closed.
+var ErrPoolClosed = errors.New("the connection pool is closed (the node is stopping)")
 
 // NewPool returns a pool; dial may be nil.
 func NewPool(dial DialFunc, extra ...grpc.DialOption) *Pool {
@@ -66,10 +71,15 @@ func NewPool(dial DialFunc, extra ...grpc.DialOption) *Pool {
 	return &Pool{conns: map[string]*grpc.ClientConn{}, opts: opts}
 }
 
-// Get returns the connection to addr, creating it lazily.
+// Get returns the connection to addr, creating it lazily. Once the pool
+// is closed it creates none (a caller still running as its node stops
+// would leave one open for ever) and returns ErrPoolClosed.
 func (p *Pool) Get(addr string) (*grpc.ClientConn, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.closed {
+		return nil, ErrPoolClosed
+	}
 	if c := p.conns[addr]; c != nil {
 		return c, nil
 	}
@@ -97,6 +107,7 @@ func (p *Pool) Close() {
 	p.mu.Lock()
 	conns := p.conns
 	p.conns = map[string]*grpc.ClientConn{}
+	p.closed = true
 	p.mu.Unlock()
 	for _, c := range conns {
 		c.Close()
