@@ -51,6 +51,11 @@ type Log struct {
 	onRecoverPoint func()
 	// guard is the leader's in-memory transaction bookkeeping (txnguard.go).
 	guard txnGuard
+	// hwHeard is the highest HW OnHighWatermarkUpdated has heard (capped
+	// at the log end then, lowered to a truncation's cut): every marker
+	// below it was in the ISR, so a producer state rebuilt after a
+	// truncation releases those it replays (TruncateTo).
+	hwHeard atomic.Int64
 
 	// The background flusher of leader appends under flush.messages=1
 	// (AppendAsLeaderDeferred): at most one runs; it is the Log's, and it
@@ -208,6 +213,13 @@ func (l *Log) FirstUndecidedOffset() (int64, bool) {
 // write lock only when there is something to forget.
 func (l *Log) OnHighWatermarkUpdated(hw int64) bool {
 	l.mu.RLock()
+	heard := min(hw, l.leoLocked())
+	for {
+		old := l.hwHeard.Load()
+		if heard <= old || l.hwHeard.CompareAndSwap(old, heard) {
+			break
+		}
+	}
 	due := l.psm.hasReplicatedTxns(hw)
 	l.mu.RUnlock()
 	if !due {

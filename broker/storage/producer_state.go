@@ -533,19 +533,13 @@ func (m *ProducerStateManager) UnreplicatedTxns() []CompletedTxn {
 	return append([]CompletedTxn(nil), m.unreplicated...)
 }
 
-// unreplicatedAsBefore sets m's unreplicated transactions to those of old
-// whose marker is below end. A log rebuilding its state after a truncation
-// to end uses it: the log below end is what it was, and old knew which of
-// its markers the high watermark had passed. The rebuilt state replays only
-// from its snapshot, so on its own it would miss the transactions
-// completed before the snapshot whose marker the HW has not passed, and
-// hold back again every one whose marker it replayed, released long ago
-// (the last stable offset would fall back to the first of them until the
-// partition next reported its HW; a replica promoted meanwhile would
-// publish it). Those at or above end went with their marker.
-func (m *ProducerStateManager) unreplicatedAsBefore(old *ProducerStateManager, end int64) {
-	clear(m.unreplicated)
-	m.unreplicated = m.unreplicated[:0]
+// keepUnreplicatedBelow copies into m the unreplicated transactions of old
+// whose marker is below end and that m does not have yet. A log rebuilding
+// its state after a truncation to end uses it: the rebuilt state replays
+// only from its snapshot, which does not hold unreplicated transactions,
+// while those whose marker is still in the log must go on holding back the
+// first unstable offset. Those at or above end went with their marker.
+func (m *ProducerStateManager) keepUnreplicatedBelow(old *ProducerStateManager, end int64) {
 	for _, c := range old.unreplicated {
 		if c.LastOffset < end {
 			m.addUnreplicated(c)

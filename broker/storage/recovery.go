@@ -706,11 +706,19 @@ func (l *Log) TruncateTo(offset int64) error {
 	if err := l.rebuildProducerStateLocked(offset, offset, nil); err != nil {
 		return err
 	}
-	// Which completed transactions still hold back the first unstable
-	// offset (their marker not passed by the HW yet) is what the state
-	// before the cut knew, less those whose marker was cut: not what the
-	// rebuilt state's replay from its snapshot suggests.
-	l.psm.unreplicatedAsBefore(old, offset)
+	// The rebuilt state knows only the unreplicated transactions whose
+	// marker it replayed; those completed before its snapshot, with the
+	// marker still in the log, go on holding back the first unstable
+	// offset until the HW passes the marker. Those whose marker was cut
+	// went with it. Those it replayed whose marker a HW heard before had
+	// passed are released again at once: otherwise the last stable offset
+	// would fall back to the first of them until the partition next told
+	// its HW, and a replica promoted meanwhile would publish it.
+	l.psm.keepUnreplicatedBelow(old, offset)
+	if l.hwHeard.Load() > offset {
+		l.hwHeard.Store(offset)
+	}
+	l.psm.OnHighWatermarkUpdated(l.hwHeard.Load())
 	if l.cleanedTo > offset {
 		l.setCleanedLocked(offset)
 	}
@@ -749,6 +757,9 @@ func (l *Log) truncateFullyLocked(base, start int64) error {
 		return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "checkpoint the log start offset of %s: %v", l.key, err)
 	}
 	l.truncations++
+	if l.hwHeard.Load() > start {
+		l.hwHeard.Store(start)
+	}
 	for _, s := range l.segs {
 		if err := s.remove(); err != nil {
 			return errs.New(pb.ErrorCode_KAFKA_STORAGE_ERROR, "truncate %s: %v", l.key, err)

@@ -220,3 +220,26 @@ func TestTruncationKeepsReleasedTxnsReleased(t *testing.T) {
 		t.Fatalf("HW 5: first unstable %d, want none", fu)
 	}
 }
+
+// After a restart a truncation replays the log from an older snapshot: it
+// holds back the markers it replays that no HW heard has passed (here the
+// HW checkpoint, at the marker), and releases them once the HW passes.
+func TestTruncationAfterRestartHoldsReplayedMarkers(t *testing.T) {
+	f := newFixture(t, testConfig())
+	now := f.nowMs()
+	f.appendLeader(txnb(1, 0, 0, 2, now)) // 0..1
+	f.marker(1, 1, record.ControlCommit)  // 2
+	f.appendLeader(plain(2, now))         // 3..4
+	l := f.reopenClean()                  // snapshot at 5
+	l.OnHighWatermarkUpdated(2)           // the HW checkpoint: the marker at 2 not passed
+	if err := l.TruncateTo(4); err != nil {
+		t.Fatal(err)
+	}
+	if fu, ok := l.FirstUnstableOffset(); !ok || fu != 0 {
+		t.Fatalf("after truncating to 4: first unstable %d %v, want 0 (producer 1's commit at 2 is not below the HW 2)", fu, ok)
+	}
+	l.OnHighWatermarkUpdated(3)
+	if fu, ok := l.FirstUnstableOffset(); ok {
+		t.Fatalf("HW 3: first unstable %d, want none", fu)
+	}
+}
