@@ -128,14 +128,20 @@ func (h *Handler) listOne(req *pb.ListOffsetsRequest, it *pb.ListOffsetsPartitio
 		}
 		out.Offset = upper
 	case ts == -3:
+		if err := lagging(); err != nil {
+			// Kafka looks at the whole log: while the HW lags, a record of
+			// the largest timestamp at or above what it may serve is not
+			// answered with an older one below.
+			if off, _, ok, lerr := p.Log.MaxTimestampOffset(p.Log.LogEndOffset()); lerr == nil && (!ok || off >= upper) {
+				return err
+			}
+		}
 		off, t, ok, err := p.Log.MaxTimestampOffset(upper)
 		if err != nil {
 			return err
 		}
 		if ok {
 			out.Offset, out.Timestamp = off, t
-		} else if err := lagging(); err != nil {
-			return err
 		}
 	case ts < 0:
 		return errs.New(pb.ErrorCode_INVALID_REQUEST, "timestamp %d is not a valid query", ts)

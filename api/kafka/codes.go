@@ -49,6 +49,9 @@ const (
 	// INVALID_TXN_STATE (Kafka's AddPartitionsToTxnManager).
 	abortableSinceProduce         = 11
 	abortableSinceTxnOffsetCommit = 4
+	// OFFSET_NOT_AVAILABLE (KIP-207): a new leader whose HW lags the
+	// start of its epoch; before it, LEADER_NOT_AVAILABLE.
+	offsetNotAvailableSinceListOffsets = 5
 )
 
 // fencedSince is the first version of key that knows PRODUCER_FENCED.
@@ -83,6 +86,10 @@ func answerCode(key kmsg.Key, version int16, c pb.ErrorCode) int16 {
 	case kmsg.InitProducerID, kmsg.AddPartitionsToTxn, kmsg.AddOffsetsToTxn, kmsg.EndTxn:
 		if c == pb.ErrorCode_PRODUCER_FENCED && version < fencedSince(key) {
 			c = pb.ErrorCode_INVALID_PRODUCER_EPOCH
+		}
+	case kmsg.ListOffsets:
+		if c == pb.ErrorCode_OFFSET_NOT_AVAILABLE && version < offsetNotAvailableSinceListOffsets {
+			c = pb.ErrorCode_LEADER_NOT_AVAILABLE
 		}
 	case kmsg.Produce, kmsg.TxnOffsetCommit:
 		since := int16(abortableSinceProduce)

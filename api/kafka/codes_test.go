@@ -88,6 +88,7 @@ func TestKafkasAnswerPerVersion(t *testing.T) {
 		{kmsg.TxnOffsetCommit, timedOut, map[int16]pb.ErrorCode{0: IPE, 5: IPE}},
 		{kmsg.TxnOffsetCommit, abortable, map[int16]pb.ErrorCode{0: ITS, 3: ITS, 4: TA, 5: TA}},
 		{kmsg.DescribeTransactions, timedOut, map[int16]pb.ErrorCode{0: PF}},
+		{kmsg.ListOffsets, pb.ErrorCode_OFFSET_NOT_AVAILABLE, map[int16]pb.ErrorCode{1: pb.ErrorCode_LEADER_NOT_AVAILABLE, 4: pb.ErrorCode_LEADER_NOT_AVAILABLE, 5: pb.ErrorCode_OFFSET_NOT_AVAILABLE, 7: pb.ErrorCode_OFFSET_NOT_AVAILABLE}},
 	} {
 		for v, want := range c.wants {
 			if got := answerCode(c.key, v, c.in); got != int16(want) {

@@ -369,7 +369,7 @@ func handleListOffsets(ctx context.Context, c *Conn, r kmsg.Request) (kmsg.Respo
 			pp := presp.Partitions[i]
 			i++
 			rp := kmsg.NewListOffsetsResponseTopicPartition()
-			rp.Partition, rp.ErrorCode = pp.Partition, code(pp.ErrorCode)
+			rp.Partition, rp.ErrorCode = pp.Partition, answerCode(kmsg.ListOffsets, req.Version, pp.ErrorCode)
 			rp.Timestamp, rp.Offset, rp.LeaderEpoch = pp.Timestamp, pp.Offset, pp.LeaderEpoch
 			rt.Partitions = append(rt.Partitions, rp)
 		}

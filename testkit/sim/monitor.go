@@ -53,6 +53,8 @@ type monitor struct {
 
 	mu    sync.Mutex
 	found []string
+	// img: the freshest metadata image seen (image).
+	img *metadata.Image
 
 	// leaderOf: the node that led a partition at an epoch.
 	leaderOf map[epochKey]int32
@@ -239,11 +241,15 @@ func (m *monitor) sample() {
 // leader wrote at the epoch it still leads at, above its HW, belongs to a
 // transaction its coordinator has not completed. The reads are ordered so
 // that a transaction moving on between them is no violation: the markers
-// above the HW first, then the coordinators' states, then each leader's
-// HW again (it only grows while the leader leads at that epoch). Only a
-// coordinator leading its transaction log partition at the epoch of the
-// freshest metadata counts: a deposed one may still hold an older
-// transaction's completion.
+// above the HW first, then the coordinators' states, then the metadata,
+// then each leader's HW and then its role again (the HW only grows while
+// the leader leads at that epoch). Only a node that the metadata, read
+// after the states, names leader at that epoch counts (a deposed leader
+// that does not know it yet keeps a marker above a HW that no longer
+// moves, while the new leader answered the coordinator), and only a
+// coordinator leading its transaction log partition at the epoch of that
+// metadata (a deposed one may still hold an older transaction's
+// completion). The metadata is the freshest any node has had (m.image).
 func (m *monitor) checkMarkersBeforeComplete() {
 	type held struct {
 		id    int32
@@ -276,22 +282,30 @@ func (m *monitor) checkMarkersBeforeComplete() {
 	if len(cands) == 0 {
 		return
 	}
-	img := m.c.Image()
-	done := map[int64]txn.State{}
+	type loaded struct {
+		id int32
+		lp txn.LoadedPartition
+	}
+	var states []loaded
 	for _, mem := range m.c.Members() {
 		n := m.c.NodeOf(mem.ID)
 		if n == nil || n.TxnCoord == nil {
 			continue
 		}
 		for _, lp := range n.TxnCoord.Loaded() {
-			tp := img.Partition(metadata.InternalTransactionTopic, lp.Partition)
-			if tp == nil || tp.Leader != mem.ID || tp.LeaderEpoch != lp.CoordinatorEpoch {
-				continue
-			}
-			for pid, st := range lp.States {
-				if st == txn.CompleteCommit || st == txn.CompleteAbort {
-					done[pid] = st
-				}
+			states = append(states, loaded{mem.ID, lp})
+		}
+	}
+	img := m.image()
+	done := map[int64]txn.State{}
+	for _, s := range states {
+		tp := img.Partition(metadata.InternalTransactionTopic, s.lp.Partition)
+		if tp == nil || tp.Leader != s.id || tp.LeaderEpoch != s.lp.CoordinatorEpoch {
+			continue
+		}
+		for pid, st := range s.lp.States {
+			if st == txn.CompleteCommit || st == txn.CompleteAbort {
+				done[pid] = st
 			}
 		}
 	}
@@ -300,14 +314,32 @@ func (m *monitor) checkMarkersBeforeComplete() {
 		if !ok {
 			continue
 		}
+		if tp := img.Partition(h.p.Key.Topic, h.p.Key.Partition); tp == nil || tp.Leader != h.id || tp.LeaderEpoch != h.epoch {
+			continue
+		}
+		hw := h.p.HighWatermark()
 		if l := h.p.Leadership(); l.Role != broker.RoleLeader || l.LeaderEpoch != h.epoch {
 			continue
 		}
-		if hw := h.p.HighWatermark(); hw <= h.c.LastOffset {
+		if hw <= h.c.LastOffset {
 			m.violate("node %d %s: producer %d's marker at offset %d is not below the HW %d (leader epoch %d), and its coordinator has the transaction %s: it completed before the in-sync replicas had the marker",
 				h.id, h.p.Key, h.c.ProducerID, h.c.LastOffset, hw, h.epoch, st)
 		}
 	}
+}
+
+// image is the freshest metadata any running node has, or the freshest
+// the monitor saw before if that is newer (the node that had it may have
+// stopped since): the metadata never goes back for the monitor.
+func (m *monitor) image() *metadata.Image {
+	img := m.c.Image()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.img != nil && m.img.Offset > img.Offset {
+		return m.img
+	}
+	m.img = img
+	return img
 }
 
 // sortedParts is n's replicas by topic and partition.
