@@ -79,6 +79,34 @@ func oneRecord(base int64, epoch int32) ([]byte, error) {
 		[]record.Record{{Value: []byte("v")}})
 }
 
+// appendFollowed appends n records of epoch 3 to p, a follower at epoch 3
+// (follower), one batch each, as its fetcher would.
+func appendFollowed(t *testing.T, p *broker.Partition, n int) {
+	t.Helper()
+	for range n {
+		b, err := oneRecord(p.Log.LogEndOffset(), 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.AppendAsFollower(b, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// followerOfTen is a manager of node 1 and its replica of orders-0, a
+// follower at epoch 3 holding offsets 0-9 of that epoch.
+func followerOfTen(t *testing.T) (storage.PartitionKey, *Manager, *broker.Partition) {
+	t.Helper()
+	key := storage.PartitionKey{Topic: "orders", Partition: 0}
+	m := New(DefaultConfig(1), nil, nil, nil, func() int64 { return 1 }, clock.Real)
+	t.Cleanup(m.cancel)
+	p := newTestPartition(t, key, clock.Real)
+	follower(t, p)
+	appendFollowed(t, p, 10)
+	return key, m, p
+}
+
 // staleFetcher appends batches of leader epoch epoch to p as its follower.
 func staleFetcher(t *testing.T, p *broker.Partition, epoch int32, appended *atomic.Int64) (halt func(), done <-chan struct{}) {
 	return racer(t, func() error {
@@ -365,21 +393,7 @@ func TestRemovedFetcherLeavesTheNewLeadersLog(t *testing.T) {
 			if plant {
 				defer planted.Set(planted.RemovedFetcherTruncates)()
 			}
-			key := storage.PartitionKey{Topic: "orders", Partition: 0}
-			clk := clock.Real
-			m := New(DefaultConfig(1), nil, nil, nil, func() int64 { return 1 }, clk)
-			t.Cleanup(m.cancel)
-			p := newTestPartition(t, key, clk)
-			follower(t, p)
-			for range 10 { // offsets 0-9 at epoch 3, from the old leader
-				b, err := oneRecord(p.Log.LogEndOffset(), 3)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := p.AppendAsFollower(b, 3); err != nil {
-					t.Fatal(err)
-				}
-			}
+			key, m, p := followerOfTen(t) // offsets 0-9 at epoch 3, from the old leader
 			f := newFetcher(m, 2)
 			st := &fetchState{p: p, leaderEpoch: 3, truncate: true, leaderHW: -1}
 			f.parts[key] = st
@@ -450,21 +464,7 @@ func TestRemovedFetcherLeavesTheNewLeadersLog(t *testing.T) {
 // where it began the epoch, as Kafka does (KIP-207): until then the
 // latest offset it would give is below what the previous leader gave.
 func TestNewLeaderLaggingHWAnswersOffsetNotAvailable(t *testing.T) {
-	key := storage.PartitionKey{Topic: "orders", Partition: 0}
-	clk := clock.Real
-	m := New(DefaultConfig(1), nil, nil, nil, func() int64 { return 1 }, clk)
-	t.Cleanup(m.cancel)
-	p := newTestPartition(t, key, clk)
-	follower(t, p)
-	for range 10 { // offsets 0-9 at epoch 3; the old leader's HW reached 6 here
-		b, err := oneRecord(p.Log.LogEndOffset(), 3)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := p.AppendAsFollower(b, 3); err != nil {
-			t.Fatal(err)
-		}
-	}
+	key, m, p := followerOfTen(t) // offsets 0-9 at epoch 3; the old leader's HW reached 6 here
 	p.SetHighWatermark(6, true)
 	if err := m.HWLagging(key, 3, p.HighWatermark()); err != nil {
 		t.Fatalf("a follower: %v, want nil (only a leader answers ListOffsets)", err)

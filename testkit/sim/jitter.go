@@ -70,25 +70,22 @@ func (j *jitter) delays() (before, after time.Duration) {
 // controlled-shutdown request at once, so a delayed one is handled
 // after the shutdown, as a stale heartbeat that must not unfence the
 // broker (its session allows 2 s).
-func (j *jitter) heartbeatDelay() time.Duration {
+func (j *jitter) heartbeatDelay() time.Duration { return j.sometimes(2, 1, 150) }
+
+// sometimes draws, one time in n, a duration of lo plus less than span
+// milliseconds, and 0 the other times.
+func (j *jitter) sometimes(n, lo, span int) time.Duration {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.rng.IntN(2) == 0 {
+	if j.rng.IntN(n) != n-1 {
 		return 0
 	}
-	return time.Duration(1+j.rng.IntN(150)) * time.Millisecond
+	return time.Duration(lo+j.rng.IntN(span)) * time.Millisecond
 }
 
 // handoverHold draws the hold of an OffsetForLeaderEpoch answer in the
 // handover mix.
-func (j *jitter) handoverHold() time.Duration {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.rng.IntN(2) == 0 {
-		return 0
-	}
-	return time.Duration(200+j.rng.IntN(1000)) * time.Millisecond
-}
+func (j *jitter) handoverHold() time.Duration { return j.sometimes(2, 200, 1000) }
 
 // lostAnswerAfter draws whether the answer to a WriteTxnMarkers is lost in
 // the markers mix, and when: one in three is, 1 to 30 ms after the
@@ -97,14 +94,7 @@ func (j *jitter) handoverHold() time.Duration {
 // sends them again 20 ms later, and the leader finds them applied. It
 // must not answer the repeat before the in-sync replicas have them
 // either.
-func (j *jitter) lostAnswerAfter() time.Duration {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.rng.IntN(3) != 0 {
-		return 0
-	}
-	return time.Duration(1+j.rng.IntN(30)) * time.Millisecond
-}
+func (j *jitter) lostAnswerAfter() time.Duration { return j.sometimes(3, 1, 30) }
 
 func pause(d time.Duration) {
 	if d > 0 {

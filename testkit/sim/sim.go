@@ -698,35 +698,46 @@ func (s *simulator) apply(ctx context.Context, st step, topics []string, partiti
 	case Handover:
 		s.handover(ctx, st, topics, partitions, peerOf)
 	case Elect, Reassign:
-		adm, err := client.NewAdmin(s.c.ClientOpts(client.RequestTimeout(3 * time.Second))...)
-		if err != nil {
-			s.tr.add(0, "admin: %v", err)
-			return
-		}
-		defer adm.Close()
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		if f.Kind == Elect {
-			var tps []client.TopicPartition
-			for _, tp := range topics {
-				for p := range partitions {
-					tps = append(tps, client.TopicPartition{Topic: tp, Partition: p})
-				}
-			}
-			res, err := adm.ElectLeaders(cctx, client.ElectPreferred, tps)
-			s.tr.add(0, "preferred election: %d answers, err %v", len(res), err)
-			return
-		}
-		tp := client.TopicPartition{Topic: topics[f.Pick%len(topics)], Partition: int32(f.Pick/len(topics)) % partitions}
-		part := s.c.Partition(tp.Topic, tp.Partition)
-		if part == nil || len(part.Replicas) == 0 {
-			s.tr.add(0, "reassign %v: not in the metadata yet", tp)
-			return
-		}
-		target := append(append([]int32(nil), part.Replicas[1:]...), part.Replicas[0])
-		res, err := adm.AlterPartitionReassignments(cctx, map[client.TopicPartition][]int32{tp: target})
-		s.tr.add(0, "reassign %v from %v to %v: %v %v", tp, part.Replicas, target, res[tp], err)
+		s.withAdmin(ctx, func(cctx context.Context, adm *client.Admin) { s.electOrReassign(cctx, adm, f, topics, partitions) })
 	}
+}
+
+// electOrReassign is an Elect or a Reassign fault.
+func (s *simulator) electOrReassign(cctx context.Context, adm *client.Admin, f Fault, topics []string, partitions int32) {
+	if f.Kind == Elect {
+		var tps []client.TopicPartition
+		for _, tp := range topics {
+			for p := range partitions {
+				tps = append(tps, client.TopicPartition{Topic: tp, Partition: p})
+			}
+		}
+		res, err := adm.ElectLeaders(cctx, client.ElectPreferred, tps)
+		s.tr.add(0, "preferred election: %d answers, err %v", len(res), err)
+		return
+	}
+	tp := client.TopicPartition{Topic: topics[f.Pick%len(topics)], Partition: int32(f.Pick/len(topics)) % partitions}
+	part := s.c.Partition(tp.Topic, tp.Partition)
+	if part == nil || len(part.Replicas) == 0 {
+		s.tr.add(0, "reassign %v: not in the metadata yet", tp)
+		return
+	}
+	target := append(append([]int32(nil), part.Replicas[1:]...), part.Replicas[0])
+	res, err := adm.AlterPartitionReassignments(cctx, map[client.TopicPartition][]int32{tp: target})
+	s.tr.add(0, "reassign %v from %v to %v: %v %v", tp, part.Replicas, target, res[tp], err)
+}
+
+// withAdmin runs fn with an admin client of the cluster and a context of
+// 5 s (virtual) at most.
+func (s *simulator) withAdmin(ctx context.Context, fn func(context.Context, *client.Admin)) {
+	adm, err := client.NewAdmin(s.c.ClientOpts(client.RequestTimeout(3 * time.Second))...)
+	if err != nil {
+		s.tr.add(0, "admin: %v", err)
+		return
+	}
+	defer adm.Close()
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	fn(cctx, adm)
 }
 
 // jittered are the mixes whose requests go through the jitter.
@@ -766,18 +777,12 @@ func (s *simulator) handover(ctx context.Context, st step, topics []string, part
 		target = append(target, part.Replicas[(i+k)%n])
 	}
 	peerOf[f] = target[0]
-	adm, err := client.NewAdmin(s.c.ClientOpts(client.RequestTimeout(3 * time.Second))...)
-	if err != nil {
-		s.tr.add(0, "admin: %v", err)
-		return
-	}
-	defer adm.Close()
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	res, err := adm.AlterPartitionReassignments(cctx, map[client.TopicPartition][]int32{tp: target})
-	s.tr.add(0, "handover %v: replicas %v to %v: %v %v", tp, part.Replicas, target, res[tp], err)
-	el, err := adm.ElectLeaders(cctx, client.ElectPreferred, []client.TopicPartition{tp})
-	s.tr.add(0, "handover %v to node %d: preferred election %v, err %v", tp, target[0], el, err)
+	s.withAdmin(ctx, func(cctx context.Context, adm *client.Admin) {
+		res, err := adm.AlterPartitionReassignments(cctx, map[client.TopicPartition][]int32{tp: target})
+		s.tr.add(0, "handover %v: replicas %v to %v: %v %v", tp, part.Replicas, target, res[tp], err)
+		el, err := adm.ElectLeaders(cctx, client.ElectPreferred, []client.TopicPartition{tp})
+		s.tr.add(0, "handover %v to node %d: preferred election %v, err %v", tp, target[0], el, err)
+	})
 }
 
 // healAll ends every fault: links healed, delays gone, every node started.
