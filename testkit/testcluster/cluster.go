@@ -444,7 +444,11 @@ func (c *Cluster) WaitReady(timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	for _, m := range c.Running() {
-		if err := m.Node.WaitReady(ctx); err != nil {
+		n := c.NodeOf(m.ID)
+		if n == nil {
+			continue // stopped meanwhile
+		}
+		if err := n.WaitReady(ctx); err != nil {
 			c.T.Fatal(err)
 		}
 	}
@@ -496,10 +500,12 @@ func (c *Cluster) Heal(id int32) { c.Net.Heal(c.Member(id).Name()) }
 func (c *Cluster) image() *metadata.Image {
 	var best *metadata.Image
 	for _, m := range c.Running() {
-		if m.Node.Repl == nil {
+		// Read under the lock: a goroutine may stop the node meanwhile (Take).
+		n := c.NodeOf(m.ID)
+		if n == nil || n.Repl == nil {
 			continue
 		}
-		if img := m.Node.Repl.Image(); best == nil || img.Offset > best.Offset {
+		if img := n.Repl.Image(); best == nil || img.Offset > best.Offset {
 			best = img
 		}
 	}
@@ -520,7 +526,7 @@ func (c *Cluster) Partition(topic string, p int32) *metadata.Partition {
 // ActiveController is the id of the active controller (-1 if none).
 func (c *Cluster) ActiveController() int32 {
 	for _, m := range c.Running() {
-		if m.Node.Controller != nil && m.Node.Controller.IsActive() {
+		if n := c.NodeOf(m.ID); n != nil && n.Controller != nil && n.Controller.IsActive() {
 			return m.ID
 		}
 	}
@@ -535,11 +541,11 @@ func (c *Cluster) Eventually(timeout time.Duration, what string, cond func() boo
 
 // Log returns a running node's local log of a partition (nil if none).
 func (c *Cluster) Log(id int32, topic string, p int32) *storage.Log {
-	m := c.Member(id)
-	if m.Node == nil || m.Node.Parts == nil {
+	n := c.NodeOf(id)
+	if n == nil || n.Parts == nil {
 		return nil
 	}
-	part := m.Node.Parts.Get(storage.PartitionKey{Topic: topic, Partition: p})
+	part := n.Parts.Get(storage.PartitionKey{Topic: topic, Partition: p})
 	if part == nil {
 		return nil
 	}
@@ -564,10 +570,11 @@ func (c *Cluster) CreateTopic(name string, partitions, rf int32, configs map[str
 	}
 	c.Eventually(20*time.Second, "leaders of "+name+" on every broker", func() bool {
 		for _, m := range c.Running() {
-			if m.Node.Repl == nil {
+			n := c.NodeOf(m.ID)
+			if n == nil || n.Repl == nil {
 				continue
 			}
-			t := m.Node.Repl.Image().Topic(name)
+			t := n.Repl.Image().Topic(name)
 			if t == nil || len(t.Partitions) != int(partitions) {
 				return false
 			}
