@@ -33,7 +33,7 @@ FUZZ_TARGETS  := ./record:FuzzDecode ./record:FuzzValidateBatch \
 	./broker/storage:FuzzEpochCheckpoint ./broker/storage:FuzzTxnIndex ./api:FuzzRequests \
 	./api/kafka:FuzzDecode
 
-.PHONY: sim all build test test-short fuzz lint proto run demo stop clean image drill drill-ci drill-kafka soak bench-compare bench-scale readme-check grow certs franz-suite
+.PHONY: sim all build test test-short fuzz lint proto run demo stop clean image drill drill-ci drill-kafka soak bench-compare bench-scale bench-failover readme-check grow certs franz-suite
 
 all: build
 
@@ -159,6 +159,12 @@ bench-compare:
 ## run; OUT=file for the markdown table, default .bench/scale.md)
 bench-scale:
 	GO=$(GO) ./scripts/bench-scale.sh
+
+## bench-failover: how long exactly-once commits stop when a node is killed, paused, stalled or
+## restarted (the coordinator's, the controller's, the partition leader's), through both front
+## doors, 5 repetitions each (REPS, FAULTS, DOORS, QUICK=1); a markdown table in .bench/failover.md
+bench-failover:
+	GO=$(GO) ./scripts/bench-failover.sh
 
 ## franz-suite: franz-go's own pkg/kgo integration suite (the version go.mod pins) against a fresh
 ## three-node cluster of race-enabled nodes on free ports, 100 000 records through its exactly-once
