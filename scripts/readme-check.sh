@@ -79,7 +79,7 @@ SKIPS=(
   $'^make soak( |$)\tthe drills in a loop for 30 minutes'
   $'^make bench-compare( |$)\tabout 13 minutes, and it installs nats-server from the Go module proxy'
   $'^make bench-scale( |$)\tabout 12 minutes of partition- and client-scale probes on fresh clusters'
-  $'^make bench-failover( |$)\tabout 45 minutes of killed, paused and restarted nodes, 5 times each through both front doors'
+  $'^make bench-failover( |$)\tabout 20 minutes of killed, paused and restarted nodes, 5 times each through both front doors'
   $'^make franz-suite( |$)\tfranz-go\'s integration suite on a fresh cluster, about three minutes; make test runs it'
   $'^strand verify \ttwo minutes of fault drills against the compose cluster; make drill-ci runs strand verify in CI'
 )
