@@ -37,9 +37,7 @@ KBOOT="127.0.0.1:$F_PORT_BASE,127.0.0.1:$((F_PORT_BASE + 10)),127.0.0.1:$((F_POR
 # shellcheck disable=SC2046
 ports_free $(node_ports "$F_PORT_BASE") || { say "pick another F_PORT_BASE"; exit 1; }
 
-say "== building bin/strand"
-make -s build GO="$GO" >&2
-REV=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+build_strand
 LOGS=$BENCH/failover-logs
 rm -rf "$LOGS" && mkdir -p "$LOGS" "$(dirname "$OUT")"
 F_DATA=$(mktemp -d /tmp/bench-failover-data.XXXXXX)

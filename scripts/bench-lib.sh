@@ -81,3 +81,12 @@ rate_cell() {
 ratio() { [[ -n $1 && -n $2 ]] || { echo n/a; return; }; awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 latp() { local a b; a=$(med "$1.p50"); b=$(med "$1.p99"); [[ -n $a && -n $b ]] && echo "$(num "$a") / $(num "$b")" || echo n/a; }
 cpu() { local m; m=$(med "$1.cpu"); [[ -n $m ]] && awk -v m="$m" 'BEGIN { printf "%.3f", m }' || echo n/a; }
+
+# build_strand: builds bin/strand and sets REV to the commit it was built
+# from (noting uncommitted Go changes), for the table's heading.
+build_strand() {
+  say "== building bin/strand"
+  make -s build GO="$GO" >&2
+  REV=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+  [[ -z $(git status --porcelain -- '*.go' go.mod go.sum 2>/dev/null) ]] || REV="$REV (+ uncommitted Go changes)"
+}

@@ -56,10 +56,7 @@ SBOOT="127.0.0.1:$((S_PORT_BASE + 5)),127.0.0.1:$((S_PORT_BASE + 15)),127.0.0.1:
 # shellcheck disable=SC2046
 ports_free $(node_ports "$S_PORT_BASE") || { say "pick another S_PORT_BASE"; exit 1; }
 
-say "== building bin/strand"
-make -s build GO="$GO" >&2
-REV=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-[[ -z $(git status --porcelain -- '*.go' go.mod go.sum 2>/dev/null) ]] || REV="$REV (+ uncommitted Go changes)"
+build_strand
 
 WORK=$(mktemp -d /tmp/bench-scale.XXXXXX)
 RES=$WORK/results.tsv
