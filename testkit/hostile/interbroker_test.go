@@ -113,17 +113,36 @@ func TestInterBrokerListenerServesOnlyPeers(t *testing.T) {
 // accepted.
 func TestRegistrationOfLiveBrokerIsRefused(t *testing.T) {
 	tg := clusterTarget(t, 3)
-	active := tg.cluster.ActiveController()
+	// The active controller may change while the cluster settles (an
+	// election answers NOT_CONTROLLER meanwhile): ask whichever is active
+	// until one answers.
+	var active int32
+	tg.cluster.Eventually(30*time.Second, "an active controller", func() bool {
+		active = tg.cluster.ActiveController()
+		return active >= 0
+	})
 	victim := int32(1)
 	if victim == active {
 		victim = 2
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	ctl := pb.NewControllerClient(tg.raw(tg.cluster.InterBrokerAddrs()[active]))
 	img := tg.cluster.Image()
 	req := &pb.RegisterBrokerRequest{NodeId: victim, IncarnationId: "impostor", Address: "127.0.0.1:1", InterBrokerAddress: "127.0.0.1:2", ClusterId: img.ClusterID}
-	resp, err := ctl.RegisterBroker(ctx, req)
+	register := func() (*pb.RegisterBrokerResponse, error) {
+		var resp *pb.RegisterBrokerResponse
+		var err error
+		tg.cluster.Eventually(30*time.Second, "a registration answered by the active controller", func() bool {
+			a := tg.cluster.ActiveController()
+			if a < 0 || a == victim && tg.cluster.NodeOf(victim) == nil {
+				return false
+			}
+			resp, err = pb.NewControllerClient(tg.raw(tg.cluster.InterBrokerAddrs()[a])).RegisterBroker(ctx, req)
+			return err != nil || resp.ErrorCode != pb.ErrorCode_NOT_CONTROLLER
+		})
+		return resp, err
+	}
+	resp, err := register()
 	if err != nil || resp.ErrorCode != pb.ErrorCode_DUPLICATE_BROKER_REGISTRATION {
 		t.Fatalf("registration of live broker %d at another address: %v %v, want DUPLICATE_BROKER_REGISTRATION", victim, resp, err)
 	}
@@ -135,7 +154,7 @@ func TestRegistrationOfLiveBrokerIsRefused(t *testing.T) {
 		b := tg.cluster.Image().Brokers[victim]
 		return b != nil && b.Fenced
 	})
-	resp, err = ctl.RegisterBroker(ctx, req)
+	resp, err = register()
 	if err != nil || resp.ErrorCode != pb.ErrorCode_NONE {
 		t.Fatalf("registration after broker %d's session expired: %v %v", victim, resp, err)
 	}
