@@ -26,6 +26,14 @@ type Config struct {
 	NodeID int32
 	// SessionTimeout is broker.session.timeout.ms: a broker silent this long is fenced.
 	SessionTimeout time.Duration
+	// UnreachableSessionTimeout is broker.unreachable.session.timeout.ms
+	// (Strand's own): a broker silent this long that also does not answer
+	// Probe is fenced without waiting for SessionTimeout. 0 turns the early
+	// fence off. See liveness.go.
+	UnreachableSessionTimeout time.Duration
+	// Probe asks a broker's node directly whether it is there (gossip's
+	// ping); nil: brokers are fenced only at SessionTimeout or by Suspect.
+	Probe func(id int32) bool
 	// LeaderImbalanceInterval is leader.imbalance.check.interval.seconds.
 	LeaderImbalanceInterval time.Duration
 	// AutoLeaderRebalance is auto.leader.rebalance.enable.
@@ -50,13 +58,14 @@ type Config struct {
 // DefaultConfig is Kafka's defaults.
 func DefaultConfig(nodeID int32) Config {
 	c := Config{
-		NodeID:                   nodeID,
-		SessionTimeout:           9 * time.Second,
-		LeaderImbalanceInterval:  300 * time.Second,
-		AutoLeaderRebalance:      true,
-		UncleanCheckInterval:     300 * time.Second,
-		DefaultPartitions:        1,
-		DefaultReplicationFactor: 1,
+		NodeID:                    nodeID,
+		SessionTimeout:            9 * time.Second,
+		UnreachableSessionTimeout: 1750 * time.Millisecond,
+		LeaderImbalanceInterval:   300 * time.Second,
+		AutoLeaderRebalance:       true,
+		UncleanCheckInterval:      300 * time.Second,
+		DefaultPartitions:         1,
+		DefaultReplicationFactor:  1,
 	}
 	c.LeaderImbalancePercentage = 10 // leader.imbalance.per.broker.percentage, Kafka's default
 	return c
@@ -90,10 +99,18 @@ type Controller struct {
 	// that was closing and made it leader again, and it recorded a leader
 	// epoch it never wrote in.
 	shutdown map[int32]int64
-	fetches  map[int32]fetchState // last heartbeat offsets (members.go)
-	active   bool                 // leadership as last established (barrier done)
-	lastPref time.Time
-	lastUncl time.Time
+	// unreachable holds, per broker, when the last probe that went
+	// unanswered began (liveness.go); an answered probe removes it.
+	unreachable map[int32]time.Time
+	probing     map[int32]bool // a probe of the broker is in flight
+	// lastLeader is the node that led the quorum when this node last
+	// followed: the broker whose heartbeats stopped with that leader's
+	// death, if it died (becomeActiveLocked).
+	lastLeader int32
+	fetches    map[int32]fetchState // last heartbeat offsets (members.go)
+	active     bool                 // leadership as last established (barrier done)
+	lastPref   time.Time
+	lastUncl   time.Time
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -108,7 +125,8 @@ func New(cfg Config, q *Quorum, clk clock.Clock) *Controller {
 	if lg == nil {
 		lg = slog.Default()
 	}
-	return &Controller{cfg: cfg, Q: q, clk: clk, lg: lg.With("component", "controller"), leases: map[int32]time.Time{}, heard: map[int32]bool{}, shutdown: map[int32]int64{}}
+	return &Controller{cfg: cfg, Q: q, clk: clk, lg: lg.With("component", "controller"), leases: map[int32]time.Time{}, heard: map[int32]bool{}, shutdown: map[int32]int64{},
+		unreachable: map[int32]time.Time{}, probing: map[int32]bool{}, lastLeader: -1}
 }
 
 // Start runs the controller's loop: it notices gaining and losing Raft
@@ -117,8 +135,9 @@ func New(cfg Config, q *Quorum, clk clock.Clock) *Controller {
 func (c *Controller) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
-	c.wg.Add(1)
+	c.wg.Add(2)
 	go c.loop(ctx)
+	go c.probeLoop(ctx)
 }
 
 // Stop ends the loop and waits for it.
@@ -154,6 +173,9 @@ func (c *Controller) tick(ctx context.Context) {
 			c.lg.Info("no longer the active controller")
 		}
 		c.active = false
+		if id := c.Q.LeaderID(); id >= 0 && id != c.cfg.NodeID {
+			c.lastLeader = id
+		}
 		return
 	}
 	if !c.active {
@@ -199,9 +221,11 @@ func (c *Controller) becomeActiveLocked(ctx context.Context) error {
 	img := c.Q.FSM.Image()
 	c.leases = map[int32]time.Time{}
 	c.heard = map[int32]bool{}
+	c.unreachable = map[int32]time.Time{}
 	for id := range img.Brokers {
 		c.leases[id] = now
 	}
+	c.inheritLeaderLeaseLocked(now)
 	var boot []*pb.MetadataRecord
 	if img.ClusterID == "" {
 		boot = append(boot, &pb.MetadataRecord{Record: &pb.MetadataRecord_Cluster{Cluster: &pb.ClusterRecord{ClusterId: newID()}}})

@@ -158,6 +158,11 @@ func StartQuorum(cfg QuorumConfig) (*Quorum, error) {
 	if cfg.CommitTimeout > 0 {
 		rc.CommitTimeout = cfg.CommitTimeout
 	}
+	// Raft requires the leader's lease within the heartbeat timeout; a
+	// shorter controller.quorum.fetch.timeout.ms shortens the lease too.
+	if rc.LeaderLeaseTimeout > rc.HeartbeatTimeout {
+		rc.LeaderLeaseTimeout = rc.HeartbeatTimeout
+	}
 	if cfg.SnapshotThreshold > 0 {
 		rc.SnapshotThreshold = cfg.SnapshotThreshold
 	}

@@ -197,7 +197,10 @@ type AuthorizerConfig struct {
 	AllowEveryoneIfNoACLFound bool
 }
 
-// QuorumTimeouts tunes Raft (zero keeps hashicorp/raft's defaults).
+// QuorumTimeouts tunes Raft (a zero keeps hashicorp/raft's default):
+// Heartbeat is controller.quorum.fetch.timeout.ms (how long a follower
+// waits to hear from the leader before it stands for election), Election
+// is controller.quorum.election.timeout.ms.
 type QuorumTimeouts struct {
 	Heartbeat, Election, LeaderLease, Commit time.Duration
 }
@@ -206,10 +209,14 @@ type QuorumTimeouts struct {
 func DefaultConfig(id int32, dataDir string) Config {
 	return Config{
 		NodeID: id, Broker: true, Controller: true, DataDir: dataDir,
-		BrokerConfig:           broker.DefaultConfig(dataDir),
-		ControllerConfig:       controller.DefaultConfig(id),
-		ReplicationConfig:      replication.DefaultConfig(id),
-		HeartbeatInterval:      2 * time.Second,
+		BrokerConfig:      broker.DefaultConfig(dataDir),
+		ControllerConfig:  controller.DefaultConfig(id),
+		ReplicationConfig: replication.DefaultConfig(id),
+		HeartbeatInterval: 250 * time.Millisecond,
+		// A follower that hears nothing from the quorum's leader for
+		// 500-1000 ms stands for election (hashicorp/raft's defaults: 1-2
+		// s), so a dead controller is replaced within about a second.
+		QuorumTimeouts:         QuorumTimeouts{Heartbeat: 500 * time.Millisecond, Election: 500 * time.Millisecond, LeaderLease: 500 * time.Millisecond},
 		MessageMaxBytes:        1048588,
 		OffsetMetadataMaxBytes: 4096,
 		ProduceMaxInFlight:     api.DefaultProduceMaxInFlight,

@@ -89,15 +89,18 @@ type Node struct {
 	Quorum     *controller.Quorum
 	Controller *controller.Controller
 	Gossip     *gossip.Gossip
-	Remote     *channel.Remote
-	Lifecycle  *channel.Lifecycle
-	Parts      *broker.Manager
-	Repl       *replication.Manager
-	PIDs       *coordinator.ProducerIDManager
-	Locator    *coordinator.Locator
-	TxnClient  *txn.Client
-	Groups     *group.Coordinator
-	TxnCoord   *txn.Coordinator
+	// gossipNow is Gossip for goroutines started before it (the
+	// controller's probes).
+	gossipNow atomic.Pointer[gossip.Gossip]
+	Remote    *channel.Remote
+	Lifecycle *channel.Lifecycle
+	Parts     *broker.Manager
+	Repl      *replication.Manager
+	PIDs      *coordinator.ProducerIDManager
+	Locator   *coordinator.Locator
+	TxnClient *txn.Client
+	Groups    *group.Coordinator
+	TxnCoord  *txn.Coordinator
 
 	// metrics counts the front door's bytes, records and requests.
 	metrics *api.Metrics

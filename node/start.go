@@ -53,6 +53,10 @@ func (n *Node) startController(cfg Config) error {
 	n.Quorum = q
 	cc := cfg.ControllerConfig
 	cc.NodeID, cc.Logger = cfg.NodeID, n.lg
+	cc.Probe = func(id int32) bool {
+		g := n.gossipNow.Load()
+		return g == nil || g.Probe(id) // no gossip: no early fence
+	}
 	n.Controller = controller.New(cc, q, cfg.Clock)
 	n.Controller.Start()
 	return nil
@@ -82,6 +86,7 @@ func (n *Node) startGossip(cfg Config) error {
 		return err
 	}
 	n.Gossip = g
+	n.gossipNow.Store(g)
 	return nil
 }
 

@@ -60,6 +60,8 @@ type Gossip struct {
 
 	mu      sync.Mutex
 	members map[int32]Meta
+	// addrs is where each live member's memberlist listens, for Probe.
+	addrs map[int32]probeAddr
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -75,7 +77,7 @@ func Start(cfg Config) (*Gossip, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gossip{cfg: cfg, lg: lg, meta: meta, members: map[int32]Meta{cfg.Meta.NodeID: cfg.Meta}}
+	g := &Gossip{cfg: cfg, lg: lg, meta: meta, members: map[int32]Meta{cfg.Meta.NodeID: cfg.Meta}, addrs: map[int32]probeAddr{}}
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = strconv.Itoa(int(cfg.Meta.NodeID))
 	if cfg.Transport != nil {
@@ -235,6 +237,7 @@ func (g *Gossip) NotifyLeave(n *memberlist.Node) {
 	g.mu.Lock()
 	if m.NodeID != g.cfg.Meta.NodeID {
 		delete(g.members, m.NodeID)
+		delete(g.addrs, m.NodeID)
 	}
 	g.mu.Unlock()
 	if g.cfg.OnDead != nil && m.NodeID != g.cfg.Meta.NodeID {
@@ -249,5 +252,30 @@ func (g *Gossip) update(n *memberlist.Node) {
 	}
 	g.mu.Lock()
 	g.members[m.NodeID] = m
+	g.addrs[m.NodeID] = probeAddr{name: n.Name, addr: &net.UDPAddr{IP: n.Addr, Port: int(n.Port)}}
 	g.mu.Unlock()
+}
+
+type probeAddr struct {
+	name string
+	addr net.Addr
+}
+
+// Probe asks member id directly whether it is there: one memberlist ping
+// to it, answered or not within the probe timeout (300 ms). It reports
+// false for a member gossip holds dead or has never seen. The controller
+// asks this of a broker whose heartbeats stopped before it fences it
+// early: a process killed or stopped does not answer, one whose
+// heartbeats are merely slow (a busy controller) does. The ping runs on
+// memberlist's own goroutines, so a broker stuck elsewhere still answers
+// and keeps its whole session timeout.
+func (g *Gossip) Probe(id int32) bool {
+	g.mu.Lock()
+	a, ok := g.addrs[id]
+	g.mu.Unlock()
+	if !ok {
+		return false
+	}
+	_, err := g.ml.Ping(a.name, a.addr)
+	return err == nil
 }

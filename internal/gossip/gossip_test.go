@@ -60,3 +60,32 @@ func TestEncryptedGossip(t *testing.T) {
 		}
 	})
 }
+
+// TestProbe: a member that is there answers a probe; once it stops (a
+// kill: no goodbye) it does not, well before gossip declares it dead; a
+// member never seen is not there.
+func TestProbe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := memnet.NewGossipNet()
+		a1 := "127.0.0.1:7946"
+		g1 := startKeyed(t, n, 1, a1, nil)
+		g2 := startKeyed(t, n, 2, "127.0.0.2:7946", nil, a1)
+		wait.Eventually(t, 10*time.Second, "the members to see each other", func() bool {
+			return len(g1.Members()) == 2 && len(g2.Members()) == 2
+		})
+		if !g1.Probe(2) {
+			t.Fatal("a live member did not answer a probe")
+		}
+		if g1.Probe(3) {
+			t.Fatal("a member never seen answered a probe")
+		}
+		g2.Kill()
+		began := time.Now()
+		if g1.Probe(2) {
+			t.Fatal("a killed member answered a probe")
+		}
+		if took := time.Since(began); took > time.Second {
+			t.Fatalf("the probe of a killed member took %v", took)
+		}
+	})
+}

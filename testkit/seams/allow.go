@@ -36,6 +36,7 @@ var Allowed = append([]Allow{
 	{"broker/storage", "Log.flushToLocked", "clock", "measures flush time for the flush statistics"},
 	{"broker/storage", "Log.Clean", "clock", "measures a cleaning pass for CleanStats.Elapsed"},
 	{"coordinator/txn", "Coordinator.load", "clock", "measures loading a transaction log partition, for the log line"},
+	{"controller", "Controller.inheritLeaderLeaseLocked", "clock", "Raft's last contact with the previous leader is wall-clock time: its age is carried over to the controller's clock"},
 	{"api", "Deps.QuotaUnary", "clock", "measures the handler's work for the request-time quota"},
 	{"replication", "Manager.fetch", "clock", "the fetch long poll's deadline and its timer: time package, not yet the clock"},
 	{"coordinator/txn", "Coordinator.waitUntil", "clock", "waits for a pending transition with a deadline and timer on the time package, not yet the clock"},
