@@ -50,6 +50,11 @@ type fetcher struct {
 	mu    sync.Mutex
 	parts map[storage.PartitionKey]*fetchState
 	kick  chan struct{}
+	// inflight ends the Fetch waiting at the leader, so that a partition
+	// added meanwhile is fetched now rather than after the leader's
+	// replica.fetch.wait.max.ms: a new leader's HW, and the transaction
+	// coordinator it hosts, wait for this replica's first fetch.
+	inflight context.CancelFunc
 
 	// The fetch session with the leader (KIP-227), run goroutine only:
 	// sessID 0 means the next fetch is a full one that opens a session.
@@ -81,6 +86,10 @@ func (f *fetcher) stop() {
 func (f *fetcher) add(p *broker.Partition, epoch int32) {
 	f.mu.Lock()
 	f.parts[p.Key] = &fetchState{p: p, leaderEpoch: epoch, truncate: true, leaderHW: -1}
+	if f.inflight != nil {
+		f.inflight()
+		f.inflight = nil
+	}
 	f.mu.Unlock()
 	select {
 	case f.kick <- struct{}{}:
@@ -172,6 +181,23 @@ func (f *fetcher) run() {
 	}
 }
 
+// metadataRetry is how soon a follower asks again when it and the leader
+// disagree on who leads at which epoch. Right after an election one of
+// them has the new metadata a few milliseconds before the other, and
+// waiting out half of replica.fetch.backoff.ms (500 ms) then would hold
+// the new leader's HW, and every acks=all write and transaction
+// coordinator write behind it, for that long.
+const metadataRetry = 50 * time.Millisecond
+
+// metadataLag reports a refusal that metadata arriving on one side ends.
+func metadataLag(code pb.ErrorCode) bool {
+	switch code {
+	case pb.ErrorCode_NOT_LEADER_OR_FOLLOWER, pb.ErrorCode_UNKNOWN_LEADER_EPOCH, pb.ErrorCode_FENCED_LEADER_EPOCH:
+		return true
+	}
+	return false
+}
+
 func (f *fetcher) sleep(d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -196,8 +222,13 @@ func (f *fetcher) truncate(client pb.ConsumerClient, sts []*fetchState) {
 	for _, st := range sts {
 		done, err := f.truncateOne(client, st)
 		if err != nil {
-			f.m.lg.Warn("truncation by leader epoch failed; will retry", "partition", st.p.Key.String(), "leader", f.source, "err", err)
-			f.delay(st, f.m.cfg.FetchBackoff/2)
+			d := f.m.cfg.FetchBackoff / 2
+			if metadataLag(errs.CodeOf(err)) {
+				d = min(d, metadataRetry)
+			} else {
+				f.m.lg.Warn("truncation by leader epoch failed; will retry", "partition", st.p.Key.String(), "leader", f.source, "err", err)
+			}
+			f.delay(st, d)
 			continue
 		}
 		if done {
@@ -330,7 +361,13 @@ func (f *fetcher) fetch(client pb.ConsumerClient, sts []*fetchState) bool {
 		}
 	}
 	ctx, cancel := context.WithTimeout(f.ctx, m.cfg.FetchWaitMax+10*time.Second)
+	f.mu.Lock()
+	f.inflight = cancel
+	f.mu.Unlock()
 	resp, err := client.Fetch(ctx, req, grpc.ForceCodecV2(f.codec))
+	f.mu.Lock()
+	f.inflight = nil
+	f.mu.Unlock()
 	cancel()
 	m.fetchRequests.Add(1)
 	m.fetchNamed.Add(int64(len(req.Partitions)))
@@ -433,7 +470,11 @@ func (f *fetcher) handle(st *fetchState, r *pb.FetchPartitionResponse) bool {
 	case pb.ErrorCode_STALE_BROKER_EPOCH, pb.ErrorCode_UNKNOWN_LEADER_EPOCH, pb.ErrorCode_NOT_LEADER_OR_FOLLOWER, pb.ErrorCode_FENCED_LEADER_EPOCH, pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION,
 		pb.ErrorCode_INCONSISTENT_TOPIC_ID: // the leader's log is of an older or newer topic of the name
 		// Metadata will bring the truth; retry a little later.
-		f.delay(st, m.cfg.FetchBackoff/2)
+		d := m.cfg.FetchBackoff / 2
+		if metadataLag(r.ErrorCode) {
+			d = min(d, metadataRetry)
+		}
+		f.delay(st, d)
 		return false
 	default:
 		m.lg.Warn("replica fetch error", "partition", p.Key.String(), "leader", f.source, "code", r.ErrorCode.String(), "msg", r.ErrorMessage)
