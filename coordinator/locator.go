@@ -170,6 +170,13 @@ func (l *Locator) Find(ctx context.Context, typ pb.CoordinatorType, key string) 
 // PeerAddress is the address of broker id's inter-broker listener, which
 // other nodes dial ("" when the broker is not registered). Find answers
 // with the client listener's, what clients dial.
+// Fenced reports whether this node's metadata shows broker id fenced
+// (or unknown).
+func (l *Locator) Fenced(id int32) bool {
+	b := l.repl.Image().Brokers[id]
+	return b == nil || b.Fenced
+}
+
 func (l *Locator) PeerAddress(id int32) string {
 	if b := l.repl.Image().Brokers[id]; b != nil {
 		return b.PeerAddress()

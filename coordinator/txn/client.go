@@ -43,13 +43,21 @@ func (c *Client) call(ctx context.Context, transactionalID string, pid int64, ep
 		Partitions: []*pb.TopicPartition{{Topic: topic, Partition: partition}},
 	}}}
 	var last error
+	began := time.Now()
 	for attempt := 0; ; attempt++ {
 		err := c.once(ctx, transactionalID, req)
 		if err == nil {
 			return nil
 		}
 		code := errs.CodeOf(err)
-		if code != pb.ErrorCode_NOT_COORDINATOR && code != pb.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS && code != pb.ErrorCode_COORDINATOR_NOT_AVAILABLE {
+		// CONCURRENT_TRANSACTIONS: the producer's previous transaction is
+		// still being completed (its markers written), usually for a few
+		// milliseconds, longer after a coordinator failover, when the new
+		// coordinator finishes it. Asking again here for up to
+		// concurrentRetryFor spares the client its own backoff, which has
+		// grown during the failover.
+		concurrent := code == pb.ErrorCode_CONCURRENT_TRANSACTIONS && time.Since(began) < concurrentRetryFor
+		if code != pb.ErrorCode_NOT_COORDINATOR && code != pb.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS && code != pb.ErrorCode_COORDINATOR_NOT_AVAILABLE && !concurrent {
 			return err
 		}
 		last = err
@@ -61,6 +69,10 @@ func (c *Client) call(ctx context.Context, transactionalID string, pid int64, ep
 		}
 	}
 }
+
+// concurrentRetryFor bounds how long call keeps asking while the answer is
+// CONCURRENT_TRANSACTIONS.
+const concurrentRetryFor = time.Second
 
 func (c *Client) once(ctx context.Context, transactionalID string, req *pb.AddPartitionsToTxnRequest) error {
 	co := c.loc.Find(ctx, pb.CoordinatorType_TRANSACTION, transactionalID)
@@ -77,6 +89,28 @@ func (c *Client) once(ctx context.Context, transactionalID string, req *pb.AddPa
 	}
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	// A coordinator whose node stopped (not died: its connection stays
+	// open) and was fenced meanwhile will not answer; the transaction's
+	// new coordinator is asked instead, rather than after the timeout.
+	watched := make(chan struct{})
+	defer close(watched)
+	go func() {
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-watched:
+				return
+			case <-rctx.Done():
+				return
+			case <-t.C:
+				if c.loc.Fenced(co.NodeId) {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
 	resp, err := pb.NewTransactionsClient(conn).AddPartitionsToTxn(rctx, req)
 	if err != nil {
 		return errs.New(pb.ErrorCode_COORDINATOR_NOT_AVAILABLE, "AddPartitionsToTxn to node %d: %v", co.NodeId, err)

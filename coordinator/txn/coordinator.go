@@ -42,12 +42,20 @@ type Config struct {
 	// MaxOpenPerPrincipal is transaction.max.open.per.principal (0: no
 	// cap): open_cap.go.
 	MaxOpenPerPrincipal int
+	// LoadHold is how long a producer's or partition leader's request for
+	// a partition this coordinator is still loading waits for the load
+	// before it is answered COORDINATOR_LOAD_IN_PROGRESS (0: at once, as
+	// Kafka answers). Right after a failover the load is usually done
+	// within a few fetches; a client told to retry backs off for up to
+	// retry.backoff.max.ms (1 s) instead.
+	LoadHold time.Duration
 }
 
 // DefaultConfig is Kafka's defaults.
 func DefaultConfig(nodeID int32) Config {
 	return Config{NodeID: nodeID, Topic: coordinator.DefaultTransactionTopic(), MaxTimeout: 15 * time.Minute,
-		AbortTimedOutInterval: 10 * time.Second, RemoveExpiredInterval: time.Hour, IDExpiration: 7 * 24 * time.Hour, WriteTimeout: 10 * time.Second}
+		AbortTimedOutInterval: 10 * time.Second, RemoveExpiredInterval: time.Hour, IDExpiration: 7 * 24 * time.Hour, WriteTimeout: 10 * time.Second,
+		LoadHold: 2 * time.Second}
 }
 
 // Coordinator is the transaction coordinator of the __transaction_state
@@ -74,9 +82,11 @@ type owned struct {
 	p      *broker.Partition
 	epoch  int32 // the coordinator epoch: the partition's leader epoch
 	loaded bool
-	txns   map[string]*Metadata
-	ctx    context.Context
-	cancel context.CancelFunc
+	// loadedCh is closed when loaded becomes true.
+	loadedCh chan struct{}
+	txns     map[string]*Metadata
+	ctx      context.Context
+	cancel   context.CancelFunc
 }
 
 // New returns a coordinator; Start registers it for leadership changes.
@@ -115,7 +125,7 @@ func (c *Coordinator) now() int64 { return c.clk.Now().UnixMilli() }
 // BecameLeader starts loading a transaction log partition.
 func (c *Coordinator) BecameLeader(p *broker.Partition, leaderEpoch int32) {
 	ctx, cancel := context.WithCancel(c.ctx)
-	o := &owned{id: p.Key.Partition, p: p, epoch: leaderEpoch, txns: map[string]*Metadata{}, ctx: ctx, cancel: cancel}
+	o := &owned{id: p.Key.Partition, p: p, epoch: leaderEpoch, txns: map[string]*Metadata{}, ctx: ctx, cancel: cancel, loadedCh: make(chan struct{})}
 	c.mu.Lock()
 	if old := c.parts[o.id]; old != nil {
 		old.cancel()
@@ -170,6 +180,7 @@ func (c *Coordinator) load(o *owned) {
 		return
 	}
 	o.txns, o.loaded = txns, true
+	close(o.loadedCh)
 	loaded := len(txns) // requests may add ids as soon as the lock is released
 	var resume []*Metadata
 	for _, m := range txns {
@@ -283,15 +294,49 @@ func readLog(l *storage.Log, fn func(key, value []byte)) error {
 	return nil
 }
 
-// ownerLocked returns the loaded partition that coordinates id.
-func (c *Coordinator) ownerLocked(id string) (*owned, error) {
-	// By the topic's partition count in this broker's metadata, as the
-	// locator maps it.
+// partitionOf is the transaction log partition of id, by the topic's
+// partition count in this broker's metadata, as the locator maps it.
+func (c *Coordinator) partitionOf(id string) int32 {
 	var img *metadata.Image
 	if c.repl != nil {
 		img = c.repl.Image()
 	}
-	part := c.cfg.Topic.PartitionOf(img, id)
+	return c.cfg.Topic.PartitionOf(img, id)
+}
+
+// awaitLoad holds a request for id while its partition is this
+// coordinator's and still loading, for at most LoadHold or until ctx
+// ends; the request then runs and finds the partition loaded, or answers
+// COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR as it stands.
+func (c *Coordinator) awaitLoad(ctx context.Context, id string) {
+	if c.cfg.LoadHold <= 0 {
+		return
+	}
+	part := c.partitionOf(id)
+	c.mu.Lock()
+	o := c.parts[part]
+	c.mu.Unlock()
+	if o == nil || o.loadedCh == nil {
+		return
+	}
+	select {
+	case <-o.loadedCh:
+		return
+	default:
+	}
+	t := c.clk.NewTimer(c.cfg.LoadHold)
+	defer t.Stop()
+	select {
+	case <-o.loadedCh:
+	case <-o.ctx.Done():
+	case <-ctx.Done():
+	case <-t.C():
+	}
+}
+
+// ownerLocked returns the loaded partition that coordinates id.
+func (c *Coordinator) ownerLocked(id string) (*owned, error) {
+	part := c.partitionOf(id)
 	o := c.parts[part]
 	if o == nil {
 		return nil, errs.New(pb.ErrorCode_NOT_COORDINATOR, "broker %d is not the coordinator of %q (%s-%d)", c.cfg.NodeID, id, c.cfg.Topic.Name, part)
@@ -440,6 +485,7 @@ func (c *Coordinator) sendMarkersLocked(o *owned, m *Metadata) {
 // handle runs one request of a producer or partition leader through the
 // state machine and carries out its decision.
 func (c *Coordinator) handle(ctx context.Context, id string, r Request) (Decision, error) {
+	c.awaitLoad(ctx, id)
 	c.mu.Lock()
 	o, err := c.ownerLocked(id)
 	if err != nil {

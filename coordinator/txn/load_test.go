@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/strand-io/strand/broker"
 	"github.com/strand-io/strand/broker/storage"
@@ -17,8 +18,8 @@ import (
 // was never acknowledged) must not answer from that write: a follower
 // without it may be elected next, and a partition leader told "orders-1
 // is in the transaction" would append a batch no marker ever ends. It
-// answers COORDINATOR_LOAD_IN_PROGRESS until the HW reaches the log end,
-// then from what it loaded. (Found by the simulation: seed 20292 with
+// holds requests (LoadHold) and answers COORDINATOR_LOAD_IN_PROGRESS
+// until the HW reaches the log end, then from what it loaded. (Found by the simulation: seed 20292 with
 // -profile leadership -faults 12 left such a hanging transaction.)
 func TestLoadServesOnlyWhatTheISRHas(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -66,17 +67,35 @@ func TestLoadServesOnlyWhatTheISRHas(t *testing.T) {
 		synctest.Wait() // the load has read the log and waits for the HW
 
 		ctx := context.Background()
-		add := func() error { return c.AddPartitions(ctx, id, pid, epoch, false, orders1, 2) }
-		if err := add(); errs.CodeOf(err) != pb.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS {
+		add := func(ctx context.Context) error { return c.AddPartitions(ctx, id, pid, epoch, false, orders1, 2) }
+		// A request is held for the load (LoadHold), and answered
+		// COORDINATOR_LOAD_IN_PROGRESS when the hold or its own time ends
+		// first.
+		began := time.Now()
+		if err := add(ctx); errs.CodeOf(err) != pb.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS {
 			t.Fatalf("with the log's last write above the HW, adding orders-1 answered %v, want COORDINATOR_LOAD_IN_PROGRESS", err)
 		}
+		if held := time.Since(began); held != cfg.LoadHold {
+			t.Fatalf("the request was held %v, want LoadHold (%v)", held, cfg.LoadHold)
+		}
+		short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		if err := add(short); errs.CodeOf(err) != pb.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS {
+			t.Fatalf("a request whose deadline ends before the load answered %v, want COORDINATOR_LOAD_IN_PROGRESS", err)
+		}
 
-		// The follower fetches the tail: the HW reaches the log end, and
-		// the coordinator serves what it loaded (orders-1 is in the
-		// transaction already, so nothing is written).
+		// A request held while the follower fetches the tail: the HW
+		// reaches the log end, and the coordinator answers it from what it
+		// loaded (orders-1 is in the transaction already, so nothing is
+		// written).
+		held := make(chan error, 1)
+		go func() { held <- add(ctx) }()
+		time.Sleep(300 * time.Millisecond) // virtual time (synctest)
 		p.SetHighWatermark(l.LogEndOffset(), false)
-		synctest.Wait()
-		if err := add(); err != nil {
+		if err := <-held; err != nil {
+			t.Fatalf("once the ISR has the log, the held request answered %v", err)
+		}
+		if err := add(ctx); err != nil {
 			t.Fatalf("once the ISR has the log, adding orders-1 answered %v", err)
 		}
 		st := c.Describe([]string{id})
