@@ -60,6 +60,16 @@ type cluster struct {
 
 	refreshMu syncx.Mutex // held across the Metadata call: waiters leave with their context
 	changed   chan struct{}
+
+	// A call left unanswered by a broker the cluster has since fenced
+	// (stopped.go): gone by address, suspects, the background look-ups.
+	gone       map[string]*goneSignal
+	suspects   map[string]time.Time
+	slowAt     time.Time
+	slowActive bool
+	bgCtx      context.Context
+	bgCancel   context.CancelFunc
+	bg         sync.WaitGroup
 }
 
 func newCluster(cfg *config) *cluster {
@@ -67,7 +77,9 @@ func newCluster(cfg *config) *cluster {
 	if lg == nil {
 		lg = slog.Default()
 	}
-	return &cluster{cfg: cfg, lg: lg, conns: map[string]*grpc.ClientConn{}, brokers: map[int32]string{}, topics: map[string]*topicInfo{}, changed: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &cluster{cfg: cfg, lg: lg, conns: map[string]*grpc.ClientConn{}, brokers: map[int32]string{}, topics: map[string]*topicInfo{}, changed: make(chan struct{}),
+		gone: map[string]*goneSignal{}, suspects: map[string]time.Time{}, bgCtx: ctx, bgCancel: cancel}
 }
 
 func (c *cluster) conn(addr string) (*grpc.ClientConn, error) {
@@ -140,8 +152,9 @@ func (c *cluster) seeds() []string {
 			out = append(out, a)
 		}
 	}
-	c.mu.Unlock()
 	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	c.suspectsLastLocked(out)
+	c.mu.Unlock()
 	for _, a := range c.cfg.bootstrap {
 		if !seen[a] {
 			seen[a] = true
@@ -264,6 +277,7 @@ func (c *cluster) apply(resp *pb.MetadataResponse) {
 	brokers := map[int32]string{}
 	for _, b := range resp.Brokers {
 		brokers[b.NodeId] = b.Address
+		c.brokerFencedLocked(b.Address, b.Fenced)
 	}
 	if len(brokers) > 0 {
 		c.brokers = brokers
@@ -382,6 +396,8 @@ func (c *cluster) close() {
 	conns := c.conns
 	c.conns = map[string]*grpc.ClientConn{}
 	c.mu.Unlock()
+	c.bgCancel()
+	c.bg.Wait()
 	for _, cc := range conns {
 		cc.Close()
 	}

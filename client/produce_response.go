@@ -38,6 +38,7 @@ func (p *Producer) onResponse(sr *sentReq, resp *pb.ProduceResponse, err error) 
 			var ns *notSentError
 			p.cl.markStale(b.tp)
 			refresh = true
+			b.leaderLost = true
 			p.retryLocked(pp, b, err, !errors.As(err, &ns))
 		case sr.req.Acks == 0:
 			p.ackLocked(pp, b, -1)
@@ -144,6 +145,7 @@ func (p *Producer) failOrRetryLocked(pp *ppart, b *pbatch, err error) {
 	case pb.ErrorCode_NOT_LEADER_OR_FOLLOWER, pb.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, pb.ErrorCode_LEADER_NOT_AVAILABLE,
 		pb.ErrorCode_FENCED_LEADER_EPOCH, pb.ErrorCode_UNKNOWN_LEADER_EPOCH:
 		p.cl.markStale(b.tp)
+		b.leaderLost = true
 		go p.refreshMeta()
 	}
 	if errs.IsRetriable(err) {
@@ -191,7 +193,7 @@ func (p *Producer) retryLocked(pp *ppart, b *pbatch, err error, mayHaveLanded bo
 		p.completeLocked(b, -1, out)
 		return
 	}
-	b.retryAt = p.cfg.clock.Now().Add(backoff(&p.cfg, b.attempts-1))
+	b.retryAt = p.cfg.clock.Now().Add(backoff(&p.cfg, b.attempts-1-b.movedAt))
 	p.requeueLocked(pp, b)
 }
 

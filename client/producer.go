@@ -135,6 +135,15 @@ type pbatch struct {
 	inWindow bool
 	broker   int32
 	lastErr  error
+	// leaderLost: the last attempt failed because broker is gone or no
+	// longer leads the partition. While such a batch waits out its
+	// backoff, the sender looks the leader up every retry.backoff.ms and
+	// sends it at once to a new one (KIP-951).
+	leaderLost bool
+	// movedAt is attempts when the batch was last sent to a new leader:
+	// its backoff grows from there, since the failures at the old one say
+	// nothing of the new.
+	movedAt int
 }
 
 func (b *pbatch) count() int32 { return int32(len(b.recs)) }

@@ -196,11 +196,22 @@ func (p *Producer) drain() time.Duration {
 			if !head.inWindow && len(pp.window) > 0 && p.idempotent() && pp.ackedPID != p.pid {
 				continue // the first batch under this producer id goes alone
 			}
-			if now.Before(head.retryAt) {
-				soon(head.retryAt.Sub(now))
-				continue
-			}
 			leader, _ := p.cl.leader(tp)
+			if now.Before(head.retryAt) {
+				if !head.leaderLost {
+					soon(head.retryAt.Sub(now))
+					continue
+				}
+				if leader < 0 || leader == head.broker {
+					// Its leader is gone: look again every retry.backoff.ms
+					// (refreshMeta spaces refreshes so) rather than once
+					// per attempt, whose backoff grows to a second.
+					needMeta = true
+					soon(min(head.retryAt.Sub(now), p.cfg.retryBackoff))
+					continue
+				}
+				// A new leader is known: send now (KIP-951).
+			}
 			if leader < 0 {
 				needMeta = true
 				soon(p.cfg.retryBackoff)
@@ -224,7 +235,11 @@ func (p *Producer) drain() time.Duration {
 				continue
 			}
 			pp.queued = pp.queued[1:]
+			if head.leaderLost && leader != head.broker {
+				head.movedAt = head.attempts
+			}
 			head.broker = leader
+			head.leaderLost = false
 			head.sentOnce = true
 			head.attempts++
 			if !head.inWindow {

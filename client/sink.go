@@ -42,6 +42,7 @@ type sentReq struct {
 	req      *pb.ProduceRequest
 	batches  []*pbatch
 	deadline time.Time
+	sent     time.Time
 	gen      int
 }
 
@@ -176,7 +177,7 @@ loop:
 		s.queue = nil
 		now := s.p.cfg.clock.Now()
 		for _, sr := range q {
-			sr.gen = gen
+			sr.gen, sr.sent = gen, now
 			sr.deadline = now.Add(s.p.cfg.requestTimeout + min(s.p.cfg.requestTimeout/2, 2*time.Second))
 			if sr.req.Acks != 0 {
 				s.inflight[sr.corr] = sr
@@ -227,6 +228,15 @@ loop:
 				sessErr = errs.New(pb.ErrorCode_REQUEST_TIMED_OUT, "no answer from broker %d within request.timeout.ms=%v", s.id, s.p.cfg.requestTimeout)
 				break loop
 			}
+			// A request unanswered for a second: is the broker stopped
+			// and fenced (stopped.go)? Then its requests go elsewhere now.
+			if s.unansweredFor(slowCall) {
+				if s.p.cl.brokerFenced(s.id) {
+					sessErr = fmt.Errorf("broker %d: %w", s.id, errBrokerFenced)
+					break loop
+				}
+				s.p.cl.slowBroker(s.id)
+			}
 		}
 	}
 	cancel()
@@ -243,6 +253,19 @@ func (s *sink) throttleLeft() time.Duration {
 		return 0
 	}
 	return s.throttledUntil.Sub(s.p.cfg.clock.Now())
+}
+
+// unansweredFor reports whether a request has been in flight for d.
+func (s *sink) unansweredFor(d time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.p.cfg.clock.Now()
+	for _, sr := range s.inflight {
+		if now.Sub(sr.sent) >= d {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *sink) expired() *sentReq {

@@ -88,8 +88,30 @@ func (p *Producer) coordinatorCall(ctx context.Context, typ pb.CoordinatorType, 
 	defer cancel()
 	ck := coordKey{typ, key}
 	var last error
+	// gone is the coordinator that last failed to answer or answered that
+	// it no longer coordinates key. FindCoordinator is asked again at once
+	// then: a new coordinator is tried without a backoff (as KIP-951 does
+	// for a partition's new leader); while it still names the one gone,
+	// it is asked every retry.backoff.ms, not on a backoff that grows to
+	// retry.backoff.max.ms, so that the new coordinator is found within
+	// about 100 ms of the cluster electing it.
+	gone := ""
+	atOnce := false // the last retry after a coordinator went was immediate
+	goneRetry := func(addr string) error {
+		gone = addr
+		if !atOnce {
+			atOnce = true
+			return nil
+		}
+		atOnce = false
+		return p.cfg.sleep(bctx, p.cfg.retryBackoff)
+	}
 	for attempt := 0; ; attempt++ {
 		addr := p.coords.get(ck)
+		if addr != "" && p.cl.addrFenced(addr) {
+			p.coords.drop(ck) // the cluster fenced it since: look again
+			addr = ""
+		}
 		var ferr error
 		var co *pb.Coordinator
 		if addr == "" {
@@ -102,6 +124,14 @@ func (p *Producer) coordinatorCall(ctx context.Context, typ pb.CoordinatorType, 
 			})
 			if ferr == nil && co.ErrorCode == pb.ErrorCode_NONE {
 				addr = co.Address
+			}
+		}
+		if addr != "" && addr == gone {
+			// Still the coordinator that went: try it again a
+			// retry.backoff.ms later.
+			gone = ""
+			if p.cfg.sleep(bctx, p.cfg.retryBackoff) != nil {
+				return sent, expired(bctx, last)
 			}
 		}
 		switch {
@@ -120,12 +150,21 @@ func (p *Producer) coordinatorCall(ctx context.Context, typ pb.CoordinatorType, 
 				return sent, err
 			}
 			rctx, rcancel := context.WithTimeout(bctx, p.cfg.requestTimeout)
-			code, msg, err := fn(rctx, cc)
+			wctx, stop := p.cl.watch(rctx, addr) // a stopped coordinator, fenced meanwhile (stopped.go)
+			code, msg, err := fn(wctx, cc)
+			stop()
 			rcancel()
 			if err != nil {
 				sent = true
 				p.coords.drop(ck)
 				last = keepLast(last, err)
+				if bctx.Err() == nil {
+					attempt--
+					if goneRetry(addr) != nil {
+						return sent, expired(bctx, last)
+					}
+					continue
+				}
 				break
 			}
 			sent = true
@@ -134,12 +173,16 @@ func (p *Producer) coordinatorCall(ctx context.Context, typ pb.CoordinatorType, 
 				p.coords.set(ck, addr)
 				return sent, nil
 			}
+			last = e
 			if coordinatorMoved(e) {
 				p.coords.drop(ck)
-			} else {
-				p.coords.set(ck, addr)
+				attempt--
+				if goneRetry(addr) != nil {
+					return sent, expired(bctx, last)
+				}
+				continue
 			}
-			last = e
+			p.coords.set(ck, addr)
 			if !errs.IsRetriable(e) {
 				return sent, e
 			}
