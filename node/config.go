@@ -216,7 +216,13 @@ func DefaultConfig(id int32, dataDir string) Config {
 		// A follower that hears nothing from the quorum's leader for
 		// 500-1000 ms stands for election (hashicorp/raft's defaults: 1-2
 		// s), so a dead controller is replaced within about a second.
-		QuorumTimeouts:         QuorumTimeouts{Heartbeat: 500 * time.Millisecond, Election: 500 * time.Millisecond, LeaderLease: 500 * time.Millisecond},
+		// Followers learn that a record is committed with the leader's next
+		// AppendEntries, sent at the latest every CommitTimeout when the
+		// log is idle (hashicorp/raft's default 50 ms, taken as 50-100
+		// ms): every broker but the controller's own acted on a fencing
+		// that much later.
+		QuorumTimeouts: QuorumTimeouts{Heartbeat: 500 * time.Millisecond, Election: 500 * time.Millisecond, LeaderLease: 500 * time.Millisecond,
+			Commit: 10 * time.Millisecond},
 		MessageMaxBytes:        1048588,
 		OffsetMetadataMaxBytes: 4096,
 		ProduceMaxInFlight:     api.DefaultProduceMaxInFlight,
