@@ -9,11 +9,13 @@
 # fault is put on the node it names, $REPS times (kill -9 of the
 # transaction coordinator's node, of the active controller's, of the
 # partition leader's; SIGSTOP of the coordinator's node for 20 s and for
-# 1 s; a controlled shutdown and restart of it). Per door and fault: the
+# 1 s, and five 1 s stops a second apart; a controlled shutdown and
+# restart of it). Per door and fault: the
 # time from the fault to the first commit of a transaction begun after it,
 # and the longest gap between commits, median and worst.
 #
-# Knobs (environment): REPS (5), FAULTS (all), DOORS (sdk,kafka), OUT,
+# Knobs (environment): REPS (5), FAULTS (all), DOORS (sdk,kafka), OUT, TRACE=1
+# (print the steps of every transaction slower than 300 ms),
 # F_PORT_BASE (9800), BENCH_DIR. QUICK=1: one repetition of each. The cut
 # faults (a node cut off one way or both) need the compose cluster's
 # network: `strand bench-failover --target compose` there. Logs of the
@@ -58,6 +60,7 @@ T0=$(date +%s)
 args=(bench-failover --target process --data-dir "$F_DATA" --bootstrap "$GBOOT" --kafka-bootstrap "$KBOOT" --reps "$REPS")
 [[ -n ${FAULTS:-} ]] && args+=(--faults "$FAULTS")
 [[ -n ${DOORS:-} ]] && args+=(--doors "$DOORS")
+[[ ${TRACE:-0} == 1 ]] && args+=(--trace)
 "$SB" "${args[@]}" | tee "$LOGS/bench.log"
 {
   echo "bench-failover at $REV, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, load average at start $LOAD_START, at end $(cut -d' ' -f1-3 /proc/loadavg), $(( $(date +%s) - T0 )) s"

@@ -21,12 +21,17 @@ import (
 func init() { extraCommands = append(extraCommands, benchFailoverCmd) }
 
 // The faults bench-failover measures.
-var failoverFaults = []string{"kill-coordinator", "kill-controller", "kill-leader", "pause-coordinator", "stall-coordinator", "restart-coordinator"}
+var failoverFaults = []string{"kill-coordinator", "kill-controller", "kill-leader", "pause-coordinator", "stall-coordinator", "flap-coordinator", "restart-coordinator"}
+
+// flapCycles is how many times flap-coordinator stops the node for --stall
+// and lets it run for --stall.
+const flapCycles = 5
 
 func benchFailoverCmd() *cobra.Command {
 	var (
 		target, dataDir, kafkaBootstrap, topic, doors, faults string
 		reps                                                  int
+		trace                                                 bool
 		down, pauseFor, stall, window                         time.Duration
 	)
 	cmd := &cobra.Command{
@@ -44,6 +49,8 @@ min.insync.replicas=2 if missing) in a loop, and for each fault, --reps times:
   pause-coordinator    SIGSTOP the coordinator's node for --pause, then SIGCONT
   stall-coordinator    SIGSTOP it for --stall (a short stall: a GC pause, a busy
                        disk), which should move nothing
+  flap-coordinator     stop it for --stall and let it run for --stall, five times
+                       (a node that keeps stalling), which should move nothing
   restart-coordinator  a controlled shutdown (SIGTERM) of the coordinator's node,
                        then start it again
 
@@ -78,6 +85,9 @@ bench-failover starts one); compose drives the docker compose cluster.`,
 			b := &failoverBench{adm: adm, tgt: tgt, topic: topic, reps: reps, down: down, pause: pauseFor, stall: stall, window: window,
 				out: cmd.OutOrStdout(), env: &drill.Env{Admin: adm, Target: tgt, Topics: []string{topic}, SettleTimeout: 3 * time.Minute}}
 			b.env.Logf = func(string, ...any) {}
+			if trace {
+				traceSlow = cmd.OutOrStdout()
+			}
 			var rows []failoverRow
 			for _, door := range strings.Split(doors, ",") {
 				var open func(id string) (failoverProducer, error)
@@ -118,6 +128,7 @@ bench-failover starts one); compose drives the docker compose cluster.`,
 	fl.DurationVar(&down, "down", 3*time.Second, "how long a killed node stays down")
 	fl.DurationVar(&pauseFor, "pause", 20*time.Second, "how long pause-coordinator stops the node")
 	fl.DurationVar(&stall, "stall", time.Second, "how long stall-coordinator stops the node")
+	fl.BoolVar(&trace, "trace", false, "print each step of a transaction slower than 300 ms (produce, commit) with its start time")
 	fl.DurationVar(&window, "window", 15*time.Second, "how long after a fault commits are watched (at least until the node is back, plus 5 s)")
 	return cmd
 }
@@ -163,10 +174,14 @@ func (s sdkFailoverProducer) Commit(ctx context.Context, topic string, value []b
 	if err := s.p.BeginTransaction(); err != nil {
 		return err
 	}
+	t := time.Now()
 	if err := s.p.ProduceSync(ctx, &client.Record{Topic: topic, Value: value}).FirstErr(); err != nil {
 		_ = s.p.AbortTransaction(ctx)
 		return err
 	}
+	traceStep(t, "produce")
+	t = time.Now()
+	defer traceStep(t, "commit")
 	if err := s.p.CommitTransaction(ctx); err != nil {
 		_ = s.p.AbortTransaction(ctx)
 		return err
@@ -178,10 +193,27 @@ func (s sdkFailoverProducer) Close() { s.p.Close(context.Background()) }
 
 type kafkaFailoverProducer struct{ cl *kgo.Client }
 
+// kafkaFailoverOpts: franz-go asks for metadata at most every 5 s by
+// default (MetadataMinAge), so it finds a new leader or coordinator no
+// sooner; it waits for an answer from a stopped broker for the request's
+// own timeout (10 s for a produce) plus 10 s (RequestTimeoutOverhead),
+// and backs off from 250 ms up to 5 s between retries.
+func kafkaFailoverOpts() []kgo.Opt {
+	return []kgo.Opt{
+		kgo.MetadataMinAge(100 * time.Millisecond),
+		kgo.RequestTimeoutOverhead(time.Second),
+		kgo.ProduceRequestTimeout(time.Second),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }),
+	}
+}
+
+// newKafkaFailoverProducer is franz-go with the settings the README's
+// Failover section gives for a client that should follow a failover
+// within seconds (kafkaFailoverOpts).
 func newKafkaFailoverProducer(seeds []string, id string) (failoverProducer, error) {
-	opts := append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.TransactionalID(id), kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.RequestTimeoutOverhead(5 * time.Second), kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond })},
-		security.kgoOpts()...)
+	opts := append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.TransactionalID(id), kgo.RequiredAcks(kgo.AllISRAcks())},
+		kafkaFailoverOpts()...)
+	opts = append(opts, security.kgoOpts()...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, err
@@ -189,15 +221,29 @@ func newKafkaFailoverProducer(seeds []string, id string) (failoverProducer, erro
 	return kafkaFailoverProducer{cl}, nil
 }
 
+// traceSlow, when set (--trace), prints each step of a transaction that
+// took longer than 300 ms: where a failover's time goes.
+var traceSlow io.Writer
+
+func traceStep(began time.Time, step string) {
+	if d := time.Since(began); traceSlow != nil && d > 300*time.Millisecond {
+		fmt.Fprintf(traceSlow, "  trace: %s from %s took %s\n", step, began.UTC().Format("15:04:05.000"), fmtDur(d))
+	}
+}
+
 func (k kafkaFailoverProducer) Commit(ctx context.Context, topic string, value []byte) error {
 	if err := k.cl.BeginTransaction(); err != nil {
 		return err
 	}
+	t := time.Now()
 	if err := k.cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: value}).FirstErr(); err != nil {
 		_ = k.cl.AbortBufferedRecords(ctx)
 		_ = k.cl.EndTransaction(ctx, kgo.TryAbort)
 		return err
 	}
+	traceStep(t, "produce")
+	t = time.Now()
+	defer traceStep(t, "commit")
 	return k.cl.EndTransaction(ctx, kgo.TryCommit)
 }
 
@@ -347,8 +393,8 @@ func (b *failoverBench) measure(ctx context.Context, door, fault string, open fu
 			row.none++
 		}
 		row.first, row.gap = append(row.first, first), append(row.gap, gap)
-		fmt.Fprintf(b.out, "%s %s #%d: node %d; first commit after %s, longest gap %s; placement %s -> %s\n",
-			door, fault, rep, victim, fmtDur(first), fmtDur(gap), before, after)
+		fmt.Fprintf(b.out, "%s %s #%d: node %d at %s UTC; first commit after %s, longest gap %s; placement %s -> %s\n",
+			door, fault, rep, victim, t0.UTC().Format("15:04:05.000"), fmtDur(first), fmtDur(gap), before, after)
 	}
 	log.mu.Lock()
 	row.errs = log.errs
@@ -473,6 +519,20 @@ func (b *failoverBench) inject(ctx context.Context, fault string, id int32) (tim
 		}
 		_ = sleepCtx(ctx, d)
 		return time.Now(), b.tgt.Resume(context.WithoutCancel(ctx), id)
+	case fault == "flap-coordinator":
+		for i := 0; i < flapCycles; i++ {
+			if err := b.tgt.Pause(ctx, id); err != nil {
+				return time.Time{}, err
+			}
+			_ = sleepCtx(ctx, b.stall)
+			if err := b.tgt.Resume(context.WithoutCancel(ctx), id); err != nil {
+				return time.Time{}, err
+			}
+			if err := sleepCtx(ctx, b.stall); err != nil {
+				return time.Time{}, err
+			}
+		}
+		return time.Now(), nil
 	case fault == "restart-coordinator":
 		if err := b.tgt.Stop(ctx, id); err != nil {
 			return time.Time{}, err
