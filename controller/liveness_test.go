@@ -53,16 +53,7 @@ func TestUnreachableBrokerFencedEarly(t *testing.T) {
 	reach := &reachability{down: map[int32]bool{}, probes: map[int32]int{}}
 	cfg := controller.DefaultConfig(1)
 	cfg.Probe = reach.probe
-	c := controller.New(cfg, q, clk)
-	c.Start()
-	t.Cleanup(c.Stop)
-	wait.Eventually(t, 10*time.Second, "the controller to become active", func() bool {
-		if c.IsActive() {
-			return true
-		}
-		clk.Advance(250 * time.Millisecond)
-		return false
-	})
+	c := activeControllerWith(t, q, clk, cfg)
 	limit := cfg.UnreachableSessionTimeout
 	if limit != 1750*time.Millisecond || cfg.SessionTimeout != 9*time.Second {
 		t.Fatalf("defaults: unreachable %v, session %v; want 1.75 s and 9 s", limit, cfg.SessionTimeout)

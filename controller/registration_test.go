@@ -17,7 +17,12 @@ import (
 // until it is active.
 func activeController(t *testing.T, q *controller.Quorum, clk *clock.Fake) *controller.Controller {
 	t.Helper()
-	cfg := controller.DefaultConfig(1)
+	return activeControllerWith(t, q, clk, controller.DefaultConfig(1))
+}
+
+// activeControllerWith is activeController with cfg.
+func activeControllerWith(t *testing.T, q *controller.Quorum, clk *clock.Fake, cfg controller.Config) *controller.Controller {
+	t.Helper()
 	c := controller.New(cfg, q, clk)
 	c.Start()
 	t.Cleanup(c.Stop)
