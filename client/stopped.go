@@ -93,7 +93,12 @@ func (c *cluster) suspectsLastLocked(addrs []string) {
 // once the call has been out for slowCall, has the metadata looked up
 // again (slow). Call stop when the call returns.
 func (c *cluster) watch(ctx context.Context, addr string) (wctx context.Context, stop func()) {
+	wctx, cancel := context.WithCancelCause(ctx)
 	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return wctx, func() { cancel(nil) }
+	}
 	gone := c.goneLocked(addr).ch
 	if c.gone[addr].closed {
 		// Fenced as last seen: the call goes ahead (the broker may be
@@ -101,10 +106,9 @@ func (c *cluster) watch(ctx context.Context, addr string) (wctx context.Context,
 		// if the broker is still fenced then.
 		gone = nil
 	}
+	c.bg.Add(1) // under c.mu, before close can wait
 	c.mu.Unlock()
-	wctx, cancel := context.WithCancelCause(ctx)
 	done := make(chan struct{})
-	c.bg.Add(1)
 	go func() {
 		defer c.bg.Done()
 		t := c.cfg.clock.NewTimer(slowCall)
