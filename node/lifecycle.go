@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
@@ -141,6 +142,45 @@ func (n *Node) StorageErr() error {
 	return n.Parts.LogStats().StorageErr()
 }
 
+// resignQuorumLeadership hands the controller quorum's leadership to
+// another voter before a clean stop, as a Kafka controller resigns: left
+// to an election, the others would wait out
+// controller.quorum.fetch.timeout.ms, and records this leader committed
+// in its last moments (the fencing of its own broker among them) would
+// reach the other brokers only once a new leader had been elected. It
+// waits at most 2 s; a transfer that fails leaves the election to do it.
+func (n *Node) resignQuorumLeadership() {
+	if n.Quorum == nil || !n.Quorum.IsLeader() {
+		return
+	}
+	voters := 0
+	if cf := n.Quorum.Raft.GetConfiguration(); cf.Error() == nil {
+		for _, sv := range cf.Configuration().Servers {
+			if sv.Suffrage == raft.Voter {
+				voters++
+			}
+		}
+	}
+	if voters < 2 {
+		return // no one to hand it to
+	}
+	f := n.Quorum.Raft.LeadershipTransfer()
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	t := time.NewTimer(2 * time.Second)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			n.lg.Warn("handing the controller quorum's leadership over before stopping", "err", err)
+			return
+		}
+		n.lg.Info("handed the controller quorum's leadership over before stopping", "leader", n.Quorum.LeaderID())
+	case <-t.C:
+		n.lg.Warn("handing the controller quorum's leadership over before stopping: no answer within 2 s")
+	}
+}
+
 // Kill stops the node as a crash would: no controlled shutdown, logs left
 // without a clean close (tests; the data stays like the page cache keeps it).
 func (n *Node) Kill() { n.shutdown(false) }
@@ -150,6 +190,9 @@ func (n *Node) shutdown(clean bool) error {
 		return nil
 	}
 	var errsOut []error
+	if clean {
+		n.resignQuorumLeadership()
+	}
 	if n.Lifecycle != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		n.Lifecycle.Stop(ctx, clean)
