@@ -111,6 +111,9 @@ type Controller struct {
 	active     bool                 // leadership as last established (barrier done)
 	lastPref   time.Time
 	lastUncl   time.Time
+	// refusedInc counts refused registrations by incarnation, so the
+	// refusal is logged once per incarnation (RegisterBroker).
+	refusedInc map[string]int
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -229,6 +232,15 @@ func (c *Controller) becomeActiveLocked(ctx context.Context) error {
 	var boot []*pb.MetadataRecord
 	if img.ClusterID == "" {
 		boot = append(boot, &pb.MetadataRecord{Record: &pb.MetadataRecord_Cluster{Cluster: &pb.ClusterRecord{ClusterId: newID()}}})
+	}
+	if img.ClusterID == "" {
+		// A new cluster starts with Strand's formats at this binary's
+		// level; a cluster made by an older binary keeps its level until
+		// an operator finalizes a higher one, once every broker runs a
+		// binary that supports it.
+		if _, ok := img.Features[metadata.FeatureStrandVersion]; !ok {
+			boot = append(boot, &pb.MetadataRecord{Record: &pb.MetadataRecord_FeatureLevel{FeatureLevel: &pb.FeatureLevelRecord{Name: metadata.FeatureStrandVersion, Level: metadata.StrandVersionMax}}})
+		}
 	}
 	if _, ok := img.Features[metadata.FeatureTransactionVersion]; !ok {
 		boot = append(boot, &pb.MetadataRecord{Record: &pb.MetadataRecord_FeatureLevel{FeatureLevel: &pb.FeatureLevelRecord{Name: metadata.FeatureTransactionVersion, Level: metadata.TransactionVersionDefault}}})
@@ -350,6 +362,22 @@ func (c *Controller) RegisterBroker(ctx context.Context, req *pb.RegisterBrokerR
 			"broker %d is registered by incarnation %s (broker epoch %d), whose session is alive (heard %v ago; broker.session.timeout.ms is %v): incarnation %s at %s is refused until that session expires",
 			req.NodeId, cur.IncarnationID, cur.Epoch, c.clk.Now().Sub(c.leases[req.NodeId]).Round(time.Millisecond), c.cfg.SessionTimeout, req.IncarnationId, req.InterBrokerAddress)
 	}
+	// A binary that cannot read what the cluster writes is kept out, as
+	// Kafka's controller refuses a broker that does not support a
+	// finalized feature level.
+	if miss := metadata.UnsupportedFinalized(img.Features, metadata.FeatureRanges(req.SupportedFeatures)); miss != "" {
+		err := errs.New(pb.ErrorCode_UNSUPPORTED_VERSION, "broker %d cannot register: its binary does not support the %s; run a binary that does", req.NodeId, miss)
+		// Said once per incarnation: a binary from before the feature
+		// may not log why its registration keeps failing.
+		if c.refusedInc[req.IncarnationId] == 0 {
+			if c.refusedInc == nil || len(c.refusedInc) > 1000 {
+				c.refusedInc = map[string]int{}
+			}
+			c.lg.Warn("refused a broker registration", "broker", req.NodeId, "incarnation", req.IncarnationId, "err", err)
+		}
+		c.refusedInc[req.IncarnationId]++
+		return 0, err
+	}
 	var recs []*pb.MetadataRecord
 	if cur != nil {
 		recs = append(recs, FenceChanges(img, req.NodeId)...)
@@ -357,6 +385,7 @@ func (c *Controller) RegisterBroker(ctx context.Context, req *pb.RegisterBrokerR
 	recs = append(recs, &pb.MetadataRecord{Record: &pb.MetadataRecord_RegisterBroker{RegisterBroker: &pb.RegisterBrokerRecord{
 		NodeId: req.NodeId, IncarnationId: req.IncarnationId, Address: req.Address, ExternalAddress: req.ExternalAddress,
 		InterBrokerAddress: req.InterBrokerAddress, KafkaAddress: req.KafkaAddress, Rack: req.Rack, Fenced: true,
+		SupportedFeatures: req.SupportedFeatures,
 	}}})
 	off, err := c.proposeLocked(ctx, recs...)
 	if err != nil {
@@ -418,6 +447,21 @@ func (c *Controller) BrokerHeartbeat(ctx context.Context, req *pb.BrokerHeartbea
 		}
 		c.lg.Info("fenced broker on its request", "broker", cur.ID)
 		return HeartbeatResult{Fenced: true, CaughtUp: caughtUp}, nil
+	}
+	if cur.Features == nil && len(req.SupportedFeatures) > 0 {
+		// Registered through a controller of an older binary, which
+		// dropped the broker's features: record them now, under the
+		// same epoch and fencing, so UpdateFeatures can tell what it
+		// supports. A failure is retried at the next heartbeat.
+		if _, err := c.proposeLocked(ctx, &pb.MetadataRecord{Record: &pb.MetadataRecord_RegisterBroker{RegisterBroker: &pb.RegisterBrokerRecord{
+			NodeId: cur.ID, IncarnationId: cur.IncarnationID, BrokerEpoch: cur.Epoch, Address: cur.Address, ExternalAddress: cur.ExternalAddress,
+			InterBrokerAddress: cur.InterBrokerAddress, KafkaAddress: cur.KafkaAddress, Rack: cur.Rack, Fenced: cur.Fenced,
+			SupportedFeatures: req.SupportedFeatures,
+		}}}); err != nil {
+			c.lg.Warn("recording a broker's supported features failed", "broker", cur.ID, "err", err)
+		} else {
+			c.lg.Info("recorded the supported features of a broker registered through an older controller", "broker", cur.ID, "epoch", cur.Epoch)
+		}
 	}
 	return HeartbeatResult{Fenced: cur.Fenced, CaughtUp: caughtUp}, nil
 }

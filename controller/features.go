@@ -91,6 +91,16 @@ func featureRecord(img *metadata.Image, u *pb.FeatureUpdate) (*pb.MetadataRecord
 	case known && (u.MaxVersionLevel < r.Min || u.MaxVersionLevel > r.Max):
 		return nil, bad("this cluster supports levels %d to %d", r.Min, r.Max)
 	}
+	// Every registered broker, fenced or not, must support the level, as
+	// Kafka's controller checks: a broker that does not is one whose
+	// binary cannot read what the level lets the cluster write.
+	if known && u.MaxVersionLevel != 0 {
+		for _, b := range img.SortedBrokers() {
+			if br := b.Supports(u.Feature); u.MaxVersionLevel < br.Min || u.MaxVersionLevel > br.Max {
+				return nil, bad("broker %d does not support it (its binary supports levels %d to %d): upgrade it first", b.ID, br.Min, br.Max)
+			}
+		}
+	}
 	switch {
 	case u.MaxVersionLevel < cur && u.UpgradeType == UpgradeTypeUpgrade:
 		return nil, bad("it is at %d: lowering it needs the safe or unsafe downgrade type", cur)

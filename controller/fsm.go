@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -35,11 +36,36 @@ type FSM struct {
 	// historyFrom: history holds every applied batch with an offset above it.
 	historyFrom int64
 	changed     chan struct{} // closed and replaced on every apply
+	// unreadable is the first batch this binary could not read (a
+	// *metadata.FormatError); failed is closed then. Every batch after it
+	// is refused too, so the image stays what this binary understood.
+	unreadable error
+	failed     chan struct{}
 }
 
 // NewFSM returns an FSM at the empty image.
 func NewFSM() *FSM {
-	return &FSM{image: metadata.EmptyImage(), changed: make(chan struct{}), historyFrom: -1}
+	return &FSM{image: metadata.EmptyImage(), changed: make(chan struct{}), historyFrom: -1, failed: make(chan struct{})}
+}
+
+// Unreadable is closed when the FSM meets a batch this binary cannot read
+// (written in a newer format, or by a newer binary); UnreadableErr says
+// which. The node must stop: it cannot follow the metadata any further.
+func (f *FSM) Unreadable() <-chan struct{} { return f.failed }
+
+// UnreadableErr is the batch Unreadable reported, or nil.
+func (f *FSM) UnreadableErr() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.unreadable
+}
+
+// failLocked records an unreadable batch.
+func (f *FSM) failLocked(err error) {
+	if f.unreadable == nil {
+		f.unreadable = err
+		close(f.failed)
+	}
 }
 
 var _ raft.FSM = (*FSM)(nil)
@@ -71,7 +97,14 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.unreadable != nil {
+		return ApplyResult{Offset: b.Offset, Err: f.unreadable}
+	}
 	next, _, err := metadata.Apply(f.image, &b)
+	var fe *metadata.FormatError
+	if errors.As(err, &fe) {
+		f.failLocked(err)
+	}
 	if err != nil {
 		return ApplyResult{Offset: b.Offset, Err: err}
 	}
@@ -105,6 +138,12 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	b.Snapshot = true
 	next, _, err := metadata.Apply(metadata.EmptyImage(), &b)
+	var fe *metadata.FormatError
+	if errors.As(err, &fe) {
+		f.mu.Lock()
+		f.failLocked(err)
+		f.mu.Unlock()
+	}
 	if err != nil {
 		return fmt.Errorf("apply metadata snapshot: %w", err)
 	}

@@ -266,7 +266,9 @@ func (a advertised) String() string  { return a.addr }
 // Propose commits a batch through Raft and waits until it is applied here.
 // The batch's offset is the Raft index.
 func (q *Quorum) Propose(ctx context.Context, records ...*pb.MetadataRecord) (int64, error) {
-	data, err := proto.Marshal(&pb.MetadataBatch{Records: records})
+	// The batch is stamped with the format the cluster writes now, so a
+	// binary that reads less stops at it rather than misreading it.
+	data, err := proto.Marshal(&pb.MetadataBatch{Records: records, FormatVersion: q.FSM.Image().FormatVersion()})
 	if err != nil {
 		return 0, err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/strand-io/strand/controller"
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/planted"
+	"github.com/strand-io/strand/metadata"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 	"github.com/strand-io/strand/testkit/wait"
 )
@@ -38,7 +39,7 @@ func activeControllerWith(t *testing.T, q *controller.Quorum, clk *clock.Fake, c
 
 func register(c *controller.Controller, id int32, incarnation, addr string) (int64, pb.ErrorCode) {
 	epoch, err := c.RegisterBroker(context.Background(), &pb.RegisterBrokerRequest{NodeId: id, IncarnationId: incarnation,
-		Address: addr + "-client", InterBrokerAddress: addr})
+		Address: addr + "-client", InterBrokerAddress: addr, SupportedFeatures: metadata.SupportedRanges()})
 	if err != nil {
 		return 0, errs.CodeOf(err)
 	}

@@ -50,6 +50,9 @@ type Broker struct {
 	KafkaAddress string
 	Rack         string
 	Fenced       bool
+	// Features are the levels its binary supports (nil: a registration
+	// from before brokers named them; see LegacyFeatures and Supports).
+	Features map[string]FeatureRange
 }
 
 // PeerAddress is the address other nodes dial to reach this broker's
@@ -401,6 +404,9 @@ func SnapshotDelta(im, next *Image) *Delta {
 }
 
 func apply(im *Image, batch *pb.MetadataBatch) (*Image, *Delta, error) {
+	if err := checkFormat(batch); err != nil {
+		return nil, nil, err
+	}
 	b := newBuilder(im)
 	for _, r := range batch.Records {
 		if err := b.record(r, batch.Offset); err != nil {
@@ -450,7 +456,8 @@ func (b *builder) record(r *pb.MetadataRecord, offset int64) error {
 			epoch = offset
 		}
 		b.brokers()[rb.NodeId] = &Broker{ID: rb.NodeId, Epoch: epoch, IncarnationID: rb.IncarnationId, Address: rb.Address, ExternalAddress: rb.ExternalAddress,
-			InterBrokerAddress: rb.InterBrokerAddress, KafkaAddress: rb.KafkaAddress, Rack: rb.Rack, Fenced: rb.Fenced}
+			InterBrokerAddress: rb.InterBrokerAddress, KafkaAddress: rb.KafkaAddress, Rack: rb.Rack, Fenced: rb.Fenced,
+			Features: FeatureRanges(rb.SupportedFeatures)}
 		b.delta.Brokers = append(b.delta.Brokers, rb.NodeId)
 	case *pb.MetadataRecord_UnregisterBroker:
 		if cur := b.im.Brokers[x.UnregisterBroker.NodeId]; cur != nil {
@@ -639,7 +646,7 @@ func (b *builder) setFenced(id int32, epoch int64, fenced bool) error {
 // SnapshotRecords writes the image as records that rebuild it (a Raft
 // snapshot, or the start of a metadata stream for a broker far behind).
 func (im *Image) SnapshotRecords() *pb.MetadataBatch {
-	out := &pb.MetadataBatch{Offset: im.Offset, Snapshot: true}
+	out := &pb.MetadataBatch{Offset: im.Offset, Snapshot: true, FormatVersion: im.FormatVersion()}
 	add := func(r *pb.MetadataRecord) { out.Records = append(out.Records, r) }
 	if im.ClusterID != "" {
 		add(&pb.MetadataRecord{Record: &pb.MetadataRecord_Cluster{Cluster: &pb.ClusterRecord{ClusterId: im.ClusterID}}})
@@ -648,6 +655,7 @@ func (im *Image) SnapshotRecords() *pb.MetadataBatch {
 		add(&pb.MetadataRecord{Record: &pb.MetadataRecord_RegisterBroker{RegisterBroker: &pb.RegisterBrokerRecord{
 			NodeId: br.ID, IncarnationId: br.IncarnationID, BrokerEpoch: br.Epoch, Address: br.Address, ExternalAddress: br.ExternalAddress,
 			InterBrokerAddress: br.InterBrokerAddress, KafkaAddress: br.KafkaAddress, Rack: br.Rack, Fenced: br.Fenced,
+			SupportedFeatures: rangesOf(br.Features),
 		}}})
 	}
 	for _, name := range im.TopicNames() {
@@ -722,6 +730,7 @@ type FeatureRange struct{ Min, Max int32 }
 // what UpdateFeatures may finalize.
 var SupportedFeatures = map[string]FeatureRange{
 	FeatureTransactionVersion: {Min: 0, Max: TransactionVersionMax},
+	FeatureStrandVersion:      {Min: 0, Max: StrandVersionMax},
 }
 
 // SupportedFeatureNames lists SupportedFeatures' names, sorted.

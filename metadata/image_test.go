@@ -207,7 +207,7 @@ func TestApplyRecords(t *testing.T) {
 			},
 		},
 		{name: "config for unknown resource type refused", offset: 1, batch: mt.Recs(mt.ConfigRec("group", "g", "k", "v", false)), wantErr: "unknown resource type"},
-		{name: "empty record refused", offset: 1, batch: mt.Recs(&pb.MetadataRecord{}), wantErr: "unknown metadata record"},
+		{name: "empty record refused (a kind this binary does not know)", offset: 1, batch: mt.Recs(&pb.MetadataRecord{}), wantErr: "record kind this binary does not know"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -134,6 +134,26 @@ func (n *Node) StorageFailed() <-chan struct{} {
 	return n.Parts.LogStats().StorageFailed()
 }
 
+// MetadataUnreadable is closed when this node's controller meets metadata
+// it cannot read: written in a format newer than this binary's (a cluster
+// finalized to a strand.version this binary does not support). The node
+// should stop, as `strand server` does: it cannot follow the cluster any
+// further. Nil without the controller role.
+func (n *Node) MetadataUnreadable() <-chan struct{} {
+	if n.Quorum == nil {
+		return nil
+	}
+	return n.Quorum.FSM.Unreadable()
+}
+
+// MetadataErr is the batch MetadataUnreadable reported, or nil.
+func (n *Node) MetadataErr() error {
+	if n.Quorum == nil {
+		return nil
+	}
+	return n.Quorum.FSM.UnreadableErr()
+}
+
 // StorageErr is the failed fsync StorageFailed reported, or nil.
 func (n *Node) StorageErr() error {
 	if n.Parts == nil {

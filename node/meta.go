@@ -36,6 +36,12 @@ func readMeta(dir string) (nodeMeta, error) {
 			continue
 		}
 		switch k {
+		case "version":
+			// A newer binary may write a newer layout: refuse it rather
+			// than guess at what the directory holds.
+			if v != "1" {
+				return m, fmt.Errorf("%s: version %s, this binary reads version 1 (a newer Strand wrote this data directory: run that binary)", metaFile, v)
+			}
 		case "node.id":
 			n, err := strconv.Atoi(v)
 			if err != nil {

@@ -189,6 +189,13 @@ topics use replication factor 1.`,
 				lg.Error("an fsync of a partition log failed; stopping this node (restart it to recover the log)", "err", err)
 				_ = n.Stop()
 				return fmt.Errorf("storage failure: %w", err)
+			case <-n.MetadataUnreadable():
+				// Metadata written in a newer format than this binary
+				// reads: applying the rest would diverge from the cluster.
+				err := n.MetadataErr()
+				lg.Error("this binary cannot read the cluster's metadata; stopping this node", "err", err)
+				_ = n.Stop()
+				return fmt.Errorf("unreadable metadata: %w", err)
 			}
 		},
 	}

@@ -44,8 +44,10 @@ type Lifecycle struct {
 	// duplicate is set once a registration was refused as a duplicate, so
 	// that the refusal is logged once, not every retry.
 	duplicate bool
-	ready     chan struct{}
-	once      sync.Once
+	// unsupported: the same for a refusal for a feature level.
+	unsupported bool
+	ready       chan struct{}
+	once        sync.Once
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -79,6 +81,12 @@ func (l *Lifecycle) run(ctx context.Context) {
 				case errs.CodeOf(err) == pb.ErrorCode_DUPLICATE_BROKER_REGISTRATION && !l.duplicate:
 					l.duplicate = true
 					l.Logger.Warn("broker registration refused while an earlier registration of this id is alive; retrying until its session expires", "err", err)
+				case errs.CodeOf(err) == pb.ErrorCode_UNSUPPORTED_VERSION && !l.unsupported:
+					// The cluster finalized a feature level this binary
+					// does not support: it will not be let in until it
+					// runs a newer binary (or the level is lowered).
+					l.unsupported = true
+					l.Logger.Error("broker registration refused: this binary does not support a feature level the cluster finalized; retrying", "err", err)
 				default:
 					l.Logger.Debug("broker registration failed; retrying", "err", err)
 				}
@@ -102,7 +110,8 @@ func sleep(ctx context.Context, d time.Duration) {
 
 func (l *Lifecycle) register(ctx context.Context) error {
 	req := &pb.RegisterBrokerRequest{NodeId: l.NodeID, IncarnationId: l.IncarnationID, Address: l.Address, ExternalAddress: l.ExternalAddress,
-		InterBrokerAddress: l.InterBrokerAddress, KafkaAddress: l.KafkaAddress, Rack: l.Rack}
+		InterBrokerAddress: l.InterBrokerAddress, KafkaAddress: l.KafkaAddress, Rack: l.Rack,
+		SupportedFeatures: metadata.SupportedRanges()}
 	if l.ClusterID != nil {
 		req.ClusterId = l.ClusterID()
 	}
@@ -127,7 +136,8 @@ func (l *Lifecycle) register(ctx context.Context) error {
 }
 
 func (l *Lifecycle) heartbeat(ctx context.Context, shutdown bool) (*pb.BrokerHeartbeatResponse, error) {
-	req := &pb.BrokerHeartbeatRequest{NodeId: l.NodeID, BrokerEpoch: l.epoch.Load(), CurrentMetadataOffset: l.Applied(), WantShutdown: shutdown}
+	req := &pb.BrokerHeartbeatRequest{NodeId: l.NodeID, BrokerEpoch: l.epoch.Load(), CurrentMetadataOffset: l.Applied(), WantShutdown: shutdown,
+		SupportedFeatures: metadata.SupportedRanges()}
 	var resp *pb.BrokerHeartbeatResponse
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

@@ -3,6 +3,7 @@ package txn
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -237,16 +238,27 @@ func (c *Coordinator) sleep(ctx context.Context, d time.Duration) {
 // forgets it. Only the last record of each id matters, so a compacted log
 // (older records of an id gone, and a tombstone gone once the id's earlier
 // records are) gives the same ids as the whole history. warn reports a
-// record it cannot read and skips.
+// record it cannot read and skips; a value a newer binary wrote
+// (NewerVersionError) fails the load instead, which the loader retries
+// and logs until the node runs a binary that reads it.
 func replayLog(l *storage.Log, warn func(msg string, args ...any)) (map[string]*Metadata, error) {
 	txns := map[string]*Metadata{}
+	var newer error
 	err := readLog(l, func(key, value []byte) {
+		if newer != nil {
+			return
+		}
 		id, err := DecodeKey(key)
 		if err != nil {
 			warn("skipping unreadable transaction log key", "err", err)
 			return
 		}
 		v, err := DecodeValue(value)
+		var nv *NewerVersionError
+		if errors.As(err, &nv) {
+			newer = fmt.Errorf("transactional id %q: %w", id, err)
+			return
+		}
 		if err != nil {
 			warn("skipping unreadable transaction log value", "transactionalId", id, "err", err)
 			return
@@ -257,6 +269,9 @@ func replayLog(l *storage.Log, warn func(msg string, args ...any)) (map[string]*
 		}
 		txns[id] = fromValue(id, v)
 	})
+	if err == nil && newer != nil {
+		return nil, newer
+	}
 	return txns, err
 }
 

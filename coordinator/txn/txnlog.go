@@ -54,13 +54,28 @@ func EncodeValue(v *pb.TransactionLogValue) ([]byte, error) {
 	return append(out, body...), nil
 }
 
+// NewerVersionError is a transaction log value written by a newer binary
+// (a version above the one this binary writes). Loading stops at it:
+// skipping it would leave the id at an older state, and reading it as the
+// known version would misread it.
+type NewerVersionError struct{ Version int16 }
+
+func (e *NewerVersionError) Error() string {
+	return fmt.Sprintf("transaction log value version %d was written by a newer Strand (this binary reads version %d): run a newer binary on this node", e.Version, valueVersion)
+}
+
 // DecodeValue decodes a value; nil (a tombstone) gives nil.
 func DecodeValue(b []byte) (*pb.TransactionLogValue, error) {
 	if b == nil {
 		return nil, nil
 	}
-	if len(b) < 2 || binary.BigEndian.Uint16(b) != valueVersion {
-		return nil, fmt.Errorf("transaction log value: unknown version")
+	if len(b) < 2 {
+		return nil, fmt.Errorf("transaction log value: %d bytes, no version", len(b))
+	}
+	if v := int16(binary.BigEndian.Uint16(b)); v > valueVersion {
+		return nil, &NewerVersionError{Version: v}
+	} else if v != valueVersion {
+		return nil, fmt.Errorf("transaction log value: unknown version %d", v)
 	}
 	var v pb.TransactionLogValue
 	if err := proto.Unmarshal(b[2:], &v); err != nil {

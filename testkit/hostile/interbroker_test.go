@@ -16,6 +16,7 @@ import (
 
 	"github.com/strand-io/strand/errs"
 	"github.com/strand-io/strand/internal/wire"
+	"github.com/strand-io/strand/metadata"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -128,7 +129,8 @@ func TestRegistrationOfLiveBrokerIsRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	img := tg.cluster.Image()
-	req := &pb.RegisterBrokerRequest{NodeId: victim, IncarnationId: "impostor", Address: "127.0.0.1:1", InterBrokerAddress: "127.0.0.1:2", ClusterId: img.ClusterID}
+	req := &pb.RegisterBrokerRequest{NodeId: victim, IncarnationId: "impostor", Address: "127.0.0.1:1", InterBrokerAddress: "127.0.0.1:2", ClusterId: img.ClusterID,
+		SupportedFeatures: metadata.SupportedRanges()}
 	register := func() (*pb.RegisterBrokerResponse, error) {
 		var resp *pb.RegisterBrokerResponse
 		var err error

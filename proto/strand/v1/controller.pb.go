@@ -39,9 +39,15 @@ type RegisterBrokerRequest struct {
 	// The Kafka wire-protocol listener's address (--kafka-advertise): what
 	// Metadata and FindCoordinator hand out to Kafka clients; empty when
 	// the broker has no such listener.
-	KafkaAddress  string `protobuf:"bytes,8,opt,name=kafka_address,json=kafkaAddress,proto3" json:"kafka_address,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	KafkaAddress string `protobuf:"bytes,8,opt,name=kafka_address,json=kafkaAddress,proto3" json:"kafka_address,omitempty"`
+	// The feature levels this broker's binary supports. The controller
+	// refuses a registration (UNSUPPORTED_VERSION) whose ranges miss a
+	// finalized level, and UpdateFeatures refuses a level some registered
+	// broker does not support. Empty from binaries that predate the field:
+	// they support transaction.version 0-2 and no strand.version.
+	SupportedFeatures []*SupportedFeatureRange `protobuf:"bytes,9,rep,name=supported_features,json=supportedFeatures,proto3" json:"supported_features,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *RegisterBrokerRequest) Reset() {
@@ -130,6 +136,73 @@ func (x *RegisterBrokerRequest) GetKafkaAddress() string {
 	return ""
 }
 
+func (x *RegisterBrokerRequest) GetSupportedFeatures() []*SupportedFeatureRange {
+	if x != nil {
+		return x.SupportedFeatures
+	}
+	return nil
+}
+
+type SupportedFeatureRange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	MinVersion    int32                  `protobuf:"varint,2,opt,name=min_version,json=minVersion,proto3" json:"min_version,omitempty"`
+	MaxVersion    int32                  `protobuf:"varint,3,opt,name=max_version,json=maxVersion,proto3" json:"max_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SupportedFeatureRange) Reset() {
+	*x = SupportedFeatureRange{}
+	mi := &file_strand_v1_controller_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SupportedFeatureRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SupportedFeatureRange) ProtoMessage() {}
+
+func (x *SupportedFeatureRange) ProtoReflect() protoreflect.Message {
+	mi := &file_strand_v1_controller_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SupportedFeatureRange.ProtoReflect.Descriptor instead.
+func (*SupportedFeatureRange) Descriptor() ([]byte, []int) {
+	return file_strand_v1_controller_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SupportedFeatureRange) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SupportedFeatureRange) GetMinVersion() int32 {
+	if x != nil {
+		return x.MinVersion
+	}
+	return 0
+}
+
+func (x *SupportedFeatureRange) GetMaxVersion() int32 {
+	if x != nil {
+		return x.MaxVersion
+	}
+	return 0
+}
+
 type RegisterBrokerResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ErrorCode     ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=strand.v1.ErrorCode" json:"error_code,omitempty"`
@@ -143,7 +216,7 @@ type RegisterBrokerResponse struct {
 
 func (x *RegisterBrokerResponse) Reset() {
 	*x = RegisterBrokerResponse{}
-	mi := &file_strand_v1_controller_proto_msgTypes[1]
+	mi := &file_strand_v1_controller_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -155,7 +228,7 @@ func (x *RegisterBrokerResponse) String() string {
 func (*RegisterBrokerResponse) ProtoMessage() {}
 
 func (x *RegisterBrokerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_controller_proto_msgTypes[1]
+	mi := &file_strand_v1_controller_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -168,7 +241,7 @@ func (x *RegisterBrokerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterBrokerResponse.ProtoReflect.Descriptor instead.
 func (*RegisterBrokerResponse) Descriptor() ([]byte, []int) {
-	return file_strand_v1_controller_proto_rawDescGZIP(), []int{1}
+	return file_strand_v1_controller_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *RegisterBrokerResponse) GetErrorCode() ErrorCode {
@@ -213,13 +286,18 @@ type BrokerHeartbeatRequest struct {
 	CurrentMetadataOffset int64                  `protobuf:"varint,3,opt,name=current_metadata_offset,json=currentMetadataOffset,proto3" json:"current_metadata_offset,omitempty"`
 	WantFence             bool                   `protobuf:"varint,4,opt,name=want_fence,json=wantFence,proto3" json:"want_fence,omitempty"`
 	WantShutdown          bool                   `protobuf:"varint,5,opt,name=want_shutdown,json=wantShutdown,proto3" json:"want_shutdown,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// As in RegisterBrokerRequest. A registration written by a controller
+	// of an older binary (during a rolling upgrade) lacks the broker's
+	// features; a controller that knows the field records them from the
+	// next heartbeat, keeping the broker's epoch.
+	SupportedFeatures []*SupportedFeatureRange `protobuf:"bytes,6,rep,name=supported_features,json=supportedFeatures,proto3" json:"supported_features,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *BrokerHeartbeatRequest) Reset() {
 	*x = BrokerHeartbeatRequest{}
-	mi := &file_strand_v1_controller_proto_msgTypes[2]
+	mi := &file_strand_v1_controller_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -231,7 +309,7 @@ func (x *BrokerHeartbeatRequest) String() string {
 func (*BrokerHeartbeatRequest) ProtoMessage() {}
 
 func (x *BrokerHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_controller_proto_msgTypes[2]
+	mi := &file_strand_v1_controller_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -244,7 +322,7 @@ func (x *BrokerHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*BrokerHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_strand_v1_controller_proto_rawDescGZIP(), []int{2}
+	return file_strand_v1_controller_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *BrokerHeartbeatRequest) GetNodeId() int32 {
@@ -282,6 +360,13 @@ func (x *BrokerHeartbeatRequest) GetWantShutdown() bool {
 	return false
 }
 
+func (x *BrokerHeartbeatRequest) GetSupportedFeatures() []*SupportedFeatureRange {
+	if x != nil {
+		return x.SupportedFeatures
+	}
+	return nil
+}
+
 type BrokerHeartbeatResponse struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	ErrorCode      ErrorCode              `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=strand.v1.ErrorCode" json:"error_code,omitempty"`
@@ -297,7 +382,7 @@ type BrokerHeartbeatResponse struct {
 
 func (x *BrokerHeartbeatResponse) Reset() {
 	*x = BrokerHeartbeatResponse{}
-	mi := &file_strand_v1_controller_proto_msgTypes[3]
+	mi := &file_strand_v1_controller_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -309,7 +394,7 @@ func (x *BrokerHeartbeatResponse) String() string {
 func (*BrokerHeartbeatResponse) ProtoMessage() {}
 
 func (x *BrokerHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_controller_proto_msgTypes[3]
+	mi := &file_strand_v1_controller_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -322,7 +407,7 @@ func (x *BrokerHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*BrokerHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_strand_v1_controller_proto_rawDescGZIP(), []int{3}
+	return file_strand_v1_controller_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *BrokerHeartbeatResponse) GetErrorCode() ErrorCode {
@@ -385,7 +470,7 @@ type AlterPartitionRequest struct {
 
 func (x *AlterPartitionRequest) Reset() {
 	*x = AlterPartitionRequest{}
-	mi := &file_strand_v1_controller_proto_msgTypes[4]
+	mi := &file_strand_v1_controller_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -397,7 +482,7 @@ func (x *AlterPartitionRequest) String() string {
 func (*AlterPartitionRequest) ProtoMessage() {}
 
 func (x *AlterPartitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_controller_proto_msgTypes[4]
+	mi := &file_strand_v1_controller_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -410,7 +495,7 @@ func (x *AlterPartitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionRequest.ProtoReflect.Descriptor instead.
 func (*AlterPartitionRequest) Descriptor() ([]byte, []int) {
-	return file_strand_v1_controller_proto_rawDescGZIP(), []int{4}
+	return file_strand_v1_controller_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AlterPartitionRequest) GetBrokerId() int32 {
@@ -447,7 +532,7 @@ type AlterPartitionItem struct {
 
 func (x *AlterPartitionItem) Reset() {
 	*x = AlterPartitionItem{}
-	mi := &file_strand_v1_controller_proto_msgTypes[5]
+	mi := &file_strand_v1_controller_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -459,7 +544,7 @@ func (x *AlterPartitionItem) String() string {
 func (*AlterPartitionItem) ProtoMessage() {}
 
 func (x *AlterPartitionItem) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_controller_proto_msgTypes[5]
+	mi := &file_strand_v1_controller_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -472,7 +557,7 @@ func (x *AlterPartitionItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionItem.ProtoReflect.Descriptor instead.
 func (*AlterPartitionItem) Descriptor() ([]byte, []int) {
-	return file_strand_v1_controller_proto_rawDescGZIP(), []int{5}
+	return file_strand_v1_controller_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AlterPartitionItem) GetTopic() string {
@@ -523,7 +608,7 @@ type AlterPartitionResponse struct {
 
 func (x *AlterPartitionResponse) Reset() {
 	*x = AlterPartitionResponse{}
-	mi := &file_strand_v1_controller_proto_msgTypes[6]
+	mi := &file_strand_v1_controller_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -535,7 +620,7 @@ func (x *AlterPartitionResponse) String() string {
 func (*AlterPartitionResponse) ProtoMessage() {}
 
 func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_controller_proto_msgTypes[6]
+	mi := &file_strand_v1_controller_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -548,7 +633,7 @@ func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionResponse.ProtoReflect.Descriptor instead.
 func (*AlterPartitionResponse) Descriptor() ([]byte, []int) {
-	return file_strand_v1_controller_proto_rawDescGZIP(), []int{6}
+	return file_strand_v1_controller_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AlterPartitionResponse) GetErrorCode() ErrorCode {
@@ -602,7 +687,7 @@ type AlterPartitionResult struct {
 
 func (x *AlterPartitionResult) Reset() {
 	*x = AlterPartitionResult{}
-	mi := &file_strand_v1_controller_proto_msgTypes[7]
+	mi := &file_strand_v1_controller_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -614,7 +699,7 @@ func (x *AlterPartitionResult) String() string {
 func (*AlterPartitionResult) ProtoMessage() {}
 
 func (x *AlterPartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_controller_proto_msgTypes[7]
+	mi := &file_strand_v1_controller_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -627,7 +712,7 @@ func (x *AlterPartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionResult.ProtoReflect.Descriptor instead.
 func (*AlterPartitionResult) Descriptor() ([]byte, []int) {
-	return file_strand_v1_controller_proto_rawDescGZIP(), []int{7}
+	return file_strand_v1_controller_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AlterPartitionResult) GetTopic() string {
@@ -696,7 +781,7 @@ type AllocateProducerIdsRequest struct {
 
 func (x *AllocateProducerIdsRequest) Reset() {
 	*x = AllocateProducerIdsRequest{}
-	mi := &file_strand_v1_controller_proto_msgTypes[8]
+	mi := &file_strand_v1_controller_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -708,7 +793,7 @@ func (x *AllocateProducerIdsRequest) String() string {
 func (*AllocateProducerIdsRequest) ProtoMessage() {}
 
 func (x *AllocateProducerIdsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_controller_proto_msgTypes[8]
+	mi := &file_strand_v1_controller_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -721,7 +806,7 @@ func (x *AllocateProducerIdsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIdsRequest.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIdsRequest) Descriptor() ([]byte, []int) {
-	return file_strand_v1_controller_proto_rawDescGZIP(), []int{8}
+	return file_strand_v1_controller_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AllocateProducerIdsRequest) GetBrokerId() int32 {
@@ -752,7 +837,7 @@ type AllocateProducerIdsResponse struct {
 
 func (x *AllocateProducerIdsResponse) Reset() {
 	*x = AllocateProducerIdsResponse{}
-	mi := &file_strand_v1_controller_proto_msgTypes[9]
+	mi := &file_strand_v1_controller_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -764,7 +849,7 @@ func (x *AllocateProducerIdsResponse) String() string {
 func (*AllocateProducerIdsResponse) ProtoMessage() {}
 
 func (x *AllocateProducerIdsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_controller_proto_msgTypes[9]
+	mi := &file_strand_v1_controller_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -777,7 +862,7 @@ func (x *AllocateProducerIdsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIdsResponse.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIdsResponse) Descriptor() ([]byte, []int) {
-	return file_strand_v1_controller_proto_rawDescGZIP(), []int{9}
+	return file_strand_v1_controller_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AllocateProducerIdsResponse) GetErrorCode() ErrorCode {
@@ -833,7 +918,7 @@ type FetchMetadataRequest struct {
 
 func (x *FetchMetadataRequest) Reset() {
 	*x = FetchMetadataRequest{}
-	mi := &file_strand_v1_controller_proto_msgTypes[10]
+	mi := &file_strand_v1_controller_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -845,7 +930,7 @@ func (x *FetchMetadataRequest) String() string {
 func (*FetchMetadataRequest) ProtoMessage() {}
 
 func (x *FetchMetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_controller_proto_msgTypes[10]
+	mi := &file_strand_v1_controller_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -858,7 +943,7 @@ func (x *FetchMetadataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchMetadataRequest.ProtoReflect.Descriptor instead.
 func (*FetchMetadataRequest) Descriptor() ([]byte, []int) {
-	return file_strand_v1_controller_proto_rawDescGZIP(), []int{10}
+	return file_strand_v1_controller_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FetchMetadataRequest) GetNodeId() int32 {
@@ -883,7 +968,7 @@ type DescribeQuorumRequest struct {
 
 func (x *DescribeQuorumRequest) Reset() {
 	*x = DescribeQuorumRequest{}
-	mi := &file_strand_v1_controller_proto_msgTypes[11]
+	mi := &file_strand_v1_controller_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -895,7 +980,7 @@ func (x *DescribeQuorumRequest) String() string {
 func (*DescribeQuorumRequest) ProtoMessage() {}
 
 func (x *DescribeQuorumRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_controller_proto_msgTypes[11]
+	mi := &file_strand_v1_controller_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -908,7 +993,7 @@ func (x *DescribeQuorumRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeQuorumRequest.ProtoReflect.Descriptor instead.
 func (*DescribeQuorumRequest) Descriptor() ([]byte, []int) {
-	return file_strand_v1_controller_proto_rawDescGZIP(), []int{11}
+	return file_strand_v1_controller_proto_rawDescGZIP(), []int{12}
 }
 
 type DescribeQuorumResponse struct {
@@ -926,7 +1011,7 @@ type DescribeQuorumResponse struct {
 
 func (x *DescribeQuorumResponse) Reset() {
 	*x = DescribeQuorumResponse{}
-	mi := &file_strand_v1_controller_proto_msgTypes[12]
+	mi := &file_strand_v1_controller_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -938,7 +1023,7 @@ func (x *DescribeQuorumResponse) String() string {
 func (*DescribeQuorumResponse) ProtoMessage() {}
 
 func (x *DescribeQuorumResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_controller_proto_msgTypes[12]
+	mi := &file_strand_v1_controller_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -951,7 +1036,7 @@ func (x *DescribeQuorumResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeQuorumResponse.ProtoReflect.Descriptor instead.
 func (*DescribeQuorumResponse) Descriptor() ([]byte, []int) {
-	return file_strand_v1_controller_proto_rawDescGZIP(), []int{12}
+	return file_strand_v1_controller_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DescribeQuorumResponse) GetErrorCode() ErrorCode {
@@ -1010,15 +1095,20 @@ type MetadataBatch struct {
 	Offset  int64                  `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
 	Records []*MetadataRecord      `protobuf:"bytes,2,rep,name=records,proto3" json:"records,omitempty"`
 	// True when the batch is a full image (a snapshot), replacing everything.
-	Snapshot      bool  `protobuf:"varint,3,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
-	AppendTimeMs  int64 `protobuf:"varint,4,opt,name=append_time_ms,json=appendTimeMs,proto3" json:"append_time_ms,omitempty"`
+	Snapshot     bool  `protobuf:"varint,3,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	AppendTimeMs int64 `protobuf:"varint,4,opt,name=append_time_ms,json=appendTimeMs,proto3" json:"append_time_ms,omitempty"`
+	// The metadata format the batch is written in: the finalized
+	// strand.version when the batch was proposed (0 before it was ever
+	// finalized). A binary stops, naming both versions, at a batch whose
+	// format is above what it reads, rather than apply it in part.
+	FormatVersion int32 `protobuf:"varint,5,opt,name=format_version,json=formatVersion,proto3" json:"format_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MetadataBatch) Reset() {
 	*x = MetadataBatch{}
-	mi := &file_strand_v1_controller_proto_msgTypes[13]
+	mi := &file_strand_v1_controller_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1030,7 +1120,7 @@ func (x *MetadataBatch) String() string {
 func (*MetadataBatch) ProtoMessage() {}
 
 func (x *MetadataBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_controller_proto_msgTypes[13]
+	mi := &file_strand_v1_controller_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1043,7 +1133,7 @@ func (x *MetadataBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataBatch.ProtoReflect.Descriptor instead.
 func (*MetadataBatch) Descriptor() ([]byte, []int) {
-	return file_strand_v1_controller_proto_rawDescGZIP(), []int{13}
+	return file_strand_v1_controller_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MetadataBatch) GetOffset() int64 {
@@ -1070,6 +1160,13 @@ func (x *MetadataBatch) GetSnapshot() bool {
 func (x *MetadataBatch) GetAppendTimeMs() int64 {
 	if x != nil {
 		return x.AppendTimeMs
+	}
+	return 0
+}
+
+func (x *MetadataBatch) GetFormatVersion() int32 {
+	if x != nil {
+		return x.FormatVersion
 	}
 	return 0
 }
@@ -1102,7 +1199,7 @@ type MetadataRecord struct {
 
 func (x *MetadataRecord) Reset() {
 	*x = MetadataRecord{}
-	mi := &file_strand_v1_controller_proto_msgTypes[14]
+	mi := &file_strand_v1_controller_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1114,7 +1211,7 @@ func (x *MetadataRecord) String() string {
 func (*MetadataRecord) ProtoMessage() {}
 
 func (x *MetadataRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_controller_proto_msgTypes[14]
+	mi := &file_strand_v1_controller_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1127,7 +1224,7 @@ func (x *MetadataRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataRecord.ProtoReflect.Descriptor instead.
 func (*MetadataRecord) Descriptor() ([]byte, []int) {
-	return file_strand_v1_controller_proto_rawDescGZIP(), []int{14}
+	return file_strand_v1_controller_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *MetadataRecord) GetRecord() isMetadataRecord_Record {
@@ -1410,7 +1507,7 @@ type ClusterRecord struct {
 
 func (x *ClusterRecord) Reset() {
 	*x = ClusterRecord{}
-	mi := &file_strand_v1_controller_proto_msgTypes[15]
+	mi := &file_strand_v1_controller_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1422,7 +1519,7 @@ func (x *ClusterRecord) String() string {
 func (*ClusterRecord) ProtoMessage() {}
 
 func (x *ClusterRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_controller_proto_msgTypes[15]
+	mi := &file_strand_v1_controller_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1435,7 +1532,7 @@ func (x *ClusterRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterRecord.ProtoReflect.Descriptor instead.
 func (*ClusterRecord) Descriptor() ([]byte, []int) {
-	return file_strand_v1_controller_proto_rawDescGZIP(), []int{15}
+	return file_strand_v1_controller_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ClusterRecord) GetClusterId() string {
@@ -1457,13 +1554,15 @@ type RegisterBrokerRecord struct {
 	ExternalAddress    string `protobuf:"bytes,7,opt,name=external_address,json=externalAddress,proto3" json:"external_address,omitempty"`
 	InterBrokerAddress string `protobuf:"bytes,8,opt,name=inter_broker_address,json=interBrokerAddress,proto3" json:"inter_broker_address,omitempty"`
 	KafkaAddress       string `protobuf:"bytes,9,opt,name=kafka_address,json=kafkaAddress,proto3" json:"kafka_address,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// As in RegisterBrokerRequest (empty: a binary before the field).
+	SupportedFeatures []*SupportedFeatureRange `protobuf:"bytes,10,rep,name=supported_features,json=supportedFeatures,proto3" json:"supported_features,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *RegisterBrokerRecord) Reset() {
 	*x = RegisterBrokerRecord{}
-	mi := &file_strand_v1_controller_proto_msgTypes[16]
+	mi := &file_strand_v1_controller_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1475,7 +1574,7 @@ func (x *RegisterBrokerRecord) String() string {
 func (*RegisterBrokerRecord) ProtoMessage() {}
 
 func (x *RegisterBrokerRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_controller_proto_msgTypes[16]
+	mi := &file_strand_v1_controller_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1488,7 +1587,7 @@ func (x *RegisterBrokerRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterBrokerRecord.ProtoReflect.Descriptor instead.
 func (*RegisterBrokerRecord) Descriptor() ([]byte, []int) {
-	return file_strand_v1_controller_proto_rawDescGZIP(), []int{16}
+	return file_strand_v1_controller_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RegisterBrokerRecord) GetNodeId() int32 {
@@ -1554,6 +1653,13 @@ func (x *RegisterBrokerRecord) GetKafkaAddress() string {
 	return ""
 }
 
+func (x *RegisterBrokerRecord) GetSupportedFeatures() []*SupportedFeatureRange {
+	if x != nil {
+		return x.SupportedFeatures
+	}
+	return nil
+}
+
 type UnregisterBrokerRecord struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NodeId        int32                  `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -1564,7 +1670,7 @@ type UnregisterBrokerRecord struct {
 
 func (x *UnregisterBrokerRecord) Reset() {
 	*x = UnregisterBrokerRecord{}
-	mi := &file_strand_v1_controller_proto_msgTypes[17]
+	mi := &file_strand_v1_controller_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1576,7 +1682,7 @@ func (x *UnregisterBrokerRecord) String() string {
 func (*UnregisterBrokerRecord) ProtoMessage() {}
 
 func (x *UnregisterBrokerRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_controller_proto_msgTypes[17]
+	mi := &file_strand_v1_controller_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1589,7 +1695,7 @@ func (x *UnregisterBrokerRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterBrokerRecord.ProtoReflect.Descriptor instead.
 func (*UnregisterBrokerRecord) Descriptor() ([]byte, []int) {
-	return file_strand_v1_controller_proto_rawDescGZIP(), []int{17}
+	return file_strand_v1_controller_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *UnregisterBrokerRecord) GetNodeId() int32 {
@@ -1616,7 +1722,7 @@ type FenceBrokerRecord struct {
 
 func (x *FenceBrokerRecord) Reset() {
 	*x = FenceBrokerRecord{}
-	mi := &file_strand_v1_controller_proto_msgTypes[18]
+	mi := &file_strand_v1_controller_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1628,7 +1734,7 @@ func (x *FenceBrokerRecord) String() string {
 func (*FenceBrokerRecord) ProtoMessage() {}
 
 func (x *FenceBrokerRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_controller_proto_msgTypes[18]
+	mi := &file_strand_v1_controller_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1641,7 +1747,7 @@ func (x *FenceBrokerRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FenceBrokerRecord.ProtoReflect.Descriptor instead.
 func (*FenceBrokerRecord) Descriptor() ([]byte, []int) {
-	return file_strand_v1_controller_proto_rawDescGZIP(), []int{18}
+	return file_strand_v1_controller_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FenceBrokerRecord) GetNodeId() int32 {
@@ -1668,7 +1774,7 @@ type UnfenceBrokerRecord struct {
 
 func (x *UnfenceBrokerRecord) Reset() {
 	*x = UnfenceBrokerRecord{}
-	mi := &file_strand_v1_controller_proto_msgTypes[19]
+	mi := &file_strand_v1_controller_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1680,7 +1786,7 @@ func (x *UnfenceBrokerRecord) String() string {
 func (*UnfenceBrokerRecord) ProtoMessage() {}
 
 func (x *UnfenceBrokerRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_controller_proto_msgTypes[19]
+	mi := &file_strand_v1_controller_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1693,7 +1799,7 @@ func (x *UnfenceBrokerRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfenceBrokerRecord.ProtoReflect.Descriptor instead.
 func (*UnfenceBrokerRecord) Descriptor() ([]byte, []int) {
-	return file_strand_v1_controller_proto_rawDescGZIP(), []int{19}
+	return file_strand_v1_controller_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *UnfenceBrokerRecord) GetNodeId() int32 {
@@ -1722,7 +1828,7 @@ type TopicRecord struct {
 
 func (x *TopicRecord) Reset() {
 	*x = TopicRecord{}
-	mi := &file_strand_v1_controller_proto_msgTypes[20]
+	mi := &file_strand_v1_controller_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1734,7 +1840,7 @@ func (x *TopicRecord) String() string {
 func (*TopicRecord) ProtoMessage() {}
 
 func (x *TopicRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_controller_proto_msgTypes[20]
+	mi := &file_strand_v1_controller_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1747,7 +1853,7 @@ func (x *TopicRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicRecord.ProtoReflect.Descriptor instead.
 func (*TopicRecord) Descriptor() ([]byte, []int) {
-	return file_strand_v1_controller_proto_rawDescGZIP(), []int{20}
+	return file_strand_v1_controller_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TopicRecord) GetName() string {
@@ -1796,7 +1902,7 @@ type PartitionRecord struct {
 
 func (x *PartitionRecord) Reset() {
 	*x = PartitionRecord{}
-	mi := &file_strand_v1_controller_proto_msgTypes[21]
+	mi := &file_strand_v1_controller_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1808,7 +1914,7 @@ func (x *PartitionRecord) String() string {
 func (*PartitionRecord) ProtoMessage() {}
 
 func (x *PartitionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_controller_proto_msgTypes[21]
+	mi := &file_strand_v1_controller_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1821,7 +1927,7 @@ func (x *PartitionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionRecord.ProtoReflect.Descriptor instead.
 func (*PartitionRecord) Descriptor() ([]byte, []int) {
-	return file_strand_v1_controller_proto_rawDescGZIP(), []int{21}
+	return file_strand_v1_controller_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PartitionRecord) GetTopic() string {
@@ -1909,7 +2015,7 @@ type PartitionChangeRecord struct {
 
 func (x *PartitionChangeRecord) Reset() {
 	*x = PartitionChangeRecord{}
-	mi := &file_strand_v1_controller_proto_msgTypes[22]
+	mi := &file_strand_v1_controller_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1921,7 +2027,7 @@ func (x *PartitionChangeRecord) String() string {
 func (*PartitionChangeRecord) ProtoMessage() {}
 
 func (x *PartitionChangeRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_controller_proto_msgTypes[22]
+	mi := &file_strand_v1_controller_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1934,7 +2040,7 @@ func (x *PartitionChangeRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionChangeRecord.ProtoReflect.Descriptor instead.
 func (*PartitionChangeRecord) Descriptor() ([]byte, []int) {
-	return file_strand_v1_controller_proto_rawDescGZIP(), []int{22}
+	return file_strand_v1_controller_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PartitionChangeRecord) GetTopic() string {
@@ -2007,7 +2113,7 @@ type PartitionReplicaSet struct {
 
 func (x *PartitionReplicaSet) Reset() {
 	*x = PartitionReplicaSet{}
-	mi := &file_strand_v1_controller_proto_msgTypes[23]
+	mi := &file_strand_v1_controller_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2019,7 +2125,7 @@ func (x *PartitionReplicaSet) String() string {
 func (*PartitionReplicaSet) ProtoMessage() {}
 
 func (x *PartitionReplicaSet) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_controller_proto_msgTypes[23]
+	mi := &file_strand_v1_controller_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2032,7 +2138,7 @@ func (x *PartitionReplicaSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionReplicaSet.ProtoReflect.Descriptor instead.
 func (*PartitionReplicaSet) Descriptor() ([]byte, []int) {
-	return file_strand_v1_controller_proto_rawDescGZIP(), []int{23}
+	return file_strand_v1_controller_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PartitionReplicaSet) GetReplicas() []int32 {
@@ -2066,7 +2172,7 @@ type RemoveTopicRecord struct {
 
 func (x *RemoveTopicRecord) Reset() {
 	*x = RemoveTopicRecord{}
-	mi := &file_strand_v1_controller_proto_msgTypes[24]
+	mi := &file_strand_v1_controller_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2078,7 +2184,7 @@ func (x *RemoveTopicRecord) String() string {
 func (*RemoveTopicRecord) ProtoMessage() {}
 
 func (x *RemoveTopicRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_controller_proto_msgTypes[24]
+	mi := &file_strand_v1_controller_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2091,7 +2197,7 @@ func (x *RemoveTopicRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveTopicRecord.ProtoReflect.Descriptor instead.
 func (*RemoveTopicRecord) Descriptor() ([]byte, []int) {
-	return file_strand_v1_controller_proto_rawDescGZIP(), []int{24}
+	return file_strand_v1_controller_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RemoveTopicRecord) GetName() string {
@@ -2120,7 +2226,7 @@ type ProducerIdsRecord struct {
 
 func (x *ProducerIdsRecord) Reset() {
 	*x = ProducerIdsRecord{}
-	mi := &file_strand_v1_controller_proto_msgTypes[25]
+	mi := &file_strand_v1_controller_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2132,7 +2238,7 @@ func (x *ProducerIdsRecord) String() string {
 func (*ProducerIdsRecord) ProtoMessage() {}
 
 func (x *ProducerIdsRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_controller_proto_msgTypes[25]
+	mi := &file_strand_v1_controller_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2145,7 +2251,7 @@ func (x *ProducerIdsRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProducerIdsRecord.ProtoReflect.Descriptor instead.
 func (*ProducerIdsRecord) Descriptor() ([]byte, []int) {
-	return file_strand_v1_controller_proto_rawDescGZIP(), []int{25}
+	return file_strand_v1_controller_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ProducerIdsRecord) GetBrokerId() int32 {
@@ -2179,7 +2285,7 @@ type FeatureLevelRecord struct {
 
 func (x *FeatureLevelRecord) Reset() {
 	*x = FeatureLevelRecord{}
-	mi := &file_strand_v1_controller_proto_msgTypes[26]
+	mi := &file_strand_v1_controller_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2191,7 +2297,7 @@ func (x *FeatureLevelRecord) String() string {
 func (*FeatureLevelRecord) ProtoMessage() {}
 
 func (x *FeatureLevelRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_controller_proto_msgTypes[26]
+	mi := &file_strand_v1_controller_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2204,7 +2310,7 @@ func (x *FeatureLevelRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeatureLevelRecord.ProtoReflect.Descriptor instead.
 func (*FeatureLevelRecord) Descriptor() ([]byte, []int) {
-	return file_strand_v1_controller_proto_rawDescGZIP(), []int{26}
+	return file_strand_v1_controller_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *FeatureLevelRecord) GetName() string {
@@ -2234,7 +2340,7 @@ type ConfigRecord struct {
 
 func (x *ConfigRecord) Reset() {
 	*x = ConfigRecord{}
-	mi := &file_strand_v1_controller_proto_msgTypes[27]
+	mi := &file_strand_v1_controller_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2246,7 +2352,7 @@ func (x *ConfigRecord) String() string {
 func (*ConfigRecord) ProtoMessage() {}
 
 func (x *ConfigRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_strand_v1_controller_proto_msgTypes[27]
+	mi := &file_strand_v1_controller_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2259,7 +2365,7 @@ func (x *ConfigRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigRecord.ProtoReflect.Descriptor instead.
 func (*ConfigRecord) Descriptor() ([]byte, []int) {
-	return file_strand_v1_controller_proto_rawDescGZIP(), []int{27}
+	return file_strand_v1_controller_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ConfigRecord) GetResourceType() string {
@@ -2301,7 +2407,7 @@ var File_strand_v1_controller_proto protoreflect.FileDescriptor
 
 const file_strand_v1_controller_proto_rawDesc = "" +
 	"\n" +
-	"\x1astrand/v1/controller.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x16strand/v1/quotas.proto\x1a\x15strand/v1/admin.proto\x1a\x18strand/v1/reassign.proto\x1a\x17strand/v1/members.proto\x1a\x17strand/v1/leaders.proto\x1a\x14strand/v1/acls.proto\x1a\x15strand/v1/scram.proto\x1a\x18strand/v1/features.proto\"\xa6\x02\n" +
+	"\x1astrand/v1/controller.proto\x12\tstrand.v1\x1a\x16strand/v1/common.proto\x1a\x16strand/v1/quotas.proto\x1a\x15strand/v1/admin.proto\x1a\x18strand/v1/reassign.proto\x1a\x17strand/v1/members.proto\x1a\x17strand/v1/leaders.proto\x1a\x14strand/v1/acls.proto\x1a\x15strand/v1/scram.proto\x1a\x18strand/v1/features.proto\"\xf7\x02\n" +
 	"\x15RegisterBrokerRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12%\n" +
 	"\x0eincarnation_id\x18\x02 \x01(\tR\rincarnationId\x12\x18\n" +
@@ -2311,7 +2417,14 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"cluster_id\x18\x05 \x01(\tR\tclusterId\x12)\n" +
 	"\x10external_address\x18\x06 \x01(\tR\x0fexternalAddress\x120\n" +
 	"\x14inter_broker_address\x18\a \x01(\tR\x12interBrokerAddress\x12#\n" +
-	"\rkafka_address\x18\b \x01(\tR\fkafkaAddress\"\xdd\x01\n" +
+	"\rkafka_address\x18\b \x01(\tR\fkafkaAddress\x12O\n" +
+	"\x12supported_features\x18\t \x03(\v2 .strand.v1.SupportedFeatureRangeR\x11supportedFeatures\"m\n" +
+	"\x15SupportedFeatureRange\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
+	"\vmin_version\x18\x02 \x01(\x05R\n" +
+	"minVersion\x12\x1f\n" +
+	"\vmax_version\x18\x03 \x01(\x05R\n" +
+	"maxVersion\"\xdd\x01\n" +
 	"\x16RegisterBrokerResponse\x123\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x14.strand.v1.ErrorCodeR\terrorCode\x12#\n" +
@@ -2319,14 +2432,15 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"\fbroker_epoch\x18\x03 \x01(\x03R\vbrokerEpoch\x12\x1f\n" +
 	"\vleader_hint\x18\x04 \x01(\x05R\n" +
 	"leaderHint\x12%\n" +
-	"\x0eleader_address\x18\x05 \x01(\tR\rleaderAddress\"\xd0\x01\n" +
+	"\x0eleader_address\x18\x05 \x01(\tR\rleaderAddress\"\xa1\x02\n" +
 	"\x16BrokerHeartbeatRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x126\n" +
 	"\x17current_metadata_offset\x18\x03 \x01(\x03R\x15currentMetadataOffset\x12\x1d\n" +
 	"\n" +
 	"want_fence\x18\x04 \x01(\bR\twantFence\x12#\n" +
-	"\rwant_shutdown\x18\x05 \x01(\bR\fwantShutdown\"\xa3\x02\n" +
+	"\rwant_shutdown\x18\x05 \x01(\bR\fwantShutdown\x12O\n" +
+	"\x12supported_features\x18\x06 \x03(\v2 .strand.v1.SupportedFeatureRangeR\x11supportedFeatures\"\xa3\x02\n" +
 	"\x17BrokerHeartbeatResponse\x123\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x14.strand.v1.ErrorCodeR\terrorCode\x12#\n" +
@@ -2395,12 +2509,13 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"\x06voters\x18\x04 \x03(\v2\x19.strand.v1.ControllerInfoR\x06voters\x12!\n" +
 	"\fcommit_index\x18\x05 \x01(\x03R\vcommitIndex\x12!\n" +
 	"\flast_applied\x18\x06 \x01(\x03R\vlastApplied\x12\x12\n" +
-	"\x04term\x18\a \x01(\x04R\x04term\"\x9e\x01\n" +
+	"\x04term\x18\a \x01(\x04R\x04term\"\xc5\x01\n" +
 	"\rMetadataBatch\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x123\n" +
 	"\arecords\x18\x02 \x03(\v2\x19.strand.v1.MetadataRecordR\arecords\x12\x1a\n" +
 	"\bsnapshot\x18\x03 \x01(\bR\bsnapshot\x12$\n" +
-	"\x0eappend_time_ms\x18\x04 \x01(\x03R\fappendTimeMs\"\x87\n" +
+	"\x0eappend_time_ms\x18\x04 \x01(\x03R\fappendTimeMs\x12%\n" +
+	"\x0eformat_version\x18\x05 \x01(\x05R\rformatVersion\"\x87\n" +
 	"\n" +
 	"\x0eMetadataRecord\x12J\n" +
 	"\x0fregister_broker\x18\x01 \x01(\v2\x1f.strand.v1.RegisterBrokerRecordH\x00R\x0eregisterBroker\x12A\n" +
@@ -2424,7 +2539,7 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"\x06record\".\n" +
 	"\rClusterRecord\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x01 \x01(\tR\tclusterId\"\xc1\x02\n" +
+	"cluster_id\x18\x01 \x01(\tR\tclusterId\"\x92\x03\n" +
 	"\x14RegisterBrokerRecord\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12%\n" +
 	"\x0eincarnation_id\x18\x02 \x01(\tR\rincarnationId\x12!\n" +
@@ -2434,7 +2549,9 @@ const file_strand_v1_controller_proto_rawDesc = "" +
 	"\x06fenced\x18\x06 \x01(\bR\x06fenced\x12)\n" +
 	"\x10external_address\x18\a \x01(\tR\x0fexternalAddress\x120\n" +
 	"\x14inter_broker_address\x18\b \x01(\tR\x12interBrokerAddress\x12#\n" +
-	"\rkafka_address\x18\t \x01(\tR\fkafkaAddress\"T\n" +
+	"\rkafka_address\x18\t \x01(\tR\fkafkaAddress\x12O\n" +
+	"\x12supported_features\x18\n" +
+	" \x03(\v2 .strand.v1.SupportedFeatureRangeR\x11supportedFeatures\"T\n" +
 	"\x16UnregisterBrokerRecord\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"O\n" +
@@ -2532,156 +2649,160 @@ func file_strand_v1_controller_proto_rawDescGZIP() []byte {
 	return file_strand_v1_controller_proto_rawDescData
 }
 
-var file_strand_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_strand_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_strand_v1_controller_proto_goTypes = []any{
 	(*RegisterBrokerRequest)(nil),               // 0: strand.v1.RegisterBrokerRequest
-	(*RegisterBrokerResponse)(nil),              // 1: strand.v1.RegisterBrokerResponse
-	(*BrokerHeartbeatRequest)(nil),              // 2: strand.v1.BrokerHeartbeatRequest
-	(*BrokerHeartbeatResponse)(nil),             // 3: strand.v1.BrokerHeartbeatResponse
-	(*AlterPartitionRequest)(nil),               // 4: strand.v1.AlterPartitionRequest
-	(*AlterPartitionItem)(nil),                  // 5: strand.v1.AlterPartitionItem
-	(*AlterPartitionResponse)(nil),              // 6: strand.v1.AlterPartitionResponse
-	(*AlterPartitionResult)(nil),                // 7: strand.v1.AlterPartitionResult
-	(*AllocateProducerIdsRequest)(nil),          // 8: strand.v1.AllocateProducerIdsRequest
-	(*AllocateProducerIdsResponse)(nil),         // 9: strand.v1.AllocateProducerIdsResponse
-	(*FetchMetadataRequest)(nil),                // 10: strand.v1.FetchMetadataRequest
-	(*DescribeQuorumRequest)(nil),               // 11: strand.v1.DescribeQuorumRequest
-	(*DescribeQuorumResponse)(nil),              // 12: strand.v1.DescribeQuorumResponse
-	(*MetadataBatch)(nil),                       // 13: strand.v1.MetadataBatch
-	(*MetadataRecord)(nil),                      // 14: strand.v1.MetadataRecord
-	(*ClusterRecord)(nil),                       // 15: strand.v1.ClusterRecord
-	(*RegisterBrokerRecord)(nil),                // 16: strand.v1.RegisterBrokerRecord
-	(*UnregisterBrokerRecord)(nil),              // 17: strand.v1.UnregisterBrokerRecord
-	(*FenceBrokerRecord)(nil),                   // 18: strand.v1.FenceBrokerRecord
-	(*UnfenceBrokerRecord)(nil),                 // 19: strand.v1.UnfenceBrokerRecord
-	(*TopicRecord)(nil),                         // 20: strand.v1.TopicRecord
-	(*PartitionRecord)(nil),                     // 21: strand.v1.PartitionRecord
-	(*PartitionChangeRecord)(nil),               // 22: strand.v1.PartitionChangeRecord
-	(*PartitionReplicaSet)(nil),                 // 23: strand.v1.PartitionReplicaSet
-	(*RemoveTopicRecord)(nil),                   // 24: strand.v1.RemoveTopicRecord
-	(*ProducerIdsRecord)(nil),                   // 25: strand.v1.ProducerIdsRecord
-	(*FeatureLevelRecord)(nil),                  // 26: strand.v1.FeatureLevelRecord
-	(*ConfigRecord)(nil),                        // 27: strand.v1.ConfigRecord
-	nil,                                         // 28: strand.v1.TopicRecord.ConfigsEntry
-	(ErrorCode)(0),                              // 29: strand.v1.ErrorCode
-	(*ControllerInfo)(nil),                      // 30: strand.v1.ControllerInfo
-	(*AccessControlEntryRecord)(nil),            // 31: strand.v1.AccessControlEntryRecord
-	(*RemoveAccessControlEntryRecord)(nil),      // 32: strand.v1.RemoveAccessControlEntryRecord
-	(*UserScramCredentialRecord)(nil),           // 33: strand.v1.UserScramCredentialRecord
-	(*RemoveUserScramCredentialRecord)(nil),     // 34: strand.v1.RemoveUserScramCredentialRecord
-	(*ClientQuotaRecord)(nil),                   // 35: strand.v1.ClientQuotaRecord
-	(*CreateTopicsRequest)(nil),                 // 36: strand.v1.CreateTopicsRequest
-	(*DeleteTopicsRequest)(nil),                 // 37: strand.v1.DeleteTopicsRequest
-	(*IncrementalAlterConfigsRequest)(nil),      // 38: strand.v1.IncrementalAlterConfigsRequest
-	(*CreatePartitionsRequest)(nil),             // 39: strand.v1.CreatePartitionsRequest
-	(*AlterPartitionReassignmentsRequest)(nil),  // 40: strand.v1.AlterPartitionReassignmentsRequest
-	(*ListPartitionReassignmentsRequest)(nil),   // 41: strand.v1.ListPartitionReassignmentsRequest
-	(*AddVoterRequest)(nil),                     // 42: strand.v1.AddVoterRequest
-	(*RemoveVoterRequest)(nil),                  // 43: strand.v1.RemoveVoterRequest
-	(*QuorumStatusRequest)(nil),                 // 44: strand.v1.QuorumStatusRequest
-	(*UnregisterBrokerRequest)(nil),             // 45: strand.v1.UnregisterBrokerRequest
-	(*ElectLeadersRequest)(nil),                 // 46: strand.v1.ElectLeadersRequest
-	(*CreateAclsRequest)(nil),                   // 47: strand.v1.CreateAclsRequest
-	(*DeleteAclsRequest)(nil),                   // 48: strand.v1.DeleteAclsRequest
-	(*AlterUserScramCredentialsRequest)(nil),    // 49: strand.v1.AlterUserScramCredentialsRequest
-	(*AlterClientQuotasRequest)(nil),            // 50: strand.v1.AlterClientQuotasRequest
-	(*UpdateFeaturesRequest)(nil),               // 51: strand.v1.UpdateFeaturesRequest
-	(*CreateTopicsResponse)(nil),                // 52: strand.v1.CreateTopicsResponse
-	(*DeleteTopicsResponse)(nil),                // 53: strand.v1.DeleteTopicsResponse
-	(*IncrementalAlterConfigsResponse)(nil),     // 54: strand.v1.IncrementalAlterConfigsResponse
-	(*CreatePartitionsResponse)(nil),            // 55: strand.v1.CreatePartitionsResponse
-	(*AlterPartitionReassignmentsResponse)(nil), // 56: strand.v1.AlterPartitionReassignmentsResponse
-	(*ListPartitionReassignmentsResponse)(nil),  // 57: strand.v1.ListPartitionReassignmentsResponse
-	(*AddVoterResponse)(nil),                    // 58: strand.v1.AddVoterResponse
-	(*RemoveVoterResponse)(nil),                 // 59: strand.v1.RemoveVoterResponse
-	(*QuorumStatusResponse)(nil),                // 60: strand.v1.QuorumStatusResponse
-	(*UnregisterBrokerResponse)(nil),            // 61: strand.v1.UnregisterBrokerResponse
-	(*ElectLeadersResponse)(nil),                // 62: strand.v1.ElectLeadersResponse
-	(*CreateAclsResponse)(nil),                  // 63: strand.v1.CreateAclsResponse
-	(*DeleteAclsResponse)(nil),                  // 64: strand.v1.DeleteAclsResponse
-	(*AlterUserScramCredentialsResponse)(nil),   // 65: strand.v1.AlterUserScramCredentialsResponse
-	(*AlterClientQuotasResponse)(nil),           // 66: strand.v1.AlterClientQuotasResponse
-	(*UpdateFeaturesResponse)(nil),              // 67: strand.v1.UpdateFeaturesResponse
+	(*SupportedFeatureRange)(nil),               // 1: strand.v1.SupportedFeatureRange
+	(*RegisterBrokerResponse)(nil),              // 2: strand.v1.RegisterBrokerResponse
+	(*BrokerHeartbeatRequest)(nil),              // 3: strand.v1.BrokerHeartbeatRequest
+	(*BrokerHeartbeatResponse)(nil),             // 4: strand.v1.BrokerHeartbeatResponse
+	(*AlterPartitionRequest)(nil),               // 5: strand.v1.AlterPartitionRequest
+	(*AlterPartitionItem)(nil),                  // 6: strand.v1.AlterPartitionItem
+	(*AlterPartitionResponse)(nil),              // 7: strand.v1.AlterPartitionResponse
+	(*AlterPartitionResult)(nil),                // 8: strand.v1.AlterPartitionResult
+	(*AllocateProducerIdsRequest)(nil),          // 9: strand.v1.AllocateProducerIdsRequest
+	(*AllocateProducerIdsResponse)(nil),         // 10: strand.v1.AllocateProducerIdsResponse
+	(*FetchMetadataRequest)(nil),                // 11: strand.v1.FetchMetadataRequest
+	(*DescribeQuorumRequest)(nil),               // 12: strand.v1.DescribeQuorumRequest
+	(*DescribeQuorumResponse)(nil),              // 13: strand.v1.DescribeQuorumResponse
+	(*MetadataBatch)(nil),                       // 14: strand.v1.MetadataBatch
+	(*MetadataRecord)(nil),                      // 15: strand.v1.MetadataRecord
+	(*ClusterRecord)(nil),                       // 16: strand.v1.ClusterRecord
+	(*RegisterBrokerRecord)(nil),                // 17: strand.v1.RegisterBrokerRecord
+	(*UnregisterBrokerRecord)(nil),              // 18: strand.v1.UnregisterBrokerRecord
+	(*FenceBrokerRecord)(nil),                   // 19: strand.v1.FenceBrokerRecord
+	(*UnfenceBrokerRecord)(nil),                 // 20: strand.v1.UnfenceBrokerRecord
+	(*TopicRecord)(nil),                         // 21: strand.v1.TopicRecord
+	(*PartitionRecord)(nil),                     // 22: strand.v1.PartitionRecord
+	(*PartitionChangeRecord)(nil),               // 23: strand.v1.PartitionChangeRecord
+	(*PartitionReplicaSet)(nil),                 // 24: strand.v1.PartitionReplicaSet
+	(*RemoveTopicRecord)(nil),                   // 25: strand.v1.RemoveTopicRecord
+	(*ProducerIdsRecord)(nil),                   // 26: strand.v1.ProducerIdsRecord
+	(*FeatureLevelRecord)(nil),                  // 27: strand.v1.FeatureLevelRecord
+	(*ConfigRecord)(nil),                        // 28: strand.v1.ConfigRecord
+	nil,                                         // 29: strand.v1.TopicRecord.ConfigsEntry
+	(ErrorCode)(0),                              // 30: strand.v1.ErrorCode
+	(*ControllerInfo)(nil),                      // 31: strand.v1.ControllerInfo
+	(*AccessControlEntryRecord)(nil),            // 32: strand.v1.AccessControlEntryRecord
+	(*RemoveAccessControlEntryRecord)(nil),      // 33: strand.v1.RemoveAccessControlEntryRecord
+	(*UserScramCredentialRecord)(nil),           // 34: strand.v1.UserScramCredentialRecord
+	(*RemoveUserScramCredentialRecord)(nil),     // 35: strand.v1.RemoveUserScramCredentialRecord
+	(*ClientQuotaRecord)(nil),                   // 36: strand.v1.ClientQuotaRecord
+	(*CreateTopicsRequest)(nil),                 // 37: strand.v1.CreateTopicsRequest
+	(*DeleteTopicsRequest)(nil),                 // 38: strand.v1.DeleteTopicsRequest
+	(*IncrementalAlterConfigsRequest)(nil),      // 39: strand.v1.IncrementalAlterConfigsRequest
+	(*CreatePartitionsRequest)(nil),             // 40: strand.v1.CreatePartitionsRequest
+	(*AlterPartitionReassignmentsRequest)(nil),  // 41: strand.v1.AlterPartitionReassignmentsRequest
+	(*ListPartitionReassignmentsRequest)(nil),   // 42: strand.v1.ListPartitionReassignmentsRequest
+	(*AddVoterRequest)(nil),                     // 43: strand.v1.AddVoterRequest
+	(*RemoveVoterRequest)(nil),                  // 44: strand.v1.RemoveVoterRequest
+	(*QuorumStatusRequest)(nil),                 // 45: strand.v1.QuorumStatusRequest
+	(*UnregisterBrokerRequest)(nil),             // 46: strand.v1.UnregisterBrokerRequest
+	(*ElectLeadersRequest)(nil),                 // 47: strand.v1.ElectLeadersRequest
+	(*CreateAclsRequest)(nil),                   // 48: strand.v1.CreateAclsRequest
+	(*DeleteAclsRequest)(nil),                   // 49: strand.v1.DeleteAclsRequest
+	(*AlterUserScramCredentialsRequest)(nil),    // 50: strand.v1.AlterUserScramCredentialsRequest
+	(*AlterClientQuotasRequest)(nil),            // 51: strand.v1.AlterClientQuotasRequest
+	(*UpdateFeaturesRequest)(nil),               // 52: strand.v1.UpdateFeaturesRequest
+	(*CreateTopicsResponse)(nil),                // 53: strand.v1.CreateTopicsResponse
+	(*DeleteTopicsResponse)(nil),                // 54: strand.v1.DeleteTopicsResponse
+	(*IncrementalAlterConfigsResponse)(nil),     // 55: strand.v1.IncrementalAlterConfigsResponse
+	(*CreatePartitionsResponse)(nil),            // 56: strand.v1.CreatePartitionsResponse
+	(*AlterPartitionReassignmentsResponse)(nil), // 57: strand.v1.AlterPartitionReassignmentsResponse
+	(*ListPartitionReassignmentsResponse)(nil),  // 58: strand.v1.ListPartitionReassignmentsResponse
+	(*AddVoterResponse)(nil),                    // 59: strand.v1.AddVoterResponse
+	(*RemoveVoterResponse)(nil),                 // 60: strand.v1.RemoveVoterResponse
+	(*QuorumStatusResponse)(nil),                // 61: strand.v1.QuorumStatusResponse
+	(*UnregisterBrokerResponse)(nil),            // 62: strand.v1.UnregisterBrokerResponse
+	(*ElectLeadersResponse)(nil),                // 63: strand.v1.ElectLeadersResponse
+	(*CreateAclsResponse)(nil),                  // 64: strand.v1.CreateAclsResponse
+	(*DeleteAclsResponse)(nil),                  // 65: strand.v1.DeleteAclsResponse
+	(*AlterUserScramCredentialsResponse)(nil),   // 66: strand.v1.AlterUserScramCredentialsResponse
+	(*AlterClientQuotasResponse)(nil),           // 67: strand.v1.AlterClientQuotasResponse
+	(*UpdateFeaturesResponse)(nil),              // 68: strand.v1.UpdateFeaturesResponse
 }
 var file_strand_v1_controller_proto_depIdxs = []int32{
-	29, // 0: strand.v1.RegisterBrokerResponse.error_code:type_name -> strand.v1.ErrorCode
-	29, // 1: strand.v1.BrokerHeartbeatResponse.error_code:type_name -> strand.v1.ErrorCode
-	5,  // 2: strand.v1.AlterPartitionRequest.partitions:type_name -> strand.v1.AlterPartitionItem
-	29, // 3: strand.v1.AlterPartitionResponse.error_code:type_name -> strand.v1.ErrorCode
-	7,  // 4: strand.v1.AlterPartitionResponse.partitions:type_name -> strand.v1.AlterPartitionResult
-	29, // 5: strand.v1.AlterPartitionResult.error_code:type_name -> strand.v1.ErrorCode
-	29, // 6: strand.v1.AllocateProducerIdsResponse.error_code:type_name -> strand.v1.ErrorCode
-	29, // 7: strand.v1.DescribeQuorumResponse.error_code:type_name -> strand.v1.ErrorCode
-	30, // 8: strand.v1.DescribeQuorumResponse.voters:type_name -> strand.v1.ControllerInfo
-	14, // 9: strand.v1.MetadataBatch.records:type_name -> strand.v1.MetadataRecord
-	16, // 10: strand.v1.MetadataRecord.register_broker:type_name -> strand.v1.RegisterBrokerRecord
-	18, // 11: strand.v1.MetadataRecord.fence_broker:type_name -> strand.v1.FenceBrokerRecord
-	19, // 12: strand.v1.MetadataRecord.unfence_broker:type_name -> strand.v1.UnfenceBrokerRecord
-	20, // 13: strand.v1.MetadataRecord.topic:type_name -> strand.v1.TopicRecord
-	21, // 14: strand.v1.MetadataRecord.partition:type_name -> strand.v1.PartitionRecord
-	22, // 15: strand.v1.MetadataRecord.partition_change:type_name -> strand.v1.PartitionChangeRecord
-	24, // 16: strand.v1.MetadataRecord.remove_topic:type_name -> strand.v1.RemoveTopicRecord
-	25, // 17: strand.v1.MetadataRecord.producer_ids:type_name -> strand.v1.ProducerIdsRecord
-	26, // 18: strand.v1.MetadataRecord.feature_level:type_name -> strand.v1.FeatureLevelRecord
-	27, // 19: strand.v1.MetadataRecord.config:type_name -> strand.v1.ConfigRecord
-	15, // 20: strand.v1.MetadataRecord.cluster:type_name -> strand.v1.ClusterRecord
-	17, // 21: strand.v1.MetadataRecord.unregister_broker:type_name -> strand.v1.UnregisterBrokerRecord
-	31, // 22: strand.v1.MetadataRecord.access_control_entry:type_name -> strand.v1.AccessControlEntryRecord
-	32, // 23: strand.v1.MetadataRecord.remove_access_control_entry:type_name -> strand.v1.RemoveAccessControlEntryRecord
-	33, // 24: strand.v1.MetadataRecord.user_scram_credential:type_name -> strand.v1.UserScramCredentialRecord
-	34, // 25: strand.v1.MetadataRecord.remove_user_scram_credential:type_name -> strand.v1.RemoveUserScramCredentialRecord
-	35, // 26: strand.v1.MetadataRecord.client_quota:type_name -> strand.v1.ClientQuotaRecord
-	28, // 27: strand.v1.TopicRecord.configs:type_name -> strand.v1.TopicRecord.ConfigsEntry
-	23, // 28: strand.v1.PartitionChangeRecord.assignment:type_name -> strand.v1.PartitionReplicaSet
-	0,  // 29: strand.v1.Controller.RegisterBroker:input_type -> strand.v1.RegisterBrokerRequest
-	2,  // 30: strand.v1.Controller.BrokerHeartbeat:input_type -> strand.v1.BrokerHeartbeatRequest
-	4,  // 31: strand.v1.Controller.AlterPartition:input_type -> strand.v1.AlterPartitionRequest
-	8,  // 32: strand.v1.Controller.AllocateProducerIds:input_type -> strand.v1.AllocateProducerIdsRequest
-	10, // 33: strand.v1.Controller.FetchMetadata:input_type -> strand.v1.FetchMetadataRequest
-	36, // 34: strand.v1.Controller.CreateTopics:input_type -> strand.v1.CreateTopicsRequest
-	37, // 35: strand.v1.Controller.DeleteTopics:input_type -> strand.v1.DeleteTopicsRequest
-	38, // 36: strand.v1.Controller.IncrementalAlterConfigs:input_type -> strand.v1.IncrementalAlterConfigsRequest
-	39, // 37: strand.v1.Controller.CreatePartitions:input_type -> strand.v1.CreatePartitionsRequest
-	11, // 38: strand.v1.Controller.DescribeQuorum:input_type -> strand.v1.DescribeQuorumRequest
-	40, // 39: strand.v1.Controller.AlterPartitionReassignments:input_type -> strand.v1.AlterPartitionReassignmentsRequest
-	41, // 40: strand.v1.Controller.ListPartitionReassignments:input_type -> strand.v1.ListPartitionReassignmentsRequest
-	42, // 41: strand.v1.Controller.AddVoter:input_type -> strand.v1.AddVoterRequest
-	43, // 42: strand.v1.Controller.RemoveVoter:input_type -> strand.v1.RemoveVoterRequest
-	44, // 43: strand.v1.Controller.QuorumStatus:input_type -> strand.v1.QuorumStatusRequest
-	45, // 44: strand.v1.Controller.UnregisterBroker:input_type -> strand.v1.UnregisterBrokerRequest
-	46, // 45: strand.v1.Controller.ElectLeaders:input_type -> strand.v1.ElectLeadersRequest
-	47, // 46: strand.v1.Controller.CreateAcls:input_type -> strand.v1.CreateAclsRequest
-	48, // 47: strand.v1.Controller.DeleteAcls:input_type -> strand.v1.DeleteAclsRequest
-	49, // 48: strand.v1.Controller.AlterUserScramCredentials:input_type -> strand.v1.AlterUserScramCredentialsRequest
-	50, // 49: strand.v1.Controller.AlterClientQuotas:input_type -> strand.v1.AlterClientQuotasRequest
-	51, // 50: strand.v1.Controller.UpdateFeatures:input_type -> strand.v1.UpdateFeaturesRequest
-	1,  // 51: strand.v1.Controller.RegisterBroker:output_type -> strand.v1.RegisterBrokerResponse
-	3,  // 52: strand.v1.Controller.BrokerHeartbeat:output_type -> strand.v1.BrokerHeartbeatResponse
-	6,  // 53: strand.v1.Controller.AlterPartition:output_type -> strand.v1.AlterPartitionResponse
-	9,  // 54: strand.v1.Controller.AllocateProducerIds:output_type -> strand.v1.AllocateProducerIdsResponse
-	13, // 55: strand.v1.Controller.FetchMetadata:output_type -> strand.v1.MetadataBatch
-	52, // 56: strand.v1.Controller.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
-	53, // 57: strand.v1.Controller.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
-	54, // 58: strand.v1.Controller.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
-	55, // 59: strand.v1.Controller.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
-	12, // 60: strand.v1.Controller.DescribeQuorum:output_type -> strand.v1.DescribeQuorumResponse
-	56, // 61: strand.v1.Controller.AlterPartitionReassignments:output_type -> strand.v1.AlterPartitionReassignmentsResponse
-	57, // 62: strand.v1.Controller.ListPartitionReassignments:output_type -> strand.v1.ListPartitionReassignmentsResponse
-	58, // 63: strand.v1.Controller.AddVoter:output_type -> strand.v1.AddVoterResponse
-	59, // 64: strand.v1.Controller.RemoveVoter:output_type -> strand.v1.RemoveVoterResponse
-	60, // 65: strand.v1.Controller.QuorumStatus:output_type -> strand.v1.QuorumStatusResponse
-	61, // 66: strand.v1.Controller.UnregisterBroker:output_type -> strand.v1.UnregisterBrokerResponse
-	62, // 67: strand.v1.Controller.ElectLeaders:output_type -> strand.v1.ElectLeadersResponse
-	63, // 68: strand.v1.Controller.CreateAcls:output_type -> strand.v1.CreateAclsResponse
-	64, // 69: strand.v1.Controller.DeleteAcls:output_type -> strand.v1.DeleteAclsResponse
-	65, // 70: strand.v1.Controller.AlterUserScramCredentials:output_type -> strand.v1.AlterUserScramCredentialsResponse
-	66, // 71: strand.v1.Controller.AlterClientQuotas:output_type -> strand.v1.AlterClientQuotasResponse
-	67, // 72: strand.v1.Controller.UpdateFeatures:output_type -> strand.v1.UpdateFeaturesResponse
-	51, // [51:73] is the sub-list for method output_type
-	29, // [29:51] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	1,  // 0: strand.v1.RegisterBrokerRequest.supported_features:type_name -> strand.v1.SupportedFeatureRange
+	30, // 1: strand.v1.RegisterBrokerResponse.error_code:type_name -> strand.v1.ErrorCode
+	1,  // 2: strand.v1.BrokerHeartbeatRequest.supported_features:type_name -> strand.v1.SupportedFeatureRange
+	30, // 3: strand.v1.BrokerHeartbeatResponse.error_code:type_name -> strand.v1.ErrorCode
+	6,  // 4: strand.v1.AlterPartitionRequest.partitions:type_name -> strand.v1.AlterPartitionItem
+	30, // 5: strand.v1.AlterPartitionResponse.error_code:type_name -> strand.v1.ErrorCode
+	8,  // 6: strand.v1.AlterPartitionResponse.partitions:type_name -> strand.v1.AlterPartitionResult
+	30, // 7: strand.v1.AlterPartitionResult.error_code:type_name -> strand.v1.ErrorCode
+	30, // 8: strand.v1.AllocateProducerIdsResponse.error_code:type_name -> strand.v1.ErrorCode
+	30, // 9: strand.v1.DescribeQuorumResponse.error_code:type_name -> strand.v1.ErrorCode
+	31, // 10: strand.v1.DescribeQuorumResponse.voters:type_name -> strand.v1.ControllerInfo
+	15, // 11: strand.v1.MetadataBatch.records:type_name -> strand.v1.MetadataRecord
+	17, // 12: strand.v1.MetadataRecord.register_broker:type_name -> strand.v1.RegisterBrokerRecord
+	19, // 13: strand.v1.MetadataRecord.fence_broker:type_name -> strand.v1.FenceBrokerRecord
+	20, // 14: strand.v1.MetadataRecord.unfence_broker:type_name -> strand.v1.UnfenceBrokerRecord
+	21, // 15: strand.v1.MetadataRecord.topic:type_name -> strand.v1.TopicRecord
+	22, // 16: strand.v1.MetadataRecord.partition:type_name -> strand.v1.PartitionRecord
+	23, // 17: strand.v1.MetadataRecord.partition_change:type_name -> strand.v1.PartitionChangeRecord
+	25, // 18: strand.v1.MetadataRecord.remove_topic:type_name -> strand.v1.RemoveTopicRecord
+	26, // 19: strand.v1.MetadataRecord.producer_ids:type_name -> strand.v1.ProducerIdsRecord
+	27, // 20: strand.v1.MetadataRecord.feature_level:type_name -> strand.v1.FeatureLevelRecord
+	28, // 21: strand.v1.MetadataRecord.config:type_name -> strand.v1.ConfigRecord
+	16, // 22: strand.v1.MetadataRecord.cluster:type_name -> strand.v1.ClusterRecord
+	18, // 23: strand.v1.MetadataRecord.unregister_broker:type_name -> strand.v1.UnregisterBrokerRecord
+	32, // 24: strand.v1.MetadataRecord.access_control_entry:type_name -> strand.v1.AccessControlEntryRecord
+	33, // 25: strand.v1.MetadataRecord.remove_access_control_entry:type_name -> strand.v1.RemoveAccessControlEntryRecord
+	34, // 26: strand.v1.MetadataRecord.user_scram_credential:type_name -> strand.v1.UserScramCredentialRecord
+	35, // 27: strand.v1.MetadataRecord.remove_user_scram_credential:type_name -> strand.v1.RemoveUserScramCredentialRecord
+	36, // 28: strand.v1.MetadataRecord.client_quota:type_name -> strand.v1.ClientQuotaRecord
+	1,  // 29: strand.v1.RegisterBrokerRecord.supported_features:type_name -> strand.v1.SupportedFeatureRange
+	29, // 30: strand.v1.TopicRecord.configs:type_name -> strand.v1.TopicRecord.ConfigsEntry
+	24, // 31: strand.v1.PartitionChangeRecord.assignment:type_name -> strand.v1.PartitionReplicaSet
+	0,  // 32: strand.v1.Controller.RegisterBroker:input_type -> strand.v1.RegisterBrokerRequest
+	3,  // 33: strand.v1.Controller.BrokerHeartbeat:input_type -> strand.v1.BrokerHeartbeatRequest
+	5,  // 34: strand.v1.Controller.AlterPartition:input_type -> strand.v1.AlterPartitionRequest
+	9,  // 35: strand.v1.Controller.AllocateProducerIds:input_type -> strand.v1.AllocateProducerIdsRequest
+	11, // 36: strand.v1.Controller.FetchMetadata:input_type -> strand.v1.FetchMetadataRequest
+	37, // 37: strand.v1.Controller.CreateTopics:input_type -> strand.v1.CreateTopicsRequest
+	38, // 38: strand.v1.Controller.DeleteTopics:input_type -> strand.v1.DeleteTopicsRequest
+	39, // 39: strand.v1.Controller.IncrementalAlterConfigs:input_type -> strand.v1.IncrementalAlterConfigsRequest
+	40, // 40: strand.v1.Controller.CreatePartitions:input_type -> strand.v1.CreatePartitionsRequest
+	12, // 41: strand.v1.Controller.DescribeQuorum:input_type -> strand.v1.DescribeQuorumRequest
+	41, // 42: strand.v1.Controller.AlterPartitionReassignments:input_type -> strand.v1.AlterPartitionReassignmentsRequest
+	42, // 43: strand.v1.Controller.ListPartitionReassignments:input_type -> strand.v1.ListPartitionReassignmentsRequest
+	43, // 44: strand.v1.Controller.AddVoter:input_type -> strand.v1.AddVoterRequest
+	44, // 45: strand.v1.Controller.RemoveVoter:input_type -> strand.v1.RemoveVoterRequest
+	45, // 46: strand.v1.Controller.QuorumStatus:input_type -> strand.v1.QuorumStatusRequest
+	46, // 47: strand.v1.Controller.UnregisterBroker:input_type -> strand.v1.UnregisterBrokerRequest
+	47, // 48: strand.v1.Controller.ElectLeaders:input_type -> strand.v1.ElectLeadersRequest
+	48, // 49: strand.v1.Controller.CreateAcls:input_type -> strand.v1.CreateAclsRequest
+	49, // 50: strand.v1.Controller.DeleteAcls:input_type -> strand.v1.DeleteAclsRequest
+	50, // 51: strand.v1.Controller.AlterUserScramCredentials:input_type -> strand.v1.AlterUserScramCredentialsRequest
+	51, // 52: strand.v1.Controller.AlterClientQuotas:input_type -> strand.v1.AlterClientQuotasRequest
+	52, // 53: strand.v1.Controller.UpdateFeatures:input_type -> strand.v1.UpdateFeaturesRequest
+	2,  // 54: strand.v1.Controller.RegisterBroker:output_type -> strand.v1.RegisterBrokerResponse
+	4,  // 55: strand.v1.Controller.BrokerHeartbeat:output_type -> strand.v1.BrokerHeartbeatResponse
+	7,  // 56: strand.v1.Controller.AlterPartition:output_type -> strand.v1.AlterPartitionResponse
+	10, // 57: strand.v1.Controller.AllocateProducerIds:output_type -> strand.v1.AllocateProducerIdsResponse
+	14, // 58: strand.v1.Controller.FetchMetadata:output_type -> strand.v1.MetadataBatch
+	53, // 59: strand.v1.Controller.CreateTopics:output_type -> strand.v1.CreateTopicsResponse
+	54, // 60: strand.v1.Controller.DeleteTopics:output_type -> strand.v1.DeleteTopicsResponse
+	55, // 61: strand.v1.Controller.IncrementalAlterConfigs:output_type -> strand.v1.IncrementalAlterConfigsResponse
+	56, // 62: strand.v1.Controller.CreatePartitions:output_type -> strand.v1.CreatePartitionsResponse
+	13, // 63: strand.v1.Controller.DescribeQuorum:output_type -> strand.v1.DescribeQuorumResponse
+	57, // 64: strand.v1.Controller.AlterPartitionReassignments:output_type -> strand.v1.AlterPartitionReassignmentsResponse
+	58, // 65: strand.v1.Controller.ListPartitionReassignments:output_type -> strand.v1.ListPartitionReassignmentsResponse
+	59, // 66: strand.v1.Controller.AddVoter:output_type -> strand.v1.AddVoterResponse
+	60, // 67: strand.v1.Controller.RemoveVoter:output_type -> strand.v1.RemoveVoterResponse
+	61, // 68: strand.v1.Controller.QuorumStatus:output_type -> strand.v1.QuorumStatusResponse
+	62, // 69: strand.v1.Controller.UnregisterBroker:output_type -> strand.v1.UnregisterBrokerResponse
+	63, // 70: strand.v1.Controller.ElectLeaders:output_type -> strand.v1.ElectLeadersResponse
+	64, // 71: strand.v1.Controller.CreateAcls:output_type -> strand.v1.CreateAclsResponse
+	65, // 72: strand.v1.Controller.DeleteAcls:output_type -> strand.v1.DeleteAclsResponse
+	66, // 73: strand.v1.Controller.AlterUserScramCredentials:output_type -> strand.v1.AlterUserScramCredentialsResponse
+	67, // 74: strand.v1.Controller.AlterClientQuotas:output_type -> strand.v1.AlterClientQuotasResponse
+	68, // 75: strand.v1.Controller.UpdateFeatures:output_type -> strand.v1.UpdateFeaturesResponse
+	54, // [54:76] is the sub-list for method output_type
+	32, // [32:54] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_strand_v1_controller_proto_init() }
@@ -2698,7 +2819,7 @@ func file_strand_v1_controller_proto_init() {
 	file_strand_v1_acls_proto_init()
 	file_strand_v1_scram_proto_init()
 	file_strand_v1_features_proto_init()
-	file_strand_v1_controller_proto_msgTypes[14].OneofWrappers = []any{
+	file_strand_v1_controller_proto_msgTypes[15].OneofWrappers = []any{
 		(*MetadataRecord_RegisterBroker)(nil),
 		(*MetadataRecord_FenceBroker)(nil),
 		(*MetadataRecord_UnfenceBroker)(nil),
@@ -2723,7 +2844,7 @@ func file_strand_v1_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strand_v1_controller_proto_rawDesc), len(file_strand_v1_controller_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
