@@ -126,7 +126,21 @@ func TestCLI(t *testing.T) {
 		t.Fatal("no __transaction_state segment decodes to cli-writer's records")
 	}
 
+	mustContain(t, run(t, "", "features", "describe", b), "Feature: transaction.version", "FinalizedVersionLevel: 2",
+		"Feature: strand.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 1")
+	// kafka-features' upgrade, downgrade and disable, in its words.
+	mustContain(t, run(t, "", "features", "downgrade", "--feature", "transaction.version=1", "--dry-run", b), "transaction.version can be downgraded to 1.")
 	mustContain(t, run(t, "", "features", "describe", b), "Feature: transaction.version", "FinalizedVersionLevel: 2")
+	if out, _, err := runErr(t, "", "features", "upgrade", "--feature", "transaction.version=9", b); err == nil {
+		t.Fatalf("an upgrade beyond the supported levels succeeded: %s", out)
+	} else {
+		mustContain(t, out, "Could not upgrade transaction.version to 9.", "supports levels 0 to 2")
+	}
+	mustContain(t, run(t, "", "features", "downgrade", "--feature", "transaction.version=1", b), "transaction.version was downgraded to 1.")
+	mustContain(t, run(t, "", "features", "describe", b), "Feature: transaction.version", "FinalizedVersionLevel: 1")
+	mustContain(t, run(t, "", "features", "upgrade", "--feature", "transaction.version=2", b), "transaction.version was upgraded to 2.")
+	mustContain(t, run(t, "", "features", "disable", "--feature", "strand.version", b), "strand.version was disabled.")
+	mustContain(t, run(t, "", "features", "upgrade", "--feature", "strand.version=1", b), "strand.version was upgraded to 1.")
 	mustContain(t, run(t, "", "cluster", "describe", b), "ActiveController: 1", "voter (active)")
 	run(t, "", "health", "--addr", n.Addr())
 	mustContain(t, run(t, "", "topics", "delete", "orders", b), "Deleted topic orders.")

@@ -70,3 +70,19 @@ func describeFeatures(ctx context.Context, addrs []string) ([]*pb.Feature, error
 	})
 	return out, err
 }
+
+// updateFeatures sends one UpdateFeatures to the cluster (any broker
+// forwards it to the active controller). A refusal comes back as an
+// *errs.Error with the controller's message.
+func updateFeatures(ctx context.Context, addrs []string, req *pb.UpdateFeaturesRequest) error {
+	return anyBroker(ctx, addrs, func(cc *grpc.ClientConn) error {
+		r, err := pb.NewAdminClient(cc).UpdateFeatures(ctx, req)
+		if err != nil {
+			return err
+		}
+		if r.ErrorCode != pb.ErrorCode_NONE {
+			return errs.FromCode(r.ErrorCode, r.ErrorMessage)
+		}
+		return nil
+	})
+}

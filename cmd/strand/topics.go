@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/strand-io/strand/client"
+	"github.com/strand-io/strand/errs"
 	pb "github.com/strand-io/strand/proto/strand/v1"
 )
 
@@ -289,5 +291,94 @@ func featuresCmd() *cobra.Command {
 			return nil
 		},
 	})
+	cmd.AddCommand(featureUpdateCmd("upgrade", "Raise finalized feature levels (like kafka-features upgrade --feature name=level)"),
+		featureUpdateCmd("downgrade", "Lower finalized feature levels (like kafka-features downgrade --feature name=level)"),
+		featureUpdateCmd("disable", "Take features back to level 0 (like kafka-features disable --feature name)"))
+	return cmd
+}
+
+// featureUpdateCmd is kafka-features' upgrade, downgrade or disable: one
+// UpdateFeatures request for every --feature, answered with one line per
+// feature in kafka-features' words ("x was upgraded to 2.", "Could not
+// upgrade x to 2. <why>"); a refusal exits 1 and changes nothing.
+func featureUpdateCmd(op, short string) *cobra.Command {
+	var (
+		features []string
+		dryRun   bool
+		unsafe   bool
+	)
+	cmd := &cobra.Command{
+		Use:   op,
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(features) == 0 {
+				return fmt.Errorf("name at least one --feature")
+			}
+			req := &pb.UpdateFeaturesRequest{ValidateOnly: dryRun}
+			levels := map[string]int32{}
+			for _, f := range features {
+				name, lvl := f, int64(0)
+				if op != "disable" {
+					n, v, ok := strings.Cut(f, "=")
+					var err error
+					if lvl, err = strconv.ParseInt(v, 10, 16); !ok || err != nil || n == "" {
+						return fmt.Errorf("--feature %q: want name=level", f)
+					}
+					name = n
+				} else if strings.Contains(f, "=") {
+					return fmt.Errorf("--feature %q: disable takes a feature name only", f)
+				}
+				typ := int32(1) // Kafka's FeatureUpdate upgrade types: 1 upgrade, 2 safe and 3 unsafe downgrade
+				if op != "upgrade" {
+					typ = 2
+					if unsafe {
+						typ = 3
+					}
+				}
+				levels[name] = int32(lvl)
+				req.Updates = append(req.Updates, &pb.FeatureUpdate{Feature: name, MaxVersionLevel: int32(lvl), UpgradeType: typ})
+			}
+			ctx, cancel := timeoutContext(cmd, 30*time.Second)
+			defer cancel()
+			err := updateFeatures(ctx, bootstrap(cmd), req)
+			past, can := map[string]string{"upgrade": "upgraded to", "downgrade": "downgraded to", "disable": "disabled"}[op], "can be"
+			for _, u := range req.Updates {
+				to := past
+				if op != "disable" {
+					to = fmt.Sprintf("%s %d", past, levels[u.Feature])
+				}
+				switch {
+				case err != nil:
+					verb := op
+					if op != "disable" {
+						verb = fmt.Sprintf("%s %s to %d", op, u.Feature, levels[u.Feature])
+					} else {
+						verb = fmt.Sprintf("disable %s", u.Feature)
+					}
+					_, msg := errs.Split(err)
+					fmt.Printf("Could not %s. %s\n", verb, msg)
+				case dryRun:
+					fmt.Printf("%s %s %s.\n", u.Feature, can, to)
+				default:
+					fmt.Printf("%s was %s.\n", u.Feature, to)
+				}
+			}
+			if err != nil {
+				return fmt.Errorf("%d update(s) failed", len(req.Updates))
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	help := "feature and level to finalize, name=level (repeatable)"
+	if op == "disable" {
+		help = "feature to disable (repeatable)"
+	}
+	f.StringArrayVar(&features, "feature", nil, help)
+	f.BoolVar(&dryRun, "dry-run", false, "check the update with the controller without making it")
+	if op != "upgrade" {
+		f.BoolVar(&unsafe, "unsafe", false, "an unsafe downgrade (metadata may be lost; Strand's features tell the two apart no further)")
+	}
 	return cmd
 }
