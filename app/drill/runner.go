@@ -83,14 +83,18 @@ type WitnessTxn interface {
 
 // Outcome is what one drill did.
 type Outcome struct {
-	Drill   string    `json:"drill"`
-	Node    int32     `json:"node,omitempty"`
-	Detail  string    `json:"detail,omitempty"`
-	Start   time.Time `json:"start"`
-	End     time.Time `json:"end"`
-	Settle  float64   `json:"settle_seconds"`
-	Skipped string    `json:"skipped,omitempty"`
-	Err     string    `json:"error,omitempty"`
+	Drill  string    `json:"drill"`
+	Node   int32     `json:"node,omitempty"`
+	Detail string    `json:"detail,omitempty"`
+	Start  time.Time `json:"start"`
+	End    time.Time `json:"end"`
+	Settle float64   `json:"settle_seconds"`
+	// CommitGap is the longest time without a committed transaction that
+	// overlaps the drill (filled in by the workload, which saw the
+	// commits).
+	CommitGap float64 `json:"longest_commit_gap_seconds"`
+	Skipped   string  `json:"skipped,omitempty"`
+	Err       string  `json:"error,omitempty"`
 }
 
 // OK reports whether the drill ran (or was skipped) without error.

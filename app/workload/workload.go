@@ -165,6 +165,10 @@ type Result struct {
 	Report  verify.Report     `json:"report"`
 	History *verify.History   `json:"-"`
 	Rates   map[string]string `json:"rates,omitempty"`
+	// LongestCommitGap is the longest time without a committed
+	// transaction between the first commit and the producers' stop.
+	LongestCommitGap    verify.Gap `json:"longest_commit_gap"`
+	LongestCommitGapSec float64    `json:"longest_commit_gap_seconds"`
 }
 
 // OK reports whether the checker found nothing and every drill that ran
@@ -380,6 +384,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			ran = append(ran, d.Drill)
 		}
 	}
+	stoppedAt := time.Now()
 	close(r.stopTx)
 	r.logf("workload: producers finishing their last transactions")
 	prods.Wait()
@@ -414,6 +419,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	h.Drills = ran
 	res.History = h
 	res.Report = verify.Check(h)
+	if first := verify.FirstCommit(h.Txns); !first.IsZero() {
+		res.LongestCommitGap = verify.LongestCommitGap(h.Txns, first, stoppedAt)
+		res.LongestCommitGapSec = res.LongestCommitGap.Seconds()
+	}
+	for i, d := range res.Drills {
+		if d.Skipped == "" && !d.Start.IsZero() && !d.End.IsZero() {
+			res.Drills[i].CommitGap = verify.LongestCommitGap(h.Txns, d.Start, d.End).Seconds()
+		}
+	}
 	res.Elapsed = time.Since(r.start).Seconds()
 	res.Rates = map[string]string{
 		"committed_txns_per_sec": fmt.Sprintf("%.1f", float64(r.committed.Load())/cfg.Duration.Seconds()),

@@ -28,6 +28,8 @@ func verifyCmd() *cobra.Command {
 		historyOut  string
 		faultConfig string
 		minTxns     int
+		maxGap      time.Duration
+		kafkaFast   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "verify",
@@ -94,6 +96,9 @@ are skipped); their --hold must stay below the brokers' replica.lag.time.max.ms.
 			cfg.Bootstrap = bootstrap(cmd)
 			cfg.ClientOpts = append(cfg.ClientOpts, security.sdkOpts...)
 			cfg.KafkaOpts = append(cfg.KafkaOpts, security.kgoOpts()...)
+			if kafkaFast {
+				cfg.KafkaOpts = append(cfg.KafkaOpts, kafkaFailoverOpts()...)
+			}
 			proto, kafkaAddrs, err := protocolOf(cmd)
 			if err != nil {
 				return err
@@ -110,7 +115,7 @@ are skipped); their --hold must stay below the brokers' replica.lag.time.max.ms.
 			}
 			fmt.Println()
 			if len(res.Drills) > 0 {
-				fmt.Println("DRILL               NODE  SETTLED  RESULT")
+				fmt.Println("DRILL               NODE  SETTLED  COMMIT GAP  RESULT")
 				for _, d := range res.Drills {
 					result := "ok"
 					switch {
@@ -123,11 +128,19 @@ are skipped); their --hold must stay below the brokers' replica.lag.time.max.ms.
 					if d.Node > 0 {
 						node = fmt.Sprint(d.Node)
 					}
-					fmt.Printf("%-19s %-5s %6.1fs  %s\n", d.Drill, node, d.Settle, result)
+					gap := "-"
+					if d.CommitGap > 0 {
+						gap = fmt.Sprintf("%.2fs", d.CommitGap)
+					}
+					fmt.Printf("%-19s %-5s %6.1fs  %10s  %s\n", d.Drill, node, d.Settle, gap, result)
 				}
 				fmt.Println()
 			}
 			fmt.Print(res.Report.Table())
+			if g := res.LongestCommitGap; !g.From.IsZero() {
+				fmt.Printf("longest time without a commit: %.2fs (%s to %s UTC)\n", g.Seconds(),
+					g.From.UTC().Format("15:04:05.000"), g.To.UTC().Format("15:04:05.000"))
+			}
 			fmt.Printf("run %s: %.0fs, %s committed txns/s, %s committed records/s\n", res.RunID, res.Elapsed,
 				res.Rates["committed_txns_per_sec"], res.Rates["records_per_sec"])
 			if jsonPath != "" {
@@ -142,6 +155,9 @@ are skipped); their --hold must stay below the brokers' replica.lag.time.max.ms.
 			}
 			if !res.OK() {
 				return fmt.Errorf("exactly-once violated or a drill failed (see above)")
+			}
+			if maxGap > 0 && res.LongestCommitGapSec > maxGap.Seconds() {
+				return fmt.Errorf("commits stopped for %.2fs, --max-commit-gap allows %v", res.LongestCommitGapSec, maxGap)
 			}
 			if n := res.Report.Totals.CommittedTxns; n < minTxns {
 				return fmt.Errorf("only %d transactions committed, --min-committed asks for %d: too little was tested", n, minTxns)
@@ -171,6 +187,8 @@ are skipped); their --hold must stay below the brokers' replica.lag.time.max.ms.
 	f.Float64Var(&cfg.ZombieFenceRate, "zombie-fence-rate", 0.02, "fraction of transactions whose producer is fenced by a new incarnation (negative: none; producers are always fenced at epoch 32766)")
 	f.DurationVar(&cfg.HangGrace, "hang-grace", 0, "how long open transactions may take to end after the producers stop before they count as hanging (default: 30s past the transaction timeout)")
 	f.StringVar(&jsonPath, "json", "", "write the result (report, drills) as JSON to this file (- for stdout)")
+	f.BoolVar(&kafkaFast, "kafka-failover-settings", false, "with --protocol kafka: franz-go with the settings the README's Failover section gives for following a failover within seconds (metadata at most 100 ms old, 1 s request timeouts, a flat 100 ms retry backoff), as make bench-failover uses")
+	f.DurationVar(&maxGap, "max-commit-gap", 0, "fail when commits stop for longer than this between the first commit and the producers' stop (0: report only)")
 	f.IntVar(&minTxns, "min-committed", 0, "fail unless at least this many transactions committed (CI uses 1000)")
 	f.StringVar(&faultConfig, "fault-command-config", "", "Kafka client properties whose TLS certificate the marker drills call the nodes' fault endpoints with: a super user's, where the nodes run an authorizer (default: --command-config's)")
 	f.StringVar(&historyOut, "history", "", "write the full history (every write and read) as JSON to this file")
