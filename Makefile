@@ -33,7 +33,7 @@ FUZZ_TARGETS  := ./record:FuzzDecode ./record:FuzzValidateBatch \
 	./broker/storage:FuzzEpochCheckpoint ./broker/storage:FuzzTxnIndex ./api:FuzzRequests \
 	./api/kafka:FuzzDecode
 
-.PHONY: sim all build test test-short fuzz lint proto run demo stop clean image drill drill-ci drill-kafka soak bench-compare bench-scale bench-failover readme-check grow certs franz-suite
+.PHONY: sim all build test test-short fuzz lint proto run demo stop clean image drill drill-ci drill-kafka drill-upgrade soak bench-compare bench-scale bench-failover readme-check grow certs franz-suite
 
 all: build
 
@@ -44,7 +44,7 @@ build:
 ## integration suite against a three-node cluster (make franz-suite), 100 fresh seeds
 ## and one long scenario of the cluster simulation (make sim), a short fuzz run (FUZZ_SHORT per target), the short fault drill through the gRPC front door and
 ## a shorter one through the Kafka listeners (three drills): compose cluster if Docker works, else a
-## process cluster; then the README's commands, about a minute: not their
+## process cluster; the rolling-upgrade drill (make drill-upgrade); then the README's commands, about a minute: not their
 ## Docker blocks, since the drill has just built the same image and run the
 ## same compose file, nor `go test`, whose examples ran above; skipped with
 ## a message when the cluster of make run holds the README's ports)
@@ -55,6 +55,7 @@ test: lint
 	$(MAKE) fuzz FUZZTIME=$(FUZZ_SHORT)
 	$(MAKE) drill-ci
 	$(MAKE) drill-kafka DURATION=60s DRILLS=kill-leader,kill-coordinator,kill-controller
+	$(MAKE) drill-upgrade
 	README_CHECK_DOCKER=no README_CHECK_SKIP='^go test ' README_CHECK_IF_BUSY=skip ./scripts/readme-check.sh
 
 ## sim: the cluster simulation (testkit/sim) on SIM_SEEDS fresh seeds (default 1000) and
@@ -141,6 +142,13 @@ drill-ci:
 ## drill-kafka: drill-ci with the workload's records through the Kafka listeners (franz-go)
 drill-kafka:
 	PROTOCOL=kafka DURATION=$${DURATION:-100s} PRODUCERS=5 MIN_COMMITTED=$${MIN_COMMITTED:-500} DRILLS=$${DRILLS:-all} ./scripts/drill.sh
+
+## drill-upgrade: a rolling upgrade under exactly-once load through both front doors: three
+## nodes on an older build (OLD, a fixed commit of this repository), replaced one at a time by
+## this build (one rolled back and forward again), strand.version finalized, the old build then
+## refused; strand verify must find nothing wrong and no commit gap over MAX_GAP (3s); ~5 min
+drill-upgrade:
+	DURATION=$${DURATION:-150s} ./scripts/drill-upgrade.sh
 
 ## soak: the drills in a loop for 30 minutes (DURATION=… to change)
 soak:
