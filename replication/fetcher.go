@@ -172,9 +172,15 @@ func (f *fetcher) run() {
 		}
 		if len(trunc) > 0 {
 			f.truncate(client, trunc)
+			// The partitions just truncated join this round's fetch:
+			// left for the next one, they would wait out the fetch
+			// parked at the leader for the others (up to
+			// replica.fetch.wait.max.ms) before their first fetch, and a
+			// new leader's HW with them.
+			_, fetch, soonest = f.snapshot(time.Now())
 		}
 		if len(fetch) > 0 {
-			if !f.fetch(client, fetch) {
+			if !f.fetch(client, fetch, soonest) {
 				f.sleep(m.cfg.FetchBackoff / 4)
 			}
 		}
@@ -305,8 +311,13 @@ func (f *fetcher) truncateOne(client pb.ConsumerClient, st *fetchState) (bool, e
 }
 
 // fetch sends one Fetch for every partition and appends what comes back.
-// It reports whether the round made progress without errors.
-func (f *fetcher) fetch(client pb.ConsumerClient, sts []*fetchState) bool {
+// It reports whether the round made progress without errors. retry is
+// when the first partition left out for now (delayed after a refusal) is
+// due again, zero for none: the leader is asked to wait no longer than
+// that, so a partition refused for metadata lag is asked again after
+// metadataRetry, not after a whole replica.fetch.wait.max.ms spent on
+// the others.
+func (f *fetcher) fetch(client pb.ConsumerClient, sts []*fetchState, retry time.Time) bool {
 	m := f.m
 	// The replication throttle (throttle.go): while the follower quota is
 	// exceeded, throttled partitions this node is not in sync for are left
@@ -335,7 +346,11 @@ func (f *fetcher) fetch(client pb.ConsumerClient, sts []*fetchState) bool {
 		}
 		sts = kept
 	}
-	req := &pb.FetchRequest{ReplicaId: m.cfg.NodeID, ReplicaEpoch: m.brokerEpoch(), MaxWaitMs: int32(m.cfg.FetchWaitMax / time.Millisecond), MinBytes: 1, MaxBytes: int32(m.cfg.FetchResponseMaxBytes)}
+	wait := m.cfg.FetchWaitMax
+	if !retry.IsZero() {
+		wait = max(min(wait, time.Until(retry)), 0)
+	}
+	req := &pb.FetchRequest{ReplicaId: m.cfg.NodeID, ReplicaEpoch: m.brokerEpoch(), MaxWaitMs: int32(wait / time.Millisecond), MinBytes: 1, MaxBytes: int32(m.cfg.FetchResponseMaxBytes)}
 	if f.sessID == 0 {
 		req.SessionEpoch = sessionOpen
 	} else {
