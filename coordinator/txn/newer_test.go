@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strand-io/strand/record"
 	pb "github.com/strand-io/strand/proto/strand/v1"
+	"github.com/strand-io/strand/record"
 )
 
 // TestLoadStopsAtANewerValueVersion: a transaction log value written by a
