@@ -346,11 +346,16 @@ func (f *fetcher) fetch(client pb.ConsumerClient, sts []*fetchState, retry time.
 		}
 		sts = kept
 	}
-	wait := m.cfg.FetchWaitMax
+	waitMs := int32(m.cfg.FetchWaitMax / time.Millisecond)
 	if !retry.IsZero() {
-		wait = max(min(wait, time.Until(retry)), 0)
+		// Rounded up, and at least 1 ms: a fetch answered at once while
+		// the partition is not yet due would be sent again at once, a
+		// loop that never waits (and on the simulation's virtual clock,
+		// one that stops time).
+		untilRetry := int32((time.Until(retry) + time.Millisecond - 1) / time.Millisecond)
+		waitMs = min(waitMs, max(untilRetry, 1))
 	}
-	req := &pb.FetchRequest{ReplicaId: m.cfg.NodeID, ReplicaEpoch: m.brokerEpoch(), MaxWaitMs: int32(wait / time.Millisecond), MinBytes: 1, MaxBytes: int32(m.cfg.FetchResponseMaxBytes)}
+	req := &pb.FetchRequest{ReplicaId: m.cfg.NodeID, ReplicaEpoch: m.brokerEpoch(), MaxWaitMs: waitMs, MinBytes: 1, MaxBytes: int32(m.cfg.FetchResponseMaxBytes)}
 	if f.sessID == 0 {
 		req.SessionEpoch = sessionOpen
 	} else {
