@@ -172,15 +172,9 @@ func (f *fetcher) run() {
 		}
 		if len(trunc) > 0 {
 			f.truncate(client, trunc)
-			// The partitions just truncated join this round's fetch:
-			// left for the next one, they would wait out the fetch
-			// parked at the leader for the others (up to
-			// replica.fetch.wait.max.ms) before their first fetch, and a
-			// new leader's HW with them.
-			_, fetch, soonest = f.snapshot(time.Now())
 		}
 		if len(fetch) > 0 {
-			if !f.fetch(client, fetch, soonest) {
+			if !f.fetch(client, fetch) {
 				f.sleep(m.cfg.FetchBackoff / 4)
 			}
 		}
@@ -311,13 +305,8 @@ func (f *fetcher) truncateOne(client pb.ConsumerClient, st *fetchState) (bool, e
 }
 
 // fetch sends one Fetch for every partition and appends what comes back.
-// It reports whether the round made progress without errors. retry is
-// when the first partition left out for now (delayed after a refusal) is
-// due again, zero for none: the leader is asked to wait no longer than
-// that, so a partition refused for metadata lag is asked again after
-// metadataRetry, not after a whole replica.fetch.wait.max.ms spent on
-// the others.
-func (f *fetcher) fetch(client pb.ConsumerClient, sts []*fetchState, retry time.Time) bool {
+// It reports whether the round made progress without errors.
+func (f *fetcher) fetch(client pb.ConsumerClient, sts []*fetchState) bool {
 	m := f.m
 	// The replication throttle (throttle.go): while the follower quota is
 	// exceeded, throttled partitions this node is not in sync for are left
@@ -346,16 +335,7 @@ func (f *fetcher) fetch(client pb.ConsumerClient, sts []*fetchState, retry time.
 		}
 		sts = kept
 	}
-	waitMs := int32(m.cfg.FetchWaitMax / time.Millisecond)
-	if !retry.IsZero() {
-		// Rounded up, and at least 1 ms: a fetch answered at once while
-		// the partition is not yet due would be sent again at once, a
-		// loop that never waits (and on the simulation's virtual clock,
-		// one that stops time).
-		untilRetry := int32((time.Until(retry) + time.Millisecond - 1) / time.Millisecond)
-		waitMs = min(waitMs, max(untilRetry, 1))
-	}
-	req := &pb.FetchRequest{ReplicaId: m.cfg.NodeID, ReplicaEpoch: m.brokerEpoch(), MaxWaitMs: waitMs, MinBytes: 1, MaxBytes: int32(m.cfg.FetchResponseMaxBytes)}
+	req := &pb.FetchRequest{ReplicaId: m.cfg.NodeID, ReplicaEpoch: m.brokerEpoch(), MaxWaitMs: int32(m.cfg.FetchWaitMax / time.Millisecond), MinBytes: 1, MaxBytes: int32(m.cfg.FetchResponseMaxBytes)}
 	if f.sessID == 0 {
 		req.SessionEpoch = sessionOpen
 	} else {

@@ -109,7 +109,7 @@ func TestFollowerThrottleCaughtUpWithLeaderHW(t *testing.T) {
 	// Leader HW 0 = our log end: caught up. Then HW 5: behind.
 	c := &fetchRecorder{hws: []int64{0, 5}}
 
-	if !f.fetch(c, []*fetchState{st}, time.Time{}) { // quota not exceeded: fetched
+	if !f.fetch(c, []*fetchState{st}) { // quota not exceeded: fetched
 		t.Fatal("first fetch failed")
 	}
 	m.throttle.follower.setBound(1)
@@ -117,14 +117,14 @@ func TestFollowerThrottleCaughtUpWithLeaderHW(t *testing.T) {
 	if !m.throttle.follower.exceeded() {
 		t.Fatal("the follower quota is not exceeded")
 	}
-	if !f.fetch(c, []*fetchState{st}, time.Time{}) {
+	if !f.fetch(c, []*fetchState{st}) {
 		t.Fatal("second fetch failed")
 	}
 	if len(c.named) != 2 || len(c.named[1]) != 1 {
 		t.Fatalf("fetches named %v: a replica caught up with the leader's HW was left out under the exceeded quota", c.named)
 	}
 	// Now behind the leader's HW (5 > log end 0): throttled, left out.
-	f.fetch(c, []*fetchState{st}, time.Time{})
+	f.fetch(c, []*fetchState{st})
 	if len(c.named) != 2 {
 		t.Fatalf("fetches named %v: a replica behind the leader's HW fetched under the exceeded quota", c.named)
 	}
