@@ -115,7 +115,14 @@ log "finalizing with old binaries registered is refused: $(head -1 "$OUT/finaliz
 swap 2 "$NEW"
 swap 3 "$NEW"
 "$NEW" features upgrade --bootstrap "$BOOT" --feature strand.version=1 | tee "$OUT/finalize.txt"
-"$NEW" features describe --bootstrap "$BOOT" | tee "$OUT/features-after.txt"
+# The broker that answers describe may apply the finalize a moment after
+# the one that forwarded it: look for up to 10 s.
+for _ in $(seq 1 20); do
+  "$NEW" features describe --bootstrap "$BOOT" >"$OUT/features-after.txt"
+  grep -q "Feature: strand.version.*FinalizedVersionLevel: 1" "$OUT/features-after.txt" && break
+  sleep 0.5
+done
+cat "$OUT/features-after.txt"
 grep -q "Feature: strand.version.*FinalizedVersionLevel: 1" "$OUT/features-after.txt" || die "strand.version is not finalized at 1"
 sleep 8
 
